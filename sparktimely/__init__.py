@@ -1,0 +1,22 @@
+"""sparktimely: timely dataflow (the Naiad model) for Python, run on Spark.
+
+>>> import sparktimely as st
+>>> st.example(lambda scope: scope.to_stream(range(5)).map(lambda x: x * 2).capture()).extract()
+[(0, [0, 2, 4, 6, 8])]
+"""
+from .dataflow import (
+    Capability, CapabilityError, CapabilitySet, Exchange, FrontierNotificator, InputCapability,
+    InputHandle, LoopHandle, Notificator, OperatorBuilder, OperatorError, OperatorInfo, Pipeline,
+    ProbeHandle, Scope, Stream, Worker, source,
+)
+from .execute import WorkerError, example, execute_directly
+from .ops import Capture, Err, Ok
+from .progress import Antichain, ChangeBatch, CycleError, MutableAntichain, Product
+
+__all__ = [
+    "Antichain", "Capability", "CapabilityError", "CapabilitySet", "Capture", "ChangeBatch",
+    "CycleError", "Err", "Exchange", "FrontierNotificator", "InputCapability", "InputHandle",
+    "LoopHandle", "MutableAntichain", "Notificator", "Ok", "OperatorBuilder", "OperatorError",
+    "OperatorInfo", "Pipeline", "ProbeHandle", "Product", "Scope", "Stream", "Worker",
+    "WorkerError", "example", "execute_directly", "source",
+]

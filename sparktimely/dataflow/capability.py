@@ -1,0 +1,174 @@
+"""Capabilities: the right to produce output at a time (timely's central rule).
+
+An operator may send data at time ``t`` on an output only while it holds a capability for
+a time ``<= t`` on that output, or while it is processing an input batch at ``t``. Every live
+capability holds back the frontier of everything downstream; dropping it (explicitly, or by
+letting it go out of scope) lets the frontier advance.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterator
+
+from ..progress.timestamp import Timestamp, less_equal
+
+if TYPE_CHECKING:
+    from .ports import OutputPort
+
+
+class CapabilityError(RuntimeError):
+    """A capability was used against timely's rules (after drop, or to go back in time)."""
+
+
+class Capability:
+    """Permission to send at ``time`` or later on one output of an operator.
+
+    ``delayed(t)`` returns a new capability for a later time, ``downgrade(t)`` moves this one
+    forward, ``drop()`` releases it (so does losing the last reference to it).
+    """
+
+    __slots__ = ("_time", "_port", "_live", "__weakref__")
+
+    def __init__(self, time: Timestamp, port: "OutputPort") -> None:
+        port.kind.check(time)
+        self._time = time
+        self._port = port
+        self._live = True
+        port.dataflow.update(port.location, time, 1)
+
+    @property
+    def time(self) -> Timestamp:
+        """The time this capability allows sending at."""
+        self._check_live("read the time of")
+        return self._time
+
+    def _check_live(self, action: str) -> None:
+        if not self._live:
+            raise CapabilityError(
+                f"cannot {action} the capability for time {self._time!r}: it was dropped")
+
+    def _check_not_before(self, time: Timestamp, action: str) -> None:
+        if not less_equal(self._time, time):
+            raise CapabilityError(
+                f"cannot {action} capability at time {self._time!r} to {time!r}: "
+                f"times must not go backwards")
+
+    def delayed(self, time: Timestamp) -> "Capability":
+        """A new capability for ``time``, which must not be earlier than this one's."""
+        self._check_live("delay")
+        self._check_not_before(time, "delay")
+        return Capability(time, self._port)
+
+    def downgrade(self, time: Timestamp) -> None:
+        """Move this capability forward to ``time``."""
+        self._check_live("downgrade")
+        self._check_not_before(time, "downgrade")
+        if time != self._time:
+            self._port.kind.check(time)
+            dataflow, location = self._port.dataflow, self._port.location
+            dataflow.update(location, time, 1)
+            dataflow.update(location, self._time, -1)
+            self._time = time
+
+    def drop(self) -> None:
+        """Release the capability; using it afterwards raises CapabilityError."""
+        if self._live:
+            self._live = False
+            self._port.dataflow.update(self._port.location, self._time, -1)
+
+    def __del__(self) -> None:
+        if getattr(self, "_live", False):
+            self.drop()
+
+    def __repr__(self) -> str:
+        state = "" if self._live else ", dropped"
+        return f"Capability({self._time!r}{state})"
+
+
+class InputCapability:
+    """The time of an input batch being processed, usable to send output at that time.
+
+    ``retain()`` turns it into a :class:`Capability` that outlives the batch.
+    """
+
+    __slots__ = ("time", "_outputs", "_connected")
+
+    def __init__(self, time: Timestamp, outputs: list, connected: list[bool]) -> None:
+        self.time = time
+        self._outputs = outputs
+        self._connected = connected
+
+    def retain(self) -> Capability:
+        """A capability at this time for output 0."""
+        return self.retain_for_output(0)
+
+    def retain_for_output(self, output: int) -> Capability:
+        """A capability at this time for output ``output``."""
+        return self.delayed_for_output(self.time, output)
+
+    def delayed(self, time: Timestamp) -> Capability:
+        """A capability for ``time`` (not earlier than this batch's time) for output 0."""
+        return self.delayed_for_output(time, 0)
+
+    def delayed_for_output(self, time: Timestamp, output: int) -> Capability:
+        if not less_equal(self.time, time):
+            raise CapabilityError(
+                f"cannot delay input capability at time {self.time!r} to {time!r}: "
+                f"times must not go backwards")
+        if not 0 <= output < len(self._outputs):
+            raise CapabilityError(f"operator has no output {output}")
+        if not self._connected[output]:
+            raise CapabilityError(f"this input is not connected to output {output}")
+        return Capability(time, self._outputs[output])
+
+    def __repr__(self) -> str:
+        return f"InputCapability({self.time!r})"
+
+
+class CapabilitySet:
+    """A set of capabilities (for one output) that can be downgraded to a frontier.
+
+    >>> # caps = CapabilitySet([cap]); caps.delayed(5); caps.downgrade(input.frontier.frontier())
+    """
+
+    def __init__(self, capabilities: list[Capability] | None = None) -> None:
+        self._caps: list[Capability] = list(capabilities or [])
+
+    def insert(self, capability: Capability) -> None:
+        """Add a capability unless one at a time less or equal is already held."""
+        if not any(less_equal(c.time, capability.time) for c in self._caps):
+            self._caps = [c for c in self._caps if not less_equal(capability.time, c.time)]
+            self._caps.append(capability)
+
+    def delayed(self, time: Timestamp) -> Capability:
+        """A capability for ``time`` derived from a held one at a time ``<= time``."""
+        for cap in self._caps:
+            if less_equal(cap.time, time):
+                return cap.delayed(time)
+        raise CapabilityError(f"no capability in the set allows time {time!r}")
+
+    def downgrade(self, frontier) -> None:
+        """Replace the held capabilities by ones for the times of ``frontier``."""
+        times = list(frontier)
+        new: list[Capability] = []
+        for time in times:
+            new.append(self.delayed(time))
+        for cap in self._caps:
+            cap.drop()
+        self._caps = new
+
+    def first(self) -> Capability | None:
+        return self._caps[0] if self._caps else None
+
+    def is_empty(self) -> bool:
+        return not self._caps
+
+    def drop(self) -> None:
+        for cap in self._caps:
+            cap.drop()
+        self._caps = []
+
+    def __iter__(self) -> Iterator[Capability]:
+        return iter(list(self._caps))
+
+    def __len__(self) -> int:
+        return len(self._caps)

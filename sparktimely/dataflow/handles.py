@@ -1,0 +1,177 @@
+"""Handles that connect a dataflow to the program driving it: inputs, probes and loops."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable
+
+from ..progress.frontier import Antichain, MutableAntichain
+from ..progress.timestamp import Timestamp, less_equal
+from .capability import Capability
+from .ports import BATCH_SIZE, OutputPort, batch_length
+
+if TYPE_CHECKING:
+    from .ports import InputPort
+
+
+class InputHandle:
+    """Feeds records into dataflows at a time that only moves forward.
+
+    >>> import sparktimely as st
+    >>> def job(worker):
+    ...     input = st.InputHandle()
+    ...     captured = worker.dataflow(lambda scope: scope.input_from(input).capture())
+    ...     for round in range(3):
+    ...         input.send(round * 10)
+    ...         input.advance_to(round + 1)
+    ...     input.close()
+    ...     worker.run()
+    ...     return captured.extract()
+    >>> st.execute_directly(job)
+    [(0, [0]), (1, [10]), (2, [20])]
+    """
+
+    def __init__(self) -> None:
+        self._time: Timestamp | None = None
+        self._buffer: list = []
+        self._bound: list[tuple[OutputPort, Capability]] = []
+        self._closed = False
+
+    def _bind(self, port: OutputPort) -> None:
+        if self._closed:
+            raise RuntimeError("cannot connect a closed InputHandle to a dataflow")
+        if self._time is None:
+            self._time = port.kind.minimum()
+        self._bound.append((port, Capability(self._time, port)))
+
+    def time(self) -> Timestamp:
+        """The time at which records sent now are stamped."""
+        return 0 if self._time is None else self._time
+
+    def _check_open(self, action: str) -> None:
+        if self._closed:
+            raise RuntimeError(f"cannot {action}: the input handle is closed")
+        if not self._bound:
+            raise RuntimeError(f"cannot {action}: the input handle is not connected to a "
+                               f"dataflow (use scope.input_from(handle))")
+
+    def send(self, record: Any) -> None:
+        """Send one record at the current time."""
+        self._check_open("send")
+        buffer = self._buffer
+        buffer.append(record)
+        if len(buffer) >= BATCH_SIZE:
+            self.flush()
+
+    def send_batch(self, records: Iterable[Any]) -> None:
+        """Send a batch of records (a list, any iterable, or a pyarrow.RecordBatch)."""
+        self._check_open("send")
+        self.flush()
+        batch = records if hasattr(records, "num_rows") else list(records)
+        if batch_length(batch):
+            self._push(batch)
+
+    def _push(self, batch: Any) -> None:
+        last = len(self._bound) - 1
+        for i, (port, _) in enumerate(self._bound):
+            port.push(self._time, batch if i == last or batch.__class__ is not list else list(batch))
+
+    def flush(self) -> None:
+        """Hand buffered records to the dataflows now."""
+        if self._buffer:
+            batch, self._buffer = self._buffer, []
+            self._push(batch)
+
+    def advance_to(self, time: Timestamp) -> None:
+        """Move the input's time forward to ``time``; earlier times can then complete."""
+        self._check_open("advance_to")
+        if not less_equal(self._time, time):
+            raise ValueError(f"advance_to({time!r}) goes backwards: the input is already at "
+                             f"time {self._time!r}")
+        self.flush()
+        for _, capability in self._bound:
+            capability.downgrade(time)
+        self._time = time
+
+    def close(self) -> None:
+        """Flush and release the input: its dataflows can then complete."""
+        if self._closed:
+            return
+        if self._bound:
+            self.flush()
+        for _, capability in self._bound:
+            capability.drop()
+        self._closed = True
+
+    def __del__(self) -> None:
+        if getattr(self, "_bound", None) and not self._closed:
+            self.close()
+
+
+class ProbeHandle:
+    """Observes the frontier of one or more streams from outside the dataflow.
+
+    >>> import sparktimely as st
+    >>> def job(worker):
+    ...     input = st.InputHandle()
+    ...     probe = worker.dataflow(lambda scope: scope.input_from(input).probe())
+    ...     input.advance_to(5)
+    ...     worker.step_while(lambda: probe.less_than(5))
+    ...     return probe.frontier()
+    >>> st.execute_directly(job)
+    [5]
+    """
+
+    def __init__(self) -> None:
+        self._frontiers: list[MutableAntichain] = []
+
+    def _watch(self, frontier: MutableAntichain) -> None:
+        self._frontiers.append(frontier)
+
+    def less_than(self, time: Timestamp) -> bool:
+        """True if data at some time earlier than ``time`` may still arrive."""
+        for frontier in self._frontiers:
+            if frontier.less_than(time):
+                return True
+        return False
+
+    def less_equal(self, time: Timestamp) -> bool:
+        """True if data at ``time`` or earlier may still arrive."""
+        for frontier in self._frontiers:
+            if frontier.less_equal(time):
+                return True
+        return False
+
+    def done(self) -> bool:
+        """True once no more data can arrive at all."""
+        return all(frontier.is_empty() for frontier in self._frontiers)
+
+    def frontier(self) -> list:
+        """The times that may still arrive, as a list of incomparable times."""
+        antichain = Antichain()
+        for frontier in self._frontiers:
+            for time in frontier.frontier():
+                antichain.insert(time)
+        return antichain.elements()
+
+
+class LoopHandle:
+    """The input end of a feedback edge; close the loop with ``stream.connect_loop(handle)``."""
+
+    def __init__(self, scope, input: "InputPort", summary) -> None:
+        self._scope = scope
+        self._input = input
+        self._summary = summary
+        self._connected = False
+
+    def _connect(self, stream) -> None:
+        from .channels import Pipeline
+        if self._connected:
+            raise RuntimeError("this loop handle is already connected")
+        if stream.scope is not self._scope:
+            raise ValueError("connect_loop: the stream must be in the scope that created the loop")
+        self._connected = True
+        stream.scope.dataflow.connect(stream._port, self._input, Pipeline())
+
+    def _check_connected(self) -> None:
+        if not self._connected:
+            raise RuntimeError(f"a feedback loop (summary {self._summary!r}) was never closed "
+                               f"with stream.connect_loop(handle)")

@@ -1,0 +1,179 @@
+"""Operator inputs and outputs: queues of timestamped batches and the sessions that fill them.
+
+Batches cross every boundary (never single records). Progress accounting follows timely's
+rule: a producer reports ``+len(batch)`` at the receiving input for the batch's time, and
+the consumer reports ``-len(batch)`` when it takes the batch; both changes happen within the
+same scheduling step as the capability changes that justify them.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+from ..progress.frontier import MutableAntichain
+from ..progress.timestamp import TimeKind, Timestamp
+from .capability import Capability, CapabilityError, InputCapability
+
+if TYPE_CHECKING:
+    from .worker import Dataflow
+
+BATCH_SIZE = 4096
+"""Records buffered per time by an output session before they are sent as one batch."""
+
+
+def batch_length(batch: Any) -> int:
+    """The number of records in a batch (a list or a pyarrow.RecordBatch)."""
+    return len(batch) if batch.__class__ is list else batch.num_rows
+
+
+class OutputPort:
+    """One output of an operator: the channels its batches are pushed into."""
+
+    __slots__ = ("dataflow", "location", "kind", "pushers")
+
+    def __init__(self, dataflow: "Dataflow", location: int, kind: TimeKind) -> None:
+        self.dataflow = dataflow
+        self.location = location
+        self.kind = kind
+        self.pushers: list = []
+
+    def push(self, time: Timestamp, batch: Any) -> None:
+        """Send one non-empty batch at ``time`` to every consumer of this output."""
+        pushers = self.pushers
+        last = len(pushers) - 1
+        for i, pusher in enumerate(pushers):
+            # Consumers may keep or change the lists they receive: each gets its own.
+            pusher.push(time, batch if i == last or batch.__class__ is not list else list(batch))
+
+
+class InputPort:
+    """One input of an operator, as its logic sees it.
+
+    Iterate it to take the waiting batches: ``for cap, batch in input: ...``.
+    ``input.frontier`` tells which times may still arrive.
+    """
+
+    __slots__ = ("queue", "dataflow", "location", "operator", "frontier", "_outputs", "_connected")
+
+    def __init__(self, dataflow: "Dataflow", location: int, operator: int,
+                 frontier: MutableAntichain) -> None:
+        self.queue: deque = deque()
+        self.dataflow = dataflow
+        self.location = location
+        self.operator = operator
+        self.frontier = frontier
+        self._outputs: list[OutputPort] = []
+        self._connected: list[bool] = []
+
+    def _set_outputs(self, outputs: list[OutputPort], connected: list[bool]) -> None:
+        self._outputs = outputs
+        self._connected = connected
+
+    def __iter__(self) -> Iterator[tuple[InputCapability, Any]]:
+        queue = self.queue
+        update = self.dataflow.update
+        location = self.location
+        while queue:
+            time, batch = queue.popleft()
+            update(location, time, -batch_length(batch))
+            yield InputCapability(time, self._outputs, self._connected), batch
+
+    def next(self) -> tuple[InputCapability, Any] | None:
+        """The next waiting ``(capability, batch)``, or None."""
+        return next(iter(self), None)
+
+    def for_each(self, logic) -> None:
+        """Call ``logic(cap, batch)`` for every waiting batch."""
+        for cap, batch in self:
+            logic(cap, batch)
+
+    def __bool__(self) -> bool:
+        return bool(self.queue)
+
+    def __repr__(self) -> str:
+        return f"InputPort(waiting={len(self.queue)}, frontier={self.frontier.frontier()})"
+
+
+class Session:
+    """Buffers records sent at one time on one output; flushed in batches and on exit."""
+
+    __slots__ = ("_port", "_time", "_buffer")
+
+    def __init__(self, port: OutputPort, time: Timestamp) -> None:
+        self._port = port
+        self._time = time
+        self._buffer: list = []
+
+    def give(self, record: Any) -> None:
+        """Send one record."""
+        buffer = self._buffer
+        buffer.append(record)
+        if len(buffer) >= BATCH_SIZE:
+            self.flush()
+
+    def give_iterator(self, records: Iterable[Any]) -> None:
+        """Send every record of an iterable."""
+        buffer = self._buffer
+        buffer.extend(records)
+        if len(buffer) >= BATCH_SIZE:
+            self.flush()
+
+    def give_batch(self, batch: Any) -> None:
+        """Send a whole batch (a list or a pyarrow.RecordBatch) as one message."""
+        self.flush()
+        if batch_length(batch):
+            self._port.push(self._time, batch)
+
+    def flush(self) -> None:
+        if self._buffer:
+            batch, self._buffer = self._buffer, []
+            self._port.push(self._time, batch)
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.flush()
+
+
+class OutputHandle:
+    """An operator's handle on one of its outputs: ``with output.session(cap) as s: s.give(x)``."""
+
+    __slots__ = ("_port", "_sessions")
+
+    def __init__(self, port: OutputPort) -> None:
+        self._port = port
+        self._sessions: list[Session] = []
+
+    def _time_of(self, capability: Capability | InputCapability) -> Timestamp:
+        if capability.__class__ is InputCapability:
+            return capability.time
+        if isinstance(capability, Capability):
+            if not capability._live:
+                capability._check_live("send with")
+            if capability._port is not self._port:
+                raise CapabilityError(
+                    f"capability for time {capability._time!r} belongs to another output")
+            return capability._time
+        raise TypeError(f"session() needs a Capability or InputCapability, "
+                        f"not {type(capability).__name__}")
+
+    def session(self, capability: Capability | InputCapability) -> Session:
+        """A session sending at ``capability``'s time; the capability must be for this output."""
+        session = Session(self._port, self._time_of(capability))
+        self._sessions.append(session)
+        return session
+
+    def give_at(self, capability: Capability | InputCapability, batch: Any) -> None:
+        """Send a whole batch (list or pyarrow.RecordBatch) at ``capability``'s time."""
+        time = self._time_of(capability)
+        if batch_length(batch):
+            self._port.push(time, batch)
+
+    def _flush(self) -> None:
+        """Send what sessions still buffer (called after each scheduling of the operator)."""
+        if self._sessions:
+            for session in self._sessions:
+                session.flush()
+            self._sessions = []
+

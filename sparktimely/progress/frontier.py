@@ -1,0 +1,207 @@
+"""Antichains (frontiers) and counted changes to them.
+
+>>> frontier = MutableAntichain()
+>>> frontier.update_iter([(1, 1)])
+[(1, 1)]
+>>> frontier.update_iter([(1, -1), (2, 7)])
+[(1, -1), (2, 1)]
+>>> frontier.frontier()
+[2]
+"""
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+from .timestamp import Timestamp, less_equal, less_than
+
+
+def _sorted(items: list) -> list:
+    """Sort times (or pairs starting with times) when they are orderable, else keep order."""
+    try:
+        return sorted(items)
+    except TypeError:
+        return items
+
+
+class Antichain:
+    """A set of mutually incomparable times: the minimal elements of what was inserted.
+
+    >>> from sparktimely.progress import Product
+    >>> a = Antichain([Product(1, 0), Product(0, 1)])
+    >>> a.insert(Product(1, 1)), a.less_equal(Product(2, 0)), a.less_than(Product(0, 1))
+    (False, True, False)
+    """
+
+    __slots__ = ("_elements",)
+
+    def __init__(self, elements: Iterable[Timestamp] = ()) -> None:
+        self._elements: list = []
+        for element in elements:
+            self.insert(element)
+
+    def insert(self, time: Timestamp) -> bool:
+        """Add ``time`` unless an element is already less or equal; True if added."""
+        elements = self._elements
+        for element in elements:
+            if less_equal(element, time):
+                return False
+        self._elements = [e for e in elements if not less_equal(time, e)]
+        self._elements.append(time)
+        return True
+
+    def less_equal(self, time: Timestamp) -> bool:
+        """True if some element is less than or equal to ``time``."""
+        return any(less_equal(e, time) for e in self._elements)
+
+    def less_than(self, time: Timestamp) -> bool:
+        """True if some element is strictly less than ``time``."""
+        return any(less_than(e, time) for e in self._elements)
+
+    def elements(self) -> list:
+        return list(self._elements)
+
+    def __iter__(self) -> Iterator[Timestamp]:
+        return iter(list(self._elements))
+
+    def __len__(self) -> int:
+        return len(self._elements)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Antichain):
+            other = other._elements
+        elif not isinstance(other, (list, tuple)):
+            return NotImplemented
+        return len(self._elements) == len(other) and all(e in other for e in self._elements)
+
+    def __repr__(self) -> str:
+        return f"Antichain({_sorted(list(self._elements))!r})"
+
+
+class MutableAntichain:
+    """Counts per time, and the frontier of the times whose count is positive.
+
+    Counts may be transiently negative (changes can arrive out of order); such times do
+    not contribute to the frontier.
+    """
+
+    __slots__ = ("_counts", "_frontier")
+
+    def __init__(self) -> None:
+        self._counts: dict = {}
+        self._frontier: list = []
+
+    def update_iter(self, updates: Iterable[tuple[Timestamp, int]]) -> list[tuple[Timestamp, int]]:
+        """Apply ``(time, delta)`` updates; return the resulting frontier changes."""
+        counts = self._counts
+        frontier = self._frontier
+        rebuild = False
+        for time, delta in updates:
+            if not delta:
+                continue
+            count = counts.get(time, 0) + delta
+            if count:
+                counts[time] = count
+            else:
+                del counts[time]
+            if not rebuild:
+                if delta > 0:
+                    rebuild = count > 0 and not any(less_equal(f, time) for f in frontier)
+                else:
+                    rebuild = count <= 0 and time in frontier
+        if not rebuild:
+            return []
+        new = self._compute_frontier()
+        if new == frontier:
+            return []
+        self._frontier = new
+        return [(t, -1) for t in frontier if t not in new] + [(t, 1) for t in new if t not in frontier]
+
+    def _compute_frontier(self) -> list:
+        positive = [t for t, c in self._counts.items() if c > 0]
+        if len(positive) <= 1:
+            return positive
+        if positive[0].__class__ is int:
+            return [min(positive)]
+        frontier: list = []
+        for time in _sorted(positive):
+            if not any(less_equal(f, time) for f in frontier):
+                frontier.append(time)
+        return frontier
+
+    def update(self, time: Timestamp, delta: int) -> list[tuple[Timestamp, int]]:
+        """Apply one update; return the resulting frontier changes."""
+        return self.update_iter(((time, delta),))
+
+    def frontier(self) -> list:
+        return list(self._frontier)
+
+    def less_equal(self, time: Timestamp) -> bool:
+        """True if some frontier element is less than or equal to ``time``."""
+        for f in self._frontier:
+            if less_equal(f, time):
+                return True
+        return False
+
+    def less_than(self, time: Timestamp) -> bool:
+        """True if some frontier element is strictly less than ``time``."""
+        for f in self._frontier:
+            if less_than(f, time):
+                return True
+        return False
+
+    def count_for(self, time: Timestamp) -> int:
+        return self._counts.get(time, 0)
+
+    def is_empty(self) -> bool:
+        """True if the frontier is empty (no time has a positive count)."""
+        return not self._frontier
+
+    def __repr__(self) -> str:
+        return f"MutableAntichain(frontier={_sorted(list(self._frontier))!r})"
+
+
+class ChangeBatch:
+    """Accumulated ``(item, delta)`` changes; items whose deltas cancel disappear.
+
+    >>> batch = ChangeBatch()
+    >>> batch.extend([(5, 1), (3, 2), (5, -1)])
+    >>> batch.drain()
+    [(3, 2)]
+    """
+
+    __slots__ = ("_changes",)
+
+    def __init__(self) -> None:
+        self._changes: dict = {}
+
+    def update(self, item, delta: int) -> None:
+        changes = self._changes
+        changes[item] = changes.get(item, 0) + delta
+
+    def extend(self, pairs: Iterable[tuple]) -> None:
+        changes = self._changes
+        for item, delta in pairs:
+            changes[item] = changes.get(item, 0) + delta
+
+    def compact(self) -> None:
+        """Drop items whose accumulated delta is zero."""
+        self._changes = {k: v for k, v in self._changes.items() if v}
+
+    def is_empty(self) -> bool:
+        self.compact()
+        return not self._changes
+
+    def drain(self) -> list[tuple]:
+        """Return the non-zero changes (sorted when orderable) and clear the batch."""
+        changes = [(k, v) for k, v in self._changes.items() if v]
+        self._changes = {}
+        return _sorted(changes)
+
+    def __iter__(self) -> Iterator[tuple]:
+        return iter([(k, v) for k, v in self._changes.items() if v])
+
+    def __len__(self) -> int:
+        return sum(1 for v in self._changes.values() if v)
+
+    def __repr__(self) -> str:
+        return f"ChangeBatch({_sorted(list(self))!r})"

@@ -1,0 +1,223 @@
+"""Timestamps and path summaries.
+
+Times are Python ``int`` (a total order with minimum 0), :class:`Product` (the product
+partial order used by nested iterative scopes) or a user type that provides
+``less_equal``, a ``minimum()`` classmethod, ``__hash__`` and pickling. User types should
+also define ``__lt__`` as a total order that extends ``less_equal`` (lexicographic order
+does for most types): the progress tracker processes changes in that order.
+
+A *path summary* says how a time changes along a path: an ``int`` summary adds to an
+``int`` time, a :class:`Product` summary adds component-wise, any other summary must
+provide ``results_in(time)``.
+
+>>> Product(1, 2).less_equal(Product(1, 3)), Product(1, 2).less_equal(Product(0, 3))
+(True, False)
+>>> advance(Product(4, 0), Product(0, 1))
+Product(4, 1)
+"""
+from __future__ import annotations
+
+from typing import Any
+
+Timestamp = Any
+Summary = Any
+
+
+def less_equal(a: Timestamp, b: Timestamp) -> bool:
+    """``a <= b`` in the partial order of times (ints compare numerically)."""
+    if a.__class__ is int:
+        return a <= b
+    return a.less_equal(b)
+
+
+def less_than(a: Timestamp, b: Timestamp) -> bool:
+    """``a < b`` in the partial order of times."""
+    if a.__class__ is int:
+        return a < b
+    return a != b and a.less_equal(b)
+
+
+class Product:
+    """A pair of times ordered component-wise: ``(a, b) <= (c, d)`` iff ``a <= c and b <= d``.
+
+    Used as the timestamp of a nested iterative scope: ``outer`` is the time of the
+    enclosing scope and ``inner`` the iteration count. ``<`` sorts lexicographically (a
+    total order extending the partial order), for sorting and deterministic output.
+
+    >>> Product(0, 5).less_than(Product(1, 5)), Product(2, 0) < Product(1, 9)
+    (True, False)
+    """
+
+    __slots__ = ("outer", "inner", "_hash")
+
+    def __init__(self, outer: Timestamp, inner: Timestamp) -> None:
+        self.outer = outer
+        self.inner = inner
+        self._hash = hash((outer, inner))
+
+    @classmethod
+    def minimum(cls) -> "Product":
+        return cls(0, 0)
+
+    def less_equal(self, other: "Product") -> bool:
+        return less_equal(self.outer, other.outer) and less_equal(self.inner, other.inner)
+
+    def less_than(self, other: "Product") -> bool:
+        return self != other and self.less_equal(other)
+
+    def results_in(self, time: "Product") -> "Product":
+        """Apply this value as a path summary to ``time`` (component-wise addition)."""
+        return Product(advance(time.outer, self.outer), advance(time.inner, self.inner))
+
+    def __eq__(self, other: object) -> bool:
+        return (other.__class__ is Product and self.outer == other.outer
+                and self.inner == other.inner)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __lt__(self, other: "Product") -> bool:
+        return (self.outer, self.inner) < (other.outer, other.inner)
+
+    def __le__(self, other: "Product") -> bool:
+        return (self.outer, self.inner) <= (other.outer, other.inner)
+
+    def __gt__(self, other: "Product") -> bool:
+        return (self.outer, self.inner) > (other.outer, other.inner)
+
+    def __ge__(self, other: "Product") -> bool:
+        return (self.outer, self.inner) >= (other.outer, other.inner)
+
+    def __reduce__(self):
+        return (Product, (self.outer, self.inner))
+
+    def __repr__(self) -> str:
+        return f"Product({self.outer!r}, {self.inner!r})"
+
+
+def advance(time: Timestamp, summary: Summary) -> Timestamp:
+    """The time that results from ``time`` along a path with ``summary``.
+
+    >>> advance(3, 2), advance(Product(1, 1), 0)
+    (5, Product(1, 1))
+    """
+    if summary.__class__ is int:
+        if time.__class__ is int:
+            return time + summary
+        if summary == 0:
+            return time
+        raise TypeError(f"an int path summary ({summary}) cannot advance time {time!r}")
+    results_in = getattr(summary, "results_in", None)
+    if results_in is None:
+        return time + summary
+    return results_in(time)
+
+
+def is_identity(summary: Summary) -> bool:
+    """True if ``summary`` leaves every time unchanged (it does not advance a cycle)."""
+    if summary.__class__ is int:
+        return summary == 0
+    if summary.__class__ is Product:
+        return is_identity(summary.outer) and is_identity(summary.inner)
+    check = getattr(summary, "is_identity", None)
+    return bool(check()) if check is not None else False
+
+
+def check_summary(summary: Summary) -> None:
+    """Reject summaries that would move time backwards (negative components)."""
+    if summary.__class__ is int:
+        if summary < 0:
+            raise ValueError(f"path summary {summary} is negative: time cannot go backwards")
+    elif summary.__class__ is Product:
+        check_summary(summary.outer)
+        check_summary(summary.inner)
+
+
+class TimeKind:
+    """Describes the timestamp type of a scope: its minimum and how it nests.
+
+    ``TimeKind(int)`` is a plain scope; ``TimeKind(int).nested()`` the kind of an iterative
+    scope inside it (``Product(outer, int)``).
+    """
+
+    __slots__ = ("base", "depth")
+
+    def __init__(self, base: type = int, depth: int = 0) -> None:
+        self.base = base
+        self.depth = depth
+
+    def nested(self) -> "TimeKind":
+        return TimeKind(self.base, self.depth + 1)
+
+    def minimum(self) -> Timestamp:
+        time = 0 if self.base is int else self.base.minimum()
+        for _ in range(self.depth):
+            time = Product(time, 0)
+        return time
+
+    def coordinates(self, time: Timestamp) -> tuple:
+        """The time as a tuple (outermost first), for ordering times of different depths."""
+        parts = []
+        for _ in range(self.depth):
+            parts.append(time.inner)
+            time = time.outer
+        parts.append(time)
+        parts.reverse()
+        return tuple(parts)
+
+    def check(self, time: Timestamp) -> None:
+        """Raise TypeError if ``time`` is not of this kind."""
+        expected = self.minimum()
+        probe = time
+        for _ in range(self.depth):
+            if probe.__class__ is not Product:
+                raise TypeError(f"time {time!r} is not of this scope's type (like {expected!r})")
+            if probe.inner.__class__ is not int:
+                raise TypeError(f"time {time!r} is not of this scope's type (like {expected!r})")
+            probe = probe.outer
+        base_ok = probe.__class__ is int if self.base is int else isinstance(probe, self.base)
+        if not base_ok or (probe.__class__ is int and probe < 0):
+            raise TypeError(f"time {time!r} is not of this scope's type (like {expected!r})")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TimeKind) and (self.base, self.depth) == (other.base, other.depth)
+
+    def __hash__(self) -> int:
+        return hash((self.base, self.depth))
+
+    def __repr__(self) -> str:
+        return f"TimeKind({self.base.__name__}, depth={self.depth})"
+
+
+class EnterSummary:
+    """Path summary of entering a nested scope: ``t`` becomes ``Product(t, 0)``."""
+
+    __slots__ = ()
+
+    def results_in(self, time: Timestamp) -> Product:
+        return Product(time, 0)
+
+    def is_identity(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "enter"
+
+
+class LeaveSummary:
+    """Path summary of leaving a nested scope: ``Product(t, i)`` becomes ``t``."""
+
+    __slots__ = ()
+
+    def results_in(self, time: Product) -> Timestamp:
+        return time.outer
+
+    def is_identity(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "leave"
+
+
+ENTER = EnterSummary()
+LEAVE = LeaveSummary()
