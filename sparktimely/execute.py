@@ -1,22 +1,143 @@
 """Running workers: ``example``, ``execute_directly``, ``execute`` and ``execute_from_args``."""
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from ._supervisor import WorkerError, run_workers
 from .dataflow import Worker
 
 
-class WorkerError(RuntimeError):
-    """A worker failed: carries its ``index`` and the ``traceback`` text."""
+@dataclass
+class Config:
+    """How many workers run where: timely's ``-w``, ``-n``, ``-p`` and ``-h``."""
 
-    def __init__(self, index: int, message: str, traceback: str = "") -> None:
-        super().__init__(f"worker {index} failed: {message}")
-        self.index = index
-        self.message = message
-        self.traceback = traceback
+    workers: int = 1
+    processes: int = 1
+    process: int = 0
+    hostfile: list[str] | None = None
+    args: list[str] = field(default_factory=list)
 
-    def __reduce__(self):
-        return (WorkerError, (self.index, self.message, self.traceback))
+    def __post_init__(self) -> None:
+        for name in ("workers", "processes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.process, int) or not 0 <= self.process < self.processes:
+            raise ValueError(f"process index {self.process!r} is not in 0..{self.processes - 1} "
+                             f"(there are {self.processes} processes)")
+        if self.hostfile is not None and len(self.hostfile) < self.processes:
+            raise ValueError(f"the hostfile lists {len(self.hostfile)} address(es) but "
+                             f"{self.processes} processes need one each "
+                             f"(process {len(self.hostfile)} has none)")
+
+
+def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
+    """The ``host:port`` entries of a hostfile (a path, or a list of strings).
+
+    Blank lines and ``#`` comments are skipped; any other line that is not ``host:port``
+    with a port in 1..65535 raises ValueError naming the line.
+
+    >>> parse_hostfile(["localhost:2101", "# spare", "10.0.0.2:2102"])
+    ['localhost:2101', '10.0.0.2:2102']
+    """
+    if isinstance(hostfile, (str, os.PathLike)):
+        with open(hostfile) as lines:
+            entries, origin = lines.read().splitlines(), f"hostfile {os.fspath(hostfile)}"
+    else:
+        entries, origin = list(hostfile), "hostfile"
+    addresses = []
+    for number, line in enumerate(entries, 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        host, sep, port = text.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{origin} line {number}: {line.strip()!r} is not host:port")
+        addresses.append(text)
+    return addresses
+
+
+_FLAGS = {"-w": "workers", "--workers": "workers", "--threads": "workers",
+          "-n": "processes", "--processes": "processes",
+          "-p": "process", "--process": "process",
+          "-h": "hostfile", "--hostfile": "hostfile"}
+
+
+def config_from_args(argv: Sequence[str]) -> Config:
+    """Read timely's flags from ``argv``; everything else is left in ``config.args``.
+
+    >>> config_from_args(["-w", "2", "--input", "x.txt"])
+    Config(workers=2, processes=1, process=0, hostfile=None, args=['--input', 'x.txt'])
+    """
+    values: dict[str, Any] = {}
+    rest: list[str] = []
+    argv = list(argv)
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        flag, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        name = _FLAGS.get(flag)
+        if name is None:
+            rest.append(arg)
+            i += 1
+            continue
+        if eq:
+            value = inline
+        elif i + 1 < len(argv):
+            value = argv[i + 1]
+            i += 1
+        else:
+            raise ValueError(f"{flag} needs a value")
+        i += 1
+        if name == "hostfile":
+            values[name] = parse_hostfile(value)
+        else:
+            try:
+                values[name] = int(value)
+            except ValueError:
+                raise ValueError(f"{flag} needs an integer, got {value!r}") from None
+    return Config(**values, args=rest)
+
+
+def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int = 1,
+            process: int = 0, hostfile: str | os.PathLike | Sequence[str] | None = None,
+            args: Sequence[str] = ()) -> list[Any]:
+    """Run ``func(worker)`` on this process's ``workers`` worker processes.
+
+    Worker ``local`` of process ``process`` has global index ``process * workers + local``.
+    Each worker keeps stepping after ``func`` returns until its dataflows complete. Returns
+    the results of this process's workers in index order; if any worker fails, every
+    worker is stopped and :class:`WorkerError` is raised.
+
+    >>> import sparktimely as st
+    >>> st.execute(lambda worker: (worker.index, worker.peers), workers=2)
+    [(0, 2), (1, 2)]
+    """
+    config = Config(workers, processes, process,
+                    None if hostfile is None else parse_hostfile(hostfile), list(args))
+    return _run(func, config)
+
+
+def execute_from_args(argv: Sequence[str], func: Callable[[Worker], Any]) -> list[Any]:
+    """:func:`execute` configured from timely's command-line flags
+    (``-w/--workers/--threads``, ``-n/--processes``, ``-p/--process``, ``-h/--hostfile``);
+    other arguments are left for the program in ``worker.args``.
+
+    >>> import sparktimely as st
+    >>> st.execute_from_args(["-w", "2", "extra"], lambda worker: worker.args)
+    [['extra'], ['extra']]
+    """
+    return _run(func, config_from_args(argv))
+
+
+def _run(func: Callable[[Worker], Any], config: Config) -> list[Any]:
+    if config.processes > 1:
+        raise NotImplementedError("several processes (-n > 1) need the socket transport, "
+                                  "which is not available yet")
+    return run_workers(func, config.workers, config.process * config.workers,
+                       config.workers * config.processes, config.args)
 
 
 def execute_directly(func: Callable[[Worker], Any]) -> Any:
@@ -42,3 +163,7 @@ def example(build: Callable[[Any], Any]) -> Any:
     [(0, ['1', '2', '3'])]
     """
     return execute_directly(lambda worker: worker.dataflow(build))
+
+
+__all__ = ["Config", "WorkerError", "config_from_args", "example", "execute",
+           "execute_directly", "execute_from_args", "parse_hostfile"]

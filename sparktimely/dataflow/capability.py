@@ -33,7 +33,7 @@ class Capability:
         self._time = time
         self._port = port
         self._live = True
-        port.dataflow.update(port.location, time, 1)
+        port.dataflow.acquire(port.location, time)
 
     @property
     def time(self) -> Timestamp:

@@ -63,11 +63,11 @@ class Exchange(Pact):
         self.key = key
 
     def connect(self, source: "OutputPort", target: "InputPort") -> None:
-        dataflow = source.dataflow
-        if dataflow.peers == 1:
-            source.pushers.append(LocalPusher(target))
+        local = LocalPusher(target)
+        if target.dataflow.peers == 1:
+            source.pushers.append(local)
         else:
-            source.pushers.append(dataflow.worker.exchange_pusher(self, source, target))
+            source.pushers.append(ExchangePusher(self, target, local))
 
     def __repr__(self) -> str:
         return f"Exchange({self.key or self.route!r})"
@@ -86,8 +86,63 @@ class Broadcast(Pact):
     """Every record goes to every worker."""
 
     def connect(self, source: "OutputPort", target: "InputPort") -> None:
-        dataflow = source.dataflow
-        if dataflow.peers == 1:
-            source.pushers.append(LocalPusher(target))
+        local = LocalPusher(target)
+        source.pushers.append(local if target.dataflow.peers == 1
+                              else BroadcastPusher(target, local))
+
+
+class _RemotePusher:
+    """Sends batches for one input to other workers; the producer accounts for them."""
+
+    def __init__(self, target: "InputPort", local: LocalPusher) -> None:
+        dataflow = target.dataflow
+        self._local = local
+        self._me = dataflow.worker.index
+        self._peers = dataflow.peers
+        self._send = dataflow.worker.send_data
+        self._update = dataflow.update
+        self._dataflow = dataflow.index
+        self._location = target.location
+
+    def _deliver(self, worker: int, time, part) -> None:
+        if worker == self._me:
+            self._local.push(time, part)
         else:
-            source.pushers.append(dataflow.worker.broadcast_pusher(source, target))
+            self._update(self._location, time, batch_length(part))
+            self._send(worker, self._dataflow, self._location, time, part)
+
+
+class ExchangePusher(_RemotePusher):
+    """Partitions each batch by the pact's route (or key columns) across the workers."""
+
+    def __init__(self, pact: Exchange, target: "InputPort", local: LocalPusher) -> None:
+        super().__init__(target, local)
+        self._route = pact.route
+        self._key = pact.key
+
+    def push(self, time, batch) -> None:
+        peers = self._peers
+        if batch.__class__ is list:
+            route = self._route
+            if route is None:
+                raise TypeError("Exchange(key=...) partitions Arrow batches; this stream "
+                                "carries Python objects: use Exchange(route)")
+            parts: list[list] = [[] for _ in range(peers)]
+            appends = [part.append for part in parts]
+            for record in batch:
+                appends[route(record) % peers](record)
+        else:
+            from ..ops.arrow import partition_batch
+            parts = partition_batch(batch, self._key, self._route, peers)
+        for worker, part in enumerate(parts):
+            if batch_length(part):
+                self._deliver(worker, time, part)
+
+
+class BroadcastPusher(_RemotePusher):
+    """Sends every batch to every worker."""
+
+    def push(self, time, batch) -> None:
+        for worker in range(self._peers):
+            self._deliver(worker, time, batch if batch.__class__ is not list or worker == self._me
+                          else list(batch))

@@ -2,8 +2,13 @@
 
 A :class:`Worker` owns dataflows; each :class:`Dataflow` owns its operators, a progress
 tracker for its (flattened) graph and the set of operators waiting to be scheduled.
-``worker.step()`` runs one round: apply progress, schedule what is activated (in operator
-order, so a pipeline runs end to end in one step), apply progress again.
+``worker.step()`` runs one round: take in messages from other workers, apply progress,
+schedule what is activated (in operator order, so a pipeline runs end to end in one step),
+apply progress again, and send what was produced.
+
+With several workers, every worker tracks the global progress of each dataflow: the
+pointstamp changes a worker makes in one propagation are sent, as one atomic batch, to every
+other worker (FIFO per sender), and each worker applies everyone's batches to its own tracker.
 """
 from __future__ import annotations
 
@@ -15,9 +20,16 @@ from ..progress.timestamp import TimeKind, Timestamp
 from .operator import Operator
 
 if TYPE_CHECKING:
+    from ..comm import Allocator
     from .channels import Pact
     from .ports import InputPort, OutputPort
     from .scope import Scope
+
+
+DATA, PROGRESS, GRAPH = 0, 1, 2
+"""Kinds of worker-to-worker messages: ``(DATA, dataflow, location, time, batch)``,
+``(PROGRESS, dataflow, [((location, time), delta), ...])`` and
+``(GRAPH, dataflow, shape)`` (each worker's description of the dataflow it built)."""
 
 
 class Dataflow:
@@ -34,11 +46,13 @@ class Dataflow:
         self._edges: list[tuple["OutputPort", "InputPort"]] = []
         self._loops: list = []
         self._changes: dict[tuple[int, Timestamp], int] = {}
+        self._initial: dict[tuple[int, Timestamp], int] = {}
         self._frontier_watchers: dict[int, int] = {}
         self._queued: list[bool] = []
         self._heap: list[int] = []
         self._deferred: list[int] = []
         self._cursor: int | None = None
+        self._inputs_at: dict[int, "InputPort"] = {}
 
     # -- building -------------------------------------------------------------------------
 
@@ -62,6 +76,7 @@ class Dataflow:
         for port, handle in enumerate(operator.inputs):
             handle.location = graph.target(node, port)
             handle.frontier = graph.implications(handle.location)
+            self._inputs_at[handle.location] = handle
         for port, output in enumerate(outputs):
             output.location = graph.source(node, port)
         self.activate(operator.index)
@@ -84,8 +99,12 @@ class Dataflow:
         for source, target in self._edges:
             graph.add_edge(source_ports[source.location], target_ports[target.location])
         self.tracker = graph.build()
+        self.shape = [(op.name, len(op.inputs), len(op.outputs)) for op in self.operators] + [
+            (source.location, target.location) for source, target in self._edges]
         self.graph = None
         self._loops = []
+        for (location, time), count in self._initial.items():
+            self.tracker.update(location, time, count * self.peers)
         for operator in self.operators:
             if operator.watches_frontiers:
                 for handle in operator.inputs:
@@ -93,6 +112,15 @@ class Dataflow:
         self._propagate()
 
     # -- progress and scheduling ----------------------------------------------------------
+
+    def acquire(self, location: int, time: Timestamp) -> None:
+        """Count a new capability. One made while the dataflow is built is made identically
+        by every worker, so it is counted once per worker without any message."""
+        if self.tracker is None:
+            key = (location, time)
+            self._initial[key] = self._initial.get(key, 0) + 1
+        else:
+            self.update(location, time, 1)
 
     def update(self, location: int, time: Timestamp, delta: int) -> None:
         """Record a pointstamp change made on this worker (applied at the next propagation)."""
@@ -110,14 +138,37 @@ class Dataflow:
         else:
             heappush(self._heap, index)
 
+    def deliver(self, source: int, message: tuple) -> None:
+        """Take in a message another worker sent for this dataflow."""
+        kind = message[0]
+        if kind == DATA:
+            _, _, location, time, batch = message
+            input = self._inputs_at[location]
+            input.queue.append((time, batch))
+            self.activate(input.operator)
+        elif kind == PROGRESS:
+            update = self.tracker.update
+            for (location, time), delta in message[2]:
+                update(location, time, delta)
+        elif kind == GRAPH:
+            if message[2] != self.shape:
+                raise RuntimeError(
+                    f"workers built dataflow {self.name!r} differently: worker {source} has "
+                    f"{_describe(message[2])}, worker {self.worker.index} has "
+                    f"{_describe(self.shape)}; every worker must build the same dataflows "
+                    f"in the same order")
+
     def _propagate(self) -> None:
-        changes = self._changes
-        if not changes:
-            return
-        self._changes = {}
+        """Apply (and share with the other workers) this worker's pointstamp changes, then
+        push everything that arrived through the tracker."""
         tracker = self.tracker
-        for (location, time), delta in changes.items():
-            if delta:
+        changes = self._changes
+        if changes:
+            self._changes = {}
+            batch = [(key, delta) for key, delta in changes.items() if delta]
+            if self.peers > 1 and batch:
+                self.worker.broadcast((PROGRESS, self.index, batch))
+            for (location, time), delta in batch:
                 tracker.update(location, time, delta)
         watchers = self._frontier_watchers
         for target in tracker.propagate_all():
@@ -160,11 +211,17 @@ class Worker:
     (0, 1)
     """
 
-    def __init__(self, index: int = 0, peers: int = 1, args: list[str] | None = None) -> None:
+    def __init__(self, index: int = 0, peers: int = 1, args: list[str] | None = None,
+                 allocator: "Allocator | None" = None) -> None:
+        if peers > 1 and allocator is None:
+            raise ValueError("a worker with peers needs an allocator to reach them")
         self.index = index
         self.peers = peers
         self.args = list(args or [])
+        self._allocator = allocator
         self._dataflows: list[Dataflow] = []
+        self._built: dict[int, Dataflow] = {}
+        self._early: dict[int, list[tuple[int, tuple]]] = {}
         self._dataflow_count = 0
 
     def dataflow(self, build: Callable[["Scope"], Any], *, name: str | None = None,
@@ -181,11 +238,48 @@ class Worker:
         result = build(scope)
         dataflow.finish_building()
         self._dataflows.append(dataflow)
+        self._built[index] = dataflow
+        if self._allocator is not None:
+            self.broadcast((GRAPH, index, dataflow.shape))
+            for source, message in self._early.pop(index, ()):
+                dataflow.deliver(source, message)
         return result
+
+    # -- communication ---------------------------------------------------------------------
+
+    def send_data(self, target: int, dataflow: int, location: int, time: Timestamp,
+                  batch: Any) -> None:
+        """Send a batch to input ``location`` of ``dataflow`` on worker ``target``."""
+        self._allocator.send(target, (DATA, dataflow, location, time, batch))
+
+    def broadcast(self, message: tuple) -> None:
+        """Send ``message`` to every other worker."""
+        send = self._allocator.send
+        for target in range(self.peers):
+            if target != self.index:
+                send(target, message)
+
+    def _receive(self) -> bool:
+        """Deliver arrived messages (stashing those for dataflows not built yet)."""
+        messages = self._allocator.receive()
+        for source, message in messages:
+            dataflow = self._built.get(message[1])
+            if dataflow is None:
+                self._early.setdefault(message[1], []).append((source, message))
+            else:
+                dataflow.deliver(source, message)
+        return bool(messages)
+
+    # -- running -----------------------------------------------------------------------------
 
     def step(self) -> bool:
         """Run one round of every dataflow; True while any dataflow is still running."""
+        allocator = self._allocator
+        if allocator is not None:
+            self._receive()
         self._dataflows = [d for d in self._dataflows if d.step()]
+        if allocator is not None:
+            allocator.flush()
         return bool(self._dataflows)
 
     def step_while(self, predicate: Callable[[], bool]) -> None:
@@ -194,11 +288,32 @@ class Worker:
             self.step()
 
     def step_or_park(self, timeout_seconds: float | None = None) -> bool:
-        """Step; a worker with peers then waits up to ``timeout_seconds`` for news if it had
-        nothing to do. A lone worker has nobody to hear from, so it never waits."""
-        return self.step()
+        """Step; if no operator is left to run, wait up to ``timeout_seconds`` (None: until
+        something arrives) for messages from other workers. A lone worker never waits."""
+        running = self.step()
+        if running and self._allocator is not None and not any(
+                d._heap or d._changes for d in self._dataflows):
+            self._allocator.park(timeout_seconds)
+        return running
 
     def run(self) -> None:
-        """Step until every dataflow has completed."""
-        while self.step():
+        """Step until every dataflow has completed (here and, as far as it affects this
+        worker, everywhere), then make sure every message for other workers is sent."""
+        while self.step_or_park(1.0):
             pass
+        self._check_all_built()
+        if self._allocator is not None:
+            while not self._allocator.flush():
+                self._allocator.park(0.01)
+
+    def _check_all_built(self) -> None:
+        for index, messages in self._early.items():
+            sources = sorted({source for source, _ in messages})
+            raise RuntimeError(
+                f"worker {self.index} got messages for dataflow {index} from worker(s) "
+                f"{sources} but never built it: every worker must build the same dataflows")
+
+
+def _describe(shape: list) -> str:
+    operators = [entry[0] for entry in shape if isinstance(entry[0], str)]
+    return f"{len(operators)} operators ({', '.join(operators)})"

@@ -1,0 +1,29 @@
+"""timely's "loopdemo"-style Collatz iteration in a cycle of the top-level scope.
+
+Each number is stepped (n -> n/2 or 3n+1) around a feedback edge whose summary advances the
+time by 1, until it reaches 1; the time at which a number leaves the loop is its step count.
+
+    python -m examples.loopdemo 27 97
+"""
+import sys
+
+import sparktimely as st
+
+
+def collatz_steps(seeds: list[int]) -> list[tuple[int, int]]:
+    """``(steps, seed)`` for each seed, computed by the dataflow."""
+    def build(scope):
+        handle, looped = scope.feedback(1)
+        numbers = scope.to_stream([(seed, seed) for seed in seeds]).concat(looped)
+        stepped = numbers.map(lambda p: (p[0], p[1] // 2 if p[1] % 2 == 0 else 3 * p[1] + 1)
+                              if p[1] != 1 else p)
+        still_going, done = stepped.branch(lambda t, p: p[1] == 1)
+        still_going.connect_loop(handle)
+        return done.map(lambda p: p[0]).capture()
+    return [(time, seed) for time, seeds_done in st.example(build).extract()
+            for seed in seeds_done]
+
+
+if __name__ == "__main__":
+    for steps, seed in collatz_steps([int(a) for a in sys.argv[1:]] or [27, 97, 871]):
+        print(f"{seed} reaches 1 after {steps + 1} steps")

@@ -1,0 +1,58 @@
+"""Allocators: how a worker sends messages to other worker indexes.
+
+The dataflow layer hands an allocator message tuples addressed to worker
+indexes and receives them back FIFO per sender; it never sees bytes or transports. The
+:class:`ShmAllocator` connects the workers of one host through a shared-memory mesh.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+from ..shm import Endpoint
+from .codec import decode, encode
+
+
+class Allocator(Protocol):
+    """What a worker needs from the communication layer."""
+
+    index: int
+    peers: int
+
+    def send(self, target: int, message: tuple) -> None:
+        """Queue ``message`` for worker ``target`` (never blocks)."""
+
+    def receive(self) -> list[tuple[int, tuple]]:
+        """Every message that has arrived, as ``(source, message)``, FIFO per source."""
+
+    def park(self, timeout: float | None) -> None:
+        """Wait until a message may have arrived or ``timeout`` seconds passed."""
+
+    def flush(self) -> bool:
+        """Push queued output on; True when nothing is left queued."""
+
+    def close(self) -> None:
+        """Release the transport."""
+
+
+class ShmAllocator:
+    """Messages between the workers of one host through a shared-memory mesh endpoint."""
+
+    def __init__(self, endpoint: Endpoint, index: int, peers: int) -> None:
+        self.index = index
+        self.peers = peers
+        self._endpoint = endpoint
+
+    def send(self, target: int, message: tuple) -> None:
+        self._endpoint.send(target, encode(message))
+
+    def receive(self) -> list[tuple[int, tuple]]:
+        return [(source, decode(data)) for source, data in self._endpoint.recv()]
+
+    def park(self, timeout: float | None) -> None:
+        self._endpoint.park(timeout)
+
+    def flush(self) -> bool:
+        return self._endpoint.flush()
+
+    def close(self) -> None:
+        self._endpoint.close()

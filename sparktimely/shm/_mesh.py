@@ -1,0 +1,455 @@
+"""A mesh of single-producer single-consumer byte rings between the workers of one host.
+
+Layout. ``Mesh.create(n)`` makes a control segment ``<prefix>-ctl`` (config and one doorbell per
+worker) and n*n ring segments ``<prefix>-r<src>-<dst>-g0``. A ring segment is a 256-byte header
+(``head``: bytes ever written, stored by the writer; ``tail``: bytes the reader no longer needs;
+``want`` and ``rollreq`` flags) and a data area. A record is one 8-byte word
+``length << 8 | kind`` and the payload padded to 8 bytes. Records never wrap (a WRAP record
+skips to the start), so each message is contiguous and 8-byte aligned and can be read in place.
+
+Reading. ``recv`` copies messages shorter than ``copy_below`` out as bytes. Longer ones come back
+as read-only memoryviews into the ring, over a ``pyarrow.foreign_buffer`` whose base object
+releases the record when the last view, slice or zero-copy decoded array dies. ``tail`` stops at
+the oldest unreleased record, so the writer never overwrites memory a reader can still see.
+
+Writing never blocks. ``send`` writes the parts contiguously, without joining them first. When
+the ring is full the message is copied to a per-target overflow queue that later ``send``,
+``recv``, ``park`` and ``flush`` calls drain in order, so two workers flooding each other cannot
+deadlock; ``pending_bytes`` lets the caller throttle. ``try_send`` instead returns False on a
+full ring (no copy); the caller drains its own input, parks, and retries.
+
+Growing and rolling. A message larger than half the ring, or a reader that still holds zero-copy
+views at its next ``recv``/``park`` while the writer waits for space, makes the writer *roll*: it
+creates generation g+1 of the ring (twice as large if needed), writes a ROLL record and goes on
+there. The reader follows at the ROLL record and unlinks the old generation, which stays mapped
+until its last view dies. Rolls are rare; the hot path reuses the same pages.
+
+Doorbells. A futex word per worker (``sleeping``) plus a ``rung`` flag. ``park`` spins on its
+rings for ``spin_us``, then sets ``sleeping``, fences, re-checks and FUTEX_WAITs (shared, not
+private, so unrelated processes that attached by name work too). A writer fences after
+publishing ``head`` and, only if the receiver sleeps, clears the word and FUTEX_WAKEs it. The
+``rung`` flag carries everything else: "space freed" or "please roll" (reader to a writer that
+set ``want``) and explicit ``wake``.
+
+Memory order: plain aligned 8-byte loads and stores through memoryviews, relying on x86-64 TSO;
+other CPUs get full fences around head/tail publication. An endpoint belongs to one thread, and
+each (mesh, index) has one endpoint at a time.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import time
+from collections import deque
+from typing import Iterable, Union
+
+import pyarrow as pa
+
+from ._codec import byte_view
+from ._segment import Segment, job_prefix, sweep, sweep_stale
+from ._sync import WEAK_ORDERING, fence, futex_wait, futex_wake
+
+BytesLike = Union[bytes, bytearray, memoryview, pickle.PickleBuffer, pa.Buffer]
+Message = Union[bytes, memoryview]
+
+_HDR = 256                      # ring header bytes
+_HEAD, _TAIL = 0, 8             # u64 indexes in a ring header
+_WANT, _ROLLREQ = 32, 33        # u32 indexes in a ring header
+_MSG, _WRAP, _ROLL = 1, 2, 3    # record kinds
+_MAGIC = 0x53504B54494D4531     # control segment: u64[0] magic, u64[1] workers, doorbells at 256
+
+
+def _bell(index: int) -> int:
+    """u32 index of a worker's doorbell (``sleeping``; ``rung`` follows) in the control segment."""
+    return 64 + 16 * index
+
+
+def _ring_name(prefix: str, src: int, dst: int, gen: int) -> str:
+    return f"{prefix}-r{src}-{dst}-g{gen}"
+
+
+def _align8(n: int) -> int:
+    return (n + 7) & -8
+
+
+class _Out:
+    """Writer side of the ring ``ep.index -> target`` and its overflow queue."""
+
+    def __init__(self, ep: Endpoint, target: int):
+        self.ep, self.target, self.gen = ep, target, 0
+        self.pending: deque[bytes] = deque()
+        self.pending_bytes = 0
+        self._use(Segment.attach(_ring_name(ep.prefix, ep.index, target, 0), ep.directory))
+
+    def _use(self, seg: Segment) -> None:
+        self.seg, self.cap = seg, seg.size - _HDR
+        self.head, self.tail = seg.u64[_HEAD], seg.u64[_TAIL]
+
+    def write(self, parts: list[memoryview], n: int) -> bool:
+        """Write one message made of ``parts`` (``n`` bytes); False if the ring lacks space."""
+        size = 8 + _align8(n)
+        if 2 * (size + 8) > self.cap:
+            self._roll(max(2 * self.cap, 2 * (size + 8)))
+        pos = self.head % self.cap
+        skip = self.cap - pos if pos + size > self.cap else 0
+        need = skip + size + 8  # keep 8 bytes free for a ROLL record
+        if self.head - self.tail + need > self.cap:
+            self.tail = self.seg.u64[_TAIL]
+            if self.head - self.tail + need > self.cap:
+                if not self.seg.u32[_ROLLREQ]:
+                    return False
+                self._roll(self.cap)
+                return self.write(parts, n)
+        q, buf = self.seg.u64, self.seg.buf
+        if skip:
+            q[(_HDR + pos) >> 3] = _WRAP
+            pos = 0
+        q[(_HDR + pos) >> 3] = n << 8 | _MSG
+        off = _HDR + pos + 8
+        for part in parts:
+            buf[off:off + len(part)] = part
+            off += len(part)
+        self.head += skip + size
+        if WEAK_ORDERING:
+            fence()
+        q[_HEAD] = self.head
+        return True
+
+    def _roll(self, cap: int) -> None:
+        ep = self.ep
+        seg = Segment.create(_ring_name(ep.prefix, ep.index, self.target, self.gen + 1),
+                             _HDR + cap, ep.directory)
+        self.seg.u64[(_HDR + self.head % self.cap) >> 3] = _ROLL
+        if WEAK_ORDERING:
+            fence()
+        self.seg.u64[_HEAD] = self.head + 8
+        self.seg.close()
+        self.gen += 1
+        self._use(seg)
+
+    def flush(self) -> bool:
+        """Write queued messages in order; True when the queue is empty."""
+        while self.pending:
+            data = self.pending[0]
+            if not self.write([memoryview(data)], len(data)):
+                return False
+            self.pending.popleft()
+            self.pending_bytes -= len(data)
+        return True
+
+    def put(self, parts: list[memoryview] | None = None, n: int = 0) -> bool:
+        """Write the queue, then ``parts`` if given. On failure ask the reader to ring us when it
+        frees space (``want``; a Dekker pair with ``_In.publish``) and retry once."""
+        if self.flush() and (parts is None or self.write(parts, n)):
+            return True
+        u = self.seg.u32
+        u[_ROLLREQ], u[_WANT] = 0, 1
+        fence()
+        return self.flush() and (parts is None or self.write(parts, n))
+
+    def close(self) -> None:
+        self.seg.close()
+
+
+class _Lease:
+    """A record handed out zero-copy; ``start`` is its offset in the ring's byte count."""
+    __slots__ = ("ring", "seg", "start", "epoch", "released")
+
+    def __init__(self, ring: _In, start: int, epoch: int):
+        self.ring, self.seg, self.start, self.epoch, self.released = ring, ring.seg, start, epoch, False
+
+
+class _Guard:
+    """Base object of a zero-copy view: releases its record when the last view of it dies."""
+    __slots__ = ("lease",)
+
+    def __init__(self, lease: _Lease):
+        self.lease = lease
+
+    def __del__(self) -> None:
+        self.lease.ring.release(self.lease)
+
+
+class _In:
+    """Reader side of the ring ``src -> ep.index``."""
+
+    def __init__(self, ep: Endpoint, src: int):
+        self.ep, self.src, self.gen, self.closed = ep, src, 0, False
+        self._use(Segment.attach(_ring_name(ep.prefix, src, ep.index, 0), ep.directory))
+
+    def _use(self, seg: Segment) -> None:
+        self.seg, self.cap = seg, seg.size - _HDR
+        self.read = self.tail = seg.u64[_TAIL]
+        self.leases: deque[_Lease] = deque()
+
+    def has_data(self) -> bool:
+        return self.seg.u64[_HEAD] != self.read
+
+    def poll(self, out: list[tuple[int, Message]], epoch: int) -> None:
+        """Append every available message to ``out`` and publish the new ``tail``."""
+        q = self.seg.u64
+        head = q[_HEAD]
+        if head == self.read:
+            return
+        if WEAK_ORDERING:
+            fence()
+        while self.read != head:
+            pos = self.read % self.cap
+            word = q[(_HDR + pos) >> 3]
+            kind, n = word & 0xFF, word >> 8
+            if kind == _WRAP:
+                self.read += self.cap - pos
+                continue
+            if kind == _ROLL:
+                self._follow_roll()
+                q = self.seg.u64
+                head = q[_HEAD]
+                if WEAK_ORDERING:
+                    fence()
+                continue
+            start = _HDR + pos + 8
+            if n < self.ep.copy_below:
+                msg: Message = self.seg.buf[start:start + n].tobytes()
+            else:
+                lease = _Lease(self, self.read, epoch)
+                self.leases.append(lease)
+                self.seg.pin()
+                msg = memoryview(pa.foreign_buffer(self.seg.address + start, n, _Guard(lease)))
+            self.read += 8 + _align8(n)
+            out.append((self.src, msg))
+        self.publish()
+
+    def _follow_roll(self) -> None:
+        old = self.seg
+        self.gen += 1
+        self._use(Segment.attach(_ring_name(self.ep.prefix, self.src, self.ep.index, self.gen),
+                                 self.ep.directory))
+        old.unlink()
+        old.close()  # deferred while zero-copy views of it live
+
+    def publish(self) -> None:
+        """Store ``tail`` (oldest unreleased record, else ``read``); wake a writer waiting for space."""
+        tail = self.leases[0].start if self.leases else self.read
+        if tail == self.tail:
+            return
+        self.tail = tail
+        if WEAK_ORDERING:
+            fence()
+        self.seg.u64[_TAIL] = tail
+        fence()
+        u = self.seg.u32
+        if u[_WANT]:
+            u[_WANT] = 0
+            self.ep.wake(self.src)
+
+    def release(self, lease: _Lease) -> None:
+        if lease.seg is self.seg and not self.closed:
+            lease.released = True
+            while self.leases and self.leases[0].released:
+                self.leases.popleft()
+            self.publish()
+        lease.seg.unpin()
+
+    def check_retained(self, epoch: int) -> None:
+        """If the writer waits for space while views older than ``epoch`` are held, ask it to roll."""
+        u = self.seg.u32
+        if u[_WANT] and self.leases and self.leases[0].epoch < epoch:
+            u[_ROLLREQ], u[_WANT] = 1, 0
+            self.ep.wake(self.src)
+
+    def close(self) -> None:
+        self.closed = True
+        self.seg.close()
+
+
+class Endpoint:
+    """One worker's view of a ``Mesh``: send to, receive from and park on the other workers."""
+
+    def __init__(self, mesh: Mesh, index: int, spin_us: float, copy_below: int):
+        if not 0 <= index < mesh.num_workers:
+            raise IndexError(f"worker index {index} outside 0..{mesh.num_workers - 1}")
+        self.prefix, self.directory = mesh.name, mesh.directory
+        self.index, self.num_workers = index, mesh.num_workers
+        self.copy_below, self._spin = copy_below, spin_us * 1e-6
+        self._ctl = Segment.attach(mesh.name + "-ctl", mesh.directory)
+        self._bell = _bell(index)
+        self._epoch = 0
+        self._blocked: set[int] = set()
+        self._in = [_In(self, s) for s in range(self.num_workers)]
+        self._out = [_Out(self, t) for t in range(self.num_workers)]
+
+    def send(self, target: int, parts: Iterable[BytesLike]) -> None:
+        """Send the concatenation of ``parts`` as one message to worker ``target``. Never blocks:
+        if the ring is full the message is copied to an overflow queue (see ``pending_bytes``)."""
+        out = self._out[target]
+        views = [byte_view(p) for p in parts]
+        n = sum(len(v) for v in views)
+        if not out.put(views, n):
+            out.pending.append(b"".join(views))
+            out.pending_bytes += n
+            self._blocked.add(target)
+        self._notify(target)
+
+    def try_send(self, target: int, parts: Iterable[BytesLike]) -> bool:
+        """Like ``send`` but never queues: False if the ring is full (``park`` returns once the
+        receiver frees space). Avoids the overflow copy for large messages."""
+        out = self._out[target]
+        views = [byte_view(p) for p in parts]
+        sent = out.put(views, sum(len(v) for v in views))
+        self._notify(target)
+        return sent
+
+    def recv(self) -> list[tuple[int, Message]]:
+        """All available messages as ``(source, message)``, FIFO per source. Messages of at least
+        ``copy_below`` bytes are zero-copy read-only memoryviews; drop them to free ring space."""
+        if self._blocked:
+            self.flush()
+        self._epoch += 1
+        out: list[tuple[int, Message]] = []
+        for ring in self._in:
+            ring.poll(out, self._epoch)
+            ring.check_retained(self._epoch)
+        return out
+
+    def park(self, timeout: float | None = None) -> bool:
+        """Wait until a message arrives, output space was freed, ``wake`` was called, or
+        ``timeout`` seconds pass (None: no limit). Spins ``spin_us`` first, then sleeps on the
+        futex. Returns False on timeout."""
+        if self._blocked:
+            self.flush()
+        if self._ready():
+            return True
+        now = time.perf_counter()
+        end = None if timeout is None else now + timeout
+        spin_end = now + self._spin if end is None else min(now + self._spin, end)
+        while time.perf_counter() < spin_end:
+            if self._ready():
+                return True
+        for ring in self._in:
+            ring.check_retained(self._epoch + 1)  # views held while idle are retained
+        u, w = self._ctl.u32, self._bell
+        while True:
+            u[w] = 1
+            fence()
+            if self._ready():
+                u[w] = 0
+                return True
+            left = None if end is None else end - time.perf_counter()
+            if left is not None and left <= 0:
+                u[w] = 0
+                return False
+            futex_wait(self._ctl.address + 4 * w, 1, left)
+
+    def wake(self, target: int) -> None:
+        """Make worker ``target``'s current or next ``park`` return (safe from any thread).
+        Readers also use it to tell a writer that space was freed or a roll is wanted."""
+        self._ctl.u32[_bell(target) + 1] = 1
+        self._notify(target)
+
+    def flush(self) -> bool:
+        """Move queued output into rings where possible; True when nothing is queued."""
+        for target in list(self._blocked):
+            if self._out[target].put():
+                self._blocked.discard(target)
+            self._notify(target)
+        return not self._blocked
+
+    @property
+    def pending_bytes(self) -> int:
+        """Bytes waiting in overflow queues (not yet visible to their receivers)."""
+        return sum(out.pending_bytes for out in self._out)
+
+    def close(self) -> None:
+        """Unmap everything; segments with live zero-copy views stay mapped until those die.
+        Queued output is dropped."""
+        for ring in self._in:
+            ring.close()
+        for out in self._out:
+            out.close()
+        self._ctl.close()
+
+    def _ready(self) -> bool:
+        u = self._ctl.u32
+        if u[self._bell + 1]:
+            u[self._bell + 1] = 0
+            return True
+        return any(ring.has_data() for ring in self._in)
+
+    def _notify(self, target: int) -> None:
+        fence()
+        u, w = self._ctl.u32, _bell(target)
+        if u[w]:
+            u[w] = 0
+            futex_wake(self._ctl.address + 4 * w)
+
+    def __enter__(self) -> Endpoint:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class Mesh:
+    """The shared-memory segments for ``num_workers`` workers on one host, named by ``name``.
+
+    The creator unlinks everything (``unlink``, the context manager, or at exit); workers call
+    ``endpoint(index)`` after fork, or ``Mesh.attach(name).endpoint(index)`` from any process.
+    """
+
+    def __init__(self, name: str, num_workers: int, directory: str | None):
+        self.name, self.num_workers, self.directory = name, num_workers, directory
+        self._creator: int | None = None
+
+    @classmethod
+    def create(cls, num_workers: int, prefix: str | None = None, ring_bytes: int = 4 << 20,
+               directory: str | None = None) -> Mesh:
+        """Create the control segment and the n*n rings of ``ring_bytes`` each. ``prefix`` is a
+        ``job_prefix()``-style name (a fresh one by default); ``directory`` forces where segments
+        live. Segments of dead jobs are swept first."""
+        sweep_stale(directory)
+        mesh = cls(prefix or job_prefix(), num_workers, directory)
+        if not mesh.name.startswith("sparktimely-"):
+            raise ValueError(f"mesh prefix must start with 'sparktimely-': {mesh.name!r}")
+        mesh._creator = os.getpid()
+        atexit.register(mesh._at_exit)
+        try:
+            ctl = Segment.create(mesh.name + "-ctl", 4 * _bell(num_workers), directory)
+            ctl.u64[1], ctl.u64[0] = num_workers, _MAGIC
+            ctl.close()
+            for src in range(num_workers):
+                for dst in range(num_workers):
+                    Segment.create(_ring_name(mesh.name, src, dst, 0), _HDR + ring_bytes,
+                                   directory).close()
+        except BaseException:
+            mesh.unlink()
+            raise
+        return mesh
+
+    @classmethod
+    def attach(cls, name: str, directory: str | None = None) -> Mesh:
+        """The mesh created elsewhere under ``name``."""
+        with Segment.attach(name + "-ctl", directory) as ctl:
+            if ctl.u64[0] != _MAGIC:
+                raise ValueError(f"{name}-ctl is not an initialised sparktimely mesh")
+            return cls(name, ctl.u64[1], directory)
+
+    def endpoint(self, index: int, spin_us: float = 50.0, copy_below: int = 64 << 10) -> Endpoint:
+        """Worker ``index``'s endpoint, mapped into the calling process."""
+        return Endpoint(self, index, spin_us, copy_below)
+
+    def unlink(self) -> int:
+        """Remove every segment of this mesh (including rolled generations); returns how many."""
+        if self._creator == os.getpid():
+            atexit.unregister(self._at_exit)
+        return sweep(self.name, self.directory)
+
+    def _at_exit(self) -> None:
+        if self._creator == os.getpid():
+            sweep(self.name, self.directory)
+
+    def __enter__(self) -> Mesh:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.unlink()

@@ -1,0 +1,229 @@
+"""Named shared-memory segments: files in /dev/shm (or a local fallback directory) mapped with mmap.
+
+``multiprocessing.shared_memory`` is not used: its resource tracker unlinks segments that other
+processes still use. We own the lifetime instead. Every name starts with a job prefix
+``sparktimely-<pid>-<pid namespace>-<random>``, so ``sweep(prefix)`` removes one job's segments
+and ``sweep_stale()`` removes those of jobs whose creating process no longer exists (only for
+the caller's own pid namespace, where pids are meaningful).
+
+Space is reserved with ``posix_fallocate`` at creation, so a small /dev/shm (64 MiB by default in
+Docker and Kubernetes) shows up here, as a fallback to a file-backed mapping under
+``$SPARKTIMELY_SHM_DIR`` or ``<tmp>/sparktimely-shm`` with one warning, and never as a SIGBUS
+later. Views handed out by address (``pin``) keep the mapping alive: ``close`` defers the unmap
+until the last ``unpin``, so no pointer is ever left dangling and ``BufferError`` cannot occur.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import logging
+import mmap
+import os
+import re
+import secrets
+import tempfile
+
+SHM_DIR = "/dev/shm"
+ENV_DIR = "SPARKTIMELY_SHM_DIR"
+PAGE = mmap.PAGESIZE
+_MARGIN = 4 << 20  # keep this much of /dev/shm free for others
+_NAME = re.compile(r"sparktimely-(\d+)-([0-9a-f]+)-[0-9a-f]+-")
+_log = logging.getLogger("sparktimely.shm")
+_warned = False
+
+
+def _pid_namespace() -> int:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def job_prefix() -> str:
+    """A fresh job-unique name prefix ``sparktimely-<pid>-<pidns>-<random>``."""
+    return f"sparktimely-{os.getpid()}-{_pid_namespace():x}-{secrets.token_hex(4)}"
+
+
+def fallback_dir() -> str:
+    """Directory for file-backed segments when /dev/shm is too small."""
+    return os.path.join(tempfile.gettempdir(), "sparktimely-shm")
+
+
+def _search_dirs(directory: str | None) -> list[str]:
+    dirs = [directory, os.environ.get(ENV_DIR), SHM_DIR, fallback_dir()]
+    return [d for i, d in enumerate(dirs) if d and d not in dirs[:i]]
+
+
+def _free_bytes(path: str) -> int:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
+
+
+class Segment:
+    """A shared-memory file mapped into this process.
+
+    ``buf`` (bytes), ``u64`` and ``u32`` are memoryviews of the whole mapping; ``address`` is its
+    base address for views handed out by address (bracket those with ``pin``/``unpin``).
+    """
+
+    def __init__(self, path: str, mm: mmap.mmap, owner: bool):
+        self.path, self.name, self.owner = path, os.path.basename(path), owner
+        self.size = len(mm)
+        self.address = ctypes.addressof(ctypes.c_char.from_buffer(mm))  # temporary export
+        self.buf = memoryview(mm)
+        self.u64, self.u32 = self.buf.cast("Q"), self.buf.cast("I")
+        self._mm: mmap.mmap | None = mm
+        self._pins, self._closing = 0, False
+
+    @classmethod
+    def create(cls, name: str, size: int, directory: str | None = None) -> Segment:
+        """Create a zero-filled segment of at least ``size`` bytes (rounded up to pages).
+
+        ``directory`` (or ``$SPARKTIMELY_SHM_DIR``) forces the location; otherwise /dev/shm,
+        falling back to a file-backed mapping when /dev/shm has too little free space.
+        """
+        size = -(-size // PAGE) * PAGE
+        directory = directory or os.environ.get(ENV_DIR)
+        if directory is None:
+            free = _free_bytes(SHM_DIR)
+            if free >= size + _MARGIN:
+                try:
+                    return cls._create_in(SHM_DIR, name, size)
+                except OSError as e:
+                    if e.errno != errno.ENOSPC:
+                        raise
+                    free = _free_bytes(SHM_DIR)
+            directory = fallback_dir()
+            _warn_fallback(free, size, directory)
+        return cls._create_in(directory, name, size)
+
+    @classmethod
+    def _create_in(cls, directory: str, name: str, size: int) -> Segment:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        path = os.path.join(directory, name)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, size)
+            return cls(path, mmap.mmap(fd, size), owner=True)
+        except BaseException:
+            os.unlink(path)
+            raise
+        finally:
+            os.close(fd)
+
+    @classmethod
+    def attach(cls, name: str, directory: str | None = None) -> Segment:
+        """Map an existing segment by name (searched in ``directory``, $SPARKTIMELY_SHM_DIR,
+        /dev/shm and the fallback directory, in that order)."""
+        dirs = _search_dirs(directory)
+        for d in dirs:
+            try:
+                fd = os.open(os.path.join(d, name), os.O_RDWR)
+            except FileNotFoundError:
+                continue
+            try:
+                return cls(os.path.join(d, name), mmap.mmap(fd, os.fstat(fd).st_size), owner=False)
+            finally:
+                os.close(fd)
+        raise FileNotFoundError(f"shared-memory segment {name!r} not found in {dirs}")
+
+    def pin(self) -> None:
+        """Record a live view by address: the mapping outlives ``close`` until ``unpin``."""
+        self._pins += 1
+
+    def unpin(self) -> None:
+        self._pins -= 1
+        if self._pins == 0 and self._closing:
+            self._unmap()
+
+    @property
+    def closed(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        """Unmap now, or when the last pinned view dies. Idempotent."""
+        self._closing = True
+        if self._pins == 0:
+            self._unmap()
+
+    def _unmap(self) -> None:
+        mm, self._mm = self._mm, None
+        if mm is None:
+            return
+        try:
+            for view in (self.u64, self.u32, self.buf):
+                view.release()
+            mm.close()
+        except BufferError:
+            pass  # a caller still holds a slice of ``buf``; the mapping goes when that slice dies
+
+    def unlink(self) -> None:
+        """Remove the name; mappings stay valid until closed."""
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self) -> Segment:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.owner:
+            self.unlink()
+        self.close()
+
+
+def _warn_fallback(free: int, size: int, directory: str) -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        _log.warning("/dev/shm has %.1f MiB free but a %.1f MiB segment is needed: using "
+                     "file-backed shared memory in %s (set %s to choose the directory)",
+                     free / 2**20, size / 2**20, directory, ENV_DIR)
+
+
+def _remove_matching(directory: str | None, match) -> int:
+    removed = 0
+    for d in _search_dirs(directory):
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        for name in names:
+            if match(name):
+                try:
+                    os.unlink(os.path.join(d, name))
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+    return removed
+
+
+def sweep(prefix: str, directory: str | None = None) -> int:
+    """Unlink every segment whose name starts with ``prefix``; returns how many."""
+    if not prefix.startswith("sparktimely-") or len(prefix) <= len("sparktimely-"):
+        raise ValueError(f"refusing to sweep prefix {prefix!r}: expected a job prefix")
+    return _remove_matching(directory, lambda name: name.startswith(prefix))
+
+
+def sweep_stale(directory: str | None = None) -> int:
+    """Unlink segments of jobs whose creating process (same pid namespace) no longer exists."""
+    ns = _pid_namespace()
+
+    def stale(name: str) -> bool:
+        m = _NAME.match(name)
+        return m is not None and int(m[2], 16) == ns and not _alive(int(m[1]))
+    return _remove_matching(directory, stale)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
