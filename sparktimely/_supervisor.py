@@ -120,8 +120,7 @@ def _collect(processes: list, pipes: list, first_index: int) -> list[Any]:
                 except (EOFError, OSError):
                     report = None
             if report is None:
-                if ready is pipe and processes[local].is_alive():
-                    processes[local].join(1)
+                processes[local].join(2)     # its pipe may close just before it is reaped
                 code = processes[local].exitcode
                 cause = (f"killed by signal {signal.Signals(-code).name}" if code and code < 0
                          else f"exit code {code}")

@@ -70,6 +70,8 @@ def config_from_args(argv: Sequence[str]) -> Config:
 
     >>> config_from_args(["-w", "2", "--input", "x.txt"])
     Config(workers=2, processes=1, process=0, hostfile=None, args=['--input', 'x.txt'])
+    >>> config_from_args(["-w3", "--processes=1"]).workers
+    3
     """
     values: dict[str, Any] = {}
     rest: list[str] = []
@@ -77,7 +79,12 @@ def config_from_args(argv: Sequence[str]) -> Config:
     i = 0
     while i < len(argv):
         arg = argv[i]
-        flag, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        if arg.startswith("--"):
+            flag, eq, inline = arg.partition("=")
+        elif len(arg) > 2 and arg[:2] in _FLAGS:            # -w2, like getopts
+            flag, eq, inline = arg[:2], "=", arg[2:]
+        else:
+            flag, eq, inline = arg, "", ""
         name = _FLAGS.get(flag)
         if name is None:
             rest.append(arg)

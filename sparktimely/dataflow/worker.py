@@ -12,6 +12,7 @@ other worker (FIFO per sender), and each worker applies everyone's batches to it
 """
 from __future__ import annotations
 
+import pickle
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -105,6 +106,8 @@ class Dataflow:
         self._loops = []
         for (location, time), count in self._initial.items():
             self.tracker.update(location, time, count * self.peers)
+        if self.peers > 1:       # first, so peers check the shape before anything else
+            self.worker.broadcast((GRAPH, self.index, self.shape))
         for operator in self.operators:
             if operator.watches_frontiers:
                 for handle in operator.inputs:
@@ -240,7 +243,6 @@ class Worker:
         self._dataflows.append(dataflow)
         self._built[index] = dataflow
         if self._allocator is not None:
-            self.broadcast((GRAPH, index, dataflow.shape))
             for source, message in self._early.pop(index, ()):
                 dataflow.deliver(source, message)
         return result
@@ -250,7 +252,12 @@ class Worker:
     def send_data(self, target: int, dataflow: int, location: int, time: Timestamp,
                   batch: Any) -> None:
         """Send a batch to input ``location`` of ``dataflow`` on worker ``target``."""
-        self._allocator.send(target, (DATA, dataflow, location, time, batch))
+        try:
+            self._allocator.send(target, (DATA, dataflow, location, time, batch))
+        except (pickle.PicklingError, TypeError, AttributeError) as error:
+            raise TypeError(f"a batch for worker {target} at time {time!r} cannot be pickled "
+                            f"({error}); records that move between workers must be "
+                            f"picklable") from error
 
     def broadcast(self, message: tuple) -> None:
         """Send ``message`` to every other worker."""

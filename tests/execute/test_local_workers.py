@@ -1,0 +1,209 @@
+"""Many workers on one host: real forked processes talking through shared memory."""
+import os
+import signal
+import time
+
+import psutil
+import pytest
+
+import sparktimely as st
+from examples.bfs import bfs, random_graph, reference_bfs
+from examples.distinct import distinct
+from examples.hello import hello
+from examples.wordcount import TEXT, wordcount
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def our_segments() -> set[str]:
+    return {name for name in os.listdir("/dev/shm") if name.startswith(f"sparktimely-{os.getpid()}-")}
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind():
+    """Every test here must leave no shared-memory segment and no child process."""
+    before = our_segments()
+    yield
+    assert our_segments() - before == set()
+    assert psutil.Process().children(recursive=True) == []
+
+
+def test_results_in_index_order_with_global_indexes():
+    assert st.execute(lambda w: (w.index, w.peers), workers=3) == [(0, 3), (1, 3), (2, 3)]
+
+
+def test_closures_and_lambdas_capture_local_state():
+    offset = 100
+    assert st.execute(lambda w: w.index + offset, workers=2) == [100, 101]
+
+
+def test_hello_two_workers_split_even_and_odd(capfd):
+    assert st.execute(hello, workers=2) == [[0, 2, 4, 6, 8], [1, 3, 5, 7, 9]]
+    lines = capfd.readouterr().out.splitlines()
+    assert sorted(lines) == sorted([f"worker {x % 2}:\thello {x}" for x in range(10)])
+
+
+def test_distinct_two_workers():
+    assert st.execute_from_args(["-w2"], distinct) == [[0, 2, 4], [1, 3, 5, 7]]
+
+
+def wordcount_totals(parts):
+    return sorted(report for part in parts for report in part)
+
+
+def test_wordcount_running_counts_same_for_1_2_3_workers():
+    expected = []
+    totals: dict = {}
+    for round, line in enumerate(TEXT):
+        changed = {}
+        for word in line.split():
+            totals[word] = changed[word] = totals.get(word, 0) + 1
+        expected += [(round, word, count) for word, count in changed.items()]
+    for workers in (1, 2, 3):
+        assert wordcount_totals(st.execute(wordcount, workers=workers)) == sorted(expected)
+
+
+def test_bfs_in_iterative_scope_matches_reference_on_1_2_3_workers():
+    graph = random_graph(400, 1200, seed=3)
+    expected = reference_bfs(graph, 0)
+    for workers in (1, 2, 3):
+        parts = st.execute(lambda w: bfs(w, graph), workers=workers)
+        merged = {}
+        for part in parts:
+            assert not merged.keys() & part.keys()   # each node owned by one worker
+            merged.update(part)
+        assert merged == expected
+
+
+def test_exchange_moves_every_record_to_its_owner():
+    def job(worker):
+        captured = worker.dataflow(lambda scope: scope.to_stream(range(1000))
+                                   .exchange(lambda x: x).capture())
+        worker.run()
+        return captured.extract()
+    parts = st.execute(job, workers=3)
+    for index, part in enumerate(parts):
+        assert part == [(0, sorted([x for x in range(1000) if x % 3 == index] * 3))]
+
+
+def test_broadcast_sends_each_record_to_every_worker():
+    def job(worker):
+        captured = worker.dataflow(lambda scope: scope.to_stream([worker.index]).broadcast().capture())
+        worker.run()
+        return captured.extract()
+    assert st.execute(job, workers=3) == [[(0, [0, 1, 2])]] * 3
+
+
+def test_aggregate_and_count_across_workers():
+    def job(worker):
+        words = ["a", "b", "a", "c", "a"] if worker.index == 0 else ["b", "c"]
+        result = worker.dataflow(lambda scope: scope.to_stream(words).map(lambda w: (w, 1))
+                                 .aggregate(lambda k, v, agg: (agg or 0) + v,
+                                            lambda k, agg: (k, agg), lambda k: ord(k))
+                                 .capture())
+        worker.run()
+        return result.extract()
+    parts = st.execute(job, workers=2)
+    merged = sorted(x for part in parts for _, batch in part for x in batch)
+    assert merged == [("a", 3), ("b", 2), ("c", 2)]
+
+
+def test_probe_per_round_across_workers():
+    def job(worker):
+        input = st.InputHandle()
+        probe = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: x).probe())
+        frontiers = []
+        for round in range(5):
+            input.send(round)
+            input.advance_to(round + 1)
+            worker.step_while(lambda: probe.less_than(round + 1))
+            frontiers.append(probe.frontier())
+        input.close()
+        worker.step_while(lambda: not probe.done())
+        return frontiers, probe.done()
+    for frontiers, done in st.execute(job, workers=2):
+        assert frontiers == [[1], [2], [3], [4], [5]] and done
+
+
+def test_worker_exception_stops_everyone_with_traceback():
+    def job(worker):
+        if worker.index == 1:
+            raise ValueError("boom on purpose")
+        input = st.InputHandle()
+        probe = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: x).probe())
+        input.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))   # would wait for worker 1 forever
+    start = time.monotonic()
+    with pytest.raises(st.WorkerError) as failure:
+        st.execute(job, workers=2)
+    assert time.monotonic() - start < 5
+    assert failure.value.index == 1
+    assert "ValueError: boom on purpose" in str(failure.value)
+    assert "raise ValueError" in failure.value.traceback
+
+
+def test_operator_error_inside_worker_names_operator():
+    def job(worker):
+        worker.dataflow(lambda scope: scope.to_stream([1, 0]).map(lambda x: 1 // x).probe())
+    with pytest.raises(st.WorkerError, match="Map.*ZeroDivisionError"):
+        st.execute(job, workers=2)
+
+
+def test_sigkilled_worker_stops_everyone():
+    def job(worker):
+        input = st.InputHandle()
+        probe = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: x).probe())
+        if worker.index == 0:
+            os.kill(os.getpid(), signal.SIGKILL)
+        input.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+    start = time.monotonic()
+    with pytest.raises(st.WorkerError, match="killed by signal SIGKILL") as failure:
+        st.execute(job, workers=3)
+    assert failure.value.index == 0
+    assert time.monotonic() - start < 5
+
+
+def test_different_dataflows_on_different_workers_fail_clearly():
+    def job(worker):
+        def build(scope):
+            stream = scope.to_stream(range(10))
+            if worker.index == 1:
+                stream = stream.map(lambda x: x)
+            return stream.exchange(lambda x: x).probe()
+        worker.dataflow(build)
+    with pytest.raises(st.WorkerError, match="built dataflow .* differently"):
+        st.execute(job, workers=2)
+
+
+def test_unpicklable_result_is_reported():
+    with pytest.raises(st.WorkerError, match="cannot be sent back"):
+        st.execute(lambda worker: (x for x in "generators do not pickle"), workers=2)
+
+
+def test_unpicklable_record_names_the_problem():
+    import threading
+    def job(worker):
+        worker.dataflow(lambda scope: scope.to_stream([threading.Lock()]).exchange(lambda x: 1).probe())
+    with pytest.raises(st.WorkerError, match="cannot be pickled.*lock.*must be picklable"):
+        st.execute(job, workers=2)
+
+
+def test_execute_from_args_flags_and_errors():
+    assert st.execute_from_args(["--workers", "2", "rest"], lambda w: (w.peers, w.args)) == \
+        [(2, ["rest"]), (2, ["rest"])]
+    with pytest.raises(ValueError, match="-w needs an integer"):
+        st.execute_from_args(["-w", "two"], lambda w: None)
+    with pytest.raises(ValueError, match="workers must be a positive integer"):
+        st.execute(lambda w: None, workers=0)
+    with pytest.raises(ValueError, match="process index 2 is not in 0..1"):
+        st.execute_from_args(["-n", "2", "-p", "2"], lambda w: None)
+
+
+def test_hostfile_errors_name_the_line(tmp_path):
+    path = tmp_path / "hosts"
+    path.write_text("localhost:2101\nnot-an-address\n")
+    with pytest.raises(ValueError, match="line 2: 'not-an-address' is not host:port"):
+        st.execute_from_args(["-n", "2", "-p", "0", "-h", str(path)], lambda w: None)
+    with pytest.raises(ValueError, match=r"process 1 has none"):
+        st.execute(lambda w: None, processes=2, hostfile=["localhost:2101"])
