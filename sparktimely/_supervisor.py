@@ -50,12 +50,13 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _worker_main(func: Callable[[Worker], Any], mesh: Mesh, local: int, index: int,
+def _worker_main(func: Callable[[Worker], Any], mesh: Mesh | None, local: int, index: int,
                  peers: int, args: list[str], conn, parent: int) -> None:
     _die_with_parent(parent)
-    endpoint = mesh.endpoint(local)
+    endpoint = mesh.endpoint(local) if peers > 1 else None
     try:
-        worker = Worker(index, peers, args, ShmAllocator(endpoint, index, peers))
+        worker = Worker(index, peers, args,
+                        ShmAllocator(endpoint, index, peers) if endpoint else None)
         result = func(worker)
         worker.run()
         try:
@@ -74,7 +75,7 @@ def run_workers(func: Callable[[Worker], Any], workers: int, first_index: int, p
     """Run ``func`` on ``workers`` forked worker processes with global indexes starting at
     ``first_index``; return their results in index order or raise WorkerError."""
     context = multiprocess.get_context("fork")
-    mesh = Mesh.create(workers)
+    mesh = Mesh.create(workers) if peers > 1 else None
     processes: list = []
     pipes: list = []
     try:
@@ -96,7 +97,8 @@ def run_workers(func: Callable[[Worker], Any], workers: int, first_index: int, p
             process.join(5)
         for pipe in pipes:
             pipe.close()
-        mesh.unlink()
+        if mesh is not None:
+            mesh.unlink()
 
 
 def _collect(processes: list, pipes: list, first_index: int) -> list[Any]:

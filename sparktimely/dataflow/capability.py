@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterator
 
-from ..progress.timestamp import Timestamp, less_equal
+from ..progress.timestamp import Timestamp, advance, less_equal
 
 if TYPE_CHECKING:
     from .ports import OutputPort
@@ -23,7 +23,9 @@ class Capability:
     """Permission to send at ``time`` or later on one output of an operator.
 
     ``delayed(t)`` returns a new capability for a later time, ``downgrade(t)`` moves this one
-    forward, ``drop()`` releases it (so does losing the last reference to it).
+    forward, ``drop()`` releases it (so does losing the last reference to it; note that a
+    stored exception's traceback keeps the variables of its frames, capabilities included,
+    alive).
     """
 
     __slots__ = ("_time", "_port", "_live", "__weakref__")
@@ -90,12 +92,27 @@ class InputCapability:
     ``retain()`` turns it into a :class:`Capability` that outlives the batch.
     """
 
-    __slots__ = ("time", "_outputs", "_connected")
+    __slots__ = ("time", "_outputs", "_summaries")
 
-    def __init__(self, time: Timestamp, outputs: list, connected: list[bool]) -> None:
+    def __init__(self, time: Timestamp, outputs: list, summaries: list[list]) -> None:
         self.time = time
         self._outputs = outputs
-        self._connected = connected
+        self._summaries = summaries     # per output: path summaries from this input
+
+    def _earliest_allowed(self, output: int) -> list[Timestamp]:
+        """The times this input's data may produce on ``output`` (empty: not connected)."""
+        if not 0 <= output < len(self._outputs):
+            raise CapabilityError(f"operator has no output {output}")
+        return [advance(self.time, summary) for summary in self._summaries[output]]
+
+    def _check_allows(self, time: Timestamp, output: int) -> None:
+        allowed = self._earliest_allowed(output)
+        if not allowed:
+            raise CapabilityError(f"this input is not connected to output {output}")
+        if not any(less_equal(t, time) for t in allowed):
+            raise CapabilityError(
+                f"input capability at time {self.time!r} cannot send at {time!r} on output "
+                f"{output}: its path summary allows {allowed[0]!r} at the earliest")
 
     def retain(self) -> Capability:
         """A capability at this time for output 0."""
@@ -110,14 +127,12 @@ class InputCapability:
         return self.delayed_for_output(time, 0)
 
     def delayed_for_output(self, time: Timestamp, output: int) -> Capability:
+        """A capability for ``time`` on output ``output``."""
         if not less_equal(self.time, time):
             raise CapabilityError(
                 f"cannot delay input capability at time {self.time!r} to {time!r}: "
                 f"times must not go backwards")
-        if not 0 <= output < len(self._outputs):
-            raise CapabilityError(f"operator has no output {output}")
-        if not self._connected[output]:
-            raise CapabilityError(f"this input is not connected to output {output}")
+        self._check_allows(time, output)
         return Capability(time, self._outputs[output])
 
     def __repr__(self) -> str:

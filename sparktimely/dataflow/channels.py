@@ -26,8 +26,9 @@ class LocalPusher:
         self._operator = target.operator
 
     def push(self, time, batch) -> None:
-        self._update(self._location, time, batch_length(batch))
-        self._queue.append((time, batch))
+        count = batch_length(batch)
+        self._update(self._location, time, count)
+        self._queue.append((time, batch, count))
         self._activate(self._operator)
 
 

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterator, Sequence
 
-from ..progress.timestamp import Timestamp
+from ..progress.timestamp import Timestamp, sort_times
 from .capability import Capability
-
-
-def _sort_key(item):
-    return item[0]
 
 
 class FrontierNotificator:
@@ -41,10 +37,8 @@ class FrontierNotificator:
             return ready
         for t, _, _ in ready:
             del self._pending[t]
-        try:
-            ready.sort(key=_sort_key)
-        except TypeError:
-            pass
+        order = {t: i for i, t in enumerate(sort_times([t for t, _, _ in ready]))}
+        ready.sort(key=lambda entry: order[entry[0]])
         return ready
 
     def for_each(self, frontiers: Sequence, logic: Callable[[Capability, "FrontierNotificator"], None]) -> None:

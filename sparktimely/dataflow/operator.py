@@ -147,7 +147,7 @@ class OperatorBuilder:
             row.append(paths)
         port = OutputPort(self._dataflow, -1, self.scope.kind)
         self._operator.outputs.append(port)
-        handle = OutputHandle(port)
+        handle = OutputHandle(port, len(self._operator.outputs) - 1)
         self._operator.handles.append(handle)
         return handle, Stream(self.scope, port)
 
@@ -179,7 +179,7 @@ class OperatorBuilder:
             self._dataflow.connect(stream._port, handle, pact)
         frontiers = [handle.frontier for handle in self._inputs]
         for i, handle in enumerate(self._inputs):
-            handle._set_outputs(operator.outputs, [bool(paths) for paths in self._summaries[i]])
+            handle._set_outputs(operator.outputs, self._summaries[i])
         capabilities = [Capability(self.scope.kind.minimum(), port) for port in operator.outputs]
         logic = ctor(capabilities)
         del capabilities
@@ -295,8 +295,8 @@ def passthrough_operator(name: str, scope: "Scope", out_scope: "Scope",
     def logic() -> None:
         location = input.location
         while queue:
-            time, batch = queue.popleft()
-            update(location, time, -(len(batch) if batch.__class__ is list else batch.num_rows))
+            time, batch, count = queue.popleft()
+            update(location, time, -count)
             push(time_map(time), batch)
     operator.logic = logic
     from .stream import Stream

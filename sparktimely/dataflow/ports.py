@@ -53,7 +53,7 @@ class InputPort:
     ``input.frontier`` tells which times may still arrive.
     """
 
-    __slots__ = ("queue", "dataflow", "location", "operator", "frontier", "_outputs", "_connected")
+    __slots__ = ("queue", "dataflow", "location", "operator", "frontier", "_outputs", "_summaries")
 
     def __init__(self, dataflow: "Dataflow", location: int, operator: int,
                  frontier: MutableAntichain) -> None:
@@ -63,20 +63,20 @@ class InputPort:
         self.operator = operator
         self.frontier = frontier
         self._outputs: list[OutputPort] = []
-        self._connected: list[bool] = []
+        self._summaries: list[list] = []
 
-    def _set_outputs(self, outputs: list[OutputPort], connected: list[bool]) -> None:
+    def _set_outputs(self, outputs: list[OutputPort], summaries: list[list]) -> None:
         self._outputs = outputs
-        self._connected = connected
+        self._summaries = summaries
 
     def __iter__(self) -> Iterator[tuple[InputCapability, Any]]:
         queue = self.queue
         update = self.dataflow.update
         location = self.location
         while queue:
-            time, batch = queue.popleft()
-            update(location, time, -batch_length(batch))
-            yield InputCapability(time, self._outputs, self._connected), batch
+            time, batch, count = queue.popleft()
+            update(location, time, -count)
+            yield InputCapability(time, self._outputs, self._summaries), batch
 
     def next(self) -> tuple[InputCapability, Any] | None:
         """The next waiting ``(capability, batch)``, or None."""
@@ -119,10 +119,11 @@ class Session:
             self.flush()
 
     def give_batch(self, batch: Any) -> None:
-        """Send a whole batch (a list or a pyarrow.RecordBatch) as one message."""
+        """Send a whole batch (a list or a pyarrow.RecordBatch) as one message; a list is
+        copied, so the caller may reuse it."""
         self.flush()
         if batch_length(batch):
-            self._port.push(self._time, batch)
+            self._port.push(self._time, list(batch) if batch.__class__ is list else batch)
 
     def flush(self) -> None:
         if self._buffer:
@@ -139,15 +140,20 @@ class Session:
 class OutputHandle:
     """An operator's handle on one of its outputs: ``with output.session(cap) as s: s.give(x)``."""
 
-    __slots__ = ("_port", "_sessions")
+    __slots__ = ("_port", "_index", "_sessions")
 
-    def __init__(self, port: OutputPort) -> None:
+    def __init__(self, port: OutputPort, index: int) -> None:
         self._port = port
+        self._index = index
         self._sessions: list[Session] = []
 
     def _time_of(self, capability: Capability | InputCapability) -> Timestamp:
         if capability.__class__ is InputCapability:
-            return capability.time
+            outputs = capability._outputs
+            if self._index < len(outputs) and outputs[self._index] is self._port:
+                capability._check_allows(capability.time, self._index)
+                return capability.time
+            raise CapabilityError("the input capability belongs to another operator")
         if isinstance(capability, Capability):
             if not capability._live:
                 capability._check_live("send with")
@@ -165,7 +171,8 @@ class OutputHandle:
         return session
 
     def give_at(self, capability: Capability | InputCapability, batch: Any) -> None:
-        """Send a whole batch (list or pyarrow.RecordBatch) at ``capability``'s time."""
+        """Send a whole batch (list or pyarrow.RecordBatch) at ``capability``'s time. The
+        batch then belongs to the dataflow: do not change it afterwards."""
         time = self._time_of(capability)
         if batch_length(batch):
             self._port.push(time, batch)

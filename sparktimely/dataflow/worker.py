@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..progress.reachability import GraphBuilder, Tracker
 from ..progress.timestamp import TimeKind, Timestamp
 from .operator import Operator
+from .ports import batch_length
 
 if TYPE_CHECKING:
     from ..comm import Allocator
@@ -147,7 +148,7 @@ class Dataflow:
         if kind == DATA:
             _, _, location, time, batch = message
             input = self._inputs_at[location]
-            input.queue.append((time, batch))
+            input.queue.append((time, batch, batch_length(batch)))
             self.activate(input.operator)
         elif kind == PROGRESS:
             update = self.tracker.update
@@ -281,25 +282,29 @@ class Worker:
 
     def step(self) -> bool:
         """Run one round of every dataflow; True while any dataflow is still running."""
+        return self._step()[0]
+
+    def _step(self) -> tuple[bool, bool]:
+        """One round; returns (still running, whether there was anything to do)."""
         allocator = self._allocator
-        if allocator is not None:
-            self._receive()
+        busy = allocator is not None and self._receive()
+        if not busy:
+            busy = any(d._heap or d._changes or d.tracker.has_pending() for d in self._dataflows)
         self._dataflows = [d for d in self._dataflows if d.step()]
         if allocator is not None:
             allocator.flush()
-        return bool(self._dataflows)
+        return bool(self._dataflows), busy
 
     def step_while(self, predicate: Callable[[], bool]) -> None:
         """Step until ``predicate()`` is false."""
         while predicate():
-            self.step()
+            self.step_or_park(None)
 
     def step_or_park(self, timeout_seconds: float | None = None) -> bool:
-        """Step; if no operator is left to run, wait up to ``timeout_seconds`` (None: until
+        """Step; if there was nothing to do, wait up to ``timeout_seconds`` (None: until
         something arrives) for messages from other workers. A lone worker never waits."""
-        running = self.step()
-        if running and self._allocator is not None and not any(
-                d._heap or d._changes for d in self._dataflows):
+        running, busy = self._step()
+        if running and not busy and self._allocator is not None:
             self._allocator.park(timeout_seconds)
         return running
 

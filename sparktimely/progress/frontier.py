@@ -123,8 +123,9 @@ class MutableAntichain:
         if positive[0].__class__ is int:
             return [min(positive)]
         frontier: list = []
-        for time in _sorted(positive):
+        for time in positive:
             if not any(less_equal(f, time) for f in frontier):
+                frontier = [f for f in frontier if not less_equal(time, f)]
                 frontier.append(time)
         return frontier
 

@@ -29,7 +29,8 @@ from heapq import heappop, heappush
 from typing import Any, Sequence
 
 from .frontier import MutableAntichain
-from .timestamp import TimeKind, Timestamp, advance, check_summary, is_identity
+from .timestamp import (Product, TimeKind, Timestamp, advance, check_summary, is_identity,
+                        less_than)
 
 
 class _Top:
@@ -115,46 +116,43 @@ class GraphBuilder:
         self._edges.append((source, target))
 
     def check_cycles(self) -> None:
-        """Raise CycleError if some cycle can carry a time back to where it started."""
-        sources, targets = self._sources, self._targets
-        succ: dict[int, list[int]] = {}
-        for source, target in self._edges:
-            succ.setdefault(sources[source], []).append(targets[target])
-        for node, rows in enumerate(self._summaries):
-            for i, row in enumerate(rows):
-                for o, paths in enumerate(row):
-                    if any(is_identity(summary) for summary in paths):
-                        succ.setdefault(targets[(node, i)], []).append(sources[(node, o)])
-        owner = {loc: node for (node, _), loc in list(sources.items()) + list(targets.items())}
-        state: dict[int, int] = {}   # 1: on the DFS stack, 2: finished
-        for start in list(succ):
-            if state.get(start):
-                continue
-            stack = [(start, iter(succ.get(start, ())))]
-            path = [start]
-            state[start] = 1
-            while stack:
-                loc, children = stack[-1]
-                child = next(children, None)
-                if child is None:
-                    state[loc] = 2
-                    stack.pop()
-                    path.pop()
-                elif state.get(child) == 1:
-                    cycle = path[path.index(child):]
-                    names = []
-                    for l in cycle:
-                        name = self._names[owner[l]]
-                        if not names or names[-1] != name:
-                            names.append(name)
+        """Raise CycleError if some cycle can carry a time back to where it started.
+
+        A cycle whose shallowest location is in a scope of depth ``d`` must advance one of
+        the time coordinates ``0..d``: deeper coordinates are reset on leaving and entering
+        scopes, so an advance there does not count. Checked per depth with Tarjan's strongly
+        connected components over the paths that advance none of those coordinates.
+        """
+        depth_of = [kind.depth for kind in self._kinds]
+        for depth in sorted(set(depth_of)):
+            succ: dict[int, list[int]] = {}
+            for source, target in self._edges:
+                s, t = self._sources[source], self._targets[target]
+                if depth_of[s] >= depth and depth_of[t] >= depth:
+                    succ.setdefault(s, []).append(t)
+            for node, rows in enumerate(self._summaries):
+                for i, row in enumerate(rows):
+                    t = self._targets[(node, i)]
+                    for o, paths in enumerate(row):
+                        s = self._sources[(node, o)]
+                        if (depth_of[t] >= depth and depth_of[s] >= depth
+                                and any(not _advances(summary, depth) for summary in paths)):
+                            succ.setdefault(t, []).append(s)
+            for component in _strongly_connected(succ):
+                if any(depth_of[loc] == depth for loc in component):
+                    names = sorted({self._names[self._node(loc)] for loc in component})
                     raise CycleError(
-                        "dataflow cycle does not advance time: "
-                        + " -> ".join(names + [names[0]])
-                        + " (a loop needs a feedback summary greater than zero)")
-                elif not state.get(child):
-                    state[child] = 1
-                    stack.append((child, iter(succ.get(child, ()))))
-                    path.append(child)
+                        "dataflow cycle does not advance time through operators "
+                        + ", ".join(names)
+                        + " (a loop needs a feedback summary greater than zero in the "
+                        "scope where it closes)")
+
+    def _node(self, location: int) -> int:
+        for ids in (self._sources, self._targets):
+            for (node, _), loc in ids.items():
+                if loc == location:
+                    return node
+        raise KeyError(location)
 
     def build(self) -> "Tracker":
         """Check the graph and compile it into a Tracker."""
@@ -164,6 +162,61 @@ class GraphBuilder:
                     raise ValueError(f"edge {source} -> {target} names a missing port")
         self.check_cycles()
         return Tracker(self)
+
+
+def _coordinates(summary: Any) -> list:
+    if summary.__class__ is int:
+        return [summary]
+    if summary.__class__ is Product:
+        return _coordinates(summary.outer) + _coordinates(summary.inner)
+    return [0 if is_identity(summary) else 1]
+
+
+def _advances(summary: Any, depth: int) -> bool:
+    """True if ``summary`` advances one of the time coordinates ``0..depth``."""
+    return any(c != 0 for c in _coordinates(summary)[:depth + 1])
+
+
+def _strongly_connected(succ: dict[int, list[int]]) -> list[list[int]]:
+    """The strongly connected components of ``succ`` that contain a cycle (iterative Tarjan)."""
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    stack: list[int] = []
+    on_stack: set[int] = set()
+    components = []
+    for root in list(succ):
+        if root in index:
+            continue
+        work = [(root, iter(succ.get(root, ())))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(succ.get(child, ()))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1 or node in succ.get(node, ()):
+                    components.append(component)
+    return components
 
 
 class Tracker:
@@ -201,10 +254,15 @@ class Tracker:
         self._pending: dict[tuple[int, Timestamp], int] = {}
         self._tracked = 0
         depth = max((k.depth for k in self._kinds), default=0)
-        if depth == 0 and all(k.base is int for k in self._kinds):
-            self._order_key = None
+        bases = {k.base for k in self._kinds}
+        if depth == 0 and bases <= {int}:
+            self._new_worklist = lambda: _Worklist(None)
+        elif all(base.__lt__ is not object.__lt__ for base in bases):
+            key = self._nested_order_key(depth)
+            self._new_worklist = lambda: _Worklist(key)
         else:
-            self._order_key = self._nested_order_key(depth)
+            key = self._nested_order_key(depth)
+            self._new_worklist = lambda: _PartialWorklist(key)
 
     def _nested_order_key(self, depth: int):
         kinds = self._kinds
@@ -242,6 +300,10 @@ class Tracker:
         """The counts of pointstamps held at ``location`` itself."""
         return self._pointstamps[location]
 
+    def has_pending(self) -> bool:
+        """True if changes are buffered and not yet propagated."""
+        return bool(self._pending)
+
     def tracking_anything(self) -> bool:
         """True while some pointstamp has a positive count (or changes are buffered)."""
         return self._tracked > 0 or any(self._pending.values())
@@ -252,22 +314,21 @@ class Tracker:
         if not self._pending:
             return changed
         pending, self._pending = self._pending, {}
-        order_key = self._order_key
+        worklist = self._new_worklist()
+        push = worklist.push
         pointstamps = self._pointstamps
-        heap: list = []
         for (loc, time), delta in pending.items():
             if delta:
                 for t, d in pointstamps[loc].update_iter(((time, delta),)):
                     self._tracked += d
-                    heappush(heap, (t if order_key is None else order_key(loc, t), loc, t, d))
+                    push(loc, t, d)
         implications = self._implications
         is_target = self._is_target
         internal = self._internal
         edges = self._edges
-        while heap:
-            key, loc, time, delta = heappop(heap)
-            while heap and heap[0][0] == key and heap[0][1] == loc:
-                delta += heappop(heap)[3]
+        pop = worklist.pop
+        while worklist:
+            loc, time, delta = pop()
             if not delta:
                 continue
             changes = implications[loc].update_iter(((time, delta),))
@@ -277,12 +338,82 @@ class Tracker:
                 changed.add(loc)
                 for source, summary in internal[loc]:
                     for t, d in changes:
-                        t = advance(t, summary)
-                        heappush(heap, (t if order_key is None else order_key(source, t),
-                                        source, t, d))
+                        push(source, advance(t, summary), d)
             else:
                 for target in edges[loc]:
                     for t, d in changes:
-                        heappush(heap, (t if order_key is None else order_key(target, t),
-                                        target, t, d))
+                        push(target, t, d)
         return changed
+
+
+class _Worklist:
+    """Changes ``(location, time, delta)`` waiting to be pushed through the graph, handed out
+    in an order that extends the partial order of times, those for the same location and
+    time merged. A heap, ordered by the times (or by their coordinates when nested scopes
+    mix times of several depths)."""
+
+    __slots__ = ("_heap", "_key")
+
+    def __init__(self, key) -> None:
+        self._heap: list = []
+        self._key = key
+
+    def push(self, location: int, time: Timestamp, delta: int) -> None:
+        key = self._key
+        heappush(self._heap, (time if key is None else key(location, time), location, time, delta))
+
+    def pop(self) -> tuple[int, Timestamp, int]:
+        heap = self._heap
+        key, location, time, delta = heappop(heap)
+        while heap and heap[0][0] == key and heap[0][1] == location:
+            delta += heappop(heap)[3]
+        return location, time, delta
+
+    def __bool__(self) -> bool:
+        return bool(self._heap)
+
+
+class _PartialWorklist:
+    """The :class:`_Worklist` for user time types with only ``less_equal``: each pop scans
+    for a change whose time no other pending time precedes (quadratic, but such types are
+    rare and their graphs small)."""
+
+    __slots__ = ("_items", "_key")
+
+    def __init__(self, key) -> None:
+        self._items: list = []
+        self._key = key
+
+    def push(self, location: int, time: Timestamp, delta: int) -> None:
+        self._items.append((self._key(location, time), location, time, delta))
+
+    def pop(self) -> tuple[int, Timestamp, int]:
+        items = self._items
+        best = 0
+        for i in range(1, len(items)):
+            if _coordinates_less(items[i][0], items[best][0]):
+                best = i
+        key, location, time, _ = items[best]
+        delta = 0
+        rest = []
+        for item in items:
+            if item[1] == location and item[0] == key:
+                delta += item[3]
+            else:
+                rest.append(item)
+        self._items = rest
+        return location, time, delta
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+
+def _coordinates_less(a: tuple, b: tuple) -> bool:
+    """Lexicographic ``a < b`` where coordinates may be only partially ordered."""
+    for x, y in zip(a, b):
+        if x == y:
+            continue
+        if x.__class__ is int or x is _TOP:
+            return x < y
+        return less_than(x, y) if y is not _TOP else True
+    return False

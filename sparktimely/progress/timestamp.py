@@ -37,6 +37,23 @@ def less_than(a: Timestamp, b: Timestamp) -> bool:
     return a != b and a.less_equal(b)
 
 
+def sort_times(times: list) -> list:
+    """``times`` in an order that extends their partial order (sorted when orderable).
+
+    >>> sort_times([Product(1, 0), Product(0, 3)])
+    [Product(0, 3), Product(1, 0)]
+    """
+    try:
+        return sorted(times)
+    except TypeError:
+        rest, ordered = list(times), []
+        while rest:
+            first = next(t for t in rest if not any(less_than(u, t) for u in rest))
+            rest.remove(first)
+            ordered.append(first)
+        return ordered
+
+
 class Product:
     """A pair of times ordered component-wise: ``(a, b) <= (c, d)`` iff ``a <= c and b <= d``.
 

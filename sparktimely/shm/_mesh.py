@@ -24,9 +24,10 @@ creates generation g+1 of the ring (twice as large if needed), writes a ROLL rec
 there. The reader follows at the ROLL record and unlinks the old generation, which stays mapped
 until its last view dies. Rolls are rare; the hot path reuses the same pages.
 
-Doorbells. A futex word per worker (``sleeping``) plus a ``rung`` flag. ``park`` spins on its
-rings for ``spin_us``, then sets ``sleeping``, fences, re-checks and FUTEX_WAITs (shared, not
-private, so unrelated processes that attached by name work too). A writer fences after
+Doorbells. A futex word per worker (``sleeping``) plus a ``rung`` flag. ``park`` polls its
+rings for ``spin_us``, calling sched_yield between polls (else a peer sharing the core under load
+waits out the whole spin), then sets ``sleeping``, fences, re-checks and FUTEX_WAITs (shared,
+not private, so unrelated processes that attached by name work too). A writer fences after
 publishing ``head`` and, only if the receiver sleeps, clears the word and FUTEX_WAKEs it. The
 ``rung`` flag carries everything else: "space freed" or "please roll" (reader to a writer that
 set ``want``) and explicit ``wake``.
@@ -326,6 +327,7 @@ class Endpoint:
         while time.perf_counter() < spin_end:
             if self._ready():
                 return True
+            os.sched_yield()
         for ring in self._in:
             ring.check_retained(self._epoch + 1)  # views held while idle are retained
         u, w = self._ctl.u32, self._bell

@@ -1,0 +1,481 @@
+"""Misuse is reported clearly: capabilities, inputs, loops, scopes and failing logic."""
+import pytest
+
+import sparktimely as st
+from sparktimely import Product
+from sparktimely.dataflow import Worker
+
+
+def capture_errors_in_source(action):
+    """Runs ``action(cap, output)`` inside a source's logic; returns the exception raised."""
+    errors = []
+
+    def build(scope):
+        def ctor(cap, info):
+            def logic(output):
+                try:
+                    action(cap, output)
+                except Exception as error:         # noqa: BLE001 - inspected by the test
+                    errors.append(error)
+                if cap._live:
+                    cap.drop()
+            return logic
+        return st.source(scope, "Src", ctor).capture()
+    st.example(build)
+    assert len(errors) == 1
+    return errors[0]
+
+
+# -- capabilities -----------------------------------------------------------------------------
+
+def test_downgrade_backwards_names_both_times():
+    def action(cap, output):
+        cap.downgrade(7)
+        cap.downgrade(3)
+    error = capture_errors_in_source(action)
+    assert isinstance(error, st.CapabilityError)
+    assert "7" in str(error) and "3" in str(error)
+
+
+def test_downgrade_backwards_in_constructor_raises_at_build():
+    def build(scope):
+        def ctor(cap, info):
+            cap.downgrade(12)
+            cap.downgrade(4)
+            return lambda output: None
+        st.source(scope, "Src", ctor)
+    with pytest.raises(st.CapabilityError) as info:
+        st.execute_directly(lambda worker: worker.dataflow(build))
+    assert "12" in str(info.value) and "4" in str(info.value)
+
+
+def test_delayed_backwards_names_both_times():
+    def action(cap, output):
+        later = cap.delayed(9)
+        try:
+            later.delayed(2)
+        finally:
+            later.drop()
+    error = capture_errors_in_source(action)
+    assert isinstance(error, st.CapabilityError)
+    assert "9" in str(error) and "2" in str(error)
+
+
+def test_input_capability_delayed_backwards():
+    errors = []
+
+    def ctor(cap, info):
+        cap.drop()
+
+        def logic(input, output):
+            for cap, batch in input:
+                try:
+                    cap.delayed(cap.time - 1)
+                except st.CapabilityError as error:
+                    errors.append(str(error))
+        return logic
+
+    def job(worker):
+        handle = st.InputHandle()
+        worker.dataflow(lambda scope: scope.input_from(handle).unary(st.Pipeline, "U", ctor))
+        handle.advance_to(5)
+        handle.send("x")
+        handle.close()
+    st.execute_directly(job)
+    assert len(errors) == 1
+    assert "5" in errors[0] and "4" in errors[0]
+
+
+@pytest.mark.parametrize("use", ["session", "delayed", "downgrade", "time", "give_at"])
+def test_capability_used_after_drop(use):
+    def action(cap, output):
+        cap.drop()
+        if use == "session":
+            output.session(cap).give(1)
+        elif use == "delayed":
+            cap.delayed(3)
+        elif use == "downgrade":
+            cap.downgrade(3)
+        elif use == "time":
+            cap.time
+        else:
+            output.give_at(cap, [1])
+    error = capture_errors_in_source(action)
+    assert isinstance(error, st.CapabilityError)
+    assert "dropped" in str(error)
+
+
+def test_drop_twice_is_harmless():
+    def action(cap, output):
+        cap.drop()
+        cap.drop()
+        raise KeyError("sentinel")
+    error = capture_errors_in_source(action)
+    assert isinstance(error, KeyError)
+
+
+def test_capability_of_other_output_rejected():
+    errors = []
+
+    def build(scope):
+        builder = st.OperatorBuilder("Two", scope)
+        out0, s0 = builder.new_output()
+        out1, s1 = builder.new_output()
+
+        def ctor(capabilities):
+            cap0, cap1 = capabilities
+
+            def logic(frontiers):
+                try:
+                    out0.session(cap1).give("wrong")
+                except st.CapabilityError as error:
+                    errors.append(str(error))
+                cap0.drop()
+                cap1.drop()
+            return logic
+        builder.build(ctor)
+        return s0.capture(), s1.capture()
+    c0, c1 = st.example(build)
+    assert len(errors) == 1 and "another output" in errors[0]
+    assert c0.extract() == [] and c1.extract() == []
+
+
+# -- input handles ------------------------------------------------------------------------------
+
+def test_advance_to_backwards_raises_and_earlier_data_still_delivered():
+    def job(worker):
+        handle = st.InputHandle()
+        captured = worker.dataflow(lambda scope: scope.input_from(handle).capture())
+        handle.send("a")
+        handle.advance_to(3)
+        handle.send("x")                     # buffered at time 3
+        with pytest.raises(ValueError) as info:
+            handle.advance_to(1)
+        message = str(info.value)
+        assert handle.time() == 3
+        handle.send("y")                     # the handle still works at time 3
+        handle.advance_to(4)
+        handle.send("z")
+        handle.close()
+        return captured, message
+    captured, message = st.execute_directly(job)
+    assert "1" in message and "3" in message
+    assert captured.extract() == [(0, ["a"]), (3, ["x", "y"]), (4, ["z"])]
+
+
+def test_advance_to_backwards_before_any_step():
+    def job(worker):
+        handle = st.InputHandle()
+        captured = worker.dataflow(lambda scope: scope.input_from(handle).capture())
+        handle.advance_to(2)
+        handle.send_batch([1, 2])
+        with pytest.raises(ValueError):
+            handle.advance_to(0)
+        handle.close()
+        return captured
+    assert st.execute_directly(job).extract() == [(2, [1, 2])]
+
+
+def test_send_after_close():
+    def job(worker):
+        handle = st.InputHandle()
+        captured = worker.dataflow(lambda scope: scope.input_from(handle).capture())
+        handle.send(1)
+        handle.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            handle.send(2)
+        with pytest.raises(RuntimeError, match="closed"):
+            handle.send_batch([3])
+        with pytest.raises(RuntimeError, match="closed"):
+            handle.advance_to(5)
+        handle.close()                       # closing twice is harmless
+        return captured
+    assert st.execute_directly(job).extract() == [(0, [1])]
+
+
+def test_send_on_unbound_input_handle():
+    handle = st.InputHandle()
+    with pytest.raises(RuntimeError):
+        handle.send(1)
+
+
+def test_closed_handle_cannot_be_bound():
+    handle = st.InputHandle()
+    handle.close()
+    with pytest.raises(RuntimeError):
+        st.example(lambda scope: scope.input_from(handle))
+
+
+# -- loops --------------------------------------------------------------------------------------
+
+def test_feedback_with_zero_summary_rejected_at_build():
+    def build(scope):
+        handle, looped = scope.feedback(0)
+        scope.to_stream([1]).concat(looped).map(lambda x: x + 1).connect_loop(handle)
+    with pytest.raises(st.CycleError) as info:
+        st.example(build)
+    message = str(info.value)
+    assert "Feedback" in message and "Map" in message and "Concatenate" in message
+
+
+def test_loop_variable_zero_rejected():
+    def build(scope):
+        def loop(inner):
+            handle, looped = inner.loop_variable(0)
+            scope.to_stream([1]).enter(inner).concat(looped).map(
+                lambda x: x + 1).filter(lambda x: x < 5).connect_loop(handle)
+        scope.iterative(loop)
+    with pytest.raises(ValueError) as info:
+        st.example(build)
+    assert isinstance(info.value, st.CycleError) or "summary" in str(info.value)
+
+
+def test_loop_variable_with_outer_only_summary_accepted():
+    def build(scope):
+        def loop(inner):
+            handle, looped = inner.loop_variable(Product(1, 0))
+            stream = scope.to_stream([1]).enter(inner).concat(looped)
+            stream.map(lambda x: x + 1).filter(lambda x: x < 4).connect_loop(handle)
+            return stream.capture()
+        return scope.iterative(loop)
+    assert st.example(build).extract() == [
+        (Product(0, 0), [1]), (Product(1, 0), [2]), (Product(2, 0), [3])]
+
+
+def test_zero_outer_feedback_through_iterative_scope_rejected():
+    def build(scope):
+        outer_handle, outer_looped = scope.feedback(0)
+        start = scope.to_stream([1]).concat(outer_looped)
+
+        def loop(inner):
+            handle, looped = inner.loop_variable(1)
+            start.enter(inner).connect_loop(handle)   # only path: through the loop variable
+            return looped.leave()
+        scope.iterative(loop).filter(lambda x: x < 0).connect_loop(outer_handle)
+    worker = Worker()                                  # build only: never run it
+    with pytest.raises(st.CycleError):
+        worker.dataflow(build)
+
+
+def test_loop_never_connected_is_an_error_at_build():
+    def build(scope):
+        handle, looped = scope.feedback(1)
+        return looped.capture()
+    with pytest.raises(RuntimeError, match="connect_loop"):
+        st.example(build)
+
+
+def test_iterative_loop_never_connected_is_an_error_at_build():
+    def build(scope):
+        def loop(inner):
+            handle, looped = inner.loop_variable(1)
+            return looped.leave().capture()
+        return scope.iterative(loop)
+    with pytest.raises(RuntimeError, match="connect_loop"):
+        st.example(build)
+
+
+def test_loop_connected_twice():
+    def build(scope):
+        handle, looped = scope.feedback(1)
+        looped.connect_loop(handle)
+        with pytest.raises(RuntimeError, match="already"):
+            looped.connect_loop(handle)
+    st.example(build)
+
+
+def test_loop_variable_in_plain_scope_rejected():
+    with pytest.raises(ValueError, match="iterative"):
+        st.example(lambda scope: scope.loop_variable(1))
+
+
+# -- operator failures ------------------------------------------------------------------------
+
+def test_failing_map_names_operator_and_exception():
+    def build(scope):
+        return scope.to_stream([1, 0]).map(lambda x: 1 // x).capture()
+    with pytest.raises(st.OperatorError) as info:
+        st.example(build)
+    message = str(info.value)
+    assert "Map" in message
+    assert "ZeroDivisionError" in message
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+
+
+def test_failing_custom_operator_names_operator():
+    def ctor(cap, info):
+        cap.drop()
+
+        def logic(input, output):
+            for cap, batch in input:
+                raise KeyError("missing-key")
+        return logic
+    with pytest.raises(st.OperatorError) as info:
+        st.example(lambda scope: scope.to_stream([1]).unary(st.Pipeline, "MyOperator", ctor))
+    assert "MyOperator" in str(info.value)
+    assert "KeyError" in str(info.value) and "missing-key" in str(info.value)
+
+
+@pytest.mark.parametrize("make, name, error", [
+    (lambda s: s.filter(lambda x: x["no"]), "Filter", "TypeError"),
+    (lambda s: s.flat_map(lambda x: x), "FlatMap", "TypeError"),
+    (lambda s: s.inspect(lambda x: [][x]), "Inspect", "IndexError"),
+    (lambda s: s.partition(2, lambda x: (5, x)), "Partition", "ValueError"),
+    (lambda s: s.ok_err(lambda x: x), "Partition", "TypeError"),
+    (lambda s: s.delay(lambda x, t: t - 1), "Delay", "ValueError"),
+    (lambda s: s.accumulate(0, lambda a, b: a + "s"), "Accumulate", "TypeError"),
+])
+def test_failing_library_operators(make, name, error):
+    with pytest.raises(st.OperatorError) as info:
+        st.example(lambda scope: make(scope.to_stream([1, 2])))
+    assert name in str(info.value) and error in str(info.value)
+
+
+def test_failure_in_later_round_raised_from_execute_directly():
+    def job(worker):
+        handle = st.InputHandle()
+        worker.dataflow(lambda scope: scope.input_from(handle).map(lambda x: 10 // x).probe())
+        for r, x in enumerate([5, 2, 0]):
+            handle.send(x)
+            handle.advance_to(r + 1)
+        handle.close()
+    with pytest.raises(st.OperatorError, match="ZeroDivisionError"):
+        st.execute_directly(job)
+
+
+# -- scopes --------------------------------------------------------------------------------------
+
+def test_outer_stream_used_in_inner_scope_without_enter():
+    def build(scope):
+        outer = scope.to_stream([1])
+
+        def loop(inner):
+            entered = outer.enter(inner)
+            return entered.concat(outer)           # outer is not in this scope
+        scope.iterative(loop)
+    with pytest.raises(ValueError, match="enter"):
+        st.example(build)
+
+
+def test_inner_stream_used_outside_without_leave():
+    def build(scope):
+        inner_stream = scope.iterative(lambda inner: scope.to_stream([1]).enter(inner))
+        scope.to_stream([2]).concat(inner_stream)
+    with pytest.raises(ValueError, match="leave"):
+        st.example(build)
+
+
+def test_stream_from_another_dataflow():
+    def job(worker):
+        first = worker.dataflow(lambda scope: scope.to_stream([1]))
+        with pytest.raises(ValueError, match="used in scope"):
+            worker.dataflow(lambda scope: scope.to_stream([2]).concat(first))
+        return "rejected"
+    assert st.execute_directly(job) == "rejected"
+
+
+def test_connect_loop_from_wrong_scope():
+    def build(scope):
+        def loop(inner):
+            handle, looped = inner.loop_variable(1)
+            scope.to_stream([1]).connect_loop(handle)
+        scope.iterative(loop)
+    with pytest.raises(ValueError, match="scope"):
+        st.example(build)
+
+
+def test_enter_into_scope_not_directly_nested():
+    def build(scope):
+        def outer(middle):
+            def inner(deep):
+                scope.to_stream([1]).enter(deep)
+            middle.iterative(inner)
+        scope.iterative(outer)
+    with pytest.raises(ValueError, match="nested"):
+        st.example(build)
+
+
+def test_leave_from_top_level():
+    with pytest.raises(ValueError, match="top-level"):
+        st.example(lambda scope: scope.to_stream([1]).leave())
+
+
+def test_input_inside_iterative_scope_rejected():
+    with pytest.raises(ValueError):
+        st.example(lambda scope: scope.iterative(lambda inner: inner.new_input()))
+
+
+# -- summaries ----------------------------------------------------------------------------------
+
+def test_negative_feedback_summary():
+    with pytest.raises(ValueError, match="negative"):
+        st.example(lambda scope: scope.feedback(-1))
+
+
+def test_negative_loop_variable_summary():
+    with pytest.raises(ValueError, match="negative"):
+        st.example(lambda scope: scope.iterative(lambda inner: inner.loop_variable(-2)))
+    with pytest.raises(ValueError, match="negative"):
+        st.example(lambda scope: scope.iterative(
+            lambda inner: inner.loop_variable(Product(-1, 1))))
+
+
+def test_negative_connection_summary():
+    def build(scope):
+        builder = st.OperatorBuilder("Neg", scope)
+        builder.new_output()
+        builder.new_input(scope.to_stream([1]), st.Pipeline, connection=[-1])
+    with pytest.raises(ValueError, match="negative"):
+        st.example(build)
+
+
+def test_connection_of_wrong_length():
+    def build(scope):
+        builder = st.OperatorBuilder("Len", scope)
+        builder.new_output()
+        builder.new_input(scope.to_stream([1]), st.Pipeline, connection=[0, 0])
+    with pytest.raises(ValueError):
+        st.example(build)
+
+
+def test_input_capability_must_respect_connection_summary():
+    errors = []
+
+    def job(worker):
+        handle = st.InputHandle()
+        seen = []
+
+        def build(scope):
+            builder = st.OperatorBuilder("Shift3", scope)
+            output, stream = builder.new_output()
+            input = builder.new_input(scope.input_from(handle), st.Pipeline, connection=[3])
+
+            def ctor(capabilities):
+                capabilities[0].drop()
+
+                def logic(frontiers):
+                    for cap, batch in input:
+                        try:
+                            kept = cap.retain()          # time 2 < 2 + 3: not allowed
+                        except st.CapabilityError as error:
+                            # keep the text only: a stored traceback would keep this
+                            # frame, and so the capability `kept`, alive forever
+                            errors.append(str(error))
+                            kept = cap.delayed(cap.time + 3)
+                        output.session(kept).give_iterator(batch)
+                return logic
+            builder.build(ctor)
+            return stream.probe(), stream.inspect_time(
+                lambda t, x: seen.append((t, probe.frontier()))).probe()
+        probe, _ = worker.dataflow(build)
+        handle.advance_to(2)
+        worker.step_while(lambda: probe.less_than(5))
+        assert probe.frontier() == [5]
+        handle.send("late")
+        handle.close()
+        worker.run()
+        return seen
+    seen = st.execute_directly(job)
+    assert len(errors) == 1
+    # nothing may appear at a time the frontier had already passed
+    assert all(not any(f > t for f in frontier) for t, frontier in seen)

@@ -1,0 +1,127 @@
+"""Rings: exact FIFO delivery of random sizes (also beyond the ring), overflow without deadlock,
+zero-copy leases that block reuse until released, and rolling away from retained views."""
+from __future__ import annotations
+
+import os
+import random
+
+import pytest
+
+from sparktimely.shm import Mesh
+
+RING = 1 << 16
+
+
+def payload(seed: int, i: int, big: int = 3 * RING) -> bytes:
+    rng = random.Random(seed * 1_000_003 + i)
+    size = rng.choice([0, 1, 7, 8, 9, rng.randrange(100), rng.randrange(RING), rng.randrange(big)])
+    return rng.randbytes(size)
+
+
+def test_round_trip_random_sizes_in_one_process():
+    with Mesh.create(2, ring_bytes=RING) as mesh, mesh.endpoint(0) as a, mesh.endpoint(1) as b:
+        received = []
+        for i in range(400):
+            data = payload(1, i)
+            a.send(1, [data[: len(data) // 3], data[len(data) // 3:]])  # parts are concatenated
+            if i % 7 == 0:
+                received += [bytes(m) for _, m in b.recv()]
+        while a.pending_bytes or len(received) < 400:
+            a.flush()
+            received += [bytes(m) for _, m in b.recv()]
+        assert received == [payload(1, i) for i in range(400)]
+        assert a._out[1].gen > 0  # messages beyond the ring rolled to larger generations
+
+
+def _writer(mesh, seed, count):
+    with mesh.endpoint(1) as ep:
+        for i in range(count):
+            ep.send(0, [payload(seed, i)])
+        while not ep.flush():
+            ep.park(0.1)
+    return count
+
+
+@pytest.mark.timeout(60)
+def test_round_trip_random_sizes_across_processes(procs):
+    count = 500
+    with Mesh.create(2, ring_bytes=RING) as mesh:
+        procs.start(_writer, mesh, 2, count)
+        with mesh.endpoint(0) as ep:
+            got = []
+            while len(got) < count:
+                got += [(src, bytes(m)) for src, m in ep.recv()] or []
+                if len(got) < count:
+                    assert ep.park(10.0), "writer went silent"
+        assert procs.results() == [count]
+    assert got == [(1, payload(2, i)) for i in range(count)]
+
+
+def _flood(mesh, me, count):
+    other = 1 - me
+    with mesh.endpoint(me) as ep:
+        for i in range(count):  # send everything before receiving anything
+            ep.send(other, [payload(me, i, big=RING)])
+        overflowed = ep.pending_bytes > 0
+        got = []
+        while len(got) < count or ep.pending_bytes:
+            got += [bytes(m) for _, m in ep.recv()]
+            ep.park(0.1)
+    assert got == [payload(other, i, big=RING) for i in range(count)]
+    return len(got), overflowed
+
+
+@pytest.mark.timeout(60)
+def test_mutual_flood_does_not_deadlock(procs):
+    with Mesh.create(2, ring_bytes=RING) as mesh:
+        procs.start(_flood, mesh, 0, 300)
+        procs.start(_flood, mesh, 1, 300)
+        (n0, over0), (n1, over1) = procs.results()
+        assert n0 == n1 == 300 and (over0 or over1)
+
+
+def test_zero_copy_slot_is_reused_only_after_release():
+    with Mesh.create(2, ring_bytes=RING) as mesh, mesh.endpoint(0) as a, mesh.endpoint(1, copy_below=0) as b:
+        ring = b._in[0]
+        lo, hi = ring.seg.address, ring.seg.address + ring.seg.size
+        a.send(1, [b"A" * 20000])
+        [(_, held)] = b.recv()
+        held_addr = memoryview(held).obj.address
+        assert isinstance(held, memoryview) and lo <= held_addr < hi
+        sent = 0
+        while a.try_send(1, [b"B" * 20000]):
+            sent += 1
+            for _, m in b.recv():  # received and released at once
+                assert not (held_addr <= m.obj.address < held_addr + 20000)
+            assert sent < 10, "the writer overran a held record"
+        assert bytes(held) == b"A" * 20000
+        del held  # release: the writer may now wrap onto the slot
+        assert a.try_send(1, [b"C" * 20000])
+        [(_, m)] = b.recv()
+        assert m.obj.address == held_addr and bytes(m) == b"C" * 20000
+        assert a._out[1].gen == 0
+
+
+def test_retained_views_make_the_writer_roll():
+    with Mesh.create(2, ring_bytes=RING) as mesh, mesh.endpoint(0) as a, mesh.endpoint(1, copy_below=0) as b:
+        kept = []
+        for i in range(20):  # the reader keeps every view across recv calls
+            data = bytes([i]) * 20000
+            while not a.try_send(1, [data]):
+                kept += [m for _, m in b.recv()]  # sees the writer waiting: asks it to roll
+            kept += [m for _, m in b.recv()]
+        assert [bytes(m) for m in kept] == [bytes([i]) * 20000 for i in range(20)]
+        assert a._out[1].gen > 0 and b._in[0].gen == a._out[1].gen
+        old = f"{mesh.name}-r0-1-g0"
+        assert old not in os.listdir("/dev/shm")  # unlinked by the reader, still mapped for `kept`
+        first = b._in[0]  # dropping the views unmaps the old generations
+        del kept
+        assert first.seg._mm is not None  # the current generation stays mapped
+
+
+def test_small_messages_are_copied_out():
+    with Mesh.create(2, ring_bytes=RING) as mesh, mesh.endpoint(0) as a, mesh.endpoint(1, copy_below=100) as b:
+        a.send(1, [b"x" * 99])
+        a.send(1, [b"y" * 100])
+        (_, small), (_, large) = b.recv()
+        assert type(small) is bytes and isinstance(large, memoryview) and large.readonly
