@@ -163,11 +163,19 @@ class Dataflow:
                     f"in the same order")
 
     def _propagate(self) -> None:
-        """Apply (and share with the other workers) this worker's pointstamp changes, then
-        push everything that arrived through the tracker."""
+        """Share and apply this worker's pointstamp changes, then push everything that
+        arrived through the tracker.
+
+        With peers, changes are held back (timely's "demand" mode) until one of them
+        removes a pointstamp that alone holds some frontier back; then all of them go out
+        as one atomic batch, to every worker and to this one's tracker. Held-back
+        increments are always justified by pointstamps every worker still sees.
+        """
         tracker = self.tracker
         changes = self._changes
-        if changes:
+        if changes and (self.peers == 1 or any(
+                delta < 0 and tracker.is_global(location, time)
+                for (location, time), delta in changes.items())):
             self._changes = {}
             batch = [(key, delta) for key, delta in changes.items() if delta]
             if self.peers > 1 and batch:
@@ -200,7 +208,7 @@ class Dataflow:
                     heappush(heap, index)
                 self._deferred = []
             self._propagate()
-        return self.tracker.tracking_anything() or bool(heap)
+        return self.tracker.tracking_anything() or bool(heap) or bool(self._changes)
 
 
 class Worker:
@@ -289,7 +297,7 @@ class Worker:
         allocator = self._allocator
         busy = allocator is not None and self._receive()
         if not busy:
-            busy = any(d._heap or d._changes or d.tracker.has_pending() for d in self._dataflows)
+            busy = any(d._heap or d.tracker.has_pending() for d in self._dataflows)
         self._dataflows = [d for d in self._dataflows if d.step()]
         if allocator is not None:
             allocator.flush()

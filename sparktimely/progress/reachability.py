@@ -300,6 +300,12 @@ class Tracker:
         """The counts of pointstamps held at ``location`` itself."""
         return self._pointstamps[location]
 
+    def is_global(self, location: int, time: Timestamp) -> bool:
+        """True if removing pointstamp ``(location, time)`` could move a frontier: ``time`` is
+        in the location's implied frontier and nothing else there implies it."""
+        implications = self._implications[location]
+        return not implications.less_than(time) and implications.count_for(time) <= 1
+
     def has_pending(self) -> bool:
         """True if changes are buffered and not yet propagated."""
         return bool(self._pending)

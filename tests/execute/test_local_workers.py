@@ -7,6 +7,7 @@ import psutil
 import pytest
 
 import sparktimely as st
+from sparktimely.dataflow.worker import PROGRESS
 from examples.bfs import bfs, random_graph, reference_bfs
 from examples.distinct import distinct
 from examples.hello import hello
@@ -207,3 +208,23 @@ def test_hostfile_errors_name_the_line(tmp_path):
         st.execute_from_args(["-n", "2", "-p", "0", "-h", str(path)], lambda w: None)
     with pytest.raises(ValueError, match=r"process 1 has none"):
         st.execute(lambda w: None, processes=2, hostfile=["localhost:2101"])
+
+
+def test_progress_is_sent_only_when_it_can_move_a_frontier():
+    """Fifty batches at one time cost a handful of progress messages, not fifty."""
+    def job(worker):
+        sent = []
+        broadcast = worker.broadcast
+        worker.broadcast = lambda message: (sent.append(message[0]), broadcast(message))
+        input = st.InputHandle()
+        captured = worker.dataflow(lambda scope: scope.input_from(input)
+                                   .exchange(lambda x: x).count().capture())
+        for _ in range(50):
+            input.send_batch(range(100))
+            worker.step()
+        input.close()
+        worker.run()
+        return sent.count(PROGRESS), captured.extract()
+    results = st.execute(job, workers=2)
+    assert sorted(c for _, part in results for _, counts in part for c in counts) == [5000, 5000]
+    assert all(messages < 10 for messages, _ in results), results
