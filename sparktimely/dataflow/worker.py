@@ -172,6 +172,8 @@ class Dataflow:
         increments are always justified by pointstamps every worker still sees.
         """
         tracker = self.tracker
+        if self.peers > 1 and tracker.has_pending():
+            self._activate_watchers(tracker.propagate_all())    # what the others sent
         changes = self._changes
         if changes and (self.peers == 1 or any(
                 delta < 0 and tracker.is_global(location, time)
@@ -182,8 +184,12 @@ class Dataflow:
                 self.worker.broadcast((PROGRESS, self.index, batch))
             for (location, time), delta in batch:
                 tracker.update(location, time, delta)
+            self._activate_watchers(tracker.propagate_all())
+
+    def _activate_watchers(self, targets: set[int]) -> None:
+        """Schedule the operators that watch the frontiers of ``targets``."""
         watchers = self._frontier_watchers
-        for target in tracker.propagate_all():
+        for target in targets:
             index = watchers.get(target)
             if index is not None:
                 self.activate(index)
