@@ -103,11 +103,16 @@ class MutableAntichain:
                 counts[time] = count
             else:
                 del counts[time]
-            if not rebuild:
-                if delta > 0:
-                    rebuild = count > 0 and not any(less_equal(f, time) for f in frontier)
-                else:
-                    rebuild = count <= 0 and time in frontier
+            if rebuild:
+                continue
+            if delta > 0:
+                if count > 0:
+                    if time.__class__ is int:       # ints: the frontier has one element
+                        rebuild = not frontier or time < frontier[0]
+                    else:
+                        rebuild = not any(less_equal(f, time) for f in frontier)
+            else:
+                rebuild = count <= 0 and time in frontier
         if not rebuild:
             return []
         new = self._compute_frontier()
@@ -118,10 +123,8 @@ class MutableAntichain:
 
     def _compute_frontier(self) -> list:
         positive = [t for t, c in self._counts.items() if c > 0]
-        if len(positive) <= 1:
-            return positive
-        if positive[0].__class__ is int:
-            return [min(positive)]
+        if len(positive) <= 1 or positive[0].__class__ is int:
+            return [min(positive)] if positive else positive
         frontier: list = []
         for time in positive:
             if not any(less_equal(f, time) for f in frontier):
