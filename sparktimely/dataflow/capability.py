@@ -142,7 +142,17 @@ class InputCapability:
 class CapabilitySet:
     """A set of capabilities (for one output) that can be downgraded to a frontier.
 
-    >>> # caps = CapabilitySet([cap]); caps.delayed(5); caps.downgrade(input.frontier.frontier())
+    >>> import sparktimely as st
+    >>> def ctor(capability, info):
+    ...     held = st.CapabilitySet([capability])
+    ...     def logic(output):
+    ...         for time in (2, 4):
+    ...             output.session(held.delayed(time)).give(time * 10)
+    ...         held.downgrade([5])        # keep only the right to send at 5 or later
+    ...         held.drop()
+    ...     return logic
+    >>> st.example(lambda scope: st.source(scope, "Held", ctor).capture()).extract()
+    [(2, [20]), (4, [40])]
     """
 
     def __init__(self, capabilities: list[Capability] | None = None) -> None:

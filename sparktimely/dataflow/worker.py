@@ -310,9 +310,9 @@ class Worker:
         return bool(self._dataflows), busy
 
     def step_while(self, predicate: Callable[[], bool]) -> None:
-        """Step until ``predicate()`` is false."""
+        """Step until ``predicate()`` is false (parking while there is nothing to do)."""
         while predicate():
-            self.step_or_park(None)
+            self.step_or_park(1.0)
 
     def step_or_park(self, timeout_seconds: float | None = None) -> bool:
         """Step; if there was nothing to do, wait up to ``timeout_seconds`` (None: until
