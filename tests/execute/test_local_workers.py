@@ -8,6 +8,7 @@ import pytest
 
 import sparktimely as st
 from sparktimely.dataflow.worker import PROGRESS
+from sparktimely.shm import sweep_stale
 from examples.bfs import bfs, random_graph, reference_bfs
 from examples.distinct import distinct
 from examples.hello import hello
@@ -228,3 +229,38 @@ def test_progress_is_sent_only_when_it_can_move_a_frontier():
     results = st.execute(job, workers=2)
     assert sorted(c for _, part in results for _, counts in part for c in counts) == [5000, 5000]
     assert all(messages < 10 for messages, _ in results), results
+
+
+def test_examples_run_from_the_command_line_with_timely_flags():
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-m", "examples.hello", "-w2"], capture_output=True,
+                         text=True, timeout=60, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert run.returncode == 0, run.stderr
+    assert sorted(run.stdout.splitlines()) == sorted(f"worker {x % 2}:\thello {x}" for x in range(10))
+
+
+def test_workers_die_with_a_killed_supervisor(tmp_path):
+    """SIGKILL the process that called execute: its workers must not outlive it."""
+    import subprocess
+    import sys
+    script = tmp_path / "job.py"
+    script.write_text("import time, sparktimely as st\n"
+                      "st.execute(lambda worker: time.sleep(60), workers=2)\n")
+    supervisor = subprocess.Popen([sys.executable, str(script)])
+    try:
+        deadline = time.monotonic() + 20
+        while len(psutil.Process(supervisor.pid).children()) < 2:
+            assert time.monotonic() < deadline, "workers did not start"
+            time.sleep(0.05)
+        workers = psutil.Process(supervisor.pid).children()
+        supervisor.kill()
+        supervisor.wait(5)
+        gone, alive = psutil.wait_procs(workers, timeout=5)
+        assert alive == []
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+        # its segments outlive it until the next job sweeps stale ones; do that now
+        sweep_stale()
+    assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"sparktimely-{supervisor.pid}-")]
