@@ -1,6 +1,6 @@
 """Benchmark of the shared-memory transport (sparktimely.shm) between 2 processes.
 
-Run: .venv/bin/python benchmarks/bench_shm.py
+Run: python -m benchmarks.bench_shm
 Prints: ping-pong round trip (median) with park (spin then futex) and with futex only, against a
 multiprocess Pipe round trip; one-way throughput of 1 MiB and 16 MiB messages against numpy
 memcpy; Arrow record batches encoded into the ring and read zero-copy (and summed) by the peer.
@@ -17,6 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparktimely.shm import Mesh, decode_arrow, encode_arrow
+
+from ._util import print_table
 
 ctx = multiprocess.get_context("fork")
 
@@ -118,7 +120,7 @@ def memcpy(nbytes: int, count: int) -> float:
     return count * nbytes / (time.perf_counter() - t) / 1e9
 
 
-def main() -> None:
+def main() -> list[tuple]:
     rows = []
     n = 20000
     rows.append(("round trip, park (spin 50 us, then futex)", shm_round_trip(n, 50.0), "us"))
@@ -133,10 +135,9 @@ def main() -> None:
     size = sum(memoryview(p).nbytes for p in parts)
     rows.append((f"Arrow {size / 2**20:.0f} MiB batches, encode + zero-copy decode + sum",
                  one_way(parts, size, 96, arrow=True), "GB/s"))
-    width = max(len(r[0]) for r in rows)
-    print(f"{'measurement':<{width}}  {'value':>8}  unit")
-    for name, value, unit in rows:
-        print(f"{name:<{width}}  {value:>8.2f}  {unit}")
+    print_table("Shared-memory transport, 2 processes (medians, baselines in the same run)",
+                rows, ("measurement", "value", "unit"))
+    return rows
 
 
 if __name__ == "__main__":
