@@ -108,9 +108,6 @@ class Notificator:
         for cap, count in self:
             logic(cap, count, self)
 
-    def frontier(self, input: int) -> list:
-        return self._frontiers[input].frontier()
-
     def pending(self) -> list[tuple[Timestamp, int]]:
         return self._inner.pending()
 

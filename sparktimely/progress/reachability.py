@@ -283,9 +283,6 @@ class Tracker:
     def node_of(self, location: int) -> int:
         return self._node_of[location]
 
-    def kind_of(self, location: int) -> TimeKind:
-        return self._kinds[location]
-
     def update(self, location: int, time: Timestamp, delta: int) -> None:
         """Buffer a change in the count of pointstamp ``(location, time)``."""
         key = (location, time)
