@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from .containers import partition_batch
 from .ports import batch_length
 
 if TYPE_CHECKING:
@@ -122,19 +123,7 @@ class ExchangePusher(_RemotePusher):
         self._key = pact.key
 
     def push(self, time, batch) -> None:
-        peers = self._peers
-        if batch.__class__ is list:
-            route = self._route
-            if route is None:
-                raise TypeError("Exchange(key=...) partitions Arrow batches; this stream "
-                                "carries Python objects: use Exchange(route)")
-            parts: list[list] = [[] for _ in range(peers)]
-            appends = [part.append for part in parts]
-            for record in batch:
-                appends[route(record) % peers](record)
-        else:
-            from ..ops.arrow import partition_batch
-            parts = partition_batch(batch, self._key, self._route, peers)
+        parts = partition_batch(batch, self._key, self._route, self._peers)
         for worker, part in enumerate(parts):
             if batch_length(part):
                 self._deliver(worker, time, part)

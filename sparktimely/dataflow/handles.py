@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from ..progress.frontier import Antichain, MutableAntichain
 from ..progress.timestamp import Timestamp, less_equal
 from .capability import Capability
+from .containers import arrow_batches
 from .ports import BATCH_SIZE, OutputPort, batch_length
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ class InputHandle:
         self._buffer: list = []
         self._bound: list[tuple[OutputPort, Capability]] = []
         self._closed = False
+        self._schema = None
 
     def _bind(self, port: OutputPort) -> None:
         if self._closed:
@@ -62,12 +64,18 @@ class InputHandle:
             self.flush()
 
     def send_batch(self, records: Iterable[Any]) -> None:
-        """Send a batch of records (a list, any iterable, or a pyarrow.RecordBatch)."""
+        """Send a batch of records (a list, any iterable, or a pyarrow.RecordBatch or Table,
+        whose schema must be that of the first Arrow batch sent)."""
         self._check_open("send")
         self.flush()
-        batch = records if hasattr(records, "num_rows") else list(records)
-        if batch_length(batch):
-            self._push(batch)
+        arrow = arrow_batches(records, self._schema, "InputHandle.send_batch")
+        if arrow is None:
+            batches = [list(records)]
+        else:
+            batches, self._schema = arrow
+        for batch in batches:
+            if batch_length(batch):
+                self._push(batch)
 
     def _push(self, batch: Any) -> None:
         last = len(self._bound) - 1

@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from ..progress.timestamp import Product, TimeKind, advance, check_summary
 from .channels import Pipeline
+from .containers import arrow_batches
 from .handles import InputHandle, LoopHandle
 from .operator import OperatorBuilder, passthrough_operator, source
 from .ports import BATCH_SIZE
@@ -168,12 +169,10 @@ class Scope:
 
 
 def _as_batches(items: Any) -> list:
-    if hasattr(items, "to_batches"):                       # pyarrow.Table
-        return [b for b in items.to_batches() if b.num_rows]
-    if hasattr(items, "num_rows"):                         # pyarrow.RecordBatch
-        return [items] if items.num_rows else []
-    items = list(items)
-    if items and all(hasattr(b, "num_rows") for b in items):
-        return [b for b in items if b.num_rows]
+    if not hasattr(items, "schema"):                       # not a pyarrow Table or RecordBatch
+        items = list(items)
+    arrow = arrow_batches(items, what="to_stream")
+    if arrow is not None:
+        return arrow[0]
     return [items[i:i + BATCH_SIZE] for i in range(0, len(items), BATCH_SIZE)]
 

@@ -40,7 +40,7 @@ class Capture:
 
     def extract(self) -> list[tuple[Any, Any]]:
         """``(time, sorted records)`` per distinct time, sorted by time; Arrow streams give
-        ``(time, pyarrow.Table)``."""
+        ``(time, pyarrow.Table)`` with rows sorted by its columns, left to right."""
         by_time: dict = {}
         for time, batch in self._batches:
             by_time.setdefault(time, []).append(batch)
@@ -55,7 +55,12 @@ class Capture:
                 result.append((time, records))
             else:
                 import pyarrow
-                result.append((time, pyarrow.Table.from_batches(batches)))
+                table = pyarrow.Table.from_batches(batches)
+                try:
+                    table = table.sort_by([(name, "ascending") for name in table.column_names])
+                except pyarrow.ArrowException:
+                    pass
+                result.append((time, table))
         try:
             result.sort(key=lambda pair: pair[0])
         except TypeError:

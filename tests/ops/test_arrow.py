@@ -1,0 +1,492 @@
+"""Columnar (Arrow) streams: operators, key partitioning, schema checks, and batches moving
+between worker processes through shared memory."""
+import collections
+import copyreg
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import sparktimely as st
+from sparktimely.ops import arrow as arrow_ops
+from sparktimely.dataflow.containers import hash_array, hash_rows, partition_batch
+
+WORDS = pa.array([f"w{i}" for i in range(10_007)])
+
+
+def word_table(n: int, seed: int = 0) -> pa.Table:
+    picks = np.random.default_rng(seed).integers(0, len(WORDS), n)
+    return pa.table({"word": WORDS.take(picks)})
+
+
+def rows(table: pa.Table) -> list:
+    """The rows of a table as sorted tuples (None sorts first)."""
+    return sorted(zip(*table.to_pydict().values()), key=lambda r: [(v is not None, v) for v in r])
+
+
+def captured_on(worker, build) -> list:
+    """Build a dataflow whose ``build(scope)`` returns a Capture, run it, extract it."""
+    captured = worker.dataflow(build)
+    worker.run()
+    return captured.extract()
+
+
+def gathered(results: list) -> pa.Table:
+    """The union of what each worker captured at time 0."""
+    return pa.concat_tables([table for captured in results for _, table in captured])
+
+
+# -- wordcount --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("combine", [True, False])
+def test_wordcount_one_worker(combine):
+    table = word_table(50_000)
+    captured = st.example(lambda s: s.to_stream(table).aggregate_batches(
+        "word", {"n": ("count", None)}, combine=combine).capture())
+    ((time, counts),) = captured.extract()
+    assert time == 0
+    assert dict(zip(*counts.to_pydict().values())) == collections.Counter(
+        table.column("word").to_pylist())
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("combine", [True, False])
+def test_wordcount_two_workers(combine):
+    table = word_table(200_000)
+
+    def job(worker):
+        mine = table.slice(worker.index * 100_000, 100_000).to_batches(max_chunksize=8192)
+        return captured_on(worker, lambda s: s.to_stream(mine).aggregate_batches(
+            ["word"], {"n": ("count", None)}, combine=combine).capture())
+    results = st.execute(job, workers=2)
+    per_worker = [set(t.column("word").to_pylist()) for [(_, t)] in results]
+    assert not per_worker[0] & per_worker[1]                 # each word counted on one worker
+    assert min(map(len, per_worker)) > 4500                  # and the keys are spread
+    counts = gathered(results)
+    assert dict(zip(*counts.to_pydict().values())) == collections.Counter(
+        table.column("word").to_pylist())
+
+
+# -- aggregation ------------------------------------------------------------------------------
+
+SALES = pa.table({
+    "shop": ["a", "b", "a", None, "b", "a", None, "c"],
+    "day": pa.array([1, 1, 2, 2, 1, 1, 2, 3], pa.int32()),
+    "units": [3, None, 5, 1, 2, 7, 4, None],
+    "price": [1.5, 2.0, None, 4.0, 8.0, 0.5, 2.5, None],
+})
+AGGS = {"n": ("count", None), "units_n": ("count", "units"), "units": ("sum", "units"),
+        "low": ("min", "price"), "high": ("max", "price"), "avg": ("mean", "units")}
+
+
+def expected_aggregates(table: pa.Table, keys: list) -> pa.Table:
+    out = table.group_by(keys).aggregate(
+        [([], "count_all"), ("units", "count"), ("units", "sum"), ("price", "min"),
+         ("price", "max"), ("units", "mean")])
+    return out.select(keys + [c for c in out.column_names if c not in keys]).rename_columns(
+        keys + list(AGGS))
+
+
+@pytest.mark.parametrize("combine", [True, False])
+@pytest.mark.parametrize("keys", [["shop"], ["shop", "day"]])
+def test_aggregate_matches_pyarrow_group_by(combine, keys):
+    batches = SALES.to_batches(max_chunksize=3)
+    captured = st.example(lambda s: s.to_stream(batches).aggregate_batches(
+        keys, AGGS, combine=combine).capture())
+    ((_, table),) = captured.extract()
+    assert table.column_names == keys + list(AGGS)
+    assert rows(table) == rows(expected_aggregates(SALES, keys))
+
+
+@pytest.mark.timeout(60)
+def test_aggregate_two_workers_with_null_and_multi_column_keys():
+    def job(worker):
+        half = SALES.slice(worker.index * 4, 4)
+        return captured_on(worker, lambda s: s.to_stream(half).aggregate_batches(
+            ["shop", "day"], AGGS).capture())
+    assert rows(gathered(st.execute(job, workers=2))) == rows(
+        expected_aggregates(SALES, ["shop", "day"]))
+
+
+def test_aggregate_one_batch_per_completed_time_and_compaction(monkeypatch):
+    monkeypatch.setattr(arrow_ops, "_COMPACT_EVERY", 4)     # fold partials every 4 batches
+
+    def job(worker):
+        input = st.InputHandle()
+        seen = []
+        captured = worker.dataflow(lambda s: s.input_from(input).aggregate_batches(
+            "k", {"total": ("sum", "v"), "avg": ("mean", "v"), "n": ("count", None)})
+            .inspect_batch(lambda t, b: seen.append(t)).capture())
+        for time in range(3):
+            for i in range(30):
+                input.send_batch(pa.record_batch({"k": [i % 5, 7], "v": [i, time]}))
+                worker.step()                          # one partial per batch reaches the end
+            input.advance_to(time + 1)
+        input.close()
+        worker.run()
+        return seen, [(t, table.to_pydict()) for t, table in captured.extract()]
+    seen, results = st.execute_directly(job)
+    assert seen == [0, 1, 2]
+    for time, table in results:
+        assert table == {"k": [0, 1, 2, 3, 4, 7],
+                         "total": [sum(range(k, 30, 5)) for k in range(5)] + [30 * time],
+                         "avg": [np.mean(range(k, 30, 5)) for k in range(5)] + [time],
+                         "n": [6, 6, 6, 6, 6, 30]}
+
+
+def test_aggregate_rejects_bad_specs():
+    stream_of = lambda aggs: st.example(
+        lambda s: s.to_stream(SALES).aggregate_batches("shop", aggs).probe())
+    with pytest.raises(ValueError, match="unknown function 'median'"):
+        stream_of({"m": ("median", "units")})
+    with pytest.raises(ValueError, match="needs a column"):
+        stream_of({"m": ("sum", None)})
+    with pytest.raises(ValueError, match="not a key"):
+        stream_of({"shop": ("count", None)})
+
+
+# -- join -------------------------------------------------------------------------------------
+
+LEFT = pa.table({"id": [1, 2, 3, 4, 2, None], "name": ["ann", "bob", "cy", "di", "bo", "x"]})
+RIGHT = pa.table({"owner": [1, 1, 3, 2, 9, None],
+                  "name": ["cat", "dog", "eel", "fox", "gnu", "y"]})
+
+
+def test_join_one_worker():
+    captured = st.example(lambda s: s.to_stream(LEFT).join_batches(
+        s.to_stream(RIGHT), "id", right_on="owner").capture())
+    ((_, table),) = captured.extract()
+    assert table.column_names == ["id", "name", "name_right"]
+    assert rows(table) == [(1, "ann", "cat"), (1, "ann", "dog"), (2, "bo", "fox"),
+                           (2, "bob", "fox"), (3, "cy", "eel")]
+
+
+@pytest.mark.timeout(60)
+def test_join_two_workers_per_time():
+    def job(worker):
+        people, pets = st.InputHandle(), st.InputHandle()
+        captured = worker.dataflow(lambda s: s.input_from(people).join_batches(
+            s.input_from(pets), ["id"], right_on=["owner"], suffixes=("_person", "_pet"))
+            .capture())
+        if worker.index == 0:
+            people.send_batch(LEFT)
+            people.advance_to(1)
+            people.send_batch(LEFT)                        # joins only with time-1 pets
+        else:
+            pets.send_batch(RIGHT)
+            pets.advance_to(1)
+            pets.send_batch(RIGHT.slice(0, 1))
+        people.close()
+        pets.close()
+        worker.run()
+        return [(t, rows(table)) for t, table in captured.extract()]
+    results = st.execute(job, workers=2)
+    by_time = collections.defaultdict(list)
+    for captured in results:
+        for time, found in captured:
+            by_time[time] += found
+    assert sorted(by_time[0]) == [(1, "ann", "cat"), (1, "ann", "dog"), (2, "bo", "fox"),
+                                  (2, "bob", "fox"), (3, "cy", "eel")]
+    assert by_time[1] == [(1, "ann", "cat")]
+
+
+# -- empty batches and schemas ----------------------------------------------------------------
+
+def test_empty_batches_are_never_sent():
+    empty = pa.record_batch({"x": pa.array([], pa.int64())})
+
+    def job(worker):
+        input = st.InputHandle()
+        seen = []
+        counts = worker.dataflow(lambda s: s.input_from(input)
+                                 .concat(s.to_stream(pa.Table.from_batches([empty])))
+                                 .inspect_batch(lambda t, b: seen.append(b.num_rows))
+                                 .filter_batches(lambda b: pc.greater(b.column("x"), 10))
+                                 .inspect_batch(lambda t, b: seen.append(-b.num_rows))
+                                 .aggregate_batches("x", {"n": ("count", None)}).capture())
+        input.send_batch(empty)
+        input.send_batch(pa.record_batch({"x": [1, 2]}))
+        input.close()
+        worker.run()
+        return seen, counts.extract()
+    assert st.execute_directly(job) == ([2], [])
+    assert [p.num_rows for p in partition_batch(empty, "x", None, 3)] == [0, 0, 0]
+
+
+def test_input_handle_rejects_a_different_schema():
+    def job(worker):
+        input = st.InputHandle()
+        worker.dataflow(lambda s: s.input_from(input).probe())
+        input.send_batch(pa.record_batch({"word": ["a"], "n": [1]}))
+        input.send_batch(pa.table({"word": ["b"], "n": [2]}))            # same schema: fine
+        try:
+            input.send_batch(pa.record_batch({"word": ["c"], "n": [1.5]}))
+        finally:
+            input.close()
+    with pytest.raises(ValueError) as error:
+        st.execute_directly(job)
+    assert str(error.value) == (
+        "InputHandle.send_batch: the batch's schema (word: string, n: double) differs from "
+        "the stream's schema (word: string, n: int64)")
+
+
+def test_to_stream_rejects_mixed_schemas():
+    with pytest.raises(ValueError, match=r"to_stream: the batch's schema \(x: string\) "
+                                         r"differs from the stream's schema \(x: int64\)"):
+        st.example(lambda s: s.to_stream([pa.record_batch({"x": [1]}),
+                                          pa.record_batch({"x": ["1"]})]))
+
+
+def test_map_batches_checks_its_outputs():
+    batches = [pa.record_batch({"x": [1, 2]}), pa.record_batch({"x": [3]})]
+
+    def grow(batch):
+        return batch if batch.num_rows == 2 else batch.append_column("y", pa.array([0]))
+    with pytest.raises(st.OperatorError, match=r"map_batches output: the batch's schema "
+                                               r"\(x: int64, y: int64\) differs from the "
+                                               r"stream's schema \(x: int64\)"):
+        st.example(lambda s: s.to_stream(batches).map_batches(grow).probe())
+    with pytest.raises(st.OperatorError, match="must return a pyarrow.RecordBatch, not Table"):
+        st.example(lambda s: s.to_stream(batches)
+                   .map_batches(lambda b: pa.Table.from_batches([b])).probe())
+    with pytest.raises(st.OperatorError, match=r"needs a stream of pyarrow.RecordBatch.*to_arrow"):
+        st.example(lambda s: s.to_stream([1, 2]).map_batches(lambda b: b).probe())
+
+
+def test_capture_sorts_rows_and_keeps_times_apart():
+    def job(worker):
+        input = st.InputHandle()
+        captured = worker.dataflow(lambda s: s.input_from(input).capture())
+        input.send_batch(pa.record_batch({"k": [2, 1], "v": ["b", "a"]}))
+        input.advance_to(3)
+        input.send_batch(pa.record_batch({"k": [1, 1], "v": ["z", "y"]}))
+        input.close()
+        worker.run()
+        return [(t, table.to_pydict()) for t, table in captured.extract()]
+    assert st.execute_directly(job) == [(0, {"k": [1, 2], "v": ["a", "b"]}),
+                                        (3, {"k": [1, 1], "v": ["y", "z"]})]
+
+
+# -- partitioning -----------------------------------------------------------------------------
+
+def test_hash_values_are_fixed():
+    """Pinned values: routing must not change across processes, hosts or releases."""
+    assert [hex(int(h)) for h in hash_array(pa.array(["hello", "", None]))] == [
+        "0xc9e541f7220ffbd", "0xe220a8397b1dcdaf", "0x6e756c6c6e756c6c"]
+    assert [hex(int(h)) for h in hash_array(pa.array([0, 42, -1]))] == [
+        "0xe220a8397b1dcdaf", "0xbdd732262feb6e95", "0xe4d971771b652c20"]
+    assert hex(int(hash_rows(pa.record_batch({"a": [1], "b": ["x"]}), ["a", "b"])[0])) == \
+        "0x68853584b41a40b"
+
+
+def test_equal_keys_hash_equally_across_encodings():
+    values = ["x", None, "yy", "", "x", "long string " * 20]
+    expected = hash_array(pa.array(values))
+    for array in [pa.array(values, pa.large_string()), pa.array(values, pa.string_view()),
+                  pa.array([v and v.encode() for v in values], pa.binary()),
+                  pa.array(values).dictionary_encode(),
+                  pa.chunked_array([values[:2], values[2:]])]:
+        assert hash_array(array).tolist() == expected.tolist()
+    ints = [3, None, -7, 2**40]
+    for kind in [pa.int64(), pa.int32(), pa.int16(), pa.int8()]:
+        fits = [v if v is None or abs(v) < 2 ** (kind.bit_width - 1) else 0 for v in ints]
+        assert hash_array(pa.array(fits, kind)).tolist() == hash_array(pa.array(fits)).tolist()
+    assert hash_array(pa.array([-0.0, 1.0]))[0] == hash_array(pa.array([0.0]))[0]
+    sliced = pa.array(["a", "b", "c", None]).slice(1, 3)
+    assert hash_array(sliced).tolist() == hash_array(pa.array(["b", "c", None])).tolist()
+    with pytest.raises(TypeError, match="cannot hash a key column of type list<item: int64>"):
+        hash_array(pa.array([[1]]))
+
+
+@pytest.mark.parametrize("key", ["s", "i", "small", ["s", "i"], ["i", "f", "d"]])
+@pytest.mark.parametrize("peers", [2, 3, 300])
+def test_partition_keeps_every_row_and_sends_equal_keys_together(key, peers):
+    n = 20_000
+    rng = np.random.default_rng(1)
+    ints = rng.integers(-50, 50, n)
+    batch = pa.record_batch({
+        "s": pa.array([f"key-{v}" if v % 7 else None for v in ints]),
+        "i": pa.array(ints),
+        "small": pa.array(ints, pa.int8()),
+        "f": pa.array(ints / 4),
+        "d": pa.array(ints.astype("datetime64[D]")),
+        "row": pa.array(np.arange(n)),
+    })
+    parts = partition_batch(batch, key, None, peers)
+    assert len(parts) == peers
+    assert sorted(np.concatenate([p.column("row").to_numpy() for p in parts])) == list(range(n))
+    keys = [key] if isinstance(key, str) else key
+    home = {}
+    for worker, part in enumerate(parts):
+        for row in zip(*[part.column(k).to_pylist() for k in keys]):
+            assert home.setdefault(row, worker) == worker
+    # a batch holding one key goes whole, without a copy
+    one = batch.filter(pc.equal(batch.column("i"), 7))
+    assert [p is one for p in partition_batch(one, key, None, peers)].count(True) == 1
+
+
+def test_partition_with_a_vectorised_route_and_for_lists():
+    batch = pa.record_batch({"k": [5, -1, 3, 7]})
+    parts = partition_batch(batch, None, lambda b: b.column("k"), 3)
+    assert [p.column("k").to_pylist() for p in parts] == [[3], [7], [5, -1]]   # as Python's %
+    with pytest.raises(ValueError, match="one integer per row"):
+        partition_batch(batch, None, lambda b: 1, 3)
+    with pytest.raises(TypeError, match="use Exchange\\(route\\)"):
+        partition_batch([1, 2], "k", None, 2)
+    with pytest.raises(KeyError, match="key column 'nope' is not in the batch's schema"):
+        partition_batch(batch, "nope", None, 2)
+
+
+@pytest.mark.timeout(60)
+def test_exchange_by_key_and_hashes_agree_across_processes():
+    batch = pa.record_batch({"s": [f"k{i}" for i in range(1000)], "i": list(range(1000))})
+
+    def job(worker):
+        seen = []
+        worker.dataflow(lambda s: s.to_stream(batch).exchange(key=["s", "i"])
+                        .inspect_batch(lambda t, b: seen.append(b)).probe())
+        worker.run()
+        received = pa.Table.from_batches(seen)
+        return (hash_rows(batch, ["s", "i"]).tolist(), received.column("i").to_pylist(),
+                (hash_rows(received, ["s", "i"]) % 2 == worker.index).all())
+    (h0, got0, home0), (h1, got1, home1) = st.execute(job, workers=2)
+    assert h0 == h1 == hash_rows(batch, ["s", "i"]).tolist()
+    assert home0 and home1
+    assert sorted(got0 + got1) == sorted(2 * list(range(1000)))
+
+
+@pytest.mark.timeout(60)
+def test_exchange_pact_in_a_custom_operator():
+    def job(worker):
+        def ctor(cap, info):
+            cap.drop()
+
+            def logic(input, output):
+                for cap, batch in input:
+                    output.give_at(cap, batch.append_column(
+                        "at", pa.array([worker.index] * batch.num_rows)))
+            return logic
+        table = pa.table({"k": list(range(100))})
+        return captured_on(worker, lambda s: s.to_stream(table).unary(
+            st.Exchange(key="k"), "Tag", ctor).capture())
+    tagged = gathered(st.execute(job, workers=2))
+    assert sorted(tagged.column("k").to_pylist()) == sorted(2 * list(range(100)))
+    homes = dict(zip(tagged.column("k").to_pylist(), tagged.column("at").to_pylist()))
+    key_hashes = hash_array(pa.array(list(homes)))
+    assert list(homes.values()) == (key_hashes % 2).tolist()
+
+
+# -- large batches, zero copy -----------------------------------------------------------------
+
+@pytest.mark.timeout(60)
+def test_hundreds_of_megabytes_through_the_rings():
+    rows_per_batch, batches = 1 << 20, 12           # 16 MiB batches, 192 MiB per worker
+
+    def job(worker):
+        totals = [0, 0, 0]
+
+        def look(time, batch):
+            keys = batch.column("k")
+            totals[0] += batch.num_rows
+            totals[1] += int(pc.sum(batch.column("v")).as_py())
+            totals[2] += int(np.count_nonzero(hash_array(keys) % 2 != worker.index))
+
+        def build(scope):
+            def ctor(cap, info):
+                def logic(output):
+                    for b in range(batches):
+                        start = (worker.index * batches + b) * rows_per_batch
+                        keys = np.arange(start, start + rows_per_batch)
+                        output.give_at(cap, pa.record_batch({"k": keys, "v": keys * 3}))
+                    cap.drop()
+                return logic
+            big = st.source(scope, "Big", ctor)
+            whole = pa.record_batch({"k": np.full(5 << 20, worker.index + 7),  # 80 MiB > ring
+                                     "v": np.ones(5 << 20, np.int64)})
+            big.concat(scope.to_stream(whole)).exchange(key="k").inspect_batch(look).probe()
+        worker.dataflow(build)
+        worker.run()
+        return totals
+    results = st.execute(job, workers=2)
+    n = 2 * batches * rows_per_batch
+    assert sum(r[0] for r in results) == n + 2 * (5 << 20)
+    assert sum(r[1] for r in results) == 3 * n * (n - 1) // 2 + 2 * (5 << 20)
+    assert [r[2] for r in results] == [0, 0]
+
+
+def _refuse_to_pickle(batch):
+    raise AssertionError("a RecordBatch was pickled")
+
+
+def _shared_memory_mappings() -> list:
+    spans = []
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            if len(fields) >= 6 and "sparktimely" in fields[5]:
+                start, end = (int(x, 16) for x in fields[0].split("-"))
+                spans.append((start, end))
+    return spans
+
+
+@pytest.mark.timeout(60)
+def test_batches_from_another_worker_are_read_in_place():
+    sent = pa.record_batch({"x": np.arange(1 << 18), "s": [f"v{i}" for i in range(1 << 18)]})
+
+    def job(worker):
+        found = []
+
+        def look(time, batch):
+            spans = _shared_memory_mappings()
+            buffers = [buf for column in batch.columns for buf in column.buffers() if buf]
+            found.append(all(any(a <= buf.address < b for a, b in spans) for buf in buffers))
+        mine = [sent] if worker.index == 0 else []
+        copyreg.dispatch_table[pa.RecordBatch] = _refuse_to_pickle
+        worker.dataflow(lambda s: s.to_stream(mine).exchange(lambda b: np.ones(b.num_rows, int))
+                        .inspect_batch(look).probe())
+        worker.run()
+        return found
+    assert st.execute(job, workers=2) == [[], [True]]
+
+
+# -- conversions ------------------------------------------------------------------------------
+
+def test_to_arrow_and_back():
+    schema = pa.schema([("k", pa.string()), ("v", pa.int64())])
+    records = [(f"k{i % 3}", i) for i in range(10)]
+
+    def build(scope):
+        objects = scope.to_stream(records)
+        sizes = []
+        from_tuples = objects.to_arrow(schema, batch_size=4) \
+            .inspect_batch(lambda t, b: sizes.append(b.num_rows))
+        from_dicts = objects.map(lambda r: {"v": r[1], "k": r[0]}).to_arrow(schema)
+        scalars = objects.map(lambda r: r[1]).to_arrow([("v", pa.int64())])
+        return (sizes, from_tuples.from_arrow(tuples=True).capture(),
+                from_dicts.from_arrow().capture(), scalars.capture())
+    sizes, tuples, dicts, scalars = st.example(build)
+    assert sizes == [4, 4, 2]
+    assert tuples.extract() == [(0, sorted(records))]
+    assert sorted(dicts.extract()[0][1], key=lambda d: d["v"]) == [
+        {"k": k, "v": v} for k, v in records]
+    assert scalars.extract()[0][1].column("v").to_pylist() == list(range(10))
+    with pytest.raises(st.OperatorError, match="need a one-field schema"):
+        st.example(lambda s: s.to_stream([1]).to_arrow(schema).probe())
+    with pytest.raises(st.OperatorError, match="to_arrow needs a stream of Python records"):
+        st.example(lambda s: s.to_stream(pa.table({"v": [1]})).to_arrow(schema).probe())
+
+
+@pytest.mark.timeout(60)
+def test_object_and_arrow_streams_mix_on_two_workers():
+    text = ["the quick brown fox", "jumps over the lazy dog", "the end"]
+
+    def job(worker):
+        return captured_on(worker, lambda s: s.to_stream(text[worker.index::2])
+                               .flat_map(str.split).map(lambda w: {"word": w})
+                               .to_arrow([("word", pa.string())])
+                               .aggregate_batches("word", {"n": ("count", None)})
+                               .from_arrow(tuples=True).capture())
+    counts = dict(pair for captured in st.execute(job, workers=2) for _, pairs in captured
+                  for pair in pairs)
+    assert counts == collections.Counter(" ".join(text).split())
