@@ -1,22 +1,26 @@
 """Starting this process's worker processes and watching them until they finish or fail.
 
 Workers are forked (so ``func`` may be a closure or lambda) and each reports its result, or
-its error and traceback, over a pipe. The supervisor waits on those pipes and on the
-processes' sentinels: the first error or unexpected exit kills every other worker, and the
-shared-memory segments are removed whatever happens.
+its error and traceback, over a pipe. The supervisor waits on those pipes, on the processes'
+sentinels and, in a multi-process job, on the control connections to the other processes'
+supervisors (``comm.rendezvous``): the first error, unexpected exit, failure reported by
+another process or dropped connection kills every local worker, is told to the other
+processes, and is raised as WorkerError. Shared-memory segments are removed whatever happens.
 """
 from __future__ import annotations
 
 import ctypes
 import os
 import signal
+import sys
 import traceback
 from typing import Any, Callable
 
 import multiprocess
 from multiprocess.connection import wait
 
-from .comm import ShmAllocator
+from .comm import PeerLost, WorkerAddress, build_allocator
+from .comm.rendezvous import PeerFailed, ProcessCluster
 from .dataflow import Worker
 from .shm import Mesh
 
@@ -50,45 +54,78 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
-def _worker_main(func: Callable[[Worker], Any], mesh: Mesh | None, local: int, index: int,
-                 peers: int, args: list[str], conn, parent: int) -> None:
+def _worker_main(func: Callable[[Worker], Any], index: int, plan: list[WorkerAddress],
+                 mesh: Mesh | None, listener, inherited: list, timeout: float | None,
+                 args: list[str], conn, parent: int) -> None:
     _die_with_parent(parent)
-    endpoint = mesh.endpoint(local) if peers > 1 else None
+    for sock in inherited:      # the supervisor's sockets and the other workers' listeners
+        sock.close()
     try:
-        worker = Worker(index, peers, args,
-                        ShmAllocator(endpoint, index, peers) if endpoint else None)
+        allocator = build_allocator(index, plan, listener, mesh, timeout)
+        worker = Worker(index, len(plan), args, allocator)
         result = func(worker)
         worker.run()
+        if allocator is not None:
+            allocator.close()
+        sys.stdout.flush()
+        sys.stderr.flush()
         try:
             conn.send(("ok", result))
         except Exception as error:
             conn.send(("error", f"the result of worker {index} cannot be sent back: "
-                                f"{type(error).__name__}: {error}", traceback.format_exc()))
+                                f"{type(error).__name__}: {error}", traceback.format_exc(), False))
     except BaseException as error:
-        conn.send(("error", f"{type(error).__name__}: {error}", traceback.format_exc()))
+        conn.send(("error", f"{type(error).__name__}: {error}", traceback.format_exc(),
+                   isinstance(error, PeerLost)))
     finally:
         conn.close()
 
 
-def run_workers(func: Callable[[Worker], Any], workers: int, first_index: int, peers: int,
-                args: list[str]) -> list[Any]:
-    """Run ``func`` on ``workers`` forked worker processes with global indexes starting at
-    ``first_index``; return their results in index order or raise WorkerError."""
+def run_workers(func: Callable[[Worker], Any], workers: int, args: list[str],
+                cluster: ProcessCluster | None = None) -> list[Any]:
+    """Run ``func`` on this process's ``workers`` forked worker processes; return their
+    results in index order or raise WorkerError. ``cluster`` places them in a multi-process
+    job (global index ``cluster.process * workers + local``); without it they are the whole job.
+    """
     context = multiprocess.get_context("fork")
-    mesh = Mesh.create(workers) if peers > 1 else None
+    if cluster is None:
+        first, plan, timeout = 0, [WorkerAddress("localhost", 0, "local")] * workers, None
+        mesh = Mesh.create(workers) if workers > 1 else None
+        listeners, inherited = [None] * workers, []
+    else:
+        first, plan, timeout = cluster.process * workers, cluster.plan, cluster.timeout
+        mesh, listeners, inherited = cluster.mesh, cluster.listeners, cluster.sockets()
     processes: list = []
     pipes: list = []
     try:
         for local in range(workers):
             reader, writer = context.Pipe(duplex=False)
             process = context.Process(
-                target=_worker_main, daemon=True, name=f"sparktimely-worker-{first_index + local}",
-                args=(func, mesh, local, first_index + local, peers, args, writer, os.getpid()))
+                target=_worker_main, daemon=True, name=f"sparktimely-worker-{first + local}",
+                args=(func, first + local, plan, mesh, listeners[local],
+                      [s for s in inherited if s is not listeners[local]], timeout, args,
+                      writer, os.getpid()))
             process.start()
             writer.close()
             processes.append(process)
             pipes.append(reader)
-        return _collect(processes, pipes, first_index)
+        results = _collect(processes, pipes, first, cluster)
+        for process in processes:
+            process.join(5)                  # they only exit after reporting
+        if cluster is not None:
+            cluster.finish()
+        return results
+    except PeerFailed as failure:            # only raised with a cluster
+        cluster.abort(failure.index, failure.message, failure.traceback, failure.origin)
+        raise WorkerError(failure.index, cluster.explain(failure), failure.traceback) from None
+    except BaseException as error:
+        if cluster is not None:
+            if isinstance(error, WorkerError):
+                cluster.abort(error.index, error.message, error.traceback)
+            else:
+                cluster.abort(first, f"{type(error).__name__}: {error} (in the supervisor)",
+                              traceback.format_exc())
+        raise
     finally:
         for process in processes:
             if process.is_alive():
@@ -97,20 +134,24 @@ def run_workers(func: Callable[[Worker], Any], workers: int, first_index: int, p
             process.join(5)
         for pipe in pipes:
             pipe.close()
-        if mesh is not None:
+        if cluster is None and mesh is not None:
             mesh.unlink()
 
 
-def _collect(processes: list, pipes: list, first_index: int) -> list[Any]:
+def _collect(processes: list, pipes: list, first_index: int,
+             cluster: ProcessCluster | None) -> list[Any]:
     results: dict[int, Any] = {}
     waiting = set(range(len(processes)))
     while waiting:
-        handles = {}
+        handles: dict = dict.fromkeys(cluster.watched if cluster else ())
         for local in waiting:
             handles[pipes[local]] = local
             handles[processes[local].sentinel] = local
         for ready in wait(list(handles)):
             local = handles[ready]
+            if local is None:
+                cluster.check(ready)
+                continue
             if local not in waiting:
                 continue
             pipe = pipes[local]
@@ -128,6 +169,8 @@ def _collect(processes: list, pipes: list, first_index: int) -> list[Any]:
                          else f"exit code {code}")
                 raise WorkerError(index, f"worker process {processes[local].pid} died ({cause})")
             if report[0] == "error":
+                if report[3] and cluster is not None:
+                    cluster.wait(1.0)        # a lost peer: prefer its process's own account
                 raise WorkerError(index, report[1], report[2])
             results[local] = report[1]
             waiting.discard(local)

@@ -6,18 +6,27 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ._supervisor import WorkerError, run_workers
+from .comm.rendezvous import ProcessCluster
 from .dataflow import Worker
 
 
 @dataclass
 class Config:
-    """How many workers run where: timely's ``-w``, ``-n``, ``-p`` and ``-h``."""
+    """How many workers run where: timely's ``-w``, ``-n``, ``-p`` and ``-h``.
+
+    Without a hostfile, process ``i`` is at ``localhost:{2101 + i}`` (as in timely).
+    ``force_sockets`` (default ``$SPARKTIMELY_FORCE_SOCKETS``) makes processes on one host talk
+    through sockets instead of shared memory; ``connect_timeout`` (default
+    ``$SPARKTIMELY_CONNECT_TIMEOUT`` or 60 s) bounds how long processes wait for each other.
+    """
 
     workers: int = 1
     processes: int = 1
     process: int = 0
     hostfile: list[str] | None = None
     args: list[str] = field(default_factory=list)
+    force_sockets: bool | None = field(default=None, repr=False)
+    connect_timeout: float | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("workers", "processes"):
@@ -72,6 +81,9 @@ def config_from_args(argv: Sequence[str]) -> Config:
     Config(workers=2, processes=1, process=0, hostfile=None, args=['--input', 'x.txt'])
     >>> config_from_args(["-w3", "--processes=1"]).workers
     3
+    >>> config_from_args(["-n", "2"])
+    Traceback (most recent call last):
+    ValueError: -n 2 needs -p/--process: this process's index, 0..1
     """
     values: dict[str, Any] = {}
     rest: list[str] = []
@@ -105,6 +117,10 @@ def config_from_args(argv: Sequence[str]) -> Config:
                 values[name] = int(value)
             except ValueError:
                 raise ValueError(f"{flag} needs an integer, got {value!r}") from None
+    processes = values.get("processes", 1)
+    if processes > 1 and "process" not in values:
+        raise ValueError(f"-n {processes} needs -p/--process: this process's index, "
+                         f"0..{processes - 1}")
     return Config(**values, args=rest)
 
 
@@ -117,6 +133,11 @@ def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int =
     Each worker keeps stepping after ``func`` returns until its dataflows complete. Returns
     the results of this process's workers in index order; if any worker fails, every
     worker is stopped and :class:`WorkerError` is raised.
+
+    With ``processes > 1``, run this once per process (each with its own ``process``): the
+    processes meet at their ``hostfile`` addresses (see ``sparktimely.comm.rendezvous``);
+    processes on one host share memory, others talk through sockets. A failure anywhere, or
+    a process or connection lost, stops every process with a WorkerError naming the cause.
 
     >>> import sparktimely as st
     >>> st.execute(lambda worker: (worker.index, worker.peers), workers=2)
@@ -140,11 +161,16 @@ def execute_from_args(argv: Sequence[str], func: Callable[[Worker], Any]) -> lis
 
 
 def _run(func: Callable[[Worker], Any], config: Config) -> list[Any]:
-    if config.processes > 1:
-        raise NotImplementedError("several processes (-n > 1) need the socket transport, "
-                                  "which is not available yet")
-    return run_workers(func, config.workers, config.process * config.workers,
-                       config.workers * config.processes, config.args)
+    if config.processes == 1:
+        return run_workers(func, config.workers, config.args)
+    hostfile = config.hostfile or [f"localhost:{2101 + i}" for i in range(config.processes)]
+    cluster = ProcessCluster.join(config.process, hostfile[:config.processes], config.workers,
+                                  force_sockets=config.force_sockets,
+                                  timeout=config.connect_timeout)
+    try:
+        return run_workers(func, config.workers, config.args, cluster)
+    finally:
+        cluster.close()
 
 
 def execute_directly(func: Callable[[Worker], Any]) -> Any:

@@ -1,5 +1,16 @@
 """Communication between workers: allocators that move message tuples between worker
-indexes over shared memory (one host) or sockets (many hosts)."""
-from .allocator import Allocator, ShmAllocator
+indexes over shared memory (one host) or sockets (many hosts).
 
-__all__ = ["Allocator", "ShmAllocator"]
+- ``allocator``: the :class:`Allocator` protocol and :class:`ShmAllocator` (one host).
+- ``codec``: message tuples as buffer lists (Arrow batches as IPC, the rest pickle-5).
+- ``net``: listeners, timely's connect-lower/accept-higher handshake, frames.
+- ``cluster``: :func:`build_allocator`, the entry point for workers on many hosts, used by
+  ``execute`` and by the Spark integration (its docstring states the contract).
+- ``rendezvous``: how the supervisors of a hostfile job meet and plan.
+"""
+from .allocator import Allocator, ShmAllocator
+from .cluster import ClusterAllocator, WorkerAddress, build_allocator, host_identity
+from .net import PeerLost, listen
+
+__all__ = ["Allocator", "ClusterAllocator", "PeerLost", "ShmAllocator", "WorkerAddress",
+           "build_allocator", "host_identity", "listen"]

@@ -31,7 +31,10 @@ class Allocator(Protocol):
         """Push queued output on; True when nothing is left queued."""
 
     def close(self) -> None:
-        """Release the transport."""
+        """Release the transport once everything sent has left."""
+
+    def abort(self) -> None:
+        """Release the transport at once, after a failure (remote peers see the loss)."""
 
 
 class ShmAllocator:
@@ -56,3 +59,5 @@ class ShmAllocator:
 
     def close(self) -> None:
         self._endpoint.close()
+
+    abort = close

@@ -1,0 +1,228 @@
+"""Bulk Arrow exchange over loopback sockets against raw TCP, measured in the same run.
+
+    python -m benchmarks.bench_sockets [--quick]
+
+Rows (GB/s of payload; each figure the median of several runs):
+
+- raw TCP: ``sendall`` of 16 MiB buffers from one process to another, ``recv_into`` a reused
+  buffer; one way, and both ways at once (sum of both directions).
+- link: ``ClusterAllocator`` between two processes, Arrow batches sent and decoded (the
+  transport alone, no dataflow).
+- exchange: a dataflow on 2 processes x 1 worker (hostfile on 127.0.0.1, sockets forced):
+  a source gives 8 MiB record batches that ``exchange`` routes to the other worker (the
+  route returns a uint8 per row); one way (only worker 0 has data), and both ways. This
+  includes the dataflow's partitioning (``partition_batch``), framing and progress.
+
+The ratio column compares each row with raw TCP in the same direction; the target for the
+exchange is at least 40%.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import sys
+import threading
+import time
+
+import multiprocess
+import numpy as np
+import pyarrow as pa
+
+import sparktimely as st
+from sparktimely.comm import WorkerAddress, build_allocator
+from sparktimely.comm.net import listen
+
+from ._util import print_table
+
+CHUNK = 16 << 20
+ROWS = 512 << 10                  # 2 int64 columns: 8 MiB batches
+context = multiprocess.get_context("fork")
+
+
+def payload(seed: int) -> pa.RecordBatch:
+    rng = np.random.default_rng(seed)
+    return pa.record_batch({"k": rng.integers(0, 1 << 40, ROWS), "v": rng.integers(0, 9, ROWS)})
+
+
+def _free_ports(count: int) -> list[int]:
+    sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _spawn(target, *args) -> tuple:
+    reader, writer = context.Pipe(duplex=False)
+    process = context.Process(target=lambda: writer.send(target(*args)))
+    process.start()
+    writer.close()
+    return process, reader
+
+
+def _gather(spawned: list, timeout: float = 120) -> list:
+    try:
+        deadline = time.monotonic() + timeout
+        for process, reader in spawned:
+            if not reader.poll(max(deadline - time.monotonic(), 0)):
+                raise TimeoutError(f"benchmark process {process.pid} gave no result")
+        return [reader.recv() for _, reader in spawned]
+    finally:
+        for process, _ in spawned:
+            process.join(30)
+            if process.is_alive():
+                process.kill()
+
+
+# -- raw TCP ---------------------------------------------------------------------------------
+
+def _raw_peer(server: socket.socket, connect: bool, chunks: int, send: bool,
+              receive: bool) -> float:
+    """Seconds until this side has sent and received ``chunks`` chunks."""
+    if connect:
+        sock = socket.create_connection(server.getsockname())
+    else:
+        server.settimeout(60)
+        sock, _ = server.accept()
+    server.close()
+    with sock:
+        data, into = np.ones(CHUNK, np.uint8), memoryview(bytearray(CHUNK))
+        sock.sendall(b"!")                              # both sides ready
+        sock.recv(1)
+        start = time.perf_counter()
+        sender = threading.Thread(target=lambda: [sock.sendall(data) for _ in range(chunks)])
+        if send:
+            sender.start()
+        if receive:
+            left = chunks * CHUNK
+            while left:
+                left -= sock.recv_into(into, min(left, CHUNK))
+            sock.sendall(b"!")                          # got everything
+        if send:
+            sender.join()
+            sock.recv(1)
+        return time.perf_counter() - start
+
+
+def raw_tcp(chunks: int, both: bool) -> float:
+    with listen("127.0.0.1") as server:
+        spawned = [_spawn(_raw_peer, server, False, chunks, True, both),
+                   _spawn(_raw_peer, server, True, chunks, both, True)]
+    seconds = max(_gather(spawned))
+    return (2 if both else 1) * chunks * CHUNK / seconds / 1e9
+
+
+# -- allocator link -------------------------------------------------------------------------
+
+def _link_peer(index: int, plan: list, listener, batches: int) -> float:
+    allocator = build_allocator(index, plan, listener, None)
+    batch = payload(index)
+    start = time.perf_counter()
+    if index == 0:
+        for _ in range(batches):
+            allocator.send(1, ("batch", batch))
+        allocator.flush()
+        while not allocator.receive():
+            allocator.park(None)
+    else:
+        rows = 0
+        while rows < batches * ROWS:
+            allocator.park(None)
+            for _, message in allocator.receive():
+                rows += message[-1].num_rows
+        allocator.send(0, ("done",))
+        allocator.flush()
+    seconds = time.perf_counter() - start
+    allocator.close()
+    return seconds
+
+
+def link(batches: int) -> float:
+    listeners = [listen("127.0.0.1") for _ in range(2)]
+    plan = [WorkerAddress("127.0.0.1", s.getsockname()[1], f"host {i}")
+            for i, s in enumerate(listeners)]
+    spawned = [_spawn(_link_peer, i, plan, listeners[i], batches) for i in range(2)]
+    for listener in listeners:
+        listener.close()
+    seconds = _gather(spawned)[0]
+    return batches * payload(0).nbytes / seconds / 1e9
+
+
+# -- dataflow exchange ------------------------------------------------------------------------
+
+def _exchange_job(worker: st.Worker, batches: int, both: bool, repeats: int) -> list[float]:
+    batch = payload(worker.index)
+    other = 1 - worker.index
+    sends = batches if both or worker.index == 0 else 0
+
+    def build(scope):
+        def ctor(capability, info):             # one batch per scheduling, as a live source
+            again = scope.activator_for(info.address).activate
+            sent = 0
+
+            def logic(output):
+                nonlocal sent
+                if sent < sends:
+                    output.give_at(capability, batch)
+                    sent += 1
+                if sent < sends:
+                    again()
+                else:
+                    capability.drop()
+            return logic
+        return st.source(scope, "Batches", ctor).exchange(
+            lambda b: np.full(b.num_rows, other, np.uint8)).probe()
+    times = []
+    for _ in range(repeats + 1):                # the first run warms up
+        barrier = worker.dataflow(lambda s: s.to_stream([0]).broadcast().probe())
+        worker.step_while(lambda: not barrier.done())
+        start = time.perf_counter()
+        probe = worker.dataflow(build)
+        worker.step_while(lambda: not probe.done())
+        times.append(time.perf_counter() - start)
+    return times[1:]
+
+
+def _exchange_process(process: int, hosts: list[str], batches: int, both: bool,
+                      repeats: int) -> list[float]:
+    os.environ["SPARKTIMELY_FORCE_SOCKETS"] = "1"
+    return st.execute(lambda worker: _exchange_job(worker, batches, both, repeats),
+                      processes=2, process=process, hostfile=hosts)[0]
+
+
+def exchange(batches: int, both: bool, repeats: int) -> float:
+    hosts = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    spawned = [_spawn(_exchange_process, p, hosts, batches, both, repeats) for p in range(2)]
+    per_process = _gather(spawned)
+    seconds = statistics.median(max(run) for run in zip(*per_process))
+    return (2 if both else 1) * batches * payload(0).nbytes / seconds / 1e9
+
+
+def main(quick: bool = False) -> list[tuple]:
+    repeats = 3 if quick else 5
+    chunks, batches = (32, 64) if quick else (96, 192)
+
+    def median(measure) -> float:
+        return statistics.median(measure() for _ in range(repeats))
+    one_raw = median(lambda: raw_tcp(chunks, both=False))
+    two_raw = median(lambda: raw_tcp(chunks // 2, both=True))
+    one_link = median(lambda: link(batches))
+    one_exchange = exchange(batches, both=False, repeats=repeats)
+    two_exchange = exchange(batches // 2, both=True, repeats=repeats)
+    rows = [("raw TCP loopback, sendall 16 MiB buffers, one way", one_raw, "GB/s", "100%"),
+            ("link: ClusterAllocator, 8 MiB Arrow batches, one way", one_link, "GB/s",
+             f"{one_link / one_raw:.0%}"),
+            ("exchange, 2 processes x 1 worker, sockets, one way", one_exchange, "GB/s",
+             f"{one_exchange / one_raw:.0%}"),
+            ("raw TCP loopback, both ways at once (sum)", two_raw, "GB/s", "100%"),
+            ("exchange, 2 processes x 1 worker, sockets, both ways (sum)", two_exchange,
+             "GB/s", f"{two_exchange / two_raw:.0%}")]
+    print_table(f"Arrow exchange over loopback sockets vs raw TCP (medians of {repeats}; "
+                f"{batches} batches of {payload(0).nbytes / 2**20:.0f} MiB one way)",
+                rows, ("measurement", "value", "unit", "of raw TCP"))
+    return rows
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv)

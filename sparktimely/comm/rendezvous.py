@@ -1,0 +1,216 @@
+"""How the processes of a multi-process job find each other (timely's ``-n``/``-p``/``-h``).
+
+``ProcessCluster.join`` runs in each process's supervisor before it forks its workers:
+
+1. Listen on this process's hostfile address, and bind one listener per local worker (any
+   free port; each forked worker inherits its own).
+2. Connect to the lower-indexed processes and accept the higher ones (``net.connect_peers``:
+   retried until the timeout, errors name the unreachable ``host:port``).
+3. Exchange a hello: worker count, host identity (``cluster.host_identity``) and the worker
+   listener ports. Processes with the same identity form a group; the lowest process of a
+   group creates one shared-memory mesh for all the group's workers and sends its name to the
+   others, which attach it. ``force_sockets`` makes every process a group of its own.
+4. The result is the plan (one ``WorkerAddress`` per global worker) every forked worker passes
+   to ``cluster.build_allocator``.
+
+The control connections stay open while the job runs; :meth:`ProcessCluster.check` turns what
+arrives on them into errors: a process that reports a failure (``abort``) or whose connection
+drops without ``done``. At the end every process says ``done`` and waits for the others'
+(:meth:`ProcessCluster.finish`), so a mesh is removed only when no group member uses it.
+"""
+from __future__ import annotations
+
+import os
+import select
+import socket
+import time
+from typing import Sequence
+
+from ..shm import Mesh
+from .cluster import WorkerAddress, host_identity
+from .net import connect_peers, connect_timeout, listen, recv_notice, send_notice, split_address
+
+FORCE_SOCKETS_ENV = "SPARKTIMELY_FORCE_SOCKETS"
+
+
+class PeerFailed(RuntimeError):
+    """Worker ``index`` failed, as process ``origin`` saw it: an error another process
+    reported (``abort``), or a process whose connection dropped without ``done``."""
+
+    def __init__(self, index: int, message: str, traceback: str, origin: int) -> None:
+        super().__init__(message)
+        self.index, self.message, self.traceback, self.origin = index, message, traceback, origin
+
+
+class ProcessCluster:
+    """This process's place in a multi-process job: control connections, plan and mesh."""
+
+    def __init__(self, process: int, hostfile: list[str], workers: int, timeout: float) -> None:
+        self.process = process
+        self.hostfile = hostfile
+        self.workers = workers
+        self.timeout = timeout
+        self.plan: list[WorkerAddress] = []
+        self.listeners: list[socket.socket] = []
+        self.mesh: Mesh | None = None
+        self.controls: dict[int, socket.socket] = {}
+        self._open: dict[socket.socket, int] = {}
+
+    @classmethod
+    def join(cls, process: int, hostfile: Sequence[str], workers: int, *,
+             force_sockets: bool | None = None, timeout: float | None = None) -> ProcessCluster:
+        """Meet the other ``len(hostfile)`` processes (see the module docstring).
+
+        ``force_sockets`` (default ``$SPARKTIMELY_FORCE_SOCKETS``) treats every process as a
+        host of its own; ``timeout`` bounds each wait for the other processes, here and when
+        the workers connect (default ``$SPARKTIMELY_CONNECT_TIMEOUT`` or 60 s).
+        """
+        if force_sockets is None:
+            force_sockets = os.environ.get(FORCE_SOCKETS_ENV, "") not in ("", "0")
+        self = cls(process, list(hostfile), workers, connect_timeout(timeout))
+        try:
+            self._meet(force_sockets, self.timeout)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _meet(self, force_sockets: bool, timeout: float) -> None:
+        address = self.hostfile[self.process]
+        host, port = split_address(address)
+        try:
+            listener = listen(host, port)
+        except OSError as error:
+            raise ConnectionError(f"process {self.process} cannot listen on its hostfile "
+                                  f"address {address}: {error.strerror or error}") from None
+        with listener:
+            bound = listener.getsockname()[0]
+            self.listeners = [listen(bound, 0) for _ in range(self.workers)]
+            others = {q: a for q, a in enumerate(self.hostfile) if q != self.process}
+            self.controls = connect_peers(self.process, others, listener, timeout)
+        self._open = {sock: q for q, sock in self.controls.items()}
+        for sock in self.controls.values():      # unacknowledged notices time out too
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, 3000)
+        identity = host_identity()
+        hello = {"workers": self.workers, "identity": identity,
+                 "ports": [s.getsockname()[1] for s in self.listeners]}
+        for q, sock in self.controls.items():
+            send_notice(sock, self.process, q, ("hello", hello))
+        hellos = {self.process: hello}
+        deadline = time.monotonic() + timeout
+        for q in sorted(self.controls):
+            _, hello_q = self._expect(q, deadline)      # hellos come first
+            if hello_q["workers"] != self.workers:
+                raise ValueError(f"process {q} runs {hello_q['workers']} workers but process "
+                                 f"{self.process} runs {self.workers}: every process must "
+                                 f"use the same -w")
+            hellos[q] = hello_q
+        groups = {q: f"process {q}" if force_sockets else h["identity"]
+                  for q, h in hellos.items()}
+        members = sorted(q for q in hellos if groups[q] == groups[self.process])
+        if len(members) * self.workers > 1:
+            if members[0] == self.process:
+                self.mesh = Mesh.create(len(members) * self.workers)
+                for q in members[1:]:
+                    send_notice(self.controls[q], self.process, q, ("mesh", self.mesh.name))
+            else:
+                _, name = self._expect(members[0], deadline)
+                self.mesh = Mesh.attach(name)
+        self.plan = [WorkerAddress(split_address(self.hostfile[q])[0], hellos[q]["ports"][local],
+                                   groups[q], f"process {q}")
+                     for q in range(len(self.hostfile)) for local in range(self.workers)]
+
+    def _expect(self, q: int, deadline: float) -> tuple:
+        sock = self.controls[q]
+        sock.settimeout(max(deadline - time.monotonic(), 0.1))
+        try:
+            notice = recv_notice(sock)
+        except socket.timeout:
+            raise ConnectionError(f"process {q} at {self.hostfile[q]} did not answer during "
+                                  f"start-up") from None
+        except OSError as error:
+            raise ConnectionError(f"lost connection to process {q} at {self.hostfile[q]} "
+                                  f"during start-up: {error.strerror or error}") from None
+        finally:
+            sock.settimeout(None)
+        if notice is None:
+            raise ConnectionError(f"process {q} at {self.hostfile[q]} closed the connection "
+                                  f"during start-up")
+        if notice[0] == "abort":
+            raise PeerFailed(*notice[1:])
+        return notice
+
+    @property
+    def watched(self) -> list[socket.socket]:
+        """The control connections of processes that have not said ``done``."""
+        return list(self._open)
+
+    def check(self, sock: socket.socket) -> None:
+        """Handle what arrived on a readable control connection: ``done`` stops watching it;
+        an ``abort`` or a connection dropped without ``done`` raises PeerFailed."""
+        q = self._open[sock]
+        try:
+            sock.settimeout(5.0)
+            notice = recv_notice(sock)
+        except OSError as error:
+            notice, reason = None, error.strerror or str(error)
+        else:
+            reason = "the process died or the network dropped"
+        if notice is None:
+            raise PeerFailed(q * self.workers, f"lost connection to process {q} at "
+                             f"{self.hostfile[q]} (workers {q * self.workers}.."
+                             f"{(q + 1) * self.workers - 1}): {reason}", "", self.process)
+        if notice[0] == "abort":
+            raise PeerFailed(*notice[1:])
+        del self._open[sock]
+
+    def wait(self, timeout: float | None) -> None:
+        """Handle control notices for up to ``timeout`` seconds (None: until every other process
+        has said ``done``)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while self._open:
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            for sock in select.select(self.watched, [], [], left)[0]:
+                self.check(sock)
+
+    def finish(self) -> None:
+        """Tell every process this one is done, and wait until all of them are."""
+        for q, sock in self.controls.items():
+            try:
+                send_notice(sock, self.process, q, ("done",))
+            except OSError:
+                pass                # a lost process: ``wait`` reports it
+        self.wait(None)
+
+    def abort(self, index: int, message: str, traceback: str, origin: int | None = None) -> None:
+        """Tell every process (best effort) that worker ``index`` failed, as seen by process
+        ``origin`` (default: this one)."""
+        notice = ("abort", index, message, traceback,
+                  self.process if origin is None else origin)
+        for q, sock in self.controls.items():
+            try:
+                sock.settimeout(1.0)
+                send_notice(sock, self.process, q, notice)
+            except OSError:
+                pass
+
+    def explain(self, failure: PeerFailed) -> str:
+        """The failure's message, naming the process that saw it if that is not this one."""
+        if failure.origin == self.process:
+            return failure.message
+        return f"{failure.message} (reported by process {failure.origin} at " \
+               f"{self.hostfile[failure.origin]})"
+
+    def close(self) -> None:
+        """Close every socket and remove the mesh (once nobody uses it: after ``finish``, or
+        when the job is being torn down)."""
+        for sock in [*self.controls.values(), *self.listeners]:
+            sock.close()
+        if self.mesh is not None:
+            self.mesh.unlink()
+
+    def sockets(self) -> list[socket.socket]:
+        """Every socket a forked worker must close, except its own listener."""
+        return [*self.controls.values(), *self.listeners]

@@ -1,0 +1,89 @@
+"""Programs the multi-process tests run, one OS process each:
+
+    python comm_jobs.py JOB -w 2 -n 3 -p 1 -h hostfile
+
+prints this process's results as one JSON line. Jobs: ``exchange`` (rounds of records
+exchanged twice, and Arrow batches broadcast), ``bfs`` (examples/bfs.py), ``forever`` (rounds
+until killed; prints ``ready`` after the first) and ``fail`` (worker 3 raises after a round).
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+import pyarrow as pa
+
+import sparktimely as st
+from examples.bfs import bfs, random_graph
+
+ROUNDS, RECORDS, ROWS = 4, 5000, 200_000
+
+
+def first_route(x: int) -> int:
+    return x * 7 + 3
+
+
+def second_route(x: int) -> int:
+    return x // 5
+
+
+def round_records(index: int, round: int) -> range:
+    start = (index * ROUNDS + round) * RECORDS
+    return range(start, start + RECORDS)
+
+
+def exchange(worker: st.Worker) -> dict:
+    records, batches = st.InputHandle(), st.InputHandle()
+
+    def build(scope):
+        moved = (scope.input_from(records).exchange(first_route).map(lambda x: x + 1)
+                 .exchange(second_route))
+        arrow = scope.input_from(batches).broadcast()
+        return moved.capture(), arrow.capture(), moved.concat(arrow).probe()
+    captured, arrow, probe = worker.dataflow(build)
+    for round in range(ROUNDS):
+        records.send_batch(round_records(worker.index, round))
+        values = np.arange(ROWS, dtype=np.int64) + worker.index * ROWS + round
+        batches.send_batch(pa.record_batch({"x": values}))
+        records.advance_to(round + 1)
+        batches.advance_to(round + 1)
+        worker.step_while(lambda: probe.less_than(round + 1))
+    records.close()
+    batches.close()
+    worker.run()
+    return {"records": captured.extract(),
+            "arrow": [(t, table.num_rows, int(table.column("x").to_numpy().sum()))
+                      for t, table in arrow.extract()],
+            "allocator": type(worker._allocator).__name__}
+
+
+def bfs_job(worker: st.Worker) -> list:
+    return sorted(bfs(worker, random_graph(2000, 6000, seed=5)).items())
+
+
+def forever(worker: st.Worker, fail_at: int | None = None) -> None:
+    handle = st.InputHandle()
+    probe = worker.dataflow(lambda scope: scope.input_from(handle).exchange(lambda x: x)
+                            .probe())
+    deadline = time.monotonic() + 120
+    round = 0
+    while time.monotonic() < deadline:
+        handle.send_batch(range(100))
+        round += 1
+        handle.advance_to(round)
+        worker.step_while(lambda: probe.less_than(round))
+        if round == 1:
+            print(f"ready {worker.index}", flush=True)
+        if worker.index == fail_at:
+            raise ValueError(f"boom from worker {worker.index}")
+        time.sleep(0.01)
+
+
+JOBS = {"exchange": exchange, "bfs": bfs_job, "forever": forever,
+        "fail": lambda worker: forever(worker, fail_at=3)}
+
+if __name__ == "__main__":
+    results = st.execute_from_args(sys.argv[2:], JOBS[sys.argv[1]])
+    print(json.dumps(results), flush=True)

@@ -1,0 +1,272 @@
+"""Several OS processes running one job from a hostfile: on loopback (sharing memory, or with
+sockets forced), across network namespaces, and when a process dies or cannot be reached."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import psutil
+import pytest
+
+import comm_jobs
+import sparktimely as st
+from sparktimely.shm import sweep_stale
+from examples.bfs import random_graph, reference_bfs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MODES = [pytest.param(False, id="shm"), pytest.param(True, id="sockets")]
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    sockets = [socket.create_server((host, 0)) for _ in range(count)]
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+class Job:
+    """The processes of one run of ``comm_jobs.py JOB``, output in files."""
+
+    def __init__(self, directory, job: str, processes: int, *, workers: int | list[int] = 2,
+                 force_sockets: bool = False, hosts: list[str] | None = None,
+                 prefix=lambda process: []) -> None:
+        self.dir = directory / f"{job}-{uuid.uuid4().hex[:8]}"
+        self.dir.mkdir()
+        hosts = hosts or [f"127.0.0.1:{port}" for port in free_ports(processes)]
+        self.hostfile = self.dir / "hosts"
+        self.hostfile.write_text("".join(f"{host}\n" for host in hosts))
+        env = dict(os.environ, PYTHONPATH=ROOT, SPARKTIMELY_FORCE_SOCKETS=str(int(force_sockets)))
+        workers = workers if isinstance(workers, list) else [workers] * processes
+        self.procs = []
+        for process in range(processes):
+            with open(self.dir / f"out{process}", "w") as out, \
+                    open(self.dir / f"err{process}", "w") as err:
+                self.procs.append(subprocess.Popen(
+                    [*prefix(process), sys.executable, comm_jobs.__file__, job,
+                     "-w", str(workers[process]), "-n", str(processes), "-p", str(process),
+                     "-h", str(self.hostfile)],
+                    stdout=out, stderr=err, env=env, cwd=ROOT))
+
+    def output(self, process: int, stream: str = "out") -> str:
+        return (self.dir / f"{stream}{process}").read_text()
+
+    def wait(self, timeout: float = 90) -> list[int]:
+        deadline = time.monotonic() + timeout
+        return [proc.wait(max(deadline - time.monotonic(), 0.1)) for proc in self.procs]
+
+    def results(self, timeout: float = 90) -> list:
+        codes = self.wait(timeout)
+        for process, code in enumerate(codes):
+            assert code == 0, self.output(process, "err")
+        return [json.loads(self.output(p).splitlines()[-1]) for p in range(len(self.procs))]
+
+    def leftovers(self) -> tuple[list, list]:
+        """Processes still running this job (forked workers share its command line), and
+        shared-memory segments created by its processes."""
+        marker = str(self.hostfile)
+        alive = [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
+        prefixes = tuple(f"sparktimely-{proc.pid}-" for proc in self.procs)
+        return alive, [name for name in os.listdir("/dev/shm") if name.startswith(prefixes)]
+
+    def kill(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+
+@pytest.fixture
+def jobs(tmp_path):
+    """Starts jobs; afterwards checks that nothing of them is left (processes, segments)."""
+    started: list[Job] = []
+
+    def start(*args, **kwargs) -> Job:
+        started.append(Job(tmp_path, *args, **kwargs))
+        return started[-1]
+    yield start
+    for job in started:
+        job.kill()
+    deadline = time.monotonic() + 5
+    for job in started:
+        while job.leftovers() != ([], []) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert job.leftovers() == ([], [])
+
+
+def expected_exchange(peers: int) -> list[dict]:
+    expected = []
+    for worker in range(peers):
+        records = []
+        for t in range(comm_jobs.ROUNDS):
+            mine = sorted(x + 1 for source in range(peers) for x in comm_jobs.round_records(source, t)
+                          if comm_jobs.second_route(x + 1) % peers == worker)
+            if mine:
+                records.append([t, mine])
+        rows = comm_jobs.ROWS
+        arrow = [[t, rows * peers, sum(rows * (rows - 1) // 2 + rows * (source * rows + t)
+                                       for source in range(peers))]
+                 for t in range(comm_jobs.ROUNDS)]
+        expected.append({"records": records, "arrow": arrow})
+    return expected
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("processes", [2, 3])
+@pytest.mark.parametrize("force_sockets", MODES)
+def test_exchange_heavy_job_has_exact_results(jobs, processes, force_sockets):
+    results = [worker for part in jobs("exchange", processes, force_sockets=force_sockets).results()
+               for worker in part]
+    assert {r.pop("allocator") for r in results} == \
+        {"ClusterAllocator" if force_sockets else "ShmAllocator"}
+    assert results == expected_exchange(2 * processes)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("processes", [2, 3])
+@pytest.mark.parametrize("force_sockets", MODES)
+def test_bfs_example_matches_reference(jobs, processes, force_sockets):
+    parts = [dict(worker) for part in jobs("bfs", processes, force_sockets=force_sockets).results()
+             for worker in part]
+    assert len(parts) == 2 * processes
+    merged = {}
+    for part in parts:
+        assert not merged.keys() & part.keys()
+        merged.update(part)
+    assert merged == reference_bfs(random_graph(2000, 6000, seed=5), 0)
+
+
+def wait_ready(job: Job, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not all("ready" in job.output(p) for p in range(len(job.procs))):
+        assert time.monotonic() < deadline, [job.output(p, "err") for p in range(len(job.procs))]
+        assert all(proc.poll() is None for proc in job.procs), \
+            [job.output(p, "err") for p in range(len(job.procs))]
+        time.sleep(0.05)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("force_sockets", MODES)
+def test_killed_process_stops_the_others_within_5_seconds(jobs, force_sockets):
+    job = jobs("forever", 3, force_sockets=force_sockets)
+    wait_ready(job)
+    job.procs[1].send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    for process in (0, 2):
+        code = job.procs[process].wait(10)
+        assert time.monotonic() - killed < 5
+        assert code != 0
+        error = job.output(process, "err")
+        assert "WorkerError" in error and "process 1" in error, error
+    job.kill()
+    sweep_stale()      # what the next job does: a SIGKILLed process cannot remove its own mesh
+
+
+@pytest.mark.timeout(90)
+def test_worker_failure_in_one_process_is_reported_by_all(jobs):
+    job = jobs("fail", 2, force_sockets=True)
+    assert job.wait(60) == [1, 1]
+    for process in (0, 1):
+        assert "worker 3 failed: ValueError: boom from worker 3" in job.output(process, "err")
+
+
+@pytest.mark.timeout(60)
+def test_processes_with_different_worker_counts_refuse_to_start(jobs):
+    job = jobs("exchange", 2, workers=[2, 1])
+    assert job.wait(30) == [1, 1]
+    assert "process 1 runs 1 workers but process 0 runs 2" in job.output(0, "err")
+    assert "process 0 runs 2 workers but process 1 runs 1" in job.output(1, "err")
+
+
+@pytest.mark.timeout(30)
+def test_unreachable_process_is_named_after_the_timeout(monkeypatch):
+    monkeypatch.setenv("SPARKTIMELY_CONNECT_TIMEOUT", "1")
+    hosts = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    start = time.monotonic()
+    with pytest.raises(ConnectionError, match=f"could not reach process 0 at {hosts[0]} within 1 s"):
+        st.execute(lambda worker: None, processes=2, process=1, hostfile=hosts)
+    with pytest.raises(ConnectionError, match=rf"process 1 \({hosts[1]}\) did not connect"):
+        st.execute(lambda worker: None, processes=2, process=0, hostfile=hosts)
+    assert time.monotonic() - start < 10
+    assert psutil.Process().children() == []
+
+
+@pytest.mark.timeout(30)
+def test_configuration_errors_are_reported_before_anything_starts(tmp_path):
+    port = free_ports(1)[0]
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text(f"127.0.0.1:{port}\n127.0.0.1:{port + 1}\n")
+    with pytest.raises(ValueError, match="-n 2 needs -p/--process"):
+        st.execute_from_args(["-n", "2", "-h", str(hostfile)], lambda worker: None)
+    hostfile.write_text(f"127.0.0.1:{port}\n127.0.0.1\n")
+    with pytest.raises(ValueError, match="line 2: '127.0.0.1' is not host:port"):
+        st.execute_from_args(["-n", "2", "-p", "0", "-h", str(hostfile)], lambda worker: None)
+    with pytest.raises(ValueError, match="process 2 has none"):
+        st.execute(lambda worker: None, processes=3, process=0,
+                   hostfile=[f"127.0.0.1:{port}", f"127.0.0.1:{port + 1}"])
+    socket.create_server(("127.0.0.1", port)).close()      # nothing was left listening
+
+
+def _run(*command: str) -> subprocess.CompletedProcess:
+    return subprocess.run(command, capture_output=True, text=True, timeout=20)
+
+
+@pytest.fixture
+def namespaces():
+    """Two network namespaces joined by a veth pair: (name, interface) with 10.250.0.1 and
+    10.250.0.2."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("network namespaces need root and iproute2")
+    tag = uuid.uuid4().hex[:6]
+    spaces = [(f"st{tag}a", f"v{tag}a"), (f"st{tag}b", f"v{tag}b")]
+    try:
+        if _run("ip", "netns", "add", spaces[0][0]).returncode:
+            pytest.skip("ip netns add is not permitted here")
+        steps = [("ip", "netns", "add", spaces[1][0]),
+                 ("ip", "link", "add", spaces[0][1], "type", "veth", "peer", "name", spaces[1][1])]
+        for number, (ns, link) in enumerate(spaces, 1):
+            steps += [("ip", "link", "set", link, "netns", ns),
+                      ("ip", "-n", ns, "addr", "add", f"10.250.0.{number}/24", "dev", link),
+                      ("ip", "-n", ns, "link", "set", link, "up"),
+                      ("ip", "-n", ns, "link", "set", "lo", "up")]
+        for step in steps:
+            done = _run(*step)
+            if done.returncode:
+                pytest.skip(f"{' '.join(step)} failed: {done.stderr.strip()}")
+        yield spaces
+    finally:
+        for ns, _ in spaces:
+            _run("ip", "netns", "del", ns)
+
+
+@pytest.mark.timeout(120)
+def test_separate_network_namespaces_are_separate_hosts(jobs, namespaces):
+    """Processes 0 and 1 share namespace A (and memory); process 2 is alone in B."""
+    where = [0, 0, 1]
+    job = jobs("exchange", 3, hosts=["10.250.0.1:2101", "10.250.0.1:2102", "10.250.0.2:2101"],
+               prefix=lambda process: ["ip", "netns", "exec", namespaces[where[process]][0]])
+    results = [worker for part in job.results() for worker in part]
+    assert {r.pop("allocator") for r in results} == {"ClusterAllocator"}
+    assert results == expected_exchange(6)
+
+
+@pytest.mark.timeout(90)
+def test_a_dropped_network_link_stops_both_sides_within_5_seconds(jobs, namespaces):
+    job = jobs("forever", 2, hosts=["10.250.0.1:2101", "10.250.0.2:2101"],
+               prefix=lambda process: ["ip", "netns", "exec", namespaces[process][0]])
+    wait_ready(job)
+    ns, link = namespaces[1]
+    assert _run("ip", "-n", ns, "link", "set", link, "down").returncode == 0
+    dropped = time.monotonic()
+    for process, other in ((0, 1), (1, 0)):
+        assert job.procs[process].wait(10) != 0
+        assert time.monotonic() - dropped < 5, time.monotonic() - dropped
+        error = job.output(process, "err")
+        assert f"lost connection to process {other}" in error, error
