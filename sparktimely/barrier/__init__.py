@@ -1,0 +1,32 @@
+"""sparktimely on Spark: one timely worker per barrier task.
+
+- :func:`run` ``(spark, func, num_workers)``: ``func(worker)`` on every worker; returns the
+  results by worker index.
+- :func:`map_in_arrow` ``(df, build, schema)``: a DataFrame through
+  ``df.mapInArrow(..., barrier=True)``; each task's Arrow batches are its worker's input
+  stream and ``build(scope, stream)`` returns the stream whose batches become output rows.
+- :func:`map_partitions` ``(rdd, build)``: the same over ``rdd.barrier().mapPartitions``.
+- ``python -m sparktimely.barrier.submit`` (console script ``sparktimely-submit``): run a
+  ``module:function`` worker function as a Spark application (see :mod:`.submit`).
+
+How a task becomes a worker (:class:`BarrierWorker`): it binds a listener, makes exactly one
+``allGather`` of its partition, host, port, host identity and proposed shared-memory name,
+and builds the hostfile ordered by partition. Tasks with the same host identity (hostname,
+boot id, IPC and network namespaces) talk through a shared-memory mesh created by the
+lowest of them; the others are reached through sockets. A failed worker fails the Spark job
+with its traceback (and ``run`` raises :class:`sparktimely.WorkerError`); no segment,
+thread, child process or module state stays behind in the reused pyspark workers.
+
+Spark's rules apply: barrier stages need as many free task slots as workers and refuse
+dynamic allocation (both checked up front, :class:`BarrierSetupError`).
+
+Environment (on the executors, e.g. through ``spark.executorEnv.NAME``):
+``SPARKTIMELY_CONNECT_TIMEOUT`` (seconds allowed for connecting, default 60) and
+``SPARKTIMELY_FORCE_SOCKETS=1`` (every task a host of its own: sockets only).
+"""
+from ._api import BarrierSetupError, check_resources, map_in_arrow, map_partitions, run
+from ._plan import TaskAddress, TaskPlan
+from ._task import BarrierWorker, TaskFailed, parse_failure
+
+__all__ = ["BarrierSetupError", "BarrierWorker", "TaskAddress", "TaskFailed", "TaskPlan",
+           "check_resources", "map_in_arrow", "map_partitions", "parse_failure", "run"]

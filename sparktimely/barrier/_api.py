@@ -1,0 +1,287 @@
+"""The driver side: ``run``, ``map_in_arrow`` and ``map_partitions`` (see the package doc)."""
+from __future__ import annotations
+
+import time
+from collections import deque
+from contextlib import contextmanager
+from functools import partial
+from itertools import islice
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from ..dataflow import InputHandle, Pipeline, Worker
+from ..dataflow.ports import BATCH_SIZE
+from ._task import BarrierWorker, parse_failure
+
+__all__ = ["BarrierSetupError", "check_resources", "map_in_arrow", "map_partitions", "run"]
+
+SLOT_WAIT = 60.0
+"""Seconds to wait for executors to register when a cluster (not ``local``) has too few task
+slots for a barrier stage, before giving up with :class:`BarrierSetupError`."""
+
+
+class BarrierSetupError(RuntimeError):
+    """Spark cannot run the barrier stage: too few task slots, or dynamic allocation is on."""
+
+
+def check_resources(num_workers: int, slots: int | None, master: str,
+                    dynamic_allocation: bool) -> None:
+    """Raise :class:`BarrierSetupError` unless ``num_workers`` barrier tasks can run at once.
+
+    >>> check_resources(2, 2, "local[2]", False)
+    >>> check_resources(3, 2, "local[2]", False)
+    Traceback (most recent call last):
+    ...
+    sparktimely.barrier._api.BarrierSetupError: 3 sparktimely workers need 3 barrier tasks running at once, but this Spark application has 2 task slots (master local[2]): ask for fewer workers or for more cores (local[N], or spark.executor.instances x spark.executor.cores / spark.task.cpus)
+    """
+    if not isinstance(num_workers, int) or num_workers < 1:
+        raise ValueError(f"num_workers must be a positive integer, got {num_workers!r}")
+    if dynamic_allocation and not _local(master):
+        raise BarrierSetupError(
+            "Spark runs barrier stages only without dynamic allocation, and "
+            "spark.dynamicAllocation.enabled is true: start the application with "
+            "--conf spark.dynamicAllocation.enabled=false and a fixed number of executors "
+            "(spark.executor.instances)")
+    if slots is not None and num_workers > slots:
+        raise BarrierSetupError(
+            f"{num_workers} sparktimely workers need {num_workers} barrier tasks running at "
+            f"once, but this Spark application has {slots} task slots (master {master}): ask "
+            f"for fewer workers or for more cores (local[N], or spark.executor.instances x "
+            f"spark.executor.cores / spark.task.cpus)")
+
+
+def _local(master: str) -> bool:
+    """Spark's local mode (one JVM, fixed slots); ``local-cluster`` is a real cluster."""
+    return master == "local" or master.startswith("local[")
+
+
+def _context(spark):
+    """The SparkContext of a SparkSession or SparkContext; None under Spark Connect."""
+    if hasattr(spark, "parallelize"):
+        return spark
+    try:
+        return spark.sparkContext
+    except Exception:                                  # Spark Connect has no SparkContext
+        return None
+
+
+def _slots(sc) -> int | None:
+    """Task slots the scheduler can run at once (what Spark's own barrier check uses)."""
+    try:
+        jsc = sc._jsc.sc()
+        return int(jsc.maxNumConcurrentTasks(jsc.resourceProfileManager().defaultResourceProfile()))
+    except Exception:
+        return None
+
+
+def _check(spark, num_workers: int) -> None:
+    sc = _context(spark)
+    if sc is None:
+        dynamic = str(spark.conf.get("spark.dynamicAllocation.enabled", "false")).lower() == "true"
+        check_resources(num_workers, None, "remote", dynamic)
+        return
+    conf = sc.getConf()
+    dynamic = conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true"
+    slots = _slots(sc)
+    if slots is not None and slots < num_workers and not _local(sc.master):
+        deadline = time.monotonic() + SLOT_WAIT          # executors may still be registering
+        while slots < num_workers and time.monotonic() < deadline:
+            time.sleep(1.0)
+            slots = _slots(sc) or 0
+    check_resources(num_workers, slots, sc.master, dynamic)
+
+
+@contextmanager
+def _worker_errors():
+    """Turn a Spark job failure caused by a worker into :class:`sparktimely.WorkerError`."""
+    try:
+        yield
+    except Exception as error:
+        try:
+            text = str(error)
+        except Exception:
+            raise error from None
+        failure = parse_failure(text)
+        if failure is None:
+            raise
+        raise failure from error
+
+
+# -- run -------------------------------------------------------------------------------------
+
+def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequence[str] = (),
+        timeout: float | None = None) -> list[Any]:
+    """Run ``func(worker)`` on ``num_workers`` timely workers, one Spark barrier task each;
+    return the results ordered by worker index.
+
+    ``spark`` is a SparkSession or SparkContext. Like ``sparktimely.execute``, each worker
+    keeps stepping after ``func`` returns until its dataflows complete. ``args`` becomes
+    ``worker.args``; ``timeout`` bounds connecting the workers (default 60 s). A failing
+    worker fails the job: :class:`sparktimely.WorkerError` is raised with the worker's index
+    and traceback. Too few task slots or dynamic allocation raise
+    :class:`BarrierSetupError` before anything runs.
+
+    >>> import sparktimely.barrier as stb
+    >>> stb.run(spark, lambda worker: (worker.index, worker.peers), 2)   # doctest: +SKIP
+    [(0, 2), (1, 2)]
+    """
+    sc = _context(spark)
+    if sc is None:
+        raise TypeError("sparktimely.barrier.run needs a classic SparkSession or SparkContext "
+                        "(under Spark Connect use map_in_arrow)")
+    _check(sc, num_workers)
+    task = partial(_run_task, func, list(args), timeout)
+    rdd = sc.parallelize(range(num_workers), num_workers).barrier().mapPartitions(task)
+    with _worker_errors():
+        pairs = rdd.collect()
+    return [result for _, result in sorted(pairs, key=lambda pair: pair[0])]
+
+
+def _run_task(func, args, timeout, _partition) -> Iterator[tuple[int, Any]]:
+    with BarrierWorker(args=args, timeout=timeout) as worker:
+        result = func(worker)
+        worker.run()
+        index = worker.index
+    yield index, result
+
+
+# -- map_partitions and map_in_arrow ---------------------------------------------------------
+
+def map_partitions(rdd, build: Callable, *, timeout: float | None = None):
+    """An RDD computed by timely workers, one per partition of ``rdd`` (a barrier stage).
+
+    Each task's records are its worker's input stream (batches of Python objects at time 0);
+    ``build(scope, stream)`` builds the dataflow and returns the stream whose records become
+    the task's output (Arrow batches come out as tuples, one per row). Lazy, like
+    ``mapPartitions``.
+
+    >>> counts = stb.map_partitions(lines, lambda scope, s: s.flat_map(str.split).count())  # doctest: +SKIP
+    """
+    _check(rdd.context, rdd.getNumPartitions())
+    return rdd.barrier().mapPartitions(partial(_records_task, build, timeout))
+
+
+def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
+                 timeout: float | None = None):
+    """A DataFrame computed by timely workers through ``df.mapInArrow(..., barrier=True)``.
+
+    Each task's Arrow record batches are its worker's input stream (at time 0);
+    ``build(scope, stream)`` returns the stream whose batches become the output rows.
+    Output batches may be ``pyarrow.RecordBatch`` (cast to ``schema``) or lists of tuples or
+    dicts. ``schema`` is a DDL string, a ``StructType`` or a ``pyarrow.Schema``. One worker
+    runs per partition of ``df``; ``num_workers`` repartitions ``df`` to that many first
+    (and checks the cluster can run them at once). Lazy, like ``mapInArrow``.
+
+    >>> out = stb.map_in_arrow(df, build, "word string, count long", num_workers=2)  # doctest: +SKIP
+    """
+    spark = df.sparkSession
+    spark_schema, arrow_schema = _schemas(spark, schema)
+    if num_workers is not None:
+        _check(spark, num_workers)
+        df = df.repartition(num_workers)
+    task = partial(_arrow_task, build, arrow_schema, timeout)
+    try:
+        return df.mapInArrow(task, spark_schema, barrier=True)
+    except ImportError:
+        if not hasattr(df, "_jdf"):
+            raise
+        return _map_in_arrow_without_pandas(df, task, spark_schema)
+
+
+def _map_in_arrow_without_pandas(df, task, schema):
+    """``df.mapInArrow(task, schema, barrier=True)`` for a classic session without pandas:
+    pyspark builds the UDF with ``pandas_udf``, which insists on pandas although an Arrow
+    UDF never uses it, so build the same UDF directly."""
+    from pyspark.rdd import PythonEvalType
+    from pyspark.sql import DataFrame
+    from pyspark.sql.udf import UserDefinedFunction
+    udf = UserDefinedFunction(task, returnType=schema,
+                              evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF)
+    column = udf(*[df[name] for name in df.columns])
+    return DataFrame(df._jdf.mapInArrow(column._jc, True, None), df.sparkSession)
+
+
+def _schemas(spark, schema):
+    """``(StructType, pyarrow.Schema)`` of a DDL string, StructType or pyarrow.Schema."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+    from pyspark.sql.types import StructType
+    if isinstance(schema, pa.Schema):
+        return from_arrow_schema(schema), schema
+    if isinstance(schema, str):
+        schema = spark.createDataFrame([], schema).schema
+    if not isinstance(schema, StructType):
+        raise TypeError(f"schema must be a DDL string, a StructType or a pyarrow.Schema, "
+                        f"not {type(schema).__name__}")
+    return schema, to_arrow_schema(schema)
+
+
+def _records_task(build, timeout, records: Iterable[Any]) -> Iterator[Any]:
+    records = iter(records)                     # may be a range or list, not an iterator
+    chunks = iter(lambda: list(islice(records, BATCH_SIZE)), [])
+    for batch in _stream_task(build, chunks, timeout):
+        if batch.__class__ is list:
+            yield from batch
+        else:
+            yield from zip(*(column.to_pylist() for column in batch.columns))
+
+
+def _arrow_task(build, schema, timeout, batches: Iterable[Any]) -> Iterator[Any]:
+    for batch in _stream_task(build, (b for b in batches if b.num_rows), timeout):
+        yield _as_arrow(batch, schema)
+
+
+def _stream_task(build, chunks: Iterable[Any], timeout) -> Iterator[Any]:
+    """Feed ``chunks`` into the worker's input at time 0 and yield the output batches as
+    they appear (the worker keeps running between them)."""
+    handle = InputHandle()
+    output: deque = deque()
+
+    def dataflow(scope):
+        result = build(scope, scope.input_from(handle))
+        if result is not None:
+            result.sink(Pipeline, "ToSpark",
+                        lambda input: output.extend(batch for _, batch in input))
+
+    with BarrierWorker(timeout=timeout) as worker:
+        worker.dataflow(dataflow, name="barrier-task")
+        for chunk in chunks:
+            handle.send_batch(chunk)
+            worker.step()
+            while output:
+                yield output.popleft()
+        handle.close()
+        while worker.step_or_park(1.0):
+            while output:
+                yield output.popleft()
+        worker.run()
+        while output:
+            yield output.popleft()
+
+
+def _as_arrow(batch, schema):
+    """One output batch as a RecordBatch of ``schema``."""
+    import pyarrow as pa
+    if isinstance(batch, pa.RecordBatch):
+        if batch.schema.equals(schema):
+            return batch
+        names = batch.schema.names
+        if set(schema.names) <= set(names):
+            batch = batch.select(schema.names)
+        elif len(names) == len(schema):
+            batch = batch.rename_columns(schema.names)
+        else:
+            raise ValueError(f"an output batch has columns {names}, but the schema asks for "
+                             f"{schema.names}")
+        return batch.cast(schema)
+    rows = batch
+    if rows and isinstance(rows[0], dict):
+        return pa.RecordBatch.from_pylist(rows, schema=schema)
+    if len(schema) == 1 and rows and not isinstance(rows[0], (tuple, list)):
+        rows = [(row,) for row in rows]
+    columns = list(zip(*rows)) if rows else [[] for _ in schema]
+    if len(columns) != len(schema):
+        raise ValueError(f"output records have {len(columns)} fields, but the schema has "
+                         f"{len(schema)}: {schema.names}")
+    return pa.RecordBatch.from_arrays(
+        [pa.array(column, type=field.type) for column, field in zip(columns, schema)],
+        schema=schema)

@@ -1,0 +1,172 @@
+"""``sparktimely-submit``: run a ``module:function`` worker function as a Spark application.
+
+The function is a timely worker function, as for ``sparktimely.execute``: it gets a
+``Worker`` (``worker.index``, ``worker.peers``, ``worker.args`` = the arguments after
+``module:function``) and runs on ``-w N`` Spark barrier tasks at once. Its return values come
+back to the driver and are printed: strings as they are, anything else as
+``worker I: repr``; ``None`` prints nothing. A failing worker prints its traceback and
+exits with status 1.
+
+On its own, it starts the Spark driver itself (``--master``, default Spark's own, and
+``--conf KEY=VALUE``)::
+
+    sparktimely-submit --master 'local[2]' -w 2 examples.pagerank:job --edges edges.parquet
+    python -m sparktimely.barrier.submit -w 2 mypkg.jobs:main ...
+
+With ``spark-submit`` (the cluster manager's options then go to spark-submit, and this file is
+the application; ``sparktimely-submit --path`` prints its location)::
+
+    spark-submit --master yarn --num-executors 4 --executor-cores 2 \\
+        "$(sparktimely-submit --path)" -w 8 mypkg.jobs:main --input hdfs:///data
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from typing import Callable, Sequence
+
+__all__ = ["JavaMissing", "load_function", "main", "require_java"]
+
+
+class JavaMissing(RuntimeError):
+    """No usable Java for a local Spark driver."""
+
+
+def require_java(minimum: int = 17) -> str:
+    """The ``java`` a local Spark driver will use (``$JAVA_HOME/bin/java``, else ``java`` on
+    the PATH, as pyspark's launcher does); raises :class:`JavaMissing` with a clear message
+    if there is none or it is older than ``minimum`` (Spark 4 needs Java 17 or later)."""
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    where = f"JAVA_HOME={home}" if home else "the PATH"
+    if not java or not os.access(java, os.X_OK):
+        raise JavaMissing(
+            f"Spark needs Java {minimum} or later, and none was found on {where}. Install a "
+            f"JDK or JRE (for example `apt-get install openjdk-17-jre-headless` or "
+            f"`brew install openjdk@17`) and put it on the PATH or set JAVA_HOME.")
+    try:
+        probe = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+        text = probe.stderr + probe.stdout
+    except (OSError, subprocess.SubprocessError) as error:
+        raise JavaMissing(f"{java} does not run ({error}); Spark needs Java {minimum} or "
+                          f"later") from None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', text)
+    if match:
+        major = int(match[1]) if match[1] != "1" else int(match[2] or 0)
+        if major < minimum:
+            raise JavaMissing(f"{java} is Java {major}; Spark needs Java {minimum} or later "
+                              f"(set JAVA_HOME to a newer one)")
+    return java
+
+
+def load_function(target: str) -> Callable:
+    """The function named by ``module:function`` (``module.function`` also works).
+
+    >>> load_function("os.path:join")("a", "b")
+    'a/b'
+    """
+    module, sep, name = target.partition(":")
+    if not sep:
+        module, _, name = target.rpartition(".")
+    if not module or not name:
+        raise ValueError(f"expected module:function, got {target!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    function = importlib.import_module(module)
+    for part in name.split("."):
+        function = getattr(function, part)
+    if not callable(function):
+        raise TypeError(f"{target} is not callable")
+    return function
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sparktimely-submit",
+        description="Run a sparktimely worker function on Spark, one barrier task per worker.")
+    parser.add_argument("-w", "--workers", type=int, default=None,
+                        help="number of workers (barrier tasks); default: all task slots")
+    parser.add_argument("--master", help="Spark master when starting the driver here "
+                                         "(ignored under spark-submit)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="Spark configuration for the driver started here")
+    parser.add_argument("--name", default=None, help="application name")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds allowed for the workers to connect (default 60)")
+    parser.add_argument("--path", action="store_true",
+                        help="print the path of this file (the application for spark-submit)")
+    parser.add_argument("target", nargs="?", help="module:function, called with each worker")
+    parser.add_argument("args", nargs=argparse.REMAINDER,
+                        help="arguments for the job (worker.args)")
+    return parser
+
+
+def _session(options):
+    from pyspark.sql import SparkSession
+    under_submit = "PYSPARK_GATEWAY_PORT" in os.environ      # spark-submit runs the JVM
+    builder = SparkSession.builder.appName(options.name or f"sparktimely {options.target}")
+    if options.master and not under_submit:
+        builder = builder.master(options.master)
+    confs = dict(item.split("=", 1) for item in options.conf)
+    master = options.master or confs.get("spark.master") or ""
+    if not under_submit:
+        require_java()
+        if master.startswith("local") or not master:
+            confs.setdefault("spark.pyspark.python", sys.executable)
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    for key, value in confs.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; returns the exit status."""
+    from .._supervisor import WorkerError
+    from ._api import BarrierSetupError, _slots, run
+    options = _parser().parse_args(argv)
+    if options.path:
+        print(os.path.abspath(__file__))
+        return 0
+    if not options.target:
+        _parser().error("a module:function to run is required")
+    try:
+        for item in options.conf:
+            if "=" not in item:
+                raise ValueError(f"--conf takes KEY=VALUE, got {item!r}")
+        function = load_function(options.target)
+        spark = _session(options)
+    except (JavaMissing, ValueError, TypeError, ImportError, AttributeError) as error:
+        print(f"sparktimely-submit: {error}", file=sys.stderr)
+        return 2
+    workers = options.workers or _slots(spark.sparkContext) or spark.sparkContext.defaultParallelism
+    started = time.perf_counter()
+    try:
+        results = run(spark, function, workers, args=options.args, timeout=options.timeout)
+    except BarrierSetupError as error:
+        print(f"sparktimely-submit: {error}", file=sys.stderr)
+        return 2
+    except WorkerError as error:
+        print(f"sparktimely-submit: {error}\n{error.traceback}", file=sys.stderr)
+        return 1
+    print(f"sparktimely-submit: {workers} workers ran {options.target} in "
+          f"{time.perf_counter() - started:.2f} s (one barrier stage)", file=sys.stderr)
+    for index, result in enumerate(results):
+        if isinstance(result, str):
+            print(result)
+        elif result is not None:
+            print(f"worker {index}: {result!r}")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    if __package__ in (None, ""):              # run as a file by spark-submit
+        from sparktimely.barrier.submit import main as _main
+        sys.exit(_main())
+    sys.exit(main())

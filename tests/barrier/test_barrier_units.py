@@ -1,0 +1,201 @@
+"""The Spark integration's parts that need no Spark: the plan, failure text, resource checks,
+output conversion, the janitor, the group record, the entry point's helpers."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pyarrow as pa
+import pytest
+
+import sparktimely as st
+from sparktimely.barrier import (BarrierSetupError, TaskAddress, TaskPlan, check_resources,
+                                 parse_failure)
+from sparktimely.barrier._api import _as_arrow
+from sparktimely.barrier._janitor import Janitor
+from sparktimely.barrier._task import TaskFailed, _GroupRecord, format_failure
+from sparktimely.barrier.submit import JavaMissing, load_function, require_java
+from sparktimely.shm import job_prefix
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def segments(prefix: str) -> list[str]:
+    return sorted(name for name in os.listdir("/dev/shm") if name.startswith(prefix))
+
+
+# -- plan ----------------------------------------------------------------------------------
+
+def tasks(*hosts: str) -> list[str]:
+    return [TaskAddress(i, host, 5000 + i, f"id-{host}", f"sparktimely-{100 + i}-1-aa").to_json()
+            for i, host in enumerate(hosts)]
+
+
+def test_plan_orders_by_partition_and_groups_by_identity():
+    gathered = list(reversed(tasks("a", "b", "a", "b", "a")))
+    plan = TaskPlan.from_gathered(gathered, 4)
+    assert plan.peers == 5 and plan.hosts == 2
+    assert plan.hostfile == ["a:5000", "b:5001", "a:5002", "b:5003", "a:5004"]
+    assert plan.group == [0, 2, 4] and plan.slot == 2 and not plan.creates_mesh
+    assert plan.mesh_prefix == "sparktimely-100-1-aa"
+    other = TaskPlan.from_gathered(gathered, 1)
+    assert other.group == [1, 3] and other.creates_mesh and other.mesh_prefix == "sparktimely-101-1-aa"
+    assert [a.group for a in plan.addresses] == ["id-a", "id-b", "id-a", "id-b", "id-a"]
+
+
+def test_plan_rejects_missing_partitions():
+    gathered = tasks("a", "a")
+    with pytest.raises(ValueError, match="partitions"):
+        TaskPlan.from_gathered(gathered[:1] + [gathered[1].replace('"partition": 1', '"partition": 3')], 0)
+
+
+def test_ipv6_hosts_are_bracketed():
+    gathered = [TaskAddress(0, "::1", 7, "x", "sparktimely-1-1-a").to_json()]
+    assert TaskPlan.from_gathered(gathered, 0).hostfile == ["[::1]:7"]
+
+
+# -- failures --------------------------------------------------------------------------------
+
+def test_failure_text_survives_being_embedded_in_a_spark_message():
+    text = format_failure(3, "KeyError: 'x'", "Traceback (most recent call last):\n  File \"job.py\"\nKeyError: 'x'")
+    spark_message = ("An error occurred while calling o1.collectAndServe.\n: org.apache.spark.SparkException: "
+                     "Job aborted ...\nsparktimely.barrier._task.TaskFailed: " + text + "\n\tat org.apache...")
+    error = parse_failure(spark_message)
+    assert isinstance(error, st.WorkerError)
+    assert error.index == 3 and "KeyError: 'x'" in str(error) and 'File "job.py"' in error.traceback
+    assert parse_failure("some other Spark failure") is None
+    assert str(TaskFailed(3, "KeyError: 'x'", "tb")) == format_failure(3, "KeyError: 'x'", "tb")
+
+
+def test_resource_checks():
+    check_resources(4, 4, "spark://m:7077", False)
+    check_resources(4, None, "yarn", False)
+    with pytest.raises(BarrierSetupError, match="3 task slots"):
+        check_resources(4, 3, "spark://m:7077", False)
+    with pytest.raises(BarrierSetupError, match="dynamicAllocation.enabled=false"):
+        check_resources(2, 8, "yarn", True)
+    check_resources(2, 2, "local[2]", True)            # Spark ignores it in local mode
+    with pytest.raises(BarrierSetupError, match="dynamic allocation"):
+        check_resources(2, 2, "local-cluster[2,1,1024]", True)   # a real cluster
+    with pytest.raises(ValueError):
+        check_resources(0, 2, "local[2]", False)
+
+
+# -- output conversion --------------------------------------------------------------------------
+
+SCHEMA = pa.schema([("word", pa.string()), ("count", pa.int64())])
+
+
+def test_output_records_become_batches_of_the_schema():
+    assert _as_arrow([("a", 1), ("b", 2)], SCHEMA).to_pylist() == [
+        {"word": "a", "count": 1}, {"word": "b", "count": 2}]
+    assert _as_arrow([{"count": 3, "word": "c"}], SCHEMA).to_pylist() == [{"word": "c", "count": 3}]
+    batch = pa.RecordBatch.from_pydict({"count": pa.array([1], pa.int32()), "word": ["x"], "extra": [0]})
+    assert _as_arrow(batch, SCHEMA).schema == SCHEMA
+    one = pa.schema([("n", pa.int64())])
+    assert _as_arrow([1, 2], one).column(0).to_pylist() == [1, 2]
+    with pytest.raises(ValueError, match="fields"):
+        _as_arrow([("a", 1, 2)], SCHEMA)
+
+
+# -- cleanup machinery ---------------------------------------------------------------------------
+
+def test_janitor_sweeps_when_its_parent_is_killed():
+    prefix = job_prefix()
+    code = (f"import os, time\n"
+            f"from sparktimely.barrier._janitor import Janitor\n"
+            f"from sparktimely.shm import Segment\n"
+            f"j = Janitor({prefix!r})\n"
+            f"Segment.create({prefix!r} + '-x', 4096)\n"
+            f"print(j.pid, flush=True)\n"
+            f"time.sleep(60)\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        janitor = int(child.stdout.readline())
+        assert segments(prefix) == [prefix + "-x"]
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+        deadline = time.monotonic() + 10
+        while segments(prefix) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert segments(prefix) == []
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{janitor}") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not os.path.exists(f"/proc/{janitor}")
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_janitor_leaves_alone_after_a_clean_finish():
+    from sparktimely.shm import Segment, sweep
+    prefix = job_prefix()
+    janitor = Janitor(prefix)
+    Segment.create(prefix + "-x", 4096).close()
+    pid = janitor.pid
+    janitor.finish(clean=True)
+    assert segments(prefix) == [prefix + "-x"]
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, 0)                              # already reaped
+    sweep(prefix)
+
+
+def test_group_record_counts_members_out_and_keeps_the_first_failure():
+    prefix = job_prefix()
+    creator = _GroupRecord.create(prefix, 2)
+    try:
+        creator.set_ready()
+        member = _GroupRecord.attach(prefix, 2, time.monotonic() + 5, 0)
+        assert member.failure() is None
+        assert member.fail(1, "ValueError: first", "tb1" * 20000) [0:2] == (1, "ValueError: first")
+        assert creator.fail(0, "ValueError: second", "tb2")[:2] == (1, "ValueError: first")
+        assert len(creator.failure()[2]) < 1 << 16
+        assert not creator.leave() and member.leave()
+        member.close()
+    finally:
+        creator.close()
+        from sparktimely.shm import sweep
+        sweep(prefix)
+
+
+def test_attach_gives_up_when_the_creator_never_comes():
+    with pytest.raises(TimeoutError, match="worker 0"):
+        _GroupRecord.attach(job_prefix(), 2, time.monotonic() + 0.2, 0)
+
+
+# -- entry point helpers -----------------------------------------------------------------------
+
+def test_load_function():
+    assert load_function("examples.pagerank:job").__name__ == "job"
+    assert load_function("os.path.join")("a", "b") == "a/b"
+    with pytest.raises(ValueError):
+        load_function("nomodule")
+
+
+def test_missing_java_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(JavaMissing, match="Java 17 or later"):
+        require_java()
+
+
+@pytest.mark.timeout(60)
+def test_demo_without_java_stops_with_a_message(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "examples.demo"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=50)
+    assert done.returncode == 2
+    assert "needs Java" in done.stderr and "Traceback" not in done.stderr
+    assert "py4j" not in done.stderr.lower()
+
+
+@pytest.mark.timeout(60)
+def test_submit_path_and_usage():
+    done = subprocess.run([sys.executable, "-m", "sparktimely.barrier.submit", "--path"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=50)
+    assert done.returncode == 0 and done.stdout.strip().endswith("sparktimely/barrier/submit.py")

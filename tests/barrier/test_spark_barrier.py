@@ -1,0 +1,376 @@
+"""sparktimely on a real local Spark (``local[2]``, one session shared by the module, started
+by the first test that needs it; and ``local-cluster`` in a separate driver): run,
+map_in_arrow, map_partitions, failures, reused Python workers, the entry point."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import zlib
+from collections import Counter
+from functools import partial
+
+import numpy as np
+import psutil
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import sparktimely as st
+import sparktimely.barrier as stb
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.pyspark.python": sys.executable,
+    "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "1",
+    "spark.python.worker.reuse": "true",
+    "spark.driver.memory": "2g",
+}
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from sparktimely.barrier.submit import JavaMissing, require_java
+    try:
+        require_java()
+    except JavaMissing as error:
+        pytest.skip(str(error))
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+    existing = SparkSession.getActiveSession()          # another module's: use it, keep it
+    builder = SparkSession.builder.master("local[2]").appName("sparktimely tests")
+    for key, value in SPARK_CONF.items():
+        builder = builder.config(key, value)
+    session = existing or builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    if existing is None:
+        stop_spark(session)
+
+
+def stop_spark(session) -> None:
+    """Stop the session and its JVM too (pyspark keeps the JVM until Python exits, which
+    later tests would see as a leftover child process)."""
+    from pyspark import SparkContext
+    gateway = SparkContext._gateway
+    session.stop()
+    process = getattr(gateway, "proc", None)
+    if gateway is None or process is None:
+        return
+    gateway.shutdown()
+    process.stdin.close()                         # the JVM exits at EOF on its stdin
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+    SparkContext._gateway = SparkContext._jvm = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def pickle_this_module_by_value():
+    """Executors cannot import test modules: ship this module's functions by value."""
+    from pyspark import cloudpickle
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    yield
+    cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+def descendants() -> set[int]:
+    """Every process below this one: the JVM, pyspark daemons and their Python workers."""
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def segments_of(pids: set[int]) -> list[str]:
+    """Shared-memory segments whose creator is one of ``pids``."""
+    return sorted(name for name in os.listdir("/dev/shm") for pid in pids
+                  if name.startswith(f"sparktimely-{pid}-"))
+
+
+def wait_until_no_segments(pids: set[int], seconds: float = 15.0) -> list[str]:
+    deadline = time.monotonic() + seconds
+    while segments_of(pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return segments_of(pids)
+
+
+@pytest.fixture
+def sockets(spark):
+    """Make every task a host of its own (workers talk through sockets) for one test."""
+    environment = spark.sparkContext.environment
+    environment["SPARKTIMELY_FORCE_SOCKETS"] = "1"
+    yield
+    del environment["SPARKTIMELY_FORCE_SOCKETS"]
+
+
+# -- jobs ------------------------------------------------------------------------------------
+
+def exchange_job(worker):
+    """Each worker sends 0..99 round; returns what it received and its pid."""
+    def build(scope):
+        return (scope.to_stream(range(worker.index * 100, worker.index * 100 + 100))
+                .exchange(lambda x: x).capture())
+    captured = worker.dataflow(build)
+    worker.run()
+    return worker.index, worker.peers, os.getpid(), sorted(x for _, b in captured.extract() for x in b)
+
+
+def python_worker_state(_):
+    """pid, threads, child processes, and live sparktimely runtime objects of this process."""
+    import gc
+    import threading
+    gc.collect()
+    ours = ("Mesh", "Endpoint", "Segment", "Worker", "BarrierWorker", "ClusterAllocator",
+            "ShmAllocator", "Janitor", "_GroupRecord", "Dataflow")
+    live = sorted(type(o).__name__ for o in gc.get_objects()
+                  if type(o).__name__ in ours and type(o).__module__.startswith("sparktimely"))
+    yield (os.getpid(), threading.active_count(),
+           [c.pid for c in psutil.Process().children(recursive=True)], live)
+
+
+def state_of_python_workers(spark) -> dict[int, tuple]:
+    rows = spark.sparkContext.parallelize(range(2), 2).mapPartitions(python_worker_state).collect()
+    return {pid: rest for pid, *rest in rows}
+
+
+def wordcount(scope, lines):
+    def words(capability, info):
+        capability.drop()
+
+        def logic(input, output):
+            for cap, batch in input:
+                output.give_at(cap, [(word, 1) for line in batch.column("line").to_pylist()
+                                     for word in line.split()])
+        return logic
+    return (lines.unary(st.Pipeline, "Words", words)
+            .aggregate(lambda word, n, total: (total or 0) + n, lambda word, total: (word, total),
+                       lambda word: zlib.crc32(word.encode())))
+
+
+LINES = [f"w{i % 7} w{i % 11} w{i % 13} common" for i in range(3000)]
+
+
+# -- tests -----------------------------------------------------------------------------------
+
+def test_run_returns_results_by_worker_index_and_workers_exchange_data(spark):
+    results = stb.run(spark, exchange_job, 2)
+    assert [r[:2] for r in results] == [(0, 2), (1, 2)]
+    assert results[0][3] == list(range(0, 200, 2)) and results[1][3] == list(range(1, 200, 2))
+    assert results[0][2] != results[1][2]                     # two processes
+    assert segments_of({r[2] for r in results}) == []
+    assert stb.run(spark, lambda worker: worker.args, 2, args=["--x", "1"]) == [["--x", "1"]] * 2
+
+
+def test_map_in_arrow_wordcount(spark):
+    df = spark.createDataFrame([(line,) for line in LINES], "line string")
+    out = stb.map_in_arrow(df, wordcount, "word string, count long", num_workers=2)
+    assert out.schema.simpleString() == "struct<word:string,count:bigint>"
+    counts = {row["word"]: row["count"] for row in out.collect()}
+    assert counts == Counter(word for line in LINES for word in line.split())
+
+
+def test_map_in_arrow_keeps_partitions_and_takes_arrow_output(spark):
+    df = spark.range(0, 1000, 1, 2)
+
+    def build(scope, stream):
+        def double(capability, info):
+            capability.drop()
+
+            def logic(input, output):
+                for cap, batch in input:
+                    ids = batch.column("id").to_numpy()
+                    output.give_at(cap, pa.RecordBatch.from_pydict(
+                        {"id": ids, "twice": ids * 2, "worker": np.full(len(ids), scope.index)}))
+            return logic
+        return stream.unary(st.Pipeline, "Double", double)
+    rows = stb.map_in_arrow(df, build, "id long, twice long, worker int").collect()
+    assert sorted((r.id, r.twice) for r in rows) == [(i, 2 * i) for i in range(1000)]
+    assert {r.worker for r in rows} == {0, 1}
+
+
+def test_map_partitions(spark):
+    rdd = spark.sparkContext.parallelize(range(1000), 2)
+
+    def build(scope, numbers):
+        return (numbers.map(lambda x: (x % 10, x))
+                .aggregate(lambda key, x, total: (total or 0) + x, lambda key, total: (key, total),
+                           lambda key: key))
+    assert sorted(stb.map_partitions(rdd, build).collect()) == [
+        (k, sum(range(k, 1000, 10))) for k in range(10)]
+
+
+def test_pagerank_dataframe_matches_numpy(spark):
+    from examples.pagerank import generate_graph, numpy_pagerank, pagerank_dataframe
+    src, dst = generate_graph(2000, 20000)
+    df = spark.createDataFrame(list(zip(src.tolist(), dst.tolist())), "src long, dst long")
+    rows = pagerank_dataframe(df, 10, num_workers=2).collect()
+    nodes = np.array([row.node for row in rows])
+    reference = numpy_pagerank(src, dst, 2000, 10)
+    np.testing.assert_allclose(np.array([row.rank for row in rows]), reference[nodes])
+    assert len(nodes) == len(set(nodes.tolist())) and set(nodes.tolist()) <= set(range(2000))
+
+
+def test_submit_entry_point_runs_a_job(spark, tmp_path, capsys):
+    from examples.pagerank import generate_graph, numpy_pagerank
+    from sparktimely.barrier import submit
+    src, dst = generate_graph(1000, 10000)
+    pq.write_table(pa.table({"src": src, "dst": dst}), tmp_path / "edges.parquet", row_group_size=2500)
+    status = submit.main(["-w", "2", "examples.pagerank:job", "--edges", str(tmp_path / "edges.parquet"),
+                          "--iterations", "5", "--top", "3"])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    top = np.argsort(-numpy_pagerank(src, dst, 1000, 5), kind="stable")[:3]
+    assert "PageRank: 5 iterations" in captured.out and "ms per iteration" in captured.out
+    assert [int(line.split()[1]) for line in captured.out.splitlines()
+            if line.strip().startswith("node")] == top.tolist()
+    assert "2 workers ran examples.pagerank:job" in captured.err
+
+
+def test_too_few_slots_fail_at_once(spark):
+    started = time.monotonic()
+    with pytest.raises(stb.BarrierSetupError, match="2 task slots"):
+        stb.run(spark, exchange_job, 3)
+    with pytest.raises(stb.BarrierSetupError, match="2 task slots"):
+        stb.map_in_arrow(spark.range(10), lambda scope, s: s, "id long", num_workers=3)
+    assert time.monotonic() - started < 10
+
+
+def failing_job(worker):
+    """Worker 1 fails while worker 0 waits (parked, no time limit) for its data."""
+    handle = st.InputHandle()
+    probe = worker.dataflow(lambda scope: scope.input_from(handle).exchange(lambda x: x).probe())
+    if worker.index == 1:
+        raise ValueError("boom from worker 1")
+    handle.send(1)
+    handle.advance_to(1)
+    while True:
+        worker.step_or_park(None)
+
+
+def test_a_failing_worker_fails_the_job_promptly_with_its_traceback(spark):
+    before = descendants()
+    started = time.monotonic()
+    with pytest.raises(st.WorkerError) as caught:
+        stb.run(spark, failing_job, 2)
+    elapsed = time.monotonic() - started
+    error = caught.value
+    assert error.index == 1 and "ValueError: boom from worker 1" in str(error)
+    assert "in failing_job" in error.traceback and 'raise ValueError("boom from worker 1")' in error.traceback
+    assert "boom from worker 1" in str(error.__cause__)       # Spark's own exception, chained
+    assert elapsed < 20, f"the failure took {elapsed:.1f} s to surface"
+    assert wait_until_no_segments(before | descendants()) == []
+
+
+def dying_job(directory, worker):
+    """Worker 1's process dies outright (no cleanup runs); worker 0 sits in user code, so
+    Spark has to kill its task (pyspark SIGKILLs the Python worker)."""
+    worker.dataflow(lambda scope: scope.to_stream(range(10)).exchange(lambda x: x).probe())
+    with open(os.path.join(directory, f"pid-{worker.index}"), "w") as file:
+        file.write(str(os.getpid()))
+    if worker.index == 1:
+        os._exit(3)
+    time.sleep(600)
+
+
+def test_tasks_that_die_or_are_killed_leave_no_segments(spark, tmp_path):
+    started = time.monotonic()
+    with pytest.raises(Exception, match="(?i)python worker exited unexpectedly|crashed"):
+        stb.run(spark, partial(dying_job, str(tmp_path)), 2)
+    assert time.monotonic() - started < 30
+    pids = {int((tmp_path / f"pid-{i}").read_text()) for i in range(2)}
+    assert wait_until_no_segments(pids) == []
+    assert [r[:2] for r in stb.run(spark, exchange_job, 2)] == [(0, 2), (1, 2)]
+
+
+def test_a_failure_in_map_in_arrow_carries_the_traceback(spark):
+    def build(scope, stream):
+        def explode(batch):
+            raise KeyError("no such column, worker side")
+        return stream.inspect_batch(lambda t, b: explode(b))
+    df = stb.map_in_arrow(spark.range(0, 100, 1, 2), build, "id long")
+    started = time.monotonic()
+    with pytest.raises(Exception) as caught:
+        df.collect()
+    assert "sparktimely worker" in str(caught.value) and "no such column, worker side" in str(caught.value)
+    assert "in explode" in str(caught.value)
+    assert time.monotonic() - started < 20
+
+
+def test_workers_talk_through_sockets_across_hosts(spark, sockets):
+    results = stb.run(spark, exchange_job, 2)
+    assert results[0][3] == list(range(0, 200, 2)) and results[1][3] == list(range(1, 200, 2))
+    after = state_of_python_workers(spark)              # same environment: same worker pool
+    for pid in {r[2] for r in results} & set(after):
+        assert list(after[pid]) == [1, [], []], f"worker {pid}: {after[pid]}"
+
+
+def test_a_failure_over_sockets_still_fails_promptly(spark, sockets):
+    started = time.monotonic()
+    with pytest.raises(st.WorkerError) as caught:
+        stb.run(spark, failing_job, 2)
+    assert caught.value.index == 1 and "boom from worker 1" in caught.value.traceback
+    assert time.monotonic() - started < 20
+
+
+def test_reused_python_workers_keep_nothing_and_run_the_next_job(spark):
+    before = state_of_python_workers(spark)
+    first = stb.run(spark, exchange_job, 2)
+    again = stb.run(spark, exchange_job, 2)
+    assert [r[3] for r in again] == [r[3] for r in first]
+    pids = {r[2] for r in first} | {r[2] for r in again}
+    after = state_of_python_workers(spark)
+    reused = set(before) & set(after) & pids
+    assert reused, "pyspark did not reuse its Python workers"
+    for pid in reused:
+        threads, children, live = after[pid]
+        assert (threads, children, live) == (before[pid][0], [], []), f"worker {pid}: {after[pid]}"
+    assert segments_of(pids) == []
+
+
+@pytest.mark.timeout(600)
+def test_local_cluster_executors_share_memory(spark, tmp_path):
+    """Two executor JVMs on this host (``local-cluster``): tasks of different executors
+    still find each other by host identity and use shared memory; a second job works."""
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, sys, zlib
+        sys.path.insert(0, {ROOT!r})
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        from pyspark.sql import SparkSession
+        import sparktimely as st, sparktimely.barrier as stb
+        spark = (SparkSession.builder.master("local-cluster[2,1,1024]")
+                 .config("spark.ui.enabled", "false").config("spark.pyspark.python", sys.executable)
+                 .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "1")
+                 .config("spark.executorEnv.PYTHONPATH", {ROOT!r})
+                 .getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        def job(worker):
+            captured = worker.dataflow(lambda s: s.to_stream(range(100)).exchange(lambda x: x).count().capture())
+            worker.run()
+            return os.getppid(), captured.extract()
+        for attempt in range(2):
+            results = stb.run(spark, job, 2)
+            print("RESULT", attempt, [r[1] for r in results], len({{r[0] for r in results}}), flush=True)
+        spark.stop()
+    """))
+    try:
+        done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              timeout=400, cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the local-cluster job did not finish in 400 s")
+    if "RESULT" not in done.stdout and ("local-cluster" in done.stderr or "Executor" in done.stderr) \
+            and done.returncode != 0 and "sparktimely" not in done.stderr:
+        pytest.skip("local-cluster mode does not start here: " + done.stderr[-500:])
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
+    assert lines == [f"RESULT {i} [[(0, [100])], [(0, [100])]] 2" for i in range(2)]
