@@ -21,7 +21,6 @@ the (reused) pyspark worker process: no thread, no segment, no child, no module 
 """
 from __future__ import annotations
 
-import atexit
 import fcntl
 import os
 import re
@@ -30,7 +29,7 @@ import traceback as tb
 from typing import Any, Sequence
 
 from .._supervisor import WorkerError
-from ..comm import PeerLost, ShmAllocator, build_allocator, host_identity, listen
+from ..comm import PeerLost, build_allocator, host_identity, listen
 from ..comm.net import connect_timeout
 from ..comm.rendezvous import FORCE_SOCKETS_ENV
 from ..dataflow import Worker
@@ -194,7 +193,7 @@ class _TaskAllocator:
                 raise TaskFailed(*failure)
 
     def wake_group(self, size: int, slot: int) -> None:
-        endpoint = getattr(self._inner, "_endpoint", None)
+        endpoint = self._inner.endpoint
         if endpoint is not None:
             for other in range(size):
                 if other != slot:
@@ -207,11 +206,7 @@ class _TaskAllocator:
         """Let go after a failure: no goodbyes (remote peers then see the loss). The
         shared memory is unmapped; sockets and their reader threads go when the process
         does (pyspark ends a worker process whose task failed)."""
-        abort = getattr(self._inner, "abort", None)
-        if abort is not None:
-            abort()
-        elif isinstance(self._inner, ShmAllocator):
-            self._inner.close()
+        self._inner.abort()
 
 
 def _task_host(context) -> str:
@@ -368,7 +363,7 @@ class BarrierWorker:
             self._record.close()
             self._record = None
         if self._mesh is not None:
-            atexit.unregister(self._mesh._at_exit)     # the creator's exit hook: not kept
+            self._mesh.forget()                        # the creator's exit hook: not kept
             self._mesh = None
         if sweep_now and prefix is not None and self._janitor is not None:
             sweep(prefix)

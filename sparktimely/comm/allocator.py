@@ -38,26 +38,27 @@ class Allocator(Protocol):
 
 
 class ShmAllocator:
-    """Messages between the workers of one host through a shared-memory mesh endpoint."""
+    """Messages between the workers of one host through a shared-memory mesh endpoint
+    (``endpoint``, public so a host's workers can ring each other's doorbells)."""
 
     def __init__(self, endpoint: Endpoint, index: int, peers: int) -> None:
         self.index = index
         self.peers = peers
-        self._endpoint = endpoint
+        self.endpoint = endpoint
 
     def send(self, target: int, message: tuple) -> None:
-        self._endpoint.send(target, encode(message))
+        self.endpoint.send(target, encode(message))
 
     def receive(self) -> list[tuple[int, tuple]]:
-        return [(source, decode(data)) for source, data in self._endpoint.recv()]
+        return [(source, decode(data)) for source, data in self.endpoint.recv()]
 
     def park(self, timeout: float | None) -> None:
-        self._endpoint.park(timeout)
+        self.endpoint.park(timeout)
 
     def flush(self) -> bool:
-        return self._endpoint.flush()
+        return self.endpoint.flush()
 
     def close(self) -> None:
-        self._endpoint.close()
+        self.endpoint.close()
 
     abort = close

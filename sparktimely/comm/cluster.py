@@ -309,7 +309,7 @@ class ClusterAllocator:
                  names: dict[int, str]) -> None:
         self.index = index
         self.peers = peers
-        self._endpoint = endpoint
+        self.endpoint = endpoint
         self._slots = slots
         self._sources = {slot: worker for worker, slot in slots.items()}
         self._inbox: deque = deque()
@@ -326,16 +326,16 @@ class ClusterAllocator:
     def send(self, target: int, message: tuple) -> None:
         link = self._links.get(target)
         if link is None:
-            self._endpoint.send(self._slots[target], encode(message))
+            self.endpoint.send(self._slots[target], encode(message))
         else:
             link.send(encode(message))
 
     def receive(self) -> list[tuple[int, tuple]]:
         self._check()
         received = []
-        if self._endpoint is not None:
+        if self.endpoint is not None:
             sources = self._sources
-            received = [(sources[slot], decode(data)) for slot, data in self._endpoint.recv()]
+            received = [(sources[slot], decode(data)) for slot, data in self.endpoint.recv()]
         inbox = self._inbox
         while inbox:
             source, data = inbox.popleft()
@@ -347,15 +347,15 @@ class ClusterAllocator:
         if self._inbox:
             return
         self._check()
-        if self._endpoint is not None:
-            self._endpoint.park(timeout)
+        if self.endpoint is not None:
+            self.endpoint.park(timeout)
         else:
             self._event.wait(timeout)
             self._event.clear()
 
     def flush(self) -> bool:
         written = all([link.flush() for link in self._links.values()])
-        return (self._endpoint is None or self._endpoint.flush()) and written
+        return (self.endpoint is None or self.endpoint.flush()) and written
 
     def close(self) -> None:
         """Say goodbye to every remote worker, wait for theirs, then release everything.
@@ -369,8 +369,8 @@ class ClusterAllocator:
         except BaseException:
             self.abort()
             raise
-        if self._endpoint is not None:
-            self._endpoint.close()
+        if self.endpoint is not None:
+            self.endpoint.close()
 
     def abort(self) -> None:
         """Drop every connection now (the remote workers see PeerLost) and release the mesh
@@ -379,8 +379,8 @@ class ClusterAllocator:
             link.abort()
         for link in self._links.values():
             link.join()            # no thread may ring the doorbell of a closed endpoint
-        if self._endpoint is not None:
-            self._endpoint.close()
+        if self.endpoint is not None:
+            self.endpoint.close()
 
     def _check(self) -> None:
         for link in self._links.values():

@@ -446,6 +446,13 @@ class Mesh:
             atexit.unregister(self._at_exit)
         return sweep(self.name, self.directory)
 
+    def forget(self) -> None:
+        """Stop owning the segments: this process no longer removes them at exit (whoever
+        takes over, e.g. the last user or a janitor, must call ``sweep(mesh.name)``)."""
+        if self._creator == os.getpid():
+            atexit.unregister(self._at_exit)
+        self._creator = None
+
     def _at_exit(self) -> None:
         if self._creator == os.getpid():
             sweep(self.name, self.directory)
