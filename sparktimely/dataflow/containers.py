@@ -159,15 +159,22 @@ def partition_batch(batch: Any, key: str | Sequence[str] | None,
             raise ValueError(f"an Exchange route for Arrow batches must return one integer "
                              f"per row ({batch.num_rows}), got {dest.dtype} of shape "
                              f"{dest.shape}")
-        dest = dest % peers
+        low, high = (int(dest.min()), int(dest.max())) if dest.size else (0, 0)
+        if low == high:                                      # one destination: no work
+            return _all_to(batch, low % peers, peers)
+        if low < 0 or high >= peers:
+            dest = dest % peers
     dest = dest.astype(np.uint8 if peers <= 256 else np.uint16 if peers <= 65536 else np.int64)
     counts = np.bincount(dest, minlength=peers)
     if counts.max(initial=0) == batch.num_rows:              # one destination: no copy
-        target = int(counts.argmax())
-        return [batch if worker == target else batch.slice(0, 0) for worker in range(peers)]
+        return _all_to(batch, int(counts.argmax()), peers)
     ordered = batch.take(np.argsort(dest, kind="stable"))  # radix sort for small integers
     starts = np.cumsum(counts) - counts
     return [ordered.slice(start, n) for start, n in zip(starts.tolist(), counts.tolist())]
+
+
+def _all_to(batch: pa.RecordBatch, target: int, peers: int) -> list:
+    return [batch if worker == target else batch.slice(0, 0) for worker in range(peers)]
 
 
 def format_schema(schema: pa.Schema) -> str:
