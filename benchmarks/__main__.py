@@ -1,93 +1,189 @@
-"""Run every benchmark in one go and write benchmarks/RESULTS.md and results.png.
+"""Run every benchmark in one go and write benchmarks/RESULTS.md and benchmarks/results.png.
 
-    python -m benchmarks [--quick]
+    python -m benchmarks [--quick] [--only bench_core,bench_wordcount]      (or scripts/bench)
 
-Each section is one ``bench_*`` module; its table is printed and copied into RESULTS.md,
-headed by the machine's core count and memory, so every ratio in the report comes from
-figures measured in the same run. ``--quick`` uses the smallest input sizes only.
+Each section is one ``bench_*`` module whose ``main()`` prints its tables and returns them as
+:class:`benchmarks._util.Section` objects (one row shape for all: figure, size, sparktimely,
+each peer, each limit, the ratios, the goal). RESULTS.md gets one Markdown table per section,
+headed by the date, the machine's core count and memory and the Python version, so every ratio
+in the report comes from figures measured in the same run. ``--quick`` runs one small size of
+each section (a smoke test; its report says so). A section that fails is reported as failed.
 """
 from __future__ import annotations
 
-import contextlib
 import importlib
-import io
 import os
 import platform
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import psutil
 
+from ._util import Section, fmt
+
 HERE = Path(__file__).resolve().parent
-SECTIONS = ["bench_core", "bench_shm", "bench_wordcount", "bench_arrow", "bench_sockets",
+SECTIONS = ["bench_core", "bench_shm", "bench_exchange", "bench_sockets", "bench_wordcount",
             "bench_pagerank"]
+COLORS_OURS = ["#d62728", "#ff7f0e", "#e6550d", "#fdae6b", "#9e0142", "#f768a1"]
+COLORS_PEERS = ["#1f77b4", "#17becf", "#2ca02c", "#7f7f7f", "#9467bd", "#bcbd22", "#393b79"]
 
 
-def run_section(name: str, quick: bool) -> tuple[str, object]:
-    """Run one module's ``main()``; return what it printed and what it returned."""
-    buffer = io.StringIO()
+def run_section(name: str, quick: bool) -> tuple[list[Section], str | None, float]:
+    """Run one module's ``main()``; return its sections, the error if it failed, and seconds."""
+    started = time.perf_counter()
     try:
         module = importlib.import_module(f"benchmarks.{name}")
-    except ImportError as error:
-        return f"{name}: not available ({error})\n", None
-    main = getattr(module, "main")
-    kwargs = {"quick": True} if quick and "quick" in main.__code__.co_varnames else {}
-    with contextlib.redirect_stdout(buffer):
-        result = main(**kwargs)
-    text = buffer.getvalue()
-    print(text, end="", flush=True)
-    return text, result
+        sections = module.main(quick=quick)
+        error = None
+    except Exception:                                    # reported in RESULTS.md, not hidden
+        traceback.print_exc()
+        sections, error = [], traceback.format_exc().strip().splitlines()[-1]
+    return sections, error, time.perf_counter() - started
 
 
 def machine() -> str:
     memory = psutil.virtual_memory().total / 2**30
-    return (f"{os.cpu_count()} cores, {memory:.0f} GiB memory, {platform.machine()}, "
-            f"Python {platform.python_version()}")
+    return (f"{os.cpu_count()} cores, {memory:.1f} GiB memory, {platform.machine()}, "
+            f"{platform.system()} {platform.release()}, Python {platform.python_version()}")
 
 
-def plot(results: dict, path: Path) -> bool:
-    """A bar chart of the wordcount rates at the largest size; False without matplotlib."""
+def _series(section: Section, unit: str) -> tuple[list[str], dict[str, dict[str, float]], set]:
+    """(sizes, engine -> size -> value, sparktimely engine names) of the rows in ``unit``."""
+    sizes: list[str] = []
+    series: dict[str, dict[str, float]] = {}
+    ours = set()
+    for row in section.rows:
+        if row.unit != unit:
+            continue
+        if row.size not in sizes:
+            sizes.append(row.size)
+        if isinstance(row.sparktimely, float):
+            series.setdefault(row.figure, {})[row.size] = row.sparktimely
+            ours.add(row.figure)
+        for peer, value in row.peers.items():
+            if isinstance(value, float):
+                series.setdefault(peer, {}).setdefault(row.size, value)
+    return sizes, series, ours
+
+
+def plot(sections: dict[str, Section], path: Path) -> bool:
+    """Grouped bars (log scale) of wordcount and PageRank across sizes; sparktimely in warm
+    colours, peers in cool ones. False without matplotlib or without data."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
+        print("benchmarks: matplotlib missing (pip install -e .[bench]): no plot", file=sys.stderr)
         return False
-    rows = results.get("bench_wordcount") or []
-    rows = [r for r in rows if isinstance(r[2], float)]
-    if not rows:
+    panels = [(key, unit, label) for key, unit, label in
+              [("wordcount", "M rec/s", "Wordcount: million records/s (higher is better)"),
+               ("pagerank", "ms/iter", "PageRank: ms per iteration (lower is better)")]
+              if key in sections]
+    if not panels:
         return False
-    largest = rows[-1][0]
-    rows = [r for r in rows if r[0] == largest]
-    figure, axes = plt.subplots(figsize=(8, 0.5 + 0.45 * len(rows)))
-    axes.barh([r[1] for r in rows], [r[2] for r in rows],
-              color=["tab:orange" if r[1].startswith("sparktimely") else "tab:gray" for r in rows])
-    axes.set_xlabel("million records / s (higher is better)")
-    axes.set_title(largest.replace("wordcount", "Wordcount,") + ", 10,007 keys")
-    axes.invert_yaxis()
+    figure, axes = plt.subplots(len(panels), 1, figsize=(11, 5 * len(panels)), squeeze=False)
+    for axis, (key, unit, label) in zip(axes[:, 0], panels):
+        sizes, series, ours = _series(sections[key], unit)
+        names = [n for n in series if n in ours] + [n for n in series if n not in ours]
+        width = 0.85 / max(len(names), 1)
+        ours_colors, peer_colors = iter(COLORS_OURS * 3), iter(COLORS_PEERS * 3)
+        for i, name in enumerate(names):
+            mine = name in ours
+            xs = [s + (i - (len(names) - 1) / 2) * width for s in range(len(sizes))]
+            values = [series[name].get(size, 0) for size in sizes]
+            bars = axis.bar(xs, values, width, label=name,
+                            color=next(ours_colors) if mine else next(peer_colors),
+                            edgecolor="black" if mine else "none", linewidth=0.8 if mine else 0)
+            for bar, value in zip(bars, values):
+                if value:
+                    axis.annotate(f"{value:.3g}", (bar.get_x() + bar.get_width() / 2, value),
+                                  ha="center", va="bottom", fontsize=6, rotation=90,
+                                  xytext=(0, 2), textcoords="offset points")
+        axis.set_yscale("log")
+        axis.set_xticks(range(len(sizes)), sizes)
+        axis.set_ylabel(unit + " (log scale)")
+        axis.set_title(label)
+        axis.grid(axis="y", which="both", alpha=0.25)
+        axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    figure.suptitle(f"sparktimely (warm colours, outlined) vs peers (cool colours): {machine()}",
+                    fontsize=9)
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(figure)
     return True
+
+
+def report(started: str, command: str, seconds: float, sections: list[Section],
+           failures: dict[str, str], has_plot: bool, quick: bool) -> str:
+    lines = [
+        "# Benchmark results\n",
+        f"- measured: {started}, in {seconds / 60:.1f} minutes",
+        f"- machine: {machine()}",
+        f"- command: `{command}`" + (" (quick: smallest sizes only, a smoke test)" if quick else ""),
+        "- every figure is a median of several runs (see each table's notes); every ratio in a "
+        "row comes from figures of this one run. `↑` higher is better, `↓` lower is better. "
+        "`÷ best peer` is sparktimely's figure divided by the best peer's in that row (named when "
+        "there are several), `÷ <limit>` divided by the limit; `limit` columns are physical or "
+        "language limits, not competitors.",
+        "- reproduce: `scripts/bench` (sets up .venv, installs the `[bench]` extras: bytewax, "
+        "matplotlib), or `pip install -e .[bench] && python -m benchmarks`; one section: "
+        "`python -m benchmarks.bench_wordcount` etc. Needs Java for the PySpark peers.\n",
+    ]
+    if has_plot:
+        lines.append("![wordcount and PageRank across sizes](results.png)\n")
+    goals = [(section, row, goal) for section in sections for row in section.rows
+             for goal in row.goals]
+    if goals:
+        lines.append("## Goals\n")
+        lines.append("| figure | size | sparktimely | goal |\n|---|---|---:|---|")
+        for section, row, goal in goals:
+            mark = {True: "✓ met", False: "✗ **missed**", None: "n/a"}[goal.check(row)]
+            lines.append(f"| {row.figure} | {row.size} | {fmt(row.sparktimely)} {row.unit} | "
+                         f"{goal.text()}: {mark} |")
+        lines.append("")
+    if failures:
+        lines.append("## Sections that failed\n")
+        lines += [f"- {name}: {error}" for name, error in failures.items()]
+        lines.append("")
+    lines.append("## Tables\n")
+    lines += [section.markdown() for section in sections]
+    return "\n".join(lines)
 
 
 def main(argv: list[str]) -> None:
     quick = "--quick" in argv
-    started = time.strftime("%Y-%m-%d %H:%M")
-    texts, results = [], {}
-    for name in SECTIONS:
-        text, result = run_section(name, quick)
-        texts.append(text)
-        results[name] = result
-    has_plot = plot(results, HERE / "results.png")
-    report = [f"# Benchmark results\n\nMeasured {started} on {machine()} by "
-              f"`python -m benchmarks{' --quick' if quick else ''}`. Every table's figures and "
-              f"ratios come from this one run; each figure is a median of several runs.\n"]
-    if has_plot:
-        report.append("![wordcount](results.png)\n")
-    for text in texts:
-        report.append("```\n" + text.strip("\n") + "\n```\n")
-    (HERE / "RESULTS.md").write_text("\n".join(report))
+    names = SECTIONS
+    if "--only" in argv:
+        names = [n if n.startswith("bench_") else f"bench_{n}"
+                 for n in argv[argv.index("--only") + 1].split(",")]
+    started, clock = time.strftime("%Y-%m-%d %H:%M %Z"), time.perf_counter()
+    print(f"benchmarks on {machine()}", flush=True)
+    sections, failures = [], {}
+    for name in names:
+        print(f"\n=== {name} ===", flush=True)
+        got, error, seconds = run_section(name, quick)
+        sections += got
+        if error:
+            failures[name] = error
+        print(f"=== {name}: {seconds:.0f} s ===", flush=True)
+    seconds = time.perf_counter() - clock
+    has_plot = plot({s.key: s for s in sections if s.key}, HERE / "results.png")
+    command = "python -m benchmarks" + (" " + " ".join(argv) if argv else "")
+    (HERE / "RESULTS.md").write_text(report(started, command, seconds, sections, failures,
+                                            has_plot, quick))
+    missed = [(row.figure, row.size, goal.text()) for s in sections for row in s.rows
+              for goal in row.missed()]
+    print(f"\nwrote {HERE / 'RESULTS.md'}" + (f" and {HERE / 'results.png'}" if has_plot else "")
+          + f" in {seconds / 60:.1f} minutes")
+    for figure, size, goal in missed:
+        print(f"  goal missed: {figure}, {size}: {goal}")
+    for name, error in failures.items():
+        print(f"  section failed: {name}: {error}")
+    if failures:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

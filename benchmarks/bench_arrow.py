@@ -1,6 +1,6 @@
 """Benchmark of columnar (Arrow) streams on 2 worker processes, with baselines from the same run.
 
-Run: .venv/bin/python benchmarks/bench_arrow.py [--profile]
+Run: python -m benchmarks.bench_arrow [--profile]
 Prints one table:
 - columnar wordcount: 2M words over 10,007 keys as a string column, half on each worker,
   ``aggregate_batches("word", {"n": ("count", None)})`` (exchange by word, count per time),
@@ -11,7 +11,7 @@ Prints one table:
   against numpy memcpy of the same bytes on one thread.
 Worker timings start after a barrier dataflow and stop when the measured dataflow completes;
 the slower worker's time counts. Each figure is the median of REPEATS runs.
-``--profile`` prints (to stderr) worker 0's cProfile of its second wordcount run (2 workers,
+``--profile`` prints (to stderr) worker 0's cProfile of its second timed wordcount run (2 workers,
 combine) and of its second keyed exchange run.
 """
 from __future__ import annotations
@@ -28,6 +28,9 @@ import numpy as np
 import pyarrow as pa
 
 import sparktimely as st
+
+from ._util import Row, Section
+from .bench_shm import memcpy_limit
 
 REPEATS = 5
 WORDS, KEYS, WORD_BATCH = 2_000_000, 10_007, 1 << 16
@@ -62,14 +65,19 @@ def slowest(per_worker: list[list[float]]) -> float:
     return statistics.median(max(run) for run in zip(*per_worker))
 
 
-def words_table() -> pa.Table:
-    keys = pa.array([f"w{i}" for i in range(KEYS)])
-    picks = np.random.default_rng(0).integers(0, KEYS, WORDS)
-    return pa.table({"word": keys.take(picks)}).combine_chunks()
+def words_table(n: int = WORDS) -> pa.Table:
+    """The wordcount input of every engine, ``w{i % 10007}`` for i below n, as a string column."""
+    return pa.table({"word": pa.array([f"w{i % KEYS}" for i in range(n)])}).combine_chunks()
 
 
-def wordcount(table: pa.Table, workers: int, combine: bool, profile: bool = False) -> float:
-    share = WORDS // workers
+def wordcount(table: pa.Table, workers: int, combine: bool, profile: bool = False,
+              repeats: int = REPEATS, cold: list | None = None) -> float:
+    """Median seconds (slowest worker) of ``aggregate_batches`` counting ``table``'s words,
+    over ``repeats`` runs after one untimed warm-up run in the same worker processes (the
+    first run grows the shared-memory rings and loads the compute kernels); the warm-up's
+    seconds are appended to ``cold`` if given."""
+    words = table.num_rows
+    share = -(-words // workers)
 
     def job(worker):
         mine = table.slice(worker.index * share, share).to_batches(max_chunksize=WORD_BATCH)
@@ -80,12 +88,14 @@ def wordcount(table: pa.Table, workers: int, combine: bool, profile: bool = Fals
                     .aggregate_batches("word", {"n": ("count", None)}, combine=combine)
                     .inspect_batch(lambda t, b: counted.append(b.column("n")))
                     .probe())
-        runs = [timed(worker, build, profile and i == 1) for i in range(REPEATS)]
+        runs = [timed(worker, build, profile and i == 2) for i in range(repeats + 1)]
         total = sum(sum(c.to_numpy().tolist()) for c in counted)
         return runs, total
     results = st.execute(job, workers=workers)
-    assert sum(total for _, total in results) == REPEATS * WORDS
-    return slowest([runs for runs, _ in results])
+    assert sum(total for _, total in results) == (repeats + 1) * words
+    if cold is not None:
+        cold.append(max(runs[0] for runs, _ in results))
+    return slowest([runs[1:] for runs, _ in results])
 
 
 def counter_baseline(table: pa.Table) -> float:
@@ -99,18 +109,20 @@ def counter_baseline(table: pa.Table) -> float:
     return statistics.median(runs)
 
 
-def payload(seed: int) -> pa.RecordBatch:
+def payload(seed: int, rows: int = ROWS) -> pa.RecordBatch:
     rng = np.random.default_rng(seed)
-    columns = {"k": rng.integers(0, 1 << 40, ROWS)}
+    columns = {"k": rng.integers(0, 1 << 40, rows)}
     for c in range(1, COLUMNS):
-        columns[f"c{c}"] = rng.random(ROWS) if c % 2 else rng.integers(0, 1 << 30, ROWS)
+        columns[f"c{c}"] = rng.random(rows) if c % 2 else rng.integers(0, 1 << 30, rows)
     return pa.record_batch(columns)
 
 
-def exchange(keyed: bool, profile: bool = False) -> tuple[float, int]:
-    """(seconds, payload bytes) of BATCHES batches per worker crossing an exchange."""
+def exchange(keyed: bool, profile: bool = False, rows: int = ROWS,
+             batches: int = BATCHES, repeats: int = REPEATS) -> tuple[float, int]:
+    """(seconds, payload bytes) of ``batches`` batches of ``rows`` rows per worker crossing an
+    exchange: keyed (all-to-all by column k) or each batch whole to the other worker."""
     def job(worker):
-        batch = payload(worker.index)
+        batch = payload(worker.index, rows)
         other = 1 - worker.index
 
         def build(scope):
@@ -122,7 +134,7 @@ def exchange(keyed: bool, profile: bool = False) -> tuple[float, int]:
                     nonlocal sent
                     output.give_at(cap, batch)
                     sent += 1
-                    if sent < BATCHES:
+                    if sent < batches:
                         again()
                     else:
                         cap.drop()
@@ -131,50 +143,35 @@ def exchange(keyed: bool, profile: bool = False) -> tuple[float, int]:
             moved = (stream.exchange(key="k") if keyed
                      else stream.exchange(lambda b: np.full(b.num_rows, other)))
             return moved.probe()
-        return [timed(worker, build, profile and i == 1) for i in range(REPEATS)], batch.nbytes
+        return [timed(worker, build, profile and i == 1) for i in range(repeats)], batch.nbytes
     results = st.execute(job, workers=2)
-    return slowest([runs for runs, _ in results]), BATCHES * sum(n for _, n in results)
+    return slowest([runs for runs, _ in results]), batches * sum(n for _, n in results)
 
 
-def memcpy(nbytes: int) -> float:
-    """Seconds numpy takes to copy ``nbytes`` in pieces of one batch's size, on one thread."""
-    source = np.ones(ROWS * COLUMNS, np.int64)
-    target = np.empty_like(source)
-    pieces = nbytes // source.nbytes
-    runs = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        for _ in range(pieces):
-            np.copyto(target, source)
-        runs.append(time.perf_counter() - start)
-    return statistics.median(runs)
-
-
-def main() -> None:
+def main(quick: bool = False) -> list[Section]:
+    """Arrow wordcount (2M words) against Counter and Arrow exchange (8 MiB batches) against
+    memcpy: the developer's view of this module (``python -m benchmarks`` reports these
+    figures at three sizes in its wordcount and exchange tables)."""
     profile = "--profile" in sys.argv
     table = words_table()
-    rows = []
     counter = counter_baseline(table)
-    rows.append(("wordcount: collections.Counter, 1 thread", WORDS / counter / 1e6, "M rec/s", ""))
+    rows = []
     for workers, combine in [(2, True), (2, False), (1, True)]:
         seconds = wordcount(table, workers, combine, profile and workers == 2 and combine)
-        rows.append((f"wordcount: aggregate_batches, {workers} worker{'s' * (workers > 1)}, "
-                     f"combine={combine}",
-                     WORDS / seconds / 1e6, "M rec/s", f"{counter / seconds:.1f}x Counter"))
-    seconds, nbytes = exchange(keyed=True, profile=profile)
-    copy = memcpy(nbytes)
-    rows.append(("exchange(key='k'), 2 workers, all-to-all", nbytes / seconds / 1e9, "GB/s",
-                 f"{copy / seconds:.2f}x memcpy"))
-    seconds, nbytes = exchange(keyed=False)
-    rows.append(("exchange to the other worker (transport only)", nbytes / seconds / 1e9, "GB/s",
-                 f"{copy / seconds:.2f}x memcpy"))
-    rows.append(("numpy memcpy, 1 thread, same bytes", nbytes / copy / 1e9, "GB/s", ""))
-    print(f"{'benchmark':<58} {'figure':>8}  {'unit':<8} comparison")
-    for name, figure, unit, note in rows:
-        print(f"{name:<58} {figure:8.2f}  {unit:<8} {note}")
-    print(f"(wordcount: {WORDS:,} words, {KEYS:,} keys, batches of {WORD_BATCH:,} rows; exchange: "
-          f"{BATCHES} batches of {ROWS:,} rows x {COLUMNS} columns per worker, "
-          f"{nbytes / 2**30:.1f} GiB in all; median of {REPEATS})")
+        rows.append(Row(f"wordcount: aggregate_batches, {workers} worker{'s' * (workers > 1)}, "
+                        f"combine={combine}", f"{WORDS / 1e6:g}M words", "M rec/s",
+                        WORDS / seconds / 1e6, peers={"Counter": WORDS / counter / 1e6}))
+    copy = memcpy_limit(payload(0).nbytes)
+    for keyed in (True, False):
+        seconds, nbytes = exchange(keyed=keyed, profile=profile and keyed)
+        rows.append(Row("Arrow exchange(key='k'), 2 workers" if keyed else
+                        "Arrow exchange to the other worker (transport only)",
+                        f"{payload(0).nbytes >> 20} MiB batches", "GB/s", nbytes / seconds / 1e9,
+                        limits={"memcpy": copy}))
+    return [Section("Columnar (Arrow) wordcount and exchange, 2 worker processes", rows, notes=[
+        f"wordcount: {WORDS:,} words, {KEYS:,} keys, batches of {WORD_BATCH:,} rows; exchange: "
+        f"{BATCHES} batches of {ROWS:,} rows x {COLUMNS} columns per worker; median of {REPEATS}."
+    ]).print()]
 
 
 if __name__ == "__main__":

@@ -1,29 +1,45 @@
-"""Core engine figures: round latency, map throughput, exchange throughput and memory.
+"""Core engine figures: round latency and map throughput, each at three sizes.
 
-    python -m benchmarks.bench_core
+    python -m benchmarks.bench_core [--quick]
 
-Each figure is the median of several runs, printed beside its limit measured in the same
-run: a multiprocess Pipe round trip for round latency, a list comprehension for map.
+- Round latency: one empty round is ``advance_to`` and then stepping until the probe passes.
+  The size axis is the number of ``exchange`` operators chained between the input and the
+  probe (1, 4, 16): each one is a progress-tracked operator with a channel between the
+  workers, so the growth shows what every extra operator costs a round. The limit is a
+  ``multiprocess.Pipe`` round trip between two processes, measured in the same run: a round
+  on 2 workers needs at least one message each way.
+- Map: a ``map(lambda x: x + 1)`` over 2M ints given in batches of 1k, 10k and 100k records;
+  the limit is a list comprehension calling the same kind of function per record.
+
+Each figure is the median of several runs.
 """
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 
 import multiprocess
-import psutil
 
 import sparktimely as st
 
-from ._util import median_seconds, print_table
+from ._util import Goal, Row, Section, median_seconds
 
 ROUNDS = 3000
+CHAINS = (1, 4, 16)
+MAP_RECORDS, MAP_BATCHES = 2_000_000, (1_000, 10_000, 100_000)
 
 
-def round_latency(worker: st.Worker, rounds: int = ROUNDS) -> float:
-    """Median microseconds of an empty round: advance_to, then step until the probe passes."""
+def round_latency(worker: st.Worker, operators: int = 1, rounds: int = ROUNDS) -> float:
+    """Median microseconds of an empty round through ``operators`` chained exchanges."""
     input = st.InputHandle()
-    probe = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: x).probe())
+
+    def build(scope):
+        stream = scope.input_from(input)
+        for _ in range(operators):
+            stream = stream.exchange(lambda x: x)
+        return stream.probe()
+    probe = worker.dataflow(build)
     latencies = []
     for round in range(1, rounds + 1):
         start = time.perf_counter()
@@ -33,7 +49,7 @@ def round_latency(worker: st.Worker, rounds: int = ROUNDS) -> float:
         latencies.append(time.perf_counter() - start)
     input.close()
     worker.run()
-    return statistics.median(latencies) * 1e6
+    return statistics.median(latencies[rounds // 10:]) * 1e6
 
 
 def pipe_round_trip(count: int = ROUNDS) -> float:
@@ -53,10 +69,10 @@ def pipe_round_trip(count: int = ROUNDS) -> float:
         latencies.append(time.perf_counter() - start)
     here.send(None)
     child.join(5)
-    return statistics.median(latencies) * 1e6
+    return statistics.median(latencies[count // 10:]) * 1e6
 
 
-def map_throughput(records: int = 2_000_000, batch: int = 10_000) -> tuple[float, float]:
+def map_throughput(batch: int, records: int = MAP_RECORDS) -> tuple[float, float]:
     """Million records/s through ``map`` in ``batch``-sized batches, and a list comprehension."""
     data = list(range(batch))
 
@@ -68,6 +84,7 @@ def map_throughput(records: int = 2_000_000, batch: int = 10_000) -> tuple[float
             input.advance_to(round + 1)
             worker.step_while(lambda: probe.less_than(round + 1))
     engine = records / median_seconds(lambda: st.execute_directly(job), 3) / 1e6
+
     def comprehension_only():
         f = lambda x: x + 1  # noqa: E731  (the same function call per record as map)
         for _ in range(records // batch):
@@ -76,44 +93,44 @@ def map_throughput(records: int = 2_000_000, batch: int = 10_000) -> tuple[float
     return engine, comprehension
 
 
-def exchange_throughput(records: int = 2_000_000, batch: int = 10_000) -> tuple[float, float]:
-    """Million records/s exchanged between 2 workers, and the largest worker RSS in MB."""
-    def job(worker):
-        input = st.InputHandle()
-        probe = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: x).probe())
-        data = list(range(batch))          # half of each batch goes to the other worker
-        start = time.perf_counter()
-        for round in range(records // batch // worker.peers):
-            input.send_batch(data)
-            input.advance_to(round + 1)
-            worker.step_while(lambda: probe.less_than(round))   # keep one round in flight
-        input.close()
-        worker.run()
-        return time.perf_counter() - start, psutil.Process().memory_info().rss / 1e6
-    runs = [st.execute(job, workers=2) for _ in range(3)]
-    seconds = statistics.median(max(t for t, _ in run) for run in runs)
-    rss = max(r for run in runs for _, r in run)
-    return records / seconds / 1e6, rss
+def latency_section(quick: bool = False) -> Section:
+    pipe = statistics.median(pipe_round_trip() for _ in range(3))
+    ones, twos = [], []
+    for operators in CHAINS[:1] if quick else CHAINS:
+        one = statistics.median(st.execute_directly(lambda w: round_latency(w, operators))
+                                for _ in range(3))
+        two = statistics.median(max(st.execute(lambda w: round_latency(w, operators), workers=2))
+                                for _ in range(3))
+        size = f"{operators} op{'s' * (operators > 1)}"
+        ones.append(Row("empty round, 1 worker (in process)", size, "us", one,
+                        limits={"Pipe round trip": pipe},
+                        goals=[Goal("<=", 20)] if operators == 1 else []))
+        twos.append(Row("empty round, 2 worker processes", size, "us", two,
+                        limits={"Pipe round trip": pipe},
+                        goals=[Goal("<=", 50)] if operators == 1 else []))
+    return Section("Round latency (median us per empty round)", ones + twos, notes=[
+        "size = exchange operators chained between input and probe; "
+        f"median of {ROUNDS} rounds (first 10% dropped), median of 3 runs; "
+        "2 workers: the slower worker's median.",
+        "limit: multiprocess.Pipe round trip between two processes (one message each way), "
+        "same run."], key="latency")
 
 
-def main() -> list[tuple]:
-    one = statistics.median(st.execute_directly(round_latency) for _ in range(3))
-    one_process = statistics.median(st.execute(round_latency)[0] for _ in range(3))
-    two = statistics.median(max(st.execute(round_latency, workers=2)) for _ in range(3))
-    pipe = pipe_round_trip()
-    engine_map, comprehension = map_throughput()
-    exchange, rss = exchange_throughput()
-    rows = [
-        ("empty round, 1 worker (in process)", one, "us", "<= 20", f"Pipe round trip {pipe:.1f} us"),
-        ("empty round, 1 worker process", one_process, "us", "<= 20", ""),
-        ("empty round, 2 worker processes", two, "us", "<= 50", f"Pipe round trip {pipe:.1f} us"),
-        ("map, 10k-record batches", engine_map, "M rec/s", ">= 5", f"list comprehension {comprehension:.1f} M/s"),
-        ("exchange 2M ints, 2 workers", exchange, "M rec/s", ">= 2", "bytewax wordcount 0.2 M/s"),
-        ("exchange: largest worker RSS", rss, "MB", "< 150", ""),
-    ]
-    print_table("Core engine (medians)", rows, ("figure", "sparktimely", "unit", "goal", "limit / peer, same run"))
-    return rows
+def map_section(quick: bool = False) -> Section:
+    rows = []
+    for batch in MAP_BATCHES[1:2] if quick else MAP_BATCHES:
+        engine, comprehension = map_throughput(batch)
+        rows.append(Row("map(lambda x: x + 1), 1 worker", f"{batch:,}-record batches", "M rec/s",
+                        engine, limits={"list comprehension": comprehension},
+                        goals=[Goal(">=", 5)] if batch >= 10_000 else []))
+    return Section("Map throughput (M records/s)", rows, notes=[
+        f"{MAP_RECORDS:,} ints in all, one batch per round; median of 3 runs. "
+        "limit: [f(x) for x in batch] with the same f, one thread, same run."], key="map")
+
+
+def main(quick: bool = False) -> list[Section]:
+    return [latency_section(quick).print(), map_section(quick).print()]
 
 
 if __name__ == "__main__":
-    main()
+    main(quick="--quick" in sys.argv)

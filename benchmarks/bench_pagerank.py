@@ -1,15 +1,17 @@
-"""PageRank side by side in one run: sparktimely inside one Spark barrier stage, PySpark's RDD
-PageRank (Spark's own example), and numpy on one thread; then what sparktimely's start-up
-costs on top of Spark's own barrier stage.
+"""PageRank side by side in one run, at three graph sizes: sparktimely inside one Spark barrier
+stage, PySpark's RDD PageRank (Spark's own example), and numpy on one thread; then what
+sparktimely's start-up costs on top of Spark's own barrier stage (reported separately: the
+per-iteration figures exclude it, the end-to-end rows include it).
 
-    python benchmarks/bench_pagerank.py                       # 100k nodes, 1M edges, 10 iterations
-    python benchmarks/bench_pagerank.py --skip-rdd --repeat 5
+    python -m benchmarks.bench_pagerank [--quick] [--sizes 10000:100000,100000:1000000]
+                                        [--iterations 10] [--repeat 3] [--skip-rdd]
 
 The graph and the numpy and RDD code are those of ``shared/anchors/pr_anchor.py``.
 sparktimely runs on ``local[2]`` with 2 workers in two ways: ``run`` (each worker reads its
 row groups of a Parquet file) and ``map_in_arrow`` over ``spark.read.parquet``. Its time per
 iteration is measured by worker 0 from the first iteration's start to the last one's end,
-inside the barrier stage; the whole stage's wall time is reported too.
+inside the barrier stage; the whole stage's wall time is the end-to-end figure. The Spark
+session is started once, before anything is timed, and warmed with one barrier stage.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 import sparktimely as st  # noqa: E402
+from benchmarks._util import Goal, Row, Section, median_seconds  # noqa: E402
 from examples.pagerank import (SCHEMA, generate_graph, numpy_pagerank, pagerank,  # noqa: E402
                                pagerank_worker, read_edges)
 
@@ -89,15 +92,6 @@ def timed_build(iterations):
     return build
 
 
-def median_seconds(action, repeat):
-    times = []
-    for _ in range(repeat):
-        started = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times), times
-
-
 def barrier_stage(sc, calls):
     """A bare 2-task barrier stage making ``calls`` (a list of 'gather'/'barrier')."""
     def task(_):
@@ -126,119 +120,151 @@ def setup_phases(sc, repeat):
     return {name: statistics.median(values) for name, values in phases.items()}
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--nodes", type=int, default=100_000)
-    parser.add_argument("--edges", type=int, default=1_000_000)
-    parser.add_argument("--iterations", type=int, default=10)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--skip-rdd", action="store_true")
-    options = parser.parse_args(argv)
-    nodes, iterations = options.nodes, options.iterations
-    src, dst = generate_graph(nodes, options.edges)
-    rows = []
+SIZES = ((10_000, 100_000), (50_000, 500_000), (100_000, 1_000_000))
+GOAL_SIZE = (100_000, 1_000_000)
 
-    def row(name, ms, note=""):
-        rows.append((name, ms, note))
-        print(f"  {name}: {ms:.1f} ms/iteration {note}", flush=True)
 
-    print(f"PageRank: {nodes:,} nodes, {options.edges:,} edges, {iterations} iterations", flush=True)
-    seconds, reference = min((numpy_anchor(src, dst, nodes, iterations) for _ in range(options.repeat)),
-                             key=lambda result: result[0])
-    row("numpy, one thread (pr_anchor.py loop)", 1000 * seconds / iterations,
-        f"checksum {reference.sum():.3f}")
-    started = time.perf_counter()
-    for _ in range(options.repeat):
-        lean = numpy_pagerank(src, dst, nodes, iterations)
-    row("numpy, one thread (gather of rank/degree, as sparktimely's workers)",
-        1000 * (time.perf_counter() - started) / options.repeat / iterations)
+def _size(nodes: int, edges: int) -> str:
+    return f"{nodes // 1000}k nodes / {edges // 1000:,}k edges"
 
+
+def start_spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
+    return (SparkSession.builder.master("local[2]").appName("bench_pagerank")
+            .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.memory", "6g").config("spark.pyspark.python", sys.executable)
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "1")
+            .getOrCreate())
+
+
+def measure_size(spark, nodes, edges, iterations, repeat, skip_rdd) -> dict:
+    """Every engine's figures on one graph: ms per iteration and end-to-end seconds."""
     from pyspark.sql import functions as F
-
     import sparktimely.barrier as stb
-    started = time.perf_counter()
-    spark = (SparkSession.builder.master("local[2]").appName("bench_pagerank")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.memory", "6g").config("spark.pyspark.python", sys.executable)
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "1")
-             .getOrCreate())
     sc = spark.sparkContext
-    sc.setLogLevel("ERROR")
-    session_seconds = time.perf_counter() - started
-    print(f"Spark session (local[2]) started in {session_seconds:.1f} s", flush=True)
-
+    src, dst = generate_graph(nodes, edges)
+    out: dict = {}
+    anchor = [numpy_anchor(src, dst, nodes, iterations) for _ in range(repeat)]
+    reference = anchor[0][1]
+    out["numpy (pr_anchor loop)"] = statistics.median(seconds for seconds, _ in anchor)
+    out["numpy (gather)"] = median_seconds(lambda: numpy_pagerank(src, dst, nodes, iterations), repeat)
     with tempfile.TemporaryDirectory(prefix="sparktimely-bench-") as directory:
         path = os.path.join(directory, "edges.parquet")
-        pq.write_table(pa.table({"src": src, "dst": dst}), path,
-                       row_group_size=-(-options.edges // 8))
-        stb.run(spark, lambda worker: worker.index, 2)            # warm the Python workers
+        pq.write_table(pa.table({"src": src, "dst": dst}), path, row_group_size=-(-edges // 8))
         runs = []
-        for _ in range(options.repeat):
+        for _ in range(repeat):
             started = time.perf_counter()
             summary = stb.run(spark, partial(run_job, path, iterations), 2)[0]
             summary["stage_seconds"] = time.perf_counter() - started
             runs.append(summary)
-        best = min(runs, key=lambda s: s["ms_per_iteration"])
-        row("sparktimely, 2 workers in one barrier stage (run; Parquet read by the workers)",
-            best["ms_per_iteration"],
-            f"(runs: {', '.join(format(s['ms_per_iteration'], '.1f') for s in runs)}; "
-            f"whole stage {statistics.median(s['stage_seconds'] for s in runs):.2f} s, "
-            f"Parquet read {best['load_seconds']:.2f} s)")
-        top_node = best["top"][0][1]
-        assert abs(best["top"][0][0] - reference[top_node]) < 1e-9, "ranks differ from numpy"
-
+            node = summary["top"][0][1]
+            assert abs(summary["top"][0][0] - reference[node]) < 1e-9, "ranks differ from numpy"
+        out["run"] = statistics.median(s["seconds"] for s in runs)
+        out["run stage"] = statistics.median(s["stage_seconds"] for s in runs)
+        out["parquet read"] = statistics.median(s["load_seconds"] for s in runs)
         frame = spark.read.parquet(path)
-        frame_runs = []
-        for _ in range(options.repeat):
-            started = time.perf_counter()
-            out = stb.map_in_arrow(frame, timed_build(iterations),
-                                   "node long, rank double, loop_seconds double", num_workers=2)
-            loop, total, count = out.agg(F.max("loop_seconds"), F.sum("rank"), F.count("*")).collect()[0]
-            frame_runs.append((loop, time.perf_counter() - started, total, count))
-        loop, stage, total, count = min(frame_runs)
         present = np.union1d(src, dst)
-        assert count == len(present) and abs(total - reference[present].sum()) < 1e-6 * total
-        row("sparktimely, 2 workers in one barrier stage (map_in_arrow over spark.read.parquet)",
-            1000 * loop / iterations,
-            f"(whole job incl. repartition {statistics.median(r[1] for r in frame_runs):.2f} s)")
+        loops, stages = [], []
+        for _ in range(repeat):
+            started = time.perf_counter()
+            result = stb.map_in_arrow(frame, timed_build(iterations),
+                                      "node long, rank double, loop_seconds double", num_workers=2)
+            loop, total, count = result.agg(F.max("loop_seconds"), F.sum("rank"),
+                                            F.count("*")).collect()[0]
+            stages.append(time.perf_counter() - started)
+            loops.append(loop)
+            assert count == len(present) and abs(total - reference[present].sum()) < 1e-6 * total
+        out["map_in_arrow"], out["map_in_arrow job"] = statistics.median(loops), statistics.median(stages)
+    if skip_rdd:
+        out["PySpark RDD"] = "not run (--skip-rdd)"
+    else:
+        out["PySpark RDD"] = statistics.median(rdd_pagerank(sc, src, dst, iterations)[0]
+                                               for _ in range(repeat))
+    return out
 
-        if not options.skip_rdd:
-            seconds, total = rdd_pagerank(sc, src, dst, iterations)
-            row("PySpark RDD PageRank (Spark's example), local[2]", 1000 * seconds / iterations,
-                f"sum {total:.3f} (nodes without in-edges dropped)")
 
-    print("Start-up (2 tasks, warm Python workers, median of 5):", flush=True)
-    bare, _ = median_seconds(barrier_stage(sc, []), 5)
-    gather, _ = median_seconds(barrier_stage(sc, ["gather"]), 5)
-    both, _ = median_seconds(barrier_stage(sc, ["gather", "barrier"]), 5)
-    ours, _ = median_seconds(lambda: stb.run(spark, lambda worker: worker.index, 2), 5)
-    phases = setup_phases(sc, 5)
-    startup = [
-        ("Spark: barrier stage, no barrier calls", bare),
-        ("Spark: barrier stage with one allGather (the address exchange)", gather),
-        ("Spark: barrier stage with allGather + barrier", both),
-        ("sparktimely: run(spark, lambda w: w.index, 2)", ours),
-        ("sparktimely beyond Spark's own stage with one allGather", ours - gather),
-    ]
-    for name, seconds in startup:
-        print(f"  {name}: {1000 * seconds:.0f} ms", flush=True)
-    print("  per-task phases inside BarrierWorker (median): "
-          + ", ".join(f"{name} {1000 * s:.1f} ms" for name, s in phases.items()), flush=True)
+def startup_section(spark, repeat: int, session_seconds: float) -> "Section":
+    import sparktimely.barrier as stb
+    sc = spark.sparkContext
+    bare = median_seconds(barrier_stage(sc, []), repeat)
+    gather = median_seconds(barrier_stage(sc, ["gather"]), repeat)
+    both = median_seconds(barrier_stage(sc, ["gather", "barrier"]), repeat)
+    job = median_seconds(lambda: sc.parallelize(range(2), 2).count(), repeat)
+    ours = median_seconds(lambda: stb.run(spark, lambda worker: worker.index, 2), repeat)
+    phases = setup_phases(sc, repeat)
+    peers = {"Spark smallest job": 1000 * job, "Spark barrier stage, no calls": 1000 * bare,
+             "Spark barrier stage, allGather + barrier": 1000 * both}
+    rows = [Row("sparktimely run(spark, lambda w: w.index, 2)", "2 tasks", "ms", 1000 * ours,
+                peers=peers, limits={"barrier stage + one allGather": 1000 * gather})]
+    return Section("Spark-side start-up, local[2], warm Python workers (ms; excluded above)", rows,
+                   notes=[f"median of {repeat}; sparktimely needs one allGather (the address "
+                          "exchange), so a barrier stage with one allGather is its limit.",
+                          "per-task phases inside BarrierWorker (median): " + ", ".join(
+                              f"{name} {1000 * s:.1f} ms" for name, s in phases.items()),
+                          f"Spark session start (local[2]), once per run, excluded from every "
+                          f"figure: {session_seconds:.1f} s"], key="startup")
+
+
+def main(argv=None, quick: bool = False) -> list["Section"]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default=None, help="nodes:edges,... (default: three sizes)")
+    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--skip-rdd", action="store_true")
+    parser.add_argument("--quick", action="store_true")
+    options = parser.parse_args([] if argv is None and __name__ != "__main__" else argv)
+    quick = quick or options.quick
+    sizes = ([tuple(int(x) for x in size.split(":")) for size in options.sizes.split(",")]
+             if options.sizes else SIZES[:1] if quick else SIZES)
+    iterations, repeat = options.iterations, options.repeat
+
+    started = time.perf_counter()
+    spark = start_spark()
+    spark.sparkContext.setLogLevel("ERROR")
+    session_seconds = time.perf_counter() - started
+    import sparktimely.barrier as stb
+    stb.run(spark, lambda worker: worker.index, 2)            # warm the Python workers
+
+    per_iteration: dict[str, list] = {"run": [], "map_in_arrow": []}
+    end_to_end = []
+    notes = []
+    for nodes, edges in sizes:
+        out = measure_size(spark, nodes, edges, iterations, repeat, options.skip_rdd)
+        size = _size(nodes, edges)
+        ms = lambda v: 1000 * v / iterations if isinstance(v, float) else v  # noqa: E731
+        peers = {name: ms(out[name]) for name in
+                 ("PySpark RDD", "numpy (pr_anchor loop)", "numpy (gather)")}
+        goals = [Goal("<=", 40)] if (nodes, edges) == GOAL_SIZE else []
+        per_iteration["run"].append(Row("sparktimely run(), 2 workers in one barrier stage", size,
+                                        "ms/iter", ms(out["run"]), peers=peers, goals=goals))
+        per_iteration["map_in_arrow"].append(Row(
+            "sparktimely map_in_arrow(spark.read.parquet), 2 workers", size, "ms/iter",
+            ms(out["map_in_arrow"]), peers=peers, goals=goals))
+        end_to_end.append(Row("end to end: sparktimely run() whole barrier stage", size, "s",
+                              out["run stage"],
+                              peers={"PySpark RDD": out["PySpark RDD"],
+                                     "numpy (pr_anchor loop)": out["numpy (pr_anchor loop)"],
+                                     "numpy (gather)": out["numpy (gather)"]}))
+        notes.append(f"{size}: Parquet read by the workers {out['parquet read']:.2f} s; "
+                     f"map_in_arrow whole job (incl. repartition) {out['map_in_arrow job']:.2f} s")
+    rows = per_iteration["run"] + per_iteration["map_in_arrow"] + end_to_end
+    section = Section(f"PageRank, {iterations} iterations, local[2] (ms per iteration; end to end in s)",
+                      rows, notes=[
+                          f"median of {repeat} runs each; sparktimely per iteration: worker 0's loop "
+                          "time inside the barrier stage; end to end: the whole stage (start-up, "
+                          "Parquet read, loop) against PySpark RDD's timed loop (graph cached "
+                          "first) and numpy's loop.",
+                          "numpy (pr_anchor loop): shared/anchors/pr_anchor.py verbatim; numpy "
+                          "(gather): the same update as rank*inv_degree gathered per edge, the "
+                          "formulation sparktimely's workers use (the stronger single-thread "
+                          "baseline). PySpark RDD: Spark's example.", *notes],
+                      key="pagerank").print()
+    startup = startup_section(spark, 5, session_seconds).print()
     spark.stop()
-
-    print("\n| PageRank, 100k nodes / 1M edges | ms per iteration | notes |\n|---|---:|---|")
-    for name, ms, note in rows:
-        print(f"| {name} | {ms:.1f} | {note} |")
-    print("\n| start-up | ms |\n|---|---:|")
-    print(f"| Spark session start (local[2]) | {1000 * session_seconds:.0f} |")
-    for name, seconds in startup:
-        print(f"| {name} | {1000 * seconds:.0f} |")
-    for name, seconds in phases.items():
-        print(f"| sparktimely task phase: {name} | {1000 * seconds:.1f} |")
+    return [section, startup]
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -9,6 +9,7 @@ Baselines are measured in the same run.
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 
 import multiprocess
@@ -18,7 +19,7 @@ import pyarrow.compute as pc
 
 from sparktimely.shm import Mesh, decode_arrow, encode_arrow
 
-from ._util import print_table
+from ._util import Row, Section
 
 ctx = multiprocess.get_context("fork")
 
@@ -120,25 +121,49 @@ def memcpy(nbytes: int, count: int) -> float:
     return count * nbytes / (time.perf_counter() - t) / 1e9
 
 
-def main() -> list[tuple]:
-    rows = []
-    n = 20000
-    rows.append(("round trip, park (spin 50 us, then futex)", shm_round_trip(n, 50.0), "us"))
-    rows.append(("round trip, park without spin (futex every time)", shm_round_trip(n // 4, 0.0), "us"))
-    rows.append(("round trip, multiprocess Pipe (baseline)", pipe_round_trip(n), "us"))
-    for mib, count in ((1, 1024), (16, 96)):
-        data = np.ones(mib << 20, np.uint8)
-        rows.append((f"one-way {mib} MiB messages, zero-copy receive", one_way([data], data.nbytes, count), "GB/s"))
-        rows.append((f"numpy memcpy {mib} MiB (baseline)", memcpy(data.nbytes, count), "GB/s"))
-    batch = pa.record_batch({"k": np.arange(1 << 20, dtype=np.int64), "v": np.ones(1 << 20)})
-    parts = encode_arrow(batch)
-    size = sum(memoryview(p).nbytes for p in parts)
-    rows.append((f"Arrow {size / 2**20:.0f} MiB batches, encode + zero-copy decode + sum",
-                 one_way(parts, size, 96, arrow=True), "GB/s"))
-    print_table("Shared-memory transport, 2 processes (medians, baselines in the same run)",
-                rows, ("measurement", "value", "unit"))
-    return rows
+def shm_copy(nbytes: int) -> float:
+    """GB/s of ``nbytes`` messages written into the ring by one process and received (zero-copy)
+    by another: the shared-memory copy limit of an exchange of that message size."""
+    count = min(max(32, (512 << 20) // nbytes), 20_000)
+    data = np.ones(nbytes, np.uint8)
+    return statistics.median(one_way([data], nbytes, count) for _ in range(3))
+
+
+def memcpy_limit(nbytes: int) -> float:
+    """GB/s of numpy memcpy of ``nbytes`` buffers, one thread (median of 3)."""
+    count = min(max(32, (512 << 20) // nbytes), 20_000)
+    return statistics.median(memcpy(nbytes, count) for _ in range(3))
+
+
+SIZES_MIB = (1, 4, 16)
+
+
+def main(quick: bool = False) -> list[Section]:
+    n = 5000 if quick else 20000
+    pipe = pipe_round_trip(n)
+    rows = [Row("ping-pong round trip, park (spin 50 us, then futex)", "8 B", "us",
+                shm_round_trip(n, 50.0), limits={"Pipe round trip": pipe}),
+            Row("ping-pong round trip, futex every time (no spin)", "8 B", "us",
+                shm_round_trip(n // 4, 0.0), limits={"Pipe round trip": pipe})]
+    sizes = SIZES_MIB[:1] if quick else SIZES_MIB
+    for mib in sizes:
+        rows.append(Row("one-way messages, zero-copy receive", f"{mib} MiB", "GB/s",
+                        shm_copy(mib << 20), limits={"memcpy": memcpy_limit(mib << 20)}))
+    for mib in sizes:
+        rows_per_batch = (mib << 20) // 16
+        batch = pa.record_batch({"k": np.arange(rows_per_batch, dtype=np.int64),
+                                 "v": np.ones(rows_per_batch)})
+        parts = encode_arrow(batch)
+        size = sum(memoryview(p).nbytes for p in parts)
+        count = max(32, (1536 << 20) // size)
+        rows.append(Row("Arrow batches: encode + zero-copy decode + sum", f"{mib} MiB", "GB/s",
+                        statistics.median(one_way(parts, size, count, arrow=True) for _ in range(3)),
+                        limits={"memcpy": memcpy_limit(size)}))
+    return [Section("Shared-memory transport between 2 processes (sparktimely.shm)", rows, notes=[
+        "round trips: median over messages (first 10% dropped); one-way figures: median of 3 runs "
+        "after a warm-up; limits measured in the same run (memcpy: numpy.copyto, one thread)."],
+        key="shm").print()]
 
 
 if __name__ == "__main__":
-    main()
+    main(quick="--quick" in sys.argv)
