@@ -15,6 +15,7 @@ Each figure is the median of several runs.
 """
 from __future__ import annotations
 
+import contextlib
 import statistics
 import sys
 import time
@@ -52,8 +53,9 @@ def round_latency(worker: st.Worker, operators: int = 1, rounds: int = ROUNDS) -
     return statistics.median(latencies[rounds // 10:]) * 1e6
 
 
-def pipe_round_trip(count: int = ROUNDS) -> float:
-    """Median microseconds of a multiprocess Pipe ping-pong between two processes."""
+@contextlib.contextmanager
+def pipe_echo():
+    """A Pipe end whose other end, in a child process, sends back whatever it receives."""
     here, there = multiprocess.Pipe()
 
     def echo(conn):
@@ -61,14 +63,22 @@ def pipe_round_trip(count: int = ROUNDS) -> float:
             conn.send(message)
     child = multiprocess.Process(target=echo, args=(there,), daemon=True)
     child.start()
+    try:
+        yield here
+    finally:
+        here.send(None)
+        child.join(5)
+
+
+def pipe_round_trip(count: int = ROUNDS) -> float:
+    """Median microseconds of a multiprocess Pipe ping-pong between two processes."""
     latencies = []
-    for i in range(count):
-        start = time.perf_counter()
-        here.send(i)
-        here.recv()
-        latencies.append(time.perf_counter() - start)
-    here.send(None)
-    child.join(5)
+    with pipe_echo() as here:
+        for i in range(count):
+            start = time.perf_counter()
+            here.send(i)
+            here.recv()
+            latencies.append(time.perf_counter() - start)
     return statistics.median(latencies[count // 10:]) * 1e6
 
 

@@ -3,7 +3,7 @@
 Each reports its own timing; the comparison rows (Pipe round trip, list comprehension) are
 benchmarked beside them so the ratio comes from the same run.
 """
-import multiprocess
+from benchmarks.bench_core import pipe_echo
 
 import sparktimely as st
 
@@ -23,16 +23,8 @@ def test_empty_round_one_worker(benchmark):
 
 
 def test_pipe_round_trip(benchmark):
-    here, there = multiprocess.Pipe()
-
-    def echo(conn):
-        while (message := conn.recv()) is not None:
-            conn.send(message)
-    child = multiprocess.Process(target=echo, args=(there,), daemon=True)
-    child.start()
-    benchmark(lambda: (here.send(1), here.recv()))
-    here.send(None)
-    child.join(5)
+    with pipe_echo() as here:
+        benchmark(lambda: (here.send(1), here.recv()))
 
 
 def test_map_10k_batch(benchmark):
