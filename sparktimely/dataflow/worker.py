@@ -179,11 +179,14 @@ class Dataflow:
                 delta < 0 and tracker.is_global(location, time)
                 for (location, time), delta in changes.items())):
             self._changes = {}
-            batch = [(key, delta) for key, delta in changes.items() if delta]
-            if self.peers > 1 and batch:
-                self.worker.broadcast((PROGRESS, self.index, batch))
-            for (location, time), delta in batch:
-                tracker.update(location, time, delta)
+            if self.peers > 1:
+                batch = [(key, delta) for key, delta in changes.items() if delta]
+                if batch:
+                    self.worker.broadcast((PROGRESS, self.index, batch))
+            update = tracker.update
+            for (location, time), delta in changes.items():
+                if delta:
+                    update(location, time, delta)
             self._activate_watchers(tracker.propagate_all())
 
     def _activate_watchers(self, targets: set[int]) -> None:
@@ -301,9 +304,8 @@ class Worker:
     def _step(self) -> tuple[bool, bool]:
         """One round; returns (still running, whether there was anything to do)."""
         allocator = self._allocator
-        busy = allocator is not None and self._receive()
-        if not busy:
-            busy = any(d._heap or d.tracker.has_pending() for d in self._dataflows)
+        busy = allocator is not None and (self._receive() or any(
+            d._heap or d.tracker.has_pending() for d in self._dataflows))
         self._dataflows = [d for d in self._dataflows if d.step()]
         if allocator is not None:
             allocator.flush()

@@ -113,8 +113,33 @@ class MutableAntichain:
                         rebuild = not any(less_equal(f, time) for f in frontier)
             else:
                 rebuild = count <= 0 and time in frontier
-        if not rebuild:
+        return self._rebuild() if rebuild else []
+
+    def update(self, time: Timestamp, delta: int) -> list[tuple[Timestamp, int]]:
+        """Apply one update; return the resulting frontier changes (the tracker's hot path)."""
+        counts = self._counts
+        count = counts.get(time, 0) + delta
+        if count:
+            counts[time] = count
+        else:
+            del counts[time]
+        frontier = self._frontier
+        if delta > 0:
+            if count <= 0:
+                return []
+            if time.__class__ is int:                 # a new minimum replaces the old one
+                if frontier and frontier[0] <= time:
+                    return []
+                self._frontier = [time]
+                return [(frontier[0], -1), (time, 1)] if frontier else [(time, 1)]
+            if any(less_equal(f, time) for f in frontier):
+                return []
+        elif count > 0 or time not in frontier:
             return []
+        return self._rebuild()
+
+    def _rebuild(self) -> list[tuple[Timestamp, int]]:
+        frontier = self._frontier
         new = self._compute_frontier()
         if new == frontier:
             return []
@@ -131,10 +156,6 @@ class MutableAntichain:
                 frontier = [f for f in frontier if not less_equal(time, f)]
                 frontier.append(time)
         return frontier
-
-    def update(self, time: Timestamp, delta: int) -> list[tuple[Timestamp, int]]:
-        """Apply one update; return the resulting frontier changes."""
-        return self.update_iter(((time, delta),))
 
     def frontier(self) -> list:
         return list(self._frontier)

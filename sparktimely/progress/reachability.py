@@ -322,7 +322,7 @@ class Tracker:
         pointstamps = self._pointstamps
         for (loc, time), delta in pending.items():
             if delta:
-                for t, d in pointstamps[loc].update_iter(((time, delta),)):
+                for t, d in pointstamps[loc].update(time, delta):
                     self._tracked += d
                     push(loc, t, d)
         implications = self._implications
@@ -334,7 +334,7 @@ class Tracker:
             loc, time, delta = pop()
             if not delta:
                 continue
-            changes = implications[loc].update_iter(((time, delta),))
+            changes = implications[loc].update(time, delta)
             if not changes:
                 continue
             if is_target[loc]:
