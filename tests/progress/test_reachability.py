@@ -156,48 +156,34 @@ def test_advancing_cycle_accepted():
     graph.build()  # no edges: nothing to reject
 
 
-def test_nested_cycle_through_enter_and_leave_identity_rejected():
+def leave_enter_cycle(outer_name, outer_summary, inner_name, inner_summary):
+    """An outer node -> enter -> one inner node -> leave -> back to the outer node."""
     o, i = TimeKind(int), TimeKind(int).nested()
     graph = GraphBuilder()
-    a = graph.add_node("Outer", 1, 1, [[[0]]])
+    a = graph.add_node(outer_name, 1, 1, [[[outer_summary]]])
     e = graph.add_node("Enter", 1, 1, [[[ENTER]]], [o], [i])
-    m = graph.add_node("InnerMap", 1, 1, [[[0]]], [i], [i])
+    m = graph.add_node(inner_name, 1, 1, [[[inner_summary]]], [i], [i])
     l = graph.add_node("Leave", 1, 1, [[[LEAVE]]], [i], [o])
-    graph.add_edge((a, 0), (e, 0))
-    graph.add_edge((e, 0), (m, 0))
-    graph.add_edge((m, 0), (l, 0))
-    graph.add_edge((l, 0), (a, 0))
+    for source, target in ((a, e), (e, m), (m, l), (l, a)):
+        graph.add_edge((source, 0), (target, 0))
+    return graph, (a, e, m, l)
+
+
+def test_nested_cycle_through_enter_and_leave_identity_rejected():
+    graph, _ = leave_enter_cycle("Outer", 0, "InnerMap", 0)
     with pytest.raises(CycleError, match="Outer"):
         graph.build()
 
 
 def test_cycle_through_leave_enter_with_only_inner_advance_rejected():
-    o, i = TimeKind(int), TimeKind(int).nested()
-    graph = GraphBuilder()
-    a = graph.add_node("Outer", 1, 1, [[[0]]])
-    e = graph.add_node("Enter", 1, 1, [[[ENTER]]], [o], [i])
-    f = graph.add_node("InnerFeedback", 1, 1, [[[Product(0, 1)]]], [i], [i])
-    l = graph.add_node("Leave", 1, 1, [[[LEAVE]]], [i], [o])
-    graph.add_edge((a, 0), (e, 0))
-    graph.add_edge((e, 0), (f, 0))
-    graph.add_edge((f, 0), (l, 0))
-    graph.add_edge((l, 0), (a, 0))
+    graph, _ = leave_enter_cycle("Outer", 0, "InnerFeedback", Product(0, 1))
     with pytest.raises(CycleError):
         graph.build()
 
 
 @pytest.mark.timeout(5)
 def test_cycle_through_leave_enter_with_outer_advance_accepted_and_drains():
-    o, i = TimeKind(int), TimeKind(int).nested()
-    graph = GraphBuilder()
-    a = graph.add_node("OuterFeedback", 1, 1, [[[1]]])
-    e = graph.add_node("Enter", 1, 1, [[[ENTER]]], [o], [i])
-    f = graph.add_node("InnerFeedback", 1, 1, [[[Product(0, 1)]]], [i], [i])
-    l = graph.add_node("Leave", 1, 1, [[[LEAVE]]], [i], [o])
-    graph.add_edge((a, 0), (e, 0))
-    graph.add_edge((e, 0), (f, 0))
-    graph.add_edge((f, 0), (l, 0))
-    graph.add_edge((l, 0), (a, 0))
+    graph, (a, e, f, l) = leave_enter_cycle("OuterFeedback", 1, "InnerFeedback", Product(0, 1))
     tracker = graph.build()
     tracker.update(tracker.source(a, 0), 3, 1)
     tracker.propagate_all()
