@@ -208,3 +208,26 @@ def _ordered(names) -> list[str]:
     for name in names:
         seen.setdefault(name, None)
     return list(seen)
+
+
+def batch_source(scope, batch, count: int):
+    """A stream of ``count`` copies of ``batch`` at time 0, one per scheduling, as a live
+    source feeds a dataflow (so sending overlaps with what happens downstream)."""
+    import sparktimely as st
+
+    def ctor(capability, info):
+        again = scope.activator_for(info.address).activate
+        sent = 0
+
+        def logic(output):
+            nonlocal sent
+            if sent < count:
+                output.give_at(capability, batch)
+                sent += 1
+            if sent < count:
+                again()
+            else:
+                capability.drop()
+        return logic
+    return st.source(scope, "Batches", ctor)
+

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 import sparktimely as st
 
-from ._util import Row, Section
+from ._util import Row, Section, batch_source
 from .bench_shm import memcpy_limit
 
 REPEATS = 5
@@ -126,20 +126,7 @@ def exchange(keyed: bool, profile: bool = False, rows: int = ROWS,
         other = 1 - worker.index
 
         def build(scope):
-            def ctor(cap, info):                    # one batch per scheduling, as a live source
-                again = scope.activator_for(info.address).activate
-                sent = 0
-
-                def logic(output):
-                    nonlocal sent
-                    output.give_at(cap, batch)
-                    sent += 1
-                    if sent < batches:
-                        again()
-                    else:
-                        cap.drop()
-                return logic
-            stream = st.source(scope, "Batches", ctor)
+            stream = batch_source(scope, batch, batches)
             moved = (stream.exchange(key="k") if keyed
                      else stream.exchange(lambda b: np.full(b.num_rows, other)))
             return moved.probe()

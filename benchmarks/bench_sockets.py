@@ -34,7 +34,7 @@ import sparktimely as st
 from sparktimely.comm import WorkerAddress, build_allocator
 from sparktimely.comm.net import listen
 
-from ._util import Goal, Row, Section
+from ._util import Goal, Row, Section, batch_source
 
 CHUNK = 16 << 20
 ROWS = 512 << 10                  # 2 int64 columns: 8 MiB batches
@@ -159,21 +159,7 @@ def _exchange_job(worker: st.Worker, batches: int, both: bool, repeats: int,
     sends = batches if both or worker.index == 0 else 0
 
     def build(scope):
-        def ctor(capability, info):             # one batch per scheduling, as a live source
-            again = scope.activator_for(info.address).activate
-            sent = 0
-
-            def logic(output):
-                nonlocal sent
-                if sent < sends:
-                    output.give_at(capability, batch)
-                    sent += 1
-                if sent < sends:
-                    again()
-                else:
-                    capability.drop()
-            return logic
-        return st.source(scope, "Batches", ctor).exchange(
+        return batch_source(scope, batch, sends).exchange(
             lambda b: np.full(b.num_rows, other, np.uint8)).probe()
     times = []
     for _ in range(repeats + 1):                # the first run warms up
