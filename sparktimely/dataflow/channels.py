@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from .containers import partition_batch
-from .ports import batch_length
+from .ports import batch_length, own_copy
 
 if TYPE_CHECKING:
     from .ports import InputPort, OutputPort
@@ -134,5 +134,4 @@ class BroadcastPusher(_RemotePusher):
 
     def push(self, time, batch) -> None:
         for worker in range(self._peers):
-            self._deliver(worker, time, batch if batch.__class__ is not list or worker == self._me
-                          else list(batch))
+            self._deliver(worker, time, batch if worker == self._me else own_copy(batch))

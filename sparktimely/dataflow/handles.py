@@ -7,7 +7,7 @@ from ..progress.frontier import Antichain, MutableAntichain
 from ..progress.timestamp import Timestamp, less_equal
 from .capability import Capability
 from .containers import arrow_batches
-from .ports import BATCH_SIZE, OutputPort, batch_length
+from .ports import BATCH_SIZE, OutputPort, batch_length, own_copy
 
 if TYPE_CHECKING:
     from .ports import InputPort
@@ -80,7 +80,7 @@ class InputHandle:
     def _push(self, batch: Any) -> None:
         last = len(self._bound) - 1
         for i, (port, _) in enumerate(self._bound):
-            port.push(self._time, batch if i == last or batch.__class__ is not list else list(batch))
+            port.push(self._time, batch if i == last else own_copy(batch))
 
     def flush(self) -> None:
         """Hand buffered records to the dataflows now."""

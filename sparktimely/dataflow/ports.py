@@ -21,6 +21,12 @@ BATCH_SIZE = 4096
 """Records buffered per time by an output session before they are sent as one batch."""
 
 
+def own_copy(batch: Any) -> Any:
+    """A batch another consumer may keep and change: lists are copied, Arrow batches are
+    immutable and shared."""
+    return list(batch) if batch.__class__ is list else batch
+
+
 def batch_length(batch: Any) -> int:
     """The number of records in a batch (a list or a pyarrow.RecordBatch)."""
     return len(batch) if batch.__class__ is list else batch.num_rows
@@ -43,7 +49,7 @@ class OutputPort:
         last = len(pushers) - 1
         for i, pusher in enumerate(pushers):
             # Consumers may keep or change the lists they receive: each gets its own.
-            pusher.push(time, batch if i == last or batch.__class__ is not list else list(batch))
+            pusher.push(time, batch if i == last else own_copy(batch))
 
 
 class InputPort:
@@ -123,7 +129,7 @@ class Session:
         copied, so the caller may reuse it."""
         self.flush()
         if batch_length(batch):
-            self._port.push(self._time, list(batch) if batch.__class__ is list else batch)
+            self._port.push(self._time, own_copy(batch))
 
     def flush(self) -> None:
         if self._buffer:
