@@ -6,7 +6,6 @@ on one worker, which reports the word's new running total once the round is comp
     python -m examples.wordcount -w2
 """
 import sys
-import zlib
 
 import sparktimely as st
 
@@ -16,7 +15,7 @@ TEXT = ["the quick brown fox", "jumps over the lazy dog", "the dog barks",
 
 def word_route(pair) -> int:
     """Same worker for the same word in every process (unlike the salted ``hash``)."""
-    return zlib.crc32(pair[0].encode())
+    return st.stable_hash(pair[0])
 
 
 def wordcount(worker: st.Worker, lines: list[str] = TEXT) -> list[tuple[int, str, int]]:

@@ -9,6 +9,7 @@ from .dataflow import (
     InputHandle, LoopHandle, Notificator, OperatorBuilder, OperatorError, OperatorInfo, Pipeline,
     ProbeHandle, Scope, Stream, Worker, source,
 )
+from .hashing import stable_hash
 from .execute import WorkerError, example, execute, execute_directly, execute_from_args
 from .ops import Capture, Err, Ok
 from .progress import Antichain, ChangeBatch, CycleError, MutableAntichain, Product
@@ -18,5 +19,5 @@ __all__ = [
     "CycleError", "Err", "Exchange", "FrontierNotificator", "InputCapability", "InputHandle",
     "LoopHandle", "MutableAntichain", "Notificator", "Ok", "OperatorBuilder", "OperatorError",
     "OperatorInfo", "Pipeline", "ProbeHandle", "Product", "Scope", "Stream", "Worker",
-    "WorkerError", "example", "execute", "execute_directly", "execute_from_args", "source",
+    "WorkerError", "example", "execute", "execute_directly", "execute_from_args", "source", "stable_hash",
 ]

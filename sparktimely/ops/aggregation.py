@@ -5,6 +5,7 @@ import copy
 from typing import Any, Callable
 
 from ..dataflow import Exchange, Pipeline, Stream
+from ..hashing import stable_hash
 
 
 def accumulate(stream: Stream, init: Any, f: Callable[[Any, list], Any]) -> Stream:
@@ -41,16 +42,18 @@ def count(stream: Stream) -> Stream:
 
 
 def aggregate(stream: Stream, fold: Callable[[Any, Any, Any], Any],
-              emit: Callable[[Any, Any], Any], route: Callable[[Any], int]) -> Stream:
+              emit: Callable[[Any, Any], Any],
+              route: Callable[[Any], int] = stable_hash) -> Stream:
     """For ``(key, val)`` records: per time and key, ``agg = fold(key, val, agg)`` (``agg``
     starts as None) on worker ``route(key) % peers``; once the time is complete, sends
-    ``emit(key, agg)`` for each key.
+    ``emit(key, agg)`` for each key. ``route`` defaults to :func:`~sparktimely.stable_hash`;
+    a route must give every worker the same answer (never the salted built-in ``hash``).
 
     >>> import sparktimely as st
     >>> def build(scope):
     ...     words = scope.to_stream("a b a".split()).map(lambda w: (w, 1))
     ...     return words.aggregate(lambda k, v, agg: (agg or 0) + v,
-    ...                            lambda k, agg: (k, agg), hash).capture()
+    ...                            lambda k, agg: (k, agg), st.stable_hash).capture()
     >>> st.example(build).extract()
     [(0, [('a', 2), ('b', 1)])]
     """
@@ -71,11 +74,13 @@ def aggregate(stream: Stream, fold: Callable[[Any, Any, Any], Any],
     return stream.unary_notify(Exchange(lambda kv: route(kv[0])), "Aggregate", [], logic)
 
 
-def state_machine(stream: Stream, fold: Callable, route: Callable[[Any], int]) -> Stream:
+def state_machine(stream: Stream, fold: Callable,
+                  route: Callable[[Any], int] = stable_hash) -> Stream:
     """Keyed state across times: for each ``(key, val)`` in time order,
     ``fold(key, val, state)`` returns ``(remove, outputs)`` or ``(remove, outputs,
     new_state)``. ``state`` starts as None; ``remove`` discards it. Outputs are sent at the
-    record's time once that time is complete.
+    record's time once that time is complete. Keys live on worker ``route(key) % peers``
+    (default :func:`~sparktimely.stable_hash`).
 
     >>> import sparktimely as st
     >>> def running_sum(key, val, total):
@@ -83,7 +88,7 @@ def state_machine(stream: Stream, fold: Callable, route: Callable[[Any], int]) -
     ...     return False, [(key, total)], total
     >>> def build(scope):
     ...     records = scope.to_stream([("x", 1), ("x", 2), ("y", 5)])
-    ...     return records.state_machine(running_sum, hash).capture()
+    ...     return records.state_machine(running_sum, st.stable_hash).capture()
     >>> st.example(build).extract()
     [(0, [('x', 1), ('x', 3), ('y', 5)])]
     """

@@ -111,7 +111,7 @@ def test_concat_with_rounds_and_concatenate():
 def test_exchange_on_one_worker_keeps_everything():
     got = run_rounds(lambda s: s.exchange(lambda x: x).capture(), ROUNDS)
     assert got.extract() == [(0, [1, 2, 3]), (1, [5]), (3, [0, 4, 4])]
-    got = st.example(lambda s: s.to_stream(["b", "a"]).exchange(hash).capture())
+    got = st.example(lambda s: s.to_stream(["b", "a"]).exchange(st.stable_hash).capture())
     assert got.extract() == [(0, ["a", "b"])]
 
 
@@ -266,7 +266,7 @@ def test_aggregate_word_count_per_round():
         return stream.map(lambda w: (w, 1)).aggregate(
             lambda key, val, agg: (agg or 0) + val,
             lambda key, agg: (key, agg),
-            hash).capture()
+            st.stable_hash).capture()
     assert run_rounds(build, rounds).extract() == [
         (0, [("a", 2), ("b", 1)]), (1, [("b", 1)]), (2, [("a", 1), ("c", 2)])]
 
@@ -291,7 +291,7 @@ def test_state_machine_state_persists_across_times():
         total = (total or 0) + val
         return False, [(key, total)], total
     rounds = [[("x", 1), ("x", 2), ("y", 5)], [("x", 10)], [], [("y", 1), ("z", 0)]]
-    got = run_rounds(lambda s: s.state_machine(running_sum, hash).capture(), rounds)
+    got = run_rounds(lambda s: s.state_machine(running_sum, st.stable_hash).capture(), rounds)
     assert got.extract() == [
         (0, [("x", 1), ("x", 3), ("y", 5)]), (1, [("x", 13)]), (3, [("y", 6), ("z", 0)])]
 
@@ -306,7 +306,7 @@ def test_state_machine_remove_discards_state():
         state = (state or 0) + 1
         return False, [(key, state)], state
     rounds = [[("k", "a"), ("k", "b")], [("k", "reset")], [("k", "c")]]
-    got = run_rounds(lambda s: s.state_machine(fold, hash).capture(), rounds)
+    got = run_rounds(lambda s: s.state_machine(fold, st.stable_hash).capture(), rounds)
     assert got.extract() == [(0, [("k", 1), ("k", 2)]), (1, [("k", "reset")]), (2, [("k", 1)])]
     assert seen_states == [("k", "a", None), ("k", "b", 1), ("k", "reset", 2), ("k", "c", None)]
 

@@ -10,7 +10,8 @@ import pytest
 
 import sparktimely as st
 from sparktimely.ops import arrow as arrow_ops
-from sparktimely.dataflow.containers import hash_array, hash_rows, partition_batch
+from sparktimely.dataflow.containers import partition_batch
+from sparktimely.hashing import hash_array, hash_rows
 
 WORDS = pa.array([f"w{i}" for i in range(10_007)])
 
