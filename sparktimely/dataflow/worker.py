@@ -172,8 +172,8 @@ class Dataflow:
         increments are always justified by pointstamps every worker still sees.
         """
         tracker = self.tracker
-        if self.peers > 1 and tracker.has_pending():
-            self._activate_watchers(tracker.propagate_all())    # what the others sent
+        if tracker.has_pending():     # what the others sent, and the initial capabilities
+            self._activate_watchers(tracker.propagate_all())
         changes = self._changes
         if changes and (self.peers == 1 or any(
                 delta < 0 and tracker.is_global(location, time)
