@@ -183,6 +183,7 @@ class _TaskAllocator:
         self._inner = inner
         self.index, self.peers = inner.index, inner.peers
         self.send, self.receive, self.flush = inner.send, inner.receive, inner.flush
+        self.wake = inner.wake
         self._record = record
 
     def park(self, timeout: float | None) -> None:

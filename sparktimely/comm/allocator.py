@@ -27,6 +27,9 @@ class Allocator(Protocol):
     def park(self, timeout: float | None) -> None:
         """Wait until a message may have arrived or ``timeout`` seconds passed."""
 
+    def wake(self) -> None:
+        """Make this worker's current or next ``park`` return (safe from any thread)."""
+
     def flush(self) -> bool:
         """Push queued output on; True when nothing is left queued."""
 
@@ -54,6 +57,9 @@ class ShmAllocator:
 
     def park(self, timeout: float | None) -> None:
         self.endpoint.park(timeout)
+
+    def wake(self) -> None:
+        self.endpoint.wake(self.index)
 
     def flush(self) -> bool:
         return self.endpoint.flush()

@@ -315,6 +315,7 @@ class ClusterAllocator:
         self._inbox: deque = deque()
         self._event = threading.Event()
         wake = self._event.set if endpoint is None else (lambda: endpoint.wake(slots[index]))
+        self.wake = wake
         self._links = {peer: _Link(sock, index, peer, names[peer], self._inbox, wake)
                        for peer, sock in connections.items()}
 

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 
 class InputHandle:
-    """Feeds records into dataflows at a time that only moves forward.
+    """Feeds records into dataflows at a time that only moves forward. ``name`` identifies
+    it in messages (such as the hint about an input that was never closed).
 
     >>> import sparktimely as st
     >>> def job(worker):
@@ -30,7 +31,8 @@ class InputHandle:
     [(0, [0]), (1, [10]), (2, [20])]
     """
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "input") -> None:
+        self.name = name
         self._time: Timestamp | None = None
         self._buffer: list = []
         self._bound: list[tuple[OutputPort, Capability]] = []
@@ -78,6 +80,8 @@ class InputHandle:
                 self._push(batch)
 
     def _push(self, batch: Any) -> None:
+        if any(port.dataflow.dropped for port, _ in self._bound):
+            self._bound = [(port, cap) for port, cap in self._bound if not port.dataflow.dropped]
         last = len(self._bound) - 1
         for i, (port, _) in enumerate(self._bound):
             port.push(self._time, batch if i == last else own_copy(batch))

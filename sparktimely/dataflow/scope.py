@@ -58,6 +58,11 @@ class Scope:
                 f"stream of scope {stream.scope.name!r} used in scope {self.name!r}: "
                 f"bring it in with stream.enter(scope) or out with stream.leave()")
 
+    def on_drop(self, callback: Callable[[], None]) -> None:
+        """Run ``callback()`` if the dataflow is dropped with ``worker.drop_dataflow`` (to
+        release what its operators hold outside it, such as shared traces)."""
+        self.dataflow.on_drop(callback)
+
     def activator_for(self, address: tuple) -> Activator:
         """An activator for the operator at ``address`` (from its ``info.address``)."""
         return Activator(self.dataflow, address[-1])
@@ -101,6 +106,7 @@ class Scope:
         builder.build(ctor)
         builder._operator.watches_frontiers = False
         handle._bind(stream._port)
+        self.dataflow.add_input_handle(handle, builder.index)
         return stream
 
     def concatenate(self, streams: Sequence[Stream]) -> Stream:

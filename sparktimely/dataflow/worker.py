@@ -7,15 +7,23 @@ schedule what is activated (in operator order, so a pipeline runs end to end in 
 apply progress again, and send what was produced.
 
 With several workers, every worker tracks the global progress of each dataflow: the
-pointstamp changes a worker makes in one propagation are sent, as one atomic batch, to every
-other worker (FIFO per sender), and each worker applies everyone's batches to its own tracker.
+pointstamp changes a worker makes are shared, as one atomic batch, with every other worker
+(FIFO per sender), and each worker applies everyone's batches to its own tracker. When and
+what to share is decided by :class:`~sparktimely.progress.exchange.ProgressExchange`, a pure
+state machine; this module only moves its messages.
 """
 from __future__ import annotations
 
+import logging
 import pickle
+import threading
+import time as _time
+import weakref
+from collections import deque
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..progress.exchange import ProgressExchange
 from ..progress.reachability import GraphBuilder, Tracker
 from ..progress.timestamp import TimeKind, Timestamp
 from .operator import Operator
@@ -31,7 +39,12 @@ if TYPE_CHECKING:
 DATA, PROGRESS, GRAPH = 0, 1, 2
 """Kinds of worker-to-worker messages: ``(DATA, dataflow, location, time, batch)``,
 ``(PROGRESS, dataflow, [((location, time), delta), ...])`` and
-``(GRAPH, dataflow, shape)`` (each worker's description of the dataflow it built)."""
+``(GRAPH, dataflow, shape, names, salt_probe)`` (each worker's description of the dataflow
+it built, and its Python ``hash`` of a fixed string, to detect differently salted peers)."""
+
+logger = logging.getLogger("sparktimely")
+
+_SALT_PROBE = "sparktimely: is hash() salted alike on every worker?"
 
 
 class Dataflow:
@@ -45,16 +58,20 @@ class Dataflow:
         self.operators: list[Operator] = []
         self.graph: GraphBuilder | None = GraphBuilder()
         self.tracker: Tracker | None = None
+        self.progress = ProgressExchange(worker.peers)
+        self.update = self.progress.update       # the hot path: a bound method, no wrapper
+        self.dropped = False
+        self.shape: list = []
         self._edges: list[tuple["OutputPort", "InputPort"]] = []
         self._loops: list = []
-        self._changes: dict[tuple[int, Timestamp], int] = {}
-        self._initial: dict[tuple[int, Timestamp], int] = {}
+        self._on_drop: list[Callable[[], None]] = []
         self._frontier_watchers: dict[int, int] = {}
         self._queued: list[bool] = []
         self._heap: list[int] = []
         self._deferred: list[int] = []
         self._cursor: int | None = None
         self._inputs_at: dict[int, "InputPort"] = {}
+        self._input_handles: list = []
 
     # -- building -------------------------------------------------------------------------
 
@@ -91,6 +108,15 @@ class Dataflow:
     def add_loop(self, handle) -> None:
         self._loops.append(handle)
 
+    def add_input_handle(self, handle, operator: int) -> None:
+        """Remember that ``handle`` feeds operator ``operator`` (to name it if it is left
+        open). Weakly: a handle nobody references any more closes itself."""
+        self._input_handles.append((weakref.ref(handle), operator))
+
+    def on_drop(self, callback: Callable[[], None]) -> None:
+        """Run ``callback()`` if this dataflow is dropped (``Worker.drop_dataflow``)."""
+        self._on_drop.append(callback)
+
     def finish_building(self) -> None:
         """Compile the graph into a tracker; errors here name the offending operators."""
         graph = self.graph
@@ -101,14 +127,15 @@ class Dataflow:
         for source, target in self._edges:
             graph.add_edge(source_ports[source.location], target_ports[target.location])
         self.tracker = graph.build()
-        self.shape = [(op.name, len(op.inputs), len(op.outputs)) for op in self.operators] + [
+        # Workers compare structure only: names may hold user objects' reprs (addresses).
+        self.shape = [(op.address, len(op.inputs), len(op.outputs)) for op in self.operators] + [
             (source.location, target.location) for source, target in self._edges]
         self.graph = None
         self._loops = []
-        for (location, time), count in self._initial.items():
-            self.tracker.update(location, time, count * self.peers)
+        self.progress.start(self.tracker)
         if self.peers > 1:       # first, so peers check the shape before anything else
-            self.worker.broadcast((GRAPH, self.index, self.shape))
+            self.worker.broadcast((GRAPH, self.index, self.shape,
+                                   [op.name for op in self.operators], hash(_SALT_PROBE)))
         for operator in self.operators:
             if operator.watches_frontiers:
                 for handle in operator.inputs:
@@ -121,16 +148,9 @@ class Dataflow:
         """Count a new capability. One made while the dataflow is built is made identically
         by every worker, so it is counted once per worker without any message."""
         if self.tracker is None:
-            key = (location, time)
-            self._initial[key] = self._initial.get(key, 0) + 1
+            self.progress.acquire_initial(location, time)
         else:
             self.update(location, time, 1)
-
-    def update(self, location: int, time: Timestamp, delta: int) -> None:
-        """Record a pointstamp change made on this worker (applied at the next propagation)."""
-        key = (location, time)
-        changes = self._changes
-        changes[key] = changes.get(key, 0) + delta
 
     def activate(self, index: int) -> None:
         """Schedule operator ``index`` at the next opportunity."""
@@ -151,48 +171,26 @@ class Dataflow:
             input.queue.append((time, batch, batch_length(batch)))
             self.activate(input.operator)
         elif kind == PROGRESS:
-            update = self.tracker.update
-            for (location, time), delta in message[2]:
-                update(location, time, delta)
+            self.progress.receive(message[2])
         elif kind == GRAPH:
-            if message[2] != self.shape:
+            _, _, shape, names, salt_probe = message
+            if shape != self.shape:
                 raise RuntimeError(
                     f"workers built dataflow {self.name!r} differently: worker {source} has "
-                    f"{_describe(message[2])}, worker {self.worker.index} has "
-                    f"{_describe(self.shape)}; every worker must build the same dataflows "
-                    f"in the same order")
+                    f"{_describe(names)}, worker {self.worker.index} has "
+                    f"{_describe([op.name for op in self.operators])}; every worker must "
+                    f"build the same dataflows in the same order")
+            if salt_probe != hash(_SALT_PROBE):
+                self.worker._warn_salted_hash(source)
 
     def _propagate(self) -> None:
-        """Share and apply this worker's pointstamp changes, then push everything that
-        arrived through the tracker.
-
-        With peers, changes are held back (timely's "demand" mode) until one of them
-        removes a pointstamp that alone holds some frontier back; then all of them go out
-        as one atomic batch, to every worker and to this one's tracker. Held-back
-        increments are always justified by pointstamps every worker still sees.
-        """
-        tracker = self.tracker
-        if tracker.has_pending():     # what the others sent, and the initial capabilities
-            self._activate_watchers(tracker.propagate_all())
-        changes = self._changes
-        if changes and (self.peers == 1 or any(
-                delta < 0 and tracker.is_global(location, time)
-                for (location, time), delta in changes.items())):
-            self._changes = {}
-            if self.peers > 1:
-                batch = [(key, delta) for key, delta in changes.items() if delta]
-                if batch:
-                    self.worker.broadcast((PROGRESS, self.index, batch))
-            update = tracker.update
-            for (location, time), delta in changes.items():
-                if delta:
-                    update(location, time, delta)
-            self._activate_watchers(tracker.propagate_all())
-
-    def _activate_watchers(self, targets: set[int]) -> None:
-        """Schedule the operators that watch the frontiers of ``targets``."""
+        """Run the progress protocol: share what must be shared, and schedule the operators
+        whose input frontiers moved."""
+        batch, changed = self.progress.exchange()
+        if batch is not None:
+            self.worker.broadcast((PROGRESS, self.index, batch))
         watchers = self._frontier_watchers
-        for target in targets:
+        for target in changed:
             index = watchers.get(target)
             if index is not None:
                 self.activate(index)
@@ -217,7 +215,84 @@ class Dataflow:
                     heappush(heap, index)
                 self._deferred = []
             self._propagate()
-        return self.tracker.tracking_anything() or bool(heap) or bool(self._changes)
+        return self.progress.tracking_anything() or bool(heap)
+
+    def busy(self) -> bool:
+        """True if a step would do something here (operators to run, progress to apply)."""
+        return bool(self._heap) or self.tracker.has_pending()
+
+    def drop(self) -> None:
+        """Stop this dataflow here: run the ``on_drop`` callbacks and release what it holds."""
+        self.dropped = True
+        callbacks, self._on_drop = self._on_drop, []
+        for callback in callbacks:
+            callback()
+        for operator in self.operators:
+            operator.logic = None
+            for input in operator.inputs:
+                input.queue.clear()
+        self._heap = []
+        self._input_handles = []
+
+    def open_inputs(self) -> list[str]:
+        """Descriptions of the input handles that alone keep this dataflow from completing
+        (empty if anything else holds a pointstamp)."""
+        tracker = self.tracker
+        held = {location for location in range(tracker.locations())
+                if not tracker.pointstamps(location).is_empty()}
+        inputs = {}
+        for handle_ref, operator in self._input_handles:
+            handle = handle_ref()
+            if handle is not None and not handle._closed:
+                inputs[self.operators[operator].outputs[0].location] = (handle, operator)
+        if not held or not held <= inputs.keys():
+            return []
+        return [f"input handle {inputs[location][0].name!r} (operator "
+                f"{self.operators[inputs[location][1]].name!r} at address "
+                f"{self.operators[inputs[location][1]].address})" for location in sorted(held)]
+
+
+class SyncActivator:
+    """Schedules an operator from any thread, and wakes its worker if it is parked (timely's
+    ``SyncActivator``): for sources fed by I/O threads.
+
+    >>> import threading, queue
+    >>> import sparktimely as st
+    >>> def job(worker):
+    ...     arrived = queue.SimpleQueue()
+    ...     def build(scope):
+    ...         def ctor(cap, info):
+    ...             activator = worker.sync_activator_for(info.address)
+    ...             def feed():                   # another thread produces, then pokes
+    ...                 for x in (1, 2, None):
+    ...                     arrived.put(x)
+    ...                     activator.activate()
+    ...             threading.Thread(target=feed).start()
+    ...             def logic(output):
+    ...                 while not arrived.empty():
+    ...                     x = arrived.get()
+    ...                     if x is None:
+    ...                         cap.drop()
+    ...                     else:
+    ...                         output.session(cap).give(x)
+    ...             return logic
+    ...         return st.source(scope, "FromThread", ctor).capture()
+    ...     return worker.dataflow(build)
+    >>> st.execute_directly(job).extract()
+    [(0, [1, 2])]
+    """
+
+    __slots__ = ("_worker", "_dataflow", "_operator")
+
+    def __init__(self, worker: "Worker", dataflow: int, operator: int) -> None:
+        self._worker = worker
+        self._dataflow = dataflow
+        self._operator = operator
+
+    def activate(self) -> None:
+        """Schedule the operator at the worker's next step (safe from any thread)."""
+        self._worker._remote_activations.append((self._dataflow, self._operator))
+        self._worker._wake()
 
 
 class Worker:
@@ -232,6 +307,10 @@ class Worker:
     (0, 1)
     """
 
+    idle_hint_after = 2.0
+    """Seconds without any work, after ``func`` returned, before :meth:`run` logs which input
+    handles were never closed (once per dataflow)."""
+
     def __init__(self, index: int = 0, peers: int = 1, args: list[str] | None = None,
                  allocator: "Allocator | None" = None) -> None:
         if peers > 1 and allocator is None:
@@ -244,6 +323,9 @@ class Worker:
         self._built: dict[int, Dataflow] = {}
         self._early: dict[int, list[tuple[int, tuple]]] = {}
         self._dataflow_count = 0
+        self._salt_warned = False
+        self._remote_activations: deque = deque()
+        self._alone_wakeup: threading.Event | None = None
 
     def dataflow(self, build: Callable[["Scope"], Any], *, name: str | None = None,
                  timestamp: type = int) -> Any:
@@ -260,10 +342,56 @@ class Worker:
         dataflow.finish_building()
         self._dataflows.append(dataflow)
         self._built[index] = dataflow
-        if self._allocator is not None:
-            for source, message in self._early.pop(index, ()):
-                dataflow.deliver(source, message)
+        for source, message in self._early.pop(index, ()):
+            dataflow.deliver(source, message)
         return result
+
+    def next_dataflow_index(self) -> int:
+        """The index the next :meth:`dataflow` will get (for :meth:`drop_dataflow`)."""
+        return self._dataflow_count
+
+    def installed_dataflows(self) -> list[int]:
+        """The indexes of the dataflows still running on this worker."""
+        return [dataflow.index for dataflow in self._dataflows]
+
+    def drop_dataflow(self, index: int) -> None:
+        """Stop running dataflow ``index`` on this worker and release what it holds.
+
+        Its ``scope.on_drop`` callbacks run, its operators and queued batches are released,
+        input handles stop feeding it, and messages still arriving for it are discarded. As
+        in timely, dropping is local: drop it on every worker, or peers that still exchange
+        data with it wait forever.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     input = st.InputHandle()
+        ...     index = worker.next_dataflow_index()
+        ...     worker.dataflow(lambda scope: scope.input_from(input).probe())
+        ...     before = worker.installed_dataflows()
+        ...     worker.drop_dataflow(index)               # the open input no longer matters
+        ...     return before, worker.installed_dataflows()
+        >>> st.execute_directly(job)
+        ([0], [])
+        """
+        dataflow = self._built.get(index)
+        if dataflow is None or dataflow.dropped:
+            raise KeyError(f"worker {self.index} has no dataflow {index} to drop "
+                           f"(installed: {self.installed_dataflows()})")
+        dataflow.drop()
+        self._dataflows = [d for d in self._dataflows if d is not dataflow]
+
+    def sync_activator_for(self, address: tuple) -> SyncActivator:
+        """An activator for the operator at ``address`` (its ``info.address``) that other
+        threads may call; see :class:`SyncActivator`."""
+        if self._allocator is None and self._alone_wakeup is None:
+            self._alone_wakeup = threading.Event()
+        return SyncActivator(self, address[0], address[-1])
+
+    def _wake(self) -> None:
+        if self._allocator is not None:
+            self._allocator.wake()
+        elif self._alone_wakeup is not None:
+            self._alone_wakeup.set()
 
     # -- communication ---------------------------------------------------------------------
 
@@ -285,15 +413,25 @@ class Worker:
                 send(target, message)
 
     def _receive(self) -> bool:
-        """Deliver arrived messages (stashing those for dataflows not built yet)."""
+        """Deliver arrived messages (stashing those for dataflows not built yet, discarding
+        those for dropped ones)."""
         messages = self._allocator.receive()
         for source, message in messages:
             dataflow = self._built.get(message[1])
             if dataflow is None:
                 self._early.setdefault(message[1], []).append((source, message))
-            else:
+            elif not dataflow.dropped:
                 dataflow.deliver(source, message)
         return bool(messages)
+
+    def _warn_salted_hash(self, peer: int) -> None:
+        if not self._salt_warned:
+            self._salt_warned = True
+            logger.warning(
+                "worker %d: Python's hash() of strings differs on worker %d (its process has "
+                "another PYTHONHASHSEED): routes built on hash() send one key to several "
+                "workers. Route with sparktimely.stable_hash, or set PYTHONHASHSEED alike "
+                "for every process.", self.index, peer)
 
     # -- running -----------------------------------------------------------------------------
 
@@ -303,12 +441,20 @@ class Worker:
 
     def _step(self) -> tuple[bool, bool]:
         """One round; returns (still running, whether there was anything to do)."""
-        allocator = self._allocator
-        busy = allocator is not None and (self._receive() or any(
-            d._heap or d.tracker.has_pending() for d in self._dataflows))
+        busy = False
+        if self._allocator is not None:
+            busy = self._receive()
+        activations = self._remote_activations
+        while activations:
+            index, operator = activations.popleft()
+            dataflow = self._built.get(index)
+            if dataflow is not None and not dataflow.dropped:
+                dataflow.activate(operator)
+            busy = True
+        busy = busy or any(d.busy() for d in self._dataflows)
         self._dataflows = [d for d in self._dataflows if d.step()]
-        if allocator is not None:
-            allocator.flush()
+        if self._allocator is not None:
+            self._allocator.flush()
         return bool(self._dataflows), busy
 
     def step_while(self, predicate: Callable[[], bool]) -> None:
@@ -318,21 +464,66 @@ class Worker:
 
     def step_or_park(self, timeout_seconds: float | None = None) -> bool:
         """Step; if there was nothing to do, wait up to ``timeout_seconds`` (None: until
-        something arrives) for messages from other workers. A lone worker never waits."""
+        something arrives) for messages from other workers or activations from other
+        threads. A lone worker without such activators never waits."""
         running, busy = self._step()
-        if running and not busy and self._allocator is not None:
-            self._allocator.park(timeout_seconds)
+        if running and not busy:
+            if self._allocator is not None:
+                self._allocator.park(timeout_seconds)
+            elif self._alone_wakeup is not None:
+                self._alone_wakeup.wait(timeout_seconds)
+                self._alone_wakeup.clear()
         return running
+
+    def step_or_park_while(self, timeout_seconds: float | None,
+                           predicate: Callable[[], bool]) -> None:
+        """:meth:`step_or_park` with ``timeout_seconds`` until ``predicate()`` is false."""
+        while predicate():
+            self.step_or_park(timeout_seconds)
 
     def run(self) -> None:
         """Step until every dataflow has completed (here and, as far as it affects this
-        worker, everywhere), then make sure every message for other workers is sent."""
-        while self.step_or_park(1.0):
-            pass
+        worker, everywhere), then make sure every message for other workers is sent.
+
+        If nothing moves for :attr:`idle_hint_after` seconds and only input handles that were
+        never closed hold a dataflow open, says which, once (a forgotten ``close()``).
+        """
+        idle_since = _time.monotonic()
+        hinted: set[int] = set()
+        while True:
+            running, busy = self._step()
+            if not running:
+                break
+            now = _time.monotonic()
+            if busy:
+                idle_since = now
+            elif now - idle_since >= self.idle_hint_after:
+                self._hint_open_inputs(hinted)
+            if not busy:
+                if self._allocator is not None:
+                    self._allocator.park(0.25)
+                elif self._alone_wakeup is not None:
+                    self._alone_wakeup.wait(0.25)
+                    self._alone_wakeup.clear()
+                else:
+                    _time.sleep(0.001)
         self._check_all_built()
         if self._allocator is not None:
             while not self._allocator.flush():
                 self._allocator.park(0.01)
+
+    def _hint_open_inputs(self, hinted: set[int]) -> None:
+        for dataflow in self._dataflows:
+            if dataflow.index in hinted:
+                continue
+            open_inputs = dataflow.open_inputs()
+            if open_inputs:
+                hinted.add(dataflow.index)
+                logger.warning(
+                    "worker %d: dataflow %r (index %d) cannot complete: only %s still "
+                    "hold%s it open. Call close() on an input handle once its input is done.",
+                    self.index, dataflow.name, dataflow.index, " and ".join(open_inputs),
+                    "s" if len(open_inputs) == 1 else "")
 
     def _check_all_built(self) -> None:
         for index, messages in self._early.items():
@@ -342,6 +533,5 @@ class Worker:
                 f"{sources} but never built it: every worker must build the same dataflows")
 
 
-def _describe(shape: list) -> str:
-    operators = [entry[0] for entry in shape if isinstance(entry[0], str)]
-    return f"{len(operators)} operators ({', '.join(operators)})"
+def _describe(names: list[str]) -> str:
+    return f"{len(names)} operators ({', '.join(names)})"

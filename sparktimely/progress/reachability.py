@@ -283,6 +283,10 @@ class Tracker:
     def node_of(self, location: int) -> int:
         return self._node_of[location]
 
+    def locations(self) -> int:
+        """How many locations there are (their ids are ``0 .. locations() - 1``)."""
+        return len(self._kinds)
+
     def update(self, location: int, time: Timestamp, delta: int) -> None:
         """Buffer a change in the count of pointstamp ``(location, time)``."""
         key = (location, time)

@@ -1,0 +1,145 @@
+"""The progress protocol between workers, as a pure state machine.
+
+Every worker runs the same dataflow and keeps its own :class:`Tracker` of the global
+pointstamp counts. :class:`ProgressExchange` decides what a worker tells the others and when.
+It does no I/O, in the style of dask/distributed's worker state machine: events go in,
+messages come out, and the caller moves the messages.
+
+Events in:
+
+- :meth:`~ProgressExchange.update`: a pointstamp change this worker made (a capability
+  acquired, downgraded or dropped; records produced for an input, ``+n``; records consumed,
+  ``-n``).
+- :meth:`~ProgressExchange.acquire_initial`: a capability made while the dataflow is built.
+  Every worker builds the same dataflow, so each counts it once per worker, with no message.
+- :meth:`~ProgressExchange.receive`: a batch another worker broadcast (FIFO per sender).
+
+Out, from :meth:`~ProgressExchange.exchange`: the batch to broadcast to every other worker
+(or None) and the input locations whose frontier changed here.
+
+The rules (timely's, see its ``subgraph.rs`` and ``reachability.rs``):
+
+- A batch is atomic: the consumed-records decrement and the capability or records it
+  justifies travel together, so no worker ever sees one without the other.
+- A worker's changes are applied to its own tracker exactly when they are broadcast, so every
+  worker's tracker is a sum of whole batches.
+- Demand mode: changes are held back until one of them removes a pointstamp that alone holds
+  some frontier where it is (:meth:`Tracker.is_global`). Held-back increments are harmless:
+  whatever they stand for is still implied by pointstamps every worker already counts.
+
+>>> from sparktimely.progress import GraphBuilder
+>>> def worker(peers):
+...     graph = GraphBuilder()
+...     _ = graph.add_node("source", inputs=0, outputs=1)
+...     _ = graph.add_node("sink", inputs=1, outputs=0)
+...     graph.add_edge((0, 0), (1, 0))
+...     exchange = ProgressExchange(peers)
+...     exchange.acquire_initial(graph.source(0, 0), 0)
+...     exchange.start(graph.build())
+...     return exchange
+>>> a, b = worker(2), worker(2)
+>>> a.exchange(), a.frontier_at(a.tracker.target(1, 0))
+((None, {1}), [0])
+>>> a.update(a.tracker.source(0, 0), 0, -1)          # worker a drops its capability
+>>> batch, _ = a.exchange()
+>>> batch, a.frontier_at(a.tracker.target(1, 0))  # b's capability still holds time 0
+([((0, 0), -1)], [0])
+>>> b.receive(batch); b.update(b.tracker.source(0, 0), 0, -1)
+>>> batch, changed = b.exchange()
+>>> a.receive(batch); a.exchange()[1] == changed == {1}
+True
+>>> a.frontier_at(a.tracker.target(1, 0)), b.frontier_at(b.tracker.target(1, 0))
+([], [])
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+from .reachability import Tracker
+from .timestamp import Timestamp
+
+Batch = list
+"""A list of ``((location, time), delta)`` changes, applied all at once."""
+
+
+class ProgressExchange:
+    """One worker's side of the progress protocol for one dataflow (see the module doc)."""
+
+    __slots__ = ("peers", "tracker", "_local", "_initial")
+
+    def __init__(self, peers: int) -> None:
+        self.peers = peers
+        self.tracker: Tracker | None = None
+        self._local: dict[tuple[int, Timestamp], int] = {}
+        self._initial: dict[tuple[int, Timestamp], int] = {}
+
+    # -- events in -------------------------------------------------------------------------
+
+    def acquire_initial(self, location: int, time: Timestamp) -> None:
+        """Count a capability made while the dataflow is built (before :meth:`start`)."""
+        key = (location, time)
+        self._initial[key] = self._initial.get(key, 0) + 1
+
+    def start(self, tracker: Tracker) -> None:
+        """Begin tracking with ``tracker``: every worker's initial capabilities are counted
+        (each worker made the same ones), and nothing is propagated yet."""
+        self.tracker = tracker
+        for (location, time), count in self._initial.items():
+            tracker.update(location, time, count * self.peers)
+        self._initial = {}
+
+    def update(self, location: int, time: Timestamp, delta: int) -> None:
+        """Record a pointstamp change this worker made (shared at a later :meth:`exchange`)."""
+        key = (location, time)
+        local = self._local
+        local[key] = local.get(key, 0) + delta
+
+    def receive(self, batch: Iterable[tuple[tuple[int, Timestamp], int]]) -> None:
+        """Take in a batch another worker broadcast."""
+        update = self.tracker.update
+        for (location, time), delta in batch:
+            update(location, time, delta)
+
+    # -- decisions -------------------------------------------------------------------------
+
+    def must_share(self) -> bool:
+        """True if this worker's held changes could move a frontier somewhere (or there is
+        no one to wait for)."""
+        local = self._local
+        if not local:
+            return False
+        if self.peers == 1:
+            return True
+        is_global = self.tracker.is_global
+        return any(delta < 0 and is_global(location, time)
+                   for (location, time), delta in local.items())
+
+    def exchange(self) -> tuple[Batch | None, set[int]]:
+        """Apply what the others sent; if this worker's changes must be shared, release them
+        as one batch, applied here too. Returns ``(batch to broadcast or None, input
+        locations whose frontier changed)``."""
+        tracker = self.tracker
+        changed = tracker.propagate_all() if tracker.has_pending() else set()
+        if not self.must_share():
+            return None, changed
+        local, self._local = self._local, {}
+        batch = [(key, delta) for key, delta in local.items() if delta]
+        update = tracker.update
+        for (location, time), delta in batch:
+            update(location, time, delta)
+        changed |= tracker.propagate_all()
+        return (batch if batch and self.peers > 1 else None), changed
+
+    # -- observations ----------------------------------------------------------------------
+
+    def holds_changes(self) -> bool:
+        """True while this worker has changes it has not shared."""
+        return bool(self._local)
+
+    def frontier_at(self, location: int) -> list:
+        """The frontier of times that may still reach ``location``, as this worker knows it."""
+        return self.tracker.implications(location).frontier()
+
+    def tracking_anything(self) -> bool:
+        """True while any pointstamp is counted, or changes wait to be applied or shared."""
+        return self.tracker.tracking_anything() or any(self._local.values())
