@@ -1,16 +1,72 @@
-"""Test-suite plumbing: a wall-clock limit on every test (a hang is a bug).
+"""Test-suite plumbing: a wall-clock limit on every test (a hang is a bug), and the worker
+matrix.
 
 ``@pytest.mark.timeout(seconds)`` sets a test's limit; others get DEFAULT_TIMEOUT. The limit
 is enforced with SIGALRM in the main thread, so a stuck test fails with a traceback instead
 of stalling the run.
+
+The ``run`` fixture runs a job at 1, 2 and 3 workers (the ``workers`` fixture), in this
+process, in a seeded random interleaving (:func:`sparktimely.testing.execute_in_process`):
+``run(job)`` returns the per-worker results. The seed comes from the test's name, so every run
+of a test is the same; ``SPARKTIMELY_TEST_SEED=N`` replays seed N (a failing test prints its
+seed), and ``SPARKTIMELY_TEST_SEEDS=K`` runs every matrix test with K seeds.
 """
 from __future__ import annotations
 
+import os
 import signal
+import zlib
 
 import pytest
 
+from sparktimely.testing import execute_in_process
+
 DEFAULT_TIMEOUT = 120
+WORKER_COUNTS = (1, 2, 3)
+
+
+def pytest_generate_tests(metafunc):
+    if "interleaving" in metafunc.fixturenames:
+        replay = os.environ.get("SPARKTIMELY_TEST_SEED")
+        if replay is not None:
+            seeds = [int(replay)]
+        else:
+            base = zlib.crc32(metafunc.definition.nodeid.encode())
+            seeds = [base + i for i in range(int(os.environ.get("SPARKTIMELY_TEST_SEEDS", "1")))]
+        metafunc.parametrize("interleaving", seeds, ids=[f"seed{s}" for s in seeds])
+
+
+@pytest.fixture(params=WORKER_COUNTS, ids=[f"{n}w" for n in WORKER_COUNTS])
+def workers(request) -> int:
+    """How many workers the test runs (1, 2 and 3)."""
+    return request.param
+
+
+@pytest.fixture
+def run(workers, interleaving, request):
+    """``run(job, **kwargs)``: ``job(worker)`` on ``workers`` in-process workers, stepped in an
+    order drawn from the seed ``interleaving``; returns the results by worker index."""
+    seed = interleaving
+    request.node.stash[_SEED] = seed
+
+    def run_job(job, **kwargs):
+        return execute_in_process(job, workers, seed, **kwargs)
+    run_job.workers = workers
+    run_job.seed = seed
+    return run_job
+
+
+_SEED = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    seed = item.stash.get(_SEED, None)
+    if report.failed and seed is not None:
+        report.sections.append(("sparktimely", f"in-process seed {seed}: replay with "
+                                               f"SPARKTIMELY_TEST_SEED={seed}"))
 
 
 class TimeLimitExceeded(Exception):

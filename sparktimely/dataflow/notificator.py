@@ -2,11 +2,15 @@
 
 An operator asks to be notified at a capability's time; the notification is delivered, with
 the capability, once no input frontier could still deliver data at that time (or earlier).
+Deliveries respect the order of times: a time is never delivered before an earlier time that
+is also ready, including times requested while notifications are being delivered, and
+requests for the same time are delivered once.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
+from ..progress.frontier import MutableAntichain
 from ..progress.timestamp import Timestamp, sort_times
 from .capability import Capability
 
@@ -15,11 +19,33 @@ class FrontierNotificator:
     """Tracks requested notifications against frontiers you pass in (timely's type).
 
     ``notify_at(cap)`` requests; ``for_each(frontiers, logic)`` calls ``logic(cap, self)``
-    for each time no frontier can still reach, in time order.
+    for each time no frontier can still reach, in time order, until none is left (requests
+    made inside ``logic`` included).
+
+    >>> import sparktimely as st
+    >>> def build(scope):
+    ...     def ctor(cap, info):
+    ...         notificator = st.FrontierNotificator()
+    ...         for time in (3, 1):
+    ...             notificator.notify_at(cap.delayed(time))
+    ...         cap.drop()
+    ...         def logic(input, output):
+    ...             for cap, batch in input:
+    ...                 pass
+    ...             notificator.for_each([input.frontier],
+    ...                                  lambda cap, _: output.session(cap).give(cap.time))
+    ...         return logic
+    ...     return scope.to_stream([]).unary_frontier(st.Pipeline, "Times", ctor).capture()
+    >>> st.example(build).extract()
+    [(1, [1]), (3, [3])]
     """
 
-    def __init__(self) -> None:
-        self._pending: dict[Timestamp, list] = {}   # time -> [capability, count]
+    def __init__(self, capabilities: Iterable[Capability] = ()) -> None:
+        self._pending: dict[Timestamp, list] = {}   # time -> [capability, request count]
+        self._ready: list[Timestamp] = []           # complete pending times, latest first
+        self._requested = False                     # requests since _ready was computed
+        for capability in capabilities:
+            self.notify_at(capability)
 
     def notify_at(self, capability: Capability) -> None:
         """Request a notification at ``capability.time`` (keeping the capability until then)."""
@@ -27,87 +53,122 @@ class FrontierNotificator:
         entry = self._pending.get(time)
         if entry is None:
             self._pending[time] = [capability, 1]
+            self._requested = True
         else:
             entry[1] += 1
 
-    def _available(self, frontiers: Sequence) -> list[tuple[Timestamp, Capability, int]]:
-        ready = [(t, cap, n) for t, (cap, n) in self._pending.items()
-                 if not any(f.less_equal(t) for f in frontiers)]
-        if not ready:
-            return ready
-        for t, _, _ in ready:
-            del self._pending[t]
-        order = {t: i for i, t in enumerate(sort_times([t for t, _, _ in ready]))}
-        ready.sort(key=lambda entry: order[entry[0]])
-        return ready
+    def notify_at_frontiered(self, capability: Capability,
+                             frontiers: Sequence[MutableAntichain]) -> None:
+        """Request a notification at ``capability.time``; with these ``frontiers`` it is
+        delivered by the next :meth:`next` or :meth:`for_each` if the time is complete."""
+        self.notify_at(capability)
 
-    def for_each(self, frontiers: Sequence, logic: Callable[[Capability, "FrontierNotificator"], None]) -> None:
-        """Deliver every notification whose time the frontiers have passed."""
-        for _, cap, _ in self._available(frontiers):
-            logic(cap, self)
+    def _complete(self, frontiers: Sequence[MutableAntichain]) -> list[Timestamp]:
+        return [t for t in self._pending if not any(f.less_equal(t) for f in frontiers)]
 
-    def next(self, frontiers: Sequence) -> Capability | None:
+    def next_count(self, frontiers: Sequence[MutableAntichain]) -> tuple[Capability, int] | None:
+        """The earliest complete requested time's capability and how many requests it had,
+        removed from the pending requests; None if no requested time is complete."""
+        ready = self._ready
+        if self._requested or not ready:
+            # Complete times stay complete, and a time earlier than a complete one is
+            # complete too: only new requests can add a time before those already found.
+            ready[:] = sort_times(self._complete(frontiers))[::-1]
+            self._requested = False
+        while ready:
+            time = ready.pop()
+            entry = self._pending.pop(time, None)
+            if entry is not None:
+                return entry[0], entry[1]
+        return None
+
+    def next(self, frontiers: Sequence[MutableAntichain]) -> Capability | None:
         """The earliest deliverable notification's capability, or None."""
-        ready = self._available(frontiers)
-        if not ready:
-            return None
-        for t, cap, n in ready[1:]:
-            self._pending[t] = [cap, n]
-        return ready[0][1]
+        found = self.next_count(frontiers)
+        return None if found is None else found[0]
+
+    def for_each(self, frontiers: Sequence[MutableAntichain],
+                 logic: Callable[[Capability, "FrontierNotificator"], None]) -> None:
+        """Deliver, in time order, every notification whose time the frontiers have passed,
+        including those requested by ``logic`` itself for complete times."""
+        while True:
+            capability = self.next(frontiers)
+            if capability is None:
+                return
+            logic(capability, self)
+
+    def monotonic(self, frontiers: Sequence[MutableAntichain]) -> "Notificator":
+        """A :class:`Notificator` over these requests and ``frontiers``."""
+        return Notificator(frontiers, lambda: None, self)
 
     def pending(self) -> list[tuple[Timestamp, int]]:
         """The requested times not yet delivered, with their request counts."""
         return [(t, n) for t, (_, n) in self._pending.items()]
 
-    def has_available(self, frontiers: Sequence) -> bool:
-        return any(not any(f.less_equal(t) for f in frontiers) for t in self._pending)
+    def has_available(self, frontiers: Sequence[MutableAntichain]) -> bool:
+        """True if some requested time is complete."""
+        return bool(self._complete(frontiers))
 
     def __len__(self) -> int:
         return len(self._pending)
 
 
 class Notificator:
-    """The notificator handed to ``unary_notify``/``binary_notify`` logic.
+    """The notificator handed to ``unary_notify``/``binary_notify`` logic: a
+    :class:`FrontierNotificator` bound to the operator's input frontiers.
 
     ``notify_at(cap)`` requests a notification; iterating yields ``(cap, count)`` for the
-    times that were complete when this scheduling began, in time order. Requests made while
-    iterating are delivered at a later scheduling.
+    complete requested times in time order (``count``: how many requests the time had),
+    including times requested while iterating. ``frontier(i)`` is input ``i``'s frontier.
+
+    >>> import sparktimely as st
+    >>> def build(scope):
+    ...     def logic(input, output, notificator):
+    ...         for cap, batch in input:
+    ...             notificator.notify_at(cap.retain())
+    ...         for cap, count in notificator:
+    ...             output.session(cap).give((cap.time, count))
+    ...     data = scope.to_stream([1, 2]).delay(lambda x, t: x)
+    ...     return data.unary_notify(st.Pipeline, "Count", [], logic).capture()
+    >>> st.example(build).extract()
+    [(1, [(1, 1)]), (2, [(2, 1)])]
     """
 
-    def __init__(self, frontiers: Sequence, activate: Callable[[], None]) -> None:
+    def __init__(self, frontiers: Sequence[MutableAntichain], activate: Callable[[], None],
+                 inner: FrontierNotificator | None = None) -> None:
         self._frontiers = frontiers
-        self._inner = FrontierNotificator()
-        self._ready: list[tuple[Timestamp, Capability, int]] = []
+        self._inner = FrontierNotificator() if inner is None else inner
         self._activate = activate
 
     def notify_at(self, capability: Capability) -> None:
+        """Request a notification at ``capability.time``."""
         self._inner.notify_at(capability)
 
-    def _begin(self) -> None:
-        self._ready = self._inner._available(self._frontiers)
-
-    def _end(self) -> None:
-        # Notifications not taken this time stay requested.
-        for t, cap, n in self._ready:
-            entry = self._inner._pending.get(t)
-            if entry is None:
-                self._inner._pending[t] = [cap, n]
-            else:
-                entry[1] += n
-        self._ready = []
-        if self._inner.has_available(self._frontiers):
-            self._activate()
+    def next(self) -> tuple[Capability, int] | None:
+        """The next complete requested time's ``(capability, count)``, or None."""
+        return self._inner.next_count(self._frontiers)
 
     def __iter__(self) -> Iterator[tuple[Capability, int]]:
-        while self._ready:
-            _, cap, count = self._ready.pop(0)
-            yield cap, count
+        while True:
+            found = self._inner.next_count(self._frontiers)
+            if found is None:
+                return
+            yield found
 
     def for_each(self, logic: Callable[[Capability, int, "Notificator"], None]) -> None:
         """Call ``logic(cap, count, notificator)`` for each delivered notification."""
         for cap, count in self:
             logic(cap, count, self)
 
+    def frontier(self, input: int) -> MutableAntichain:
+        """The frontier of input ``input`` (0 for the first)."""
+        return self._frontiers[input]
+
     def pending(self) -> list[tuple[Timestamp, int]]:
+        """The requested times not yet delivered, with their request counts."""
         return self._inner.pending()
 
+    def _after_logic(self) -> None:
+        """After the operator's logic ran: complete times it did not take make it run again."""
+        if self._inner.has_available(self._frontiers):
+            self._activate()

@@ -231,11 +231,8 @@ def notify_operator(streams: Sequence["Stream"], pacts: Sequence, name: str,
         capabilities[0].drop()
 
         def run(frontiers):
-            notificator._begin()
-            try:
-                logic(*inputs, output, notificator)
-            finally:
-                notificator._end()
+            logic(*inputs, output, notificator)
+            notificator._after_logic()
         return run
     builder.build(build)
     return result

@@ -119,9 +119,13 @@ class GraphBuilder:
         """Raise CycleError if some cycle can carry a time back to where it started.
 
         A cycle whose shallowest location is in a scope of depth ``d`` must advance one of
-        the time coordinates ``0..d``: deeper coordinates are reset on leaving and entering
-        scopes, so an advance there does not count. Checked per depth with Tarjan's strongly
-        connected components over the paths that advance none of those coordinates.
+        the time coordinates ``0..d`` (the root time, then one iteration counter per nested
+        scope): deeper coordinates are reset on leaving and entering scopes, so an advance
+        there does not count. Whether a summary advances the root coordinate is decided by
+        its own order: applied to the minimum time, it gives a strictly greater time (so a
+        ``Product(0, 1)`` summary advances a root scope whose times are ``Product``).
+        Checked per depth with Tarjan's strongly connected components over the paths that
+        advance none of those coordinates.
         """
         depth_of = [kind.depth for kind in self._kinds]
         for depth in sorted(set(depth_of)):
@@ -136,7 +140,8 @@ class GraphBuilder:
                     for o, paths in enumerate(row):
                         s = self._sources[(node, o)]
                         if (depth_of[t] >= depth and depth_of[s] >= depth
-                                and any(not _advances(summary, depth) for summary in paths)):
+                                and any(not _advances(summary, self._kinds[s], depth)
+                                        for summary in paths)):
                             succ.setdefault(t, []).append(s)
             for component in _strongly_connected(succ):
                 if any(depth_of[loc] == depth for loc in component):
@@ -164,17 +169,31 @@ class GraphBuilder:
         return Tracker(self)
 
 
-def _coordinates(summary: Any) -> list:
+def _advances(summary: Any, kind: TimeKind, depth: int) -> bool:
+    """True if ``summary``, on times of ``kind``, advances one of the coordinates
+    ``0..depth``: the root time (by its own order) or an iteration counter.
+
+    >>> nested = TimeKind(int).nested()
+    >>> _advances(Product(0, 1), nested, 1), _advances(Product(0, 1), nested, 0)
+    (True, False)
+    >>> _advances(Product(0, 1), TimeKind(Product), 0)
+    True
+    """
+    if is_identity(summary):
+        return False
+    counters = []
+    for _ in range(kind.depth):
+        if summary.__class__ is not Product:      # an int (zero) summary in a nested scope
+            return False
+        counters.append(summary.inner)
+        summary = summary.outer
+    counters.reverse()
+    if any(counter != 0 for counter in counters[:depth]):
+        return True
     if summary.__class__ is int:
-        return [summary]
-    if summary.__class__ is Product:
-        return _coordinates(summary.outer) + _coordinates(summary.inner)
-    return [0 if is_identity(summary) else 1]
-
-
-def _advances(summary: Any, depth: int) -> bool:
-    """True if ``summary`` advances one of the time coordinates ``0..depth``."""
-    return any(c != 0 for c in _coordinates(summary)[:depth + 1])
+        return summary != 0
+    minimum = 0 if kind.base is int else kind.base.minimum()
+    return less_than(minimum, advance(minimum, summary))
 
 
 def _strongly_connected(succ: dict[int, list[int]]) -> list[list[int]]:

@@ -1,0 +1,123 @@
+"""Testing dataflows at several worker counts, cheaply and reproducibly.
+
+:func:`execute_in_process` runs a job like :func:`sparktimely.execute` but with every worker
+in this process, one at a time, in an order drawn from a seeded random generator: frontier
+bugs that show only at some worker count, or only in some interleaving, show up in ordinary
+unit tests, and a failing seed replays exactly. :func:`consolidate` merges what the workers
+captured, so results can be compared across worker counts.
+
+>>> import sparktimely as st
+>>> from sparktimely.testing import consolidate, execute_in_process
+>>> def job(worker):
+...     data = range(10) if worker.index == 0 else []
+...     captured = worker.dataflow(
+...         lambda scope: scope.to_stream(data).exchange(lambda x: x).map(lambda x: x % 3)
+...         .capture())
+...     worker.run()
+...     return captured.extract()
+>>> all(consolidate(execute_in_process(job, workers, seed=7)) == [(0, [0] * 4 + [1] * 3 + [2] * 3)]
+...     for workers in (1, 2, 3))
+True
+"""
+from __future__ import annotations
+
+import threading
+import traceback
+from typing import Any, Callable, Sequence
+
+from .comm.inprocess import Aborted, InProcessHub
+from .dataflow import Worker
+from .execute import WorkerError
+
+__all__ = ["consolidate", "execute_in_process"]
+
+
+def execute_in_process(func: Callable[[Worker], Any], workers: int = 1, seed: int = 0, *,
+                       args: Sequence[str] = (), stall_seconds: float = 10.0) -> list[Any]:
+    """Run ``func(worker)`` on ``workers`` workers in this process and return their results
+    in index order, as :func:`sparktimely.execute` does with worker processes.
+
+    Each worker keeps stepping after ``func`` returns until its dataflows complete. Workers
+    run one at a time, handing on at every step in an order drawn from ``seed``; messages
+    between them are pickled (Arrow batches serialised) as between processes and delayed at
+    random, FIFO per sender. One worker runs in the calling thread, exactly like
+    ``execute(func, workers=1)``. A failure raises :class:`sparktimely.WorkerError`; if no
+    worker can do anything for ``stall_seconds``, the run fails instead of hanging.
+
+    >>> execute_in_process(lambda worker: (worker.index, worker.peers), workers=3, seed=1)
+    [(0, 3), (1, 3), (2, 3)]
+    """
+    if not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if workers == 1:
+        try:
+            worker = Worker(0, 1, list(args))
+            result = func(worker)
+            worker.run()
+        except Exception as error:
+            raise WorkerError(0, f"{type(error).__name__}: {error}",
+                              traceback.format_exc()) from error
+        return [result]
+    hub = InProcessHub(workers, seed, stall_seconds)
+    results: list[Any] = [None] * workers
+    failures: list[tuple[int, BaseException, str]] = []
+
+    def main(index: int) -> None:
+        try:
+            hub.wait_turn(index)
+            worker = Worker(index, workers, list(args), hub.allocator(index))
+            results[index] = func(worker)
+            worker.run()
+        except Aborted:
+            pass
+        except BaseException as error:
+            failures.append((index, error, traceback.format_exc()))
+            hub.fail()
+        finally:
+            hub.finish(index)
+
+    threads = [threading.Thread(target=main, args=(index,), daemon=True,
+                                name=f"sparktimely-in-process-{index}")
+               for index in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        index, error, text = failures[0]
+        raise WorkerError(index, f"{type(error).__name__}: {error} (in-process seed {seed})",
+                          text) from error
+    return results
+
+
+def consolidate(extracts: Sequence[Sequence[tuple[Any, Any]]]) -> list[tuple[Any, Any]]:
+    """One ``Capture.extract()``-style list from several workers' extracts: per time, the
+    records of every worker, sorted (Arrow tables are concatenated and sorted by their
+    columns); times in order.
+
+    >>> consolidate([[(0, [3, 1]), (2, ["x"])], [(0, [2])], []])
+    [(0, [1, 2, 3]), (2, ['x'])]
+    """
+    by_time: dict = {}
+    for extract in extracts:
+        for time, records in extract:
+            by_time.setdefault(time, []).append(records)
+    merged = []
+    for time, parts in by_time.items():
+        if isinstance(parts[0], list):
+            records = [record for part in parts for record in part]
+            try:
+                records.sort()
+            except TypeError:
+                pass
+            merged.append((time, records))
+        else:
+            import pyarrow as pa
+            table = pa.concat_tables(parts)
+            merged.append((time, table.sort_by([(name, "ascending")
+                                                for name in table.column_names])))
+    try:
+        merged.sort(key=lambda pair: pair[0])
+    except TypeError:
+        pass
+    return merged

@@ -1,0 +1,338 @@
+"""Frontier semantics that must not depend on the worker count (timely 0.29 is the reference):
+first scheduling, notification order, partially ordered root times, cross-worker identity,
+messages that arrive before their dataflow is built. Every test runs at 1, 2 and 3 workers
+(the ``run`` fixture) and compares the consolidated result with an oracle."""
+import time
+
+import pytest
+
+import sparktimely as st
+from sparktimely import Product
+from sparktimely.testing import consolidate
+
+
+def rounds_of_input(worker, input, rounds, probe, records=lambda r: [r]):
+    """Worker 0 sends ``records(r)`` at each round ``r``; everyone advances and waits."""
+    for r in range(rounds):
+        if worker.index == 0:
+            input.send_batch(records(r))
+        input.advance_to(r + 1)
+        worker.step_while(lambda: probe.less_than(r + 1))
+    input.close()
+
+
+# -- 1. the first frontier anything sees is the minimum ----------------------------------------
+
+def test_first_scheduling_sees_the_initial_capabilities(run):
+    def job(worker):
+        input = st.InputHandle()
+        frontiers = []
+
+        def build(scope):
+            def ctor(cap, info):
+                cap.drop()
+
+                def logic(input_, output):
+                    frontiers.append(input_.frontier.frontier())
+                    for _ in input_:
+                        pass
+                return logic
+            stream = scope.input_from(input)
+            stream.unary_frontier(st.Pipeline, "Watch", ctor)
+            return stream.probe()
+        probe = worker.dataflow(build)
+        before_any_step = (probe.done(), probe.frontier(), probe.less_equal(0))
+        rounds_of_input(worker, input, 2, probe)
+        worker.run()
+        return before_any_step, frontiers
+    for before_any_step, frontiers in run(job):
+        assert before_any_step == (False, [0], True)
+        assert frontiers[0] == [0]
+        assert frontiers[-1] == []
+        assert frontiers == sorted(frontiers, key=lambda f: f[0] if f else 99)
+
+
+def test_first_frontier_when_no_capability_is_dropped_while_building(run):
+    # A source and a downstream operator that both keep their initial capabilities: no
+    # pointstamp changes while building, yet the initial capabilities must be counted.
+    def job(worker):
+        seen = []
+
+        def build(scope):
+            def source_ctor(cap, info):
+                activate = scope.activator_for(info.address).activate
+                ticks = []
+
+                def logic(output):
+                    ticks.append(1)
+                    if len(ticks) == 3:
+                        output.session(cap).give(worker.index)
+                        cap.drop()
+                    elif len(ticks) < 3:
+                        activate()
+                return logic
+
+            def ctor(cap, info):
+                held = st.CapabilitySet([cap])
+
+                def logic(input, output):
+                    seen.append(input.frontier.frontier())
+                    for in_cap, batch in input:
+                        output.session(held.delayed(in_cap.time)).give_batch(batch)
+                    held.downgrade(input.frontier.frontier())
+                return logic
+            out = st.source(scope, "Ticks", source_ctor).unary_frontier(st.Pipeline, "Held", ctor)
+            return out.probe(), out.capture()
+        probe, captured = worker.dataflow(build)
+        done_at_start = probe.done()
+        worker.run()
+        return done_at_start, seen, captured.extract()
+    results = run(job)
+    for done_at_start, seen, _ in results:
+        assert not done_at_start
+        assert seen[0] == [0] and seen[-1] == []
+    assert consolidate([c for _, _, c in results]) == [(0, list(range(run.workers)))]
+
+
+def test_capability_set_downgraded_on_first_scheduling_keeps_open_times(run):
+    # The operator re-stamps each batch with a capability from a set it downgrades to the
+    # input frontier whenever scheduled: downgrading past open times would make it fail.
+    def job(worker):
+        input = st.InputHandle()
+
+        def build(scope):
+            def ctor(cap, info):
+                held = st.CapabilitySet([cap])
+
+                def logic(input_, output):
+                    for in_cap, batch in input_:
+                        output.session(held.delayed(in_cap.time)).give_batch(
+                            [x * 10 for x in batch])
+                    held.downgrade(input_.frontier.frontier())
+                return logic
+            out = scope.input_from(input).unary_frontier(st.Pipeline, "Held", ctor)
+            return out.capture(), out.probe()
+        captured, probe = worker.dataflow(build)
+        rounds_of_input(worker, input, 4, probe, lambda r: [r, r + 100])
+        return captured.extract()
+    assert consolidate(run(job)) == [(r, [r * 10, (r + 100) * 10]) for r in range(4)]
+
+
+# -- 2. and 3. notifications respect the order of times --------------------------------------
+
+def test_notify_at_while_delivering_comes_after_earlier_ready_times(run):
+    # Times 2 and 5 are ready together; delivering 2 requests 3, which is ready too: the order
+    # must be 2, 3, 5 (3 must not wait until after 5, nor come before 2).
+    def job(worker):
+        order = []
+
+        def logic(input, output, notificator):
+            for _ in input:
+                pass
+            for cap, count in notificator:
+                order.append(cap.time)
+                if cap.time == 2:
+                    notificator.notify_at(cap.delayed(3))
+                output.session(cap).give(cap.time)
+        captured = worker.dataflow(lambda scope: scope.to_stream([]).unary_notify(
+            st.Pipeline, "Order", [5, 2], logic).capture())
+        worker.run()
+        return order, captured.extract()
+    results = run(job)
+    for order, _ in results:
+        assert order == [2, 3, 5]
+    assert consolidate([extract for _, extract in results]) == [
+        (t, [t] * run.workers) for t in (2, 3, 5)]
+
+
+def test_notifications_over_product_times_follow_the_partial_order(run):
+    requested = [Product(1, 1), Product(0, 2), Product(1, 0), Product(0, 0), Product(2, 0)]
+
+    def job(worker):
+        order = []
+
+        def build(scope):
+            def logic(input, output, notificator):
+                for _ in input:
+                    pass
+                for cap, count in notificator:
+                    order.append((cap.time, count))
+                    if cap.time == Product(0, 0):          # ready at once, earlier than 1, 0
+                        notificator.notify_at(cap.delayed(Product(0, 1)))
+                        notificator.notify_at(cap.delayed(Product(0, 1)))
+            scope.to_stream([]).unary_notify(st.Pipeline, "Order", requested, logic)
+        worker.dataflow(build, timestamp=Product)
+        worker.run()
+        return order
+    for order in run(job):
+        times = [t for t, _ in order]
+        assert sorted(times) == sorted(requested + [Product(0, 1)])
+        assert len(set(times)) == len(times)                  # each time once
+        for i, earlier in enumerate(times):
+            assert not any(later.less_than(earlier) for later in times[i + 1:]), times
+        assert dict(order)[Product(0, 1)] == 2                # two requests, one delivery
+
+
+def test_frontier_notificator_for_each_delivers_requests_made_in_its_callback(run):
+    def job(worker):
+        delivered = []
+
+        def build(scope):
+            def ctor(cap, info):
+                notificator = st.FrontierNotificator([cap.delayed(1)])
+                cap.drop()
+
+                def logic(input, output):
+                    for _ in input:
+                        pass
+
+                    def deliver(cap, notificator):
+                        delivered.append(cap.time)
+                        output.session(cap).give(cap.time)
+                        if cap.time < 4:                  # complete already: deliver now too
+                            notificator.notify_at(cap.delayed(cap.time + 1))
+                    notificator.for_each([input.frontier], deliver)
+                return logic
+            return scope.to_stream([]).unary_frontier(st.Pipeline, "Chain", ctor).capture()
+        captured = worker.dataflow(build)
+        worker.run()
+        return delivered, captured.extract()
+    results = run(job)
+    for delivered, _ in results:
+        assert delivered == [1, 2, 3, 4]
+    assert consolidate([c for _, c in results]) == [(t, [t] * run.workers) for t in (1, 2, 3, 4)]
+
+
+# -- 4. partially ordered root times ---------------------------------------------------------
+
+def test_product_root_times_with_a_feedback_loop(run):
+    # Each record goes round the loop, its inner coordinate counting the trips, until it
+    # reaches 3; the loop's summary Product(0, 1) strictly advances time.
+    def job(worker):
+        def build(scope):
+            handle, looped = scope.feedback(Product(0, 1))
+            seeds = scope.to_stream([10, 20] if worker.index == 0 else [])
+            stream = seeds.concat(looped)
+            stream.filter(lambda x: x % 10 < 3).map(lambda x: x + 1).connect_loop(handle)
+            return stream.exchange(lambda x: x).capture()
+        captured = worker.dataflow(build, timestamp=Product)
+        worker.run()
+        return captured.extract()
+    assert consolidate(run(job)) == [(Product(0, i), [10 + i, 20 + i]) for i in range(4)]
+
+
+def test_product_root_cycle_that_does_not_advance_is_rejected(run):
+    def job(worker):
+        def build(scope):
+            handle, looped = scope.feedback(Product(0, 0))
+            scope.to_stream([1]).concat(looped).connect_loop(handle)
+        worker.dataflow(build, timestamp=Product)
+    with pytest.raises(st.WorkerError, match="CycleError: dataflow cycle does not advance"):
+        run(job)
+
+
+# -- 5. identity across workers comes from structure, not reprs -----------------------------
+
+class Skip:
+    """A user path summary with Python's default repr (an address, different per object)."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def results_in(self, time):
+        return time + self.step
+
+
+def test_summaries_with_default_reprs_do_not_break_identity(run):
+    def job(worker):
+        def build(scope):
+            handle, looped = scope.feedback(Skip(2))
+            start = scope.to_stream([0] if worker.index == 0 else [])
+            stream = start.concat(looped)
+            stream.filter(lambda x: x < 6).map(lambda x: x + 2).exchange(lambda x: x // 2) \
+                .connect_loop(handle)
+            return stream.capture()
+        captured = worker.dataflow(build)
+        worker.run()
+        return captured.extract()
+    assert consolidate(run(job)) == [(0, [0]), (2, [2]), (4, [4]), (6, [6])]
+
+
+def test_workers_that_build_different_dataflows_are_told(run):
+    if run.workers == 1:
+        pytest.skip("one worker has nobody to disagree with")
+
+    def job(worker):
+        def build(scope):
+            stream = scope.to_stream([1])
+            if worker.index == 1:
+                stream = stream.map(lambda x: x)
+            stream.probe()
+        worker.dataflow(build)
+    with pytest.raises(st.WorkerError, match="built dataflow 'dataflow-0' differently"):
+        run(job)
+
+
+# -- messages before their dataflow exists, slow builders -----------------------------------
+
+def test_messages_for_a_dataflow_not_built_yet_are_kept(run):
+    # The last worker steps a while before building: what the others send it meanwhile
+    # (data and progress) must wait for the dataflow, not be lost.
+    def job(worker):
+        last = worker.peers - 1
+        if worker.index == last:
+            for _ in range(30):
+                worker.step()
+        captured = worker.dataflow(lambda scope: scope.to_stream(range(30))
+                                   .exchange(lambda x: last).capture())
+        worker.run()
+        return captured.extract()
+    extracts = run(job)
+    assert consolidate(extracts) == [(0, sorted(list(range(30)) * run.workers))]
+    assert all(extract == [] for extract in extracts[:-1])
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("processes", [2, 3])
+def test_a_slow_builder_in_real_worker_processes(processes):
+    def job(worker):
+        if worker.index == 0:
+            time.sleep(0.5)
+        for index in range(3):
+            captured = worker.dataflow(lambda scope: scope.to_stream(range(10))
+                                       .exchange(lambda x: x).capture())
+            if index == 2:
+                worker.run()
+                return captured.extract()
+    extracts = st.execute(job, workers=processes)
+    assert consolidate(extracts) == [(0, sorted(list(range(10)) * processes))]
+
+
+# -- dropping dataflows ----------------------------------------------------------------------
+
+def test_drop_dataflow_releases_it_and_runs_on_drop_callbacks(run):
+    def job(worker):
+        input = st.InputHandle("never closed")
+        dropped = []
+        index = worker.next_dataflow_index()
+
+        def build(scope):
+            scope.on_drop(lambda: dropped.append(worker.index))
+            return scope.input_from(input).exchange(lambda x: x).capture()
+        captured = worker.dataflow(build)
+        other = worker.dataflow(lambda scope: scope.to_stream([worker.index]).capture())
+        installed = worker.installed_dataflows()
+        if worker.index == 0:
+            input.send_batch(range(6))
+        worker.step()
+        worker.drop_dataflow(index)
+        input.send(99)                       # goes nowhere; nothing waits for it
+        worker.run()
+        with pytest.raises(KeyError, match="no dataflow 0 to drop"):
+            worker.drop_dataflow(index)
+        return installed, dropped, worker.installed_dataflows(), other.extract()
+    for index, (installed, dropped, after, other) in enumerate(run(job)):
+        assert installed == [0, 1]
+        assert dropped == [index]
+        assert after == []
+        assert other == [(0, [index])]
