@@ -132,7 +132,7 @@ class Dataflow:
             (source.location, target.location) for source, target in self._edges]
         self.graph = None
         self._loops = []
-        self.progress.start(self.tracker)
+        initial_frontiers = self.progress.start(self.tracker)
         if self.peers > 1:       # first, so peers check the shape before anything else
             self.worker.broadcast((GRAPH, self.index, self.shape,
                                    [op.name for op in self.operators], hash(_SALT_PROBE)))
@@ -140,6 +140,7 @@ class Dataflow:
             if operator.watches_frontiers:
                 for handle in operator.inputs:
                     self._frontier_watchers[handle.location] = operator.index
+        self._activate_watchers(initial_frontiers)
         self._propagate()
 
     # -- progress and scheduling ----------------------------------------------------------
@@ -189,8 +190,12 @@ class Dataflow:
         batch, changed = self.progress.exchange()
         if batch is not None:
             self.worker.broadcast((PROGRESS, self.index, batch))
+        self._activate_watchers(changed)
+
+    def _activate_watchers(self, targets: set[int]) -> None:
+        """Schedule the operators that watch the frontiers of ``targets``."""
         watchers = self._frontier_watchers
-        for target in changed:
+        for target in targets:
             index = watchers.get(target)
             if index is not None:
                 self.activate(index)

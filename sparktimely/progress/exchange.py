@@ -39,7 +39,7 @@ The rules (timely's, see its ``subgraph.rs`` and ``reachability.rs``):
 ...     return exchange
 >>> a, b = worker(2), worker(2)
 >>> a.exchange(), a.frontier_at(a.tracker.target(1, 0))
-((None, {1}), [0])
+((None, set()), [0])
 >>> a.update(a.tracker.source(0, 0), 0, -1)          # worker a drops its capability
 >>> batch, _ = a.exchange()
 >>> batch, a.frontier_at(a.tracker.target(1, 0))  # b's capability still holds time 0
@@ -80,13 +80,15 @@ class ProgressExchange:
         key = (location, time)
         self._initial[key] = self._initial.get(key, 0) + 1
 
-    def start(self, tracker: Tracker) -> None:
+    def start(self, tracker: Tracker) -> set[int]:
         """Begin tracking with ``tracker``: every worker's initial capabilities are counted
-        (each worker made the same ones), and nothing is propagated yet."""
+        (each worker made the same ones) and propagated, so the first frontier anything sees
+        holds them. Returns the input locations whose frontier changed."""
         self.tracker = tracker
         for (location, time), count in self._initial.items():
             tracker.update(location, time, count * self.peers)
         self._initial = {}
+        return tracker.propagate_all()
 
     def update(self, location: int, time: Timestamp, delta: int) -> None:
         """Record a pointstamp change this worker made (shared at a later :meth:`exchange`)."""
