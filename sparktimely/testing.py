@@ -38,26 +38,16 @@ def execute_in_process(func: Callable[[Worker], Any], workers: int = 1, seed: in
     in index order, as :func:`sparktimely.execute` does with worker processes.
 
     Each worker keeps stepping after ``func`` returns until its dataflows complete. Workers
-    run one at a time, handing on at every step in an order drawn from ``seed``; messages
-    between them are pickled (Arrow batches serialised) as between processes and delayed at
-    random, FIFO per sender. One worker runs in the calling thread, exactly like
-    ``execute(func, workers=1)``. A failure raises :class:`sparktimely.WorkerError`; if no
-    worker can do anything for ``stall_seconds``, the run fails instead of hanging.
+    run one at a time, as threads, handing on at every step in an order drawn from ``seed``;
+    messages between them are pickled (Arrow batches serialised) as between processes and
+    delayed at random, FIFO per sender. A failure raises :class:`sparktimely.WorkerError`;
+    if no worker can do anything for ``stall_seconds``, the run fails instead of hanging.
 
     >>> execute_in_process(lambda worker: (worker.index, worker.peers), workers=3, seed=1)
     [(0, 3), (1, 3), (2, 3)]
     """
     if not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    if workers == 1:
-        try:
-            worker = Worker(0, 1, list(args))
-            result = func(worker)
-            worker.run()
-        except Exception as error:
-            raise WorkerError(0, f"{type(error).__name__}: {error}",
-                              traceback.format_exc()) from error
-        return [result]
     hub = InProcessHub(workers, seed, stall_seconds)
     results: list[Any] = [None] * workers
     failures: list[tuple[int, BaseException, str]] = []

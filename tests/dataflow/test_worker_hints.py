@@ -1,0 +1,92 @@
+"""What a worker tells its user when a job cannot be right or cannot finish: peers whose
+``hash()`` is salted differently, and input handles that were never closed."""
+import logging
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import sparktimely as st
+
+JOB = textwrap.dedent("""
+    import sys
+    import sparktimely as st
+
+    def job(worker):
+        words = ["apple", "pear", "fig"] if worker.index == 0 else []
+        captured = worker.dataflow(lambda scope: scope.to_stream(words)
+                                   .exchange(st.stable_hash).capture())
+        worker.run()
+        return sorted(x for _, batch in captured.extract() for x in batch)
+
+    process, hosts = int(sys.argv[1]), sys.argv[2:]
+    print(st.execute(job, processes=2, process=process, hostfile=hosts), flush=True)
+""")
+
+
+def free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("salts, warned", [(("1", "2"), True), (("7", "7"), False)])
+def test_processes_with_differently_salted_hash_are_warned_about(tmp_path, salts, warned):
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    hosts = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    runs = [subprocess.Popen([sys.executable, str(script), str(process), *hosts],
+                             env=dict(os.environ, PYTHONHASHSEED=salt),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for process, salt in enumerate(salts)]
+    outputs = [run.communicate(timeout=50) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    words = sorted(sum((eval(out.strip())[0] for out, _ in outputs), []))
+    assert words == ["apple", "fig", "pear"]          # stable_hash routes agree regardless
+    said = ["hash() of strings differs" in err for _, err in outputs]
+    assert said == [warned, warned], outputs
+
+
+def test_an_input_never_closed_is_named_when_nothing_moves(run, monkeypatch, caplog):
+    monkeypatch.setattr(st.Worker, "idle_hint_after", 0.05)
+
+    def job(worker):
+        lines = st.InputHandle("lines")
+        kept.append(lines)                      # referenced, so it never closes itself
+        worker.dataflow(lambda scope: scope.input_from(lines).exchange(len).probe(),
+                        name="wordcount")
+        lines.send("x")
+    kept = []
+    with caplog.at_level(logging.WARNING, logger="sparktimely"):
+        with pytest.raises(st.WorkerError, match="Stalled"):
+            run(job, stall_seconds=1.0)
+    hints = [r.getMessage() for r in caplog.records if "cannot complete" in r.getMessage()]
+    assert hints, caplog.text
+    assert "dataflow 'wordcount' (index 0) cannot complete: only input handle 'lines'" in hints[0]
+    assert "Call close() on an input handle" in hints[0]
+
+
+def test_no_hint_while_something_else_holds_the_dataflow(run, monkeypatch, caplog):
+    # The input is closed; a source operator keeps its capability: not an input's fault.
+    monkeypatch.setattr(st.Worker, "idle_hint_after", 0.05)
+
+    def job(worker):
+        def ctor(cap, info):
+            held.append(cap)
+            return lambda output: None
+        held = []
+        worker.dataflow(lambda scope: st.source(scope, "Forever", ctor).probe())
+        kept.append(held)
+    kept = []
+    with caplog.at_level(logging.WARNING, logger="sparktimely"):
+        with pytest.raises(st.WorkerError, match="Stalled"):
+            run(job, stall_seconds=1.0)
+    assert "cannot complete" not in caplog.text
