@@ -374,3 +374,61 @@ def test_local_cluster_executors_share_memory(spark, tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT")]
     assert lines == [f"RESULT {i} [[(0, [100])], [(0, [100])]] 2" for i in range(2)]
+
+
+def frontier_semantics_job(worker):
+    """Issue 11's behaviours in one job: the first frontier an operator sees, notification
+    order with a request made while delivering, a Product-timed root loop, and a summary
+    object with a default (per-process) repr."""
+    class Skip:
+        def results_in(self, time):
+            return time + 2
+
+    first, order = [], []
+
+    def watch(cap, info):
+        held = st.CapabilitySet([cap])
+
+        def logic(input, output):
+            first.append(input.frontier.frontier())
+            for in_cap, batch in input:
+                output.session(held.delayed(in_cap.time)).give_batch(batch)
+            held.downgrade(input.frontier.frontier())
+        return logic
+
+    def notify(input, output, notificator):
+        for _ in input:
+            pass
+        for cap, _ in notificator:
+            order.append(cap.time)
+            if cap.time == 2:
+                notificator.notify_at(cap.delayed(3))
+
+    def build(scope):
+        handle, looped = scope.feedback(Skip())
+        start = scope.to_stream([0] if worker.index == 0 else [])
+        stream = start.concat(looped)
+        stream.filter(lambda x: x < 6).map(lambda x: x + 2).exchange(lambda x: x // 2) \
+            .connect_loop(handle)
+        scope.to_stream([]).unary_notify(st.Pipeline, "Order", [5, 2], notify)
+        return stream.unary_frontier(st.Pipeline, "Watch", watch).capture()
+
+    def product_loop(scope):
+        handle, looped = scope.feedback(st.Product(0, 1))
+        stream = scope.to_stream([10] if worker.index == 0 else []).concat(looped)
+        stream.filter(lambda x: x < 12).map(lambda x: x + 1).connect_loop(handle)
+        return stream.capture()
+    looped = worker.dataflow(build)
+    product = worker.dataflow(product_loop, timestamp=st.Product)
+    worker.run()
+    return first[0], order, looped.extract(), product.extract()
+
+
+def test_frontier_semantics_hold_under_spark(spark):
+    from sparktimely.testing import consolidate
+    results = stb.run(spark, frontier_semantics_job, 2)
+    for first, order, _, _ in results:
+        assert first == [0] and order == [2, 3, 5]
+    assert consolidate([r[2] for r in results]) == [(t, [t]) for t in (0, 2, 4, 6)]
+    assert consolidate([r[3] for r in results]) == [
+        (st.Product(0, i), [10 + i]) for i in range(3)]
