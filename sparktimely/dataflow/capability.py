@@ -35,6 +35,7 @@ class Capability:
         self._time = time
         self._port = port
         self._live = True
+        port.held += 1
         port.dataflow.acquire(port.location, time)
 
     @property
@@ -75,7 +76,9 @@ class Capability:
         """Release the capability; using it afterwards raises CapabilityError."""
         if self._live:
             self._live = False
-            self._port.dataflow.update(self._port.location, self._time, -1)
+            port = self._port
+            port.held -= 1
+            port.dataflow.update(port.location, self._time, -1)
 
     def __del__(self) -> None:
         if getattr(self, "_live", False):

@@ -11,6 +11,7 @@ from .ports import BATCH_SIZE, OutputPort, batch_length, own_copy
 
 if TYPE_CHECKING:
     from .ports import InputPort
+    from .stream import StreamCore
 
 
 class InputHandle:
@@ -170,14 +171,15 @@ class LoopHandle:
         self._summary = summary
         self._connected = False
 
-    def _connect(self, stream) -> None:
+    def _connect(self, stream: "StreamCore") -> None:
         from .channels import Pipeline
+        from .operator import connect
         if self._connected:
             raise RuntimeError("this loop handle is already connected")
         if stream.scope is not self._scope:
             raise ValueError("connect_loop: the stream must be in the scope that created the loop")
         self._connected = True
-        stream.scope.dataflow.connect(stream._port, self._input, Pipeline())
+        connect(stream.scope.dataflow, stream._port, self._input, Pipeline())
 
     def _check_connected(self) -> None:
         if not self._connected:
