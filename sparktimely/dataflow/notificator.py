@@ -16,6 +16,20 @@ class FrontierNotificator:
 
     ``notify_at(cap)`` requests; ``for_each(frontiers, logic)`` calls ``logic(cap, self)``
     for each time no frontier can still reach, in time order.
+
+    >>> import sparktimely as st
+    >>> def ctor(cap, info):
+    ...     cap.drop()
+    ...     notificator = st.FrontierNotificator()
+    ...     def logic(input, output):
+    ...         for cap, batch in input:
+    ...             notificator.notify_at(cap.retain())
+    ...         notificator.for_each([input.frontier],
+    ...                              lambda cap, _: output.session(cap).give(cap.time))
+    ...     return logic
+    >>> st.example(lambda s: s.to_stream([1, 4]).delay(lambda x, t: x).unary_frontier(
+    ...     st.Pipeline, "Done", ctor).capture()).extract()
+    [(1, [1]), (4, [4])]
     """
 
     def __init__(self) -> None:
@@ -72,6 +86,16 @@ class Notificator:
     ``notify_at(cap)`` requests a notification; iterating yields ``(cap, count)`` for the
     times that were complete when this scheduling began, in time order. Requests made while
     iterating are delivered at a later scheduling.
+
+    >>> import sparktimely as st
+    >>> def logic(input, output, notificator):
+    ...     for cap, batch in input:
+    ...         notificator.notify_at(cap.retain())
+    ...     for cap, count in notificator:
+    ...         output.session(cap).give((cap.time, count))
+    >>> st.example(lambda s: s.to_stream([1, 2]).unary_notify(st.Pipeline, "Once", [], logic)
+    ...            .capture()).extract()
+    [(0, [(0, 1)])]
     """
 
     def __init__(self, frontiers: Sequence, activate: Callable[[], None]) -> None:

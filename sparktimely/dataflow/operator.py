@@ -25,13 +25,30 @@ S = TypeVar("S", bound="StreamCore")
 
 
 class OperatorError(RuntimeError):
-    """An operator's logic raised; the message names the operator."""
+    """An operator's logic raised; the message names the operator.
+
+    >>> import sparktimely as st
+    >>> try:
+    ...     st.example(lambda scope: scope.to_stream([0]).map(lambda x: 1 // x).probe())
+    ... except st.OperatorError as error:
+    ...     print(error)
+    operator 'Map' (address (0, 1)) raised ZeroDivisionError: integer division or modulo by zero
+    """
 
 
 @dataclass(frozen=True)
 class OperatorInfo:
     """What an operator's constructor learns about it: ``name``, ``index`` within its
-    dataflow and ``address`` (use ``scope.activator_for(info.address)`` to reschedule it)."""
+    dataflow and ``address`` (use ``scope.activator_for(info.address)`` to reschedule it).
+
+    >>> import sparktimely as st
+    >>> def ctor(cap, info):
+    ...     print(info)
+    ...     cap.drop()
+    ...     return lambda output: None
+    >>> _ = st.example(lambda scope: st.source(scope, "Named", ctor))
+    OperatorInfo(name='Named', index=0, address=(0, 0))
+    """
 
     name: str
     index: int

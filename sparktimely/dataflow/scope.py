@@ -128,7 +128,7 @@ class ScopeCore(Generic[S]):
                 if getattr(timestamp, needed, None) is None:
                     raise TypeError(f"scoped({name!r}): timestamp type {timestamp.__name__} "
                                     f"has no {needed}")
-            if getattr(timestamp, "__lt__", None) is object.__lt__:
+            if getattr(timestamp, "__lt__", None) is getattr(object, "__lt__"):
                 raise TypeError(f"scoped({name!r}): timestamp type {timestamp.__name__} needs "
                                 f"__lt__, a total order that extends less_equal")
         return build(self._child(self.kind.nested(timestamp), name))

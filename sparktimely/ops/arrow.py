@@ -130,7 +130,9 @@ class ArrowOps(StreamCore):
         keys = [keys] if isinstance(keys, str) else list(keys)
         if not keys:
             raise ValueError("aggregate_batches needs at least one key column")
-        partial, final = [], []      # stage-one aggregates of the input, stage-two of the partials
+        # stage-one aggregates of the input, stage-two of the partials
+        partial: list[tuple[Any, str]] = []
+        final: list[str] = []
         for name, (function, column) in aggs.items():
             if function not in AGGREGATES:
                 raise ValueError(f"aggregate {name!r}: unknown function {function!r}, "
@@ -160,7 +162,7 @@ class ArrowOps(StreamCore):
             return pa.RecordBatch.from_arrays(reduced.columns[:len(keys)] + outputs,
                                               keys + list(aggs))
 
-        source: StreamCore = self
+        source = self
         if combine:
             def pre(cap: Any, info: Any) -> Callable:
                 cap.drop()
@@ -184,8 +186,7 @@ class ArrowOps(StreamCore):
                     batches[:] = [reduce(batches)]
             for cap, batches in pending.completed(notificator):
                 output.give_at(cap, finish(batches))
-        result: Self = source.unary_notify(Exchange(key=keys), "AggregateBatches", [], logic)
-        return result
+        return source.unary_notify(Exchange(key=keys), "AggregateBatches", [], logic)
 
     def join_batches(self, other: Self, on: str | Sequence[str], *,
                      right_on: str | Sequence[str] | None = None,
@@ -205,7 +206,9 @@ class ArrowOps(StreamCore):
         >>> st.example(build).extract()[0][1].to_pydict()
         {'id': [1, 1, 3], 'name': ['ann', 'ann', 'cy'], 'pet': ['cat', 'dog', 'eel']}
         """
+        left_keys = [on] if isinstance(on, str) else list(on)
         right_on = on if right_on is None else right_on
+        right_keys = [right_on] if isinstance(right_on, str) else list(right_on)
         pending: PerTime[tuple[list, list]] = PerTime(lambda: ([], []))
 
         def logic(input1: Any, input2: Any, output: Any, notificator: Any) -> None:
@@ -219,7 +222,7 @@ class ArrowOps(StreamCore):
                         left_suffix=suffixes[0], right_suffix=suffixes[1], use_threads=False)
                     if joined.num_rows:
                         output.give_at(cap, joined.combine_chunks().to_batches()[0])
-        return self.binary_notify(other, Exchange(key=on), Exchange(key=right_on),
+        return self.binary_notify(other, Exchange(key=left_keys), Exchange(key=right_keys),
                                   "JoinBatches", [], logic)
 
     def to_arrow(self, schema: pa.Schema | Sequence, *, batch_size: int = 65536) -> Self:

@@ -26,7 +26,7 @@ class Ok:
         self.value = value
 
     def __eq__(self, other: object) -> bool:
-        return other.__class__ is Ok and other.value == self.value       # type: ignore[attr-defined]
+        return other.__class__ is Ok and other.value == self.value
 
     def __hash__(self) -> int:
         return hash(("Ok", self.value))
@@ -49,7 +49,7 @@ class Err:
         self.error = error
 
     def __eq__(self, other: object) -> bool:
-        return other.__class__ is Err and other.error == self.error      # type: ignore[attr-defined]
+        return other.__class__ is Err and other.error == self.error
 
     def __hash__(self) -> int:
         return hash(("Err", self.error))
@@ -303,9 +303,9 @@ class BasicOps(StreamCore):
         def route(x: Any) -> tuple[int, Any]:
             result = f(x)
             if result.__class__ is Ok:
-                return 0, result.value                      # type: ignore[union-attr]
+                return 0, result.value
             if result.__class__ is Err:
-                return 1, result.error                      # type: ignore[union-attr]
+                return 1, result.error
             raise TypeError(f"ok_err function must return st.Ok or st.Err, not {result!r}")
         oks, errs = self.partition(2, route)
         return oks, errs

@@ -18,7 +18,21 @@ class UnorderedHandle(OutputHandle):
     """Sends into an unordered input at any time its capabilities allow, from outside the
     dataflow: ``with handle.session(cap) as s: s.give(x)`` (see
     ``Scope.new_unordered_input``). Records are handed over when the session ends or fills
-    up."""
+    up.
+
+    >>> import sparktimely as st
+    >>> def job(worker):
+    ...     (handle, cap), probe = worker.dataflow(
+    ...         lambda scope: (lambda hc_s: (hc_s[0], hc_s[1].probe()))(scope.new_unordered_input()))
+    ...     with handle.session(cap.delayed(1)) as session:
+    ...         session.give_iterator(iter(range(3)))
+    ...     cap.downgrade(2)
+    ...     worker.step_while(lambda: probe.less_than(2))
+    ...     cap.drop()
+    ...     return probe.frontier()
+    >>> st.execute_directly(job)
+    [2]
+    """
 
     __slots__ = ()
 

@@ -56,7 +56,17 @@ _TOP = _Top()
 
 
 class CycleError(ValueError):
-    """A cycle in the dataflow graph does not advance time."""
+    """A cycle in the dataflow graph does not advance time.
+
+    >>> from sparktimely.progress import GraphBuilder
+    >>> graph = GraphBuilder()
+    >>> node = graph.add_node("Loop", 1, 1, [[[0]]])
+    >>> graph.add_edge((node, 0), (node, 0))
+    >>> graph.build()
+    Traceback (most recent call last):
+    ...
+    sparktimely.progress.reachability.CycleError: ...
+    """
 
 
 class GraphBuilder:
