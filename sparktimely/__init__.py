@@ -5,19 +5,22 @@
 [(0, [0, 2, 4, 6, 8])]
 """
 from .dataflow import (
-    Capability, CapabilityError, CapabilitySet, Exchange, FrontierNotificator, InputCapability,
-    InputHandle, LoopHandle, Notificator, OperatorBuilder, OperatorError, OperatorInfo, Pipeline,
-    ProbeHandle, Scope, Stream, Worker, source,
+    Capability, CapabilityError, CapabilitySet, Exchange, FrontierInterest, FrontierNotificator,
+    InputCapability, InputHandle, LoopHandle, Notificator, OperatorBuilder, OperatorError,
+    OperatorInfo, Pipeline, ProbeHandle, Worker, source,
 )
 from .hashing import stable_hash
 from .execute import WorkerError, example, execute, execute_directly, execute_from_args
-from .ops import Capture, Err, Ok
+from .ops import (Capture, Err, EventLink, EventReader, EventWriter, Ok, Scope, Sequencer,
+                  Stream, UnorderedHandle, replay_into)
 from .progress import Antichain, ChangeBatch, CycleError, MutableAntichain, Product
 
 __all__ = [
     "Antichain", "Capability", "CapabilityError", "CapabilitySet", "Capture", "ChangeBatch",
-    "CycleError", "Err", "Exchange", "FrontierNotificator", "InputCapability", "InputHandle",
-    "LoopHandle", "MutableAntichain", "Notificator", "Ok", "OperatorBuilder", "OperatorError",
-    "OperatorInfo", "Pipeline", "ProbeHandle", "Product", "Scope", "Stream", "Worker",
-    "WorkerError", "example", "execute", "execute_directly", "execute_from_args", "source", "stable_hash",
+    "CycleError", "Err", "EventLink", "EventReader", "EventWriter", "Exchange",
+    "FrontierInterest", "FrontierNotificator", "InputCapability", "InputHandle", "LoopHandle",
+    "MutableAntichain", "Notificator", "Ok", "OperatorBuilder", "OperatorError", "OperatorInfo",
+    "Pipeline", "ProbeHandle", "Product", "Scope", "Sequencer", "Stream", "UnorderedHandle",
+    "Worker", "WorkerError", "example", "execute", "execute_directly", "execute_from_args",
+    "replay_into", "source", "stable_hash",
 ]

@@ -9,10 +9,15 @@ from ._supervisor import WorkerError, run_workers
 from .comm.rendezvous import ProcessCluster
 from .dataflow import Worker
 
+WorkerError.__module__ = __name__       # public here; defined below execute, in _supervisor
+
 
 @dataclass
 class Config:
     """How many workers run where: timely's ``-w``, ``-n``, ``-p`` and ``-h``.
+
+    >>> Config(workers=2).workers
+    2
 
     Without a hostfile, process ``i`` is at ``localhost:{2101 + i}`` (as in timely).
     ``force_sockets`` (default ``$SPARKTIMELY_FORCE_SOCKETS``) makes processes on one host talk

@@ -87,7 +87,8 @@ def stable_hash(value: Any) -> int:
     if cls is bool:
         return stable_hash(int(value))
     if isinstance(value, (str, int, float, bytes, tuple)):    # subclasses: hash the value
-        for base in (bool, int, str, float, bytes, tuple):
+        bases: tuple[Any, ...] = (bool, int, str, float, bytes, tuple)
+        for base in bases:
             if isinstance(value, base):
                 return stable_hash(base(value))
     raise TypeError(f"stable_hash cannot hash a {cls.__name__} ({value!r:.60}): use ints, "

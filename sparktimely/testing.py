@@ -25,7 +25,7 @@ import threading
 import traceback
 from typing import Any, Callable, Sequence
 
-from .comm.inprocess import Aborted, InProcessHub
+from .comm._inprocess import Aborted, InProcessHub
 from .dataflow import Worker
 from .execute import WorkerError
 

@@ -1,20 +1,27 @@
 """Dataflow construction and scheduling: workers, scopes, streams, operators and handles.
 
 This layer knows how operators connect and when they run, not how bytes move between
-workers (that is :mod:`sparktimely.comm`).
+workers (that is :mod:`sparktimely.comm`). It knows streams and scopes as
+:class:`StreamCore` and :class:`ScopeCore`; the operator library assembles the concrete
+``Stream`` and ``Scope`` from them (see :mod:`sparktimely.ops`).
+
+>>> from sparktimely.dataflow import StreamCore
+>>> import sparktimely as st
+>>> issubclass(st.Stream, StreamCore)
+True
 """
 from .capability import Capability, CapabilityError, CapabilitySet, InputCapability
 from .channels import Exchange, Pact, Pipeline
 from .handles import InputHandle, LoopHandle, ProbeHandle
 from .notificator import FrontierNotificator, Notificator
-from .operator import OperatorBuilder, OperatorError, OperatorInfo, source
-from .scope import Scope
-from .stream import Stream
+from .operator import FrontierInterest, OperatorBuilder, OperatorError, OperatorInfo, source
+from .scope import Activator, ScopeCore
+from .stream import StreamCore
 from .worker import Worker
 
 __all__ = [
-    "Capability", "CapabilityError", "CapabilitySet", "Exchange", "FrontierNotificator",
-    "InputCapability", "InputHandle", "LoopHandle", "Notificator", "OperatorBuilder",
-    "OperatorError", "OperatorInfo", "Pact", "Pipeline", "ProbeHandle", "Scope", "Stream",
-    "Worker", "source",
+    "Activator", "Capability", "CapabilityError", "CapabilitySet", "Exchange",
+    "FrontierInterest", "FrontierNotificator", "InputCapability", "InputHandle", "LoopHandle",
+    "Notificator", "OperatorBuilder", "OperatorError", "OperatorInfo", "Pact", "Pipeline",
+    "ProbeHandle", "ScopeCore", "StreamCore", "Worker", "source",
 ]

@@ -7,7 +7,7 @@ letting it go out of scope) lets the frontier advance.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 from ..progress.timestamp import Timestamp, advance, less_equal
 
@@ -16,7 +16,22 @@ if TYPE_CHECKING:
 
 
 class CapabilityError(RuntimeError):
-    """A capability was used against timely's rules (after drop, or to go back in time)."""
+    """A capability was used against timely's rules (after drop, or to go back in time).
+
+    >>> import sparktimely as st
+    >>> def ctor(cap, info):
+    ...     def logic(output):
+    ...         later = cap.delayed(5)
+    ...         cap.drop()
+    ...         try:
+    ...             later.delayed(3)
+    ...         except st.CapabilityError as error:
+    ...             print(error)
+    ...         later.drop()
+    ...     return logic
+    >>> _ = st.example(lambda scope: st.source(scope, "Back", ctor).probe())
+    cannot delay capability at time 5 to 3: times must not go backwards
+    """
 
 
 class Capability:
@@ -25,7 +40,21 @@ class Capability:
     ``delayed(t)`` returns a new capability for a later time, ``downgrade(t)`` moves this one
     forward, ``drop()`` releases it (so does losing the last reference to it; note that a
     stored exception's traceback keeps the variables of its frames, capabilities included,
-    alive).
+    alive). ``try_delayed`` and ``try_downgrade`` report a time they cannot reach instead of
+    raising.
+
+    >>> import sparktimely as st
+    >>> def ctor(cap, info):
+    ...     def logic(output):
+    ...         output.session(cap.delayed(2)).give("at 2")
+    ...         cap.downgrade(3)
+    ...         print(cap.try_delayed(1), cap.try_downgrade(1), cap.try_downgrade(4), cap)
+    ...         output.session(cap).give("at 4")
+    ...         cap.drop()
+    ...     return logic
+    >>> st.example(lambda scope: st.source(scope, "Caps", ctor).capture()).extract()
+    None False True Capability(4)
+    [(2, ['at 2']), (4, ['at 4'])]
     """
 
     __slots__ = ("_time", "_port", "_live", "__weakref__")
@@ -35,6 +64,7 @@ class Capability:
         self._time = time
         self._port = port
         self._live = True
+        port.held += 1
         port.dataflow.acquire(port.location, time)
 
     @property
@@ -60,6 +90,28 @@ class Capability:
         self._check_not_before(time, "delay")
         return Capability(time, self._port)
 
+    def try_delayed(self, time: Timestamp) -> "Capability | None":
+        """A new capability for ``time``, or None if ``time`` is earlier than this one's
+        (or not of this output's time type)."""
+        self._check_live("delay")
+        if not less_equal(self._time, time):
+            return None
+        try:
+            return Capability(time, self._port)
+        except TypeError:
+            return None
+
+    def try_downgrade(self, time: Timestamp) -> bool:
+        """Move this capability forward to ``time`` if it is not earlier; True if it did."""
+        self._check_live("downgrade")
+        if not less_equal(self._time, time):
+            return False
+        try:
+            self.downgrade(time)
+        except TypeError:
+            return False
+        return True
+
     def downgrade(self, time: Timestamp) -> None:
         """Move this capability forward to ``time``."""
         self._check_live("downgrade")
@@ -75,7 +127,9 @@ class Capability:
         """Release the capability; using it afterwards raises CapabilityError."""
         if self._live:
             self._live = False
-            self._port.dataflow.update(self._port.location, self._time, -1)
+            port = self._port
+            port.held -= 1
+            port.dataflow.update(port.location, self._time, -1)
 
     def __del__(self) -> None:
         if getattr(self, "_live", False):
@@ -90,6 +144,18 @@ class InputCapability:
     """The time of an input batch being processed, usable to send output at that time.
 
     ``retain()`` turns it into a :class:`Capability` that outlives the batch.
+
+    >>> import sparktimely as st
+    >>> def ctor(cap, info):
+    ...     cap.drop()
+    ...     def logic(input, output):
+    ...         for cap, batch in input:
+    ...             output.session(cap).give_batch(batch)            # at the batch's time
+    ...             output.session(cap.delayed(cap.time + 1)).give(len(batch))
+    ...     return logic
+    >>> st.example(lambda s: s.to_stream("ab").unary(st.Pipeline, "Next", ctor)
+    ...            .capture()).extract()
+    [(0, ['a', 'b']), (1, [2])]
     """
 
     __slots__ = ("time", "_outputs", "_summaries")
@@ -171,7 +237,7 @@ class CapabilitySet:
                 return cap.delayed(time)
         raise CapabilityError(f"no capability in the set allows time {time!r}")
 
-    def downgrade(self, frontier) -> None:
+    def downgrade(self, frontier: Iterable[Timestamp]) -> None:
         """Replace the held capabilities by ones for the times of ``frontier``."""
         times = list(frontier)
         new: list[Capability] = []
@@ -182,12 +248,15 @@ class CapabilitySet:
         self._caps = new
 
     def first(self) -> Capability | None:
+        """A held capability, or None."""
         return self._caps[0] if self._caps else None
 
     def is_empty(self) -> bool:
+        """True if no capability is held."""
         return not self._caps
 
     def drop(self) -> None:
+        """Release every held capability."""
         for cap in self._caps:
             cap.drop()
         self._caps = []

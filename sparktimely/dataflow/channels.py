@@ -34,14 +34,28 @@ class LocalPusher:
 
 
 class Pact:
-    """How records move from an output to an input."""
+    """How records move from an output to an input: :class:`Pipeline` or :class:`Exchange`.
+
+    >>> import sparktimely as st
+    >>> isinstance(st.Exchange(lambda x: x), st.dataflow.Pact)
+    True
+    """
 
     def connect(self, source: "OutputPort", target: "InputPort") -> None:
         raise NotImplementedError
 
 
 class Pipeline(Pact):
-    """Records stay on the worker that produced them (no data movement)."""
+    """Records stay on the worker that produced them (no data movement).
+
+    >>> import sparktimely as st
+    >>> def ctor(cap, info):
+    ...     cap.drop()
+    ...     return lambda input, output: [output.give_at(c, b) for c, b in input]
+    >>> st.execute(lambda w: w.dataflow(lambda s: s.to_stream([w.index]).unary(
+    ...     st.Pipeline, "Stay", ctor).capture()), workers=2)[1].extract()
+    [(0, [1])]
+    """
 
     def connect(self, source: "OutputPort", target: "InputPort") -> None:
         source.pushers.append(LocalPusher(target))
@@ -55,6 +69,14 @@ class Exchange(Pact):
 
     ``Exchange(lambda x: x)`` routes ints by value; for Arrow streams use
     ``Exchange(key="column")`` (or several columns).
+
+    >>> import sparktimely as st
+    >>> def ctor(cap, info):
+    ...     cap.drop()
+    ...     return lambda input, output: [output.give_at(c, b) for c, b in input]
+    >>> st.execute(lambda w: w.dataflow(lambda s: s.to_stream([0, 1, 2]).unary(
+    ...     st.Exchange(lambda x: x), "Route", ctor).capture()), workers=2)[1].extract()
+    [(0, [1, 1])]
     """
 
     def __init__(self, route: Callable[[Any], int] | None = None, *,

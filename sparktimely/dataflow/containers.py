@@ -48,6 +48,7 @@ def partition_batch(batch: Any, key: str | Sequence[str] | None,
     if key is not None:
         dest = hash_rows(batch, key) % np.uint64(peers)
     else:
+        assert route is not None, "Exchange needs a route or key"
         dest = np.asarray(route(batch))
         if dest.shape != (batch.num_rows,) or dest.dtype.kind not in "iu":
             raise ValueError(f"an Exchange route for Arrow batches must return one integer "

@@ -1,7 +1,7 @@
 """Handles that connect a dataflow to the program driving it: inputs, probes and loops."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 from ..progress.frontier import Antichain, MutableAntichain
 from ..progress.timestamp import Timestamp, less_equal
@@ -9,8 +9,11 @@ from .capability import Capability
 from .containers import arrow_batches
 from .ports import BATCH_SIZE, OutputPort, batch_length, own_copy
 
+R = TypeVar("R")
+
 if TYPE_CHECKING:
     from .ports import InputPort
+    from .stream import StreamCore
 
 
 class InputHandle:
@@ -158,15 +161,38 @@ class ProbeHandle:
 
     def frontier(self) -> list:
         """The times that may still arrive, as a list of incomparable times."""
+        return self._antichain().elements()
+
+    def with_frontier(self, f: Callable[[Antichain], R]) -> R:
+        """``f(frontier)`` with the frontier as an :class:`~sparktimely.Antichain`; returns
+        what ``f`` returns.
+
+        >>> import sparktimely as st
+        >>> probe = st.example(lambda scope: scope.to_stream([1]).probe())
+        >>> probe.with_frontier(lambda frontier: len(frontier))
+        0
+        """
+        return f(self._antichain())
+
+    def _antichain(self) -> Antichain:
         antichain = Antichain()
         for frontier in self._frontiers:
-            for time in frontier.frontier():
-                antichain.insert(time)
-        return antichain.elements()
+            antichain.extend(frontier.frontier())
+        return antichain
 
 
 class LoopHandle:
-    """The input end of a feedback edge; close the loop with ``stream.connect_loop(handle)``."""
+    """The input end of a feedback edge; close the loop with ``stream.connect_loop(handle)``.
+
+    >>> import sparktimely as st
+    >>> def build(scope):
+    ...     handle, looped = scope.feedback(1)
+    ...     stream = scope.to_stream([3]).concat(looped).map(lambda x: x - 1)
+    ...     stream.filter(lambda x: x > 0).connect_loop(handle)
+    ...     return stream.capture()
+    >>> st.example(build).extract()
+    [(0, [2]), (1, [1]), (2, [0])]
+    """
 
     def __init__(self, scope, input: "InputPort", summary) -> None:
         self._scope = scope
@@ -174,14 +200,15 @@ class LoopHandle:
         self._summary = summary
         self._connected = False
 
-    def _connect(self, stream) -> None:
+    def _connect(self, stream: "StreamCore") -> None:
         from .channels import Pipeline
+        from .operator import connect
         if self._connected:
             raise RuntimeError("this loop handle is already connected")
         if stream.scope is not self._scope:
             raise ValueError("connect_loop: the stream must be in the scope that created the loop")
         self._connected = True
-        stream.scope.dataflow.connect(stream._port, self._input, Pipeline())
+        connect(stream.scope.dataflow, stream._port, self._input, Pipeline())
 
     def _check_connected(self) -> None:
         if not self._connected:

@@ -7,38 +7,76 @@ arrives, when a watched input frontier moves, or when someone activates it.
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Generic, Sequence, TypeVar
 
-from ..progress.timestamp import ENTER, LEAVE, Timestamp, check_summary
+from ..progress.timestamp import LEAVE, EnterSummary, Timestamp, check_summary
 from .capability import Capability
 from .channels import Pact, Pipeline, as_pact
 from .ports import InputPort, OutputHandle, OutputPort
 
 if TYPE_CHECKING:
-    from .scope import Scope
-    from .stream import Stream
+    from .scope import ScopeCore
+    from .stream import StreamCore
+    from .worker import Dataflow
+
+S = TypeVar("S", bound="StreamCore")
 
 
 class OperatorError(RuntimeError):
-    """An operator's logic raised; the message names the operator."""
+    """An operator's logic raised; the message names the operator.
+
+    >>> import sparktimely as st
+    >>> try:
+    ...     st.example(lambda scope: scope.to_stream([0]).map(lambda x: 1 // x).probe())
+    ... except st.OperatorError as error:
+    ...     print(error)
+    operator 'Map' (address (0, 1)) raised ZeroDivisionError: integer division or modulo by zero
+    """
 
 
 @dataclass(frozen=True)
 class OperatorInfo:
     """What an operator's constructor learns about it: ``name``, ``index`` within its
-    dataflow and ``address`` (use ``scope.activator_for(info.address)`` to reschedule it)."""
+    dataflow and ``address`` (use ``scope.activator_for(info.address)`` to reschedule it).
+
+    >>> import sparktimely as st
+    >>> def ctor(cap, info):
+    ...     print(info)
+    ...     cap.drop()
+    ...     return lambda output: None
+    >>> _ = st.example(lambda scope: st.source(scope, "Named", ctor))
+    OperatorInfo(name='Named', index=0, address=(0, 0))
+    """
 
     name: str
     index: int
     address: tuple
 
 
+class FrontierInterest(enum.Enum):
+    """When a change of one input's frontier schedules an operator (seed 002; set with
+    ``OperatorBuilder.set_notify_for(input, interest)``).
+
+    >>> import sparktimely as st
+    >>> [interest.name for interest in st.FrontierInterest]
+    ['ALWAYS', 'IF_CAPABILITY', 'NEVER']
+    """
+
+    ALWAYS = "always"
+    """Every change of the input's frontier schedules the operator (the default)."""
+    IF_CAPABILITY = "if_capability"
+    """Only while the operator holds a capability."""
+    NEVER = "never"
+    """Never: only arriving data and activations schedule the operator."""
+
+
 class Operator:
     """An operator as the dataflow schedules it."""
 
-    __slots__ = ("name", "index", "address", "inputs", "outputs", "handles",
-                 "logic", "watches_frontiers")
+    __slots__ = ("name", "index", "address", "inputs", "outputs", "handles", "logic",
+                 "watches_frontiers", "interest", "poked", "blocked", "_seen")
 
     def __init__(self, name: str, index: int, address: tuple) -> None:
         self.name = name
@@ -49,20 +87,57 @@ class Operator:
         self.handles: list[OutputHandle] = []
         self.logic: Callable[[], Any] | None = None
         self.watches_frontiers = False
+        self.interest: list[FrontierInterest] | None = None   # None: as watches_frontiers says
+        self.poked = True         # activated by an Activator, by asking again, or at start
+        self.blocked = False      # lazily given output waits for room downstream
+        self._seen: list[list] = []
 
     def schedule(self) -> bool:
-        """Run the logic once; True if it asks to be scheduled again."""
+        """Run the logic once (unless nothing it cares about happened); True if it asks to
+        be scheduled again or has output waiting for room downstream."""
         try:
+            if self.blocked or self.interest is not None:
+                if self.blocked:
+                    if self._drain():
+                        return True
+                    self.blocked = False
+                if not self._wanted():
+                    return False
+            self.poked = False
             again = self.logic() if self.logic is not None else False
             for handle in self.handles:
-                handle._flush()
+                if handle._flush():
+                    self.blocked = True
         except OperatorError:
             raise
         except Exception as error:
             raise OperatorError(
                 f"operator {self.name!r} (address {self.address}) raised "
                 f"{type(error).__name__}: {error}") from error
-        return bool(again)
+        if self.blocked or self.interest is not None:
+            self._seen = [input.frontier.frontier() for input in self.inputs]
+        if again:
+            self.poked = True
+        return bool(again) or self.blocked
+
+    def _drain(self) -> bool:
+        """Send lazily given output while there is room; True if some still waits."""
+        return any([handle._drain() for handle in self.handles])
+
+    def _wanted(self) -> bool:
+        """Whether to run the logic: data waits, someone activated the operator, or the
+        frontier of an input it is interested in moved since it last ran."""
+        if self.poked or any(input.queue for input in self.inputs):
+            return True
+        default = FrontierInterest.ALWAYS if self.watches_frontiers else FrontierInterest.NEVER
+        interests = self.interest or [default] * len(self.inputs)
+        holds = any(output.held for output in self.outputs)
+        for input, before, interest in zip(self.inputs, self._seen, interests):
+            if (interest is FrontierInterest.ALWAYS or
+                    (interest is FrontierInterest.IF_CAPABILITY and holds)):
+                if input.frontier.frontier() != before:
+                    return True
+        return False
 
 
 def _normalize_connection(connection, count: int, what: str) -> list[list]:
@@ -80,7 +155,14 @@ def _normalize_connection(connection, count: int, what: str) -> list[list]:
     return result
 
 
-class OperatorBuilder:
+def connect(dataflow: "Dataflow", source: OutputPort, target: InputPort, pact: Pact) -> None:
+    """Feed ``target`` from ``source`` through ``pact``; ``source`` learns of the queue it
+    fills (for rate-controlled output)."""
+    dataflow.connect(source, target, pact)
+    source.consumers.append(target)
+
+
+class OperatorBuilder(Generic[S]):
     """Builds an operator with any number of inputs and outputs.
 
     >>> import sparktimely as st
@@ -101,25 +183,43 @@ class OperatorBuilder:
     [(0, [0, 2, 4])]
     """
 
-    def __init__(self, name: str, scope: "Scope") -> None:
+    def __init__(self, name: str, scope: "ScopeCore[S]") -> None:
         self.scope = scope
         self._dataflow = scope.dataflow
         self._operator = self._dataflow.reserve_operator(name, scope)
-        self._input_streams: list[tuple["Stream", Pact]] = []
+        self._input_streams: list[tuple["StreamCore", Pact]] = []
         self._inputs: list[InputPort] = []
         # _summaries[i][o]: path summaries from input i to output o
         self._summaries: list[list[list]] = []
+        self._interest: list[FrontierInterest] | None = None
         self._built = False
 
     @property
     def index(self) -> int:
+        """The operator's index in its dataflow."""
         return self._operator.index
 
     @property
     def address(self) -> tuple:
+        """The operator's address (for ``scope.activator_for``)."""
         return self._operator.address
 
-    def new_input(self, stream: "Stream", pact: Pact | type, connection=None) -> InputPort:
+    def operator_info(self) -> "OperatorInfo":
+        """The operator's name, index and address."""
+        return OperatorInfo(self._operator.name, self.index, self.address)
+
+    def set_notify_for(self, input: int, interest: FrontierInterest) -> None:
+        """Whether changes of input ``input``'s frontier schedule the operator (default
+        :attr:`FrontierInterest.ALWAYS`)."""
+        if not 0 <= input < len(self._inputs):
+            raise ValueError(f"operator {self._operator.name!r} has no input {input}")
+        interests = self._interest or [FrontierInterest.ALWAYS] * len(self._inputs)
+        interests += [FrontierInterest.ALWAYS] * (len(self._inputs) - len(interests))
+        interests[input] = FrontierInterest(interest)
+        self._interest = interests
+
+    def new_input(self, stream: "StreamCore", pact: Pact | type,
+                  connection: Sequence | None = None) -> InputPort:
         """Add an input fed by ``stream`` through ``pact``; returns the logic's handle on it.
 
         ``connection`` lists, per output, the path summary (or None for no path); by default
@@ -134,14 +234,13 @@ class OperatorBuilder:
         self._inputs.append(handle)
         return handle
 
-    def new_output(self, connection=None) -> tuple[OutputHandle, "Stream"]:
+    def new_output(self, connection: Sequence | None = None) -> tuple[OutputHandle, S]:
         """Add an output; returns ``(output_handle, stream)``.
 
         ``connection`` lists, per input, the path summary (or None); by default every input
         reaches the new output unchanged.
         """
         self._check_open()
-        from .stream import Stream
         summaries = _normalize_connection(connection, len(self._inputs), "output")
         for row, paths in zip(self._summaries, summaries):
             row.append(paths)
@@ -149,7 +248,7 @@ class OperatorBuilder:
         self._operator.outputs.append(port)
         handle = OutputHandle(port, len(self._operator.outputs) - 1)
         self._operator.handles.append(handle)
-        return handle, Stream(self.scope, port)
+        return handle, self.scope._stream(port)
 
     def _check_open(self) -> None:
         if self._built:
@@ -176,7 +275,7 @@ class OperatorBuilder:
         self._dataflow.add_operator(operator, self._summaries,
                                     [stream.scope.kind for stream, _ in self._input_streams])
         for handle, (stream, pact) in zip(self._inputs, self._input_streams):
-            self._dataflow.connect(stream._port, handle, pact)
+            connect(self._dataflow, stream._port, handle, pact)
         frontiers = [handle.frontier for handle in self._inputs]
         for i, handle in enumerate(self._inputs):
             handle._set_outputs(operator.outputs, self._summaries[i])
@@ -185,9 +284,13 @@ class OperatorBuilder:
         del capabilities
         operator.logic = lambda: logic(frontiers)
         operator.watches_frontiers = True
+        if self._interest is not None:
+            operator.interest = self._interest + [FrontierInterest.ALWAYS] * (
+                len(self._inputs) - len(self._interest))
 
 
-def unary_operator(stream: "Stream", pact, name: str, ctor, *, frontier: bool) -> "Stream":
+def unary_operator(stream: S, pact: Pact | type, name: str, ctor: Callable, *,
+                   frontier: bool) -> S:
     builder = OperatorBuilder(name, stream.scope)
     input = builder.new_input(stream, pact)
     output, result = builder.new_output()
@@ -200,8 +303,8 @@ def unary_operator(stream: "Stream", pact, name: str, ctor, *, frontier: bool) -
     return result
 
 
-def binary_operator(stream1: "Stream", stream2: "Stream", pact1, pact2, name: str, ctor,
-                    *, frontier: bool) -> "Stream":
+def binary_operator(stream1: S, stream2: S, pact1: Pact | type, pact2: Pact | type, name: str,
+                    ctor: Callable, *, frontier: bool) -> S:
     builder = OperatorBuilder(name, stream1.scope)
     input1 = builder.new_input(stream1, pact1)
     input2 = builder.new_input(stream2, pact2)
@@ -215,8 +318,8 @@ def binary_operator(stream1: "Stream", stream2: "Stream", pact1, pact2, name: st
     return result
 
 
-def notify_operator(streams: Sequence["Stream"], pacts: Sequence, name: str,
-                    init_times: Sequence[Timestamp], logic) -> "Stream":
+def notify_operator(streams: Sequence[S], pacts: Sequence[Pact | type], name: str,
+                    init_times: Sequence[Timestamp], logic: Callable) -> S:
     """An operator with a Notificator: ``logic(*inputs, output, notificator)``."""
     from .notificator import Notificator
     builder = OperatorBuilder(name, streams[0].scope)
@@ -238,14 +341,15 @@ def notify_operator(streams: Sequence["Stream"], pacts: Sequence, name: str,
     return result
 
 
-def sink_operator(stream: "Stream", pact, name: str, logic) -> InputPort:
+def sink_operator(stream: "StreamCore", pact: Pact | type, name: str,
+                  logic: Callable[[InputPort], Any]) -> InputPort:
     builder = OperatorBuilder(name, stream.scope)
     input = builder.new_input(stream, pact)
     builder.build(lambda capabilities: lambda frontiers: logic(input))
     return input
 
 
-def source(scope: "Scope", name: str, ctor) -> "Stream":
+def source(scope: "ScopeCore[S]", name: str, ctor: Callable) -> S:
     """An operator with no inputs: ``ctor(capability, info)`` returns ``logic(output)``.
 
     The logic runs once at start and again whenever the operator is activated (see
@@ -273,8 +377,9 @@ def source(scope: "Scope", name: str, ctor) -> "Stream":
     return result
 
 
-def passthrough_operator(name: str, scope: "Scope", out_scope: "Scope",
-                 time_map: Callable[[Timestamp], Timestamp], summary) -> tuple[InputPort, "Stream"]:
+def passthrough_operator(name: str, scope: "ScopeCore", out_scope: "ScopeCore[S]",
+                         time_map: Callable[[Timestamp], Timestamp],
+                         summary: Any) -> tuple[InputPort, S]:
     """An operator that moves batches unchanged but re-stamps their time (enter, leave,
     feedback). It needs no capabilities: each batch is consumed and re-sent in one step."""
     dataflow = scope.dataflow
@@ -296,30 +401,32 @@ def passthrough_operator(name: str, scope: "Scope", out_scope: "Scope",
             update(location, time, -count)
             push(time_map(time), batch)
     operator.logic = logic
-    from .stream import Stream
-    return input, Stream(out_scope, output)
+    return input, out_scope._stream(output)
 
 
-def enter(stream: "Stream", inner: "Scope") -> "Stream":
+def enter(stream: S, inner: "ScopeCore[S]") -> S:
     """``stream`` inside the nested scope ``inner``."""
     if inner.parent is not stream.scope:
         raise ValueError(f"enter: scope {inner.name!r} is not nested directly in the "
                          f"stream's scope {stream.scope.name!r}")
     if inner.kind == stream.scope.kind:                    # a region: same times
-        return type(stream)(inner, stream._port)
-    input, result = passthrough_operator("Enter", stream.scope, inner, ENTER.results_in, ENTER)
-    stream.scope.dataflow.connect(stream._port, input, Pipeline())
+        return inner._stream(stream._port)
+    summary = EnterSummary(inner.kind.minimum().inner)
+    input, result = passthrough_operator("Enter", stream.scope, inner, summary.results_in,
+                                         summary)
+    connect(stream.scope.dataflow, stream._port, input, Pipeline())
     return result
 
 
-def leave(stream: "Stream") -> "Stream":
+def leave(stream: S) -> S:
     """``stream`` in the scope enclosing its own."""
     scope = stream.scope
-    if scope.parent is None:
+    parent = scope.parent
+    if parent is None:
         raise ValueError("leave: the stream is already in the dataflow's top-level scope")
-    if scope.kind == scope.parent.kind:
-        return type(stream)(scope.parent, stream._port)
-    input, result = passthrough_operator("Leave", scope, scope.parent, LEAVE.results_in, LEAVE)
-    scope.dataflow.connect(stream._port, input, Pipeline())
+    if scope.kind == parent.kind:
+        return parent._stream(stream._port)
+    input, result = passthrough_operator("Leave", scope, parent, LEAVE.results_in, LEAVE)
+    connect(scope.dataflow, stream._port, input, Pipeline())
     return result
 

@@ -7,8 +7,10 @@ same scheduling step as the capability changes that justify them.
 """
 from __future__ import annotations
 
+import os
 from collections import deque
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from itertools import islice
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..progress.frontier import MutableAntichain
 from ..progress.timestamp import TimeKind, Timestamp
@@ -19,6 +21,11 @@ if TYPE_CHECKING:
 
 BATCH_SIZE = 4096
 """Records buffered per time by an output session before they are sent as one batch."""
+
+QUEUE_LIMIT = int(os.environ.get("SPARKTIMELY_QUEUE_LIMIT", "16"))
+"""Batches that records given lazily (``Session.give_iterator``) may leave waiting in each
+consumer's queue on this worker before the producing operator yields to the scheduler; the
+default of ``OutputHandle.queue_limit``."""
 
 
 def own_copy(batch: Any) -> Any:
@@ -35,13 +42,22 @@ def batch_length(batch: Any) -> int:
 class OutputPort:
     """One output of an operator: the channels its batches are pushed into."""
 
-    __slots__ = ("dataflow", "location", "kind", "pushers")
+    __slots__ = ("dataflow", "location", "kind", "pushers", "consumers", "held")
 
     def __init__(self, dataflow: "Dataflow", location: int, kind: TimeKind) -> None:
         self.dataflow = dataflow
         self.location = location
         self.kind = kind
         self.pushers: list = []
+        self.consumers: list[InputPort] = []     # the inputs on this worker it feeds
+        self.held = 0                            # live capabilities for this output
+
+    def has_room(self, limit: int) -> bool:
+        """True while every consumer on this worker has fewer than ``limit`` batches waiting."""
+        for consumer in self.consumers:
+            if len(consumer.queue) >= limit:
+                return False
+        return True
 
     def push(self, time: Timestamp, batch: Any) -> None:
         """Send one non-empty batch at ``time`` to every consumer of this output."""
@@ -62,12 +78,12 @@ class InputPort:
     __slots__ = ("queue", "dataflow", "location", "operator", "frontier", "_outputs", "_summaries")
 
     def __init__(self, dataflow: "Dataflow", location: int, operator: int,
-                 frontier: MutableAntichain) -> None:
+                 frontier: Any) -> None:
         self.queue: deque = deque()
         self.dataflow = dataflow
         self.location = location
         self.operator = operator
-        self.frontier = frontier
+        self.frontier: MutableAntichain = frontier
         self._outputs: list[OutputPort] = []
         self._summaries: list[list] = []
 
@@ -88,7 +104,7 @@ class InputPort:
         """The next waiting ``(capability, batch)``, or None."""
         return next(iter(self), None)
 
-    def for_each(self, logic) -> None:
+    def for_each(self, logic: Callable[[InputCapability, Any], Any]) -> None:
         """Call ``logic(cap, batch)`` for every waiting batch."""
         for cap, batch in self:
             logic(cap, batch)
@@ -101,12 +117,26 @@ class InputPort:
 
 
 class Session:
-    """Buffers records sent at one time on one output; flushed in batches and on exit."""
+    """Buffers records sent at one time on one output; flushed in batches and on exit.
 
-    __slots__ = ("_port", "_time", "_buffer")
+    >>> import sparktimely as st
+    >>> def ctor(cap, info):
+    ...     def logic(output):
+    ...         with output.session(cap) as session:
+    ...             session.give("a")
+    ...             session.give_batch(["b", "c"])
+    ...             session.give_iterator(str(i) for i in range(2))
+    ...         cap.drop()
+    ...     return logic
+    >>> st.example(lambda scope: st.source(scope, "Give", ctor).capture()).extract()
+    [(0, ['0', '1', 'a', 'b', 'c'])]
+    """
 
-    def __init__(self, port: OutputPort, time: Timestamp) -> None:
-        self._port = port
+    __slots__ = ("_handle", "_port", "_time", "_buffer")
+
+    def __init__(self, handle: "OutputHandle", time: Timestamp) -> None:
+        self._handle = handle
+        self._port = handle._port
         self._time = time
         self._buffer: list = []
 
@@ -118,11 +148,23 @@ class Session:
             self.flush()
 
     def give_iterator(self, records: Iterable[Any]) -> None:
-        """Send every record of an iterable."""
-        buffer = self._buffer
-        buffer.extend(records)
-        if len(buffer) >= BATCH_SIZE:
+        """Send every record of an iterable.
+
+        A list or tuple is sent at once. Any other iterable is consumed lazily, in batches
+        of ``BATCH_SIZE``, after the operator's logic returns: while a consumer on this
+        worker has ``output.queue_limit`` batches waiting, the operator yields to the
+        scheduler (and takes no new input) until they are consumed, so an operator that
+        produces far more than it reads runs in bounded memory. Such an iterator must not
+        depend on state the logic changes afterwards.
+        """
+        if records.__class__ is list or records.__class__ is tuple:
+            buffer = self._buffer
+            buffer.extend(records)
+            if len(buffer) >= BATCH_SIZE:
+                self.flush()
+        else:
             self.flush()
+            self._handle._defer(self._time, iter(records))
 
     def give_batch(self, batch: Any) -> None:
         """Send a whole batch (a list or a pyarrow.RecordBatch) as one message; a list is
@@ -132,6 +174,7 @@ class Session:
             self._port.push(self._time, own_copy(batch))
 
     def flush(self) -> None:
+        """Send the buffered records now."""
         if self._buffer:
             batch, self._buffer = self._buffer, []
             self._port.push(self._time, batch)
@@ -139,19 +182,38 @@ class Session:
     def __enter__(self) -> "Session":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.flush()
 
 
 class OutputHandle:
-    """An operator's handle on one of its outputs: ``with output.session(cap) as s: s.give(x)``."""
+    """An operator's handle on one of its outputs: ``with output.session(cap) as s: s.give(x)``.
 
-    __slots__ = ("_port", "_index", "_sessions")
+    ``queue_limit`` bounds the batches of lazily given records waiting in each consumer on
+    this worker (see :meth:`Session.give_iterator`).
+
+    >>> import sparktimely as st
+    >>> def ctor(cap, info):
+    ...     cap.drop()
+    ...     return lambda input, output: [output.give_at(c, [len(b)]) for c, b in input]
+    >>> st.example(lambda s: s.to_stream("abc").unary(st.Pipeline, "Len", ctor)
+    ...            .capture()).extract()
+    [(0, [3])]
+    """
+
+    __slots__ = ("_port", "_index", "_sessions", "_pending", "queue_limit")
 
     def __init__(self, port: OutputPort, index: int) -> None:
         self._port = port
         self._index = index
         self._sessions: list[Session] = []
+        self._pending: deque[tuple[Capability, Iterator[Any]]] = deque()
+        self.queue_limit = QUEUE_LIMIT
+
+    @property
+    def output_index(self) -> int:
+        """Which output of its operator this is (0 for the first)."""
+        return self._index
 
     def _time_of(self, capability: Capability | InputCapability) -> Timestamp:
         if capability.__class__ is InputCapability:
@@ -172,7 +234,7 @@ class OutputHandle:
 
     def session(self, capability: Capability | InputCapability) -> Session:
         """A session sending at ``capability``'s time; the capability must be for this output."""
-        session = Session(self._port, self._time_of(capability))
+        session = Session(self, self._time_of(capability))
         self._sessions.append(session)
         return session
 
@@ -183,10 +245,34 @@ class OutputHandle:
         if batch_length(batch):
             self._port.push(time, batch)
 
-    def _flush(self) -> None:
-        """Send what sessions still buffer (called after each scheduling of the operator)."""
+    def _defer(self, time: Timestamp, records: Iterator[Any]) -> None:
+        """Send ``records`` lazily, holding a capability for ``time`` until they are sent."""
+        self._pending.append((Capability(time, self._port), records))
+
+    def _flush(self) -> bool:
+        """Send what sessions still buffer, then lazily given records while consumers have
+        room (called after each scheduling of the operator); True if records remain."""
         if self._sessions:
             for session in self._sessions:
                 session.flush()
             self._sessions = []
+        return bool(self._pending) and self._drain()
+
+    def _drain(self) -> bool:
+        """Send batches of lazily given records while every consumer on this worker has
+        room; True if records remain."""
+        pending, port, limit = self._pending, self._port, self.queue_limit
+        while pending:
+            capability, records = pending[0]
+            while port.has_room(limit):
+                batch = list(islice(records, BATCH_SIZE))
+                if batch:
+                    port.push(capability._time, batch)
+                if len(batch) < BATCH_SIZE:
+                    break
+            else:
+                return True
+            pending.popleft()
+            capability.drop()
+        return False
 

@@ -1,22 +1,42 @@
-"""Scopes: where operators live, with a timestamp type; nested scopes for iteration."""
+"""Scopes: where operators live, with a timestamp type; nested scopes for iteration.
+
+:class:`ScopeCore` is what this layer knows of a scope. The concrete ``sparktimely.Scope``
+(in :mod:`sparktimely.ops.scope`) adds the operators that start streams (``to_stream``,
+``new_input``, ``feedback``, ...) and names the stream class its operators produce
+(``stream_class``); the worker makes root scopes through :func:`root_scope`, whose class the
+operator library registers with :func:`use_scope_class`.
+"""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Generic, Self, TypeVar
 
-from ..progress.timestamp import Product, TimeKind, advance, check_summary
-from .channels import Pipeline
-from .containers import arrow_batches
-from .handles import InputHandle, LoopHandle
-from .operator import OperatorBuilder, passthrough_operator, source
-from .ports import BATCH_SIZE
-from .stream import Stream
+from ..progress.timestamp import TimeKind
+from .stream import StreamCore
 
 if TYPE_CHECKING:
+    from .ports import OutputPort
     from .worker import Dataflow
+
+S = TypeVar("S", bound=StreamCore)
+R = TypeVar("R")
 
 
 class Activator:
-    """Schedules an operator again: ``scope.activator_for(info.address).activate()``."""
+    """Schedules an operator again: ``scope.activator_for(info.address).activate()``.
+
+    >>> import sparktimely as st
+    >>> def build(scope):
+    ...     def ctor(cap, info):
+    ...         activator, left = scope.activator_for(info.address), [3]
+    ...         def logic(output):
+    ...             output.session(cap).give(left[0])
+    ...             left[0] -= 1
+    ...             activator.activate() if left[0] else cap.drop()
+    ...         return logic
+    ...     return st.source(scope, "Countdown", ctor).capture()
+    >>> st.example(build).extract()
+    [(0, [1, 2, 3])]
+    """
 
     __slots__ = ("_dataflow", "_index")
 
@@ -25,13 +45,23 @@ class Activator:
         self._index = index
 
     def activate(self) -> None:
+        """Schedule the operator at the next opportunity (in this step if it comes later)."""
+        self._dataflow.operators[self._index].poked = True
         self._dataflow.activate(self._index)
 
 
-class Scope:
-    """A place to build operators; all of a scope's streams share its timestamp type."""
+class ScopeCore(Generic[S]):
+    """A place to build operators; all of a scope's streams share its timestamp type.
 
-    def __init__(self, dataflow: "Dataflow", parent: "Scope | None", kind: TimeKind,
+    >>> import sparktimely as st
+    >>> st.example(lambda scope: (scope.index, scope.peers, scope.name))
+    (0, 1, 'dataflow-0')
+    """
+
+    stream_class: ClassVar[type]
+    """The class of the streams this scope's operators produce."""
+
+    def __init__(self, dataflow: "Dataflow", parent: "Self | None", kind: TimeKind,
                  address: tuple, name: str) -> None:
         self.dataflow = dataflow
         self.parent = parent
@@ -50,8 +80,13 @@ class Scope:
         """The number of workers."""
         return self.dataflow.worker.peers
 
-    def _check_owns(self, stream: Stream) -> None:
-        if not isinstance(stream, Stream):
+    def _stream(self, port: "OutputPort") -> S:
+        """The stream of ``port``, an output of an operator of this scope."""
+        stream: S = self.stream_class(self, port)
+        return stream
+
+    def _check_owns(self, stream: StreamCore) -> None:
+        if not isinstance(stream, StreamCore):
             raise TypeError(f"expected a Stream, got {type(stream).__name__}")
         if stream.scope is not self:
             raise ValueError(
@@ -60,100 +95,60 @@ class Scope:
 
     def on_drop(self, callback: Callable[[], None]) -> None:
         """Run ``callback()`` if the dataflow is dropped with ``worker.drop_dataflow`` (to
-        release what its operators hold outside it, such as shared traces)."""
+        release what its operators hold outside it, such as shared traces).
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     released = []
+        ...     worker.dataflow(lambda scope: scope.on_drop(lambda: released.append(True)))
+        ...     worker.drop_dataflow(0)
+        ...     return released
+        >>> st.execute_directly(job)
+        [True]
+        """
         self.dataflow.on_drop(callback)
 
     def activator_for(self, address: tuple) -> Activator:
         """An activator for the operator at ``address`` (from its ``info.address``)."""
         return Activator(self.dataflow, address[-1])
 
-    # -- inputs --------------------------------------------------------------------------
+    # -- nesting -----------------------------------------------------------------------------
 
-    def to_stream(self, items: Iterable[Any]) -> Stream:
-        """A stream of ``items`` at the minimum time, produced on every worker.
+    def _child(self, kind: TimeKind, what: str) -> Self:
+        self._children += 1
+        return type(self)(self.dataflow, self, kind, self.address + (-self._children,),
+                          f"{self.name}/{what}-{self._children}")
+
+    def scoped(self, name: str, timestamp: type, build: Callable[[Self], R]) -> R:
+        """A nested scope whose times are ``Product(outer, inner)`` with ``inner`` of type
+        ``timestamp``; returns ``build(inner_scope)``. ``timestamp`` is ``int`` or a user
+        type with ``less_equal``, a ``minimum()`` classmethod, hashing, pickling and a ``<``
+        that extends its order; loop summaries inside are ``Product(0, s)`` where ``s``
+        advances an inner time (``s.results_in(t)``, or ``t + s``).
 
         >>> import sparktimely as st
-        >>> st.example(lambda scope: scope.to_stream("abc").capture()).extract()
-        [(0, ['a', 'b', 'c'])]
+        >>> def build(scope):
+        ...     def rounds(inner):
+        ...         handle, looped = inner.loop_variable(st.Product(0, 1))
+        ...         counted = scope.to_stream([0]).enter(inner).concat(looped).map(lambda x: x + 1)
+        ...         counted.filter(lambda x: x < 3).connect_loop(handle)
+        ...         return counted.inspect_time(lambda t, x: seen.append((t.inner, x))).leave()
+        ...     return scope.scoped("Rounds", int, rounds).capture()
+        >>> seen = []
+        >>> st.example(build).extract(), seen
+        ([(0, [1, 2, 3])], [(0, 1), (1, 2), (2, 3)])
         """
-        batches = _as_batches(items)
+        if timestamp is not int:
+            for needed in ("less_equal", "minimum", "__hash__"):
+                if getattr(timestamp, needed, None) is None:
+                    raise TypeError(f"scoped({name!r}): timestamp type {timestamp.__name__} "
+                                    f"has no {needed}")
+            if getattr(timestamp, "__lt__", None) is getattr(object, "__lt__"):
+                raise TypeError(f"scoped({name!r}): timestamp type {timestamp.__name__} needs "
+                                f"__lt__, a total order that extends less_equal")
+        return build(self._child(self.kind.nested(timestamp), name))
 
-        def ctor(capability, info):
-            def logic(output):
-                session = output.session(capability)
-                for batch in batches:
-                    session.give_batch(batch)
-                batches.clear()
-                capability.drop()
-            return logic
-        return source(self, "ToStream", ctor)
-
-    def new_input(self) -> tuple[InputHandle, Stream]:
-        """A new input handle and the stream of what is sent into it."""
-        handle = InputHandle()
-        return handle, self.input_from(handle)
-
-    def input_from(self, handle: InputHandle) -> Stream:
-        """The stream of what is sent into ``handle`` (one handle may feed several dataflows)."""
-        if self.kind.depth:
-            raise ValueError("inputs can only be created in a dataflow's top-level scope")
-        builder = OperatorBuilder("Input", self)
-        _, stream = builder.new_output()
-
-        def ctor(capabilities):
-            capabilities[0].drop()
-            return lambda frontiers: None
-        builder.build(ctor)
-        builder._operator.watches_frontiers = False
-        handle._bind(stream._port)
-        self.dataflow.add_input_handle(handle, builder.index)
-        return stream
-
-    def concatenate(self, streams: Sequence[Stream]) -> Stream:
-        """One stream with the records of all ``streams``."""
-        builder = OperatorBuilder("Concatenate", self)
-        inputs = [builder.new_input(stream, Pipeline) for stream in streams]
-        output, result = builder.new_output()
-
-        def ctor(capabilities):
-            capabilities[0].drop()
-
-            def logic(frontiers):
-                for input in inputs:
-                    for cap, batch in input:
-                        output.session(cap).give_batch(batch)
-            return logic
-        builder.build(ctor)
-        builder._operator.watches_frontiers = False
-        return result
-
-    # -- loops and nesting -----------------------------------------------------------------
-
-    def feedback(self, summary) -> tuple[LoopHandle, Stream]:
-        """A loop: records given to the handle come back on the stream, their time advanced
-        by ``summary`` (which must be greater than zero)."""
-        check_summary(summary)
-        name = f"Feedback({summary!r})"
-        input, stream = passthrough_operator(name, self, self,
-                                             lambda t: advance(t, summary), summary)
-        handle = LoopHandle(self, input, summary)
-        self.dataflow.add_loop(handle)
-        return handle, stream
-
-    def loop_variable(self, summary) -> tuple[LoopHandle, Stream]:
-        """A loop in an iterative scope; an int ``n`` means ``Product(0, n)``."""
-        if self.kind.depth == 0:
-            raise ValueError("loop_variable needs an iterative scope (scope.iterative(...))")
-        if summary.__class__ is int:
-            summary = Product(0, summary)
-        return self.feedback(summary)
-
-    def _child(self, kind: TimeKind, what: str) -> "Scope":
-        self._children += 1
-        return Scope(self.dataflow, self, kind, self.address + (-self._children,),
-                     f"{self.name}/{what}-{self._children}")
-
-    def iterative(self, build: Callable[["Scope"], Any]) -> Any:
+    def iterative(self, build: Callable[[Self], R]) -> R:
         """A nested scope whose times are ``Product(outer, iteration)``; returns ``build(inner)``.
 
         >>> import sparktimely as st
@@ -169,16 +164,32 @@ class Scope:
         """
         return build(self._child(self.kind.nested(), "iterative"))
 
-    def region(self, build: Callable[["Scope"], Any]) -> Any:
-        """A nested scope with the same times, to group operators; returns ``build(inner)``."""
+    def region(self, build: Callable[[Self], R]) -> R:
+        """A nested scope with the same times, to group operators; returns ``build(inner)``.
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     numbers = scope.to_stream([1, 2])
+        ...     return scope.region(lambda inner: numbers.enter(inner).map(str).leave()).capture()
+        >>> st.example(build).extract()
+        [(0, ['1', '2'])]
+        """
         return build(self._child(self.kind, "region"))
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
 
-def _as_batches(items: Any) -> list:
-    if not hasattr(items, "schema"):                       # not a pyarrow Table or RecordBatch
-        items = list(items)
-    arrow = arrow_batches(items, what="to_stream")
-    if arrow is not None:
-        return arrow[0]
-    return [items[i:i + BATCH_SIZE] for i in range(0, len(items), BATCH_SIZE)]
 
+_root_scope_class: Callable[..., Any] = ScopeCore
+
+
+def use_scope_class(cls: type) -> None:
+    """Make :func:`root_scope` create scopes of ``cls`` (the operator library's ``Scope``)."""
+    global _root_scope_class
+    _root_scope_class = cls
+
+
+def root_scope(dataflow: "Dataflow", kind: TimeKind) -> Any:
+    """The top-level scope of ``dataflow``, of the class registered by :func:`use_scope_class`."""
+    scope: Any = _root_scope_class(dataflow, None, kind, (dataflow.index,), dataflow.name)
+    return scope

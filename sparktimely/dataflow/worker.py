@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ..comm import Allocator
     from .channels import Pact
     from .ports import InputPort, OutputPort
-    from .scope import Scope
+    from .scope import ScopeCore as Scope
 
 
 DATA, PROGRESS, GRAPH = 0, 1, 2
@@ -338,11 +338,11 @@ class Worker:
 
         Every worker must build the same dataflows in the same order.
         """
-        from .scope import Scope
+        from .scope import root_scope
         index = self._dataflow_count
         self._dataflow_count += 1
         dataflow = Dataflow(self, index, name or f"dataflow-{index}")
-        scope = Scope(dataflow, None, TimeKind(timestamp), (index,), dataflow.name)
+        scope = root_scope(dataflow, TimeKind(timestamp))
         result = build(scope)
         dataflow.finish_building()
         self._dataflows.append(dataflow)

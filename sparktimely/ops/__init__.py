@@ -1,23 +1,17 @@
-"""The operator library: each module is one family of operators, added to ``Stream`` as
-methods (as timely's extension traits add methods to its streams)."""
-from ..dataflow import Stream
-from . import aggregation, arrow, basic, capture, exchange, timing
+"""The operator library: one module per family of operators, each a mixin of methods that
+:mod:`sparktimely.ops.stream` assembles into ``Stream`` (and :mod:`sparktimely.ops.scope`
+into ``Scope``), as timely's extension traits add methods to its streams and scopes.
+
+>>> import sparktimely as st
+>>> st.example(lambda scope: scope.to_stream([1, 2]).map(lambda x: -x).capture()).extract()
+[(0, [-2, -1])]
+"""
 from .basic import Err, Ok
-from .capture import Capture
+from .capture import Capture, EventLink, EventReader, EventWriter, replay_into
+from .input import UnorderedHandle
+from .scope import Scope
+from .sequence import Sequencer
+from .stream import Stream
 
-_METHODS = {
-    basic: ["map", "flat_map", "filter", "inspect", "inspect_time", "inspect_batch", "concat",
-            "partition", "branch", "ok_err"],
-    exchange: ["exchange", "broadcast"],
-    timing: ["delay", "delay_total", "reclock"],
-    aggregation: ["accumulate", "count", "aggregate", "state_machine"],
-    capture: ["probe", "probe_with", "capture"],
-    arrow: ["map_batches", "filter_batches", "aggregate_batches", "join_batches", "to_arrow",
-            "from_arrow"],
-}
-
-for _module, _names in _METHODS.items():
-    for _name in _names:
-        setattr(Stream, _name, getattr(_module, _name))
-
-__all__ = ["Capture", "Err", "Ok"]
+__all__ = ["Capture", "Err", "EventLink", "EventReader", "EventWriter", "Ok", "Scope",
+           "Sequencer", "Stream", "UnorderedHandle", "replay_into"]

@@ -17,12 +17,14 @@ Everything is vectorised with pyarrow compute; Python runs once per batch, never
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Self, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..dataflow import Exchange, Pipeline, Stream
+from ..dataflow import Exchange, Pipeline
+from ..dataflow.stream import StreamCore
+from ._stash import PerTime
 from ..dataflow.containers import check_schema
 
 AGGREGATES = ("sum", "count", "min", "max", "mean")
@@ -36,55 +38,17 @@ def _arrow(batch: Any, operator: str) -> pa.RecordBatch:
     return batch
 
 
-def _per_batch(stream: Stream, name: str, transform: Callable[[pa.RecordBatch], Any]) -> Stream:
+def _per_batch(stream: StreamCore, name: str,
+               transform: Callable[[pa.RecordBatch], Any]) -> Any:
     """A pipeline operator sending ``transform(batch)`` for each Arrow input batch."""
-    def ctor(capability, info):
+    def ctor(capability: Any, info: Any) -> Callable:
         capability.drop()
 
-        def logic(input, output):
+        def logic(input: Any, output: Any) -> None:
             for cap, batch in input:
                 output.give_at(cap, transform(_arrow(batch, name)))
         return logic
     return stream.unary(Pipeline, name, ctor)
-
-
-def map_batches(stream: Stream, f: Callable[[pa.RecordBatch], pa.RecordBatch]) -> Stream:
-    """Each batch becomes ``f(batch)``, a RecordBatch; every output must have the schema of
-    the first.
-
-    >>> import pyarrow as pa, pyarrow.compute as pc
-    >>> import sparktimely as st
-    >>> def double(batch):
-    ...     return batch.set_column(0, "x", pc.multiply(batch.column("x"), 2))
-    >>> st.example(lambda s: s.to_stream(pa.table({"x": [1, 2]})).map_batches(double)
-    ...            .capture()).extract()[0][1].to_pydict()
-    {'x': [2, 4]}
-    """
-    schema = None
-
-    def transform(batch):
-        nonlocal schema
-        out = f(batch)
-        if not isinstance(out, pa.RecordBatch):
-            raise TypeError(f"map_batches: f must return a pyarrow.RecordBatch, "
-                            f"not {type(out).__name__}")
-        schema = check_schema(schema, out.schema, "map_batches output")
-        return out
-    return _per_batch(stream, "MapBatches", transform)
-
-
-def filter_batches(stream: Stream, mask_f: Callable[[pa.RecordBatch], Any]) -> Stream:
-    """Keeps the rows where ``mask_f(batch)`` (a boolean Array, ChunkedArray or numpy
-    array, one entry per row) is true; null counts as false.
-
-    >>> import pyarrow as pa
-    >>> import sparktimely as st
-    >>> st.example(lambda s: s.to_stream(pa.table({"x": [1, 2, 3]}))
-    ...            .filter_batches(lambda b: b.column("x").to_numpy() % 2 == 1)
-    ...            .capture()).extract()[0][1].to_pydict()
-    {'x': [1, 3]}
-    """
-    return _per_batch(stream, "FilterBatches", lambda batch: batch.filter(mask_f(batch)))
 
 
 def _group(batches: list, keys: list[str], specs: list[tuple], names: list[str]) -> pa.RecordBatch:
@@ -97,193 +61,227 @@ def _group(batches: list, keys: list[str], specs: list[tuple], names: list[str])
     return pa.RecordBatch.from_arrays(columns, keys + names)
 
 
-def aggregate_batches(stream: Stream, keys: str | Sequence[str],
-                      aggs: dict[str, tuple[str, str | None]], *, combine: bool = True) -> Stream:
-    """Keyed aggregation per completed time. ``aggs`` maps each output column to
-    ``(function, column)``, function one of sum, count, min, max, mean; ``("count", None)``
-    counts rows. Rows are exchanged by ``keys``; once a time is complete each worker sends
-    one RecordBatch with the key columns and then the ``aggs`` columns, one row per key.
 
-    With ``combine`` (the default) the batches waiting at each scheduling are first
-    aggregated on their own worker, so only one partial row per key is exchanged for them;
-    ``mean`` then divides a sum by a count, which can differ from a direct mean in the last
-    bits.
+class ArrowOps(StreamCore):
+    """Columnar operators: ``map_batches``, ``filter_batches``, ``aggregate_batches``,
+    ``join_batches``, ``to_arrow`` and ``from_arrow``."""
 
-    >>> import pyarrow as pa
-    >>> import sparktimely as st
-    >>> def build(scope):
-    ...     sales = pa.table({"shop": ["x", "y", "x"], "item": [1, 1, 2], "price": [3.0, 4.0, 5.0]})
-    ...     return scope.to_stream(sales).aggregate_batches(
-    ...         "shop", {"n": ("count", None), "avg": ("mean", "price"), "top": ("max", "item")}
-    ...     ).capture()
-    >>> st.example(build).extract()[0][1].to_pydict()
-    {'shop': ['x', 'y'], 'n': [2, 1], 'avg': [4.0, 4.0], 'top': [2, 1]}
-    """
-    keys = [keys] if isinstance(keys, str) else list(keys)
-    if not keys:
-        raise ValueError("aggregate_batches needs at least one key column")
-    partial, final = [], []      # stage-one aggregates of the input, stage-two of the partials
-    for name, (function, column) in aggs.items():
-        if function not in AGGREGATES:
-            raise ValueError(f"aggregate {name!r}: unknown function {function!r}, "
-                             f"expected one of {', '.join(AGGREGATES)}")
-        if (column is None and function != "count") or name in keys:
-            raise ValueError(f"aggregate {name!r}: ({function!r}, {column!r}) needs a column "
-                             f"and a name that is not a key")
-        if function == "mean" and combine:
-            partial += [(column, "sum"), (column, "count")]
-            final += ["sum", "sum"]
-        else:
-            partial.append(([], "count_all") if column is None else (column, function))
-            final.append("sum" if function == "count" else function)
-    names = [f"_{i}" for i in range(len(partial))]
+    __slots__ = ()
 
-    def reduce(batches: list) -> pa.RecordBatch:
-        """Partial rows folded into one partial row per key."""
-        return _group(batches, keys, list(zip(names, final)), names)
+    def map_batches(self, f: Callable[[pa.RecordBatch], pa.RecordBatch]) -> Self:
+        """Each batch becomes ``f(batch)``, a RecordBatch; every output must have the schema of
+        the first.
 
-    def finish(batches: list) -> pa.RecordBatch:
-        if not combine:
-            return _group(batches, keys, partial, list(aggs))
-        reduced = reduce(batches)
-        columns = iter(reduced.columns[len(keys):])
-        outputs = [pc.divide(pc.cast(next(columns), pa.float64()), next(columns))
-                   if function == "mean" else next(columns) for function, _ in aggs.values()]
-        return pa.RecordBatch.from_arrays(reduced.columns[:len(keys)] + outputs,
-                                          keys + list(aggs))
+        >>> import pyarrow as pa, pyarrow.compute as pc
+        >>> import sparktimely as st
+        >>> def double(batch):
+        ...     return batch.set_column(0, "x", pc.multiply(batch.column("x"), 2))
+        >>> st.example(lambda s: s.to_stream(pa.table({"x": [1, 2]})).map_batches(double)
+        ...            .capture()).extract()[0][1].to_pydict()
+        {'x': [2, 4]}
+        """
+        schema = None
 
-    if combine:
-        def pre(cap, info):
-            cap.drop()
+        def transform(batch):
+            nonlocal schema
+            out = f(batch)
+            if not isinstance(out, pa.RecordBatch):
+                raise TypeError(f"map_batches: f must return a pyarrow.RecordBatch, "
+                                f"not {type(out).__name__}")
+            schema = check_schema(schema, out.schema, "map_batches output")
+            return out
+        return _per_batch(self, "MapBatches", transform)
 
-            def logic(input, output):       # the batches waiting now, per time, as one table
-                waiting: dict = {}
-                for cap, batch in input:
-                    waiting.setdefault(cap.time, (cap, []))[1].append(
-                        _arrow(batch, "aggregate_batches"))
-                for cap, batches in waiting.values():
-                    output.give_at(cap, _group(batches, keys, partial, names))
-            return logic
-        stream = stream.unary(Pipeline, "AggregatePartial", pre)
-    pending: dict = {}
+    def filter_batches(self, mask_f: Callable[[pa.RecordBatch], Any]) -> Self:
+        """Keeps the rows where ``mask_f(batch)`` (a boolean Array, ChunkedArray or numpy
+        array, one entry per row) is true; null counts as false.
 
-    def logic(input, output, notificator):
-        for cap, batch in input:
-            batches = pending.get(cap.time)
-            if batches is None:
-                batches = pending[cap.time] = []
-                notificator.notify_at(cap.retain())
-            batches.append(_arrow(batch, "aggregate_batches"))
-            if combine and len(batches) >= _COMPACT_EVERY:
-                batches[:] = [reduce(batches)]
-        for cap, _ in notificator:
-            output.give_at(cap, finish(pending.pop(cap.time)))
-    return stream.unary_notify(Exchange(key=keys), "AggregateBatches", [], logic)
+        >>> import pyarrow as pa
+        >>> import sparktimely as st
+        >>> st.example(lambda s: s.to_stream(pa.table({"x": [1, 2, 3]}))
+        ...            .filter_batches(lambda b: b.column("x").to_numpy() % 2 == 1)
+        ...            .capture()).extract()[0][1].to_pydict()
+        {'x': [1, 3]}
+        """
+        return _per_batch(self, "FilterBatches", lambda batch: batch.filter(mask_f(batch)))
 
+    def aggregate_batches(self, keys: str | Sequence[str],
+                          aggs: dict[str, tuple[str, str | None]], *, combine: bool = True) -> Self:
+        """Keyed aggregation per completed time. ``aggs`` maps each output column to
+        ``(function, column)``, function one of sum, count, min, max, mean; ``("count", None)``
+        counts rows. Rows are exchanged by ``keys``; once a time is complete each worker sends
+        one RecordBatch with the key columns and then the ``aggs`` columns, one row per key.
 
-def join_batches(stream: Stream, other: Stream, on: str | Sequence[str], *,
-                 right_on: str | Sequence[str] | None = None,
-                 suffixes: tuple[str, str] = ("", "_right")) -> Stream:
-    """Inner equi-join of two Arrow streams, time by time: both are exchanged by their key
-    columns and, once a time is complete, what arrived at that time on each side is joined
-    with ``pyarrow.Table.join`` (keys once, then the other columns of each side; clashing
-    names get ``suffixes``). Each worker sends one RecordBatch per time with matches. Key
-    columns must have the same types on both sides (a ``Table.join`` rule).
+        With ``combine`` (the default) the batches waiting at each scheduling are first
+        aggregated on their own worker, so only one partial row per key is exchanged for them;
+        ``mean`` then divides a sum by a count, which can differ from a direct mean in the last
+        bits.
 
-    >>> import pyarrow as pa
-    >>> import sparktimely as st
-    >>> def build(scope):
-    ...     people = scope.to_stream(pa.table({"id": [1, 2, 3], "name": ["ann", "bob", "cy"]}))
-    ...     pets = scope.to_stream(pa.table({"owner": [1, 1, 3], "pet": ["cat", "dog", "eel"]}))
-    ...     return people.join_batches(pets, "id", right_on="owner").capture()
-    >>> st.example(build).extract()[0][1].to_pydict()
-    {'id': [1, 1, 3], 'name': ['ann', 'ann', 'cy'], 'pet': ['cat', 'dog', 'eel']}
-    """
-    right_on = on if right_on is None else right_on
-    pending: dict = {}
+        >>> import pyarrow as pa
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     sales = pa.table({"shop": ["x", "y", "x"], "item": [1, 1, 2], "price": [3.0, 4.0, 5.0]})
+        ...     return scope.to_stream(sales).aggregate_batches(
+        ...         "shop", {"n": ("count", None), "avg": ("mean", "price"), "top": ("max", "item")}
+        ...     ).capture()
+        >>> st.example(build).extract()[0][1].to_pydict()
+        {'shop': ['x', 'y'], 'n': [2, 1], 'avg': [4.0, 4.0], 'top': [2, 1]}
+        """
+        keys = [keys] if isinstance(keys, str) else list(keys)
+        if not keys:
+            raise ValueError("aggregate_batches needs at least one key column")
+        # stage-one aggregates of the input, stage-two of the partials
+        partial: list[tuple[Any, str]] = []
+        final: list[str] = []
+        for name, (function, column) in aggs.items():
+            if function not in AGGREGATES:
+                raise ValueError(f"aggregate {name!r}: unknown function {function!r}, "
+                                 f"expected one of {', '.join(AGGREGATES)}")
+            if (column is None and function != "count") or name in keys:
+                raise ValueError(f"aggregate {name!r}: ({function!r}, {column!r}) needs a column "
+                                 f"and a name that is not a key")
+            if function == "mean" and combine:
+                partial += [(column, "sum"), (column, "count")]
+                final += ["sum", "sum"]
+            else:
+                partial.append(([], "count_all") if column is None else (column, function))
+                final.append("sum" if function == "count" else function)
+        names = [f"_{i}" for i in range(len(partial))]
 
-    def logic(input1, input2, output, notificator):
-        for side, input in enumerate((input1, input2)):
+        def reduce(batches: list) -> pa.RecordBatch:
+            """Partial rows folded into one partial row per key."""
+            return _group(batches, keys, list(zip(names, final)), names)
+
+        def finish(batches: list) -> pa.RecordBatch:
+            if not combine:
+                return _group(batches, keys, partial, list(aggs))
+            reduced = reduce(batches)
+            columns = iter(reduced.columns[len(keys):])
+            outputs = [pc.divide(pc.cast(next(columns), pa.float64()), next(columns))
+                       if function == "mean" else next(columns) for function, _ in aggs.values()]
+            return pa.RecordBatch.from_arrays(reduced.columns[:len(keys)] + outputs,
+                                              keys + list(aggs))
+
+        source = self
+        if combine:
+            def pre(cap: Any, info: Any) -> Callable:
+                cap.drop()
+
+                def logic(input: Any, output: Any) -> None:       # the batches waiting now, per time, as one table
+                    waiting: dict = {}
+                    for cap, batch in input:
+                        waiting.setdefault(cap.time, (cap, []))[1].append(
+                            _arrow(batch, "aggregate_batches"))
+                    for cap, batches in waiting.values():
+                        output.give_at(cap, _group(batches, keys, partial, names))
+                return logic
+            source = self.unary(Pipeline, "AggregatePartial", pre)
+        pending: PerTime[list] = PerTime(list)
+
+        def logic(input: Any, output: Any, notificator: Any) -> None:
             for cap, batch in input:
-                sides = pending.get(cap.time)
-                if sides is None:
-                    sides = pending[cap.time] = ([], [])
-                    notificator.notify_at(cap.retain())
-                sides[side].append(_arrow(batch, "join_batches"))
-        for cap, _ in notificator:
-            left, right = pending.pop(cap.time)
-            if left and right:
-                joined = pa.Table.from_batches(left).join(
-                    pa.Table.from_batches(right), on, right_keys=right_on, join_type="inner",
-                    left_suffix=suffixes[0], right_suffix=suffixes[1], use_threads=False)
-                if joined.num_rows:
-                    output.give_at(cap, joined.combine_chunks().to_batches()[0])
-    return stream.binary_notify(other, Exchange(key=on), Exchange(key=right_on),
-                                "JoinBatches", [], logic)
+                batches = pending.at(cap, notificator)
+                batches.append(_arrow(batch, "aggregate_batches"))
+                if combine and len(batches) >= _COMPACT_EVERY:
+                    batches[:] = [reduce(batches)]
+            for cap, batches in pending.completed(notificator):
+                output.give_at(cap, finish(batches))
+        return source.unary_notify(Exchange(key=keys), "AggregateBatches", [], logic)
 
+    def join_batches(self, other: Self, on: str | Sequence[str], *,
+                     right_on: str | Sequence[str] | None = None,
+                     suffixes: tuple[str, str] = ("", "_right")) -> Self:
+        """Inner equi-join of two Arrow streams, time by time: both are exchanged by their key
+        columns and, once a time is complete, what arrived at that time on each side is joined
+        with ``pyarrow.Table.join`` (keys once, then the other columns of each side; clashing
+        names get ``suffixes``). Each worker sends one RecordBatch per time with matches. Key
+        columns must have the same types on both sides (a ``Table.join`` rule).
 
-def to_arrow(stream: Stream, schema: pa.Schema | Sequence, *, batch_size: int = 65536) -> Stream:
-    """Python records to RecordBatches of ``schema`` (a pyarrow.Schema or anything
-    ``pyarrow.schema`` takes). Records are dicts (by field name), tuples (by position) or,
-    for a one-field schema, plain values. Records are gathered per time into batches of
-    ``batch_size`` rows; the rest is sent when the time completes.
+        >>> import pyarrow as pa
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     people = scope.to_stream(pa.table({"id": [1, 2, 3], "name": ["ann", "bob", "cy"]}))
+        ...     pets = scope.to_stream(pa.table({"owner": [1, 1, 3], "pet": ["cat", "dog", "eel"]}))
+        ...     return people.join_batches(pets, "id", right_on="owner").capture()
+        >>> st.example(build).extract()[0][1].to_pydict()
+        {'id': [1, 1, 3], 'name': ['ann', 'ann', 'cy'], 'pet': ['cat', 'dog', 'eel']}
+        """
+        left_keys = [on] if isinstance(on, str) else list(on)
+        right_on = on if right_on is None else right_on
+        right_keys = [right_on] if isinstance(right_on, str) else list(right_on)
+        pending: PerTime[tuple[list, list]] = PerTime(lambda: ([], []))
 
-    >>> import sparktimely as st
-    >>> schema = [("k", "string"), ("v", "int64")]
-    >>> st.example(lambda s: s.to_stream([("a", 1), ("b", 2)]).to_arrow(schema)
-    ...            .capture()).extract()[0][1].to_pydict()
-    {'k': ['a', 'b'], 'v': [1, 2]}
-    """
-    schema = pa.schema(schema)
+        def logic(input1: Any, input2: Any, output: Any, notificator: Any) -> None:
+            for side, input in enumerate((input1, input2)):
+                for cap, batch in input:
+                    pending.at(cap, notificator)[side].append(_arrow(batch, "join_batches"))
+            for cap, (left, right) in pending.completed(notificator):
+                if left and right:
+                    joined = pa.Table.from_batches(left).join(
+                        pa.Table.from_batches(right), on, right_keys=right_on, join_type="inner",
+                        left_suffix=suffixes[0], right_suffix=suffixes[1], use_threads=False)
+                    if joined.num_rows:
+                        output.give_at(cap, joined.combine_chunks().to_batches()[0])
+        return self.binary_notify(other, Exchange(key=left_keys), Exchange(key=right_keys),
+                                  "JoinBatches", [], logic)
 
-    def convert(records: list) -> pa.RecordBatch:
-        first = records[0]
-        if isinstance(first, dict):
-            return pa.RecordBatch.from_pylist(records, schema=schema)
-        if isinstance(first, (tuple, list)):
-            return pa.RecordBatch.from_arrays(
-                [pa.array(column, field.type) for column, field in zip(zip(*records), schema)],
-                schema=schema)
-        if len(schema) != 1:
-            raise TypeError(f"to_arrow: records of {type(first).__name__} need a one-field "
-                            f"schema, not ({', '.join(schema.names)}); use dicts or tuples")
-        return pa.RecordBatch.from_arrays([pa.array(records, schema.field(0).type)],
-                                          schema=schema)
-    pending: dict = {}
+    def to_arrow(self, schema: pa.Schema | Sequence, *, batch_size: int = 65536) -> Self:
+        """Python records to RecordBatches of ``schema`` (a pyarrow.Schema or anything
+        ``pyarrow.schema`` takes). Records are dicts (by field name), tuples (by position) or,
+        for a one-field schema, plain values. Records are gathered per time into batches of
+        ``batch_size`` rows; the rest is sent when the time completes.
 
-    def logic(input, output, notificator):
-        for cap, batch in input:
-            if batch.__class__ is not list:
-                raise TypeError("to_arrow needs a stream of Python records; this one "
-                                "carries Arrow batches")
-            records = pending.get(cap.time)
-            if records is None:
-                records = pending[cap.time] = []
-                notificator.notify_at(cap.retain())
-            records.extend(batch)
-            full = len(records) - len(records) % batch_size
-            for start in range(0, full, batch_size):
-                output.give_at(cap, convert(records[start:start + batch_size]))
-            del records[:full]
-        for cap, _ in notificator:
-            records = pending.pop(cap.time)
-            if records:
-                output.give_at(cap, convert(records))
-    return stream.unary_notify(Pipeline, "ToArrow", [], logic)
+        >>> import sparktimely as st
+        >>> schema = [("k", "string"), ("v", "int64")]
+        >>> st.example(lambda s: s.to_stream([("a", 1), ("b", 2)]).to_arrow(schema)
+        ...            .capture()).extract()[0][1].to_pydict()
+        {'k': ['a', 'b'], 'v': [1, 2]}
+        """
+        schema = pa.schema(schema)
 
+        def convert(records: list) -> pa.RecordBatch:
+            first = records[0]
+            if isinstance(first, dict):
+                return pa.RecordBatch.from_pylist(records, schema=schema)
+            if isinstance(first, (tuple, list)):
+                return pa.RecordBatch.from_arrays(
+                    [pa.array(column, field.type) for column, field in zip(zip(*records), schema)],
+                    schema=schema)
+            if len(schema) != 1:
+                raise TypeError(f"to_arrow: records of {type(first).__name__} need a one-field "
+                                f"schema, not ({', '.join(schema.names)}); use dicts or tuples")
+            return pa.RecordBatch.from_arrays([pa.array(records, schema.field(0).type)],
+                                              schema=schema)
+        pending: PerTime[list] = PerTime(list)
 
-def from_arrow(stream: Stream, *, tuples: bool = False) -> Stream:
-    """RecordBatches to Python records: a dict per row (or a tuple, with ``tuples``).
+        def logic(input: Any, output: Any, notificator: Any) -> None:
+            for cap, batch in input:
+                if batch.__class__ is not list:
+                    raise TypeError("to_arrow needs a stream of Python records; this one "
+                                    "carries Arrow batches")
+                records = pending.at(cap, notificator)
+                records.extend(batch)
+                full = len(records) - len(records) % batch_size
+                for start in range(0, full, batch_size):
+                    output.give_at(cap, convert(records[start:start + batch_size]))
+                del records[:full]
+            for cap, records in pending.completed(notificator):
+                if records:
+                    output.give_at(cap, convert(records))
+        return self.unary_notify(Pipeline, "ToArrow", [], logic)
 
-    >>> import pyarrow as pa
-    >>> import sparktimely as st
-    >>> table = pa.table({"k": ["a", "b"], "v": [1, 2]})
-    >>> st.example(lambda s: s.to_stream(table).from_arrow().capture()).extract()
-    [(0, [{'k': 'a', 'v': 1}, {'k': 'b', 'v': 2}])]
-    >>> st.example(lambda s: s.to_stream(table).from_arrow(tuples=True).capture()).extract()
-    [(0, [('a', 1), ('b', 2)])]
-    """
-    def convert(batch):
-        rows = zip(*[column.to_pylist() for column in batch.columns])
-        return list(rows) if tuples else [dict(zip(batch.schema.names, row)) for row in rows]
-    return _per_batch(stream, "FromArrow", convert)
+    def from_arrow(self, *, tuples: bool = False) -> Self:
+        """RecordBatches to Python records: a dict per row (or a tuple, with ``tuples``).
+
+        >>> import pyarrow as pa
+        >>> import sparktimely as st
+        >>> table = pa.table({"k": ["a", "b"], "v": [1, 2]})
+        >>> st.example(lambda s: s.to_stream(table).from_arrow().capture()).extract()
+        [(0, [{'k': 'a', 'v': 1}, {'k': 'b', 'v': 2}])]
+        >>> st.example(lambda s: s.to_stream(table).from_arrow(tuples=True).capture()).extract()
+        [(0, [('a', 1), ('b', 2)])]
+        """
+        def convert(batch):
+            rows = zip(*[column.to_pylist() for column in batch.columns])
+            return list(rows) if tuples else [dict(zip(batch.schema.names, row)) for row in rows]
+        return _per_batch(self, "FromArrow", convert)

@@ -1,188 +1,311 @@
-"""Record-at-a-time operators that keep records on their worker: map, filter, and friends.
+"""Record-at-a-time operators that keep records on their worker: map, filter, and friends
+(timely's ``map``, ``filter``, ``inspect``, ``partition``, ``branch`` and ``ok_err``).
 
 Each runs the user's function inside one list comprehension per batch.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Self
 
-from ..dataflow import OperatorBuilder, Pipeline, Stream
-
-
-def _per_batch(stream: Stream, name: str, transform: Callable[[Any, list], list]) -> Stream:
-    """A pipeline operator sending ``transform(time, batch)`` for each input batch."""
-    def ctor(capability, info):
-        capability.drop()
-
-        def logic(input, output):
-            for cap, batch in input:
-                output.give_at(cap, transform(cap.time, batch))
-        return logic
-    return stream.unary(Pipeline, name, ctor)
-
-
-def map(stream: Stream, f: Callable[[Any], Any]) -> Stream:
-    """Each record ``x`` becomes ``f(x)``.
-
-    >>> import sparktimely as st
-    >>> st.example(lambda s: s.to_stream(range(4)).map(lambda x: x * x).capture()).extract()
-    [(0, [0, 1, 4, 9])]
-    """
-    return _per_batch(stream, "Map", lambda time, batch: [f(x) for x in batch])
-
-
-def flat_map(stream: Stream, f: Callable[[Any], Any]) -> Stream:
-    """Each record ``x`` becomes the records of the iterable ``f(x)``.
-
-    >>> import sparktimely as st
-    >>> st.example(lambda s: s.to_stream(["a b", "c"]).flat_map(str.split).capture()).extract()
-    [(0, ['a', 'b', 'c'])]
-    """
-    return _per_batch(stream, "FlatMap", lambda time, batch: [y for x in batch for y in f(x)])
-
-
-def filter(stream: Stream, predicate: Callable[[Any], bool]) -> Stream:
-    """Keeps the records for which ``predicate(x)`` is true.
-
-    >>> import sparktimely as st
-    >>> st.example(lambda s: s.to_stream(range(6)).filter(lambda x: x % 2).capture()).extract()
-    [(0, [1, 3, 5])]
-    """
-    return _per_batch(stream, "Filter", lambda time, batch: [x for x in batch if predicate(x)])
-
-
-def inspect(stream: Stream, f: Callable[[Any], None]) -> Stream:
-    """Calls ``f(x)`` for each record and passes the records on unchanged."""
-    def look(time, batch):
-        for x in batch:
-            f(x)
-        return batch
-    return _per_batch(stream, "Inspect", look)
-
-
-def inspect_time(stream: Stream, f: Callable[[Any, Any], None]) -> Stream:
-    """Calls ``f(time, x)`` for each record and passes the records on unchanged."""
-    def look(time, batch):
-        for x in batch:
-            f(time, x)
-        return batch
-    return _per_batch(stream, "InspectTime", look)
-
-
-def inspect_batch(stream: Stream, f: Callable[[Any, Any], None]) -> Stream:
-    """Calls ``f(time, batch)`` for each batch and passes it on unchanged."""
-    def look(time, batch):
-        f(time, batch)
-        return batch
-    return _per_batch(stream, "InspectBatch", look)
-
-
-def concat(stream: Stream, other: Stream) -> Stream:
-    """The records of both streams."""
-    return stream.scope.concatenate([stream, other])
-
-
-def partition(stream: Stream, parts: int, route: Callable[[Any], tuple[int, Any]]) -> list[Stream]:
-    """``parts`` streams: ``route(x)`` returns ``(part, y)`` and ``y`` goes to stream ``part``.
-
-    >>> import sparktimely as st
-    >>> def build(scope):
-    ...     evens, odds = scope.to_stream(range(5)).partition(2, lambda x: (x % 2, x))
-    ...     return evens.capture(), odds.capture()
-    >>> [c.extract() for c in st.example(build)]
-    [[(0, [0, 2, 4])], [(0, [1, 3])]]
-    """
-    builder = OperatorBuilder("Partition", stream.scope)
-    input = builder.new_input(stream, Pipeline)
-    outputs, streams = zip(*[builder.new_output() for _ in range(parts)])
-
-    def ctor(capabilities):
-        for capability in capabilities:
-            capability.drop()
-
-        def logic(frontiers):
-            for cap, batch in input:
-                buckets: list[list] = [[] for _ in range(parts)]
-                for x in batch:
-                    part, y = route(x)
-                    if not 0 <= part < parts:
-                        raise ValueError(f"partition route returned part {part}, "
-                                         f"not in 0..{parts - 1}")
-                    buckets[part].append(y)
-                for output, bucket in zip(outputs, buckets):
-                    if bucket:
-                        output.give_at(cap, bucket)
-        return logic
-    builder.build(ctor)
-    return list(streams)
-
-
-def branch(stream: Stream, predicate: Callable[[Any, Any], bool]) -> tuple[Stream, Stream]:
-    """Splits by ``predicate(time, x)``: returns ``(false_stream, true_stream)``."""
-    builder = OperatorBuilder("Branch", stream.scope)
-    input = builder.new_input(stream, Pipeline)
-    (output_false, false_stream), (output_true, true_stream) = builder.new_output(), builder.new_output()
-
-    def ctor(capabilities):
-        for capability in capabilities:
-            capability.drop()
-
-        def logic(frontiers):
-            for cap, batch in input:
-                time = cap.time
-                yes, no = [], []
-                for x in batch:
-                    (yes if predicate(time, x) else no).append(x)
-                if no:
-                    output_false.give_at(cap, no)
-                if yes:
-                    output_true.give_at(cap, yes)
-        return logic
-    builder.build(ctor)
-    return false_stream, true_stream
+from ..dataflow import OperatorBuilder, Pipeline
+from ..dataflow.operator import FrontierInterest
+from ..dataflow.stream import StreamCore
 
 
 class Ok:
-    """A successful result for :func:`ok_err`."""
+    """A successful result for ``ok_err`` (and a batch event in ``inspect_core``).
+
+    >>> import sparktimely as st
+    >>> st.Ok(3).value
+    3
+    """
 
     __slots__ = ("value",)
 
     def __init__(self, value: Any) -> None:
         self.value = value
 
+    def __eq__(self, other: object) -> bool:
+        return other.__class__ is Ok and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash(("Ok", self.value))
+
     def __repr__(self) -> str:
         return f"Ok({self.value!r})"
 
 
 class Err:
-    """A failed result for :func:`ok_err`."""
+    """A failed result for ``ok_err`` (and a frontier event in ``inspect_core``).
+
+    >>> import sparktimely as st
+    >>> st.Err("bad").error
+    'bad'
+    """
 
     __slots__ = ("error",)
 
     def __init__(self, error: Any) -> None:
         self.error = error
 
+    def __eq__(self, other: object) -> bool:
+        return other.__class__ is Err and other.error == self.error
+
+    def __hash__(self) -> int:
+        return hash(("Err", self.error))
+
     def __repr__(self) -> str:
         return f"Err({self.error!r})"
 
 
-def ok_err(stream: Stream, f: Callable[[Any], Ok | Err]) -> tuple[Stream, Stream]:
-    """Splits by ``f(x)``, which returns ``Ok(v)`` or ``Err(e)``: returns ``(oks, errs)``.
+class BasicOps(StreamCore):
+    """map, flat_map, filter, inspect*, map_in_place, partition, branch, branch_when, ok_err."""
 
-    >>> import sparktimely as st
-    >>> def build(scope):
-    ...     checked = scope.to_stream(["1", "x"]).ok_err(
-    ...         lambda s: st.Ok(int(s)) if s.isdigit() else st.Err(s))
-    ...     return [c.capture() for c in checked]
-    >>> [c.extract() for c in st.example(build)]
-    [[(0, [1])], [(0, ['x'])]]
-    """
-    def route(x):
-        result = f(x)
-        if result.__class__ is Ok:
-            return 0, result.value
-        if result.__class__ is Err:
-            return 1, result.error
-        raise TypeError(f"ok_err function must return st.Ok or st.Err, not {result!r}")
-    oks, errs = partition(stream, 2, route)
-    return oks, errs
+    __slots__ = ()
+
+    def _per_batch(self, name: str, transform: Callable[[Any, Any], Any]) -> Self:
+        """A pipeline operator sending ``transform(time, batch)`` for each input batch."""
+        def ctor(capability: Any, info: Any) -> Callable:
+            capability.drop()
+
+            def logic(input: Any, output: Any) -> None:
+                for cap, batch in input:
+                    output.give_at(cap, transform(cap.time, batch))
+            return logic
+        return self.unary(Pipeline, name, ctor)
+
+    def map(self, f: Callable[[Any], Any]) -> Self:
+        """Each record ``x`` becomes ``f(x)``.
+
+        >>> import sparktimely as st
+        >>> st.example(lambda s: s.to_stream(range(4)).map(lambda x: x * x).capture()).extract()
+        [(0, [0, 1, 4, 9])]
+        """
+        return self._per_batch("Map", lambda time, batch: [f(x) for x in batch])
+
+    def map_in_place(self, f: Callable[[Any], None]) -> Self:
+        """Calls ``f(x)`` on each record to change it in place (timely's ``map_in_place``);
+        records must be mutable, and not shared with another consumer of this stream (its
+        consumers share record objects).
+
+        >>> import sparktimely as st
+        >>> st.example(lambda s: s.to_stream([[1], [2]]).map_in_place(lambda x: x.append(0))
+        ...            .capture()).extract()
+        [(0, [[1, 0], [2, 0]])]
+        """
+        def change(time: Any, batch: Any) -> Any:
+            for x in batch:
+                f(x)
+            return batch
+        return self._per_batch("MapInPlace", change)
+
+    def flat_map(self, f: Callable[[Any], Any]) -> Self:
+        """Each record ``x`` becomes the records of the iterable ``f(x)``. The results are
+        produced lazily, in batches, as downstream consumes them, so an ``f`` that returns
+        far more records than it gets runs in bounded memory.
+
+        >>> import sparktimely as st
+        >>> st.example(lambda s: s.to_stream(["a b", "c"]).flat_map(str.split).capture()).extract()
+        [(0, ['a', 'b', 'c'])]
+        """
+        def ctor(capability: Any, info: Any) -> Callable:
+            capability.drop()
+
+            def logic(input: Any, output: Any) -> None:
+                for cap, batch in input:
+                    output.session(cap).give_iterator(y for x in batch for y in f(x))
+            return logic
+        return self.unary(Pipeline, "FlatMap", ctor)
+
+    def filter(self, predicate: Callable[[Any], bool]) -> Self:
+        """Keeps the records for which ``predicate(x)`` is true.
+
+        >>> import sparktimely as st
+        >>> st.example(lambda s: s.to_stream(range(6)).filter(lambda x: x % 2).capture()).extract()
+        [(0, [1, 3, 5])]
+        """
+        return self._per_batch("Filter", lambda time, batch: [x for x in batch if predicate(x)])
+
+    def inspect(self, f: Callable[[Any], None]) -> Self:
+        """Calls ``f(x)`` for each record and passes the records on unchanged.
+
+        >>> import sparktimely as st
+        >>> seen = []
+        >>> _ = st.example(lambda s: s.to_stream([1, 2]).inspect(seen.append).probe())
+        >>> seen
+        [1, 2]
+        """
+        def look(time: Any, batch: Any) -> Any:
+            for x in batch:
+                f(x)
+            return batch
+        return self._per_batch("Inspect", look)
+
+    def inspect_time(self, f: Callable[[Any, Any], None]) -> Self:
+        """Calls ``f(time, x)`` for each record and passes the records on unchanged.
+
+        >>> import sparktimely as st
+        >>> seen = []
+        >>> _ = st.example(lambda s: s.to_stream([7]).inspect_time(lambda t, x: seen.append((t, x)))
+        ...                .probe())
+        >>> seen
+        [(0, 7)]
+        """
+        def look(time: Any, batch: Any) -> Any:
+            for x in batch:
+                f(time, x)
+            return batch
+        return self._per_batch("InspectTime", look)
+
+    def inspect_batch(self, f: Callable[[Any, Any], None]) -> Self:
+        """Calls ``f(time, batch)`` for each batch and passes it on unchanged.
+
+        >>> import sparktimely as st
+        >>> seen = []
+        >>> _ = st.example(lambda s: s.to_stream([1, 2]).inspect_batch(
+        ...     lambda t, b: seen.append((t, list(b)))).probe())
+        >>> seen
+        [(0, [1, 2])]
+        """
+        def look(time: Any, batch: Any) -> Any:
+            f(time, batch)
+            return batch
+        return self._per_batch("InspectBatch", look)
+
+    def inspect_core(self, f: Callable[[Ok | Err], None]) -> Self:
+        """Calls ``f(st.Ok((time, batch)))`` for each batch and ``f(st.Err(frontier))`` (a
+        list of times) each time the input frontier changes; passes batches on unchanged.
+
+        >>> import sparktimely as st
+        >>> events = []
+        >>> _ = st.example(lambda s: s.to_stream([5]).delay(lambda x, t: x)
+        ...                .inspect_core(events.append).probe())
+        >>> events
+        [Err([5]), Ok((5, [5])), Err([])]
+        """
+        def ctor(capability: Any, info: Any) -> Callable:
+            capability.drop()
+            seen = [self.scope.kind.minimum()]
+
+            def logic(input: Any, output: Any) -> None:
+                frontier = input.frontier.frontier()
+                if frontier != seen:
+                    seen[:] = frontier
+                    f(Err(frontier))
+                for cap, batch in input:
+                    f(Ok((cap.time, batch)))
+                    output.give_at(cap, batch)
+            return logic
+        return self.unary_frontier(Pipeline, "InspectCore", ctor)
+
+    def partition(self, parts: int, route: Callable[[Any], tuple[int, Any]]) -> list[Self]:
+        """``parts`` streams: ``route(x)`` returns ``(part, y)`` and ``y`` goes to stream ``part``.
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     evens, odds = scope.to_stream(range(5)).partition(2, lambda x: (x % 2, x))
+        ...     return evens.capture(), odds.capture()
+        >>> [c.extract() for c in st.example(build)]
+        [[(0, [0, 2, 4])], [(0, [1, 3])]]
+        """
+        builder = OperatorBuilder("Partition", self.scope)
+        input = builder.new_input(self, Pipeline)
+        builder.set_notify_for(0, FrontierInterest.NEVER)
+        outputs, streams = zip(*[builder.new_output() for _ in range(parts)])
+
+        def ctor(capabilities: list) -> Callable:
+            for capability in capabilities:
+                capability.drop()
+
+            def logic(frontiers: list) -> None:
+                for cap, batch in input:
+                    buckets: list[list] = [[] for _ in range(parts)]
+                    for x in batch:
+                        part, y = route(x)
+                        if not 0 <= part < parts:
+                            raise ValueError(f"partition route returned part {part}, "
+                                             f"not in 0..{parts - 1}")
+                        buckets[part].append(y)
+                    for output, bucket in zip(outputs, buckets):
+                        if bucket:
+                            output.give_at(cap, bucket)
+            return logic
+        builder.build(ctor)
+        return list(streams)
+
+    def branch(self, predicate: Callable[[Any, Any], bool]) -> tuple[Self, Self]:
+        """Splits by ``predicate(time, x)``: returns ``(false_stream, true_stream)``.
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     small, big = scope.to_stream([1, 9, 2]).branch(lambda t, x: x > 5)
+        ...     return small.capture(), big.capture()
+        >>> [c.extract() for c in st.example(build)]
+        [[(0, [1, 2])], [(0, [9])]]
+        """
+        def split(time: Any, batch: Any) -> tuple[list, list]:
+            yes: list = []
+            no: list = []
+            for x in batch:
+                (yes if predicate(time, x) else no).append(x)
+            return no, yes
+        return self._split("Branch", split)
+
+    def branch_when(self, predicate: Callable[[Any], bool]) -> tuple[Self, Self]:
+        """Splits whole batches by their time: ``predicate(time)`` false to the first
+        stream, true to the second (timely's ``branch_when``).
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     timed = scope.to_stream([1, 4, 6]).delay(lambda x, t: x)
+        ...     early, late = timed.branch_when(lambda t: t >= 4)
+        ...     return early.capture(), late.capture()
+        >>> [c.extract() for c in st.example(build)]
+        [[(1, [1])], [(4, [4]), (6, [6])]]
+        """
+        return self._split("BranchWhen",
+                           lambda time, batch: ((), batch) if predicate(time) else (batch, ()))
+
+    def _split(self, name: str, split: Callable[[Any, Any], tuple[Any, Any]]) -> tuple[Self, Self]:
+        """Two streams: ``split(time, batch)`` returns the batches for the first and second."""
+        builder = OperatorBuilder(name, self.scope)
+        input = builder.new_input(self, Pipeline)
+        builder.set_notify_for(0, FrontierInterest.NEVER)
+        (output_false, false_stream), (output_true, true_stream) = (builder.new_output(),
+                                                                    builder.new_output())
+
+        def ctor(capabilities: list) -> Callable:
+            for capability in capabilities:
+                capability.drop()
+
+            def logic(frontiers: list) -> None:
+                for cap, batch in input:
+                    no, yes = split(cap.time, batch)
+                    if len(no):
+                        output_false.give_at(cap, no)
+                    if len(yes):
+                        output_true.give_at(cap, yes)
+            return logic
+        builder.build(ctor)
+        return false_stream, true_stream
+
+    def ok_err(self, f: Callable[[Any], Ok | Err]) -> tuple[Self, Self]:
+        """Splits by ``f(x)``, which returns ``Ok(v)`` or ``Err(e)``: returns ``(oks, errs)``.
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     checked = scope.to_stream(["1", "x"]).ok_err(
+        ...         lambda s: st.Ok(int(s)) if s.isdigit() else st.Err(s))
+        ...     return [c.capture() for c in checked]
+        >>> [c.extract() for c in st.example(build)]
+        [[(0, [1])], [(0, ['x'])]]
+        """
+        def route(x: Any) -> tuple[int, Any]:
+            result = f(x)
+            if result.__class__ is Ok:
+                return 0, result.value
+            if result.__class__ is Err:
+                return 1, result.error
+            raise TypeError(f"ok_err function must return st.Ok or st.Err, not {result!r}")
+        oks, errs = self.partition(2, route)
+        return oks, errs

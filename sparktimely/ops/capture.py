@@ -1,41 +1,58 @@
-"""Observing streams from outside: probe and capture."""
+"""Observing streams from outside: probe, capture, and event logs that replay a stream
+into another dataflow (timely's ``capture``/``replay`` with ``EventWriter``/``EventReader``).
+
+A captured stream is a sequence of events: ``("progress", [(time, delta), ...])``, the
+changes of the stream's frontier (which starts as the minimum time with count 1), and
+``("messages", time, batch)``, a batch the stream carried on the capturing worker. Every
+worker's log describes the same (global) frontier, so the logs of N capturing workers can be
+replayed by any number of workers: each replays some of the logs, and together the replay
+operators hold exactly the times the original stream could still carry.
+"""
 from __future__ import annotations
 
-from typing import Any
+import os
+import pickle
+import struct
+from typing import IO, Any, Callable, Iterable, Protocol, Self, TypeVar
 
-from ..dataflow import Pipeline, ProbeHandle, Stream
+from ..dataflow import OperatorBuilder, Pipeline, ProbeHandle
+from ..dataflow.capability import Capability
 from ..dataflow.operator import sink_operator
+from ..dataflow.scope import ScopeCore
+from ..dataflow.stream import StreamCore
+from ..progress.frontier import MutableAntichain
+from ..progress.timestamp import less_equal
+
+S = TypeVar("S", bound=StreamCore)
+_LENGTH = struct.Struct("<Q")
 
 
-def probe_with(stream: Stream, handle: ProbeHandle) -> Stream:
-    """Adds this stream's frontier to ``handle``; returns the stream for chaining."""
-    def logic(input):
-        for _ in input:
-            pass
-    handle._watch(sink_operator(stream, Pipeline, "Probe", logic).frontier)
-    return stream
+class EventPusher(Protocol):
+    """Where ``capture_into`` sends events; ``flush()`` and ``close()`` are called if
+    present (after each scheduling, and once the stream is complete)."""
+
+    def push(self, event: tuple) -> None: ...
 
 
-def probe(stream: Stream) -> ProbeHandle:
-    """A handle reporting which times may still appear on this stream.
+class EventSource(Protocol):
+    """What ``replay_into`` reads: ``next()`` returns the next event, or None when none is
+    available yet."""
 
-    >>> import sparktimely as st
-    >>> probe = st.example(lambda scope: scope.to_stream([1]).probe())
-    >>> probe.done()
-    True
-    """
-    handle = ProbeHandle()
-    probe_with(stream, handle)
-    return handle
+    def next(self) -> tuple | None: ...
 
 
 class Capture:
-    """What a stream carried on this worker: ``extract()`` gives ``(time, records)`` pairs."""
+    """What a stream carried on this worker: ``extract()`` gives ``(time, records)`` pairs.
+
+    >>> import sparktimely as st
+    >>> st.example(lambda scope: scope.to_stream([3, 1]).capture()).extract()
+    [(0, [1, 3])]
+    """
 
     def __init__(self) -> None:
         self._batches: list[tuple[Any, Any]] = []
 
-    def _record(self, time, batch) -> None:
+    def _record(self, time: Any, batch: Any) -> None:
         self._batches.append((time, batch))
 
     def extract(self) -> list[tuple[Any, Any]]:
@@ -44,7 +61,7 @@ class Capture:
         by_time: dict = {}
         for time, batch in self._batches:
             by_time.setdefault(time, []).append(batch)
-        result = []
+        result: list[tuple[Any, Any]] = []
         for time, batches in by_time.items():
             if batches[0].__class__ is list:
                 records = [x for batch in batches for x in batch]
@@ -68,17 +85,251 @@ class Capture:
         return result
 
 
-def capture(stream: Stream) -> Capture:
-    """Records everything the stream carries on this worker.
+class EventLink:
+    """An event log in this process: capture into it in one dataflow, replay it into
+    another of the same worker.
 
     >>> import sparktimely as st
-    >>> st.example(lambda scope: scope.to_stream([2, 1]).capture()).extract()
+    >>> def job(worker):
+    ...     link = st.EventLink()
+    ...     worker.dataflow(lambda scope: scope.to_stream([1, 2]).capture_into(link))
+    ...     return worker.dataflow(lambda scope: link.replay_into(scope).capture())
+    >>> st.execute_directly(job).extract()
     [(0, [1, 2])]
     """
-    captured = Capture()
 
-    def logic(input):
-        for cap, batch in input:
-            captured._record(cap.time, batch)
-    stream.sink(Pipeline, "Capture", logic)
-    return captured
+    def __init__(self) -> None:
+        self._events: list[tuple] = []
+        self._read = 0
+
+    def push(self, event: tuple) -> None:
+        """Append an event."""
+        self._events.append(event)
+
+    def next(self) -> tuple | None:
+        """The next event not read yet, or None."""
+        if self._read == len(self._events):
+            return None
+        event = self._events[self._read]
+        self._read += 1
+        return event
+
+    def replay_into(self, scope: ScopeCore[S]) -> S:
+        """The logged stream, replayed into ``scope``."""
+        return replay_into([self], scope)
+
+
+class EventWriter:
+    """Writes events to a file (a path or a binary file object) as length-prefixed pickles;
+    the file is flushed after each scheduling and closed once the stream is complete. A
+    path under ``/dev/shm`` keeps the log in shared memory.
+
+    >>> import os, tempfile, sparktimely as st
+    >>> path = os.path.join(tempfile.mkdtemp(), "log")
+    >>> _ = st.example(lambda scope: scope.to_stream(["x"]).capture_into(st.EventWriter(path)))
+    >>> st.example(lambda scope: st.EventReader(path).replay_into(scope).capture()).extract()
+    [(0, ['x'])]
+    """
+
+    def __init__(self, target: str | os.PathLike | IO[bytes]) -> None:
+        self._file: IO[bytes] = (open(target, "wb") if isinstance(target, (str, os.PathLike))
+                                 else target)
+
+    def push(self, event: tuple) -> None:
+        """Append an event."""
+        data = pickle.dumps(event, protocol=5)
+        self._file.write(_LENGTH.pack(len(data)))
+        self._file.write(data)
+
+    def flush(self) -> None:
+        """Make what was written visible to readers."""
+        self._file.flush()
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()
+
+
+class EventReader:
+    """Reads the events an :class:`EventWriter` writes, from a path or a binary file object,
+    also while they are being written (``next()`` returns None until a whole event is there).
+
+    >>> import io, sparktimely as st
+    >>> buffer = io.BytesIO()
+    >>> writer = st.EventWriter(buffer)
+    >>> writer.push(("messages", 0, [1]))
+    >>> _ = buffer.seek(0)
+    >>> reader = st.EventReader(buffer)
+    >>> reader.next(), reader.next()
+    (('messages', 0, [1]), None)
+    """
+
+    def __init__(self, source: str | os.PathLike | IO[bytes]) -> None:
+        self._file: IO[bytes] = (open(source, "rb") if isinstance(source, (str, os.PathLike))
+                                 else source)
+        self._buffer = bytearray()
+
+    def next(self) -> tuple | None:
+        """The next whole event, or None if none has been written yet."""
+        end = self._whole_event()
+        if end == 0:
+            self._buffer += self._file.read(1 << 20)
+            end = self._whole_event()
+            if end == 0:
+                return None
+        event: tuple = pickle.loads(self._buffer[_LENGTH.size:end])
+        del self._buffer[:end]
+        return event
+
+    def _whole_event(self) -> int:
+        """Where the first buffered event ends, or 0 if it is not all buffered yet."""
+        buffer = self._buffer
+        if len(buffer) < _LENGTH.size:
+            return 0
+        end = _LENGTH.size + _LENGTH.unpack_from(buffer)[0]
+        return end if len(buffer) >= end else 0
+
+    def replay_into(self, scope: ScopeCore[S]) -> S:
+        """The logged stream, replayed into ``scope``."""
+        return replay_into([self], scope)
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()
+
+
+def replay_into(sources: Iterable[EventSource], scope: ScopeCore[S]) -> S:
+    """One stream that replays the event logs ``sources`` (each with ``next()``) into
+    ``scope``: their batches at their times, and a frontier that follows theirs. Each worker
+    may replay any share of the logs of a capture, including none: with N logs and M
+    workers, worker ``i`` typically replays logs ``i, i + M, ...``.
+
+    >>> import sparktimely as st
+    >>> links = [st.EventLink(), st.EventLink()]
+    >>> def job(worker):
+    ...     for link, items in zip(links, ([1, 2], [3])):
+    ...         worker.dataflow(lambda scope: scope.to_stream(items).delay(lambda x, t: x)
+    ...                         .capture_into(link))
+    ...     return worker.dataflow(lambda scope: st.replay_into(links, scope).capture())
+    >>> st.execute_directly(job).extract()
+    [(1, [1]), (2, [2]), (3, [3])]
+    """
+    sources = list(sources)
+    builder = OperatorBuilder("Replay", scope)
+    output, stream = builder.new_output()
+    minimum = scope.kind.minimum()
+
+    def ctor(capabilities: list[Capability]) -> Callable[[list], bool]:
+        counts = MutableAntichain()
+        counts.update_iter([(minimum, len(sources))])
+        held: dict[Any, Capability] = {minimum: capabilities[0]} if sources else {}
+        if not sources:
+            capabilities[0].drop()
+
+        def send(time: Any, batch: Any) -> None:
+            capability = held.get(time)
+            if capability is not None:
+                output.give_at(capability, batch)
+                return
+            for capability in held.values():
+                if less_equal(capability.time, time):
+                    output.give_at(capability.delayed(time), batch)
+                    return
+            raise ValueError(f"replay: a logged batch at time {time!r} is not in the "
+                             f"future of the logged frontier {sorted(held)!r}")
+
+        def logic(frontiers: list) -> bool:
+            for source in sources:
+                while (event := source.next()) is not None:
+                    if event[0] == "messages":
+                        send(event[1], event[2])
+                        continue
+                    changes = counts.update_iter(event[1])
+                    for time, delta in changes:           # new frontier times first
+                        if delta > 0:
+                            parent = next(c for t, c in held.items() if less_equal(t, time))
+                            held[time] = parent.delayed(time)
+                    for time, delta in changes:
+                        if delta < 0:
+                            held.pop(time).drop()
+            return bool(held)                 # poll the logs until the replay is complete
+        return logic
+    builder.build_reschedule(ctor)
+    builder._operator.watches_frontiers = False
+    return stream
+
+
+class CaptureOps(StreamCore):
+    """``probe``, ``probe_with``, ``capture`` and ``capture_into``."""
+
+    __slots__ = ()
+
+    def probe_with(self, handle: ProbeHandle) -> Self:
+        """Adds this stream's frontier to ``handle``; returns the stream for chaining.
+
+        >>> import sparktimely as st
+        >>> probe = st.ProbeHandle()
+        >>> _ = st.example(lambda scope: scope.to_stream([1]).probe_with(probe).capture())
+        >>> probe.done()
+        True
+        """
+        def logic(input: Any) -> None:
+            for _ in input:
+                pass
+        handle._watch(sink_operator(self, Pipeline, "Probe", logic).frontier)
+        return self
+
+    def probe(self) -> ProbeHandle:
+        """A handle reporting which times may still appear on this stream.
+
+        >>> import sparktimely as st
+        >>> probe = st.example(lambda scope: scope.to_stream([1]).probe())
+        >>> probe.done()
+        True
+        """
+        handle = ProbeHandle()
+        self.probe_with(handle)
+        return handle
+
+    def capture(self) -> Capture:
+        """Records everything the stream carries on this worker.
+
+        >>> import sparktimely as st
+        >>> st.example(lambda scope: scope.to_stream([2, 1]).capture()).extract()
+        [(0, [1, 2])]
+        """
+        captured = Capture()
+
+        def logic(input: Any) -> None:
+            for cap, batch in input:
+                captured._record(cap.time, batch)
+        self.sink(Pipeline, "Capture", logic)
+        return captured
+
+    def capture_into(self, pusher: EventPusher) -> None:
+        """Sends the stream's events on this worker to ``pusher.push(event)``: frontier
+        changes and batches (see the module's description), for ``replay_into``.
+
+        >>> import sparktimely as st
+        >>> link = st.EventLink()
+        >>> st.example(lambda scope: scope.to_stream([7]).capture_into(link))
+        >>> [link.next() for _ in range(3)]
+        [('messages', 0, [7]), ('progress', [(0, -1)]), None]
+        """
+        seen = [self.scope.kind.minimum()]
+        flush: Callable[[], Any] = getattr(pusher, "flush", lambda: None)
+        close: Callable[[], Any] = getattr(pusher, "close", lambda: None)
+
+        def logic(input: Any) -> None:
+            frontier = input.frontier.frontier()
+            changed = frontier != seen
+            if changed:
+                pusher.push(("progress", [(t, -1) for t in seen if t not in frontier] +
+                             [(t, 1) for t in frontier if t not in seen]))
+                seen[:] = frontier
+            for cap, batch in input:
+                pusher.push(("messages", cap.time, batch))
+            flush()
+            if changed and not frontier:
+                close()
+        self.sink(Pipeline, "CaptureInto", logic)

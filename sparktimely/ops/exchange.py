@@ -1,42 +1,52 @@
 """Moving records between workers: exchange and broadcast."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Self
 
-from ..dataflow import Exchange, Stream
-from ..dataflow.channels import Broadcast
-
-
-def _forward(stream: Stream, pact, name: str) -> Stream:
-    def ctor(capability, info):
-        capability.drop()
-
-        def logic(input, output):
-            for cap, batch in input:
-                output.give_at(cap, batch)
-        return logic
-    return stream.unary(pact, name, ctor)
+from ..dataflow import Exchange
+from ..dataflow.channels import Broadcast, Pact
+from ..dataflow.stream import StreamCore
 
 
-def exchange(stream: Stream, route: Callable[[Any], int] | None = None, *,
-             key: str | list[str] | None = None) -> Stream:
-    """Sends each record to worker ``route(x) % peers`` (Arrow streams: ``key="column"``).
+class ExchangeOps(StreamCore):
+    """``exchange`` and ``broadcast``."""
 
-    ``route`` must give the same answer on every worker, in every process and on every host.
-    Python's built-in ``hash`` does not: for strings and bytes it is salted per interpreter,
-    so in a job of several processes one key would reach several workers. Route by
-    :func:`~sparktimely.stable_hash` (or by ints you computed yourself).
+    __slots__ = ()
 
-    >>> import sparktimely as st
-    >>> st.example(lambda s: s.to_stream([3, 1]).exchange(lambda x: x).capture()).extract()
-    [(0, [1, 3])]
-    >>> st.example(lambda s: s.to_stream(["b", "a"]).exchange(st.stable_hash)
-    ...            .capture()).extract()
-    [(0, ['a', 'b'])]
-    """
-    return _forward(stream, Exchange(route, key=key), "Exchange")
+    def _forward(self, pact: Pact, name: str) -> Self:
+        def ctor(capability: Any, info: Any) -> Callable:
+            capability.drop()
 
+            def logic(input: Any, output: Any) -> None:
+                for cap, batch in input:
+                    output.give_at(cap, batch)
+            return logic
+        return self.unary(pact, name, ctor)
 
-def broadcast(stream: Stream) -> Stream:
-    """Sends every record to every worker."""
-    return _forward(stream, Broadcast(), "Broadcast")
+    def exchange(self, route: Callable[[Any], int] | None = None, *,
+                 key: str | list[str] | None = None) -> Self:
+        """Sends each record to worker ``route(x) % peers`` (Arrow streams: ``key="column"``).
+
+        ``route`` must give the same answer on every worker, in every process and on every
+        host. Python's built-in ``hash`` does not: for strings and bytes it is salted per
+        interpreter, so in a job of several processes one key would reach several workers.
+        Route by :func:`~sparktimely.stable_hash` (or by ints you computed yourself).
+
+        >>> import sparktimely as st
+        >>> st.example(lambda s: s.to_stream([3, 1]).exchange(lambda x: x).capture()).extract()
+        [(0, [1, 3])]
+        >>> st.example(lambda s: s.to_stream(["b", "a"]).exchange(st.stable_hash)
+        ...            .capture()).extract()
+        [(0, ['a', 'b'])]
+        """
+        return self._forward(Exchange(route, key=key), "Exchange")
+
+    def broadcast(self) -> Self:
+        """Sends every record to every worker.
+
+        >>> import sparktimely as st
+        >>> st.execute(lambda w: w.dataflow(lambda s: s.to_stream([w.index]).broadcast()
+        ...            .capture()), workers=2)[0].extract()
+        [(0, [0, 1])]
+        """
+        return self._forward(Broadcast(), "Broadcast")

@@ -66,10 +66,10 @@ class ProgressExchange:
     """One worker's side of the progress protocol for one dataflow (see the module doc)."""
 
     __slots__ = ("peers", "tracker", "_local", "_initial")
+    tracker: Tracker            # set by start(), once the dataflow is built
 
     def __init__(self, peers: int) -> None:
         self.peers = peers
-        self.tracker: Tracker | None = None
         self._local: dict[tuple[int, Timestamp], int] = {}
         self._initial: dict[tuple[int, Timestamp], int] = {}
 

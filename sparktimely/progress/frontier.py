@@ -10,7 +10,7 @@
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from .timestamp import Timestamp, less_equal, less_than
 
@@ -30,6 +30,9 @@ class Antichain:
     >>> a = Antichain([Product(1, 0), Product(0, 1)])
     >>> a.insert(Product(1, 1)), a.less_equal(Product(2, 0)), a.less_than(Product(0, 1))
     (False, True, False)
+    >>> b = Antichain.from_elem(3)
+    >>> b.extend([5, 2]), b, hash(b) == hash(Antichain([2]))
+    (True, Antichain([2]), True)
     """
 
     __slots__ = ("_elements",)
@@ -38,6 +41,22 @@ class Antichain:
         self._elements: list = []
         for element in elements:
             self.insert(element)
+
+    @classmethod
+    def from_elem(cls, time: Timestamp) -> "Antichain":
+        """The antichain holding just ``time``."""
+        return cls((time,))
+
+    def extend(self, times: Iterable[Timestamp]) -> bool:
+        """Insert every time; True if any was added."""
+        added = False
+        for time in times:
+            added = self.insert(time) or added
+        return added
+
+    def clear(self) -> None:
+        """Remove every element."""
+        self._elements = []
 
     def insert(self, time: Timestamp) -> bool:
         """Add ``time`` unless an element is already less or equal; True if added."""
@@ -58,6 +77,7 @@ class Antichain:
         return any(less_than(e, time) for e in self._elements)
 
     def elements(self) -> list:
+        """The elements, as a list."""
         return list(self._elements)
 
     def __iter__(self) -> Iterator[Timestamp]:
@@ -73,6 +93,11 @@ class Antichain:
             return NotImplemented
         return len(self._elements) == len(other) and all(e in other for e in self._elements)
 
+    def __hash__(self) -> int:
+        """Equal antichains hash alike (the order of elements does not matter); do not
+        change an antichain while it is a key of a dict or set."""
+        return hash(frozenset(self._elements))
+
     def __repr__(self) -> str:
         return f"Antichain({_sorted(list(self._elements))!r})"
 
@@ -82,6 +107,12 @@ class MutableAntichain:
 
     Counts may be transiently negative (changes can arrive out of order); such times do
     not contribute to the frontier.
+
+    >>> counts = MutableAntichain()
+    >>> counts.update_iter([(3, 2), (5, 1)])
+    [(3, 1)]
+    >>> counts.update_iter([(3, -2)]), counts.frontier(), counts.count_for(5)
+    ([(3, -1), (5, 1)], [5], 1)
     """
 
     __slots__ = ("_counts", "_frontier")
@@ -199,7 +230,7 @@ class ChangeBatch:
     def __init__(self) -> None:
         self._changes: dict = {}
 
-    def update(self, item, delta: int) -> None:
+    def update(self, item: Any, delta: int) -> None:
         changes = self._changes
         changes[item] = changes.get(item, 0) + delta
 

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 from .frontier import MutableAntichain
 from .timestamp import (Product, TimeKind, Timestamp, advance, check_summary, is_identity,
-                        less_than)
+                        less_than, minimum_of)
 
 
 class _Top:
@@ -56,7 +56,17 @@ _TOP = _Top()
 
 
 class CycleError(ValueError):
-    """A cycle in the dataflow graph does not advance time."""
+    """A cycle in the dataflow graph does not advance time.
+
+    >>> from sparktimely.progress import GraphBuilder
+    >>> graph = GraphBuilder()
+    >>> node = graph.add_node("Loop", 1, 1, [[[0]]])
+    >>> graph.add_edge((node, 0), (node, 0))
+    >>> graph.build()
+    Traceback (most recent call last):
+    ...
+    sparktimely.progress.reachability.CycleError: ...
+    """
 
 
 class GraphBuilder:
@@ -171,7 +181,8 @@ class GraphBuilder:
 
 def _advances(summary: Any, kind: TimeKind, depth: int) -> bool:
     """True if ``summary``, on times of ``kind``, advances one of the coordinates
-    ``0..depth``: the root time (by its own order) or an iteration counter.
+    ``0..depth``: the root time or the inner time of a nested scope, each by its own order
+    (applied to the coordinate's minimum, it gives a strictly greater value).
 
     >>> nested = TimeKind(int).nested()
     >>> _advances(Product(0, 1), nested, 1), _advances(Product(0, 1), nested, 0)
@@ -181,18 +192,22 @@ def _advances(summary: Any, kind: TimeKind, depth: int) -> bool:
     """
     if is_identity(summary):
         return False
-    counters = []
+    parts = []
     for _ in range(kind.depth):
         if summary.__class__ is not Product:      # an int (zero) summary in a nested scope
             return False
-        counters.append(summary.inner)
+        parts.append(summary.inner)
         summary = summary.outer
-    counters.reverse()
-    if any(counter != 0 for counter in counters[:depth]):
-        return True
+    parts.append(summary)
+    parts.reverse()                                # root first, then each nested scope's
+    types = (kind.base,) + kind.inners
+    return any(_advances_coordinate(part, of) for part, of in zip(parts[:depth + 1], types))
+
+
+def _advances_coordinate(summary: Any, of: type) -> bool:
     if summary.__class__ is int:
         return summary != 0
-    minimum = 0 if kind.base is int else kind.base.minimum()
+    minimum = minimum_of(of)
     return less_than(minimum, advance(minimum, summary))
 
 

@@ -154,28 +154,37 @@ class TimeKind:
     """Describes the timestamp type of a scope: its minimum and how it nests.
 
     ``TimeKind(int)`` is a plain scope; ``TimeKind(int).nested()`` the kind of an iterative
-    scope inside it (``Product(outer, int)``).
+    scope inside it (``Product(outer, int)``); ``nested(T)`` a scope whose inner coordinate
+    is of the user type ``T`` (``scope.scoped``).
+
+    >>> TimeKind(int).nested().nested().minimum()
+    Product(Product(0, 0), 0)
     """
 
-    __slots__ = ("base", "depth")
+    __slots__ = ("base", "inners")
 
-    def __init__(self, base: type = int, depth: int = 0) -> None:
+    def __init__(self, base: type = int, depth: int = 0, inners: tuple = ()) -> None:
         self.base = base
-        self.depth = depth
+        self.inners = tuple(inners) or (int,) * depth
 
-    def nested(self) -> "TimeKind":
-        return TimeKind(self.base, self.depth + 1)
+    @property
+    def depth(self) -> int:
+        """How many scopes deep: the number of inner coordinates."""
+        return len(self.inners)
+
+    def nested(self, inner: type = int) -> "TimeKind":
+        return TimeKind(self.base, inners=self.inners + (inner,))
 
     def minimum(self) -> Timestamp:
-        time = 0 if self.base is int else self.base.minimum()
-        for _ in range(self.depth):
-            time = Product(time, 0)
+        time = minimum_of(self.base)
+        for inner in self.inners:
+            time = Product(time, minimum_of(inner))
         return time
 
     def coordinates(self, time: Timestamp) -> tuple:
         """The time as a tuple (outermost first), for ordering times of different depths."""
         parts = []
-        for _ in range(self.depth):
+        for _ in self.inners:
             parts.append(time.inner)
             time = time.outer
         parts.append(time)
@@ -184,37 +193,50 @@ class TimeKind:
 
     def check(self, time: Timestamp) -> None:
         """Raise TypeError if ``time`` is not of this kind."""
-        if time.__class__ is int and self.depth == 0 and self.base is int and time >= 0:
+        if time.__class__ is int and not self.inners and self.base is int and time >= 0:
             return
-        expected = self.minimum()
         probe = time
-        for _ in range(self.depth):
-            if probe.__class__ is not Product:
-                raise TypeError(f"time {time!r} is not of this scope's type (like {expected!r})")
-            if probe.inner.__class__ is not int:
-                raise TypeError(f"time {time!r} is not of this scope's type (like {expected!r})")
+        for inner in reversed(self.inners):
+            if probe.__class__ is not Product or not _is_time_of(probe.inner, inner):
+                raise TypeError(f"time {time!r} is not of this scope's type "
+                                f"(like {self.minimum()!r})")
             probe = probe.outer
-        base_ok = probe.__class__ is int if self.base is int else isinstance(probe, self.base)
-        if not base_ok or (probe.__class__ is int and probe < 0):
-            raise TypeError(f"time {time!r} is not of this scope's type (like {expected!r})")
+        if not _is_time_of(probe, self.base):
+            raise TypeError(f"time {time!r} is not of this scope's type (like {self.minimum()!r})")
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, TimeKind) and (self.base, self.depth) == (other.base, other.depth)
+        return isinstance(other, TimeKind) and (self.base, self.inners) == (other.base, other.inners)
 
     def __hash__(self) -> int:
-        return hash((self.base, self.depth))
+        return hash((self.base, self.inners))
 
     def __repr__(self) -> str:
-        return f"TimeKind({self.base.__name__}, depth={self.depth})"
+        inners = "".join(f", {t.__name__}" for t in self.inners)
+        return f"TimeKind({self.base.__name__}{inners})"
+
+
+def minimum_of(kind: type) -> Timestamp:
+    """The least time of ``kind`` (``int``, or a type with a ``minimum()`` classmethod)."""
+    return 0 if kind is int else kind.minimum()      # type: ignore[attr-defined]
+
+
+def _is_time_of(time: Timestamp, kind: type) -> bool:
+    if kind is int:
+        return time.__class__ is int and time >= 0
+    return isinstance(time, kind)
 
 
 class EnterSummary:
-    """Path summary of entering a nested scope: ``t`` becomes ``Product(t, 0)``."""
+    """Path summary of entering a nested scope: ``t`` becomes ``Product(t, minimum)``
+    (``minimum`` is the inner coordinate's least value, 0 for iterative scopes)."""
 
-    __slots__ = ()
+    __slots__ = ("minimum",)
+
+    def __init__(self, minimum: Timestamp = 0) -> None:
+        self.minimum = minimum
 
     def results_in(self, time: Timestamp) -> Product:
-        return Product(time, 0)
+        return Product(time, self.minimum)
 
     def is_identity(self) -> bool:
         return True

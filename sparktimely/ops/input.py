@@ -1,0 +1,176 @@
+"""Where streams start: input handles, ``to_stream``, ``empty`` and unordered inputs
+(timely's ``input``, ``to_stream``, ``empty`` and ``unordered_input``)."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Iterator, TypeVar
+
+from ..dataflow import InputHandle, OperatorBuilder, source
+from ..dataflow.capability import Capability
+from ..dataflow.containers import arrow_batches
+from ..dataflow.ports import BATCH_SIZE, OutputHandle, Session
+from ..dataflow.scope import ScopeCore
+from ..dataflow.stream import StreamCore
+
+S = TypeVar("S", bound=StreamCore)
+
+
+class UnorderedHandle(OutputHandle):
+    """Sends into an unordered input at any time its capabilities allow, from outside the
+    dataflow: ``with handle.session(cap) as s: s.give(x)`` (see
+    ``Scope.new_unordered_input``). Records are handed over when the session ends or fills
+    up.
+
+    >>> import sparktimely as st
+    >>> def job(worker):
+    ...     (handle, cap), probe = worker.dataflow(
+    ...         lambda scope: (lambda hc_s: (hc_s[0], hc_s[1].probe()))(scope.new_unordered_input()))
+    ...     with handle.session(cap.delayed(1)) as session:
+    ...         session.give_iterator(iter(range(3)))
+    ...     cap.downgrade(2)
+    ...     worker.step_while(lambda: probe.less_than(2))
+    ...     cap.drop()
+    ...     return probe.frontier()
+    >>> st.execute_directly(job)
+    [2]
+    """
+
+    __slots__ = ()
+
+    def session(self, capability: Capability) -> Session:      # type: ignore[override]
+        """A session sending at ``capability``'s time (flush it, or use ``with``)."""
+        return Session(self, self._time_of(capability))
+
+    def _defer(self, time: Any, records: Iterator[Any]) -> None:
+        while batch := [x for _, x in zip(range(BATCH_SIZE), records)]:
+            self._port.push(time, batch)
+
+
+def _as_batches(items: Any) -> list:
+    if not hasattr(items, "schema"):                       # not a pyarrow Table or RecordBatch
+        items = list(items)
+    arrow = arrow_batches(items, what="to_stream")
+    if arrow is not None:
+        return arrow[0]
+    return [items[i:i + BATCH_SIZE] for i in range(0, len(items), BATCH_SIZE)]
+
+
+class InputScope(ScopeCore[S]):
+    """``new_input``, ``input_from``, ``to_stream``, ``empty`` and ``new_unordered_input``."""
+
+    def to_stream(self, items: Iterable[Any]) -> S:
+        """A stream of ``items`` at the minimum time, produced on every worker. A
+        collection (or a pyarrow Table or RecordBatch) is sent at once; an iterator is
+        consumed lazily, in batches, as downstream takes them.
+
+        >>> import sparktimely as st
+        >>> st.example(lambda scope: scope.to_stream("abc").capture()).extract()
+        [(0, ['a', 'b', 'c'])]
+        >>> st.example(lambda scope: scope.to_stream(x * x for x in range(3)).capture()).extract()
+        [(0, [0, 1, 4])]
+        """
+        lazy = isinstance(items, Iterator)
+        batches = [] if lazy else _as_batches(items)
+
+        def ctor(capability: Capability, info: Any) -> Callable[[Any], None]:
+            def logic(output: OutputHandle) -> None:
+                session = output.session(capability)
+                if lazy:
+                    session.give_iterator(items)
+                for batch in batches:
+                    session.give_batch(batch)
+                batches.clear()
+                capability.drop()
+            return logic
+        return source(self, "ToStream", ctor)
+
+    def empty(self) -> S:
+        """A stream that never carries anything (timely's ``empty``).
+
+        >>> import sparktimely as st
+        >>> st.example(lambda scope: scope.empty().capture()).extract()
+        []
+        """
+        def ctor(capability: Capability, info: Any) -> Callable[[Any], None]:
+            capability.drop()
+            return lambda output: None
+        return source(self, "Empty", ctor)
+
+    def new_input(self) -> tuple[InputHandle, S]:
+        """A new input handle and the stream of what is sent into it.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     input, captured = worker.dataflow(
+        ...         lambda scope: (lambda h_s: (h_s[0], h_s[1].capture()))(scope.new_input()))
+        ...     input.send("hi")
+        ...     input.close()
+        ...     worker.run()
+        ...     return captured.extract()
+        >>> st.execute_directly(job)
+        [(0, ['hi'])]
+        """
+        handle = InputHandle()
+        return handle, self.input_from(handle)
+
+    def input_from(self, handle: InputHandle) -> S:
+        """The stream of what is sent into ``handle`` (one handle may feed several dataflows).
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     input = st.InputHandle()
+        ...     captured = worker.dataflow(lambda scope: scope.input_from(input).capture())
+        ...     input.send_batch([1, 2])
+        ...     input.close()
+        ...     worker.run()
+        ...     return captured.extract()
+        >>> st.execute_directly(job)
+        [(0, [1, 2])]
+        """
+        if self.kind.depth:
+            raise ValueError("inputs can only be created in a dataflow's top-level scope")
+        builder = OperatorBuilder("Input", self)
+        _, stream = builder.new_output()
+
+        def ctor(capabilities: list[Capability]) -> Callable[[list], None]:
+            capabilities[0].drop()
+            return lambda frontiers: None
+        builder.build(ctor)
+        builder._operator.watches_frontiers = False
+        handle._bind(stream._port)
+        self.dataflow.add_input_handle(handle, builder.index)
+        return stream
+
+    def new_unordered_input(self) -> tuple[tuple[UnorderedHandle, Capability], S]:
+        """An input that accepts records at several times at once (timely's
+        ``new_unordered_input``): returns ``((handle, capability), stream)``. Send with
+        ``handle.session(cap)`` for any capability derived from ``capability``
+        (``delayed``, ``downgrade``); the stream's frontier follows the capabilities held,
+        so drop them when done.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     (handle, cap), captured = worker.dataflow(lambda scope: (lambda hc_s: (
+        ...         hc_s[0], hc_s[1].capture()))(scope.new_unordered_input()))
+        ...     for time in (5, 2):
+        ...         with handle.session(cap.delayed(time)) as session:
+        ...             session.give(f"at {time}")
+        ...     cap.drop()
+        ...     worker.run()
+        ...     return captured.extract()
+        >>> st.execute_directly(job)
+        [(2, ['at 2']), (5, ['at 5'])]
+        """
+        if self.kind.depth:
+            raise ValueError("inputs can only be created in a dataflow's top-level scope")
+        builder = OperatorBuilder("UnorderedInput", self)
+        output, stream = builder.new_output()
+        held: list[Capability] = []
+
+        def ctor(capabilities: list[Capability]) -> Callable[[list], None]:
+            held.append(capabilities[0])
+            return lambda frontiers: None
+        builder.build(ctor)
+        builder._operator.watches_frontiers = False
+        return (UnorderedHandle(output._port, 0), held[0]), stream
+
+
