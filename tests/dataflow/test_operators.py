@@ -1,92 +1,136 @@
-"""The stream operators of API.md, on one worker, with exact outputs."""
-import pytest
+"""The stream operators of API.md, with exact outputs, at 1, 2 and 3 workers.
 
+Every test runs through the ``run`` fixture (tests/conftest.py). Input handles feed each
+worker its share of the records (or all of them from worker 0, where the order within a time
+matters); ``scope.to_stream`` produces its items on every worker, so those tests expect one
+copy per worker. Results are merged over the workers and compared with values worked out by
+hand or recomputed in plain Python.
+"""
 import sparktimely as st
 from sparktimely import Product
+from sparktimely.testing import consolidate
 
 
-def run_rounds(build, rounds):
-    """Feeds ``rounds[r]`` at time ``r`` through an InputHandle into ``build(stream)``;
-    returns what ``build`` returned once the dataflow has completed."""
+def merged(results):
+    """What the workers' results hold together: a Capture per worker becomes one
+    consolidated extract; tuples and lists of captures are merged element by element."""
+    first = results[0]
+    if isinstance(first, st.Capture):
+        return consolidate([captured.extract() for captured in results])
+    return type(first)(merged(list(parts)) for parts in zip(*results))
+
+
+def copies(extract, workers):
+    """``extract`` as it looks when every worker produced it."""
+    return [(time, sorted(records * workers)) for time, records in extract]
+
+
+def share(worker, records, from_first=False):
+    """The records ``worker`` sends: every ``peers``-th one from its index on, or all of
+    them on worker 0 when ``from_first``."""
+    if from_first:
+        return list(records) if worker.index == 0 else []
+    return list(records)[worker.index::worker.peers]
+
+
+def run_rounds(run, build, rounds, from_first=False):
+    """Feeds ``rounds[r]`` at time ``r`` through an InputHandle into ``build(stream)`` (each
+    worker its share) and returns what ``build`` returned on each worker, once the dataflow
+    has completed."""
     def job(worker):
         handle = st.InputHandle()
         result = worker.dataflow(lambda scope: build(scope.input_from(handle)))
         for r, records in enumerate(rounds):
-            for x in records:
+            for x in share(worker, records, from_first):
                 handle.send(x)
             handle.advance_to(r + 1)
         handle.close()
         return result
-    return st.execute_directly(job)
+    return run(job)
+
+
+def example(run, build):
+    """``build(scope)`` in one dataflow on every worker, run to completion: what ``build``
+    returned, per worker."""
+    return run(lambda worker: worker.dataflow(build))
 
 
 ROUNDS = [[3, 1, 2], [5], [], [4, 4, 0]]
 
 
+def per_round(rounds, f=lambda x: x):
+    """Oracle: ``f`` of each record at its round's time, for the rounds that have records."""
+    return [(r, sorted(f(x) for x in records)) for r, records in enumerate(rounds) if records]
+
+
 # -- record-at-a-time operators ------------------------------------------------------------
 
-def test_map():
-    assert st.example(lambda s: s.to_stream(range(4)).map(lambda x: x * x).capture()
-                      ).extract() == [(0, [0, 1, 4, 9])]
-    assert run_rounds(lambda s: s.map(lambda x: -x).capture(), ROUNDS).extract() == [
+def test_map(run):
+    assert merged(example(run, lambda s: s.to_stream(range(4)).map(lambda x: x * x).capture())
+                  ) == copies([(0, [0, 1, 4, 9])], run.workers)
+    assert merged(run_rounds(run, lambda s: s.map(lambda x: -x).capture(), ROUNDS)) == [
         (0, [-3, -2, -1]), (1, [-5]), (3, [-4, -4, 0])]
 
 
-def test_map_to_other_types():
-    got = st.example(lambda s: s.to_stream([1, 2]).map(lambda x: (x, str(x))).capture())
-    assert got.extract() == [(0, [(1, "1"), (2, "2")])]
+def test_map_to_other_types(run):
+    got = example(run, lambda s: s.to_stream([1, 2]).map(lambda x: (x, str(x))).capture())
+    assert merged(got) == copies([(0, [(1, "1"), (2, "2")])], run.workers)
 
 
-def test_flat_map():
-    got = st.example(lambda s: s.to_stream(["a b", "c", ""]).flat_map(str.split).capture())
-    assert got.extract() == [(0, ["a", "b", "c"])]
-    got = run_rounds(lambda s: s.flat_map(lambda x: range(x)).capture(), [[2], [0], [3]])
-    assert got.extract() == [(0, [0, 1]), (2, [0, 1, 2])]
+def test_flat_map(run):
+    got = example(run, lambda s: s.to_stream(["a b", "c", ""]).flat_map(str.split).capture())
+    assert merged(got) == copies([(0, ["a", "b", "c"])], run.workers)
+    got = run_rounds(run, lambda s: s.flat_map(lambda x: range(x)).capture(), [[2], [0], [3]])
+    assert merged(got) == [(0, [0, 1]), (2, [0, 1, 2])]
 
 
-def test_filter():
-    got = st.example(lambda s: s.to_stream(range(6)).filter(lambda x: x % 2).capture())
-    assert got.extract() == [(0, [1, 3, 5])]
-    got = run_rounds(lambda s: s.filter(lambda x: x >= 3).capture(), ROUNDS)
-    assert got.extract() == [(0, [3]), (1, [5]), (3, [4, 4])]
+def test_filter(run):
+    got = example(run, lambda s: s.to_stream(range(6)).filter(lambda x: x % 2).capture())
+    assert merged(got) == copies([(0, [1, 3, 5])], run.workers)
+    got = run_rounds(run, lambda s: s.filter(lambda x: x >= 3).capture(), ROUNDS)
+    assert merged(got) == [(0, [3]), (1, [5]), (3, [4, 4])]
 
 
-def test_inspect_sees_every_record_and_passes_them_on():
+def test_inspect_sees_every_record_and_passes_them_on(run):
+    seen = [[] for _ in range(run.workers)]
+    got = run_rounds(run, lambda s: s.inspect(seen[s.scope.index].append).capture(), ROUNDS)
+    assert sorted(x for part in seen for x in part) == [0, 1, 2, 3, 4, 4, 5]
+    for index, part in enumerate(seen):          # each worker sees its records in send order
+        assert part == [x for records in ROUNDS for x in records[index::run.workers]]
+    assert merged(got) == per_round(ROUNDS)
+
+
+def test_inspect_time(run):
     seen = []
-    got = run_rounds(lambda s: s.inspect(seen.append).capture(), ROUNDS)
-    assert sorted(seen) == [0, 1, 2, 3, 4, 4, 5]
-    assert seen[:3] == [3, 1, 2]          # in the order sent
-    assert got.extract() == [(0, [1, 2, 3]), (1, [5]), (3, [0, 4, 4])]
-
-
-def test_inspect_time():
-    seen = []
-    got = run_rounds(lambda s: s.inspect_time(lambda t, x: seen.append((t, x))).capture(),
+    got = run_rounds(run, lambda s: s.inspect_time(lambda t, x: seen.append((t, x))).capture(),
                      ROUNDS)
     assert sorted(seen) == [(0, 1), (0, 2), (0, 3), (1, 5), (3, 0), (3, 4), (3, 4)]
-    assert got.extract() == [(0, [1, 2, 3]), (1, [5]), (3, [0, 4, 4])]
+    assert merged(got) == per_round(ROUNDS)
 
 
-def test_inspect_batch():
+def test_inspect_batch(run):
     seen = []
-    got = run_rounds(lambda s: s.inspect_batch(lambda t, b: seen.append((t, list(b)))).capture(),
-                     ROUNDS)
-    assert sorted((t, sorted(b)) for t, b in seen) == [(0, [1, 2, 3]), (1, [5]), (3, [0, 4, 4])]
+    got = run_rounds(run, lambda s: s.inspect_batch(lambda t, b: seen.append((t, list(b))))
+                     .capture(), ROUNDS)
     assert all(b for _, b in seen)        # no empty batches
-    assert got.extract() == [(0, [1, 2, 3]), (1, [5]), (3, [0, 4, 4])]
+    by_time = {}
+    for t, b in seen:
+        by_time.setdefault(t, []).extend(b)
+    assert sorted((t, sorted(b)) for t, b in by_time.items()) == per_round(ROUNDS)
+    assert merged(got) == per_round(ROUNDS)
 
 
 # -- combining and splitting ---------------------------------------------------------------
 
-def test_concat():
+def test_concat(run):
     def build(scope):
         a = scope.to_stream([1, 2])
         b = scope.to_stream([10])
         return a.concat(b).capture()
-    assert st.example(build).extract() == [(0, [1, 2, 10])]
+    assert merged(example(run, build)) == copies([(0, [1, 2, 10])], run.workers)
 
 
-def test_concat_with_rounds_and_concatenate():
+def test_concat_with_rounds_and_concatenate(run):
     def job(worker):
         h1, h2 = st.InputHandle(), st.InputHandle()
 
@@ -96,111 +140,123 @@ def test_concat_with_rounds_and_concatenate():
             return a.concat(b).capture(), scope.concatenate([a, b, c]).capture()
         both, three = worker.dataflow(build)
         for r in range(3):
-            h1.send(r)
-            h2.send(10 + r)
+            if worker.index == 0:
+                h1.send(r)
+            if worker.index == worker.peers - 1:
+                h2.send(10 + r)
             h1.advance_to(r + 1)
             h2.advance_to(r + 1)
         h1.close()
         h2.close()
         return both, three
-    both, three = st.execute_directly(job)
-    assert both.extract() == [(0, [0, 10]), (1, [1, 11]), (2, [2, 12])]
-    assert three.extract() == [(0, [0, 10, 100]), (1, [1, 11]), (2, [2, 12])]
+    both, three = merged(run(job))
+    assert both == [(0, [0, 10]), (1, [1, 11]), (2, [2, 12])]
+    assert three == [(0, [0, 10] + [100] * run.workers), (1, [1, 11]), (2, [2, 12])]
 
 
-def test_exchange_on_one_worker_keeps_everything():
-    got = run_rounds(lambda s: s.exchange(lambda x: x).capture(), ROUNDS)
-    assert got.extract() == [(0, [1, 2, 3]), (1, [5]), (3, [0, 4, 4])]
-    got = st.example(lambda s: s.to_stream(["b", "a"]).exchange(st.stable_hash).capture())
-    assert got.extract() == [(0, ["a", "b"])]
+def test_exchange_sends_each_record_to_its_routes_worker(run):
+    # On one worker this is "keeps everything"; on more, each record lands exactly once, on
+    # worker route(x) % peers.
+    def tagged(stream, route):
+        index = stream.scope.index
+        return stream.exchange(route).map(lambda x: (x, index)).capture()
+    got = merged(run_rounds(run, lambda s: tagged(s, lambda x: x), ROUNDS))
+    assert got == per_round(ROUNDS, lambda x: (x, x % run.workers))
+    got = merged(example(run, lambda s: tagged(s.to_stream(["b", "a"]), st.stable_hash)))
+    assert got == copies([(0, [(w, st.stable_hash(w) % run.workers) for w in "ab"])],
+                         run.workers)
 
 
-def test_broadcast_on_one_worker_keeps_everything_once():
-    got = run_rounds(lambda s: s.broadcast().capture(), ROUNDS)
-    assert got.extract() == [(0, [1, 2, 3]), (1, [5]), (3, [0, 4, 4])]
+def test_broadcast_gives_every_worker_each_record_once(run):
+    results = run_rounds(run, lambda s: s.broadcast().capture(), ROUNDS)
+    for captured in results:
+        assert captured.extract() == per_round(ROUNDS)
 
 
-def test_partition():
+def test_partition(run):
     def build(stream):
         parts = stream.partition(3, lambda x: (x % 3, x * 10))
         assert len(parts) == 3
         return [p.capture() for p in parts]
-    got = [c.extract() for c in run_rounds(build, ROUNDS)]
-    assert got == [
+    assert merged(run_rounds(run, build, ROUNDS)) == [
         [(0, [30]), (3, [0])],
         [(0, [10]), (3, [40, 40])],
         [(0, [20]), (1, [50])],
     ]
 
 
-def test_partition_example():
+def test_partition_example(run):
     def build(scope):
         evens, odds = scope.to_stream(range(5)).partition(2, lambda x: (x % 2, x))
         return evens.capture(), odds.capture()
-    assert [c.extract() for c in st.example(build)] == [[(0, [0, 2, 4])], [(0, [1, 3])]]
+    assert list(merged(example(run, build))) == [copies([(0, [0, 2, 4])], run.workers),
+                                                 copies([(0, [1, 3])], run.workers)]
 
 
-def test_branch_by_time_and_value():
+def test_branch_by_time_and_value(run):
     def build(stream):
         false, true = stream.branch(lambda t, x: t % 2 == 1 or x == 0)
         return false.capture(), true.capture()
-    false, true = run_rounds(build, ROUNDS)
-    assert false.extract() == [(0, [1, 2, 3])]
-    assert true.extract() == [(1, [5]), (3, [0, 4, 4])]
+    false, true = merged(run_rounds(run, build, ROUNDS))
+    assert false == [(0, [1, 2, 3])]
+    assert true == [(1, [5]), (3, [0, 4, 4])]
 
 
-def test_ok_err():
+def test_ok_err(run):
     def build(scope):
         oks, errs = scope.to_stream(["1", "x", "22", ""]).ok_err(
             lambda s: st.Ok(int(s)) if s.isdigit() else st.Err(s))
         return oks.capture(), errs.capture()
-    oks, errs = st.example(build)
-    assert oks.extract() == [(0, [1, 22])]
-    assert errs.extract() == [(0, ["", "x"])]
+    oks, errs = merged(example(run, build))
+    assert oks == copies([(0, [1, 22])], run.workers)
+    assert errs == copies([(0, ["", "x"])], run.workers)
 
 
-def test_ok_err_per_round():
+def test_ok_err_per_round(run):
     def build(stream):
         return [c.capture() for c in stream.ok_err(
             lambda x: st.Ok(x) if x % 2 == 0 else st.Err(-x))]
-    oks, errs = run_rounds(build, ROUNDS)
-    assert oks.extract() == [(0, [2]), (3, [0, 4, 4])]
-    assert errs.extract() == [(0, [-3, -1]), (1, [-5])]
+    oks, errs = merged(run_rounds(run, build, ROUNDS))
+    assert oks == [(0, [2]), (3, [0, 4, 4])]
+    assert errs == [(0, [-3, -1]), (1, [-5])]
 
 
 # -- moving records in time -----------------------------------------------------------------
 
-def test_delay_to_record_value():
-    got = st.example(lambda s: s.to_stream([1, 5, 3, 5]).delay(lambda x, t: x).capture())
-    assert got.extract() == [(1, [1]), (3, [3]), (5, [5, 5])]
+def test_delay_to_record_value(run):
+    got = example(run, lambda s: s.to_stream([1, 5, 3, 5]).delay(lambda x, t: x).capture())
+    assert merged(got) == copies([(1, [1]), (3, [3]), (5, [5, 5])], run.workers)
 
 
-def test_delay_per_round():
-    got = run_rounds(lambda s: s.delay(lambda x, t: t + x).capture(), ROUNDS)
+def test_delay_per_round(run):
+    got = run_rounds(run, lambda s: s.delay(lambda x, t: t + x).capture(), ROUNDS)
     # (time, x) -> time + x
-    assert got.extract() == [(1, [1]), (2, [2]), (3, [0, 3]), (6, [5]), (7, [4, 4])]
+    assert merged(got) == [(1, [1]), (2, [2]), (3, [0, 3]), (6, [5]), (7, [4, 4])]
 
 
-def test_delay_keeps_time_when_asked():
-    got = run_rounds(lambda s: s.delay(lambda x, t: t).capture(), ROUNDS)
-    assert got.extract() == [(0, [1, 2, 3]), (1, [5]), (3, [0, 4, 4])]
+def test_delay_keeps_time_when_asked(run):
+    got = run_rounds(run, lambda s: s.delay(lambda x, t: t).capture(), ROUNDS)
+    assert merged(got) == per_round(ROUNDS)
 
 
-def test_delay_total():
-    got = run_rounds(lambda s: s.delay_total(lambda x, t: max(t, 2)).capture(), ROUNDS)
-    assert got.extract() == [(2, [1, 2, 3, 5]), (3, [0, 4, 4])]
+def test_delay_total(run):
+    got = run_rounds(run, lambda s: s.delay_total(lambda x, t: max(t, 2)).capture(), ROUNDS)
+    assert merged(got) == [(2, [1, 2, 3, 5]), (3, [0, 4, 4])]
 
 
-def test_delay_outputs_in_time_order():
-    order = []
-    run_rounds(lambda s: s.delay(lambda x, t: 10 - x).inspect_time(
-        lambda t, x: order.append(t)).probe(), [[1, 9, 5, 3]])
-    assert order == [1, 5, 7, 9]
+def test_delay_outputs_in_time_order(run):
+    records = [1, 9, 5, 3, 8, 2, 7, 4]
+    order = [[] for _ in range(run.workers)]
+    run_rounds(run, lambda s: s.exchange(lambda x: x // 2).delay(lambda x, t: 10 - x)
+               .inspect_time(lambda t, x: order[s.scope.index].append(t)).probe(), [records])
+    for index, times in enumerate(order):
+        assert times == sorted(10 - x for x in records if x // 2 % run.workers == index)
 
 
-def test_reclock_like_timely():
+def test_reclock_like_timely(run):
     # timely's reclock example: data x at time x, clock ticks at times 3, 5 and 8;
-    # each record is re-stamped to the first tick at or after its time.
+    # each record is re-stamped to the first tick at or after its time. Round r's record
+    # comes from worker r % peers; every worker's clock ticks.
     def job(worker):
         data_in, clock_in = st.InputHandle(), st.InputHandle()
 
@@ -210,7 +266,8 @@ def test_reclock_like_timely():
             return data.reclock(clock).capture()
         captured = worker.dataflow(build)
         for round in range(10):
-            data_in.send(round)
+            if round % worker.peers == worker.index:
+                data_in.send(round)
             if round in (3, 5, 8):
                 clock_in.send(())
             data_in.advance_to(round + 1)
@@ -218,48 +275,57 @@ def test_reclock_like_timely():
         data_in.close()
         clock_in.close()
         return captured
-    captured = st.execute_directly(job)
-    assert captured.extract() == [(3, [0, 1, 2, 3]), (5, [4, 5]), (8, [6, 7, 8])]
+    assert merged(run(job)) == [(3, [0, 1, 2, 3]), (5, [4, 5]), (8, [6, 7, 8])]
 
 
-def test_reclock_several_records_per_time_and_duplicate_ticks():
+def test_reclock_several_records_per_time_and_duplicate_ticks(run):
     def build(scope):
         data = scope.to_stream([(0, "a"), (0, "b"), (2, "c"), (4, "d"), (7, "e")]).delay(
             lambda x, t: x[0]).map(lambda x: x[1])
         ticks = scope.to_stream([1, 1, 4, 6]).delay(lambda x, t: x)
         return data.reclock(ticks).capture()
-    assert st.example(build).extract() == [(1, ["a", "b"]), (4, ["c", "d"])]
+    assert merged(example(run, build)) == copies([(1, ["a", "b"]), (4, ["c", "d"])],
+                                                 run.workers)
 
 
 # -- per-time aggregation ---------------------------------------------------------------------
 
-def test_count_per_round():
-    got = run_rounds(lambda s: s.count().capture(), ROUNDS)
-    assert got.extract() == [(0, [3]), (1, [1]), (3, [3])]
-    assert st.example(lambda s: s.to_stream("hello").count().capture()).extract() == [(0, [5])]
+def per_worker_rounds(rounds, workers, f):
+    """Oracle for per-worker aggregates: for each worker, ``f(its share of round r)`` at each
+    time ``r`` where it had records."""
+    return [[(r, [f(records[w::workers])]) for r, records in enumerate(rounds)
+             if records[w::workers]] for w in range(workers)]
 
 
-def test_accumulate_per_round():
-    got = run_rounds(lambda s: s.accumulate(0, lambda acc, batch: acc + sum(batch)).capture(),
-                     ROUNDS)
-    assert got.extract() == [(0, [6]), (1, [5]), (3, [8])]
+def test_count_per_round(run):
+    results = run_rounds(run, lambda s: s.count().capture(), ROUNDS)
+    assert [c.extract() for c in results] == per_worker_rounds(ROUNDS, run.workers, len)
+    results = example(run, lambda s: s.to_stream("hello").count().capture())
+    assert [c.extract() for c in results] == [[(0, [5])]] * run.workers
 
 
-def test_accumulate_copies_its_initial_value():
-    got = run_rounds(lambda s: s.accumulate([], lambda acc, batch: acc + sorted(batch))
-                     .capture(), [[2, 1], [3]])
-    assert got.extract() == [(0, [[1, 2]]), (1, [[3]])]
-    init = []
+def test_accumulate_per_round(run):
+    results = run_rounds(run, lambda s: s.accumulate(0, lambda acc, batch: acc + sum(batch))
+                         .capture(), ROUNDS)
+    assert [c.extract() for c in results] == per_worker_rounds(ROUNDS, run.workers, sum)
+
+
+def test_accumulate_copies_its_initial_value(run):
+    got = run_rounds(run, lambda s: s.accumulate([], lambda acc, batch: acc + sorted(batch))
+                     .capture(), [[2, 1], [3]], from_first=True)
+    assert merged(got) == [(0, [[1, 2]]), (1, [[3]])]
+    init = []                          # one object for every worker: each time copies it
 
     def append(acc, batch):
         acc.extend(batch)
         return acc
-    got = run_rounds(lambda s: s.accumulate(init, append).capture(), [[1], [2]])
-    assert got.extract() == [(0, [[1]]), (1, [[2]])]
+    rounds = [[1, 1, 1], [2, 2, 2]]
+    results = run_rounds(run, lambda s: s.accumulate(init, append).capture(), rounds)
+    assert [c.extract() for c in results] == per_worker_rounds(rounds, run.workers, list)
     assert init == []
 
 
-def test_aggregate_word_count_per_round():
+def test_aggregate_word_count_per_round(run):
     rounds = [["a", "b", "a"], ["b"], ["c", "c", "a"]]
 
     def build(stream):
@@ -267,11 +333,11 @@ def test_aggregate_word_count_per_round():
             lambda key, val, agg: (agg or 0) + val,
             lambda key, agg: (key, agg),
             st.stable_hash).capture()
-    assert run_rounds(build, rounds).extract() == [
+    assert merged(run_rounds(run, build, rounds)) == [
         (0, [("a", 2), ("b", 1)]), (1, [("b", 1)]), (2, [("a", 1), ("c", 2)])]
 
 
-def test_aggregate_agg_starts_as_none_each_time():
+def test_aggregate_agg_starts_as_none_each_time(run):
     starts = []
 
     def fold(key, val, agg):
@@ -279,24 +345,26 @@ def test_aggregate_agg_starts_as_none_each_time():
             starts.append(key)
             agg = []
         return agg + [val]
-    got = run_rounds(lambda s: s.aggregate(fold, lambda k, agg: (k, sorted(agg)),
-                                           lambda k: k).capture(),
+    got = run_rounds(run, lambda s: s.aggregate(fold, lambda k, agg: (k, sorted(agg)),
+                                                lambda k: k).capture(),
                      [[(1, "x"), (2, "y"), (1, "z")], [(1, "w")]])
-    assert got.extract() == [(0, [(1, ["x", "z"]), (2, ["y"])]), (1, [(1, ["w"])])]
+    assert merged(got) == [(0, [(1, ["x", "z"]), (2, ["y"])]), (1, [(1, ["w"])])]
     assert sorted(starts) == [1, 1, 2]
 
 
-def test_state_machine_state_persists_across_times():
+def test_state_machine_state_persists_across_times(run):
     def running_sum(key, val, total):
         total = (total or 0) + val
         return False, [(key, total)], total
     rounds = [[("x", 1), ("x", 2), ("y", 5)], [("x", 10)], [], [("y", 1), ("z", 0)]]
-    got = run_rounds(lambda s: s.state_machine(running_sum, st.stable_hash).capture(), rounds)
-    assert got.extract() == [
+    # from one worker: within a time, a key's records are folded in the order sent
+    got = run_rounds(run, lambda s: s.state_machine(running_sum, st.stable_hash).capture(),
+                     rounds, from_first=True)
+    assert merged(got) == [
         (0, [("x", 1), ("x", 3), ("y", 5)]), (1, [("x", 13)]), (3, [("y", 6), ("z", 0)])]
 
 
-def test_state_machine_remove_discards_state():
+def test_state_machine_remove_discards_state(run):
     seen_states = []
 
     def fold(key, val, state):
@@ -306,21 +374,22 @@ def test_state_machine_remove_discards_state():
         state = (state or 0) + 1
         return False, [(key, state)], state
     rounds = [[("k", "a"), ("k", "b")], [("k", "reset")], [("k", "c")]]
-    got = run_rounds(lambda s: s.state_machine(fold, st.stable_hash).capture(), rounds)
-    assert got.extract() == [(0, [("k", 1), ("k", 2)]), (1, [("k", "reset")]), (2, [("k", 1)])]
+    got = run_rounds(run, lambda s: s.state_machine(fold, st.stable_hash).capture(), rounds,
+                     from_first=True)
+    assert merged(got) == [(0, [("k", 1), ("k", 2)]), (1, [("k", "reset")]), (2, [("k", 1)])]
     assert seen_states == [("k", "a", None), ("k", "b", 1), ("k", "reset", 2), ("k", "c", None)]
 
 
 # -- observing streams --------------------------------------------------------------------
 
-def test_probe_done_after_example():
-    probe = st.example(lambda scope: scope.to_stream([1]).probe())
-    assert probe.done()
-    assert probe.frontier() == []
-    assert not probe.less_than(0) and not probe.less_equal(0)
+def test_probe_done_after_example(run):
+    for probe in example(run, lambda scope: scope.to_stream([1]).probe()):
+        assert probe.done()
+        assert probe.frontier() == []
+        assert not probe.less_than(0) and not probe.less_equal(0)
 
 
-def test_probe_with_watches_several_streams():
+def test_probe_with_watches_several_streams(run):
     def job(worker):
         h1, h2 = st.InputHandle(), st.InputHandle()
         probe = st.ProbeHandle()
@@ -343,33 +412,30 @@ def test_probe_with_watches_several_streams():
         h1.close()
         h2.close()
         worker.step_while(lambda: not probe.done())
-        return frontier_both, less, frontier_later, probe.done(), captured
-    both, less, later, done, captured = st.execute_directly(job)
-    assert both == [3]
-    assert less == (True, True, False)
-    assert later == [5]
-    assert done
-    assert captured.extract() == []
+        return frontier_both, less, frontier_later, probe.done(), captured.extract()
+    assert run(job) == [([3], (True, True, False), [5], True, [])] * run.workers
 
 
-def test_capture_extract_sorted_per_time():
+def test_capture_extract_sorted_per_time(run):
     def build(scope):
         return scope.to_stream([5, 3, 9, 1]).delay(lambda x, t: x % 2 + (x > 4)).capture()
-    assert st.example(build).extract() == [(1, [1, 3]), (2, [5, 9])]
+    for captured in example(run, build):
+        assert captured.extract() == [(1, [1, 3]), (2, [5, 9])]
 
 
-def test_capture_unorderable_records_keep_order():
-    got = st.example(lambda s: s.to_stream([{"b": 1}, {"a": 2}]).capture())
-    assert got.extract() == [(0, [{"b": 1}, {"a": 2}])]
+def test_capture_unorderable_records_keep_order(run):
+    for captured in example(run, lambda s: s.to_stream([{"b": 1}, {"a": 2}]).capture()):
+        assert captured.extract() == [(0, [{"b": 1}, {"a": 2}])]
 
 
-def test_capture_empty_stream():
-    assert st.example(lambda s: s.to_stream([]).capture()).extract() == []
+def test_capture_empty_stream(run):
+    assert [c.extract() for c in example(run, lambda s: s.to_stream([]).capture())] == [
+        []] * run.workers
 
 
 # -- nested scopes and loops --------------------------------------------------------------
 
-def test_enter_leave_keeps_outer_times():
+def test_enter_leave_keeps_outer_times(run):
     def build(stream):
         scope = stream.scope
 
@@ -378,31 +444,32 @@ def test_enter_leave_keeps_outer_times():
             inside = entered.map(lambda x: x + 100)
             return inside.capture(), inside.leave().capture()
         return scope.iterative(inner)
-    inside, outside = run_rounds(build, [[1], [2, 3]])
-    assert inside.extract() == [(Product(0, 0), [101]), (Product(1, 0), [102, 103])]
-    assert outside.extract() == [(0, [101]), (1, [102, 103])]
+    inside, outside = merged(run_rounds(run, build, [[1], [2, 3]]))
+    assert inside == [(Product(0, 0), [101]), (Product(1, 0), [102, 103])]
+    assert outside == [(0, [101]), (1, [102, 103])]
 
 
-def test_region_enter_leave_is_transparent():
+def test_region_enter_leave_is_transparent(run):
     def build(stream):
         def inner(region):
             return stream.enter(region).map(lambda x: x * 2).leave()
         return stream.scope.region(inner).capture()
-    assert run_rounds(build, ROUNDS).extract() == [(0, [2, 4, 6]), (1, [10]), (3, [0, 8, 8])]
+    assert merged(run_rounds(run, build, ROUNDS)) == per_round(ROUNDS, lambda x: 2 * x)
 
 
-def test_connect_loop_doubling():
+def test_connect_loop_doubling(run):
+    # The loop body moves every record to another worker at each iteration.
     def build(scope):
         def loop(inner):
             handle, looped = inner.loop_variable(1)
             doubled = scope.to_stream([1, 3]).enter(inner).concat(looped).map(lambda x: 2 * x)
-            doubled.filter(lambda x: x < 100).connect_loop(handle)
+            doubled.filter(lambda x: x < 100).exchange(lambda x: x // 2).connect_loop(handle)
             return doubled.filter(lambda x: x >= 100).leave()
         return scope.iterative(loop).capture()
-    assert st.example(build).extract() == [(0, [128, 192])]
+    assert merged(example(run, build)) == copies([(0, [128, 192])], run.workers)
 
 
-def test_connect_loop_iteration_times_visible_inside():
+def test_connect_loop_iteration_times_visible_inside(run):
     def build(scope):
         def loop(inner):
             handle, looped = inner.loop_variable(1)
@@ -410,17 +477,20 @@ def test_connect_loop_iteration_times_visible_inside():
             stream.filter(lambda x: x < 16).connect_loop(handle)
             return stream.capture()
         return scope.iterative(loop)
-    assert st.example(build).extract() == [
-        (Product(0, 0), [2]), (Product(0, 1), [4]), (Product(0, 2), [8]), (Product(0, 3), [16])]
+    assert merged(example(run, build)) == copies([
+        (Product(0, 0), [2]), (Product(0, 1), [4]), (Product(0, 2), [8]), (Product(0, 3), [16])],
+        run.workers)
 
 
-def test_feedback_in_plain_scope_advances_time():
+def test_feedback_in_plain_scope_advances_time(run):
     def build(scope):
         handle, looped = scope.feedback(2)
         stream = scope.to_stream([0]).concat(looped)
-        stream.map(lambda x: x + 1).filter(lambda x: x < 4).connect_loop(handle)
+        stream.map(lambda x: x + 1).filter(lambda x: x < 4).exchange(lambda x: x) \
+            .connect_loop(handle)
         return stream.capture()
-    assert st.example(build).extract() == [(0, [0]), (2, [1]), (4, [2]), (6, [3])]
+    assert merged(example(run, build)) == copies([(0, [0]), (2, [1]), (4, [2]), (6, [3])],
+                                                 run.workers)
 
 
 def test_operators_method_names_exist():
