@@ -1,27 +1,63 @@
 """Progress as operators and drivers observe it: probes, notifications, frontiers,
-capabilities, activation, and nested scopes with loops."""
+capabilities, activation, and nested scopes with loops, at 1, 2 and 3 workers.
+
+Every test runs through the ``run`` fixture (tests/conftest.py). What an operator observes
+is checked on every worker; captured results are merged over the workers and compared with
+values worked out by hand or recomputed in plain Python. ``scope.to_stream`` produces its
+items on every worker, so those tests expect one copy per worker.
+"""
 import pytest
 
 import sparktimely as st
 from sparktimely import Product
+from sparktimely.testing import consolidate
+
+
+def merged(captures):
+    """One consolidated extract of the workers' captures."""
+    return consolidate([captured.extract() for captured in captures])
+
+
+def copies(extract, workers):
+    """``extract`` as it looks when every worker produced it."""
+    return [(time, sorted(records * workers)) for time, records in extract]
+
+
+def summed(extract):
+    """Per time, the sum of the numbers the workers reported (per-worker counts)."""
+    return [(time, sum(counts)) for time, counts in extract]
+
+
+def example(run, build):
+    """``build(scope)`` in one dataflow on every worker, run to completion: what ``build``
+    returned, per worker."""
+    return run(lambda worker: worker.dataflow(build))
+
+
+def per_worker(workers):
+    """A list per worker, for what operators observe (workers share this process)."""
+    return [[] for _ in range(workers)]
 
 
 # -- probes -----------------------------------------------------------------------------------
 
-def test_probe_per_round_sees_exact_results():
+def test_probe_per_round_sees_exact_results(run):
+    # Records go to the worker their value names; once a worker's probe passes a round, its
+    # capture holds everything up to that round, so the workers' captures together hold all.
     def job(worker):
         handle = st.InputHandle()
         seen = []
 
         def build(scope):
-            stream = scope.input_from(handle).map(lambda x: x * 10)
+            stream = scope.input_from(handle).exchange(lambda x: x).map(lambda x: x * 10)
             captured = stream.capture()
             return captured, stream.probe()
         captured, probe = worker.dataflow(build)
         assert probe.less_equal(0) and not probe.done()
         for round in range(5):
-            for i in range(round + 1):
-                handle.send(round + i)
+            if worker.index == 0:
+                for i in range(round + 1):
+                    handle.send(round + i)
             handle.advance_to(round + 1)
             worker.step_while(lambda: probe.less_than(round + 1))
             assert probe.frontier() == [round + 1]
@@ -33,68 +69,75 @@ def test_probe_per_round_sees_exact_results():
         assert probe.done()
         assert probe.frontier() == []
         return seen
-    seen = st.execute_directly(job)
+    seen = run(job)
     expected = []
     for round in range(5):
         expected.append((round, sorted((round + i) * 10 for i in range(round + 1))))
-        assert seen[round] == expected
+        # later rounds' records may be in already, from workers that are ahead
+        so_far = consolidate([mine[round] for mine in seen])
+        assert [(t, records) for t, records in so_far if t <= round] == expected
 
 
-def test_probe_not_done_until_close():
+def test_probe_not_done_until_close(run):
     def job(worker):
         handle = st.InputHandle()
         probe = worker.dataflow(lambda scope: scope.input_from(handle).probe())
         handle.advance_to(3)
+        worker.step_while(lambda: probe.less_than(3))
         for _ in range(5):
             worker.step()
-        frontier = probe.frontier()
+        frontier, done = probe.frontier(), probe.done()
         running = worker.step()
         handle.close()
         worker.step_while(lambda: not probe.done())
         finished = not worker.step()
-        return frontier, running, probe.done(), finished
-    assert st.execute_directly(job) == ([3], True, True, True)
+        return frontier, done, running, probe.done(), finished
+    assert run(job) == [([3], False, True, True, True)] * run.workers
 
 
-def test_input_handle_time_and_skipped_rounds():
+def test_input_handle_time_and_skipped_rounds(run):
     def job(worker):
         handle = st.InputHandle()
         captured = worker.dataflow(lambda scope: scope.input_from(handle).capture())
+        first = worker.index == 0
         times = [handle.time()]
-        handle.send("a")
+        if first:
+            handle.send("a")
         handle.advance_to(4)
         times.append(handle.time())
-        handle.send("b")
+        if first:
+            handle.send("b")
         handle.advance_to(4)            # same time again is allowed
-        handle.send_batch(["c", "d"])
+        if first:
+            handle.send_batch(["c", "d"])
         handle.advance_to(10)
         handle.close()
         return times, captured
-    times, captured = st.execute_directly(job)
-    assert times == [0, 4]
-    assert captured.extract() == [(0, ["a"]), (4, ["b", "c", "d"])]
+    results = run(job)
+    assert [times for times, _ in results] == [[0, 4]] * run.workers
+    assert merged(c for _, c in results) == [(0, ["a"]), (4, ["b", "c", "d"])]
 
 
-def test_one_input_handle_feeds_two_dataflows():
+def test_one_input_handle_feeds_two_dataflows(run):
     def job(worker):
         handle = st.InputHandle()
         a = worker.dataflow(lambda scope: scope.input_from(handle).map(lambda x: x + 1).capture())
         b = worker.dataflow(lambda scope: scope.input_from(handle).count().capture())
-        for r in range(3):
-            handle.send_batch(range(r))
+        for r in range(4):
+            handle.send_batch(range(r)[worker.index::worker.peers])
             handle.advance_to(r + 1)
         handle.close()
         return a, b
-    a, b = st.execute_directly(job)
-    assert a.extract() == [(1, [1]), (2, [1, 2])]
-    assert b.extract() == [(1, [1]), (2, [2])]
+    results = run(job)
+    assert merged(a for a, _ in results) == [(1, [1]), (2, [1, 2]), (3, [1, 2, 3])]
+    assert summed(merged(b for _, b in results)) == [(1, 1), (2, 2), (3, 3)]
 
 
 # -- notifications ----------------------------------------------------------------------------
 
-def notify_recorder(name, seen):
+def notify_recorder(seen):
     """A unary_notify logic: forwards data, asks for a notification at each data time and
-    records the notification times."""
+    records the notification times in ``seen``."""
     def logic(input, output, notificator):
         for cap, batch in input:
             output.session(cap).give_batch(batch)
@@ -104,8 +147,8 @@ def notify_recorder(name, seen):
     return logic
 
 
-def test_notifications_in_time_order_for_product_times():
-    seen = []
+def test_notifications_in_time_order_for_product_times(run):
+    seen = per_worker(run.workers)
     times = [Product(0, 3), Product(2, 0), Product(1, 1), Product(0, 0), Product(1, 0),
              Product(0, 1), Product(2, 2)]
 
@@ -114,18 +157,21 @@ def test_notifications_in_time_order_for_product_times():
             stream = scope.to_stream(range(len(times))).enter(sub).delay(
                 lambda i, t: times[i])
             return stream.unary_notify(st.Pipeline, "Recorder", [],
-                                       notify_recorder("Recorder", seen)).leave()
+                                       notify_recorder(seen[scope.index])).leave()
         return scope.iterative(inner).capture()
-    captured = st.example(build)
-    assert seen == sorted(times)
-    for i, a in enumerate(seen):
-        for b in seen[i + 1:]:
-            assert not b.less_than(a)
-    assert captured.extract() == [(0, [0, 3, 5]), (1, [2, 4]), (2, [1, 6])]
+    captured = example(run, build)
+    for mine in seen:
+        assert mine == sorted(times)
+        for i, a in enumerate(mine):
+            for b in mine[i + 1:]:
+                assert not b.less_than(a)
+    assert merged(captured) == copies([(0, [0, 3, 5]), (1, [2, 4]), (2, [1, 6])], run.workers)
 
 
-def test_notifications_in_loop_respect_partial_order():
-    seen = []
+def test_notifications_in_loop_respect_partial_order(run):
+    # The recorder takes its records by value (Exchange), so each time's record is
+    # notified on one worker, whichever it is.
+    seen = per_worker(run.workers)
 
     def job(worker):
         handle = st.InputHandle()
@@ -134,79 +180,78 @@ def test_notifications_in_loop_respect_partial_order():
             def inner(sub):
                 looped_handle, looped = sub.loop_variable(1)
                 stream = scope.input_from(handle).enter(sub).concat(looped)
-                recorded = stream.unary_notify(st.Pipeline, "Recorder", [],
-                                               notify_recorder("Recorder", seen))
+                recorded = stream.unary_notify(st.Exchange(lambda x: x), "Recorder", [],
+                                               notify_recorder(seen[worker.index]))
                 recorded.map(lambda x: x - 1).filter(lambda x: x > 0).connect_loop(looped_handle)
                 return recorded.capture()
             return scope.iterative(inner)
         captured = worker.dataflow(build)
         for r, x in enumerate([3, 1, 2]):
-            handle.send(x)
+            if worker.index == r % worker.peers:
+                handle.send(x)
             handle.advance_to(r + 1)
         handle.close()
         return captured
-    captured = st.execute_directly(job)
+    captured = run(job)
     expected_times = [Product(0, 0), Product(0, 1), Product(0, 2), Product(1, 0),
                       Product(2, 0), Product(2, 1)]
-    assert sorted(seen) == expected_times
-    assert len(seen) == len(set(seen))
-    for i, a in enumerate(seen):
-        for b in seen[i + 1:]:
-            assert not b.less_than(a), (a, b, seen)
-    assert captured.extract() == [
+    assert sorted(t for mine in seen for t in mine) == expected_times
+    for mine in seen:
+        for i, a in enumerate(mine):
+            for b in mine[i + 1:]:
+                assert not b.less_than(a), (a, b, mine)
+    assert merged(captured) == [
         (Product(0, 0), [3]), (Product(0, 1), [2]), (Product(0, 2), [1]),
         (Product(1, 0), [1]), (Product(2, 0), [2]), (Product(2, 1), [1])]
 
 
-def test_unary_notify_delivers_requests_for_complete_times_in_the_same_iteration():
+def test_unary_notify_delivers_requests_for_complete_times_in_the_same_iteration(run):
     # As timely's Notificator: a request made while iterating, for a time that is already
     # complete, is delivered by the same iteration, after the earlier times.
-    seen = []
-    per_schedule = []
-
-    def logic(input, output, notificator):
-        for _ in input:
-            pass
-        delivered = 0
-        for cap, count in notificator:
-            delivered += 1
-            seen.append(cap.time)
-            if cap.time < 100:
-                notificator.notify_at(cap.delayed(cap.time + 1))
-        per_schedule.append(delivered)
+    seen = per_worker(run.workers)
+    per_schedule = per_worker(run.workers)
 
     def build(scope):
+        def logic(input, output, notificator):
+            for _ in input:
+                pass
+            delivered = 0
+            for cap, count in notificator:
+                delivered += 1
+                seen[scope.index].append(cap.time)
+                if cap.time < 100:
+                    notificator.notify_at(cap.delayed(cap.time + 1))
+            per_schedule[scope.index].append(delivered)
         return scope.to_stream([]).unary_notify(st.Pipeline, "Ticker", [0], logic).probe()
-    probe = st.example(build)
-    assert probe.done()
-    assert seen == list(range(101))
-    assert max(per_schedule) == 101 == sum(per_schedule)
+    for probe in example(run, build):
+        assert probe.done()
+    assert seen == [list(range(101))] * run.workers
+    for counts in per_schedule:
+        assert max(counts) == 101 == sum(counts)
 
 
-def test_unary_notify_init_times_and_counts():
-    seen = []
-
-    def logic(input, output, notificator):
-        for cap, batch in input:
-            notificator.notify_at(cap.retain())
-            notificator.notify_at(cap.retain())
-        for cap, count in notificator:
-            seen.append((cap.time, count))
-            output.session(cap).give(cap.time)
+def test_unary_notify_init_times_and_counts(run):
+    seen = per_worker(run.workers)
 
     def build(scope):
+        def logic(input, output, notificator):
+            for cap, batch in input:
+                notificator.notify_at(cap.retain())
+                notificator.notify_at(cap.retain())
+            for cap, count in notificator:
+                seen[scope.index].append((cap.time, count))
+                output.session(cap).give(cap.time)
         data = scope.to_stream([1, 2, 2]).delay(lambda x, t: x)
         return data.unary_notify(st.Pipeline, "Counts", [0, 5], logic).capture()
-    captured = st.example(build)
-    assert seen == [(0, 1), (1, 2), (2, 2), (5, 1)]
-    assert captured.extract() == [(0, [0]), (1, [1]), (2, [2]), (5, [5])]
+    captured = example(run, build)
+    assert seen == [[(0, 1), (1, 2), (2, 2), (5, 1)]] * run.workers
+    assert merged(captured) == copies([(0, [0]), (1, [1]), (2, [2]), (5, [5])], run.workers)
 
 
-def test_binary_notify_waits_for_both_inputs():
-    seen = []
-
+def test_binary_notify_waits_for_both_inputs(run):
     def job(worker):
         h1, h2 = st.InputHandle(), st.InputHandle()
+        seen = []
 
         def logic(in1, in2, output, notificator):
             for cap, batch in in1:
@@ -226,22 +271,21 @@ def test_binary_notify_waits_for_both_inputs():
         h1.advance_to(2)
         for _ in range(5):
             worker.step()
-        before = list(seen)
+        before = list(seen)             # this worker's h2 still holds time 0
         h2.advance_to(2)
         worker.step_while(lambda: probe.less_than(2))
         after = list(seen)
         h1.close()
         h2.close()
         return before, after, captured
-    before, after, captured = st.execute_directly(job)
-    assert before == []
-    assert after == [0]
-    assert captured.extract() == [(0, [0])]
+    results = run(job)
+    assert [(before, after) for before, after, _ in results] == [([], [0])] * run.workers
+    assert merged(c for _, _, c in results) == copies([(0, [0])], run.workers)
 
 
 # -- OperatorBuilder --------------------------------------------------------------------------
 
-def test_operator_builder_two_inputs_two_outputs_with_connection():
+def test_operator_builder_two_inputs_two_outputs_with_connection(run):
     def job(worker):
         h0, h1 = st.InputHandle(), st.InputHandle()
 
@@ -269,8 +313,10 @@ def test_operator_builder_two_inputs_two_outputs_with_connection():
             builder.build(ctor)
             return stream0.probe(), stream1.probe(), stream0.capture(), stream1.capture()
         p0, p1, c0, c1 = worker.dataflow(build)
-        h0.send(1)
-        h1.send(2)
+        if worker.index == 0:
+            h0.send(1)
+        if worker.index == worker.peers - 1:
+            h1.send(2)
         # input 0 stays at time 0, input 1 moves on to 5
         h1.advance_to(5)
         worker.step_while(lambda: p0.less_than(5))
@@ -278,14 +324,15 @@ def test_operator_builder_two_inputs_two_outputs_with_connection():
         h0.close()
         h1.close()
         return frontiers, c0, c1
-    frontiers, c0, c1 = st.execute_directly(job)
-    assert frontiers == ([5], [0])      # output 0 is not held back by input 0
-    assert c0.extract() == [(0, [("from1", 2)])]
-    assert c1.extract() == [(0, [("from0", 1), ("from1", 2)])]
+    results = run(job)
+    # output 0 is not held back by input 0
+    assert [frontiers for frontiers, _, _ in results] == [([5], [0])] * run.workers
+    assert merged(c0 for _, c0, _ in results) == [(0, [("from1", 2)])]
+    assert merged(c1 for _, _, c1 in results) == [(0, [("from0", 1), ("from1", 2)])]
 
 
-def test_operator_builder_input_capability_for_unconnected_output_rejected():
-    errors = []
+def test_operator_builder_input_capability_for_unconnected_output_rejected(run):
+    errors = per_worker(run.workers)
 
     def build(scope):
         builder = st.OperatorBuilder("Disconnected", scope)
@@ -302,17 +349,18 @@ def test_operator_builder_input_capability_for_unconnected_output_rejected():
                     try:
                         cap.retain()            # output 0: not connected
                     except st.CapabilityError as error:
-                        errors.append(str(error))
+                        errors[scope.index].append(str(error))
                     kept = cap.retain_for_output(1)
                     assert kept.time == 0
                     kept.drop()
             return logic
         builder.build(ctor)
-    st.example(build)
-    assert len(errors) == 1 and "output 0" in errors[0]
+    example(run, build)
+    for mine in errors:
+        assert len(mine) == 1 and "output 0" in mine[0]
 
 
-def test_operator_builder_session_on_unconnected_output_rejected():
+def test_operator_builder_session_on_unconnected_output_rejected(run):
     def build(scope):
         builder = st.OperatorBuilder("Disconnected", scope)
         out0, _ = builder.new_output()
@@ -328,12 +376,13 @@ def test_operator_builder_session_on_unconnected_output_rejected():
                     out0.session(cap).give_batch(batch)   # input 0 does not reach output 0
             return logic
         builder.build(ctor)
-    with pytest.raises(st.OperatorError, match="CapabilityError"):
-        st.example(build)
+    with pytest.raises(st.WorkerError, match="OperatorError: operator 'Disconnected'.*"
+                                             "CapabilityError"):
+        example(run, build)
 
 
-def test_operator_builder_build_reschedule_true_then_false():
-    schedules = []
+def test_operator_builder_build_reschedule_true_then_false(run):
+    schedules = per_worker(run.workers)
 
     def build(scope):
         builder = st.OperatorBuilder("Counter", scope)
@@ -341,10 +390,11 @@ def test_operator_builder_build_reschedule_true_then_false():
 
         def ctor(capabilities):
             cap = capabilities[0]
+            mine = schedules[scope.index]
 
             def logic(frontiers):
-                n = len(schedules)
-                schedules.append(n)
+                n = len(mine)
+                mine.append(n)
                 output.session(cap).give(n)
                 if n < 4:
                     cap.downgrade(n + 1)
@@ -354,12 +404,12 @@ def test_operator_builder_build_reschedule_true_then_false():
             return logic
         builder.build_reschedule(ctor)
         return stream.capture()
-    captured = st.example(build)
-    assert schedules == [0, 1, 2, 3, 4]
-    assert captured.extract() == [(0, [0]), (1, [1]), (2, [2]), (3, [3]), (4, [4])]
+    captured = example(run, build)
+    assert schedules == [[0, 1, 2, 3, 4]] * run.workers
+    assert merged(captured) == copies([(t, [t]) for t in range(5)], run.workers)
 
 
-def test_operator_builder_multiple_summaries_in_connection():
+def test_operator_builder_multiple_summaries_in_connection(run):
     def job(worker):
         handle = st.InputHandle()
 
@@ -379,93 +429,96 @@ def test_operator_builder_multiple_summaries_in_connection():
             builder.build(ctor)
             return stream.probe(), stream.capture()
         probe, captured = worker.dataflow(build)
-        handle.send("x")
+        if worker.index == worker.peers - 1:
+            handle.send("x")
         handle.advance_to(2)
         worker.step_while(lambda: probe.less_than(5))
         frontier = probe.frontier()
         handle.close()
         return frontier, captured
-    frontier, captured = st.execute_directly(job)
-    assert frontier == [5]             # the input frontier 2 plus the summary 3
-    assert captured.extract() == [(3, ["x"])]
+    results = run(job)
+    # the input frontier 2 plus the summary 3
+    assert [frontier for frontier, _ in results] == [[5]] * run.workers
+    assert merged(c for _, c in results) == [(3, ["x"])]
 
 
 # -- frontiers, notificators and capability sets ---------------------------------------------
 
 def step_rounds(worker, handle, probe, rounds):
+    """Worker 0 sends ``rounds[r]`` at time ``r``; every worker advances and waits for its
+    probe to pass each round, then closes."""
     for r, records in enumerate(rounds):
-        for x in records:
-            handle.send(x)
+        if worker.index == 0:
+            for x in records:
+                handle.send(x)
         handle.advance_to(r + 1)
         worker.step_while(lambda: probe.less_than(r + 1))
     handle.close()
 
 
-def test_unary_frontier_sees_frontier_changes():
-    frontiers = []
-
-    def ctor(cap, info):
-        cap.drop()
-
-        def logic(input, output):
-            for cap, batch in input:
-                output.session(cap).give_batch(batch)
-            f = input.frontier.frontier()
-            if not frontiers or frontiers[-1] != f:
-                frontiers.append(f)
-        return logic
-
+def test_unary_frontier_sees_frontier_changes(run):
+    # Each worker waits until its operator has seen round r's frontier before it advances
+    # its own input, so every worker's operator sees every frontier.
     def job(worker):
+        frontiers = []
+
+        def ctor(cap, info):
+            cap.drop()
+
+            def logic(input, output):
+                for cap, batch in input:
+                    output.session(cap).give_batch(batch)
+                f = input.frontier.frontier()
+                if not frontiers or frontiers[-1] != f:
+                    frontiers.append(f)
+            return logic
         handle = st.InputHandle()
-        probe = worker.dataflow(
-            lambda scope: scope.input_from(handle).unary_frontier(st.Pipeline, "Watch", ctor)
-            .probe())
+        worker.dataflow(lambda scope: scope.input_from(handle)
+                        .unary_frontier(st.Pipeline, "Watch", ctor).probe())
         worker.step()
         for r, records in enumerate([[1], [], [2], []]):
-            handle.send_batch(records)
+            if worker.index == 0:
+                handle.send_batch(records)
             handle.advance_to(r + 1)
-            for _ in range(100):             # the operator is eventually scheduled
-                if frontiers[-1] == [r + 1]:
-                    break
-                worker.step()
+            worker.step_while(lambda: frontiers[-1] != [r + 1])
         handle.close()
-        return probe
-    st.execute_directly(job)
-    assert frontiers == [[0], [1], [2], [3], [4], []]
+        worker.run()
+        return frontiers
+    assert run(job) == [[[0], [1], [2], [3], [4], []]] * run.workers
 
 
-def test_frontier_notificator_in_unary_frontier():
-    delivered = []
-
-    def ctor(cap, info):
-        cap.drop()
-        notificator = st.FrontierNotificator()
-        stash = {}
-
-        def logic(input, output):
-            for cap, batch in input:
-                if cap.time not in stash:
-                    stash[cap.time] = []
-                    notificator.notify_at(cap.retain())
-                stash[cap.time].extend(batch)
-
-            def deliver(cap, notif):
-                assert notif is notificator
-                delivered.append(cap.time)
-                output.session(cap).give(sorted(stash.pop(cap.time)))
-            notificator.for_each([input.frontier], deliver)
-        return logic
+def test_frontier_notificator_in_unary_frontier(run):
+    delivered = per_worker(run.workers)
 
     def build(scope):
+        def ctor(cap, info):
+            cap.drop()
+            notificator = st.FrontierNotificator()
+            stash = {}
+
+            def logic(input, output):
+                for cap, batch in input:
+                    if cap.time not in stash:
+                        stash[cap.time] = []
+                        notificator.notify_at(cap.retain())
+                    stash[cap.time].extend(batch)
+
+                def deliver(cap, notif):
+                    assert notif is notificator
+                    delivered[scope.index].append(cap.time)
+                    output.session(cap).give(sorted(stash.pop(cap.time)))
+                notificator.for_each([input.frontier], deliver)
+            return logic
         data = scope.to_stream([(3, "c"), (1, "a"), (3, "b"), (2, "z")]).delay(
             lambda x, t: x[0]).map(lambda x: x[1])
         return data.unary_frontier(st.Pipeline, "Buffer", ctor).capture()
-    captured = st.example(build)
-    assert delivered == [1, 2, 3]
-    assert captured.extract() == [(1, [["a"]]), (2, [["z"]]), (3, [["b", "c"]])]
+    captured = example(run, build)
+    assert delivered == [[1, 2, 3]] * run.workers
+    assert merged(captured) == copies([(1, [["a"]]), (2, [["z"]]), (3, [["b", "c"]])],
+                                      run.workers)
 
 
-def test_frontier_notificator_waits_for_frontier():
+def test_frontier_notificator_waits_for_frontier(run):
     def job(worker):
         handle = st.InputHandle()
         delivered = []
@@ -490,13 +543,12 @@ def test_frontier_notificator_waits_for_frontier():
             worker.step_while(lambda: probe.less_than(r + 1))
             history.append(list(delivered))
         handle.close()
+        worker.run()
         return history, delivered
-    history, delivered = st.execute_directly(job)
-    assert history == [[0], [0, 1], [0, 1, 2]]
-    assert delivered == [0, 1, 2]
+    assert run(job) == [([[0], [0, 1], [0, 1, 2]], [0, 1, 2])] * run.workers
 
 
-def test_capability_set_downgraded_to_frontier():
+def test_capability_set_downgraded_to_frontier(run):
     def ctor(cap, info):
         caps = st.CapabilitySet([cap])
         emitted = set()
@@ -521,27 +573,28 @@ def test_capability_set_downgraded_to_frontier():
         probe, captured = worker.dataflow(build)
         step_rounds(worker, handle, probe, [[None], [], [None]])
         return captured
-    captured = st.execute_directly(job)
-    assert captured.extract() == [(0, [("frontier", 0)]), (1, [("frontier", 1)]),
-                                  (2, [("frontier", 2)]), (3, [("frontier", 3)])]
+    for captured in run(job):
+        assert captured.extract() == [(t, [("frontier", t)]) for t in range(4)]
 
 
-def test_capability_set_insert_first_and_errors():
-    results = {}
+def test_capability_set_insert_first_and_errors(run):
+    results = [{} for _ in range(run.workers)]
 
     def build(scope):
+        mine = results[scope.index]
+
         def ctor(cap, info):
             caps = st.CapabilitySet()
-            results["empty"] = caps.is_empty()
+            mine["empty"] = caps.is_empty()
             caps.insert(cap.delayed(4))
             caps.insert(cap.delayed(2))          # replaces 4
             caps.insert(cap.delayed(3))          # dominated by 2
-            results["times"] = [c.time for c in caps]
-            results["first"] = caps.first().time
+            mine["times"] = [c.time for c in caps]
+            mine["first"] = caps.first().time
             try:
                 caps.delayed(1)
             except st.CapabilityError as error:
-                results["error"] = str(error)
+                mine["error"] = str(error)
             cap.drop()
             later = caps.delayed(6)
             caps.drop()
@@ -551,27 +604,30 @@ def test_capability_set_insert_first_and_errors():
                 later.drop()
             return logic
         return st.source(scope, "Caps", ctor).capture()
-    captured = st.example(build)
-    assert results["empty"] is True
-    assert results["times"] == [2]
-    assert results["first"] == 2
-    assert "1" in results["error"]
-    assert captured.extract() == [(6, ["late"])]
+    captured = example(run, build)
+    for mine in results:
+        assert mine["empty"] is True
+        assert mine["times"] == [2]
+        assert mine["first"] == 2
+        assert "allows time 1" in mine["error"]
+    assert merged(captured) == copies([(6, ["late"])], run.workers)
 
 
 # -- sources and activation ---------------------------------------------------------------
 
-def test_source_with_activator_emits_over_several_schedules():
-    schedules = []
+def test_source_with_activator_emits_over_several_schedules(run):
+    schedules = per_worker(run.workers)
 
     def build(scope):
+        mine = schedules[scope.index]
+
         def ctor(cap, info):
             activator = scope.activator_for(info.address)
             assert info.name == "Ticks"
 
             def logic(output):
-                n = len(schedules)
-                schedules.append(n)
+                n = len(mine)
+                mine.append(n)
                 with output.session(cap) as session:
                     session.give(n * n)
                 if n < 5:
@@ -582,12 +638,12 @@ def test_source_with_activator_emits_over_several_schedules():
             return logic
         stream = st.source(scope, "Ticks", ctor)
         return stream.capture()
-    captured = st.example(build)
-    assert schedules == [0, 1, 2, 3, 4, 5]
-    assert captured.extract() == [(0, [0]), (1, [1]), (2, [4]), (3, [9]), (4, [16]), (5, [25])]
+    captured = example(run, build)
+    assert schedules == [[0, 1, 2, 3, 4, 5]] * run.workers
+    assert merged(captured) == copies([(n, [n * n]) for n in range(6)], run.workers)
 
 
-def test_source_activated_from_outside_the_dataflow():
+def test_source_activated_from_outside_the_dataflow(run):
     def job(worker):
         pending = []
         state = {}
@@ -609,30 +665,30 @@ def test_source_activated_from_outside_the_dataflow():
             return stream.probe(), stream.capture()
         probe, captured = worker.dataflow(build)
         for t in range(3):
-            pending.append((t, f"v{t}"))
+            pending.append((t, f"v{t}@{worker.index}"))
             state["activator"].activate()
             worker.step()
             worker.step()
         pending.append((0, None))
         state["activator"].activate()
         return captured
-    captured = st.execute_directly(job)
-    assert captured.extract() == [(0, ["v0"]), (1, ["v1"]), (2, ["v2"])]
+    assert merged(run(job)) == [(t, [f"v{t}@{w}" for w in range(run.workers)])
+                                for t in range(3)]
 
 
 # -- regions and iteration ---------------------------------------------------------------------
 
-def test_region_scope():
+def test_region_scope(run):
     def build(scope):
         def region(inner):
-            assert inner.peers == 1 and inner.index == 0
+            assert (inner.peers, inner.index) == (scope.peers, scope.index)
             numbers = scope.to_stream(range(5)).enter(inner)
             return numbers.map(lambda x: x + 1).filter(lambda x: x % 2).leave()
         return scope.region(region).capture()
-    assert st.example(build).extract() == [(0, [1, 3, 5])]
+    assert merged(example(run, build)) == copies([(0, [1, 3, 5])], run.workers)
 
 
-def test_nested_regions_with_rounds():
+def test_nested_regions_with_rounds(run):
     def job(worker):
         handle = st.InputHandle()
 
@@ -644,17 +700,18 @@ def test_nested_regions_with_rounds():
             return scope.region(outer).capture()
         captured = worker.dataflow(build)
         for r in range(3):
-            handle.send_batch(range(r + 1))
+            handle.send_batch(range(r + 1)[worker.index::worker.peers])
             handle.advance_to(r + 1)
         handle.close()
         return captured
-    assert st.execute_directly(job).extract() == [(0, [1]), (1, [2]), (2, [3])]
+    assert summed(merged(run(job))) == [(0, 1), (1, 2), (2, 3)]
 
 
-def test_iterative_doubling_per_round():
+def test_iterative_doubling_per_round(run):
+    iterations = []
+
     def job(worker):
         handle = st.InputHandle()
-        iterations = []
 
         def build(scope):
             def loop(inner):
@@ -662,20 +719,21 @@ def test_iterative_doubling_per_round():
                 doubled = scope.input_from(handle).enter(inner).concat(looped).map(
                     lambda x: 2 * x)
                 doubled.inspect_time(lambda t, x: iterations.append((t, x)))
-                doubled.filter(lambda x: x < 100).connect_loop(loop_handle)
+                doubled.filter(lambda x: x < 100).exchange(lambda x: x // 2) \
+                    .connect_loop(loop_handle)
                 return doubled.filter(lambda x: x >= 100).leave()
             return scope.iterative(loop).capture()
         captured = worker.dataflow(build)
         for r, values in enumerate([[1], [30, 50], [], [200]]):
-            handle.send_batch(values)
+            handle.send_batch(values[worker.index::worker.peers])
             handle.advance_to(r + 1)
         handle.close()
-        return captured, iterations
-    captured, iterations = st.execute_directly(job)
-    assert captured.extract() == [(0, [128]), (1, [100, 120]), (3, [400])]
+        return captured
+    assert merged(run(job)) == [(0, [128]), (1, [100, 120]), (3, [400])]
     assert sorted(t for t, x in iterations if t.outer == 0) == [Product(0, i) for i in range(7)]
     assert sorted(iterations)[-1] == (Product(3, 0), 400)
     assert (Product(1, 1), 120) in iterations and (Product(1, 0), 100) in iterations
+    assert len(iterations) == 7 + 3 + 1
 
 
 def collatz_steps(n):
@@ -686,42 +744,45 @@ def collatz_steps(n):
     return steps
 
 
-def test_collatz_loopdemo_with_feedback_in_plain_scope():
+def test_collatz_loopdemo_with_feedback_in_plain_scope(run):
     seeds = [1, 2, 3, 6, 7, 9, 27, 97]
 
     def build(scope):
         handle, looped = scope.feedback(1)
-        stream = scope.to_stream([(s, s) for s in seeds]).concat(looped)
+        mine = seeds if scope.index == 0 else []
+        stream = scope.to_stream([(s, s) for s in mine]).concat(looped)
         finished = stream.filter(lambda p: p[1] == 1)
         stream.filter(lambda p: p[1] != 1).map(
-            lambda p: (p[0], p[1] // 2 if p[1] % 2 == 0 else 3 * p[1] + 1)).connect_loop(handle)
+            lambda p: (p[0], p[1] // 2 if p[1] % 2 == 0 else 3 * p[1] + 1)) \
+            .exchange(lambda p: p[1]).connect_loop(handle)
         return finished.map(lambda p: p[0]).capture()
-    captured = st.example(build)
-    got = {seed: t for t, batch in captured.extract() for seed in batch}
+    got = {seed: t for t, batch in merged(example(run, build)) for seed in batch}
     assert got == {seed: collatz_steps(seed) for seed in seeds}
     assert got[27] == 111 and got[97] == 118
 
 
-def test_collatz_loop_many_seeds_counts_per_time():
+def test_collatz_loop_many_seeds_counts_per_time(run):
     seeds = list(range(1, 60))
 
     def build(scope):
         handle, looped = scope.feedback(1)
-        stream = scope.to_stream(seeds).concat(looped)
+        stream = scope.to_stream(seeds[scope.index::scope.peers]).concat(looped)
         live = stream.filter(lambda x: x != 1)
-        live.map(lambda x: x // 2 if x % 2 == 0 else 3 * x + 1).connect_loop(handle)
+        live.map(lambda x: x // 2 if x % 2 == 0 else 3 * x + 1).exchange(lambda x: x) \
+            .connect_loop(handle)
         return live.count().capture()
-    captured = st.example(build)
     expected = {}
     for s in seeds:
         for t in range(collatz_steps(s)):
             expected[t] = expected.get(t, 0) + 1
-    assert captured.extract() == sorted((t, [c]) for t, c in expected.items())
+    assert summed(merged(example(run, build))) == sorted(expected.items())
 
 
 # -- binary operators and sinks ---------------------------------------------------------------
 
-def test_binary_frontier_emits_when_both_inputs_complete():
+def test_binary_frontier_emits_when_both_inputs_complete(run):
+    # Both inputs are exchanged to worker 0; h1's records come from worker 0, h2's from the
+    # last worker.
     def ctor(cap, info):
         cap.drop()
         left, right, notificator = {}, {}, st.FrontierNotificator()
@@ -741,33 +802,40 @@ def test_binary_frontier_emits_when_both_inputs_complete():
 
     def job(worker):
         h1, h2 = st.InputHandle(), st.InputHandle()
+        first, last = worker.index == 0, worker.index == worker.peers - 1
 
         def build(scope):
+            to_first = st.Exchange(lambda x: 0)
             joined = scope.input_from(h1).binary_frontier(
-                scope.input_from(h2), st.Pipeline, st.Pipeline, "Pair", ctor)
+                scope.input_from(h2), to_first, to_first, "Pair", ctor)
             return joined.probe(), joined.capture()
         probe, captured = worker.dataflow(build)
-        h1.send("a")
-        h2.send("x")
+        if first:
+            h1.send("a")
+        if last:
+            h2.send("x")
         h1.advance_to(1)
-        h1.send("b")
+        if first:
+            h1.send("b")
         h1.advance_to(2)
         for _ in range(5):
             worker.step()
-        early = captured.extract()            # h2 still at 0: nothing complete
+        early = captured.extract()            # this worker's h2 is still at 0: nothing complete
         h2.advance_to(1)
-        h2.send("y")
+        if last:
+            h2.send("y")
         h2.advance_to(2)
         worker.step_while(lambda: probe.less_than(2))
         h1.close()
         h2.close()
         return early, captured
-    early, captured = st.execute_directly(job)
-    assert early == []
-    assert captured.extract() == [(0, [(["a"], ["x"])]), (1, [(["b"], ["y"])])]
+    results = run(job)
+    assert [early for early, _ in results] == [[]] * run.workers
+    assert [c.extract() for _, c in results] == \
+        [[(0, [(["a"], ["x"])]), (1, [(["b"], ["y"])])]] + [[]] * (run.workers - 1)
 
 
-def test_binary_without_frontier():
+def test_binary_without_frontier(run):
     def ctor(cap, info):
         cap.drop()
 
@@ -782,27 +850,30 @@ def test_binary_without_frontier():
         a = scope.to_stream([1, 2])
         b = scope.to_stream([3]).delay(lambda x, t: 4)
         return a.binary(b, st.Pipeline, st.Exchange(lambda x: x), "Tag", ctor).capture()
-    assert st.example(build).extract() == [(0, [("L", 1), ("L", 2)]), (4, [("R", 3)])]
+    captured = example(run, build)
+    assert merged(captured) == copies([(0, [("L", 1), ("L", 2)]), (4, [("R", 3)])],
+                                      run.workers)
+    assert [c.extract()[-1] for c in captured][3 % run.workers] == (4, [("R", 3)] * run.workers)
 
 
-def test_sink_sees_data_and_frontier():
-    seen = []
-
-    def logic(input):
-        for cap, batch in input:
-            seen.append(("data", cap.time, list(batch)))
-        seen.append(("frontier", input.frontier.frontier()))
-
+def test_sink_sees_data_and_frontier(run):
     def job(worker):
+        seen = []
+
+        def logic(input):
+            for cap, batch in input:
+                seen.append(("data", cap.time, list(batch)))
+            seen.append(("frontier", input.frontier.frontier()))
         handle = st.InputHandle()
         worker.dataflow(lambda scope: scope.input_from(handle).sink(st.Pipeline, "Sink", logic))
-        handle.send(7)
+        handle.send(7 + worker.index)
         handle.advance_to(1)
         handle.close()
-    st.execute_directly(job)
-    assert ("data", 0, [7]) in seen
-    assert seen[-1] == ("frontier", [])
-    assert [s for s in seen if s[0] == "data"] == [("data", 0, [7])]
+        worker.run()
+        return seen
+    for index, seen in enumerate(run(job)):
+        assert seen[-1] == ("frontier", [])
+        assert [s for s in seen if s[0] == "data"] == [("data", 0, [7 + index])]
 
 
 # -- user timestamp types ---------------------------------------------------------------------
@@ -840,58 +911,69 @@ class SortableLexTime(LexTime):
         return (self.a, self.b) < (other.a, other.b)
 
 
-def run_user_time(kind):
+def run_user_time(run, kind):
+    """Records exchanged between the workers at user times (which travel pickled), counted
+    per worker; returns ``(a, b, total count)`` per time."""
     def job(worker):
         handle = st.InputHandle()
         captured = worker.dataflow(
-            lambda scope: scope.input_from(handle).map(lambda x: x + 1).count().capture(),
-            timestamp=kind)
+            lambda scope: scope.input_from(handle).map(lambda x: x + 1).exchange(lambda x: x)
+            .count().capture(), timestamp=kind)
         assert handle.time() == kind(0, 0)
-        handle.send(1)
+        first = worker.index == 0
+        if first:
+            handle.send(1)
         handle.advance_to(kind(0, 1))
-        handle.send(2)
-        handle.send(3)
+        if first:
+            handle.send_batch([2, 3])
         handle.advance_to(kind(1, 0))
-        handle.send(4)
+        if first:
+            handle.send(4)
         handle.close()
         return captured
-    return [(t.a, t.b, counts) for t, counts in st.execute_directly(job).extract()]
+    totals = {}
+    for captured in run(job):
+        for t, counts in captured.extract():
+            totals[(t.a, t.b)] = totals.get((t.a, t.b), 0) + sum(counts)
+    return sorted((a, b, n) for (a, b), n in totals.items())
 
 
-def test_user_timestamp_type_with_lt():
-    assert run_user_time(SortableLexTime) == [(0, 0, [1]), (0, 1, [2]), (1, 0, [1])]
+def test_user_timestamp_type_with_lt(run):
+    assert run_user_time(run, SortableLexTime) == [(0, 0, 1), (0, 1, 2), (1, 0, 1)]
 
 
-def test_user_timestamp_type_without_lt():
-    assert run_user_time(LexTime) == [(0, 0, [1]), (0, 1, [2]), (1, 0, [1])]
+def test_user_timestamp_type_without_lt(run):
+    assert run_user_time(run, LexTime) == [(0, 0, 1), (0, 1, 2), (1, 0, 1)]
 
 
 # -- batch ownership ----------------------------------------------------------------------------
 
-def test_give_batch_then_reuse_buffer():
-    from sparktimely.dataflow import Worker
-    worker = Worker()
+def test_give_batch_then_reuse_buffer(run):
+    # An operator that reuses the list it handed to give_batch: the records sent must stay
+    # as they were, and the worker must finish (a leaked count would keep it running).
+    def job(worker):
+        def ctor(cap, info):
+            cap.drop()
+            buffer = []
 
-    def ctor(cap, info):
-        cap.drop()
-        buffer = []
+            def logic(input, output):
+                for cap, batch in input:
+                    buffer.extend(batch)
+                    output.session(cap).give_batch(buffer)
+                    buffer.clear()
+            return logic
 
-        def logic(input, output):
-            for cap, batch in input:
-                buffer.extend(batch)
-                output.session(cap).give_batch(buffer)
-                buffer.clear()
-        return logic
-
-    def build(scope):
-        stream = scope.to_stream([1, 2, 3]).unary(st.Pipeline, "Reuse", ctor)
-        return stream.probe(), stream.capture()
-    probe, captured = worker.dataflow(build)
-    running = True
-    for _ in range(50):                 # bounded: a leaked count would spin forever
-        running = worker.step()
-        if not running:
-            break
-    assert captured.extract() == [(0, [1, 2, 3])]
-    assert probe.done()
-    assert not running
+        def build(scope):
+            stream = scope.to_stream([1, 2, 3]).unary(st.Pipeline, "Reuse", ctor) \
+                .exchange(lambda x: x)
+            return stream.probe(), stream.capture()
+        probe, captured = worker.dataflow(build)
+        running = True
+        for _ in range(500):                 # bounded: a leaked count would spin forever
+            running = worker.step()
+            if not running:
+                break
+        return running, probe.done(), captured
+    results = run(job)
+    assert [(running, done) for running, done, _ in results] == [(False, True)] * run.workers
+    assert merged(c for _, _, c in results) == copies([(0, [1, 2, 3])], run.workers)
