@@ -1,14 +1,30 @@
-"""Misuse is reported clearly: capabilities, inputs, loops, scopes and failing logic."""
+"""Misuse is reported clearly: capabilities, inputs, loops, scopes and failing logic, at 1, 2
+and 3 workers.
+
+Errors that operators catch are checked on every worker. An error that escapes a worker
+stops every worker and comes out of the ``run`` fixture as ``st.WorkerError``, whose message
+names the original exception (its type, and for failing logic the operator) and whose
+``index`` says which worker failed.
+"""
+import re
+
 import pytest
 
 import sparktimely as st
 from sparktimely import Product
-from sparktimely.dataflow import Worker
+from sparktimely.testing import consolidate
 
 
-def capture_errors_in_source(action):
-    """Runs ``action(cap, output)`` inside a source's logic; returns the exception raised."""
-    errors = []
+def example(run, build):
+    """``build(scope)`` in one dataflow on every worker, run to completion: what ``build``
+    returned, per worker."""
+    return run(lambda worker: worker.dataflow(build))
+
+
+def capture_errors_in_source(run, action):
+    """Runs ``action(cap, output)`` inside a source's logic on every worker; returns the
+    exception each worker's source raised."""
+    errors = [[] for _ in range(run.workers)]
 
     def build(scope):
         def ctor(cap, info):
@@ -16,78 +32,79 @@ def capture_errors_in_source(action):
                 try:
                     action(cap, output)
                 except Exception as error:         # noqa: BLE001 - inspected by the test
-                    errors.append(error)
+                    errors[scope.index].append(error)
                 if cap._live:
                     cap.drop()
             return logic
         return st.source(scope, "Src", ctor).capture()
-    st.example(build)
-    assert len(errors) == 1
-    return errors[0]
+    example(run, build)
+    assert [len(mine) for mine in errors] == [1] * run.workers
+    return [error for (error,) in errors]
 
 
 # -- capabilities -----------------------------------------------------------------------------
 
-def test_downgrade_backwards_names_both_times():
+def test_downgrade_backwards_names_both_times(run):
     def action(cap, output):
         cap.downgrade(7)
         cap.downgrade(3)
-    error = capture_errors_in_source(action)
-    assert isinstance(error, st.CapabilityError)
-    assert "7" in str(error) and "3" in str(error)
+    for error in capture_errors_in_source(run, action):
+        assert isinstance(error, st.CapabilityError)
+        assert "7" in str(error) and "3" in str(error)
 
 
-def test_downgrade_backwards_in_constructor_raises_at_build():
+def test_downgrade_backwards_in_constructor_raises_at_build(run):
     def build(scope):
         def ctor(cap, info):
             cap.downgrade(12)
             cap.downgrade(4)
             return lambda output: None
         st.source(scope, "Src", ctor)
-    with pytest.raises(st.CapabilityError) as info:
-        st.execute_directly(lambda worker: worker.dataflow(build))
+    with pytest.raises(st.WorkerError, match="CapabilityError") as info:
+        example(run, build)
     assert "12" in str(info.value) and "4" in str(info.value)
 
 
-def test_delayed_backwards_names_both_times():
+def test_delayed_backwards_names_both_times(run):
     def action(cap, output):
         later = cap.delayed(9)
         try:
             later.delayed(2)
         finally:
             later.drop()
-    error = capture_errors_in_source(action)
-    assert isinstance(error, st.CapabilityError)
-    assert "9" in str(error) and "2" in str(error)
+    for error in capture_errors_in_source(run, action):
+        assert isinstance(error, st.CapabilityError)
+        assert "9" in str(error) and "2" in str(error)
 
 
-def test_input_capability_delayed_backwards():
-    errors = []
-
-    def ctor(cap, info):
-        cap.drop()
-
-        def logic(input, output):
-            for cap, batch in input:
-                try:
-                    cap.delayed(cap.time - 1)
-                except st.CapabilityError as error:
-                    errors.append(str(error))
-        return logic
-
+def test_input_capability_delayed_backwards(run):
     def job(worker):
+        errors = []
+
+        def ctor(cap, info):
+            cap.drop()
+
+            def logic(input, output):
+                for cap, batch in input:
+                    try:
+                        cap.delayed(cap.time - 1)
+                    except st.CapabilityError as error:
+                        errors.append(str(error))
+            return logic
         handle = st.InputHandle()
         worker.dataflow(lambda scope: scope.input_from(handle).unary(st.Pipeline, "U", ctor))
         handle.advance_to(5)
         handle.send("x")
         handle.close()
-    st.execute_directly(job)
-    assert len(errors) == 1
-    assert "5" in errors[0] and "4" in errors[0]
+        worker.run()
+        return errors
+    for errors in run(job):
+        assert len(errors) == 1
+        assert "5" in errors[0] and "4" in errors[0]
 
 
 @pytest.mark.parametrize("use", ["session", "delayed", "downgrade", "time", "give_at"])
-def test_capability_used_after_drop(use):
+def test_capability_used_after_drop(run, use):
     def action(cap, output):
         cap.drop()
         if use == "session":
@@ -100,22 +117,22 @@ def test_capability_used_after_drop(use):
             cap.time
         else:
             output.give_at(cap, [1])
-    error = capture_errors_in_source(action)
-    assert isinstance(error, st.CapabilityError)
-    assert "dropped" in str(error)
+    for error in capture_errors_in_source(run, action):
+        assert isinstance(error, st.CapabilityError)
+        assert "dropped" in str(error)
 
 
-def test_drop_twice_is_harmless():
+def test_drop_twice_is_harmless(run):
     def action(cap, output):
         cap.drop()
         cap.drop()
         raise KeyError("sentinel")
-    error = capture_errors_in_source(action)
-    assert isinstance(error, KeyError)
+    for error in capture_errors_in_source(run, action):
+        assert isinstance(error, KeyError)
 
 
-def test_capability_of_other_output_rejected():
-    errors = []
+def test_capability_of_other_output_rejected(run):
+    errors = [[] for _ in range(run.workers)]
 
     def build(scope):
         builder = st.OperatorBuilder("Two", scope)
@@ -129,58 +146,63 @@ def test_capability_of_other_output_rejected():
                 try:
                     out0.session(cap1).give("wrong")
                 except st.CapabilityError as error:
-                    errors.append(str(error))
+                    errors[scope.index].append(str(error))
                 cap0.drop()
                 cap1.drop()
             return logic
         builder.build(ctor)
         return s0.capture(), s1.capture()
-    c0, c1 = st.example(build)
-    assert len(errors) == 1 and "another output" in errors[0]
-    assert c0.extract() == [] and c1.extract() == []
+    for c0, c1 in example(run, build):
+        assert c0.extract() == [] and c1.extract() == []
+    for mine in errors:
+        assert len(mine) == 1 and "another output" in mine[0]
 
 
 # -- input handles ------------------------------------------------------------------------------
 
-def test_advance_to_backwards_raises_and_earlier_data_still_delivered():
+def test_advance_to_backwards_raises_and_earlier_data_still_delivered(run):
     def job(worker):
         handle = st.InputHandle()
         captured = worker.dataflow(lambda scope: scope.input_from(handle).capture())
-        handle.send("a")
+        handle.send(f"a{worker.index}")
         handle.advance_to(3)
-        handle.send("x")                     # buffered at time 3
+        handle.send(f"x{worker.index}")             # buffered at time 3
         with pytest.raises(ValueError) as info:
             handle.advance_to(1)
         message = str(info.value)
         assert handle.time() == 3
-        handle.send("y")                     # the handle still works at time 3
+        handle.send(f"y{worker.index}")             # the handle still works at time 3
         handle.advance_to(4)
-        handle.send("z")
+        handle.send(f"z{worker.index}")
         handle.close()
         return captured, message
-    captured, message = st.execute_directly(job)
-    assert "1" in message and "3" in message
-    assert captured.extract() == [(0, ["a"]), (3, ["x", "y"]), (4, ["z"])]
+    results = run(job)
+    for _, message in results:
+        assert "1" in message and "3" in message
+    assert consolidate([c.extract() for c, _ in results]) == [
+        (time, sorted(f"{x}{w}" for x in letters for w in range(run.workers)))
+        for time, letters in [(0, "a"), (3, "xy"), (4, "z")]]
 
 
-def test_advance_to_backwards_before_any_step():
+def test_advance_to_backwards_before_any_step(run):
     def job(worker):
         handle = st.InputHandle()
         captured = worker.dataflow(lambda scope: scope.input_from(handle).capture())
         handle.advance_to(2)
-        handle.send_batch([1, 2])
+        if worker.index == 0:
+            handle.send_batch([1, 2])
         with pytest.raises(ValueError):
             handle.advance_to(0)
         handle.close()
         return captured
-    assert st.execute_directly(job).extract() == [(2, [1, 2])]
+    assert consolidate([c.extract() for c in run(job)]) == [(2, [1, 2])]
 
 
-def test_send_after_close():
+def test_send_after_close(run):
     def job(worker):
         handle = st.InputHandle()
         captured = worker.dataflow(lambda scope: scope.input_from(handle).capture())
-        handle.send(1)
+        handle.send(worker.index)
         handle.close()
         with pytest.raises(RuntimeError, match="closed"):
             handle.send(2)
@@ -190,59 +212,59 @@ def test_send_after_close():
             handle.advance_to(5)
         handle.close()                       # closing twice is harmless
         return captured
-    assert st.execute_directly(job).extract() == [(0, [1])]
+    assert consolidate([c.extract() for c in run(job)]) == [(0, list(range(run.workers)))]
 
 
 def test_send_on_unbound_input_handle():
     handle = st.InputHandle()
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="not connected to a dataflow"):
         handle.send(1)
 
 
-def test_closed_handle_cannot_be_bound():
+def test_closed_handle_cannot_be_bound(run):
     handle = st.InputHandle()
     handle.close()
-    with pytest.raises(RuntimeError):
-        st.example(lambda scope: scope.input_from(handle))
+    with pytest.raises(st.WorkerError, match="RuntimeError: cannot connect a closed InputHandle"):
+        example(run, lambda scope: scope.input_from(handle))
 
 
 # -- loops --------------------------------------------------------------------------------------
 
-def test_feedback_with_zero_summary_rejected_at_build():
+def test_feedback_with_zero_summary_rejected_at_build(run):
     def build(scope):
         handle, looped = scope.feedback(0)
         scope.to_stream([1]).concat(looped).map(lambda x: x + 1).connect_loop(handle)
-    with pytest.raises(st.CycleError) as info:
-        st.example(build)
+    with pytest.raises(st.WorkerError, match="CycleError") as info:
+        example(run, build)
     message = str(info.value)
     assert "Feedback" in message and "Map" in message and "Concatenate" in message
 
 
-def test_loop_variable_zero_rejected():
+def test_loop_variable_zero_rejected(run):
     def build(scope):
         def loop(inner):
             handle, looped = inner.loop_variable(0)
             scope.to_stream([1]).enter(inner).concat(looped).map(
                 lambda x: x + 1).filter(lambda x: x < 5).connect_loop(handle)
         scope.iterative(loop)
-    with pytest.raises(ValueError) as info:
-        st.example(build)
-    assert isinstance(info.value, st.CycleError) or "summary" in str(info.value)
+    with pytest.raises(st.WorkerError, match="CycleError: dataflow cycle does not advance"):
+        example(run, build)
 
 
-def test_loop_variable_with_outer_only_summary_accepted():
+def test_loop_variable_with_outer_only_summary_accepted(run):
     def build(scope):
         def loop(inner):
             handle, looped = inner.loop_variable(Product(1, 0))
             stream = scope.to_stream([1]).enter(inner).concat(looped)
-            stream.map(lambda x: x + 1).filter(lambda x: x < 4).connect_loop(handle)
+            stream.map(lambda x: x + 1).filter(lambda x: x < 4).exchange(lambda x: x) \
+                .connect_loop(handle)
             return stream.capture()
         return scope.iterative(loop)
-    assert st.example(build).extract() == [
-        (Product(0, 0), [1]), (Product(1, 0), [2]), (Product(2, 0), [3])]
+    assert consolidate([c.extract() for c in example(run, build)]) == [
+        (Product(i, 0), [i + 1] * run.workers) for i in range(3)]
 
 
-def test_zero_outer_feedback_through_iterative_scope_rejected():
+def test_zero_outer_feedback_through_iterative_scope_rejected(run):
     def build(scope):
         outer_handle, outer_looped = scope.feedback(0)
         start = scope.to_stream([1]).concat(outer_looped)
@@ -252,57 +274,65 @@ def test_zero_outer_feedback_through_iterative_scope_rejected():
             start.enter(inner).connect_loop(handle)   # only path: through the loop variable
             return looped.leave()
         scope.iterative(loop).filter(lambda x: x < 0).connect_loop(outer_handle)
-    worker = Worker()                                  # build only: never run it
-    with pytest.raises(st.CycleError):
-        worker.dataflow(build)
+    with pytest.raises(st.WorkerError, match="CycleError: dataflow cycle does not advance"):
+        example(run, build)
 
 
-def test_loop_never_connected_is_an_error_at_build():
+def test_loop_never_connected_is_an_error_at_build(run):
     def build(scope):
         handle, looped = scope.feedback(1)
         return looped.capture()
-    with pytest.raises(RuntimeError, match="connect_loop"):
-        st.example(build)
+    with pytest.raises(st.WorkerError, match="RuntimeError: .*connect_loop"):
+        example(run, build)
 
 
-def test_iterative_loop_never_connected_is_an_error_at_build():
+def test_iterative_loop_never_connected_is_an_error_at_build(run):
     def build(scope):
         def loop(inner):
             handle, looped = inner.loop_variable(1)
             return looped.leave().capture()
         return scope.iterative(loop)
-    with pytest.raises(RuntimeError, match="connect_loop"):
-        st.example(build)
+    with pytest.raises(st.WorkerError, match="RuntimeError: .*connect_loop"):
+        example(run, build)
 
 
-def test_loop_connected_twice():
+def test_loop_connected_twice(run):
     def build(scope):
         handle, looped = scope.feedback(1)
         looped.connect_loop(handle)
         with pytest.raises(RuntimeError, match="already"):
             looped.connect_loop(handle)
-    st.example(build)
+        return "rejected"
+    assert example(run, build) == ["rejected"] * run.workers
 
 
-def test_loop_variable_in_plain_scope_rejected():
-    with pytest.raises(ValueError, match="iterative"):
-        st.example(lambda scope: scope.loop_variable(1))
+def test_loop_variable_in_plain_scope_rejected(run):
+    with pytest.raises(st.WorkerError, match="ValueError: .*iterative"):
+        example(run, lambda scope: scope.loop_variable(1))
 
 
 # -- operator failures ------------------------------------------------------------------------
 
-def test_failing_map_names_operator_and_exception():
+def last_only(scope, items):
+    """``items`` on the last worker, nothing elsewhere: the failure is that worker's."""
+    return items if scope.index == scope.peers - 1 else []
+
+
+def test_failing_map_names_operator_and_exception(run):
     def build(scope):
-        return scope.to_stream([1, 0]).map(lambda x: 1 // x).capture()
-    with pytest.raises(st.OperatorError) as info:
-        st.example(build)
+        return scope.to_stream(last_only(scope, [1, 0])).map(lambda x: 1 // x).capture()
+    with pytest.raises(st.WorkerError) as info:
+        example(run, build)
     message = str(info.value)
-    assert "Map" in message
+    assert info.value.index == run.workers - 1
+    assert f"worker {run.workers - 1} failed: OperatorError: operator 'Map'" in message
     assert "ZeroDivisionError" in message
-    assert isinstance(info.value.__cause__, ZeroDivisionError)
+    assert isinstance(info.value.__cause__, st.OperatorError)
+    assert isinstance(info.value.__cause__.__cause__, ZeroDivisionError)
+    assert "ZeroDivisionError" in info.value.traceback
 
 
-def test_failing_custom_operator_names_operator():
+def test_failing_custom_operator_names_operator(run):
     def ctor(cap, info):
         cap.drop()
 
@@ -310,9 +340,11 @@ def test_failing_custom_operator_names_operator():
             for cap, batch in input:
                 raise KeyError("missing-key")
         return logic
-    with pytest.raises(st.OperatorError) as info:
-        st.example(lambda scope: scope.to_stream([1]).unary(st.Pipeline, "MyOperator", ctor))
-    assert "MyOperator" in str(info.value)
+    with pytest.raises(st.WorkerError) as info:
+        example(run, lambda scope: scope.to_stream(last_only(scope, [1]))
+                .unary(st.Pipeline, "MyOperator", ctor))
+    assert info.value.index == run.workers - 1
+    assert "operator 'MyOperator'" in str(info.value)
     assert "KeyError" in str(info.value) and "missing-key" in str(info.value)
 
 
@@ -325,27 +357,30 @@ def test_failing_custom_operator_names_operator():
     (lambda s: s.delay(lambda x, t: t - 1), "Delay", "ValueError"),
     (lambda s: s.accumulate(0, lambda a, b: a + "s"), "Accumulate", "TypeError"),
 ])
-def test_failing_library_operators(make, name, error):
-    with pytest.raises(st.OperatorError) as info:
-        st.example(lambda scope: make(scope.to_stream([1, 2])))
-    assert name in str(info.value) and error in str(info.value)
+def test_failing_library_operators(run, make, name, error):
+    with pytest.raises(st.WorkerError, match=f"OperatorError: operator '{name}'.* raised "
+                                             f"{error}"):
+        example(run, lambda scope: make(scope.to_stream([1, 2])))
 
 
-def test_failure_in_later_round_raised_from_execute_directly():
+def test_failure_in_later_round_is_raised(run):
     def job(worker):
         handle = st.InputHandle()
-        worker.dataflow(lambda scope: scope.input_from(handle).map(lambda x: 10 // x).probe())
+        worker.dataflow(lambda scope: scope.input_from(handle).exchange(lambda x: 0)
+                        .map(lambda x: 10 // x).probe())
         for r, x in enumerate([5, 2, 0]):
-            handle.send(x)
+            if worker.index == worker.peers - 1:
+                handle.send(x)
             handle.advance_to(r + 1)
         handle.close()
-    with pytest.raises(st.OperatorError, match="ZeroDivisionError"):
-        st.execute_directly(job)
+    with pytest.raises(st.WorkerError, match="worker 0 failed: OperatorError: operator 'Map'"
+                                             ".*ZeroDivisionError"):
+        run(job)
 
 
 # -- scopes --------------------------------------------------------------------------------------
 
-def test_outer_stream_used_in_inner_scope_without_enter():
+def test_outer_stream_used_in_inner_scope_without_enter(run):
     def build(scope):
         outer = scope.to_stream([1])
 
@@ -353,97 +388,94 @@ def test_outer_stream_used_in_inner_scope_without_enter():
             entered = outer.enter(inner)
             return entered.concat(outer)           # outer is not in this scope
         scope.iterative(loop)
-    with pytest.raises(ValueError, match="enter"):
-        st.example(build)
+    with pytest.raises(st.WorkerError, match="ValueError: .*enter"):
+        example(run, build)
 
 
-def test_inner_stream_used_outside_without_leave():
+def test_inner_stream_used_outside_without_leave(run):
     def build(scope):
         inner_stream = scope.iterative(lambda inner: scope.to_stream([1]).enter(inner))
         scope.to_stream([2]).concat(inner_stream)
-    with pytest.raises(ValueError, match="leave"):
-        st.example(build)
+    with pytest.raises(st.WorkerError, match="ValueError: .*leave"):
+        example(run, build)
 
 
-def test_stream_from_another_dataflow():
+def test_stream_from_another_dataflow(run):
     def job(worker):
         first = worker.dataflow(lambda scope: scope.to_stream([1]))
         with pytest.raises(ValueError, match="used in scope"):
             worker.dataflow(lambda scope: scope.to_stream([2]).concat(first))
         return "rejected"
-    assert st.execute_directly(job) == "rejected"
+    assert run(job) == ["rejected"] * run.workers
 
 
-def test_connect_loop_from_wrong_scope():
+def test_connect_loop_from_wrong_scope(run):
     def build(scope):
         def loop(inner):
             handle, looped = inner.loop_variable(1)
             scope.to_stream([1]).connect_loop(handle)
         scope.iterative(loop)
-    with pytest.raises(ValueError, match="scope"):
-        st.example(build)
+    with pytest.raises(st.WorkerError, match="ValueError: connect_loop: .*scope"):
+        example(run, build)
 
 
-def test_enter_into_scope_not_directly_nested():
+def test_enter_into_scope_not_directly_nested(run):
     def build(scope):
         def outer(middle):
             def inner(deep):
                 scope.to_stream([1]).enter(deep)
             middle.iterative(inner)
         scope.iterative(outer)
-    with pytest.raises(ValueError, match="nested"):
-        st.example(build)
+    with pytest.raises(st.WorkerError, match="ValueError: .*nested"):
+        example(run, build)
 
 
-def test_leave_from_top_level():
-    with pytest.raises(ValueError, match="top-level"):
-        st.example(lambda scope: scope.to_stream([1]).leave())
+def test_leave_from_top_level(run):
+    with pytest.raises(st.WorkerError, match="ValueError: .*top-level"):
+        example(run, lambda scope: scope.to_stream([1]).leave())
 
 
-def test_input_inside_iterative_scope_rejected():
-    with pytest.raises(ValueError):
-        st.example(lambda scope: scope.iterative(lambda inner: inner.new_input()))
+def test_input_inside_iterative_scope_rejected(run):
+    with pytest.raises(st.WorkerError, match="ValueError: "):
+        example(run, lambda scope: scope.iterative(lambda inner: inner.new_input()))
 
 
 # -- summaries ----------------------------------------------------------------------------------
 
-def test_negative_feedback_summary():
-    with pytest.raises(ValueError, match="negative"):
-        st.example(lambda scope: scope.feedback(-1))
+def test_negative_feedback_summary(run):
+    with pytest.raises(st.WorkerError, match="ValueError: .*negative"):
+        example(run, lambda scope: scope.feedback(-1))
 
 
-def test_negative_loop_variable_summary():
-    with pytest.raises(ValueError, match="negative"):
-        st.example(lambda scope: scope.iterative(lambda inner: inner.loop_variable(-2)))
-    with pytest.raises(ValueError, match="negative"):
-        st.example(lambda scope: scope.iterative(
-            lambda inner: inner.loop_variable(Product(-1, 1))))
+@pytest.mark.parametrize("summary", [-2, Product(-1, 1)])
+def test_negative_loop_variable_summary(run, summary):
+    with pytest.raises(st.WorkerError, match="ValueError: .*negative"):
+        example(run, lambda scope: scope.iterative(lambda inner: inner.loop_variable(summary)))
 
 
-def test_negative_connection_summary():
+def test_negative_connection_summary(run):
     def build(scope):
         builder = st.OperatorBuilder("Neg", scope)
         builder.new_output()
         builder.new_input(scope.to_stream([1]), st.Pipeline, connection=[-1])
-    with pytest.raises(ValueError, match="negative"):
-        st.example(build)
+    with pytest.raises(st.WorkerError, match="ValueError: .*negative"):
+        example(run, build)
 
 
-def test_connection_of_wrong_length():
+def test_connection_of_wrong_length(run):
     def build(scope):
         builder = st.OperatorBuilder("Len", scope)
         builder.new_output()
         builder.new_input(scope.to_stream([1]), st.Pipeline, connection=[0, 0])
-    with pytest.raises(ValueError):
-        st.example(build)
+    with pytest.raises(st.WorkerError, match=re.escape(
+            "ValueError: input connection lists 2 entries for 1 ports")):
+        example(run, build)
 
 
-def test_input_capability_must_respect_connection_summary():
-    errors = []
-
+def test_input_capability_must_respect_connection_summary(run):
     def job(worker):
         handle = st.InputHandle()
-        seen = []
+        errors, seen = [], []
 
         def build(scope):
             builder = st.OperatorBuilder("Shift3", scope)
@@ -474,8 +506,9 @@ def test_input_capability_must_respect_connection_summary():
         handle.send("late")
         handle.close()
         worker.run()
-        return seen
-    seen = st.execute_directly(job)
-    assert len(errors) == 1
-    # nothing may appear at a time the frontier had already passed
-    assert all(not any(f > t for f in frontier) for t, frontier in seen)
+        return errors, seen
+    for errors, seen in run(job):
+        assert len(errors) == 1
+        assert len(seen) == 1 and seen[0][0] == 5
+        # nothing may appear at a time the frontier had already passed
+        assert all(not any(f > t for f in frontier) for t, frontier in seen)
