@@ -1,7 +1,13 @@
 """Columnar (Arrow) streams: operators, key partitioning, schema checks, and batches moving
-between worker processes through shared memory."""
+between worker processes through shared memory.
+
+Dataflow tests run at 1, 2 and 3 in-process workers (the ``run`` fixture, tests/conftest.py;
+Arrow batches are serialised between them as between processes) and compare the merged
+result with pyarrow, numpy or plain Python. The tests of shared memory and of hashing across
+processes start real worker processes."""
 import collections
 import copyreg
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -12,6 +18,7 @@ import sparktimely as st
 from sparktimely.ops import arrow as arrow_ops
 from sparktimely.dataflow.containers import partition_batch
 from sparktimely.hashing import hash_array, hash_rows
+from sparktimely.testing import consolidate
 
 WORDS = pa.array([f"w{i}" for i in range(10_007)])
 
@@ -34,36 +41,37 @@ def captured_on(worker, build) -> list:
 
 
 def gathered(results: list) -> pa.Table:
-    """The union of what each worker captured at time 0."""
+    """The union of what each worker captured, at any time."""
     return pa.concat_tables([table for captured in results for _, table in captured])
+
+
+def my_slice(worker, table: pa.Table) -> pa.Table:
+    """This worker's share of ``table``: one of ``peers`` consecutive slices."""
+    step = -(-table.num_rows // worker.peers)
+    return table.slice(worker.index * step, step)
+
+
+def example(run, build):
+    """``build(scope)`` in one dataflow on every worker, run to completion: what ``build``
+    returned, per worker."""
+    return run(lambda worker: worker.dataflow(build))
 
 
 # -- wordcount --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("combine", [True, False])
-def test_wordcount_one_worker(combine):
-    table = word_table(50_000)
-    captured = st.example(lambda s: s.to_stream(table).aggregate_batches(
-        "word", {"n": ("count", None)}, combine=combine).capture())
-    ((time, counts),) = captured.extract()
-    assert time == 0
-    assert dict(zip(*counts.to_pydict().values())) == collections.Counter(
-        table.column("word").to_pylist())
-
-
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("combine", [True, False])
-def test_wordcount_two_workers(combine):
-    table = word_table(200_000)
+def test_wordcount_counts_each_word_on_one_worker(run, combine):
+    table = word_table(60_000)
 
     def job(worker):
-        mine = table.slice(worker.index * 100_000, 100_000).to_batches(max_chunksize=8192)
+        mine = my_slice(worker, table).to_batches(max_chunksize=8192)
         return captured_on(worker, lambda s: s.to_stream(mine).aggregate_batches(
             ["word"], {"n": ("count", None)}, combine=combine).capture())
-    results = st.execute(job, workers=2)
-    per_worker = [set(t.column("word").to_pylist()) for [(_, t)] in results]
-    assert not per_worker[0] & per_worker[1]                 # each word counted on one worker
-    assert min(map(len, per_worker)) > 4500                  # and the keys are spread
+    results = run(job)
+    per_worker = [set(t.column("word").to_pylist()) for captured in results for _, t in captured]
+    assert len(per_worker) == run.workers                    # one batch per worker at time 0
+    assert sum(map(len, per_worker)) == len(set().union(*per_worker))   # each word on one
+    assert min(map(len, per_worker)) > 0.9 * len(WORDS) / run.workers   # keys spread out
     counts = gathered(results)
     assert dict(zip(*counts.to_pydict().values())) == collections.Counter(
         table.column("word").to_pylist())
@@ -91,26 +99,20 @@ def expected_aggregates(table: pa.Table, keys: list) -> pa.Table:
 
 @pytest.mark.parametrize("combine", [True, False])
 @pytest.mark.parametrize("keys", [["shop"], ["shop", "day"]])
-def test_aggregate_matches_pyarrow_group_by(combine, keys):
+def test_aggregate_matches_pyarrow_group_by(run, combine, keys):
+    # Null keys and keys of several columns, from batches spread over the workers.
     batches = SALES.to_batches(max_chunksize=3)
-    captured = st.example(lambda s: s.to_stream(batches).aggregate_batches(
-        keys, AGGS, combine=combine).capture())
-    ((_, table),) = captured.extract()
+
+    def build(scope):
+        mine = batches[scope.index::scope.peers] or SALES.slice(0, 0)
+        return scope.to_stream(mine).aggregate_batches(keys, AGGS, combine=combine).capture()
+    ((time, table),) = consolidate([c.extract() for c in example(run, build)])
+    assert time == 0
     assert table.column_names == keys + list(AGGS)
     assert rows(table) == rows(expected_aggregates(SALES, keys))
 
 
-@pytest.mark.timeout(60)
-def test_aggregate_two_workers_with_null_and_multi_column_keys():
-    def job(worker):
-        half = SALES.slice(worker.index * 4, 4)
-        return captured_on(worker, lambda s: s.to_stream(half).aggregate_batches(
-            ["shop", "day"], AGGS).capture())
-    assert rows(gathered(st.execute(job, workers=2))) == rows(
-        expected_aggregates(SALES, ["shop", "day"]))
-
-
-def test_aggregate_one_batch_per_completed_time_and_compaction(monkeypatch):
+def test_aggregate_one_batch_per_completed_time_and_compaction(run, monkeypatch):
     monkeypatch.setattr(arrow_ops, "_COMPACT_EVERY", 4)     # fold partials every 4 batches
 
     def job(worker):
@@ -126,25 +128,28 @@ def test_aggregate_one_batch_per_completed_time_and_compaction(monkeypatch):
             input.advance_to(time + 1)
         input.close()
         worker.run()
-        return seen, [(t, table.to_pydict()) for t, table in captured.extract()]
-    seen, results = st.execute_directly(job)
-    assert seen == [0, 1, 2]
-    for time, table in results:
-        assert table == {"k": [0, 1, 2, 3, 4, 7],
-                         "total": [sum(range(k, 30, 5)) for k in range(5)] + [30 * time],
-                         "avg": [np.mean(range(k, 30, 5)) for k in range(5)] + [time],
-                         "n": [6, 6, 6, 6, 6, 30]}
+        return seen, captured.extract()
+    results = run(job)
+    owners = hash_array(pa.array([0, 1, 2, 3, 4, 7])) % run.workers
+    for index, (seen, _) in enumerate(results):
+        assert seen == ([0, 1, 2] if index in owners else [])
+    w = run.workers
+    for time, table in consolidate([extract for _, extract in results]):
+        assert table.to_pydict() == {
+            "k": [0, 1, 2, 3, 4, 7],
+            "total": [w * sum(range(k, 30, 5)) for k in range(5)] + [w * 30 * time],
+            "avg": [np.mean(range(k, 30, 5)) for k in range(5)] + [time],
+            "n": [w * 6] * 5 + [w * 30]}
 
 
-def test_aggregate_rejects_bad_specs():
-    stream_of = lambda aggs: st.example(
-        lambda s: s.to_stream(SALES).aggregate_batches("shop", aggs).probe())
-    with pytest.raises(ValueError, match="unknown function 'median'"):
-        stream_of({"m": ("median", "units")})
-    with pytest.raises(ValueError, match="needs a column"):
-        stream_of({"m": ("sum", None)})
-    with pytest.raises(ValueError, match="not a key"):
-        stream_of({"shop": ("count", None)})
+@pytest.mark.parametrize("aggs, message", [
+    ({"m": ("median", "units")}, "unknown function 'median'"),
+    ({"m": ("sum", None)}, "needs a column"),
+    ({"shop": ("count", None)}, "not a key"),
+])
+def test_aggregate_rejects_bad_specs(run, aggs, message):
+    with pytest.raises(st.WorkerError, match=f"ValueError: .*{re.escape(message)}"):
+        example(run, lambda s: s.to_stream(SALES).aggregate_batches("shop", aggs).probe())
 
 
 # -- join -------------------------------------------------------------------------------------
@@ -152,19 +157,21 @@ def test_aggregate_rejects_bad_specs():
 LEFT = pa.table({"id": [1, 2, 3, 4, 2, None], "name": ["ann", "bob", "cy", "di", "bo", "x"]})
 RIGHT = pa.table({"owner": [1, 1, 3, 2, 9, None],
                   "name": ["cat", "dog", "eel", "fox", "gnu", "y"]})
+JOINED = [(1, "ann", "cat"), (1, "ann", "dog"), (2, "bo", "fox"), (2, "bob", "fox"),
+          (3, "cy", "eel")]
 
 
-def test_join_one_worker():
-    captured = st.example(lambda s: s.to_stream(LEFT).join_batches(
+def test_join(run):
+    # Both sides come from to_stream, so every worker has a copy of each: each match
+    # appears workers * workers times.
+    captured = example(run, lambda s: s.to_stream(LEFT).join_batches(
         s.to_stream(RIGHT), "id", right_on="owner").capture())
-    ((_, table),) = captured.extract()
+    ((_, table),) = consolidate([c.extract() for c in captured])
     assert table.column_names == ["id", "name", "name_right"]
-    assert rows(table) == [(1, "ann", "cat"), (1, "ann", "dog"), (2, "bo", "fox"),
-                           (2, "bob", "fox"), (3, "cy", "eel")]
+    assert rows(table) == sorted(JOINED * run.workers ** 2)
 
 
-@pytest.mark.timeout(60)
-def test_join_two_workers_per_time():
+def test_join_per_time(run):
     def job(worker):
         people, pets = st.InputHandle(), st.InputHandle()
         captured = worker.dataflow(lambda s: s.input_from(people).join_batches(
@@ -174,27 +181,24 @@ def test_join_two_workers_per_time():
             people.send_batch(LEFT)
             people.advance_to(1)
             people.send_batch(LEFT)                        # joins only with time-1 pets
-        else:
+        if worker.index == worker.peers - 1:
             pets.send_batch(RIGHT)
             pets.advance_to(1)
             pets.send_batch(RIGHT.slice(0, 1))
         people.close()
         pets.close()
         worker.run()
-        return [(t, rows(table)) for t, table in captured.extract()]
-    results = st.execute(job, workers=2)
-    by_time = collections.defaultdict(list)
-    for captured in results:
-        for time, found in captured:
-            by_time[time] += found
-    assert sorted(by_time[0]) == [(1, "ann", "cat"), (1, "ann", "dog"), (2, "bo", "fox"),
-                                  (2, "bob", "fox"), (3, "cy", "eel")]
-    assert by_time[1] == [(1, "ann", "cat")]
+        return captured.extract()
+    joined = consolidate(run(job))
+    assert [(time, table.column_names) for time, table in joined] == [
+        (t, ["id", "name_person", "name_pet"]) for t in (0, 1)]
+    assert [(time, rows(table)) for time, table in joined] == [
+        (0, JOINED), (1, [(1, "ann", "cat")])]
 
 
 # -- empty batches and schemas ----------------------------------------------------------------
 
-def test_empty_batches_are_never_sent():
+def test_empty_batches_are_never_sent(run):
     empty = pa.record_batch({"x": pa.array([], pa.int64())})
 
     def job(worker):
@@ -211,11 +215,15 @@ def test_empty_batches_are_never_sent():
         input.close()
         worker.run()
         return seen, counts.extract()
-    assert st.execute_directly(job) == ([2], [])
+    assert run(job) == [([2], [])] * run.workers
+
+
+def test_partition_of_an_empty_batch_is_empty_parts():
+    empty = pa.record_batch({"x": pa.array([], pa.int64())})
     assert [p.num_rows for p in partition_batch(empty, "x", None, 3)] == [0, 0, 0]
 
 
-def test_input_handle_rejects_a_different_schema():
+def test_input_handle_rejects_a_different_schema(run):
     def job(worker):
         input = st.InputHandle()
         worker.dataflow(lambda s: s.input_from(input).probe())
@@ -225,37 +233,37 @@ def test_input_handle_rejects_a_different_schema():
             input.send_batch(pa.record_batch({"word": ["c"], "n": [1.5]}))
         finally:
             input.close()
-    with pytest.raises(ValueError) as error:
-        st.execute_directly(job)
-    assert str(error.value) == (
-        "InputHandle.send_batch: the batch's schema (word: string, n: double) differs from "
-        "the stream's schema (word: string, n: int64)")
+    with pytest.raises(st.WorkerError, match=re.escape(
+            "ValueError: InputHandle.send_batch: the batch's schema (word: string, n: double) "
+            "differs from the stream's schema (word: string, n: int64)")):
+        run(job)
 
 
-def test_to_stream_rejects_mixed_schemas():
-    with pytest.raises(ValueError, match=r"to_stream: the batch's schema \(x: string\) "
-                                         r"differs from the stream's schema \(x: int64\)"):
-        st.example(lambda s: s.to_stream([pa.record_batch({"x": [1]}),
-                                          pa.record_batch({"x": ["1"]})]))
+def test_to_stream_rejects_mixed_schemas(run):
+    with pytest.raises(st.WorkerError, match=r"ValueError: to_stream: the batch's schema "
+                                             r"\(x: string\) differs from the stream's schema "
+                                             r"\(x: int64\)"):
+        example(run, lambda s: s.to_stream([pa.record_batch({"x": [1]}),
+                                            pa.record_batch({"x": ["1"]})]))
 
 
-def test_map_batches_checks_its_outputs():
+def test_map_batches_checks_its_outputs(run):
     batches = [pa.record_batch({"x": [1, 2]}), pa.record_batch({"x": [3]})]
 
     def grow(batch):
         return batch if batch.num_rows == 2 else batch.append_column("y", pa.array([0]))
-    with pytest.raises(st.OperatorError, match=r"map_batches output: the batch's schema "
-                                               r"\(x: int64, y: int64\) differs from the "
-                                               r"stream's schema \(x: int64\)"):
-        st.example(lambda s: s.to_stream(batches).map_batches(grow).probe())
-    with pytest.raises(st.OperatorError, match="must return a pyarrow.RecordBatch, not Table"):
-        st.example(lambda s: s.to_stream(batches)
-                   .map_batches(lambda b: pa.Table.from_batches([b])).probe())
-    with pytest.raises(st.OperatorError, match=r"needs a stream of pyarrow.RecordBatch.*to_arrow"):
-        st.example(lambda s: s.to_stream([1, 2]).map_batches(lambda b: b).probe())
+    with pytest.raises(st.WorkerError, match=r"OperatorError: .*map_batches output: the "
+                                             r"batch's schema \(x: int64, y: int64\) differs "
+                                             r"from the stream's schema \(x: int64\)"):
+        example(run, lambda s: s.to_stream(batches).map_batches(grow).probe())
+    with pytest.raises(st.WorkerError, match="must return a pyarrow.RecordBatch, not Table"):
+        example(run, lambda s: s.to_stream(batches)
+                .map_batches(lambda b: pa.Table.from_batches([b])).probe())
+    with pytest.raises(st.WorkerError, match=r"needs a stream of pyarrow.RecordBatch.*to_arrow"):
+        example(run, lambda s: s.to_stream([1, 2]).map_batches(lambda b: b).probe())
 
 
-def test_capture_sorts_rows_and_keeps_times_apart():
+def test_capture_sorts_rows_and_keeps_times_apart(run):
     def job(worker):
         input = st.InputHandle()
         captured = worker.dataflow(lambda s: s.input_from(input).capture())
@@ -265,8 +273,8 @@ def test_capture_sorts_rows_and_keeps_times_apart():
         input.close()
         worker.run()
         return [(t, table.to_pydict()) for t, table in captured.extract()]
-    assert st.execute_directly(job) == [(0, {"k": [1, 2], "v": ["a", "b"]}),
-                                        (3, {"k": [1, 1], "v": ["y", "z"]})]
+    assert run(job) == [[(0, {"k": [1, 2], "v": ["a", "b"]}),
+                         (3, {"k": [1, 1], "v": ["y", "z"]})]] * run.workers
 
 
 # -- partitioning -----------------------------------------------------------------------------
@@ -357,8 +365,7 @@ def test_exchange_by_key_and_hashes_agree_across_processes():
     assert sorted(got0 + got1) == sorted(2 * list(range(1000)))
 
 
-@pytest.mark.timeout(60)
-def test_exchange_pact_in_a_custom_operator():
+def test_exchange_pact_in_a_custom_operator(run):
     def job(worker):
         def ctor(cap, info):
             cap.drop()
@@ -371,11 +378,11 @@ def test_exchange_pact_in_a_custom_operator():
         table = pa.table({"k": list(range(100))})
         return captured_on(worker, lambda s: s.to_stream(table).unary(
             st.Exchange(key="k"), "Tag", ctor).capture())
-    tagged = gathered(st.execute(job, workers=2))
-    assert sorted(tagged.column("k").to_pylist()) == sorted(2 * list(range(100)))
-    homes = dict(zip(tagged.column("k").to_pylist(), tagged.column("at").to_pylist()))
-    key_hashes = hash_array(pa.array(list(homes)))
-    assert list(homes.values()) == (key_hashes % 2).tolist()
+    tagged = gathered(run(job))
+    assert sorted(tagged.column("k").to_pylist()) == sorted(run.workers * list(range(100)))
+    homes = set(zip(tagged.column("k").to_pylist(), tagged.column("at").to_pylist()))
+    keys = pa.array(list(range(100)))
+    assert homes == set(zip(range(100), (hash_array(keys) % run.workers).tolist()))
 
 
 # -- large batches, zero copy -----------------------------------------------------------------
@@ -453,7 +460,7 @@ def test_batches_from_another_worker_are_read_in_place():
 
 # -- conversions ------------------------------------------------------------------------------
 
-def test_to_arrow_and_back():
+def test_to_arrow_and_back(run):
     schema = pa.schema([("k", pa.string()), ("v", pa.int64())])
     records = [(f"k{i % 3}", i) for i in range(10)]
 
@@ -466,28 +473,26 @@ def test_to_arrow_and_back():
         scalars = objects.map(lambda r: r[1]).to_arrow([("v", pa.int64())])
         return (sizes, from_tuples.from_arrow(tuples=True).capture(),
                 from_dicts.from_arrow().capture(), scalars.capture())
-    sizes, tuples, dicts, scalars = st.example(build)
-    assert sizes == [4, 4, 2]
-    assert tuples.extract() == [(0, sorted(records))]
-    assert sorted(dicts.extract()[0][1], key=lambda d: d["v"]) == [
-        {"k": k, "v": v} for k, v in records]
-    assert scalars.extract()[0][1].column("v").to_pylist() == list(range(10))
-    with pytest.raises(st.OperatorError, match="need a one-field schema"):
-        st.example(lambda s: s.to_stream([1]).to_arrow(schema).probe())
-    with pytest.raises(st.OperatorError, match="to_arrow needs a stream of Python records"):
-        st.example(lambda s: s.to_stream(pa.table({"v": [1]})).to_arrow(schema).probe())
+    for sizes, tuples, dicts, scalars in example(run, build):
+        assert sizes == [4, 4, 2]
+        assert tuples.extract() == [(0, sorted(records))]
+        assert sorted(dicts.extract()[0][1], key=lambda d: d["v"]) == [
+            {"k": k, "v": v} for k, v in records]
+        assert scalars.extract()[0][1].column("v").to_pylist() == list(range(10))
+    with pytest.raises(st.WorkerError, match="need a one-field schema"):
+        example(run, lambda s: s.to_stream([1]).to_arrow(schema).probe())
+    with pytest.raises(st.WorkerError, match="to_arrow needs a stream of Python records"):
+        example(run, lambda s: s.to_stream(pa.table({"v": [1]})).to_arrow(schema).probe())
 
 
-@pytest.mark.timeout(60)
-def test_object_and_arrow_streams_mix_on_two_workers():
+def test_object_and_arrow_streams_mix(run):
     text = ["the quick brown fox", "jumps over the lazy dog", "the end"]
 
     def job(worker):
-        return captured_on(worker, lambda s: s.to_stream(text[worker.index::2])
-                               .flat_map(str.split).map(lambda w: {"word": w})
-                               .to_arrow([("word", pa.string())])
-                               .aggregate_batches("word", {"n": ("count", None)})
-                               .from_arrow(tuples=True).capture())
-    counts = dict(pair for captured in st.execute(job, workers=2) for _, pairs in captured
-                  for pair in pairs)
-    assert counts == collections.Counter(" ".join(text).split())
+        return captured_on(worker, lambda s: s.to_stream(text[worker.index::worker.peers])
+                           .flat_map(str.split).map(lambda w: {"word": w})
+                           .to_arrow([("word", pa.string())])
+                           .aggregate_batches("word", {"n": ("count", None)})
+                           .from_arrow(tuples=True).capture())
+    counts = consolidate(run(job))
+    assert counts == [(0, sorted(collections.Counter(" ".join(text).split()).items()))]
