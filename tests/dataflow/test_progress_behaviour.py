@@ -964,8 +964,8 @@ def test_give_batch_then_reuse_buffer(run):
             return logic
 
         def build(scope):
-            stream = scope.to_stream([1, 2, 3]).unary(st.Pipeline, "Reuse", ctor) \
-                .exchange(lambda x: x)
+            stream = scope.to_stream([1, 2, 3]).exchange(lambda x: x) \
+                .unary(st.Pipeline, "Reuse", ctor)
             return stream.probe(), stream.capture()
         probe, captured = worker.dataflow(build)
         running = True
