@@ -436,7 +436,8 @@ def test_leave_from_top_level(run):
 
 
 def test_input_inside_iterative_scope_rejected(run):
-    with pytest.raises(st.WorkerError, match="ValueError: "):
+    with pytest.raises(st.WorkerError, match="ValueError: inputs can only be created in a "
+                                             "dataflow's top-level scope"):
         example(run, lambda scope: scope.iterative(lambda inner: inner.new_input()))
 
 
