@@ -13,18 +13,13 @@ import pytest
 import sparktimely as st
 from sparktimely import Product
 from sparktimely.testing import consolidate
-
-
-def example(run, build):
-    """``build(scope)`` in one dataflow on every worker, run to completion: what ``build``
-    returned, per worker."""
-    return run(lambda worker: worker.dataflow(build))
+from matrix_helpers import example, per_worker
 
 
 def capture_errors_in_source(run, action):
     """Runs ``action(cap, output)`` inside a source's logic on every worker; returns the
     exception each worker's source raised."""
-    errors = [[] for _ in range(run.workers)]
+    errors = per_worker(run.workers)
 
     def build(scope):
         def ctor(cap, info):
@@ -132,7 +127,7 @@ def test_drop_twice_is_harmless(run):
 
 
 def test_capability_of_other_output_rejected(run):
-    errors = [[] for _ in range(run.workers)]
+    errors = per_worker(run.workers)
 
     def build(scope):
         builder = st.OperatorBuilder("Two", scope)

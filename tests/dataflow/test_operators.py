@@ -8,21 +8,7 @@ hand or recomputed in plain Python.
 """
 import sparktimely as st
 from sparktimely import Product
-from sparktimely.testing import consolidate
-
-
-def merged(results):
-    """What the workers' results hold together: a Capture per worker becomes one
-    consolidated extract; tuples and lists of captures are merged element by element."""
-    first = results[0]
-    if isinstance(first, st.Capture):
-        return consolidate([captured.extract() for captured in results])
-    return type(first)(merged(list(parts)) for parts in zip(*results))
-
-
-def copies(extract, workers):
-    """``extract`` as it looks when every worker produced it."""
-    return [(time, sorted(records * workers)) for time, records in extract]
+from matrix_helpers import copies, example, merged, per_worker
 
 
 def share(worker, records, from_first=False):
@@ -47,12 +33,6 @@ def run_rounds(run, build, rounds, from_first=False):
         handle.close()
         return result
     return run(job)
-
-
-def example(run, build):
-    """``build(scope)`` in one dataflow on every worker, run to completion: what ``build``
-    returned, per worker."""
-    return run(lambda worker: worker.dataflow(build))
 
 
 ROUNDS = [[3, 1, 2], [5], [], [4, 4, 0]]
@@ -92,7 +72,7 @@ def test_filter(run):
 
 
 def test_inspect_sees_every_record_and_passes_them_on(run):
-    seen = [[] for _ in range(run.workers)]
+    seen = per_worker(run.workers)
     got = run_rounds(run, lambda s: s.inspect(seen[s.scope.index].append).capture(), ROUNDS)
     assert sorted(x for part in seen for x in part) == [0, 1, 2, 3, 4, 4, 5]
     for index, part in enumerate(seen):          # each worker sees its records in send order
@@ -246,7 +226,7 @@ def test_delay_total(run):
 
 def test_delay_outputs_in_time_order(run):
     records = [1, 9, 5, 3, 8, 2, 7, 4]
-    order = [[] for _ in range(run.workers)]
+    order = per_worker(run.workers)
     run_rounds(run, lambda s: s.exchange(lambda x: x // 2).delay(lambda x, t: 10 - x)
                .inspect_time(lambda t, x: order[s.scope.index].append(t)).probe(), [records])
     for index, times in enumerate(order):

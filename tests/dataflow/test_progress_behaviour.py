@@ -11,32 +11,7 @@ import pytest
 import sparktimely as st
 from sparktimely import Product
 from sparktimely.testing import consolidate
-
-
-def merged(captures):
-    """One consolidated extract of the workers' captures."""
-    return consolidate([captured.extract() for captured in captures])
-
-
-def copies(extract, workers):
-    """``extract`` as it looks when every worker produced it."""
-    return [(time, sorted(records * workers)) for time, records in extract]
-
-
-def summed(extract):
-    """Per time, the sum of the numbers the workers reported (per-worker counts)."""
-    return [(time, sum(counts)) for time, counts in extract]
-
-
-def example(run, build):
-    """``build(scope)`` in one dataflow on every worker, run to completion: what ``build``
-    returned, per worker."""
-    return run(lambda worker: worker.dataflow(build))
-
-
-def per_worker(workers):
-    """A list per worker, for what operators observe (workers share this process)."""
-    return [[] for _ in range(workers)]
+from matrix_helpers import collatz_steps, copies, example, merged, per_worker, summed
 
 
 # -- probes -----------------------------------------------------------------------------------
@@ -734,14 +709,6 @@ def test_iterative_doubling_per_round(run):
     assert sorted(iterations)[-1] == (Product(3, 0), 400)
     assert (Product(1, 1), 120) in iterations and (Product(1, 0), 100) in iterations
     assert len(iterations) == 7 + 3 + 1
-
-
-def collatz_steps(n):
-    steps = 0
-    while n != 1:
-        n = n // 2 if n % 2 == 0 else 3 * n + 1
-        steps += 1
-    return steps
 
 
 def test_collatz_loopdemo_with_feedback_in_plain_scope(run):

@@ -19,6 +19,7 @@ from sparktimely.ops import arrow as arrow_ops
 from sparktimely.dataflow.containers import partition_batch
 from sparktimely.hashing import hash_array, hash_rows
 from sparktimely.testing import consolidate
+from matrix_helpers import example
 
 WORDS = pa.array([f"w{i}" for i in range(10_007)])
 
@@ -49,12 +50,6 @@ def my_slice(worker, table: pa.Table) -> pa.Table:
     """This worker's share of ``table``: one of ``peers`` consecutive slices."""
     step = -(-table.num_rows // worker.peers)
     return table.slice(worker.index * step, step)
-
-
-def example(run, build):
-    """``build(scope)`` in one dataflow on every worker, run to completion: what ``build``
-    returned, per worker."""
-    return run(lambda worker: worker.dataflow(build))
 
 
 # -- wordcount --------------------------------------------------------------------------------
