@@ -11,14 +11,18 @@ import sparktimely as st
 
 
 def collatz_steps(seeds: list[int]) -> list[tuple[int, int]]:
-    """``(steps, seed)`` for each seed, computed by the dataflow."""
+    """``(steps, seed)`` for each seed, computed by the dataflow: a number that has reached
+    1 leaves the loop, the others take one step and go round again, one time later.
+
+    >>> sorted(collatz_steps([1, 6]))
+    [(0, 1), (8, 6)]
+    """
     def build(scope):
         handle, looped = scope.feedback(1)
         numbers = scope.to_stream([(seed, seed) for seed in seeds]).concat(looped)
-        stepped = numbers.map(lambda p: (p[0], p[1] // 2 if p[1] % 2 == 0 else 3 * p[1] + 1)
-                              if p[1] != 1 else p)
-        still_going, done = stepped.branch(lambda t, p: p[1] == 1)
-        still_going.connect_loop(handle)
+        going, done = numbers.branch(lambda t, p: p[1] == 1)
+        going.map(lambda p: (p[0], p[1] // 2 if p[1] % 2 == 0 else 3 * p[1] + 1)) \
+            .connect_loop(handle)
         return done.map(lambda p: p[0]).capture()
     return [(time, seed) for time, seeds_done in st.example(build).extract()
             for seed in seeds_done]
@@ -26,4 +30,4 @@ def collatz_steps(seeds: list[int]) -> list[tuple[int, int]]:
 
 if __name__ == "__main__":
     for steps, seed in collatz_steps([int(a) for a in sys.argv[1:]] or [27, 97, 871]):
-        print(f"{seed} reaches 1 after {steps + 1} steps")
+        print(f"{seed} reaches 1 after {steps} steps")

@@ -56,10 +56,6 @@ def test_loopdemo_example_program_leaves_the_loop_in_step_order():
     assert len({time - collatz_steps(seed) for time, seed in got}) == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "examples/loopdemo.py: collatz_steps promises (steps, seed) but a seed leaves the loop "
-    "at time steps - 1 (its map steps before the branch), and 1 at time 0, which the "
-    "program prints as '1 reaches 1 after 1 steps' (it takes 0)"))
 def test_loopdemo_example_program_reports_step_counts():
     seeds = [1, 6, 27, 97, 871]
     assert sorted(loopdemo.collatz_steps(seeds)) == sorted((collatz_steps(s), s) for s in seeds)
