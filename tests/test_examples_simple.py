@@ -1,7 +1,6 @@
 """timely's "simple" and "hello" examples at 1, 2 and 3 workers, the one-worker example
 programs, and what ``st.example`` and ``st.execute_directly`` (one worker by definition)
 return."""
-import pytest
 
 import sparktimely as st
 from examples import loopdemo, simple
