@@ -235,7 +235,8 @@ class CapabilitySet:
         for cap in self._caps:
             if less_equal(cap.time, time):
                 return cap.delayed(time)
-        raise CapabilityError(f"no capability in the set allows time {time!r}")
+        raise CapabilityError(f"no capability in the set allows time {time!r}: it holds "
+                              f"{[cap.time for cap in self._caps] or 'none'}")
 
     def downgrade(self, frontier: Iterable[Timestamp]) -> None:
         """Replace the held capabilities by ones for the times of ``frontier``."""
