@@ -9,6 +9,7 @@ import pytest
 import sparktimely as st
 from sparktimely import Product
 
+from matrix_helpers import collatz_steps
 from ops_matrix import WORKERS, merged
 
 
@@ -105,12 +106,7 @@ def test_scoped_with_a_user_timestamp_iterates_like_iterative(workers):
             return stepped.filter(lambda x: x[1] == 1).map(lambda x: (x[0], x[2])).leave()
         return scope.scoped("Collatz", inner_kind, loop).capture()
 
-    def steps(n):
-        count = 0
-        while n != 1:
-            n, count = (n // 2 if n % 2 == 0 else 3 * n + 1), count + 1
-        return count
-    oracle = [(0, sorted((n, steps(n)) for n in range(1, 30)))]
+    oracle = [(0, sorted((n, collatz_steps(n)) for n in range(1, 30)))]
     for kind in (int, Round):
         got = merged(st.execute(lambda w: w.dataflow(lambda s: collatz(s, kind)), workers=workers))
         assert got == oracle
