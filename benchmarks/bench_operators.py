@@ -22,7 +22,7 @@ import time
 
 import sparktimely as st
 
-from ._util import Goal, Row, Section, run_script
+from ._util import Goal, Row, Section, run_script, timed_rounds
 
 RECORDS = 1_000
 OUTPUTS = (1_000_000, 10_000_000, 100_000_000)
@@ -106,13 +106,7 @@ def idle_costs(operators: int, steps: int = 2000, rounds: int = 500) -> tuple[fl
                 worker.step()
             chunks.append((time.perf_counter() - start) / (steps // 10) * 1e6)
         idle = statistics.median(chunks)
-        latencies = []
-        for round in range(1, rounds + 1):
-            start = time.perf_counter()
-            input.advance_to(round)
-            while probe.less_than(round):
-                worker.step()
-            latencies.append(time.perf_counter() - start)
+        latencies = timed_rounds(worker, input, probe, rounds)
         input.close()
         return idle, statistics.median(latencies) * 1e6
     return st.execute_directly(job)
