@@ -35,6 +35,19 @@ def median_seconds(run: Callable[[], object], repeat: int = 5) -> float:
     return statistics.median(times)
 
 
+def timed_rounds(worker, input, probe, rounds: int) -> list[float]:
+    """Seconds of each of ``rounds`` rounds: ``input.advance_to(round)``, then stepping
+    ``worker`` until ``probe`` has passed ``round``."""
+    latencies = []
+    for round in range(1, rounds + 1):
+        start = time.perf_counter()
+        input.advance_to(round)
+        while probe.less_than(round):
+            worker.step_or_park(None)
+        latencies.append(time.perf_counter() - start)
+    return latencies
+
+
 def run_script(script: str, timeout: float = 900) -> object:
     """Run ``script`` in a fresh interpreter; return the JSON of its last printed line, or a
     string saying why it could not run (a missing module is reported as missing)."""

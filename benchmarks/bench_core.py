@@ -24,7 +24,7 @@ import multiprocess
 
 import sparktimely as st
 
-from ._util import Goal, Row, Section, median_seconds
+from ._util import Goal, Row, Section, median_seconds, timed_rounds
 
 ROUNDS = 3000
 CHAINS = (1, 4, 16)
@@ -41,13 +41,7 @@ def round_latency(worker: st.Worker, operators: int = 1, rounds: int = ROUNDS) -
             stream = stream.exchange(lambda x: x)
         return stream.probe()
     probe = worker.dataflow(build)
-    latencies = []
-    for round in range(1, rounds + 1):
-        start = time.perf_counter()
-        input.advance_to(round)
-        while probe.less_than(round):
-            worker.step_or_park(None)
-        latencies.append(time.perf_counter() - start)
+    latencies = timed_rounds(worker, input, probe, rounds)
     input.close()
     worker.run()
     return statistics.median(latencies[rounds // 10:]) * 1e6

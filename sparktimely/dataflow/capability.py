@@ -91,25 +91,18 @@ class Capability:
         return Capability(time, self._port)
 
     def try_delayed(self, time: Timestamp) -> "Capability | None":
-        """A new capability for ``time``, or None if ``time`` is earlier than this one's
-        (or not of this output's time type)."""
+        """A new capability for ``time``, or None if ``time`` is not at or after this one's."""
         self._check_live("delay")
         if not less_equal(self._time, time):
             return None
-        try:
-            return Capability(time, self._port)
-        except TypeError:
-            return None
+        return Capability(time, self._port)
 
     def try_downgrade(self, time: Timestamp) -> bool:
         """Move this capability forward to ``time`` if it is not earlier; True if it did."""
         self._check_live("downgrade")
         if not less_equal(self._time, time):
             return False
-        try:
-            self.downgrade(time)
-        except TypeError:
-            return False
+        self.downgrade(time)
         return True
 
     def downgrade(self, time: Timestamp) -> None:

@@ -122,9 +122,10 @@ class ScopeCore(Generic[S]):
     def scoped(self, name: str, timestamp: type, build: Callable[[Self], R]) -> R:
         """A nested scope whose times are ``Product(outer, inner)`` with ``inner`` of type
         ``timestamp``; returns ``build(inner_scope)``. ``timestamp`` is ``int`` or a user
-        type with ``less_equal``, a ``minimum()`` classmethod, hashing, pickling and a ``<``
-        that extends its order; loop summaries inside are ``Product(0, s)`` where ``s``
-        advances an inner time (``s.results_in(t)``, or ``t + s``).
+        type with ``less_equal``, a ``minimum()`` classmethod, hashing, pickling and a
+        ``__lt__`` that extends its order (returning ``NotImplemented`` for other types);
+        loop summaries inside are ``Product(0, s)`` where ``s`` advances an inner time
+        (``s.results_in(t)``, or ``t + s``).
 
         >>> import sparktimely as st
         >>> def build(scope):

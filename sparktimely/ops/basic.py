@@ -5,6 +5,7 @@ Each runs the user's function inside one list comprehension per batch.
 """
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any, Callable, Self
 
 from ..dataflow import OperatorBuilder, Pipeline
@@ -113,7 +114,7 @@ class BasicOps(StreamCore):
 
             def logic(input: Any, output: Any) -> None:
                 for cap, batch in input:
-                    output.session(cap).give_iterator(y for x in batch for y in f(x))
+                    output.session(cap).give_iterator(chain.from_iterable(map(f, batch)))
             return logic
         return self.unary(Pipeline, "FlatMap", ctor)
 

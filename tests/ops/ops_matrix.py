@@ -1,20 +1,13 @@
-"""Running a job at 1, 2 and 3 workers and merging what the workers captured."""
+"""Running a job at 1, 2 and 3 worker processes (``st.execute``) and the oracles of
+tests/ops; merging what the workers captured is ``matrix_helpers.merged``."""
 from __future__ import annotations
 
 from collections import defaultdict
 
 import sparktimely as st
+from matrix_helpers import merged
 
 WORKERS = [1, 2, 3]
-
-
-def merged(captures) -> list:
-    """The ``extract()`` of several workers' captures, merged per time, records sorted."""
-    by_time: dict = defaultdict(list)
-    for capture in captures:
-        for time, records in capture.extract():
-            by_time[time].extend(records)
-    return sorted((time, sorted(records)) for time, records in by_time.items())
 
 
 def share(items: list, worker) -> list:

@@ -1,0 +1,110 @@
+"""capture_into / replay_into through event logs in files, in shared memory and in-process,
+replayed by the same or another number of workers."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import pytest
+
+import sparktimely as st
+
+from ops_matrix import WORKERS, merged, oracle
+
+ROUNDS = [[3, 1, 2, 8], [5, 9], [], [4, 4, 0, 7, 6], [11]]
+
+
+def capture_job(paths):
+    def job(worker):
+        handle = st.InputHandle()
+        worker.dataflow(lambda scope: scope.input_from(handle).map(lambda x: x * 10)
+                        .capture_into(st.EventWriter(paths[worker.index])))
+        for r, records in enumerate(ROUNDS):
+            handle.send_batch(records[worker.index::worker.peers])
+            handle.advance_to(r + 1)
+        handle.close()
+    return job
+
+
+def replay_job(paths):
+    def job(worker):
+        mine = [st.EventReader(p) for i, p in enumerate(paths) if i % worker.peers == worker.index]
+        return worker.dataflow(lambda scope: st.replay_into(mine, scope).capture())
+    return job
+
+
+EXPECTED = oracle(ROUNDS, lambda t, x: [(t, x * 10)])
+
+
+@pytest.fixture(params=["file", "shm"])
+def log_dir(request):
+    if request.param == "shm" and os.path.isdir("/dev/shm"):
+        directory = tempfile.mkdtemp(prefix="sparktimely-test-", dir="/dev/shm")
+    else:
+        directory = tempfile.mkdtemp()
+    yield directory
+    shutil.rmtree(directory)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("capture_workers, replay_workers",
+                         [(w, w) for w in WORKERS] + [(3, 2), (2, 3), (3, 1)])
+def test_replay_at_any_worker_count_gives_the_captured_stream(log_dir, capture_workers,
+                                                              replay_workers):
+    paths = [os.path.join(log_dir, f"log-{i}") for i in range(capture_workers)]
+    st.execute(capture_job(paths), workers=capture_workers)
+    assert merged(st.execute(replay_job(paths), workers=replay_workers)) == EXPECTED
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_replay_follows_the_logged_frontier(workers):
+    """Replayed data can be aggregated per time: the replayed frontier passes a time only
+    once the original stream's did."""
+    def job(worker):
+        link = st.EventLink()
+        handle = st.InputHandle()
+        worker.dataflow(lambda scope: scope.input_from(handle).capture_into(link))
+        counts = worker.dataflow(lambda scope: link.replay_into(scope).count().capture())
+        for r, records in enumerate(ROUNDS):
+            handle.send_batch(records[worker.index::worker.peers])
+            handle.advance_to(r + 1)
+        handle.close()
+        worker.run()
+        return counts
+    got = merged(st.execute(job, workers=workers))
+    per_time = {t: sum(c) for t, c in got}
+    assert per_time == {t: len(xs) for t, xs in enumerate(ROUNDS) if xs}
+
+
+def test_a_log_read_while_it_is_written_waits_for_whole_events():
+    directory = tempfile.mkdtemp()
+    try:
+        path = os.path.join(directory, "log")
+        writer = st.EventWriter(path)
+        reader = st.EventReader(path)
+        assert reader.next() is None
+        writer.push(("messages", 3, list(range(1000))))
+        writer.flush()
+        with open(path, "rb") as whole:
+            data = whole.read()
+        with open(path, "wb") as partial:           # half an event: not yet readable
+            partial.write(data[:len(data) // 2])
+        reader = st.EventReader(path)
+        assert reader.next() is None
+        with open(path, "ab") as rest:
+            rest.write(data[len(data) // 2:])
+        assert reader.next() == ("messages", 3, list(range(1000)))
+        assert reader.next() is None
+        writer.close()
+        reader.close()
+    finally:
+        shutil.rmtree(directory)
+
+
+def test_replay_rejects_a_batch_outside_the_logged_frontier():
+    link = st.EventLink()
+    link.push(("progress", [(0, -1), (5, 1)]))
+    link.push(("messages", 2, ["late"]))
+    with pytest.raises(st.OperatorError, match="time 2 is not in the future"):
+        st.example(lambda scope: link.replay_into(scope).capture())

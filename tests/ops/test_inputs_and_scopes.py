@@ -1,0 +1,171 @@
+"""Unordered inputs, user-timestamped nested scopes (scope.scoped) and per-input frontier
+interest, at 1, 2 and 3 workers."""
+from __future__ import annotations
+
+from functools import total_ordering
+
+import pytest
+
+import sparktimely as st
+from sparktimely import Product
+
+from matrix_helpers import collatz_steps
+from ops_matrix import WORKERS, merged
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_unordered_input_sends_at_several_times_at_once(workers):
+    times = [7, 2, 5, 2, 9, 0]
+
+    def job(worker):
+        (handle, cap), (counts, probe) = worker.dataflow(lambda scope: (
+            lambda hc_s: (hc_s[0], (hc_s[1].count().capture(), hc_s[1].probe())))(
+                scope.new_unordered_input()))
+        for i, time in enumerate(times):
+            with handle.session(cap.delayed(time)) as session:
+                session.give_iterator(iter(range(i + worker.index)))
+        cap.downgrade(3)                      # times below 3 can now complete
+        worker.step_while(lambda: probe.less_than(3))
+        early = counts.extract()
+        cap.drop()
+        worker.run()
+        return early, counts
+    results = st.execute(job, workers=workers)
+    expected: dict = {}
+    for w in range(workers):
+        for i, time in enumerate(times):
+            expected[time] = expected.get(time, 0) + i + w
+    assert {t: sum(c) for t, c in merged(c for _, c in results)} == {
+        t: n for t, n in expected.items() if n}
+    for early, _ in results:                  # only times below 3 were complete
+        assert all(t < 3 for t, _ in early)
+
+
+def test_an_unordered_capability_cannot_send_before_its_time():
+    def job(worker):
+        (handle, cap), _ = worker.dataflow(lambda scope: (
+            lambda hc_s: (hc_s[0], hc_s[1].probe()))(scope.new_unordered_input()))
+        cap.downgrade(4)
+        with pytest.raises(st.CapabilityError, match="times must not go backwards"):
+            cap.delayed(2)
+        cap.drop()
+        return True
+    assert st.execute_directly(job)
+
+
+@total_ordering
+class Round:
+    """A user timestamp: rounds counted down from 100 (so ``less_equal`` is ``>=``)."""
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+    @classmethod
+    def minimum(cls) -> "Round":
+        return cls(100)
+
+    def less_equal(self, other: "Round") -> bool:
+        return self.left >= other.left
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Round):
+            return NotImplemented
+        return self.left > other.left
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Round) and other.left == self.left
+
+    def __hash__(self) -> int:
+        return hash(self.left)
+
+    def __repr__(self) -> str:
+        return f"Round({self.left})"
+
+
+class Step:
+    """A path summary for Round: one round less to go."""
+
+    def results_in(self, time: Round) -> Round:
+        return Round(time.left - 1)
+
+    def __repr__(self) -> str:          # names the feedback operator alike on every worker
+        return "Step()"
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_scoped_with_a_user_timestamp_iterates_like_iterative(workers):
+    def collatz(scope, inner_kind):
+        def loop(inner):
+            summary = Product(0, Step()) if inner_kind is Round else 1
+            handle, looped = inner.loop_variable(summary)
+            numbers = scope.to_stream(range(1 + scope.index, 30, scope.peers)).enter(inner)
+            stepped = numbers.concat(looped).map(
+                lambda x: (x[0], x[1] // 2 if x[1] % 2 == 0 else 3 * x[1] + 1, x[2] + 1)
+                if isinstance(x, tuple) else (x, x, 0))
+            stepped.filter(lambda x: x[1] != 1).exchange(lambda x: x[0]).connect_loop(handle)
+            return stepped.filter(lambda x: x[1] == 1).map(lambda x: (x[0], x[2])).leave()
+        return scope.scoped("Collatz", inner_kind, loop).capture()
+
+    oracle = [(0, sorted((n, collatz_steps(n)) for n in range(1, 30)))]
+    for kind in (int, Round):
+        got = merged(st.execute(lambda w: w.dataflow(lambda s: collatz(s, kind)), workers=workers))
+        assert got == oracle
+
+
+def test_scoped_rejects_a_timestamp_type_without_an_order():
+    class Plain:
+        @classmethod
+        def minimum(cls):
+            return cls()
+
+        def less_equal(self, other):
+            return True
+
+    with pytest.raises(TypeError, match="needs __lt__"):
+        st.example(lambda scope: scope.scoped("Bad", Plain, lambda inner: None))
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.parametrize("interest", list(st.FrontierInterest))
+def test_frontier_interest_decides_which_frontier_changes_schedule(workers, interest):
+    """An operator that only counts its schedulings: with NEVER, the frontier moving (ten
+    rounds without data) does not schedule it; with IF_CAPABILITY only while it holds its
+    capability (dropped at its second scheduling); with ALWAYS at every change."""
+    def job(worker):
+        handle = st.InputHandle()
+        runs = [0]
+
+        def build(scope):
+            stream = scope.input_from(handle)
+            builder = st.OperatorBuilder("Counter", scope)
+            input = builder.new_input(stream, st.Pipeline)
+            builder.set_notify_for(0, interest)
+            builder.new_output()
+
+            def ctor(capabilities):
+                held = list(capabilities)
+
+                def logic(frontiers):
+                    runs[0] += 1
+                    for _ in input:
+                        pass
+                    keep = 1 if interest is st.FrontierInterest.IF_CAPABILITY else 0
+                    if held and runs[0] > keep:
+                        held.pop().drop()
+                return logic
+            builder.build(ctor)
+            return stream.probe()
+        probe = worker.dataflow(build)
+        for r in range(1, 11):
+            handle.advance_to(r)
+            worker.step_while(lambda: probe.less_than(r))
+        handle.close()
+        worker.run()
+        return runs[0]
+    runs = st.execute(job, workers=workers)
+    if interest is st.FrontierInterest.NEVER:
+        assert runs == [1] * workers                 # once, at start
+    elif interest is st.FrontierInterest.IF_CAPABILITY:
+        assert runs == [2] * workers                 # start, then the first change (drops)
+    else:
+        assert all(r >= 11 for r in runs)            # start and each of the ten changes
