@@ -56,8 +56,8 @@ class Dataflow:
         self.name = name
         self.peers = worker.peers
         self.operators: list[Operator] = []
-        self.graph: GraphBuilder | None = GraphBuilder()
-        self.tracker: Tracker | None = None
+        self.graph: GraphBuilder | None = GraphBuilder()    # None once built
+        self.tracker: Tracker                               # set when built
         self.progress = ProgressExchange(worker.peers)
         self.update = self.progress.update       # the hot path: a bound method, no wrapper
         self.dropped = False
@@ -75,10 +75,15 @@ class Dataflow:
 
     # -- building -------------------------------------------------------------------------
 
-    def reserve_operator(self, name: str, scope: "Scope") -> Operator:
+    def _building(self) -> GraphBuilder:
+        """The graph being built (an error once the dataflow is built)."""
         if self.graph is None:
             raise RuntimeError(f"dataflow {self.name!r} is already built; "
                                f"operators can only be added inside its build function")
+        return self.graph
+
+    def reserve_operator(self, name: str, scope: "Scope") -> Operator:
+        self._building()
         index = len(self.operators)
         operator = Operator(name, index, scope.address + (index,))
         self.operators.append(operator)
@@ -88,7 +93,7 @@ class Dataflow:
     def add_operator(self, operator: Operator, summaries: list[list[list]],
                      input_kinds: list[TimeKind], output_kinds: list[TimeKind] | None = None) -> None:
         """Place a reserved operator (its ports already created) into the progress graph."""
-        graph = self.graph
+        graph = self._building()
         outputs = operator.outputs
         node = graph.add_node(operator.name, len(operator.inputs), len(outputs), summaries,
                               input_kinds, output_kinds or [port.kind for port in outputs])
@@ -119,7 +124,7 @@ class Dataflow:
 
     def finish_building(self) -> None:
         """Compile the graph into a tracker; errors here name the offending operators."""
-        graph = self.graph
+        graph = self._building()
         for handle in self._loops:
             handle._check_connected()
         source_ports = {loc: port for port, loc in graph._sources.items()}
@@ -148,7 +153,7 @@ class Dataflow:
     def acquire(self, location: int, time: Timestamp) -> None:
         """Count a new capability. One made while the dataflow is built is made identically
         by every worker, so it is counted once per worker without any message."""
-        if self.tracker is None:
+        if self.graph is not None:
             self.progress.acquire_initial(location, time)
         else:
             self.update(location, time, 1)
@@ -332,7 +337,7 @@ class Worker:
         self._remote_activations: deque = deque()
         self._alone_wakeup: threading.Event | None = None
 
-    def dataflow(self, build: Callable[["Scope"], Any], *, name: str | None = None,
+    def dataflow(self, build: Callable[[Any], Any], *, name: str | None = None,
                  timestamp: type = int) -> Any:
         """Build a new dataflow with ``build(scope)`` and return what ``build`` returns.
 
@@ -404,15 +409,20 @@ class Worker:
                   batch: Any) -> None:
         """Send a batch to input ``location`` of ``dataflow`` on worker ``target``."""
         try:
-            self._allocator.send(target, (DATA, dataflow, location, time, batch))
+            self._peer_allocator().send(target, (DATA, dataflow, location, time, batch))
         except (pickle.PicklingError, TypeError, AttributeError) as error:
             raise TypeError(f"a batch for worker {target} at time {time!r} cannot be pickled "
                             f"({error}); records that move between workers must be "
                             f"picklable") from error
 
+    def _peer_allocator(self) -> "Allocator":
+        if self._allocator is None:
+            raise RuntimeError(f"worker {self.index} has no peers to exchange messages with")
+        return self._allocator
+
     def broadcast(self, message: tuple) -> None:
         """Send ``message`` to every other worker."""
-        send = self._allocator.send
+        send = self._peer_allocator().send
         for target in range(self.peers):
             if target != self.index:
                 send(target, message)
@@ -420,7 +430,7 @@ class Worker:
     def _receive(self) -> bool:
         """Deliver arrived messages (stashing those for dataflows not built yet, discarding
         those for dropped ones)."""
-        messages = self._allocator.receive()
+        messages = self._peer_allocator().receive()
         for source, message in messages:
             dataflow = self._built.get(message[1])
             if dataflow is None:

@@ -26,7 +26,7 @@ implications cancel rather than sustain themselves.
 from __future__ import annotations
 
 from heapq import heappop, heappush
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .frontier import MutableAntichain
 from .timestamp import (Product, TimeKind, Timestamp, advance, check_summary, is_identity,
@@ -289,9 +289,10 @@ class Tracker:
         self._tracked = 0
         depth = max((k.depth for k in self._kinds), default=0)
         bases = {k.base for k in self._kinds}
+        self._new_worklist: Callable[[], _Worklist | _PartialWorklist]
         if depth == 0 and bases <= {int}:
             self._new_worklist = lambda: _Worklist(None)
-        elif all(base.__lt__ is not object.__lt__ for base in bases):
+        elif all(getattr(base, "__lt__") is not getattr(object, "__lt__") for base in bases):
             key = self._nested_order_key(depth)
             self._new_worklist = lambda: _Worklist(key)
         else:
