@@ -13,6 +13,7 @@ from .hashing import stable_hash
 from .execute import WorkerError, example, execute, execute_directly, execute_from_args
 from .ops import (Capture, Err, EventLink, EventReader, EventWriter, Ok, Scope, Sequencer,
                   Stream, UnorderedHandle, replay_into)
+from . import logging
 from .progress import Antichain, ChangeBatch, CycleError, MutableAntichain, Product
 
 __all__ = [

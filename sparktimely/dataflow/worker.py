@@ -62,7 +62,8 @@ class Dataflow:
         self.update = self.progress.update       # the hot path: a bound method, no wrapper
         self.dropped = False
         self.shape: list = []
-        self._edges: list[tuple["OutputPort", "InputPort"]] = []
+        self._edges: list[tuple["OutputPort", "InputPort", "Pact"]] = []
+        self.scopes: dict[tuple, str] = {}      # scope address -> name (for pictures)
         self._loops: list = []
         self._on_drop: list[Callable[[], None]] = []
         self._frontier_watchers: dict[int, int] = {}
@@ -85,6 +86,7 @@ class Dataflow:
     def reserve_operator(self, name: str, scope: "Scope") -> Operator:
         self._building()
         index = len(self.operators)
+        self.scopes.setdefault(scope.address, scope.name)
         operator = Operator(name, index, scope.address + (index,))
         self.operators.append(operator)
         self._queued.append(False)
@@ -108,7 +110,7 @@ class Dataflow:
     def connect(self, source: "OutputPort", target: "InputPort", pact: "Pact") -> None:
         """Feed ``target`` from ``source`` through ``pact`` (an edge of the progress graph)."""
         pact.connect(source, target)
-        self._edges.append((source, target))
+        self._edges.append((source, target, pact))
 
     def add_loop(self, handle) -> None:
         self._loops.append(handle)
@@ -129,14 +131,16 @@ class Dataflow:
             handle._check_connected()
         source_ports = {loc: port for port, loc in graph._sources.items()}
         target_ports = {loc: port for port, loc in graph._targets.items()}
-        for source, target in self._edges:
+        for source, target, _ in self._edges:
             graph.add_edge(source_ports[source.location], target_ports[target.location])
         self.tracker = graph.build()
         # Workers compare structure only: names may hold user objects' reprs (addresses).
         self.shape = [(op.address, len(op.inputs), len(op.outputs)) for op in self.operators] + [
-            (source.location, target.location) for source, target in self._edges]
+            (source.location, target.location) for source, target, _ in self._edges]
         self.graph = None
         self._loops = []
+        if self.worker._log is not None:
+            self.worker._log.dataflow_built(self)
         initial_frontiers = self.progress.start(self.tracker)
         if self.peers > 1:       # first, so peers check the shape before anything else
             self.worker.broadcast((GRAPH, self.index, self.shape,
@@ -170,6 +174,8 @@ class Dataflow:
 
     def deliver(self, source: int, message: tuple) -> None:
         """Take in a message another worker sent for this dataflow."""
+        if self.worker._log is not None:
+            self.worker._log.received(source, message)
         kind = message[0]
         if kind == DATA:
             _, _, location, time, batch = message
@@ -212,20 +218,29 @@ class Dataflow:
         if heap:
             operators = self.operators
             queued = self._queued
+            log = self.worker._log
             try:
                 while heap:
                     index = heappop(heap)
                     queued[index] = False
                     self._cursor = index
+                    if log is not None:
+                        log.schedule(self.index, index, True)
                     if operators[index].schedule():
                         self.activate(index)
+                    if log is not None:
+                        log.schedule(self.index, index, False)
             finally:
                 self._cursor = None
                 for index in self._deferred:
                     heappush(heap, index)
                 self._deferred = []
             self._propagate()
-        return self.progress.tracking_anything() or bool(heap)
+        if self.progress.tracking_anything() or heap:
+            return True
+        if self.worker._log is not None:
+            self.worker._log.shutdown(self)
+        return False
 
     def busy(self) -> bool:
         """True if a step would do something here (operators to run, progress to apply)."""
@@ -234,6 +249,8 @@ class Dataflow:
     def drop(self) -> None:
         """Stop this dataflow here: run the ``on_drop`` callbacks and release what it holds."""
         self.dropped = True
+        if self.worker._log is not None:
+            self.worker._log.shutdown(self)
         callbacks, self._on_drop = self._on_drop, []
         for callback in callbacks:
             callback()
@@ -336,6 +353,8 @@ class Worker:
         self._salt_warned = False
         self._remote_activations: deque = deque()
         self._alone_wakeup: threading.Event | None = None
+        self._log: Any = None            # sparktimely.logging's hooks while a log is registered
+        self._log_registry: Any = None
 
     def dataflow(self, build: Callable[[Any], Any], *, name: str | None = None,
                  timestamp: type = int) -> Any:
@@ -390,6 +409,29 @@ class Worker:
         dataflow.drop()
         self._dataflows = [d for d in self._dataflows if d is not dataflow]
 
+    def log_register(self) -> Any:
+        """This worker's log registry (a :class:`sparktimely.logging.Registry`):
+        ``insert(name, callback)`` has ``callback(time, events)`` receive the ``"timely"``
+        events (operators, channels, scheduling, messages, shutdown, parking) or the
+        ``"timely/progress"`` ones in batches, once per step. Nothing is logged, at no cost,
+        while no callback is registered.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     events = []
+        ...     worker.log_register().insert("timely", lambda time, batch: events.extend(batch))
+        ...     worker.dataflow(lambda scope: scope.to_stream([1, 2]).map(str).probe())
+        ...     worker.run()
+        ...     return sorted({type(event).__name__ for event in events})
+        >>> st.execute_directly(job)
+        ['ChannelsEvent', 'MessagesEvent', 'OperatesEvent', 'ScheduleEvent', 'ShutdownEvent']
+        """
+        if self._log_registry is None:
+            if _log_registry_class is None:
+                raise RuntimeError("import sparktimely.logging to register logs")
+            self._log_registry = _log_registry_class(self)
+        return self._log_registry
+
     def sync_activator_for(self, address: tuple) -> SyncActivator:
         """An activator for the operator at ``address`` (its ``info.address``) that other
         threads may call; see :class:`SyncActivator`."""
@@ -408,6 +450,8 @@ class Worker:
     def send_data(self, target: int, dataflow: int, location: int, time: Timestamp,
                   batch: Any) -> None:
         """Send a batch to input ``location`` of ``dataflow`` on worker ``target``."""
+        if self._log is not None:
+            self._log.sent(target, dataflow, location, batch)
         try:
             self._peer_allocator().send(target, (DATA, dataflow, location, time, batch))
         except (pickle.PicklingError, TypeError, AttributeError) as error:
@@ -422,6 +466,8 @@ class Worker:
 
     def broadcast(self, message: tuple) -> None:
         """Send ``message`` to every other worker."""
+        if self._log is not None:
+            self._log.broadcast(message)
         send = self._peer_allocator().send
         for target in range(self.peers):
             if target != self.index:
@@ -456,21 +502,43 @@ class Worker:
 
     def _step(self) -> tuple[bool, bool]:
         """One round; returns (still running, whether there was anything to do)."""
-        busy = False
-        if self._allocator is not None:
-            busy = self._receive()
-        activations = self._remote_activations
-        while activations:
-            index, operator = activations.popleft()
-            dataflow = self._built.get(index)
-            if dataflow is not None and not dataflow.dropped:
-                dataflow.activate(operator)
-            busy = True
-        busy = busy or any(d.busy() for d in self._dataflows)
-        self._dataflows = [d for d in self._dataflows if d.step()]
-        if self._allocator is not None:
-            self._allocator.flush()
+        try:
+            busy = False
+            if self._allocator is not None:
+                busy = self._receive()
+            activations = self._remote_activations
+            while activations:
+                index, operator = activations.popleft()
+                dataflow = self._built.get(index)
+                if dataflow is not None and not dataflow.dropped:
+                    dataflow.activate(operator)
+                busy = True
+            busy = busy or any(d.busy() for d in self._dataflows)
+            self._dataflows = [d for d in self._dataflows if d.step()]
+            if self._allocator is not None:
+                self._allocator.flush()
+        except BaseException as error:
+            if self._log is not None:           # keep this worker's last events
+                self._log.failed(error)
+            raise
+        if self._log is not None:
+            self._log.flush()
         return bool(self._dataflows), busy
+
+    def _park(self, timeout_seconds: float | None, idle_sleep: float = 0.0) -> None:
+        """Wait up to ``timeout_seconds`` for messages from other workers or activations
+        from other threads (a lone worker without such activators sleeps ``idle_sleep``)."""
+        if self._log is not None:
+            self._log.park(timeout_seconds)
+        if self._allocator is not None:
+            self._allocator.park(timeout_seconds)
+        elif self._alone_wakeup is not None:
+            self._alone_wakeup.wait(timeout_seconds)
+            self._alone_wakeup.clear()
+        elif idle_sleep:
+            _time.sleep(idle_sleep)
+        if self._log is not None:
+            self._log.unpark()
 
     def step_while(self, predicate: Callable[[], bool]) -> None:
         """Step until ``predicate()`` is false (parking while there is nothing to do)."""
@@ -482,12 +550,9 @@ class Worker:
         something arrives) for messages from other workers or activations from other
         threads. A lone worker without such activators never waits."""
         running, busy = self._step()
-        if running and not busy:
-            if self._allocator is not None:
-                self._allocator.park(timeout_seconds)
-            elif self._alone_wakeup is not None:
-                self._alone_wakeup.wait(timeout_seconds)
-                self._alone_wakeup.clear()
+        if running and not busy and (self._allocator is not None
+                                     or self._alone_wakeup is not None):
+            self._park(timeout_seconds)
         return running
 
     def step_or_park_while(self, timeout_seconds: float | None,
@@ -515,13 +580,7 @@ class Worker:
             elif now - idle_since >= self.idle_hint_after:
                 self._hint_open_inputs(hinted)
             if not busy:
-                if self._allocator is not None:
-                    self._allocator.park(0.25)
-                elif self._alone_wakeup is not None:
-                    self._alone_wakeup.wait(0.25)
-                    self._alone_wakeup.clear()
-                else:
-                    _time.sleep(0.001)
+                self._park(0.25, idle_sleep=0.001)
         self._check_all_built()
         if self._allocator is not None:
             while not self._allocator.flush():
@@ -546,6 +605,16 @@ class Worker:
             raise RuntimeError(
                 f"worker {self.index} got messages for dataflow {index} from worker(s) "
                 f"{sources} but never built it: every worker must build the same dataflows")
+
+
+_log_registry_class: Callable[[Worker], Any] | None = None
+
+
+def use_log_registry_class(cls: Callable[[Worker], Any]) -> None:
+    """Make :meth:`Worker.log_register` create registries of ``cls`` (sparktimely.logging's
+    ``Registry``, which registers itself here: this layer does not import the ones above)."""
+    global _log_registry_class
+    _log_registry_class = cls
 
 
 def _describe(names: list[str]) -> str:

@@ -1,0 +1,24 @@
+"""Seeing what a dataflow does: logs as streams, a picture of the dataflow, a profile.
+
+- :mod:`~sparktimely.logging.events`: the events a worker logs (timely's kinds), small typed
+  records with the worker index and a nanosecond time.
+- :mod:`~sparktimely.logging.registry`: ``worker.log_register().insert(name, callback)``;
+  :func:`log_stream` makes a log a stream that a dataflow processes.
+
+>>> import sparktimely as st
+>>> def job(worker):
+...     events = []
+...     worker.log_register().insert("timely", lambda time, batch: events.extend(batch))
+...     worker.dataflow(lambda scope: scope.to_stream(range(10)).map(str).probe())
+...     worker.run()
+...     return sum(e.length for e in events if type(e) is st.logging.MessagesEvent)
+>>> st.execute_directly(job)            # 10 records from ToStream to Map, 10 from Map to Probe
+20
+"""
+from .events import (ChannelsEvent, MessagesEvent, OperatesEvent, ParkEvent, ProgressEvent,
+                     ScheduleEvent, ShutdownEvent, describe)
+from .registry import BatchLogger, Logger, Registry, log_stream
+
+__all__ = ["BatchLogger", "ChannelsEvent", "Logger", "MessagesEvent", "OperatesEvent",
+           "ParkEvent", "ProgressEvent", "Registry", "ScheduleEvent", "ShutdownEvent",
+           "describe", "log_stream"]

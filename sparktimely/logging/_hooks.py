@@ -1,0 +1,235 @@
+"""What the worker calls while a log is registered (``worker._log``): turns its hooks into
+event records in the buffers of the registered loggers.
+
+The worker and its dataflows call these methods behind one ``is None`` check each, so none
+of this runs while nothing is registered. Batches that stay on their worker never pass the
+worker, so :func:`instrument` wraps the pushers of every channel's local end while logging is
+on (timely's ``LogPusher``) and :meth:`WorkerHooks.detach` puts the originals back.
+"""
+from __future__ import annotations
+
+import time as _time
+from collections import deque
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..dataflow.ports import batch_length
+from ..dataflow.worker import DATA, PROGRESS
+from .events import (ChannelsEvent, MessagesEvent, OperatesEvent, ParkEvent, ProgressEvent,
+                     ScheduleEvent, ShutdownEvent, describe)
+
+if TYPE_CHECKING:
+    from ..dataflow.worker import Dataflow
+
+RECENT = 16
+"""How many of a worker's last events a failure's traceback lists."""
+
+
+def structure(dataflow: "Dataflow", first_operator: int, first_channel: int, worker: int,
+              time: int) -> tuple[list[OperatesEvent], list[ChannelsEvent]]:
+    """The operators and channels of ``dataflow`` as events, with ids counted from
+    ``first_operator`` and ``first_channel`` (also for a dataflow still being built)."""
+    operators = dataflow.operators
+    operates = [OperatesEvent(time, worker, first_operator + op.index, op.address, op.name,
+                              dataflow.scopes.get(op.address[:-1], dataflow.name))
+                for op in operators]
+    outputs = {id(port): (op.index, number)
+               for op in operators for number, port in enumerate(op.outputs)}
+    channels = []
+    for number, (source, target, pact) in enumerate(dataflow._edges):
+        operator = operators[target.operator]
+        source_op, source_port = outputs.get(id(source), (-1, 0))
+        channels.append(ChannelsEvent(
+            time, worker, first_channel + number, operator.address[:-1],
+            (first_operator + source_op, source_port),
+            (first_operator + target.operator, _index_of(operator.inputs, target)),
+            type(pact).__name__))
+    return operates, channels
+
+
+def _index_of(items: list, item: Any) -> int:
+    for number, candidate in enumerate(items):
+        if candidate is item:
+            return number
+    return -1
+
+
+class _LoggedPusher:
+    """Logs each batch a channel delivers on its own worker, then delivers it."""
+
+    __slots__ = ("_inner", "_hooks", "_channel")
+
+    def __init__(self, inner: Any, hooks: "WorkerHooks", channel: int) -> None:
+        self._inner = inner
+        self._hooks = hooks
+        self._channel = channel
+
+    def push(self, time: Any, batch: Any) -> None:
+        self._hooks.local(self._channel, batch)
+        self._inner.push(time, batch)
+
+
+class WorkerHooks:
+    """One worker's logging hooks (see the module doc); ``timely`` and ``progress`` are the
+    buffers of the ``"timely"`` and ``"timely/progress"`` loggers, or None."""
+
+    def __init__(self, worker: int, origin: int) -> None:
+        self.worker = worker
+        self.origin = origin
+        self.clock: Callable[[], int] = _time.perf_counter_ns
+        self.timely: list | None = None
+        self.progress: list | None = None
+        self.recent: deque = deque(maxlen=RECENT)
+        self.logged = 0
+        self.names: dict[int, str] = {}
+        self.built: list = []                      # every OperatesEvent and ChannelsEvent
+        self._bases: dict[int, int] = {}           # dataflow index -> its first operator id
+        self._next_operator = 0
+        self._next_channel = 0
+        self._channels: dict[tuple[int, int], int] = {}   # (dataflow, input location) -> id
+        self._locations: dict[int, dict[int, tuple[int, int, bool]]] = {}
+        self._sequence: dict[tuple, int] = {}
+        self._undo: list[tuple[Any, Any, Any]] = []
+
+    def now(self) -> int:
+        return self.clock() - self.origin
+
+    def _next(self, key: tuple) -> int:
+        sequence = self._sequence
+        number = sequence.get(key, 0)
+        sequence[key] = number + 1
+        return number
+
+    # -- structure --------------------------------------------------------------------------
+
+    def dataflow_built(self, dataflow: "Dataflow") -> None:
+        base, first_channel = self._next_operator, self._next_channel
+        self._bases[dataflow.index] = base
+        self._next_operator += len(dataflow.operators)
+        self._next_channel += len(dataflow._edges)
+        operates, channels = structure(dataflow, base, first_channel, self.worker, self.now())
+        for event in operates:
+            self.names[event.id] = event.name
+        self.built += operates + channels
+        if self.timely is not None:
+            self.timely += operates + channels
+        locations = self._locations.setdefault(dataflow.index, {})
+        for op in dataflow.operators:
+            for port, input in enumerate(op.inputs):
+                locations[input.location] = (base + op.index, port, True)
+            for port, output in enumerate(op.outputs):
+                locations[output.location] = (base + op.index, port, False)
+        for number, (_, target, _) in enumerate(dataflow._edges):
+            self._channels[(dataflow.index, target.location)] = first_channel + number
+        self._instrument(dataflow)
+
+    def _instrument(self, dataflow: "Dataflow") -> None:
+        """Wrap the local end of every channel of ``dataflow`` in a :class:`_LoggedPusher`."""
+        for source, target, _ in dataflow._edges:
+            channel = self._channels[(dataflow.index, target.location)]
+            for position, pusher in enumerate(source.pushers):
+                if getattr(pusher, "_location", None) != target.location:
+                    continue
+                local = getattr(pusher, "_local", None)
+                if local is None:
+                    source.pushers[position] = _LoggedPusher(pusher, self, channel)
+                    self._undo.append((source.pushers, position, pusher))
+                else:
+                    pusher._local = _LoggedPusher(local, self, channel)
+                    self._undo.append((pusher, "_local", local))
+
+    def detach(self) -> None:
+        """Put back the pushers :meth:`_instrument` wrapped."""
+        for owner, key, original in reversed(self._undo):
+            if isinstance(key, str):
+                setattr(owner, key, original)
+            else:
+                owner[key] = original
+        self._undo = []
+
+    # -- what the worker reports ------------------------------------------------------------
+
+    def schedule(self, dataflow: int, index: int, is_start: bool) -> None:
+        buffer = self.timely
+        if buffer is not None:
+            buffer.append(ScheduleEvent(self.clock() - self.origin, self.worker,
+                                        self._bases[dataflow] + index, is_start))
+
+    def local(self, channel: int, batch: Any) -> None:
+        buffer = self.timely
+        if buffer is not None:
+            me = self.worker
+            buffer.append(MessagesEvent(self.clock() - self.origin, me, True, channel, me, me,
+                                        self._next((channel, me, me)), batch_length(batch)))
+
+    def sent(self, target: int, dataflow: int, location: int, batch: Any) -> None:
+        buffer = self.timely
+        if buffer is not None:
+            channel = self._channels.get((dataflow, location), -1)
+            buffer.append(MessagesEvent(self.now(), self.worker, True, channel, self.worker,
+                                        target, self._next((channel, self.worker, target)),
+                                        batch_length(batch)))
+
+    def received(self, source: int, message: tuple) -> None:
+        kind = message[0]
+        if kind == DATA and self.timely is not None:
+            _, dataflow, location, _, batch = message
+            channel = self._channels.get((dataflow, location), -1)
+            self.timely.append(MessagesEvent(self.now(), self.worker, False, channel, source,
+                                             self.worker, self._next((channel, source,
+                                                                      self.worker)),
+                                             batch_length(batch)))
+        elif kind == PROGRESS and self.progress is not None:
+            self.progress.append(self._progress(False, source, message[1], message[2]))
+
+    def broadcast(self, message: tuple) -> None:
+        if message[0] == PROGRESS and self.progress is not None:
+            self.progress.append(self._progress(True, self.worker, message[1], message[2]))
+
+    def _progress(self, is_send: bool, source: int, dataflow: int, batch: list) -> ProgressEvent:
+        locations = self._locations.get(dataflow, {})
+        messages, internal = [], []
+        for (location, time), delta in batch:
+            operator, port, is_target = locations.get(location, (-1, location, True))
+            (messages if is_target else internal).append((operator, port, time, delta))
+        return ProgressEvent(self.now(), self.worker, is_send, source, dataflow,
+                             self._next(("progress", dataflow, source)), messages, internal)
+
+    def shutdown(self, dataflow: "Dataflow") -> None:
+        buffer = self.timely
+        if buffer is not None:
+            now, base = self.now(), self._bases.get(dataflow.index)
+            if base is not None:
+                buffer += [ShutdownEvent(now, self.worker, base + op.index)
+                           for op in dataflow.operators]
+
+    def park(self, timeout: float | None) -> None:
+        if self.timely is not None:
+            self.timely.append(ParkEvent(self.now(), self.worker, True, timeout))
+
+    def unpark(self) -> None:
+        if self.timely is not None:
+            self.timely.append(ParkEvent(self.now(), self.worker, False, None))
+
+    # -- delivering ---------------------------------------------------------------------------
+
+    flush: Callable[[], None]
+    """Hand the buffered events to the callbacks (set by the registry)."""
+
+    def remember(self, batch: list) -> None:
+        """Keep the tail of a ``"timely"`` batch for :meth:`failed`."""
+        self.logged += len(batch)
+        self.recent.extend(batch[-RECENT:])
+
+    def failed(self, error: BaseException) -> None:
+        """The worker is failing with ``error``: deliver what is buffered (so files and
+        callbacks keep this worker's last events) and name the last events in the error's
+        traceback."""
+        try:
+            self.flush()
+        except Exception as flush_error:             # the original error matters more
+            error.add_note(f"sparktimely.logging: delivering worker {self.worker}'s last "
+                           f"events failed too: {type(flush_error).__name__}: {flush_error}")
+        if self.recent:
+            lines = [describe(event, self.names) for event in self.recent]
+            error.add_note(f"sparktimely.logging: the last {len(lines)} of the {self.logged} "
+                           f"events worker {self.worker} logged:\n" + "\n".join(lines))

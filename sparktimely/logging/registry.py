@@ -1,0 +1,238 @@
+"""Where a worker's logs go: ``worker.log_register()`` and the loggers behind its names.
+
+A :class:`Registry` binds log names to callbacks, as timely's ``logging_core::Registry``.
+``insert(name, callback)`` makes the worker call ``callback(time, events)`` with the events
+logged under ``name`` since the last call, once per step (and at once when it fails), where
+``time`` (nanoseconds, like the events' own ``time``) bounds the times of events still to
+come. Two names are built in: ``"timely"`` (:mod:`sparktimely.logging.events`: operators,
+channels, scheduling, messages, shutdown, parking) and ``"timely/progress"``; other names
+are the program's own logs (:meth:`Registry.get`). A new ``"timely"`` callback first gets
+the operators and channels of the dataflows built so far.
+
+A :class:`BatchLogger` callback turns a log into the events of a captured stream
+(``("messages", time, batch)``, ``("progress", changes)``), so that ``replay_into`` makes
+it a sparktimely stream that a dataflow can process (:func:`log_stream`).
+"""
+from __future__ import annotations
+
+import time as _time
+from typing import TYPE_CHECKING, Any, Callable
+
+from ..dataflow.worker import use_log_registry_class
+from ..ops.capture import EventLink
+from ._hooks import WorkerHooks
+
+if TYPE_CHECKING:
+    from ..dataflow.scope import ScopeCore
+    from ..dataflow.worker import Worker
+
+Callback = Callable[[int, list], Any]
+
+BUILT_IN = ("timely", "timely/progress")
+
+
+class Logger:
+    """One named log: what is logged waits in ``buffer`` until the registry's next flush
+    hands it to ``callback(time, batch)``.
+
+    >>> import sparktimely as st
+    >>> def job(worker):
+    ...     seen = []
+    ...     registry = worker.log_register()
+    ...     registry.insert("app", lambda time, batch: seen.extend(batch))
+    ...     registry.get("app").log("loaded")
+    ...     registry.flush()
+    ...     return [(w, event) for _, w, event in seen]
+    >>> st.execute_directly(job)
+    [(0, 'loaded')]
+    """
+
+    __slots__ = ("name", "callback", "buffer", "_registry")
+
+    def __init__(self, name: str, callback: Callback, registry: "Registry") -> None:
+        self.name = name
+        self.callback = callback
+        self.buffer: list = []
+        self._registry = registry
+
+    def log(self, event: Any) -> None:
+        """Log ``event`` as ``(time, worker, event)`` (for a program's own logs)."""
+        self.buffer.append((self._registry.now(), self._registry.worker, event))
+
+    def flush(self, now: int) -> list:
+        """Hand the buffered events to the callback (if any); returns them."""
+        buffer = self.buffer
+        if not buffer:
+            return buffer
+        batch = buffer[:]
+        buffer.clear()          # the same list: the worker's hooks hold on to it
+        self.callback(now, batch)
+        return batch
+
+
+class Registry:
+    """A worker's log names and their callbacks (``worker.log_register()``).
+
+    >>> import sparktimely as st
+    >>> from sparktimely.logging import ScheduleEvent
+    >>> def job(worker):
+    ...     starts = []
+    ...     def count(time, batch):
+    ...         starts.extend(e.id for e in batch if type(e) is ScheduleEvent and e.is_start)
+    ...     worker.log_register().insert("timely", count)
+    ...     worker.dataflow(lambda scope: scope.to_stream([1]).map(str).probe())
+    ...     worker.run()
+    ...     return sorted(set(starts))            # ToStream, Map, Probe
+    >>> st.execute_directly(job)
+    [0, 1, 2]
+    """
+
+    def __init__(self, worker: "Worker") -> None:
+        self._worker = worker
+        self.worker = worker.index
+        """The index of the worker whose logs these are."""
+        self.origin_ns = _time.perf_counter_ns()
+        self.epoch_ns = _time.time_ns()
+        """The wall clock (``time.time_ns()``) at the events' time 0."""
+        self._loggers: dict[str, Logger] = {}
+        self._hooks: WorkerHooks | None = None
+
+    def now(self) -> int:
+        """Nanoseconds since this registry was created (the events' clock)."""
+        return _time.perf_counter_ns() - self.origin_ns
+
+    def insert(self, name: str, callback: Callback) -> Callback | None:
+        """Send the events logged under ``name`` to ``callback(time, batch)``; returns the
+        callback it replaces (after handing it what was buffered), or None."""
+        previous = self._loggers.get(name)
+        if previous is not None:
+            previous.flush(self.now())
+        logger = self._loggers[name] = Logger(name, callback, self)
+        self._attach()
+        if name == "timely" and self._hooks is not None:
+            logger.buffer += self._hooks.built
+        return None if previous is None else previous.callback
+
+    def remove(self, name: str) -> Callback | None:
+        """Stop logging ``name``: hand its callback what is buffered, call the callback's
+        ``close()`` if it has one (a :class:`BatchLogger` then completes its stream), and
+        return it (None if ``name`` was not registered)."""
+        logger = self._loggers.get(name)
+        if logger is None:
+            return None
+        logger.flush(self.now())
+        del self._loggers[name]
+        self._attach()
+        close = getattr(logger.callback, "close", None)
+        if close is not None:
+            close()
+        return logger.callback
+
+    def get(self, name: str) -> Logger | None:
+        """The logger of ``name`` (to log a program's own events with ``log(event)``)."""
+        return self._loggers.get(name)
+
+    def names(self) -> list[str]:
+        """The names registered now."""
+        return sorted(self._loggers)
+
+    def flush(self) -> None:
+        """Hand every logger's buffered events to its callback (the worker does this at
+        the end of every step)."""
+        now = self.now()
+        hooks = self._hooks
+        for logger in list(self._loggers.values()):
+            batch = logger.flush(now)
+            if hooks is not None and logger.name == "timely" and batch:
+                hooks.remember(batch)
+
+    def close(self) -> None:
+        """Remove every name (closing the callbacks that can be closed)."""
+        for name in list(self._loggers):
+            self.remove(name)
+
+    def _attach(self) -> None:
+        """Point the worker's hooks at the loggers registered now (or remove them)."""
+        loggers = self._loggers
+        if not loggers:
+            if self._hooks is not None:
+                self._hooks.detach()
+                self._hooks = None
+            self._worker._log = None
+            return
+        hooks = self._hooks
+        if hooks is None:
+            hooks = self._hooks = WorkerHooks(self.worker, self.origin_ns)
+            hooks.flush = self.flush
+            for index in sorted(self._worker._built):
+                hooks.dataflow_built(self._worker._built[index])
+        timely, progress = loggers.get("timely"), loggers.get("timely/progress")
+        hooks.timely = None if timely is None else timely.buffer
+        hooks.progress = None if progress is None else progress.buffer
+        self._worker._log = hooks
+
+
+class BatchLogger:
+    """A callback that turns a log into a captured stream's events, pushed into ``pusher``
+    (an ``EventLink``, an ``EventWriter``, ...): each batch at the time its callback was
+    last called, and a frontier that follows ``time``; :meth:`close` completes the stream.
+
+    >>> import sparktimely as st
+    >>> link = st.EventLink()
+    >>> logger = BatchLogger(link)
+    >>> logger(1000, ["a"]); logger(2500, ["b"]); logger.close()
+    >>> [link.next() for _ in range(5)]      # doctest: +NORMALIZE_WHITESPACE
+    [('messages', 0, ['a']), ('progress', [(1000, 1), (0, -1)]),
+     ('messages', 1000, ['b']), ('progress', [(2500, 1), (1000, -1)]), ('progress', [(2500, -1)])]
+    """
+
+    def __init__(self, pusher: Any) -> None:
+        self._pusher = pusher
+        self._time = 0
+        self._flush: Callable[[], Any] = getattr(pusher, "flush", lambda: None)
+
+    def __call__(self, time: int, batch: list) -> None:
+        push = self._pusher.push
+        if batch:
+            push(("messages", self._time, batch))
+        if time > self._time:
+            push(("progress", [(time, 1), (self._time, -1)]))
+            self._time = time
+        self._flush()
+
+    def close(self) -> None:
+        """Release the stream's last time (the stream completes) and close the pusher."""
+        self._pusher.push(("progress", [(self._time, -1)]))
+        self._flush()
+        close = getattr(self._pusher, "close", None)
+        if close is not None:
+            close()
+
+
+def log_stream(scope: "ScopeCore", name: str = "timely") -> Any:
+    """The events this worker logs under ``name``, as a stream in ``scope`` (a dataflow of
+    the same worker), at times in nanoseconds. The stream completes once the log is
+    removed (``worker.log_register().remove(name)``); until then the dataflow runs.
+
+    >>> import sparktimely as st
+    >>> from sparktimely.logging import OperatesEvent, log_stream
+    >>> def job(worker):
+    ...     names = worker.dataflow(lambda scope: log_stream(scope)
+    ...         .filter(lambda e: type(e) is OperatesEvent).map(lambda e: e.name).capture())
+    ...     worker.dataflow(lambda scope: scope.to_stream([1]).map(str).probe())
+    ...     for _ in range(3):
+    ...         worker.step()
+    ...     worker.log_register().remove("timely")
+    ...     worker.run()
+    ...     return sorted(name for _, batch in names.extract() for name in batch)
+    >>> st.execute_directly(job)
+    ['Capture', 'Filter', 'Map', 'Map', 'Probe', 'Replay', 'ToStream']
+    """
+    link = EventLink()
+    scope.dataflow.worker.log_register().insert(name, BatchLogger(link))
+    return link.replay_into(scope)
+
+
+use_log_registry_class(Registry)
+
+__all__ = ["BatchLogger", "Logger", "Registry", "log_stream"]
