@@ -4,6 +4,8 @@
   records with the worker index and a nanosecond time.
 - :mod:`~sparktimely.logging.registry`: ``worker.log_register().insert(name, callback)``;
   :func:`log_stream` makes a log a stream that a dataflow processes.
+- :mod:`~sparktimely.logging.files`: a log file per worker (:func:`log_to_directory`), read
+  back with :func:`read_log_directory`.
 
 >>> import sparktimely as st
 >>> def job(worker):
@@ -17,8 +19,10 @@
 """
 from .events import (ChannelsEvent, MessagesEvent, OperatesEvent, ParkEvent, ProgressEvent,
                      ScheduleEvent, ShutdownEvent, describe)
+from .files import LogDirectory, log_to_directory, read_events, read_log_directory
 from .registry import BatchLogger, Logger, Registry, log_stream
 
-__all__ = ["BatchLogger", "ChannelsEvent", "Logger", "MessagesEvent", "OperatesEvent",
-           "ParkEvent", "ProgressEvent", "Registry", "ScheduleEvent", "ShutdownEvent",
-           "describe", "log_stream"]
+__all__ = ["BatchLogger", "ChannelsEvent", "LogDirectory", "Logger", "MessagesEvent",
+           "OperatesEvent", "ParkEvent", "ProgressEvent", "Registry", "ScheduleEvent",
+           "ShutdownEvent", "describe", "log_stream", "log_to_directory", "read_events",
+           "read_log_directory"]

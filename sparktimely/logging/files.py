@@ -1,0 +1,150 @@
+"""Logs in a directory: a file per worker and log, written as the worker steps, read back
+by the profile report (``python -m sparktimely.profile LOGDIR``) or replayed as a stream.
+
+:func:`log_to_directory` makes a worker write its ``"timely"`` events (and, if asked, its
+``"timely/progress"`` events) to ``worker-{index}.timely`` (``.progress``) in ``directory``,
+in the format of ``EventWriter`` (so ``EventReader(path).replay_into(scope)`` replays one as
+a stream), flushed at the end of every step, and a ``worker-{index}.json`` saying who wrote
+them. A worker that fails hands its last events to the file before the error travels on; a
+process killed outright loses at most its last step.
+
+>>> import tempfile, sparktimely as st
+>>> from sparktimely.logging import log_to_directory, read_log_directory
+>>> directory = tempfile.mkdtemp()
+>>> def job(worker):
+...     log_to_directory(worker, directory)
+...     worker.dataflow(lambda scope: scope.to_stream(range(3)).map(str).probe())
+>>> _ = st.execute(job, workers=2)
+>>> logs = read_log_directory(directory)
+>>> sorted(logs.workers), sorted({e.name for e in logs.operators()})
+([0, 1], ['Map', 'Probe', 'ToStream'])
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..ops.capture import EventReader, EventWriter
+from .events import ChannelsEvent, OperatesEvent, ProgressEvent
+from .registry import BatchLogger
+
+if TYPE_CHECKING:
+    from ..dataflow.worker import Worker
+
+SUFFIXES = {"timely": "timely", "timely/progress": "progress"}
+
+
+def log_to_directory(worker: "Worker", directory: str | os.PathLike,
+                     progress: bool = False) -> None:
+    """Have ``worker`` write its ``"timely"`` log (and with ``progress`` its
+    ``"timely/progress"`` log) to files in ``directory`` (created if missing); see the
+    module doc. Logging stops, and the files are completed, with
+    ``worker.log_register().remove(name)`` or ``.close()``; files of a worker that stopped
+    otherwise are read all the same.
+
+    >>> import os, tempfile, sparktimely as st
+    >>> directory = tempfile.mkdtemp()
+    >>> st.execute_directly(lambda worker: log_to_directory(worker, directory))
+    >>> sorted(os.listdir(directory))
+    ['worker-0.json', 'worker-0.timely']
+    """
+    os.makedirs(directory, exist_ok=True)
+    registry = worker.log_register()
+    stem = os.path.join(directory, f"worker-{worker.index}")
+    with open(stem + ".json", "w") as meta:
+        json.dump({"worker": worker.index, "peers": worker.peers, "pid": os.getpid(),
+                   "host": socket.gethostname(), "epoch_ns": registry.epoch_ns}, meta)
+    for name in ("timely", "timely/progress") if progress else ("timely",):
+        registry.insert(name, BatchLogger(EventWriter(f"{stem}.{SUFFIXES[name]}")))
+
+
+@dataclass
+class LogDirectory:
+    """The logs read from a directory: ``workers`` (index to what its ``.json`` says:
+    ``peers``, ``pid``, ``host``, ``epoch_ns``), ``events`` (every worker's ``"timely"``
+    events, by worker then time) and ``progress`` (the ``"timely/progress"`` events).
+
+    >>> LogDirectory().operators()
+    []
+    """
+
+    workers: dict[int, dict] = field(default_factory=dict)
+    events: list = field(default_factory=list)
+    progress: list[ProgressEvent] = field(default_factory=list)
+
+    def operators(self) -> list[OperatesEvent]:
+        """The operators, as the lowest-numbered worker logged them."""
+        return [e for e in self._first_worker() if type(e) is OperatesEvent]
+
+    def channels(self) -> list[ChannelsEvent]:
+        """The channels, as the lowest-numbered worker logged them."""
+        return [e for e in self._first_worker() if type(e) is ChannelsEvent]
+
+    def _first_worker(self) -> list:
+        if not self.events:
+            return []
+        first = min(e.worker for e in self.events)
+        return [e for e in self.events if e.worker == first]
+
+    def wall_offset(self, worker: int) -> int:
+        """Nanoseconds to add to ``worker``'s event times to put them on one clock with the
+        other workers' (from the wall clocks at their registries' creation)."""
+        epochs = [meta.get("epoch_ns", 0) for meta in self.workers.values()]
+        return self.workers.get(worker, {}).get("epoch_ns", 0) - min(epochs, default=0)
+
+
+def read_events(path: str | os.PathLike) -> list:
+    """The events logged in one file written by a ``BatchLogger(EventWriter(path))``, up to
+    its last whole batch.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "log")
+    >>> logger = BatchLogger(EventWriter(path))
+    >>> logger(10, ["a", "b"]); logger(20, ["c"]); logger.close()
+    >>> read_events(path)
+    ['a', 'b', 'c']
+    """
+    reader = EventReader(path)
+    events: list = []
+    try:
+        while (event := reader.next()) is not None:
+            if event[0] == "messages":
+                events += event[2]
+    finally:
+        reader.close()
+    return events
+
+
+def read_log_directory(directory: str | os.PathLike) -> LogDirectory:
+    """Read the files :func:`log_to_directory` wrote in ``directory`` (raises
+    FileNotFoundError naming the directory if it holds no logs).
+
+    >>> import tempfile
+    >>> read_log_directory(tempfile.mkdtemp())
+    Traceback (most recent call last):
+    FileNotFoundError: no sparktimely logs (worker-N.json) in ...
+    """
+    metas = sorted(glob.glob(os.path.join(directory, "worker-*.json")))
+    if not metas:
+        raise FileNotFoundError(f"no sparktimely logs (worker-N.json) in {os.fspath(directory)}")
+    logs = LogDirectory()
+    for path in metas:
+        with open(path) as file:
+            meta: dict[str, Any] = json.load(file)
+        index = int(meta["worker"])
+        logs.workers[index] = meta
+        stem = path[:-len(".json")]
+        if os.path.exists(stem + ".timely"):
+            logs.events += read_events(stem + ".timely")
+        if os.path.exists(stem + ".progress"):
+            logs.progress += read_events(stem + ".progress")
+    logs.events.sort(key=lambda e: (e.worker, e.time))
+    logs.progress.sort(key=lambda e: (e.worker, e.time))
+    return logs
+
+
+__all__ = ["LogDirectory", "log_to_directory", "read_events", "read_log_directory"]
