@@ -6,6 +6,9 @@
   :func:`log_stream` makes a log a stream that a dataflow processes.
 - :mod:`~sparktimely.logging.files`: a log file per worker (:func:`log_to_directory`), read
   back with :func:`read_log_directory`.
+- :mod:`~sparktimely.logging.summary`: time and records per operator, channel and worker.
+- :mod:`~sparktimely.logging.picture`: the dataflow as Graphviz DOT (:func:`to_dot`), drawn
+  as SVG/PNG with Graphviz's ``dot`` when installed (:func:`render`).
 
 >>> import sparktimely as st
 >>> def job(worker):
@@ -20,9 +23,13 @@
 from .events import (ChannelsEvent, MessagesEvent, OperatesEvent, ParkEvent, ProgressEvent,
                      ScheduleEvent, ShutdownEvent, describe)
 from .files import LogDirectory, log_to_directory, read_events, read_log_directory
+from .picture import Graph, GraphvizMissing, graph_of, has_graphviz, render, to_dot
 from .registry import BatchLogger, Logger, Registry, log_stream
+from .summary import OperatorSummary, Summary, WorkerSummary, summarize
 
-__all__ = ["BatchLogger", "ChannelsEvent", "LogDirectory", "Logger", "MessagesEvent",
-           "OperatesEvent", "ParkEvent", "ProgressEvent", "Registry", "ScheduleEvent",
-           "ShutdownEvent", "describe", "log_stream", "log_to_directory", "read_events",
-           "read_log_directory"]
+__all__ = ["BatchLogger", "ChannelsEvent", "Graph", "GraphvizMissing", "LogDirectory",
+           "Logger", "MessagesEvent", "OperatesEvent", "OperatorSummary", "ParkEvent",
+           "ProgressEvent", "Registry", "ScheduleEvent", "ShutdownEvent", "Summary",
+           "WorkerSummary", "describe", "graph_of", "has_graphviz", "log_stream",
+           "log_to_directory", "read_events", "read_log_directory", "render", "summarize",
+           "to_dot"]
