@@ -9,6 +9,8 @@
 - :mod:`~sparktimely.logging.summary`: time and records per operator, channel and worker.
 - :mod:`~sparktimely.logging.picture`: the dataflow as Graphviz DOT (:func:`to_dot`), drawn
   as SVG/PNG with Graphviz's ``dot`` when installed (:func:`render`).
+- :mod:`~sparktimely.logging.report`: the HTML profile page
+  (``python -m sparktimely.profile LOGDIR``).
 
 >>> import sparktimely as st
 >>> def job(worker):
@@ -25,11 +27,12 @@ from .events import (ChannelsEvent, MessagesEvent, OperatesEvent, ParkEvent, Pro
 from .files import LogDirectory, log_to_directory, read_events, read_log_directory
 from .picture import Graph, GraphvizMissing, graph_of, has_graphviz, render, to_dot
 from .registry import BatchLogger, Logger, Registry, log_stream
+from .report import render_report, write_report
 from .summary import OperatorSummary, Summary, WorkerSummary, summarize
 
 __all__ = ["BatchLogger", "ChannelsEvent", "Graph", "GraphvizMissing", "LogDirectory",
            "Logger", "MessagesEvent", "OperatesEvent", "OperatorSummary", "ParkEvent",
            "ProgressEvent", "Registry", "ScheduleEvent", "ShutdownEvent", "Summary",
            "WorkerSummary", "describe", "graph_of", "has_graphviz", "log_stream",
-           "log_to_directory", "read_events", "read_log_directory", "render", "summarize",
-           "to_dot"]
+           "log_to_directory", "read_events", "read_log_directory", "render", "render_report",
+           "summarize", "to_dot", "write_report"]

@@ -1,0 +1,257 @@
+"""The profile report: one self-contained HTML page from a log directory.
+
+``python -m sparktimely.profile LOGDIR`` (see :func:`main`) reads the logs that
+:func:`~sparktimely.logging.files.log_to_directory` wrote and writes ``LOGDIR/profile.html``:
+the dataflow picture annotated with time and records (SVG when Graphviz is installed, the
+DOT text otherwise), a table of operators by time spent, a table of workers (busy, parked),
+the records each worker sent each other, and a timeline per worker of which operator ran
+when. The page has no scripts and loads nothing from elsewhere.
+
+>>> import os, tempfile, sparktimely as st
+>>> from sparktimely.logging import log_to_directory
+>>> directory = tempfile.mkdtemp()
+>>> def job(worker):
+...     log_to_directory(worker, directory)
+...     worker.dataflow(lambda scope: scope.to_stream(range(100)).map(str).probe())
+>>> _ = st.execute(job, workers=2)
+>>> path = write_report(directory)
+>>> page = open(path).read()
+>>> "<h2>Operators</h2>" in page and "Map" in page
+True
+"""
+from __future__ import annotations
+
+import argparse
+import html
+import os
+import sys
+import zlib
+from typing import Sequence
+
+from .events import MessagesEvent, ParkEvent
+from .files import LogDirectory, read_log_directory
+from .picture import GraphvizMissing, dot_to, graph_of, to_dot
+from .summary import Summary, summarize
+
+TIMELINE_WIDTH = 1100
+"""Pixels of the timeline's time axis."""
+
+EXACT_INTERVALS = 4000
+"""Up to this many schedulings per worker the timeline draws each; beyond, one bar per
+pixel column, for the operator that ran longest in it."""
+
+_STYLE = """
+body { font-family: Helvetica, Arial, sans-serif; margin: 24px; color: #222; }
+h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 32px; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { border-bottom: 1px solid #ddd; padding: 3px 10px; text-align: right; }
+th { background: #f3f3f3; } td.name, th.name { text-align: left; }
+.picture svg { max-width: 100%; height: auto; }
+.note { color: #666; font-size: 13px; }
+pre { background: #f7f7f7; padding: 8px; font-size: 12px; overflow-x: auto; }
+"""
+
+
+def _color(operator: int) -> str:
+    """A stable, distinguishable colour per operator id."""
+    hue = (zlib.crc32(str(operator).encode()) % 360)
+    return f"hsl({hue}, 65%, 55%)"
+
+
+def _ms(ns: float) -> str:
+    return f"{ns / 1e6:,.3f}"
+
+
+def _picture(logs: LogDirectory, summary: Summary) -> str:
+    dot = to_dot(graph_of(logs), summary)
+    try:
+        svg = dot_to(dot, "svg").decode()
+        return f'<div class="picture">{svg[svg.index("<svg"):]}</div>'
+    except GraphvizMissing as missing:
+        return (f'<p class="note">{html.escape(str(missing))}. The picture as DOT text:</p>'
+                f"<pre>{html.escape(dot)}</pre>")
+
+
+def _operators_table(logs: LogDirectory, summary: Summary) -> str:
+    scopes = {op.id: op.scope for op in logs.operators()}
+    total = summary.total_busy_ns() or 1
+    rows = []
+    for op in sorted(summary.operators.values(), key=lambda op: (-op.busy_ns, op.id)):
+        rows.append(
+            f'<tr><td>{op.id}</td><td class="name"><span style="color:{_color(op.id)}">'
+            f'&#9632;</span> {html.escape(op.name)}</td>'
+            f'<td class="name">{html.escape(scopes.get(op.id, ""))}</td>'
+            f"<td>{op.runs:,}</td><td>{_ms(op.busy_ns)}</td>"
+            f"<td>{100 * op.busy_ns / total:.1f}%</td>"
+            f"<td>{op.records_in:,}</td><td>{op.records_out:,}</td></tr>")
+    return ('<table id="operators"><tr><th>id</th><th class="name">operator</th>'
+            '<th class="name">scope</th><th>runs</th><th>ms</th><th>share</th>'
+            "<th>records in</th><th>records out</th></tr>" + "".join(rows) + "</table>")
+
+
+def _workers_table(logs: LogDirectory, summary: Summary) -> str:
+    rows = []
+    for index in sorted(summary.workers):
+        worker = summary.workers[index]
+        meta = logs.workers.get(index, {})
+        span = max(worker.last_ns - worker.first_ns, 1)
+        rows.append(
+            f"<tr><td>{index}</td><td class=\"name\">{html.escape(str(meta.get('host', '')))}"
+            f"</td><td>{meta.get('pid', '')}</td><td>{_ms(span)}</td>"
+            f"<td>{_ms(worker.busy_ns)}</td><td>{100 * worker.busy_ns / span:.1f}%</td>"
+            f"<td>{_ms(worker.parked_ns)}</td></tr>")
+    return ('<table id="workers"><tr><th>worker</th><th class="name">host</th><th>pid</th>'
+            "<th>logged ms</th><th>in operators ms</th><th>busy</th><th>parked ms</th></tr>"
+            + "".join(rows) + "</table>")
+
+
+def _traffic_table(logs: LogDirectory) -> str:
+    sent: dict[tuple[int, int], int] = {}
+    for event in logs.events:
+        if type(event) is MessagesEvent and event.is_send:
+            key = (event.source, event.target)
+            sent[key] = sent.get(key, 0) + event.length
+    workers = sorted(logs.workers)
+    head = "".join(f"<th>to {w}</th>" for w in workers)
+    rows = "".join(f"<tr><th>from {s}</th>" + "".join(f"<td>{sent.get((s, t), 0):,}</td>"
+                                                      for t in workers) + "</tr>"
+                   for s in workers)
+    return f'<table id="traffic"><tr><th></th>{head}</tr>{rows}</table>'
+
+
+def _timeline(logs: LogDirectory, summary: Summary) -> str:
+    names = {op.id: op.name for op in summary.operators.values()}
+    lanes = sorted(summary.workers)
+    if not lanes:
+        return '<p class="note">No events.</p>'
+    offsets = {w: logs.wall_offset(w) for w in lanes}
+    start = min(summary.workers[w].first_ns + offsets[w] for w in lanes)
+    end = max(summary.workers[w].last_ns + offsets[w] for w in lanes)
+    span = max(end - start, 1)
+    scale = TIMELINE_WIDTH / span
+    left, lane_height = 70, 26
+    height = lane_height * len(lanes) + 30
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + TIMELINE_WIDTH + 50}" '
+             f'height="{height}" font-family="Helvetica" font-size="11">']
+    parks = _parked_intervals(logs)
+    for row, worker in enumerate(lanes):
+        y = row * lane_height + 4
+        parts.append(f'<text x="4" y="{y + 15}">worker {worker}</text>')
+        for begin, stop in parks.get(worker, []):
+            x = left + (begin + offsets[worker] - start) * scale
+            width = max((stop - begin) * scale, 0.5)
+            parts.append(f'<rect x="{x:.1f}" y="{y + 18}" width="{width:.1f}" height="3" '
+                         f'fill="#ccc"><title>parked {_ms(stop - begin)} ms</title></rect>')
+        for x, width, operator, busy in _bars(summary.intervals.get(worker, []),
+                                              offsets[worker] - start, scale):
+            parts.append(f'<rect x="{left + x:.1f}" y="{y}" width="{width:.1f}" height="16" '
+                         f'fill="{_color(operator)}"><title>{html.escape(names.get(operator, ""))}'
+                         f" (operator {operator}): {_ms(busy)} ms</title></rect>")
+    axis = lane_height * len(lanes) + 20
+    for tick in range(6):
+        x = left + tick * TIMELINE_WIDTH / 5
+        parts.append(f'<text x="{x:.0f}" y="{axis}" text-anchor="middle">'
+                     f"{_ms(tick * span / 5)} ms</text>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _parked_intervals(logs: LogDirectory) -> dict[int, list[tuple[int, int]]]:
+    parks: dict[int, list[tuple[int, int]]] = {}
+    began: dict[int, int] = {}
+    for event in logs.events:
+        if type(event) is ParkEvent:
+            if event.is_park:
+                began[event.worker] = event.time
+            elif event.worker in began:
+                parks.setdefault(event.worker, []).append((began.pop(event.worker), event.time))
+    return parks
+
+
+def _bars(intervals: list[tuple[int, int, int]], shift: int,
+          scale: float) -> list[tuple[float, float, int, int]]:
+    """``(x, width, operator, busy ns)`` bars for one worker's schedulings: each one, or
+    one per pixel column (its longest-running operator) when there are many."""
+    if len(intervals) <= EXACT_INTERVALS:
+        return [((begin + shift) * scale, max((stop - begin) * scale, 0.5), operator,
+                 stop - begin) for begin, stop, operator in intervals]
+    columns: dict[int, dict[int, int]] = {}
+    for begin, stop, operator in intervals:
+        column = columns.setdefault(int((begin + shift) * scale), {})
+        column[operator] = column.get(operator, 0) + stop - begin
+    bars = []
+    for x, busy in sorted(columns.items()):
+        operator = max(busy, key=lambda op: busy[op])
+        bars.append((float(x), 1.0, operator, busy[operator]))
+    return bars
+
+
+def render_report(logs: LogDirectory, title: str = "sparktimely profile") -> str:
+    """The report's HTML for ``logs``.
+
+    >>> page = render_report(LogDirectory())
+    >>> page.startswith("<!DOCTYPE html>") and "No events." in page
+    True
+    """
+    summary = summarize(logs.events)
+    spans = [w.last_ns - w.first_ns for w in summary.workers.values()]
+    hosts = sorted({str(meta.get("host", "")) for meta in logs.workers.values()})
+    return (
+        f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}"
+        f"</title><style>{_STYLE}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1>"
+        f'<p class="note">{len(logs.workers)} worker(s) on {", ".join(map(html.escape, hosts))}'
+        f"; longest worker log {_ms(max(spans, default=0))} ms; "
+        f"{_ms(summary.total_busy_ns())} ms in operators over all workers.</p>"
+        f"<h2>Dataflow</h2>{_picture(logs, summary)}"
+        f"<h2>Operators</h2>{_operators_table(logs, summary)}"
+        f"<h2>Workers</h2>{_workers_table(logs, summary)}"
+        f"<h2>Records sent between workers</h2>{_traffic_table(logs)}"
+        f"<h2>Timeline</h2>"
+        f'<p class="note">Which operator each worker ran when (grey: parked, waiting for '
+        f"work). Workers are aligned by their wall clocks.</p>{_timeline(logs, summary)}"
+        "</body></html>\n")
+
+
+def write_report(directory: str | os.PathLike, output: str | os.PathLike | None = None) -> str:
+    """Read the logs in ``directory`` and write the report to ``output`` (default
+    ``directory/profile.html``); returns its path.
+
+    >>> import tempfile
+    >>> write_report(tempfile.mkdtemp())
+    Traceback (most recent call last):
+    FileNotFoundError: no sparktimely logs (worker-N.json) in ...
+    """
+    logs = read_log_directory(directory)
+    path = os.fspath(output) if output is not None else os.path.join(directory, "profile.html")
+    with open(path, "w") as file:
+        file.write(render_report(logs, f"sparktimely profile of {os.path.abspath(directory)}"))
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m sparktimely.profile LOGDIR [-o FILE]``: write the report; returns the
+    exit status (2 with a message when the directory holds no logs).
+
+    >>> import tempfile
+    >>> main([tempfile.mkdtemp()])
+    2
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m sparktimely.profile",
+        description="Write an HTML profile of a sparktimely run from the logs its workers "
+                    "wrote (sparktimely.logging.log_to_directory).")
+    parser.add_argument("logdir", help="the directory the workers logged to")
+    parser.add_argument("-o", "--output", help="where to write the page "
+                                               "(default: LOGDIR/profile.html)")
+    options = parser.parse_args(argv)
+    try:
+        path = write_report(options.logdir, options.output)
+    except FileNotFoundError as error:
+        print(f"sparktimely.profile: {error}", file=sys.stderr)
+        return 2
+    print(f"sparktimely.profile: wrote {path}")
+    return 0
+
+
+__all__ = ["main", "render_report", "write_report"]
