@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 RECENT = 16
 """How many of a worker's last events a failure's traceback lists."""
 
+_new = tuple.__new__            # builds an event without NamedTuple's Python-level __new__
+
 
 def structure(dataflow: "Dataflow", first_operator: int, first_channel: int, worker: int,
               time: int) -> tuple[list[OperatesEvent], list[ChannelsEvent]]:
@@ -78,7 +80,7 @@ class WorkerHooks:
         self.clock: Callable[[], int] = _time.perf_counter_ns
         self.timely: list | None = None
         self.progress: list | None = None
-        self.recent: deque = deque(maxlen=RECENT)
+        self.recent: deque = deque(maxlen=RECENT)       # the last batches delivered
         self.logged = 0
         self.names: dict[int, str] = {}
         self.built: list = []                      # every OperatesEvent and ChannelsEvent
@@ -151,15 +153,16 @@ class WorkerHooks:
     def schedule(self, dataflow: int, index: int, is_start: bool) -> None:
         buffer = self.timely
         if buffer is not None:
-            buffer.append(ScheduleEvent(self.clock() - self.origin, self.worker,
-                                        self._bases[dataflow] + index, is_start))
+            buffer.append(_new(ScheduleEvent, (self.clock() - self.origin, self.worker,
+                                               self._bases[dataflow] + index, is_start)))
 
     def local(self, channel: int, batch: Any) -> None:
         buffer = self.timely
         if buffer is not None:
             me = self.worker
-            buffer.append(MessagesEvent(self.clock() - self.origin, me, True, channel, me, me,
-                                        self._next((channel, me, me)), batch_length(batch)))
+            buffer.append(_new(MessagesEvent, (self.clock() - self.origin, me, True, channel, me,
+                                               me, self._next((channel, me, me)),
+                                               batch_length(batch))))
 
     def sent(self, target: int, dataflow: int, location: int, batch: Any) -> None:
         buffer = self.timely
@@ -216,9 +219,9 @@ class WorkerHooks:
     """Hand the buffered events to the callbacks (set by the registry)."""
 
     def remember(self, batch: list) -> None:
-        """Keep the tail of a ``"timely"`` batch for :meth:`failed`."""
+        """Keep a delivered ``"timely"`` batch (the last few) for :meth:`failed`."""
         self.logged += len(batch)
-        self.recent.extend(batch[-RECENT:])
+        self.recent.append(batch)
 
     def failed(self, error: BaseException) -> None:
         """The worker is failing with ``error``: deliver what is buffered (so files and
@@ -229,7 +232,8 @@ class WorkerHooks:
         except Exception as flush_error:             # the original error matters more
             error.add_note(f"sparktimely.logging: delivering worker {self.worker}'s last "
                            f"events failed too: {type(flush_error).__name__}: {flush_error}")
-        if self.recent:
-            lines = [describe(event, self.names) for event in self.recent]
+        last = [event for batch in self.recent for event in batch][-RECENT:]
+        if last:
+            lines = [describe(event, self.names) for event in last]
             error.add_note(f"sparktimely.logging: the last {len(lines)} of the {self.logged} "
                            f"events worker {self.worker} logged:\n" + "\n".join(lines))

@@ -1,0 +1,136 @@
+"""What logging costs: the same workloads with logging off, on (a callback that keeps
+nothing) and writing files (``log_to_directory``), as ratios against logging off.
+
+    python -m benchmarks.bench_logging [--quick]
+
+- Round latency: empty rounds through 4 chained exchanges (``bench_core.round_latency``),
+  1 worker in process and 2 worker processes. Every round schedules every operator, so this
+  is logging's worst case: a few events per microsecond of work.
+- Map: ``map(lambda x: x + 1)`` over 1M ints in batches of 1k and 10k records, 1 worker.
+- Exchange: 1M ints in 10k-record batches sent to worker ``x % 2`` and counted, 2 workers.
+
+"Off" is the product as shipped: the worker's hooks are one ``is None`` check each, two per
+scheduled operator. The last table bounds what those checks cost: the time of the checks
+beside the time of one scheduling, both measured in this run.
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import timeit
+from typing import Callable
+
+import sparktimely as st
+from sparktimely.logging import log_to_directory
+
+from ._util import Goal, Row, Section, median_seconds
+from .bench_core import round_latency
+
+MODES = ("off", "on", "files")
+ROUNDS = 2000
+RECORDS = 1_000_000
+
+
+def attach(worker: st.Worker, mode: str) -> None:
+    """Turn logging on for ``worker`` as ``mode`` says (files go to ``LOGS.name``)."""
+    if mode == "on":
+        worker.log_register().insert("timely", lambda time, batch: None)
+    elif mode == "files":
+        log_to_directory(worker, LOGS.name)
+
+
+LOGS = tempfile.TemporaryDirectory(prefix="sparktimely-bench-logs-")
+
+
+def latency(mode: str, workers: int) -> float:
+    def job(worker):
+        attach(worker, mode)
+        return round_latency(worker, 4, ROUNDS)
+    if workers == 1:
+        return statistics.median(st.execute_directly(job) for _ in range(3))
+    return statistics.median(max(st.execute(job, workers=workers)) for _ in range(3))
+
+
+def map_rate(mode: str, batch: int) -> float:
+    data = list(range(batch))
+
+    def job(worker):
+        attach(worker, mode)
+        input = st.InputHandle()
+        probe = worker.dataflow(lambda scope: scope.input_from(input).map(lambda x: x + 1)
+                                .probe())
+        for round in range(RECORDS // batch):
+            input.send_batch(data)
+            input.advance_to(round + 1)
+            worker.step_while(lambda: probe.less_than(round + 1))
+    return RECORDS / median_seconds(lambda: st.execute_directly(job), 3) / 1e6
+
+
+def exchange_rate(mode: str, batch: int = 10_000) -> float:
+    def job(worker):
+        attach(worker, mode)
+        input = st.InputHandle()
+        probe = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: x)
+                                .count().probe())
+        data = list(range(worker.index, worker.index + batch))
+        for round in range(RECORDS // batch // worker.peers):
+            input.send_batch(data)
+            input.advance_to(round + 1)
+            worker.step_while(lambda: probe.less_than(round + 1))
+    return RECORDS / median_seconds(lambda: st.execute(job, workers=2), 3) / 1e6
+
+
+def rows_for(figure: str, size: str, unit: str, measure: Callable[[str], float],
+             goal_on: float | None) -> list[Row]:
+    values = {mode: measure(mode) for mode in MODES}
+    limit = {"logging off": values["off"]}
+    goals: Callable[[float | None], list[Goal]] = lambda bound: (
+        [] if bound is None else [Goal("<=" if unit == "us" else ">=", bound, "logging off")])
+    return [Row(f"{figure}, logging on", size, unit, values["on"], limits=limit,
+                goals=goals(goal_on)),
+            Row(f"{figure}, logging to files", size, unit, values["files"], limits=limit)]
+
+
+def overhead_section(quick: bool = False) -> Section:
+    rows = rows_for("empty round, 1 worker", "4 ops", "us", lambda m: latency(m, 1), 2.5)
+    if not quick:
+        rows += rows_for("empty round, 2 worker processes", "4 ops", "us",
+                         lambda m: latency(m, 2), None)
+    for batch in (10_000,) if quick else (1_000, 10_000):
+        rows += rows_for("map, 1 worker", f"{batch:,}-record batches", "M rec/s",
+                         lambda m: map_rate(m, batch), 0.9 if batch >= 10_000 else None)
+    if not quick:
+        rows += rows_for("exchange + count, 2 worker processes", "10,000-record batches",
+                         "M rec/s", exchange_rate, 0.9)
+    return Section("Logging overhead (logging on, and to files, against logging off)", rows,
+                   notes=[
+        "each figure the median of 3 runs; 'logging off' measured in the same run; "
+        "'on' registers a 'timely' callback that keeps nothing, 'files' is "
+        "log_to_directory (a file per worker, flushed every step).",
+        "rounds: median of 2,000 empty rounds through 4 chained exchanges (the worst case: "
+        "every round schedules every operator); 2 workers: the slower worker's median."],
+        key="logging")
+
+
+def off_path_section() -> Section:
+    """The cost of logging off: the checks, against one scheduling."""
+    log = None
+    checks = min(timeit.repeat("if log is not None: pass\nif log is not None: pass",
+                               globals={"log": log}, number=1_000_000, repeat=5))
+    scheduling = latency("off", 1) / 5                       # 4 exchanges and a probe
+    return Section("Logging off: what the hooks cost", [
+        Row("two 'is None' checks per scheduled operator", "per scheduling", "us", checks,
+            limits={"one scheduling (empty round / 5 operators)": scheduling})], notes=[
+        "checks: timeit of the two checks, best of 5; scheduling: an empty round's median "
+        "time over the 5 operators it schedules, same run. The other hooks (messages, "
+        "progress, parking, steps) run once per batch, message or step, not per record."],
+        key="logging-off")
+
+
+def main(quick: bool = False) -> list[Section]:
+    return [overhead_section(quick).print(), off_path_section().print()]
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv)
