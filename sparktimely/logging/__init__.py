@@ -9,6 +9,8 @@
 - :mod:`~sparktimely.logging.summary`: time and records per operator, channel and worker.
 - :mod:`~sparktimely.logging.picture`: the dataflow as Graphviz DOT (:func:`to_dot`), drawn
   as SVG/PNG with Graphviz's ``dot`` when installed (:func:`render`).
+- :mod:`~sparktimely.logging.display`: a live progress display (:class:`ProgressDisplay`)
+  fed by each worker's :func:`report_status`.
 - :mod:`~sparktimely.logging.report`: the HTML profile page
   (``python -m sparktimely.profile LOGDIR``).
 
@@ -22,6 +24,7 @@
 >>> st.execute_directly(job)            # 10 records from ToStream to Map, 10 from Map to Probe
 20
 """
+from .display import ProgressDisplay, StatusReporter, report_status
 from .events import (ChannelsEvent, MessagesEvent, OperatesEvent, ParkEvent, ProgressEvent,
                      ScheduleEvent, ShutdownEvent, describe)
 from .files import LogDirectory, log_to_directory, read_events, read_log_directory
@@ -30,9 +33,9 @@ from .registry import BatchLogger, Logger, Registry, log_stream
 from .report import render_report, write_report
 from .summary import OperatorSummary, Summary, WorkerSummary, summarize
 
-__all__ = ["BatchLogger", "ChannelsEvent", "Graph", "GraphvizMissing", "LogDirectory",
-           "Logger", "MessagesEvent", "OperatesEvent", "OperatorSummary", "ParkEvent",
-           "ProgressEvent", "Registry", "ScheduleEvent", "ShutdownEvent", "Summary",
-           "WorkerSummary", "describe", "graph_of", "has_graphviz", "log_stream",
+__all__ = ["BatchLogger", "ChannelsEvent", "Graph", "GraphvizMissing", "LogDirectory", "Logger",
+           "MessagesEvent", "OperatesEvent", "OperatorSummary", "ParkEvent", "ProgressDisplay",
+           "ProgressEvent", "Registry", "ScheduleEvent", "ShutdownEvent", "StatusReporter",
+           "Summary", "WorkerSummary", "describe", "graph_of", "has_graphviz", "log_stream",
            "log_to_directory", "read_events", "read_log_directory", "render", "render_report",
-           "summarize", "to_dot", "write_report"]
+           "report_status", "summarize", "to_dot", "write_report"]

@@ -59,7 +59,7 @@ def log_to_directory(worker: "Worker", directory: str | os.PathLike,
         json.dump({"worker": worker.index, "peers": worker.peers, "pid": os.getpid(),
                    "host": socket.gethostname(), "epoch_ns": registry.epoch_ns}, meta)
     for name in ("timely", "timely/progress") if progress else ("timely",):
-        registry.insert(name, BatchLogger(EventWriter(f"{stem}.{SUFFIXES[name]}")))
+        registry.add(name, BatchLogger(EventWriter(f"{stem}.{SUFFIXES[name]}")))
 
 
 @dataclass

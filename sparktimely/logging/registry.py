@@ -33,7 +33,7 @@ BUILT_IN = ("timely", "timely/progress")
 
 class Logger:
     """One named log: what is logged waits in ``buffer`` until the registry's next flush
-    hands it to ``callback(time, batch)``.
+    hands it to each of ``callbacks`` as ``callback(time, batch)``.
 
     >>> import sparktimely as st
     >>> def job(worker):
@@ -47,11 +47,11 @@ class Logger:
     [(0, 'loaded')]
     """
 
-    __slots__ = ("name", "callback", "buffer", "_registry")
+    __slots__ = ("name", "callbacks", "buffer", "_registry")
 
     def __init__(self, name: str, callback: Callback, registry: "Registry") -> None:
         self.name = name
-        self.callback = callback
+        self.callbacks = [callback]
         self.buffer: list = []
         self._registry = registry
 
@@ -60,13 +60,14 @@ class Logger:
         self.buffer.append((self._registry.now(), self._registry.worker, event))
 
     def flush(self, now: int) -> list:
-        """Hand the buffered events to the callback (if any); returns them."""
+        """Hand the buffered events to the callbacks (if any); returns them."""
         buffer = self.buffer
         if not buffer:
             return buffer
         batch = buffer[:]
         buffer.clear()          # the same list: the worker's hooks hold on to it
-        self.callback(now, batch)
+        for callback in self.callbacks:
+            callback(now, batch)
         return batch
 
 
@@ -102,8 +103,9 @@ class Registry:
         return _time.perf_counter_ns() - self.origin_ns
 
     def insert(self, name: str, callback: Callback) -> Callback | None:
-        """Send the events logged under ``name`` to ``callback(time, batch)``; returns the
-        callback it replaces (after handing it what was buffered), or None."""
+        """Send the events logged under ``name`` to ``callback(time, batch)``, instead of
+        the callbacks registered for it before; returns the last of those (after handing
+        them what was buffered), or None."""
         previous = self._loggers.get(name)
         if previous is not None:
             previous.flush(self.now())
@@ -111,22 +113,50 @@ class Registry:
         self._attach()
         if name == "timely" and self._hooks is not None:
             logger.buffer += self._hooks.built
-        return None if previous is None else previous.callback
+        return None if previous is None else previous.callbacks[-1]
+
+    def add(self, name: str, callback: Callback) -> None:
+        """Send the events logged under ``name`` to ``callback`` too, beside the callbacks
+        registered already (so that, say, a file and the progress display share the
+        ``"timely"`` log). A ``"timely"`` callback first gets the operators and channels
+        built so far.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     first, second = [], []
+        ...     registry = worker.log_register()
+        ...     registry.insert("timely", lambda time, batch: first.extend(batch))
+        ...     worker.dataflow(lambda scope: scope.to_stream([1]).probe())
+        ...     registry.add("timely", lambda time, batch: second.extend(batch))
+        ...     worker.run()
+        ...     return len(first) == len(second), registry.names()
+        >>> st.execute_directly(job)
+        (True, ['timely'])
+        """
+        logger = self._loggers.get(name)
+        if logger is None:
+            self.insert(name, callback)
+            return
+        if name == "timely" and self._hooks is not None and self._hooks.built:
+            logger.flush(self.now())
+            callback(self.now(), list(self._hooks.built))
+        logger.callbacks.append(callback)
 
     def remove(self, name: str) -> Callback | None:
-        """Stop logging ``name``: hand its callback what is buffered, call the callback's
+        """Stop logging ``name``: hand its callbacks what is buffered, call each callback's
         ``close()`` if it has one (a :class:`BatchLogger` then completes its stream), and
-        return it (None if ``name`` was not registered)."""
+        return the last callback (None if ``name`` was not registered)."""
         logger = self._loggers.get(name)
         if logger is None:
             return None
         logger.flush(self.now())
         del self._loggers[name]
         self._attach()
-        close = getattr(logger.callback, "close", None)
-        if close is not None:
-            close()
-        return logger.callback
+        for callback in logger.callbacks:
+            close = getattr(callback, "close", None)
+            if close is not None:
+                close()
+        return logger.callbacks[-1]
 
     def get(self, name: str) -> Logger | None:
         """The logger of ``name`` (to log a program's own events with ``log(event)``)."""

@@ -1,0 +1,97 @@
+"""The live progress display: what workers publish, what the display draws on a terminal
+and as plain lines, against a job whose records and epochs are known."""
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+
+import sparktimely as st
+from sparktimely.logging import ProgressDisplay, report_status
+from sparktimely.logging.display import plain_line, render_lines
+
+ROUNDS, PER_ROUND = 5, 300
+
+
+def rounds_job(directory=None, stream=None):
+    def job(worker):
+        reporter = report_status(worker, directory, stream, interval=0)
+        input = st.InputHandle()
+        probe = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: x)
+                                .map(lambda x: x + 1).probe(), name="rounds")
+        for round in range(ROUNDS):
+            if worker.index == 0:
+                input.send_batch(range(round * PER_ROUND, (round + 1) * PER_ROUND))
+            input.advance_to(round + 1)
+            worker.step_while(lambda: probe.less_than(round + 1))
+        input.close()
+        worker.run()
+        worker.log_register().close()
+        return reporter.records
+    return job
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.timeout(60)
+def test_the_display_reads_what_worker_processes_publish(tmp_path):
+    out = io.StringIO()
+    with ProgressDisplay(tmp_path, out, plain_every=0.05):
+        records = st.execute(rounds_job(tmp_path), workers=2)
+    # records entering the dataflow: worker 0's input sends them all
+    assert records == [ROUNDS * PER_ROUND, 0]
+    last = out.getvalue().splitlines()[-1].split("; ")
+    assert re.fullmatch(r"sparktimely: \d+\.\d s, 2 workers, (\d[\d,]* records/s, )?done",
+                        last[0])
+    assert last[1] == "probe rounds/3: done"
+    assert re.fullmatch(r"worker 0: cpu +(-|\d+%) rss +\d+ MB 1,500 records done", last[2])
+    assert re.fullmatch(r"worker 1: cpu +(-|\d+%) rss +\d+ MB 0 records done", last[3])
+
+
+def test_a_worker_publishes_its_progress_as_it_goes(run, tmp_path):
+    streams = [io.StringIO() for _ in range(run.workers)]
+
+    def job(worker):
+        return rounds_job(stream=streams[worker.index])(worker)
+    run(job)
+    lines = streams[0].getvalue().splitlines()
+    frontiers = [re.search(r"probe rounds/3: (frontier \[\d+\]|done)", line).group(1)
+                 for line in lines]
+    # the probe's frontier only moves forward, through the rounds, to done
+    numbers = [int(f[10:-1]) for f in frontiers if f != "done"]
+    assert numbers == sorted(numbers) and set(numbers) <= set(range(ROUNDS + 1))
+    assert frontiers[-1] == "done" and lines[-1].endswith(
+        f"{ROUNDS * PER_ROUND:,} records done")
+
+
+def test_on_a_terminal_the_display_redraws_in_place(tmp_path):
+    terminal = Terminal()
+    display = ProgressDisplay(tmp_path, terminal)
+    display.show()
+    st.execute_directly(rounds_job(tmp_path))
+    display.show()
+    output = terminal.getvalue()
+    first, second = output.split("\x1b[1F")          # the first drawing had one line
+    assert first == "\x1b[2Ksparktimely  " + first.split("sparktimely  ")[1]
+    assert "waiting for workers" in first
+    lines = second.split("\n")[:-1]
+    assert all(line.startswith("\x1b[2K") for line in lines)
+    assert [line[4:].split()[0:2] for line in lines[1:]] == [["probe", "rounds/3:"],
+                                                              ["worker", "0:"]]
+
+
+def test_rates_come_from_successive_statuses():
+    before = {w: {"worker": w, "wall": 100.0, "records": 1_000 * w, "cpu": 1.0, "rss": 0,
+                  "probes": [], "done": False} for w in (0, 1)}
+    after = [{**before[w], "wall": 102.0, "records": 1_000 * w + 5_000, "cpu": 2.5}
+             for w in (0, 1)]
+    lines = render_lines(after, before, 30.0)
+    assert lines[0] == "sparktimely  30.0 s  2 workers  5,000 records/s"
+    assert lines[1] == "  worker 0: cpu  75%  rss     0 MB  5,000 records"
+    assert plain_line(after, before, 30.0) == (
+        "sparktimely: 30.0 s, 2 workers, 5,000 records/s; worker 0: cpu 75% rss 0 MB 5,000 "
+        "records; worker 1: cpu 75% rss 0 MB 6,000 records")
