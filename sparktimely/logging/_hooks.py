@@ -190,7 +190,8 @@ class WorkerHooks:
 
     def _progress(self, is_send: bool, source: int, dataflow: int, batch: list) -> ProgressEvent:
         locations = self._locations.get(dataflow, {})
-        messages, internal = [], []
+        messages: list[tuple] = []
+        internal: list[tuple] = []
         for (location, time), delta in batch:
             operator, port, is_target = locations.get(location, (-1, location, True))
             (messages if is_target else internal).append((operator, port, time, delta))
