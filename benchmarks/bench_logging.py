@@ -28,6 +28,7 @@ from ._util import Goal, Row, Section, median_seconds
 from .bench_core import round_latency
 
 MODES = ("off", "on", "files")
+REPEAT = 5
 ROUNDS = 2000
 RECORDS = 1_000_000
 
@@ -48,8 +49,8 @@ def latency(mode: str, workers: int) -> float:
         attach(worker, mode)
         return round_latency(worker, 4, ROUNDS)
     if workers == 1:
-        return statistics.median(st.execute_directly(job) for _ in range(3))
-    return statistics.median(max(st.execute(job, workers=workers)) for _ in range(3))
+        return st.execute_directly(job)
+    return max(st.execute(job, workers=workers))
 
 
 def map_rate(mode: str, batch: int) -> float:
@@ -64,7 +65,7 @@ def map_rate(mode: str, batch: int) -> float:
             input.send_batch(data)
             input.advance_to(round + 1)
             worker.step_while(lambda: probe.less_than(round + 1))
-    return RECORDS / median_seconds(lambda: st.execute_directly(job), 3) / 1e6
+    return RECORDS / median_seconds(lambda: st.execute_directly(job), 1) / 1e6
 
 
 def exchange_rate(mode: str, batch: int = 10_000) -> float:
@@ -78,12 +79,22 @@ def exchange_rate(mode: str, batch: int = 10_000) -> float:
             input.send_batch(data)
             input.advance_to(round + 1)
             worker.step_while(lambda: probe.less_than(round + 1))
-    return RECORDS / median_seconds(lambda: st.execute(job, workers=2), 3) / 1e6
+    return RECORDS / median_seconds(lambda: st.execute(job, workers=2), 1) / 1e6
+
+
+def interleaved(measure: Callable[[str], float], repeat: int = REPEAT) -> dict[str, float]:
+    """The median of ``repeat`` measurements per mode, taken in turn (off, on, files, off,
+    ...) so that a change in the machine's load affects every mode alike."""
+    values: dict[str, list[float]] = {mode: [] for mode in MODES}
+    for _ in range(repeat):
+        for mode in MODES:
+            values[mode].append(measure(mode))
+    return {mode: statistics.median(figures) for mode, figures in values.items()}
 
 
 def rows_for(figure: str, size: str, unit: str, measure: Callable[[str], float],
              goal_on: float | None) -> list[Row]:
-    values = {mode: measure(mode) for mode in MODES}
+    values = interleaved(measure)
     limit = {"logging off": values["off"]}
     goals: Callable[[float | None], list[Goal]] = lambda bound: (
         [] if bound is None else [Goal("<=" if unit == "us" else ">=", bound, "logging off")])
@@ -105,7 +116,7 @@ def overhead_section(quick: bool = False) -> Section:
                          "M rec/s", exchange_rate, 0.9)
     return Section("Logging overhead (logging on, and to files, against logging off)", rows,
                    notes=[
-        "each figure the median of 3 runs; 'logging off' measured in the same run; "
+        f"each figure the median of {REPEAT} runs, the three modes taken in turn; "
         "'on' registers a 'timely' callback that keeps nothing, 'files' is "
         "log_to_directory (a file per worker, flushed every step).",
         "rounds: median of 2,000 empty rounds through 4 chained exchanges (the worst case: "
@@ -118,7 +129,7 @@ def off_path_section() -> Section:
     log = None
     checks = min(timeit.repeat("if log is not None: pass\nif log is not None: pass",
                                globals={"log": log}, number=1_000_000, repeat=5))
-    scheduling = latency("off", 1) / 5                       # 4 exchanges and a probe
+    scheduling = statistics.median(latency("off", 1) for _ in range(3)) / 5   # 4 ops, probe
     return Section("Logging off: what the hooks cost", [
         Row("two 'is None' checks per scheduled operator", "per scheduling", "us", checks,
             limits={"one scheduling (empty round / 5 operators)": scheduling})], notes=[
