@@ -1,0 +1,101 @@
+"""Logs as streams processed by a dataflow, and registering and removing logs while
+dataflows run: nothing is missed, and removing the last log leaves no hook behind."""
+from __future__ import annotations
+
+from collections import Counter
+
+import sparktimely as st
+from sparktimely.dataflow.channels import LocalPusher
+from sparktimely.logging import MessagesEvent, OperatesEvent, ScheduleEvent, log_stream
+from sparktimely.testing import consolidate
+
+RECORDS = 40
+
+
+def test_a_dataflow_adds_up_the_records_its_workers_logged(run):
+    def job(worker):
+        data = range(RECORDS) if worker.index == 0 else []
+        worker.dataflow(lambda scope: scope.to_stream(data).exchange(lambda x: x)
+                        .map(str).probe())                           # channels 0, 1, 2
+        totals = worker.dataflow(lambda scope: log_stream(scope)
+                                 .filter(lambda e: type(e) is MessagesEvent and e.is_send
+                                         and e.channel < 3)
+                                 .map(lambda e: (e.channel, e.length))
+                                 .exchange(lambda pair: pair[0])
+                                 .aggregate(lambda channel, length, total: (total or 0) + length,
+                                            lambda channel, total: (channel, total),
+                                            lambda channel: channel)
+                                 .capture())
+        worker.step_while(lambda: worker.installed_dataflows() != [1])
+        worker.log_register().remove("timely")                      # the log stream ends
+        worker.run()
+        return totals.extract()
+    totals = Counter()
+    for _, batch in consolidate(run(job)):
+        for channel, total in batch:
+            totals[channel] += total
+    # every record crosses each of the three channels once, whatever the worker count
+    assert totals == {0: RECORDS, 1: RECORDS, 2: RECORDS}
+
+
+def test_a_log_registered_after_building_sees_the_dataflow_and_its_messages(run):
+    def job(worker):
+        input = st.InputHandle()
+        worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: x).probe())
+        events = []
+        worker.log_register().insert("timely", lambda time, batch: events.extend(batch))
+        if worker.index == 0:
+            input.send_batch(range(RECORDS))
+        input.close()
+        worker.run()
+        return events
+    logs = run(job)
+    for events in logs:
+        assert [e.name for e in events if type(e) is OperatesEvent] == [
+            "Input", "Exchange", "Probe"]
+    sent = sum(e.length for events in logs for e in events
+               if type(e) is MessagesEvent and e.is_send and e.channel == 0)
+    assert sent == RECORDS
+
+
+def test_removing_the_last_log_puts_the_channels_back_and_stops_logging(run):
+    def job(worker):
+        input = st.InputHandle()
+        ports = []
+
+        def build(scope):
+            stream = scope.input_from(input)
+            ports.append(stream._port)
+            return stream.map(str).probe()
+        probe = worker.dataflow(build)
+        registry = worker.log_register()
+        events = []
+        registry.insert("timely", lambda time, batch: events.extend(batch))
+        wrapped = type(ports[0].pushers[0]).__name__
+        input.send(1)
+        input.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+        registry.remove("timely")
+        logged = len(events)
+        input.send(2)
+        input.close()
+        worker.run()
+        return wrapped, type(ports[0].pushers[0]), worker._log, len(events) == logged
+    for wrapped, pusher, hooks, quiet in run(job):
+        assert wrapped == "_LoggedPusher" and pusher is LocalPusher
+        assert hooks is None and quiet
+
+
+def test_schedule_events_of_a_log_stream_name_its_own_operators():
+    def job(worker):
+        worker.dataflow(lambda scope: scope.to_stream([1]).probe())
+        runs = worker.dataflow(lambda scope: log_stream(scope).filter(
+            lambda e: type(e) is ScheduleEvent and e.is_start).map(lambda e: e.id).capture())
+        for _ in range(5):
+            worker.step()
+        worker.log_register().remove("timely")
+        worker.run()
+        return Counter(id for _, batch in runs.extract() for id in batch)
+    runs = st.execute_directly(job)
+    assert runs[0] == 1 and runs[1] >= 1                 # ToStream once, and Probe
+    assert runs[2] >= 5                                  # the replay polls its log each step
