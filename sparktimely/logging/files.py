@@ -44,7 +44,10 @@ def log_to_directory(worker: "Worker", directory: str | os.PathLike,
     ``"timely/progress"`` log) to files in ``directory`` (created if missing); see the
     module doc. Logging stops, and the files are completed, with
     ``worker.log_register().remove(name)`` or ``.close()``; files of a worker that stopped
-    otherwise are read all the same.
+    otherwise are read all the same. Each worker replaces its own files, and worker 0
+    removes those of workers beyond this run's, so a directory holds one run. (With
+    several processes, each writes its workers' files where it runs: gather them in one
+    directory for the profile.)
 
     >>> import os, tempfile, sparktimely as st
     >>> directory = tempfile.mkdtemp()
@@ -53,6 +56,11 @@ def log_to_directory(worker: "Worker", directory: str | os.PathLike,
     ['worker-0.json', 'worker-0.timely']
     """
     os.makedirs(directory, exist_ok=True)
+    if worker.index == 0:
+        for path in glob.glob(os.path.join(directory, "worker-*.*")):
+            number = os.path.basename(path).split(".")[0].removeprefix("worker-")
+            if number.isdigit() and int(number) >= worker.peers:
+                os.remove(path)
     registry = worker.log_register()
     stem = os.path.join(directory, f"worker-{worker.index}")
     with open(stem + ".json", "w") as meta:

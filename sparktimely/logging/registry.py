@@ -67,7 +67,12 @@ class Logger:
         batch = buffer[:]
         buffer.clear()          # the same list: the worker's hooks hold on to it
         for callback in self.callbacks:
-            callback(now, batch)
+            try:
+                callback(now, batch)
+            except Exception as error:
+                raise RuntimeError(
+                    f"worker {self._registry.worker}: the callback {callback!r} of log "
+                    f"{self.name!r} raised {type(error).__name__}: {error}") from error
         return batch
 
 

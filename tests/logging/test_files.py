@@ -107,3 +107,24 @@ def test_a_killed_worker_keeps_every_step_it_finished(tmp_path):
     # the first step ran the source, which sent its five records on: all kept
     assert (0, True) in [(e.id, e.is_start) for e in mine if type(e) is ScheduleEvent]
     assert [(e.channel, e.length) for e in mine if type(e) is MessagesEvent] == [(0, 5), (1, 5)]
+
+
+@pytest.mark.timeout(60)
+def test_a_directory_holds_the_last_run_only(tmp_path):
+    st.execute(exchange_job(tmp_path), workers=3)
+    st.execute(exchange_job(tmp_path), workers=2)
+    logs = read_log_directory(tmp_path)
+    assert sorted(logs.workers) == [0, 1] and {e.worker for e in logs.events} == {0, 1}
+    assert sorted(os.listdir(tmp_path)) == [f"worker-{w}.{kind}" for w in (0, 1)
+                                            for kind in ("json", "progress", "timely")]
+
+
+def test_a_failing_log_callback_is_named():
+    def job(worker):
+        def broken(time, batch):
+            raise KeyError("oops")
+        worker.log_register().insert("timely", broken)
+        worker.dataflow(lambda scope: scope.to_stream([1]).probe())
+    with pytest.raises(RuntimeError, match=r"worker 0: the callback .*broken.* of log "
+                                           r"'timely' raised KeyError: 'oops'"):
+        st.execute_directly(job)
