@@ -11,6 +11,8 @@
   as SVG/PNG with Graphviz's ``dot`` when installed (:func:`render`).
 - :mod:`~sparktimely.logging.display`: a live progress display (:class:`ProgressDisplay`)
   fed by each worker's :func:`report_status`.
+- :mod:`~sparktimely.logging.observe`: a job wrapped to log to a directory and report its
+  status, and the display around a run (what ``execute`` and the Spark entry point use).
 - :mod:`~sparktimely.logging.report`: the HTML profile page
   (``python -m sparktimely.profile LOGDIR``).
 
@@ -28,6 +30,7 @@ from .display import ProgressDisplay, StatusReporter, report_status
 from .events import (ChannelsEvent, MessagesEvent, OperatesEvent, ParkEvent, ProgressEvent,
                      ScheduleEvent, ShutdownEvent, describe)
 from .files import LogDirectory, log_to_directory, read_events, read_log_directory
+from .observe import observed, observing
 from .picture import Graph, GraphvizMissing, graph_of, has_graphviz, render, to_dot
 from .registry import BatchLogger, Logger, Registry, log_stream
 from .report import render_report, write_report
@@ -37,5 +40,5 @@ __all__ = ["BatchLogger", "ChannelsEvent", "Graph", "GraphvizMissing", "LogDirec
            "MessagesEvent", "OperatesEvent", "OperatorSummary", "ParkEvent", "ProgressDisplay",
            "ProgressEvent", "Registry", "ScheduleEvent", "ShutdownEvent", "StatusReporter",
            "Summary", "WorkerSummary", "describe", "graph_of", "has_graphviz", "log_stream",
-           "log_to_directory", "read_events", "read_log_directory", "render", "render_report",
-           "report_status", "summarize", "to_dot", "write_report"]
+           "log_to_directory", "observed", "observing", "read_events", "read_log_directory",
+           "render", "render_report", "report_status", "summarize", "to_dot", "write_report"]
