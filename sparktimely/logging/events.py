@@ -140,11 +140,6 @@ class ParkEvent(NamedTuple):
     timeout: float | None
 
 
-TIMELY_EVENTS = (OperatesEvent, ChannelsEvent, ScheduleEvent, MessagesEvent, ShutdownEvent,
-                 ParkEvent)
-"""The kinds of event on the ``"timely"`` log."""
-
-
 def describe(event: Any, names: dict[int, str] | None = None) -> str:
     """One line of text for an event, with operator names from ``names`` (id to name).
 

@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 
 Callback = Callable[[int, list], Any]
 
-BUILT_IN = ("timely", "timely/progress")
-
 
 class Logger:
     """One named log: what is logged waits in ``buffer`` until the registry's next flush

@@ -142,6 +142,8 @@ def test_progress_events_are_shared_whole_and_release_every_initial_capability(l
     if peers == 1:
         assert all(progress == [] for _, progress in logs)   # a lone worker shares nothing
         return
+    assert all(type(e) is ProgressEvent and e.dataflow in (0, 1)
+               for _, progress in logs for e in progress)
     sends = {}
     for index, (_, progress) in enumerate(logs):
         mine = [e for e in progress if e.is_send]
