@@ -2,9 +2,12 @@
 
 ``multiprocessing.shared_memory`` is not used: its resource tracker unlinks segments that other
 processes still use. We own the lifetime instead. Every name starts with a job prefix
-``sparktimely-<pid>-<pid namespace>-<random>``, so ``sweep(prefix)`` removes one job's segments
-and ``sweep_stale()`` removes those of jobs whose creating process no longer exists (only for
-the caller's own pid namespace, where pids are meaningful).
+``sparktimely-[<tag>-]<pid>-<pid namespace>-<random>``, so ``sweep(prefix)`` removes one job's
+segments and ``sweep_stale()`` removes those of jobs whose creating process no longer exists
+(only for the caller's own pid namespace, where pids are meaningful; a pid reused by a process
+that started after the segment was made counts as dead). The optional tag comes from
+``$SPARKTIMELY_SHM_TAG`` and is inherited by child processes, so a test run or a deployment can
+tell its own segments from everyone else's (``segments(run_prefix())``).
 
 Space is reserved with ``posix_fallocate`` at creation, so a small /dev/shm (64 MiB by default in
 Docker and Kubernetes) shows up here, as a fallback to a file-backed mapping under
@@ -25,9 +28,11 @@ import tempfile
 
 SHM_DIR = "/dev/shm"
 ENV_DIR = "SPARKTIMELY_SHM_DIR"
+TAG_ENV = "SPARKTIMELY_SHM_TAG"
 PAGE = mmap.PAGESIZE
 _MARGIN = 4 << 20  # keep this much of /dev/shm free for others
-_NAME = re.compile(r"sparktimely-(\d+)-([0-9a-f]+)-[0-9a-f]+-")
+_NAME = re.compile(r"sparktimely-(?:[a-z][a-z0-9]*-)?(\d+)-([0-9a-f]+)-[0-9a-f]+-")
+_TAG = re.compile(r"[a-z][a-z0-9]{0,15}")
 _log = logging.getLogger("sparktimely.shm")
 _warned = False
 
@@ -39,9 +44,28 @@ def _pid_namespace() -> int:
         return 0
 
 
+def run_prefix() -> str:
+    """What every segment name made by this process starts with: ``sparktimely-<tag>-`` when
+    ``$SPARKTIMELY_SHM_TAG`` is set (lower-case letters and digits, a letter first), else
+    ``sparktimely-``.
+
+    >>> os.environ[TAG_ENV] = "t1"; run_prefix()
+    'sparktimely-t1-'
+    >>> del os.environ[TAG_ENV]; run_prefix()
+    'sparktimely-'
+    """
+    tag = os.environ.get(TAG_ENV, "")
+    if not tag:
+        return "sparktimely-"
+    if not _TAG.fullmatch(tag):
+        raise ValueError(f"${TAG_ENV}={tag!r}: a segment tag is 1 to 16 lower-case letters or "
+                         f"digits, starting with a letter")
+    return f"sparktimely-{tag}-"
+
+
 def job_prefix() -> str:
-    """A fresh job-unique name prefix ``sparktimely-<pid>-<pidns>-<random>``."""
-    return f"sparktimely-{os.getpid()}-{_pid_namespace():x}-{secrets.token_hex(4)}"
+    """A fresh job-unique name prefix ``sparktimely-[<tag>-]<pid>-<pidns>-<random>``."""
+    return f"{run_prefix()}{os.getpid()}-{_pid_namespace():x}-{secrets.token_hex(4)}"
 
 
 def fallback_dir() -> str:
@@ -185,20 +209,28 @@ def _warn_fallback(free: int, size: int, directory: str) -> None:
                      free / 2**20, size / 2**20, directory, ENV_DIR)
 
 
-def _remove_matching(directory: str | None, match) -> int:
-    removed = 0
+def segments(prefix: str = "sparktimely-", directory: str | None = None) -> list[str]:
+    """Paths of the segments whose names start with ``prefix``, wherever segments live
+    (``directory``, ``$SPARKTIMELY_SHM_DIR``, /dev/shm, the fallback directory)."""
+    found = []
     for d in _search_dirs(directory):
         try:
             names = os.listdir(d)
         except OSError:
             continue
-        for name in names:
-            if match(name):
-                try:
-                    os.unlink(os.path.join(d, name))
-                    removed += 1
-                except FileNotFoundError:
-                    pass
+        found += [os.path.join(d, name) for name in names if name.startswith(prefix)]
+    return sorted(found)
+
+
+def _remove_matching(directory: str | None, match) -> int:
+    removed = 0
+    for path in segments("sparktimely-", directory):
+        if match(path):
+            try:
+                os.unlink(path)
+                removed += 1
+            except FileNotFoundError:
+                pass
     return removed
 
 
@@ -206,24 +238,50 @@ def sweep(prefix: str, directory: str | None = None) -> int:
     """Unlink every segment whose name starts with ``prefix``; returns how many."""
     if not prefix.startswith("sparktimely-") or len(prefix) <= len("sparktimely-"):
         raise ValueError(f"refusing to sweep prefix {prefix!r}: expected a job prefix")
-    return _remove_matching(directory, lambda name: name.startswith(prefix))
+    return _remove_matching(directory, lambda path: os.path.basename(path).startswith(prefix))
 
 
 def sweep_stale(directory: str | None = None) -> int:
-    """Unlink segments of jobs whose creating process (same pid namespace) no longer exists."""
+    """Unlink segments of jobs whose creating process (same pid namespace) no longer exists,
+    whatever their tag: a crashed run's leftovers. A live process that holds a dead creator's
+    pid but started after the segment was made (its mtime) is not its creator."""
     ns = _pid_namespace()
 
-    def stale(name: str) -> bool:
-        m = _NAME.match(name)
-        return m is not None and int(m[2], 16) == ns and not _alive(int(m[1]))
+    def stale(path: str) -> bool:
+        m = _NAME.match(os.path.basename(path))
+        if m is None or int(m[2], 16) != ns:
+            return False
+        started = _start_time(int(m[1]))
+        if started is None:
+            return True
+        try:
+            made = os.stat(path).st_mtime
+        except FileNotFoundError:
+            return False
+        return started > made + 1.0        # /proc/stat's boot time has whole seconds
     return _remove_matching(directory, stale)
 
 
-def _alive(pid: int) -> bool:
+def _start_time(pid: int) -> float | None:
+    """When process ``pid`` started (seconds since the epoch), or None if there is none."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    except OSError:
+        return 0.0                       # exists, unreadable: treat as the creator
+    if fields[0] == b"Z":                # a zombie is dead, whoever reaps it
+        return None
+    return _boot_time() + int(fields[19]) / _TICKS
+
+
+def _boot_time() -> float:
+    with open("/proc/stat", "rb") as stat:
+        for line in stat:
+            if line.startswith(b"btime "):
+                return float(line.split()[1])
+    return 0.0
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")

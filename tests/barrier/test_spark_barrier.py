@@ -17,6 +17,7 @@ import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from segment_leaks import segments_of
 
 import sparktimely as st
 import sparktimely.barrier as stb
@@ -89,12 +90,6 @@ def pickle_this_module_by_value():
 def descendants() -> set[int]:
     """Every process below this one: the JVM, pyspark daemons and their Python workers."""
     return {p.pid for p in psutil.Process().children(recursive=True)}
-
-
-def segments_of(pids: set[int]) -> list[str]:
-    """Shared-memory segments whose creator is one of ``pids``."""
-    return sorted(name for name in os.listdir("/dev/shm") for pid in pids
-                  if name.startswith(f"sparktimely-{pid}-"))
 
 
 def wait_until_no_segments(pids: set[int], seconds: float = 15.0) -> list[str]:
