@@ -51,10 +51,14 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
     """The ``host:port`` entries of a hostfile (a path, or a list of strings).
 
     Blank lines and ``#`` comments are skipped; any other line that is not ``host:port``
-    with a port in 1..65535 raises ValueError naming the line.
+    with a port in 1..65535 raises ValueError naming the line, and so does an address that an
+    earlier line already gave (two processes cannot listen on one address).
 
     >>> parse_hostfile(["localhost:2101", "# spare", "10.0.0.2:2102"])
     ['localhost:2101', '10.0.0.2:2102']
+    >>> parse_hostfile(["localhost:2101", "LOCALHOST:2101"])
+    Traceback (most recent call last):
+    ValueError: hostfile line 2: 'LOCALHOST:2101' is the address of line 1 ('localhost:2101') again: every process needs an address of its own
     """
     if isinstance(hostfile, (str, os.PathLike)):
         with open(hostfile) as lines:
@@ -62,6 +66,7 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
     else:
         entries, origin = list(hostfile), "hostfile"
     addresses = []
+    seen: dict[tuple[str, int], tuple[int, str]] = {}
     for number, line in enumerate(entries, 1):
         text = line.split("#", 1)[0].strip()
         if not text:
@@ -69,6 +74,12 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
         host, sep, port = text.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"{origin} line {number}: {line.strip()!r} is not host:port")
+        key = (host.strip("[]").lower(), int(port))
+        if key in seen:
+            first, earlier = seen[key]
+            raise ValueError(f"{origin} line {number}: {text!r} is the address of line {first} "
+                             f"({earlier!r}) again: every process needs an address of its own")
+        seen[key] = (number, text)
         addresses.append(text)
     return addresses
 
@@ -91,6 +102,7 @@ def config_from_args(argv: Sequence[str]) -> Config:
     ValueError: -n 2 needs -p/--process: this process's index, 0..1
     """
     values: dict[str, Any] = {}
+    given: dict[str, str] = {}           # the spelling of each flag, for errors
     rest: list[str] = []
     argv = list(argv)
     i = 0
@@ -115,6 +127,7 @@ def config_from_args(argv: Sequence[str]) -> Config:
         else:
             raise ValueError(f"{flag} needs a value")
         i += 1
+        given[name] = flag
         if name == "hostfile":
             values[name] = parse_hostfile(value)
         else:
@@ -124,8 +137,8 @@ def config_from_args(argv: Sequence[str]) -> Config:
                 raise ValueError(f"{flag} needs an integer, got {value!r}") from None
     processes = values.get("processes", 1)
     if processes > 1 and "process" not in values:
-        raise ValueError(f"-n {processes} needs -p/--process: this process's index, "
-                         f"0..{processes - 1}")
+        raise ValueError(f"{given['processes']} {processes} needs -p/--process: this "
+                         f"process's index, 0..{processes - 1}")
     return Config(**values, args=rest)
 
 
