@@ -13,7 +13,9 @@ import ctypes
 import os
 import signal
 import sys
+import threading
 import traceback
+import warnings
 from typing import Any, Callable
 
 import multiprocess
@@ -77,7 +79,7 @@ def _worker_main(func: Callable[[Worker], Any], index: int, plan: list[WorkerAdd
         sys.stdout.flush()
         sys.stderr.flush()
         try:
-            conn.send(("ok", result))
+            conn.send(("ok", result, _lingering_threads()))
         except Exception as error:
             conn.send(("error", f"the result of worker {index} cannot be sent back: "
                                 f"{type(error).__name__}: {error}", traceback.format_exc(), False))
@@ -86,6 +88,17 @@ def _worker_main(func: Callable[[Worker], Any], index: int, plan: list[WorkerAdd
                    isinstance(error, PeerLost)))
     finally:
         conn.close()
+    if _lingering_threads():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)              # exiting normally would wait for those threads first
+
+
+def _lingering_threads() -> list[str]:
+    """Non-daemon threads other than the main one (user code started them and did not end
+    them): a process waits for such threads before it exits."""
+    return [repr(thread) for thread in threading.enumerate()
+            if not thread.daemon and thread is not threading.main_thread() and thread.is_alive()]
 
 
 def run_workers(func: Callable[[Worker], Any], workers: int, args: list[str],
@@ -180,5 +193,10 @@ def _collect(processes: list, pipes: list, first_index: int,
                     cluster.wait(1.0)        # a lost peer: prefer its process's own account
                 raise WorkerError(index, report[1], report[2])
             results[local] = report[1]
+            if report[2]:
+                warnings.warn(f"worker {index} finished with non-daemon thread(s) still running: "
+                              f"{', '.join(report[2])}; they were stopped when the worker "
+                              f"exited (end them in the job, or make them daemon threads)",
+                              RuntimeWarning, stacklevel=4)
             waiting.discard(local)
     return [results[local] for local in range(len(processes))]
