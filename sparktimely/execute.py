@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ._supervisor import WorkerError, run_workers
+from ._supervisor import WorkerError, run_workers, signals
 from .comm.rendezvous import ProcessCluster
 from .dataflow import Worker
 
@@ -157,6 +157,11 @@ def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int =
     processes on one host share memory, others talk through sockets. A failure anywhere, or
     a process or connection lost, stops every process with a WorkerError naming the cause.
 
+    SIGINT, SIGTERM and SIGHUP during the run (from the main thread) stop every worker, tell
+    the other processes and remove every segment first; then the handlers that were there
+    before are restored and get the signal: SIGINT raises KeyboardInterrupt, a default
+    SIGTERM ends the process.
+
     >>> import sparktimely as st
     >>> st.execute(lambda worker: (worker.index, worker.peers), workers=2)
     [(0, 2), (1, 2)]
@@ -179,16 +184,18 @@ def execute_from_args(argv: Sequence[str], func: Callable[[Worker], Any]) -> lis
 
 
 def _run(func: Callable[[Worker], Any], config: Config) -> list[Any]:
-    if config.processes == 1:
-        return run_workers(func, config.workers, config.args)
-    hostfile = config.hostfile or [f"localhost:{2101 + i}" for i in range(config.processes)]
-    cluster = ProcessCluster.join(config.process, hostfile[:config.processes], config.workers,
-                                  force_sockets=config.force_sockets,
-                                  timeout=config.connect_timeout)
-    try:
-        return run_workers(func, config.workers, config.args, cluster)
-    finally:
-        cluster.close()
+    with signals.around_run():
+        if config.processes == 1:
+            return run_workers(func, config.workers, config.args)
+        hostfile = config.hostfile or [f"localhost:{2101 + i}" for i in range(config.processes)]
+        cluster = ProcessCluster.join(config.process, hostfile[:config.processes],
+                                      config.workers, force_sockets=config.force_sockets,
+                                      timeout=config.connect_timeout)
+        try:
+            return run_workers(func, config.workers, config.args, cluster)
+        finally:
+            with signals.held():
+                cluster.close()
 
 
 def execute_directly(func: Callable[[Worker], Any]) -> Any:
