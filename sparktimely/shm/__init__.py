@@ -17,9 +17,9 @@ segment), ``ep = mesh.endpoint(i)`` in worker i, then ``ep.send(j, encode_arrow(
 from ._codec import (ARROW, PICKLE, decode, decode_arrow, decode_pickle, encode_arrow,
                      encode_pickle, message_kind)
 from ._mesh import Endpoint, Mesh
-from ._segment import (Segment, fallback_dir, job_prefix, run_prefix, segments, sweep,
-                       sweep_stale)
+from ._segment import (NoSpaceError, Segment, fallback_dir, job_prefix, run_prefix, segments,
+                       sweep, sweep_stale)
 
-__all__ = ["ARROW", "PICKLE", "Endpoint", "Mesh", "Segment", "decode", "decode_arrow",
-           "decode_pickle", "encode_arrow", "encode_pickle", "fallback_dir", "job_prefix",
-           "message_kind", "run_prefix", "segments", "sweep", "sweep_stale"]
+__all__ = ["ARROW", "PICKLE", "Endpoint", "Mesh", "NoSpaceError", "Segment", "decode",
+           "decode_arrow", "decode_pickle", "encode_arrow", "encode_pickle", "fallback_dir",
+           "job_prefix", "message_kind", "run_prefix", "segments", "sweep", "sweep_stale"]

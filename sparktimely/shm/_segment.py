@@ -111,29 +111,37 @@ class Segment:
         """
         size = -(-size // PAGE) * PAGE
         directory = directory or os.environ.get(ENV_DIR)
+        tried = ""
         if directory is None:
             free = _free_bytes(SHM_DIR)
             if free >= size + _MARGIN:
                 try:
                     return cls._create_in(SHM_DIR, name, size)
-                except OSError as e:
-                    if e.errno != errno.ENOSPC:
-                        raise
+                except NoSpaceError:
                     free = _free_bytes(SHM_DIR)
             directory = fallback_dir()
             _warn_fallback(free, size, directory)
-        return cls._create_in(directory, name, size)
+            tried = f" (after /dev/shm, which had {_mib(free)} free)"
+        try:
+            return cls._create_in(directory, name, size)
+        except NoSpaceError as error:
+            raise NoSpaceError(f"{error}{tried}") from None
 
     @classmethod
     def _create_in(cls, directory: str, name: str, size: int) -> Segment:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         path = os.path.join(directory, name)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as error:
+            raise _no_space(error, directory, size) from None
         try:
             os.posix_fallocate(fd, 0, size)
             return cls(path, mmap.mmap(fd, size), owner=True)
-        except BaseException:
+        except BaseException as error:
             os.unlink(path)
+            if isinstance(error, OSError):
+                raise _no_space(error, directory, size) from None
             raise
         finally:
             os.close(fd)
@@ -198,6 +206,36 @@ class Segment:
         if self.owner:
             self.unlink()
         self.close()
+
+
+class NoSpaceError(OSError):
+    """A shared-memory segment did not fit: the message names the directory, the size asked
+    for, the space left, and how to point sparktimely elsewhere."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.ENOSPC, message)
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+def _no_space(error: OSError, directory: str, size: int) -> OSError:
+    """``error`` as a :class:`NoSpaceError` if it means the directory is full, else itself."""
+    if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return error
+    try:
+        st = os.statvfs(directory)
+        room = f"{_mib(st.f_bavail * st.f_frsize)} free of {_mib(st.f_blocks * st.f_frsize)}"
+    except OSError:
+        room = "free space unknown"
+    return NoSpaceError(
+        f"no room for a {_mib(size)} shared-memory segment in {directory} ({room}): set "
+        f"{ENV_DIR} to a directory with more space (a local disk or a larger tmpfs), give the "
+        f"container a larger /dev/shm, or run fewer workers per host")
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
 
 
 def _warn_fallback(free: int, size: int, directory: str) -> None:
