@@ -45,7 +45,8 @@ import pyarrow as pa
 from ..shm import Endpoint, Mesh
 from .allocator import Allocator, ShmAllocator
 from .codec import decode, encode
-from .net import FRAME, GOODBYE, MESSAGE, PeerLost, connect_peers, connect_timeout
+from .net import (FRAME, GOODBYE, MAX_FRAME, MESSAGE, PeerLost, connect_peers, connect_timeout,
+                  job_token)
 
 __all__ = ["ClusterAllocator", "WorkerAddress", "build_allocator", "host_identity"]
 
@@ -128,6 +129,9 @@ class _Link:
     def send(self, parts: list, channel: int = MESSAGE) -> None:
         views = [_bytes(part) for part in parts]
         length = sum(view.nbytes for view in views)
+        if length > MAX_FRAME:
+            raise ValueError(f"a message of {length} bytes for {self.name} is larger than a "
+                             f"frame may be ({MAX_FRAME} bytes): send it in smaller batches")
         self._frames.append(memoryview(FRAME.pack(channel, self.me, self.peer, length)))
         self._frames += views
         self._framed += FRAME.size + length
@@ -251,9 +255,11 @@ class _Link:
             delivered = False
             while end - start >= FRAME.size:
                 channel, source, target, length = FRAME.unpack_from(stage, start)
-                if (source, target) != (peer, self.me):
-                    raise ConnectionError(f"frame from {source} to {target} on the link "
-                                          f"{peer} -> {self.me}")
+                if (source, target) != (peer, self.me) or length > MAX_FRAME:
+                    header = bytes(stage[start:start + FRAME.size])
+                    raise ConnectionError(f"a corrupt frame header {header!r} (channel "
+                                          f"{channel}, {source} -> {target}, {length} bytes) "
+                                          f"on the link {peer} -> {self.me}")
                 body_start = start + FRAME.size
                 if length >= _DIRECT:
                     staged = min(end - body_start, length)
@@ -432,7 +438,8 @@ def build_allocator(index: int, plan: Sequence[WorkerAddress], listener: socket.
     try:
         with listener:
             connections = connect_peers(index, {w: a.address for w, a in remote.items()},
-                                        listener, connect_timeout(timeout), "worker")
+                                        listener, connect_timeout(timeout), "worker",
+                                        job_token("workers", [(a.address, a.group) for a in plan]))
     except BaseException:
         if endpoint is not None:
             endpoint.close()

@@ -28,7 +28,8 @@ from typing import Sequence
 
 from ..shm import Mesh
 from .cluster import WorkerAddress, host_identity
-from .net import connect_peers, connect_timeout, listen, recv_notice, send_notice, split_address
+from .net import (connect_peers, connect_timeout, job_token, listen, recv_notice, send_notice,
+                  split_address)
 
 FORCE_SOCKETS_ENV = "SPARKTIMELY_FORCE_SOCKETS"
 
@@ -87,7 +88,8 @@ class ProcessCluster:
             bound = listener.getsockname()[0]
             self.listeners = [listen(bound, 0) for _ in range(self.workers)]
             others = {q: a for q, a in enumerate(self.hostfile) if q != self.process}
-            self.controls = connect_peers(self.process, others, listener, timeout)
+            self.controls = connect_peers(self.process, others, listener, timeout,
+                                          token=job_token("processes", self.hostfile))
         self._open = {sock: q for q, sock in self.controls.items()}
         for sock in self.controls.values():      # unacknowledged notices time out too
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, 3000)
