@@ -127,7 +127,7 @@ def _session(options):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; returns the exit status."""
-    from .._supervisor import WorkerError
+    from ..execute import WorkerError
     from ._api import BarrierSetupError, _slots, run
     options = _parser().parse_args(argv)
     if options.path:

@@ -48,7 +48,8 @@ from .codec import decode, encode
 from .net import (FRAME, GOODBYE, MAX_FRAME, MESSAGE, PeerLost, connect_peers, connect_timeout,
                   job_token)
 
-__all__ = ["ClusterAllocator", "WorkerAddress", "build_allocator", "host_identity"]
+__all__ = ["FORCE_SOCKETS_ENV", "ClusterAllocator", "WorkerAddress", "build_allocator",
+           "host_identity", "sockets_forced"]
 
 _STAGE = 1 << 20          # reader staging buffer; smaller frames are copied out of it
 _DIRECT = 64 << 10        # bodies at least this large are received straight into their buffer
@@ -69,10 +70,23 @@ class WorkerAddress:
     port: int
     group: str
     label: str = ""
+    mesh: str = ""
+    """The name of the shared memory of this worker's group (the same for every member)."""
 
     @property
     def address(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+FORCE_SOCKETS_ENV = "SPARKTIMELY_FORCE_SOCKETS"
+
+
+def sockets_forced(force: bool | None = None) -> bool:
+    """``force``, else whether ``$SPARKTIMELY_FORCE_SOCKETS`` asks every process (or Spark
+    task) to count as a host of its own, so that all workers talk through sockets."""
+    if force is not None:
+        return force
+    return os.environ.get(FORCE_SOCKETS_ENV, "") not in ("", "0")
 
 
 def host_identity() -> str:

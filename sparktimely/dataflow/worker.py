@@ -336,6 +336,8 @@ class Worker:
         self._salt_warned = False
         self._remote_activations: deque = deque()
         self._alone_wakeup: threading.Event | None = None
+        self.steps = 0
+        """Steps taken so far (a stall watchdog reads it from another thread)."""
 
     def dataflow(self, build: Callable[[Any], Any], *, name: str | None = None,
                  timestamp: type = int) -> Any:
@@ -456,6 +458,7 @@ class Worker:
 
     def _step(self) -> tuple[bool, bool]:
         """One round; returns (still running, whether there was anything to do)."""
+        self.steps += 1
         busy = False
         if self._allocator is not None:
             busy = self._receive()

@@ -4,6 +4,7 @@ map_in_arrow, map_partitions, failures, reused Python workers, the entry point."
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -111,13 +112,14 @@ def sockets(spark):
 # -- jobs ------------------------------------------------------------------------------------
 
 def exchange_job(worker):
-    """Each worker sends 0..99 round; returns what it received and its pid."""
+    """Each worker sends 0..99 round; returns what it received and the pid of its Spark task's
+    Python process (the worker runs in a child of it)."""
     def build(scope):
         return (scope.to_stream(range(worker.index * 100, worker.index * 100 + 100))
                 .exchange(lambda x: x).capture())
     captured = worker.dataflow(build)
     worker.run()
-    return worker.index, worker.peers, os.getpid(), sorted(x for _, b in captured.extract() for x in b)
+    return worker.index, worker.peers, os.getppid(), sorted(x for _, b in captured.extract() for x in b)
 
 
 def python_worker_state(_):
@@ -126,7 +128,8 @@ def python_worker_state(_):
     import threading
     gc.collect()
     ours = ("Mesh", "Endpoint", "Segment", "Worker", "BarrierWorker", "ClusterAllocator",
-            "ShmAllocator", "Janitor", "_GroupRecord", "Dataflow")
+            "ShmAllocator", "Janitor", "GroupRecord", "HostGroup", "WorkerSession", "Seat",
+            "Dataflow")
     live = sorted(type(o).__name__ for o in gc.get_objects()
                   if type(o).__name__ in ours and type(o).__module__.startswith("sparktimely"))
     yield (os.getpid(), threading.active_count(),
@@ -266,23 +269,36 @@ def test_a_failing_worker_fails_the_job_promptly_with_its_traceback(spark):
     assert wait_until_no_segments(before | descendants()) == []
 
 
-def dying_job(directory, worker):
-    """Worker 1's process dies outright (no cleanup runs); worker 0 sits in user code, so
-    Spark has to kill its task (pyspark SIGKILLs the Python worker)."""
+def dying_job(directory, how, worker):
+    """Worker 1's process dies outright (no cleanup runs) by ``how`` ("exit": os._exit(3), or
+    a signal's name); worker 0 sits in user code, so Spark has to kill its task (pyspark
+    SIGKILLs the Python worker). Each writes the pids of its worker and its task's process."""
     worker.dataflow(lambda scope: scope.to_stream(range(10)).exchange(lambda x: x).probe())
     with open(os.path.join(directory, f"pid-{worker.index}"), "w") as file:
-        file.write(str(os.getpid()))
+        file.write(f"{os.getpid()} {os.getppid()}")
     if worker.index == 1:
-        os._exit(3)
+        if how == "exit":
+            os._exit(3)
+        os.kill(os.getpid(), getattr(signal, how))
     time.sleep(600)
 
 
-def test_tasks_that_die_or_are_killed_leave_no_segments(spark, tmp_path):
+@pytest.mark.parametrize("how, cause", [("exit", "exit code 3"),
+                                        ("SIGKILL", "killed by signal SIGKILL"),
+                                        ("SIGSEGV", "killed by signal SIGSEGV")])
+def test_a_worker_that_dies_is_named_with_its_signal_and_leaves_no_segments(spark, tmp_path,
+                                                                             how, cause):
     started = time.monotonic()
-    with pytest.raises(Exception, match="(?i)python worker exited unexpectedly|crashed"):
-        stb.run(spark, partial(dying_job, str(tmp_path)), 2)
-    assert time.monotonic() - started < 30
-    pids = {int((tmp_path / f"pid-{i}").read_text()) for i in range(2)}
+    with pytest.raises(st.WorkerError) as caught:
+        stb.run(spark, partial(dying_job, str(tmp_path), how), 2)
+    elapsed = time.monotonic() - started
+    error = caught.value
+    assert error.index == 1 and str(error).startswith("worker 1 failed: worker process ")
+    assert str(error).endswith(f" died ({cause})")
+    assert "Py4J" in type(error.__cause__).__name__ or "sparktimely worker 1 failed" in str(
+        error.__cause__)                                      # Spark's own error, chained
+    assert elapsed < 10, f"the failure took {elapsed:.1f} s to surface"
+    pids = {int(pid) for i in range(2) for pid in (tmp_path / f"pid-{i}").read_text().split()}
     assert wait_until_no_segments(pids) == []
     assert [r[:2] for r in stb.run(spark, exchange_job, 2)] == [(0, 2), (1, 2)]
 

@@ -58,7 +58,7 @@ def test_sigterm_stops_every_worker_and_removes_every_segment(workers):
     supervisor = start("st.execute(job, workers=int(sys.argv[1]))", str(workers))
     try:
         children = wait_for_workers(supervisor, workers)
-        assert len(segments_of([supervisor.pid])) == (0 if workers == 1 else 1 + workers ** 2)
+        assert len(segments_of([supervisor.pid])) == (0 if workers == 1 else 2 + workers ** 2)
         elapsed = stop_and_time(supervisor, signal.SIGTERM)
         assert supervisor.returncode == -signal.SIGTERM       # it still dies of the signal
         assert psutil.wait_procs(children, timeout=5)[1] == []
@@ -158,15 +158,35 @@ def test_a_signal_during_a_run_reaches_the_callers_own_handler_after_cleanup():
     assert psutil.Process().children(recursive=True) == []
 
 
+def test_a_killed_supervisors_janitor_removes_its_segments():
+    supervisor = start("st.execute(job, workers=2)")
+    try:
+        children = wait_for_workers(supervisor, 2)
+        assert len(children) == 3                          # two workers and the janitor
+        started = time.monotonic()
+        supervisor.kill()                                  # no finally of it runs
+        supervisor.wait(10)
+        assert psutil.wait_procs(children, timeout=5)[1] == []
+        deadline = time.monotonic() + 5
+        while segments_of([supervisor.pid]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        elapsed = time.monotonic() - started
+        assert segments_of([supervisor.pid]) == [] and elapsed < 5
+    finally:
+        supervisor.kill()
+        supervisor.wait()
+
+
 def test_the_next_run_sweeps_what_a_killed_run_left():
     supervisor = start("st.execute(job, workers=2)")
     try:
         children = wait_for_workers(supervisor, 2)
-        supervisor.kill()                                  # nothing of it can clean up
+        for process in [*children, psutil.Process(supervisor.pid)]:
+            process.kill()                                 # janitor included: all gone
         supervisor.wait(10)
         psutil.wait_procs(children, timeout=5)
         left = segments_of([supervisor.pid])
-        assert len(left) == 5
+        assert len(left) == 6
     finally:
         supervisor.kill()
         supervisor.wait()
@@ -175,7 +195,7 @@ def test_the_next_run_sweeps_what_a_killed_run_left():
         wait_for_workers(alive, 2)
         assert st.execute(lambda worker: worker.index, workers=2) == [0, 1]
         assert segments_of([supervisor.pid]) == []
-        assert len(segments_of([alive.pid])) == 5
+        assert len(segments_of([alive.pid])) == 6
     finally:
         alive.terminate()
         alive.wait(10)
