@@ -423,7 +423,8 @@ class StallWatch:
             dump.seek(0)
             blocks = [block for block in dump.read().split("\n\n") if block.strip()]
         main = [block for block in blocks if _thread_of(block) == self._main]
-        others = [block for block in blocks if _thread_of(block) != self._main]
+        others = [block for block in blocks if _thread_of(block) != self._main
+                  and not block.lstrip().startswith("Current thread")]      # not this watch
         frames = [line.strip() for line in (main or [""])[0].splitlines()
                   if line.strip().startswith("File ")]
         at = frames[0] if frames else "an unknown place"
