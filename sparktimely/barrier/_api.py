@@ -9,6 +9,7 @@ from itertools import islice
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .. import InputHandle, Pipeline, Worker
+from ._cancel import StageCanceller
 from ._task import BarrierWorker, parse_failure, run_in_task
 
 __all__ = ["BarrierSetupError", "check_resources", "map_in_arrow", "map_partitions", "run"]
@@ -154,15 +155,18 @@ def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
     Each task's records are its worker's input stream (batches of Python objects at time 0);
     ``build(scope, stream)`` builds the dataflow and returns the stream whose records become
     the task's output (Arrow batches come out as tuples, one per row). Lazy, like
-    ``mapPartitions``. The dataflow is built before the tasks meet, so an error in ``build``
-    fails each stage attempt at once (Spark still retries a failed barrier stage that feeds
-    a shuffle, up to ``spark.stage.maxConsecutiveAttempts``). ``stall_limit``: as for
-    :func:`run`; time spent waiting for Spark's input or output does not count.
+    ``mapPartitions``. The dataflow is built before the tasks meet, and an error in user
+    code (``build``, or an operator's logic) cancels the stage with the worker's traceback,
+    so Spark does not retry it (see :mod:`._cancel`; a lost peer or connection still lets
+    Spark retry a stage that feeds a shuffle). ``stall_limit``: as for :func:`run`; time
+    spent waiting for Spark's input or output does not count.
 
     >>> counts = stb.map_partitions(lines, lambda scope, s: s.flat_map(str.split).count())  # doctest: +SKIP
     """
     _check(rdd.context, rdd.getNumPartitions())
-    return rdd.barrier().mapPartitions(partial(_records_task, build, timeout, stall_limit))
+    canceller = StageCanceller.address_for(rdd.context)
+    return rdd.barrier().mapPartitions(
+        partial(_records_task, build, (timeout, stall_limit, canceller)))
 
 
 def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
@@ -184,7 +188,8 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
     if num_workers is not None:
         _check(spark, num_workers)
         df = df.repartition(num_workers)
-    task = partial(_arrow_task, build, arrow_schema, timeout, stall_limit)
+    canceller = StageCanceller.address_for(_context(spark))
+    task = partial(_arrow_task, build, arrow_schema, (timeout, stall_limit, canceller))
     try:
         return df.mapInArrow(task, spark_schema, barrier=True)
     except ImportError:
@@ -221,25 +226,26 @@ def _schemas(spark, schema):
     return schema, to_arrow_schema(schema)
 
 
-def _records_task(build, timeout, stall_limit, records: Iterable[Any]) -> Iterator[Any]:
+def _records_task(build, options: tuple, records: Iterable[Any]) -> Iterator[Any]:
     records = iter(records)                     # may be a range or list, not an iterator
     chunks = iter(lambda: list(islice(records, RECORDS_PER_BATCH)), [])
-    for batch in _stream_task(build, chunks, timeout, stall_limit):
+    for batch in _stream_task(build, chunks, options):
         if batch.__class__ is list:
             yield from batch
         else:
             yield from zip(*(column.to_pylist() for column in batch.columns))
 
 
-def _arrow_task(build, schema, timeout, stall_limit, batches: Iterable[Any]) -> Iterator[Any]:
-    for batch in _stream_task(build, (b for b in batches if b.num_rows), timeout, stall_limit):
+def _arrow_task(build, schema, options: tuple, batches: Iterable[Any]) -> Iterator[Any]:
+    for batch in _stream_task(build, (b for b in batches if b.num_rows), options):
         yield _as_arrow(batch, schema)
 
 
-def _stream_task(build, chunks: Iterable[Any], timeout, stall_limit) -> Iterator[Any]:
+def _stream_task(build, chunks: Iterable[Any], options: tuple) -> Iterator[Any]:
     """Feed ``chunks`` into the worker's input at time 0 and yield the output batches as
     they appear (the worker keeps running between them). The dataflow is built before the
-    worker meets the others (at its first step)."""
+    worker meets the others (at its first step). ``options`` are the timeout, the stall
+    limit and the driver's stage canceller."""
     handle = InputHandle()
     output: deque = deque()
 
@@ -249,7 +255,8 @@ def _stream_task(build, chunks: Iterable[Any], timeout, stall_limit) -> Iterator
             result.sink(Pipeline, "ToSpark",
                         lambda input: output.extend(batch for _, batch in input))
 
-    barrier = BarrierWorker(timeout=timeout, stall_limit=stall_limit)
+    timeout, stall_limit, canceller = options
+    barrier = BarrierWorker(timeout=timeout, stall_limit=stall_limit, canceller=canceller)
     with barrier as worker:
         worker.dataflow(dataflow, name="barrier-task")
         chunks = iter(chunks)

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 from .. import Worker
 from ..execute import Seat, WorkerError, WorkerSession, run_workers
+from ._cancel import CancelAddress
 from ._plan import TaskAddress, TaskPlan
 
 __all__ = ["BarrierWorker", "TaskFailed", "parse_failure", "run_in_task"]
@@ -128,13 +129,16 @@ class BarrierWorker:
     ``args`` becomes ``worker.args``, ``timeout`` bounds connecting to the other workers
     (default ``$SPARKTIMELY_CONNECT_TIMEOUT`` or 60 s), ``stall_limit`` stops a worker that
     makes no progress for that many seconds (time spent in :meth:`waiting_for_spark` aside).
-    The ``allGather`` happens at the worker's first step.
+    The ``allGather`` happens at the worker's first step. With ``canceller`` (the driver's,
+    see :mod:`._cancel`), a failure in user code cancels the stage, so Spark does not retry it.
     """
 
     def __init__(self, context=None, args: Sequence[str] = (), timeout: float | None = None,
-                 stall_limit: float | None = None) -> None:
+                 stall_limit: float | None = None,
+                 canceller: CancelAddress | None = None) -> None:
         self.context = _barrier_context(context)
         self.args, self.timeout, self.stall_limit = list(args), timeout, stall_limit
+        self.canceller = canceller
         self.plan: TaskPlan | None = None
         self.timings: dict[str, float] = {}
         """Seconds spent in each phase: ``bind`` (listener), ``all_gather`` (Spark's barrier
@@ -170,6 +174,12 @@ class BarrierWorker:
         try:
             session.__exit__(kind, error, trace)
         except WorkerError as failure:
+            text = format_failure(failure.index, failure.message, failure.traceback)
+            if (self.canceller is not None and failure.index == self.context.partitionId()
+                    and isinstance(error, Exception) and not isinstance(error, OSError)):
+                self.canceller.cancel(self.context.stageId(), "an error in user code fails "
+                                      "every attempt alike, so the stage is not retried: "
+                                      + text)
             raise TaskFailed(failure.index, failure.message, failure.traceback) from None
         finally:
             self.timings.update({"all_gather": session.timings.get("plan", 0.0),
