@@ -27,8 +27,7 @@ Environment (on the executors, e.g. through ``spark.executorEnv.NAME``):
 """
 from ._api import BarrierSetupError, check_resources, map_in_arrow, map_partitions, run
 from ._plan import TaskAddress, TaskPlan
-from ._task import BarrierWorker, TaskFailed, parse_failure, run_in_task
+from ._task import BarrierWorker, TaskFailed, parse_failure
 
 __all__ = ["BarrierSetupError", "BarrierWorker", "TaskAddress", "TaskFailed", "TaskPlan",
-           "check_resources", "map_in_arrow", "map_partitions", "parse_failure", "run",
-           "run_in_task"]
+           "check_resources", "map_in_arrow", "map_partitions", "parse_failure", "run"]

@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .. import InputHandle, Pipeline, Worker
 from ._cancel import StageCanceller
-from ._task import BarrierWorker, parse_failure, run_in_task
+from ._task import BarrierWorker, parse_crash, parse_failure, run_in_task
 
 __all__ = ["BarrierSetupError", "check_resources", "map_in_arrow", "map_partitions", "run"]
 
@@ -103,7 +103,7 @@ def _worker_errors():
             text = str(error)
         except Exception:
             raise error from None
-        failure = parse_failure(text)
+        failure = parse_failure(text) or parse_crash(text)
         if failure is None:
             raise
         raise failure from error

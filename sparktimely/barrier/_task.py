@@ -26,7 +26,7 @@ from ..execute import Seat, WorkerError, WorkerSession, run_workers
 from ._cancel import CancelAddress
 from ._plan import TaskAddress, TaskPlan
 
-__all__ = ["BarrierWorker", "TaskFailed", "parse_failure", "run_in_task"]
+__all__ = ["BarrierWorker", "TaskFailed", "parse_crash", "parse_failure", "run_in_task"]
 
 PEER_LOST_GRACE = 3.0
 """Seconds a worker that lost a remote peer waits before failing its own task, so that the
@@ -59,6 +59,27 @@ def parse_failure(text: str) -> WorkerError | None:
     if match is None:
         return None
     return WorkerError(int(match[1]), match[2], match[3])
+
+
+_CRASHED = re.compile(r"Python worker exited unexpectedly \(crashed\)[^\n]*")
+_TASK = re.compile(r"barrier task (?:ResultTask|ShuffleMapTask)\(\d+, (\d+)\)|"
+                   r"Lost task (\d+)\.\d+ in stage")
+
+
+def parse_crash(text: str) -> WorkerError | None:
+    """A :class:`sparktimely.WorkerError` for a Spark failure in which the Python process of
+    a barrier task died (so it could not report anything itself), or None.
+
+    >>> str(parse_crash("Stage failed because barrier task ResultTask(7, 1) finished "
+    ...                 "unsuccessfully. ... Python worker exited unexpectedly (crashed)"))
+    'worker 1 failed: the Python process of its Spark task died (Python worker exited unexpectedly (crashed)): killed by a signal, or it exited'
+    """
+    crash, task = _CRASHED.search(text), _TASK.search(text)
+    if crash is None or task is None:
+        return None
+    return WorkerError(int(task[1] or task[2]), f"the Python process of its Spark task died "
+                                                f"({crash[0]}): killed by a signal, or it "
+                                                f"exited")
 
 
 class TaskFailed(RuntimeError):

@@ -369,6 +369,24 @@ def test_a_stall_limit_on_spark_names_the_stalled_worker(spark):
     assert time.monotonic() - started < 1 + 5
 
 
+def killing_its_task_job(worker):
+    worker.dataflow(lambda scope: scope.to_stream(range(10)).exchange(lambda x: x).probe())
+    if worker.index == 1:
+        os.kill(os.getppid(), signal.SIGKILL)           # the Spark task's own process
+    time.sleep(600)
+
+
+def test_a_task_process_killed_by_a_signal_is_named_as_its_worker(spark):
+    started = time.monotonic()
+    with pytest.raises(st.WorkerError) as caught:
+        stb.run(spark, killing_its_task_job, 2)
+    assert caught.value.index == 1
+    assert str(caught.value).startswith("worker 1 failed: the Python process of its Spark task "
+                                        "died (Python worker exited unexpectedly (crashed)")
+    assert "crashed" in str(caught.value.__cause__)
+    assert time.monotonic() - started < 10
+
+
 def test_workers_talk_through_sockets_across_hosts(spark, sockets):
     results = stb.run(spark, exchange_job, 2)
     assert results[0][3] == list(range(0, 200, 2)) and results[1][3] == list(range(1, 200, 2))
