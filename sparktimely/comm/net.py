@@ -150,7 +150,7 @@ class _Party:
 
     def read(self) -> bytes | None:
         """Bytes of the next handshake once complete, or the (shorter) bytes received before
-        the other end closed; None while incomplete."""
+        the other end closed or once they cannot be a handshake; None while incomplete."""
         try:
             data = self.sock.recv(_Handshake.FORMAT.size - len(self.received))
         except BlockingIOError:
@@ -161,8 +161,10 @@ class _Party:
             done, self.received = self.received, b""
             return done
         self.received += data
-        if len(self.received) < _Handshake.FORMAT.size:
-            return None
+        magic = _Handshake.MAGIC
+        if (len(self.received) < _Handshake.FORMAT.size
+                and self.received[:len(magic)] == magic[:len(self.received)]):
+            return None                        # a handshake so far: wait for the rest
         done, self.received = self.received, b""
         return done
 

@@ -321,6 +321,9 @@ def test_an_error_in_build_fails_a_shuffle_feeding_stage_at_once_without_retries
     """Faults issue, item 7: the stage feeding count()'s shuffle is not retried four times."""
     def build(scope, stream):
         raise ValueError("no such operator, driver side")
+    identity = stb.map_in_arrow(spark.range(0, 100, 1, 2), lambda scope, s: s, "id long",
+                                num_workers=2)
+    assert identity.count() == 100                    # the same stages, warm
     df = stb.map_in_arrow(spark.range(0, 100, 1, 2), build, "id long", num_workers=2)
     started = time.monotonic()
     with pytest.raises(Exception) as caught:

@@ -78,6 +78,17 @@ def test_a_service_with_a_banner_is_named_with_what_it_sent(process):
     assert elapsed < 5
 
 
+def test_a_short_banner_is_named_at_once():
+    service = Service(b"220 mail.example.com ESMTP\r\n")       # and then it waits
+    try:
+        error, elapsed = run_process(1, [service.address, free_address()])
+    finally:
+        service.close()
+    assert str(error).endswith("it is not a sparktimely process: it sent "
+                               "b'220 mail.example.com ESMTP\\r\\n'")
+    assert elapsed < 1
+
+
 def test_a_silent_service_is_named_within_five_seconds():
     service = Service(b"")
     try:
