@@ -117,7 +117,7 @@ class GroupRecord:
                 self._words[_FAILED] = index + 1
         finally:
             os.close(fd)
-        return self.failure()
+        return self.failure() or (index, message, traceback)
 
     def failure(self) -> tuple[int, str, str] | None:
         """``(index, message, traceback)`` of the first failure in the group, or None."""
@@ -129,7 +129,6 @@ class GroupRecord:
         return failed - 1, message, traceback
 
     def close(self) -> None:
-        self._words = None
         self.segment.close()
 
 

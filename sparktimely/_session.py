@@ -29,7 +29,7 @@ import threading
 import time
 import traceback as tb
 from contextlib import contextmanager
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from ._group import GroupFailed, HostGroup
 from .comm import (PeerLost, WorkerAddress, build_allocator, connect_timeout, host_identity,
@@ -229,9 +229,13 @@ class WorkerSession:
         self.index = index
         self._plan_source = plan if callable(plan) else None
         self.plan: list[WorkerAddress] | None = None if callable(plan) else list(plan)
-        self.peers = len(self.plan) if self.plan is not None else peers
-        if self.peers is None or not 0 <= index < self.peers:
-            raise ValueError(f"worker index {index} is not in 0..{(self.peers or 0) - 1}")
+        if self.plan is not None:
+            peers = len(self.plan)
+        elif peers is None:
+            raise ValueError("a plan still to come needs the number of peers")
+        self.peers: int = peers
+        if not 0 <= index < peers:
+            raise ValueError(f"worker index {index} is not in 0..{peers - 1}")
         if stall_limit is not None and stall_limit <= 0:
             raise ValueError(f"stall_limit must be a positive number of seconds, got "
                              f"{stall_limit!r}")
@@ -252,20 +256,21 @@ class WorkerSession:
         try:
             if self.peers > 1:
                 self._allocator = _SessionAllocator(self)
-            self.worker = Worker(self.index, self.peers, self.args, self._allocator)
+            self.worker = worker = Worker(self.index, self.peers, self.args, self._allocator)
             if self.stall_limit is not None:
-                self._watch = StallWatch(self, self.stall_limit)
+                self._watch = StallWatch(worker, self, self.stall_limit)
             if self._allocator is not None and self.plan is not None:
                 self._allocator.connect()
         except BaseException as error:
             self._fail(error)
-        return self.worker
+        return worker
 
     def connect(self) -> Any:
         """The comm allocator: the plan, the host group's shared memory, the sockets."""
         started = time.perf_counter()
         deadline = time.monotonic() + self.timeout
         if self.plan is None:
+            assert self._plan_source is not None
             self.plan = list(self._plan_source())
             if len(self.plan) != self.peers:
                 raise ValueError(f"the plan has {len(self.plan)} workers, not {self.peers}")
@@ -292,7 +297,7 @@ class WorkerSession:
 
     # -- leaving -----------------------------------------------------------------------------
 
-    def __exit__(self, kind, error, trace) -> bool:
+    def __exit__(self, kind, error, trace) -> None:
         if self._watch is not None:
             self._watch.stop()
         if error is None:
@@ -302,13 +307,12 @@ class WorkerSession:
                 self._release(failed=False)
             except BaseException as failure:
                 self._fail(failure)
-            return False
-        if not isinstance(error, (Exception, Stalled)):   # GeneratorExit, KeyboardInterrupt
+        elif not isinstance(error, (Exception, Stalled)):   # GeneratorExit, KeyboardInterrupt
             self._abandon(self.index, f"{type(error).__name__} (the worker was interrupted)", "")
-            return False
-        self._fail(error)
+        else:
+            self._fail(error)
 
-    def _fail(self, error: BaseException) -> None:
+    def _fail(self, error: BaseException) -> NoReturn:
         """Record ``error`` for the host group, let go of everything, raise WorkerError."""
         if self._watch is not None:
             self._watch.stop()
@@ -390,20 +394,20 @@ class StallWatch:
 
     SIGNAL = signal.SIGUSR2
 
-    def __init__(self, session: WorkerSession, limit: float) -> None:
+    def __init__(self, worker: Worker, session: WorkerSession, limit: float) -> None:
         if threading.current_thread() is not threading.main_thread():
             raise RuntimeError("a stall limit needs the worker in the main thread")
-        self.session, self.limit = session, limit
+        self.worker, self.session, self.limit = worker, session, limit
         self.report: tuple[str, str] | None = None
         self._previous = signal.signal(self.SIGNAL, self._raise)
-        self._main = threading.main_thread().ident
+        self._main = threading.get_ident()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="sparktimely-stall-watch",
                                         daemon=True)
         self._thread.start()
 
     def _watch(self) -> None:
-        worker = self.session.worker
+        worker = self.worker
         seen, since = worker.steps, time.monotonic()
         while not self._stop.wait(min(self.limit / 4, 0.25)):
             now = time.monotonic()

@@ -71,7 +71,8 @@ class _SignalGuard:
     def _handle(self, signum: int, frame) -> None:
         if self.received is None:
             self.received = signum
-            os.write(self._wake, b"!")
+            if self._wake is not None:
+                os.write(self._wake, b"!")
             if not self._holding:
                 raise _Stopped(signum)
 
@@ -224,6 +225,7 @@ def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
                 group = None
         return results
     except PeerFailed as failure:            # only raised with a cluster
+        assert cluster is not None
         cluster.abort(failure.index, failure.message, failure.traceback, failure.origin)
         raise WorkerError(failure.index, cluster.explain(failure), failure.traceback) from None
     except BaseException as error:
@@ -270,6 +272,7 @@ def _collect(processes: list, pipes: list, indexes: list[int],
                 signals.check()
                 continue
             if local is None:
+                assert cluster is not None
                 cluster.check(ready)
                 continue
             if local not in waiting:

@@ -19,6 +19,9 @@ from .comm.rendezvous import ProcessCluster
 from .dataflow import Worker
 from .shm import job_prefix
 
+for _public in (WorkerError, Seat, WorkerSession):
+    _public.__module__ = __name__       # public here; defined below execute, in _session
+
 WorkerError.__module__ = __name__       # public here; defined below execute, in _supervisor
 
 
@@ -241,19 +244,19 @@ def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
 
 
 def _run(func: Callable[[Worker], Any], config: Config) -> list[Any]:
-    options = {"args": config.args, "stall_limit": config.stall_limit}
     with signals.around_run():
         if config.processes == 1:
             plan = [WorkerAddress("localhost", 0, "local", mesh=job_prefix())] * config.workers
             return _supervisor.run_workers(func, plan, dict.fromkeys(range(config.workers)),
-                                           **options)
+                                           args=config.args, stall_limit=config.stall_limit)
         hostfile = config.hostfile or [f"localhost:{2101 + i}" for i in range(config.processes)]
         cluster = ProcessCluster.join(config.process, hostfile[:config.processes],
                                       config.workers, force_sockets=config.force_sockets,
                                       timeout=config.connect_timeout)
         try:
             return _supervisor.run_workers(func, cluster.plan, cluster.listeners,
-                                           timeout=cluster.timeout, cluster=cluster, **options)
+                                           args=config.args, timeout=cluster.timeout,
+                                           stall_limit=config.stall_limit, cluster=cluster)
         finally:
             with signals.held():
                 cluster.close()

@@ -301,7 +301,7 @@ def _as_arrow(batch, schema):
         return pa.RecordBatch.from_pylist(rows, schema=schema)
     if len(schema) == 1 and rows and not isinstance(rows[0], (tuple, list)):
         rows = [(row,) for row in rows]
-    columns = list(zip(*rows)) if rows else [[] for _ in schema]
+    columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in schema]
     if len(columns) != len(schema):
         raise ValueError(f"output records have {len(columns)} fields, but the schema has "
                          f"{len(schema)}: {schema.names}")

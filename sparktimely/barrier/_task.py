@@ -187,11 +187,13 @@ class BarrierWorker:
     def waiting_for_spark(self):
         """A context for time spent waiting on Spark (input to come, output to be taken),
         which the stall limit does not count."""
+        assert self._session is not None, "only inside the with block"
         return self._session.waiting_outside()
 
-    def __exit__(self, kind, error, trace) -> bool:
+    def __exit__(self, kind, error, trace) -> None:
         started = time.perf_counter()
         session, self._session = self._session, None
+        assert session is not None
         try:
             session.__exit__(kind, error, trace)
         except WorkerError as failure:
@@ -206,4 +208,3 @@ class BarrierWorker:
             self.timings.update({"all_gather": session.timings.get("plan", 0.0),
                                  "connect": session.timings.get("connect", 0.0),
                                  "finish": time.perf_counter() - started})
-        return False

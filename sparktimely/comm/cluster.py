@@ -48,8 +48,8 @@ from .codec import decode, encode
 from .net import (FRAME, GOODBYE, MAX_FRAME, MESSAGE, PeerLost, connect_peers, connect_timeout,
                   job_token)
 
-__all__ = ["FORCE_SOCKETS_ENV", "ClusterAllocator", "WorkerAddress", "build_allocator",
-           "host_identity", "sockets_forced"]
+__all__ = ["ClusterAllocator", "WorkerAddress", "build_allocator", "host_identity",
+           "sockets_forced"]
 
 _STAGE = 1 << 20          # reader staging buffer; smaller frames are copied out of it
 _DIRECT = 64 << 10        # bodies at least this large are received straight into their buffer
@@ -83,7 +83,11 @@ FORCE_SOCKETS_ENV = "SPARKTIMELY_FORCE_SOCKETS"
 
 def sockets_forced(force: bool | None = None) -> bool:
     """``force``, else whether ``$SPARKTIMELY_FORCE_SOCKETS`` asks every process (or Spark
-    task) to count as a host of its own, so that all workers talk through sockets."""
+    task) to count as a host of its own, so that all workers talk through sockets.
+
+    >>> sockets_forced(True), sockets_forced(False)
+    (True, False)
+    """
     if force is not None:
         return force
     return os.environ.get(FORCE_SOCKETS_ENV, "") not in ("", "0")
@@ -347,6 +351,7 @@ class ClusterAllocator:
     def send(self, target: int, message: tuple) -> None:
         link = self._links.get(target)
         if link is None:
+            assert self.endpoint is not None           # a peer of this group
             self.endpoint.send(self._slots[target], encode(message))
         else:
             link.send(encode(message))
@@ -443,6 +448,7 @@ def build_allocator(index: int, plan: Sequence[WorkerAddress], listener: socket.
                              f"mesh of {len(group)} slots, got {mesh and mesh.num_workers}")
         endpoint = mesh.endpoint(slots[index])
     if len(group) == peers:
+        assert endpoint is not None                     # peers > 1: a group of several
         if listener is not None:
             listener.close()
         return ShmAllocator(endpoint, index, peers)

@@ -244,12 +244,13 @@ class _Meeting:
                                min(now + HANDSHAKE_TIMEOUT, self.deadline), probe)
                 party.connecting = True
                 self.parties[sock] = party
-                error = sock.connect_ex(sockaddr)
-                if error not in (0, errno.EINPROGRESS):
+                code = sock.connect_ex(sockaddr)
+                if code not in (0, errno.EINPROGRESS):
                     self._drop(party)
-                    self._retry(peer, probe, os.strerror(error))
+                    self._retry(peer, probe, os.strerror(code))
 
     def _connected(self, party: _Party) -> None:
+        assert party.peer is not None                  # only connections we made connect
         party.connecting = False
         error = party.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if error:
@@ -319,6 +320,7 @@ class _Meeting:
         party.deadline = min(time.monotonic() + HANDSHAKE_TIMEOUT, self.deadline)
 
     def _verdict(self, party: _Party, data: bytes) -> None:
+        assert party.peer is not None
         self._check(party, data, _Handshake.WELCOME)
         del self.parties[party.sock]
         self.outgoing.pop(party.peer, None)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import select
 import socket
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..shm import job_prefix
 from .cluster import WorkerAddress, host_identity, sockets_forced
@@ -94,7 +94,7 @@ class ProcessCluster:
                  "ports": [s.getsockname()[1] for s in self.listeners.values()]}
         for q, sock in self.controls.items():
             send_notice(sock, self.process, q, ("hello", hello))
-        hellos = {self.process: hello}
+        hellos: dict[int, dict[str, Any]] = {self.process: hello}
         deadline = time.monotonic() + timeout
         for q in sorted(self.controls):
             _, hello_q = self._expect(q, deadline)      # hellos come first

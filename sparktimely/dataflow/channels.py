@@ -135,6 +135,7 @@ class SchemaCheckedQueue(deque):
         super().append(item)
 
     def _mismatch(self, schema: pa.Schema, sender: int) -> None:
+        assert self._first is not None
         first, first_sender = self._first
         dataflow = self._target.dataflow
         operator = dataflow.operators[self._target.operator].name

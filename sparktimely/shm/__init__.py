@@ -20,6 +20,9 @@ from ._mesh import Endpoint, Mesh
 from ._segment import (NoSpaceError, Segment, fallback_dir, job_prefix, run_prefix, segments,
                        sweep, sweep_stale)
 
+for _public in (NoSpaceError, run_prefix, segments):
+    _public.__module__ = __name__       # public here; defined in _segment
+
 __all__ = ["ARROW", "PICKLE", "Endpoint", "Mesh", "NoSpaceError", "Segment", "decode",
            "decode_arrow", "decode_pickle", "encode_arrow", "encode_pickle", "fallback_dir",
            "job_prefix", "message_kind", "run_prefix", "segments", "sweep", "sweep_stale"]

@@ -49,10 +49,14 @@ def run_prefix() -> str:
     ``$SPARKTIMELY_SHM_TAG`` is set (lower-case letters and digits, a letter first), else
     ``sparktimely-``.
 
-    >>> os.environ[TAG_ENV] = "t1"; run_prefix()
-    'sparktimely-t1-'
-    >>> del os.environ[TAG_ENV]; run_prefix()
+    >>> import os
+    >>> saved = os.environ.pop("SPARKTIMELY_SHM_TAG", None)
+    >>> run_prefix()
     'sparktimely-'
+    >>> os.environ["SPARKTIMELY_SHM_TAG"] = "t1"; run_prefix()
+    'sparktimely-t1-'
+    >>> del os.environ["SPARKTIMELY_SHM_TAG"]
+    >>> if saved is not None: os.environ["SPARKTIMELY_SHM_TAG"] = saved
     """
     tag = os.environ.get(TAG_ENV, "")
     if not tag:
@@ -210,13 +214,20 @@ class Segment:
 
 class NoSpaceError(OSError):
     """A shared-memory segment did not fit: the message names the directory, the size asked
-    for, the space left, and how to point sparktimely elsewhere."""
+    for, the space left, and how to point sparktimely elsewhere (an ``OSError`` with errno
+    ENOSPC).
+
+    >>> import errno
+    >>> error = NoSpaceError("no room for a 4.0 MiB shared-memory segment in /dev/shm")
+    >>> error.errno == errno.ENOSPC, str(error)
+    (True, 'no room for a 4.0 MiB shared-memory segment in /dev/shm')
+    """
 
     def __init__(self, message: str) -> None:
         super().__init__(errno.ENOSPC, message)
 
     def __str__(self) -> str:
-        return self.strerror
+        return self.strerror or ""
 
 
 def _no_space(error: OSError, directory: str, size: int) -> OSError:
@@ -249,7 +260,16 @@ def _warn_fallback(free: int, size: int, directory: str) -> None:
 
 def segments(prefix: str = "sparktimely-", directory: str | None = None) -> list[str]:
     """Paths of the segments whose names start with ``prefix``, wherever segments live
-    (``directory``, ``$SPARKTIMELY_SHM_DIR``, /dev/shm, the fallback directory)."""
+    (``directory``, ``$SPARKTIMELY_SHM_DIR``, /dev/shm, the fallback directory).
+
+    >>> from sparktimely.shm import Segment, job_prefix
+    >>> prefix = job_prefix()
+    >>> with Segment.create(prefix + "-x", 4096) as segment:
+    ...     segments(prefix) == [segment.path]
+    True
+    >>> segments(prefix)
+    []
+    """
     found = []
     for d in _search_dirs(directory):
         try:
