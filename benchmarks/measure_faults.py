@@ -248,6 +248,18 @@ def spark_faults() -> list[tuple[str, tuple[float, str, int, int]]]:
 
     def bad_build(scope, stream):
         raise ValueError("bad build")
+    def named(call):
+        """Spark's error of a lazy form, as the worker failure its message carries."""
+        try:
+            call()
+        except Exception as error:
+            failure = stb.parse_failure(str(error))
+            if failure is None:
+                raise
+            cancelled = "SPARK_JOB_CANCELLED" in str(error)
+            raise RuntimeError(f"{type(error).__name__}{' (job cancelled)' if cancelled else ''}"
+                               f" carrying: {failure}") from error
+
     def settled(call):
         """Measure ``call`` once Spark has two free slots again (the previous fault's
         surviving task is killed by Spark, which takes it a few seconds) and warm stages."""
@@ -262,8 +274,8 @@ def spark_faults() -> list[tuple[str, tuple[float, str, int, int]]]:
             ("Spark run(): worker 1 in an endless loop, stall_limit=1",
              settled(lambda: stb.run(spark, stuck, 2, stall_limit=1))),
             ("Spark map_in_arrow(...).count(): error in build (was 11 s: 4 attempts)",
-             settled(lambda: stb.map_in_arrow(spark.range(0, 100, 1, 2), bad_build, "id long",
-                                              num_workers=2).count()))]
+             settled(lambda: named(lambda: stb.map_in_arrow(
+                 spark.range(0, 100, 1, 2), bad_build, "id long", num_workers=2).count())))]
     spark.stop()
     return rows
 
