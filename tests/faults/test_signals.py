@@ -53,6 +53,13 @@ def stop_and_time(process: subprocess.Popen, sig: int) -> float:
     return time.monotonic() - started
 
 
+def assert_stopped_clean(supervisors: list, children: list, elapsed: float) -> None:
+    """Every worker gone, every segment removed, and within 5 s."""
+    assert psutil.wait_procs(children, timeout=5)[1] == []
+    assert segments_of(p.pid for p in supervisors) == []
+    assert elapsed < 5, f"stopping took {elapsed:.1f} s"
+
+
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_sigterm_stops_every_worker_and_removes_every_segment(workers):
     supervisor = start("st.execute(job, workers=int(sys.argv[1]))", str(workers))
@@ -61,9 +68,7 @@ def test_sigterm_stops_every_worker_and_removes_every_segment(workers):
         assert len(segments_of([supervisor.pid])) == (0 if workers == 1 else 2 + workers ** 2)
         elapsed = stop_and_time(supervisor, signal.SIGTERM)
         assert supervisor.returncode == -signal.SIGTERM       # it still dies of the signal
-        assert psutil.wait_procs(children, timeout=5)[1] == []
-        assert segments_of([supervisor.pid]) == []
-        assert elapsed < 5, f"stopping took {elapsed:.1f} s"
+        assert_stopped_clean([supervisor], children, elapsed)
     finally:
         supervisor.kill()
         supervisor.wait()
@@ -81,9 +86,7 @@ def test_sigint_stops_the_workers_and_raises_keyboard_interrupt_in_the_caller():
         elapsed = stop_and_time(supervisor, signal.SIGINT)
         assert supervisor.stdout.read() == "KeyboardInterrupt\n"
         assert supervisor.returncode == 0
-        assert psutil.wait_procs(children, timeout=5)[1] == []
-        assert segments_of([supervisor.pid]) == []
-        assert elapsed < 5, f"stopping took {elapsed:.1f} s"
+        assert_stopped_clean([supervisor], children, elapsed)
     finally:
         supervisor.kill()
         supervisor.wait()
@@ -116,9 +119,7 @@ def test_sigterm_to_one_process_of_a_hostfile_job_stops_the_other_with_a_clear_e
         assert report.startswith("WorkerError: worker 2 failed: process 1 (workers 2..3) was "
                                  "stopped by SIGTERM"), report + processes[0].stderr.read()
         assert processes[0].returncode == 0
-        assert psutil.wait_procs(children, timeout=5)[1] == []
-        assert segments_of(p.pid for p in processes) == []
-        assert elapsed < 5, f"stopping took {elapsed:.1f} s"
+        assert_stopped_clean(processes, children, elapsed)
     finally:
         for process in processes:
             process.kill()

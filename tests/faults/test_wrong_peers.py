@@ -63,6 +63,20 @@ def run_process(process: int, hostfile: list[str]) -> tuple[BaseException, float
     return caught.value, time.monotonic() - started
 
 
+def against(answer) -> tuple[BaseException, float, str]:
+    """Process 1 of a job whose process 0 address is held by a service answering ``answer``
+    (bytes, or a function of the connection and the job's hostfile): process 1's error, how
+    long it took, and the service's address."""
+    hostfile = [None, free_address()]
+    service = Service(answer if not callable(answer) else lambda sock: answer(sock, hostfile))
+    hostfile[0] = service.address
+    try:
+        error, elapsed = run_process(1, hostfile)
+    finally:
+        service.close()
+    return error, elapsed, service.address
+
+
 @pytest.mark.parametrize("process", [0, 1])
 def test_a_service_with_a_banner_is_named_with_what_it_sent(process):
     service = Service(b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n")
@@ -78,37 +92,22 @@ def test_a_service_with_a_banner_is_named_with_what_it_sent(process):
     assert elapsed < 5
 
 
-def test_a_short_banner_is_named_at_once():
-    service = Service(b"220 mail.example.com ESMTP\r\n")       # and then it waits
-    try:
-        error, elapsed = run_process(1, [service.address, free_address()])
-    finally:
-        service.close()
-    assert str(error).endswith("it is not a sparktimely process: it sent "
-                               "b'220 mail.example.com ESMTP\\r\\n'")
+@pytest.mark.parametrize("answer, sent", [
+    (b"220 mail.example.com ESMTP\r\n", "b'220 mail.example.com ESMTP\\r\\n'"),  # then waits
+    (b"\xff" * 4096, "b'\\xff\\xff\\xff"),   # once read as a frame length: a MemoryError
+])
+def test_bytes_that_cannot_begin_a_handshake_are_named_at_once(answer, sent):
+    error, elapsed, address = against(answer)
+    assert str(error).startswith(f"process 1 could not connect to process 0 at {address}: it "
+                                 f"is not a sparktimely process: it sent {sent}")
     assert elapsed < 1
 
 
 def test_a_silent_service_is_named_within_five_seconds():
-    service = Service(b"")
-    try:
-        error, elapsed = run_process(1, [service.address, free_address()])
-    finally:
-        service.close()
-    assert str(error) == (f"process 1 could not connect to process 0 at {service.address}: it "
+    error, elapsed, address = against(b"")
+    assert str(error) == (f"process 1 could not connect to process 0 at {address}: it "
                           f"accepted the connection but sent no sparktimely handshake within "
                           f"3 s: is another service listening there?")
-    assert elapsed < 5
-
-
-def test_a_service_that_reads_a_frame_length_from_our_bytes_cannot_exhaust_memory():
-    """What used to give a bare MemoryError: a peer whose bytes are read as a frame length."""
-    service = Service(b"\xff" * 4096)
-    try:
-        error, elapsed = run_process(1, [service.address, free_address()])
-    finally:
-        service.close()
-    assert "it is not a sparktimely process: it sent b'\\xff\\xff" in str(error)
     assert elapsed < 5
 
 
@@ -118,26 +117,17 @@ def greeting(hostfile: list[str], version: int = PROTOCOL_VERSION, index: int = 
 
 
 def test_a_peer_of_another_job_is_refused():
-    other_job = Service(greeting(["127.0.0.1:1", "127.0.0.1:2"]))   # its hostfile differs
-    try:
-        error, elapsed = run_process(1, [other_job.address, free_address()])
-    finally:
-        other_job.close()
-    assert str(error) == (f"process 1 could not connect to process 0 at {other_job.address}: "
+    error, elapsed, address = against(greeting(["127.0.0.1:1", "127.0.0.1:2"]))  # other hosts
+    assert str(error) == (f"process 1 could not connect to process 0 at {address}: "
                           f"it belongs to another sparktimely job (another hostfile or plan): "
                           f"are two jobs using the same addresses?")
     assert elapsed < 5
 
 
 def test_a_peer_of_another_version_is_refused():
-    hostfile = [None, free_address()]
-    old = Service(lambda sock: sock.sendall(greeting(hostfile, version=1)))
-    hostfile[0] = old.address
-    try:
-        error, elapsed = run_process(1, hostfile)
-    finally:
-        old.close()
-    assert str(error) == (f"process 1 could not connect to process 0 at {old.address}: it speaks "
+    error, elapsed, address = against(
+        lambda sock, hostfile: sock.sendall(greeting(hostfile, version=1)))
+    assert str(error) == (f"process 1 could not connect to process 0 at {address}: it speaks "
                           f"sparktimely protocol version 1 and this process version "
                           f"{PROTOCOL_VERSION}: run one sparktimely version everywhere")
     assert elapsed < 5
@@ -145,22 +135,15 @@ def test_a_peer_of_another_version_is_refused():
 
 def test_an_oversized_control_frame_is_refused_not_allocated():
     """A peer that passes the handshake and then sends a frame claiming 2**60 bytes."""
-    hostfile = [None, free_address()]
-
-    def impostor(sock):
+    def impostor(sock, hostfile):
         sock.sendall(greeting(hostfile))
         sock.recv(_Handshake.FORMAT.size)              # its hello
         sock.sendall(_Handshake.FORMAT.pack(_Handshake.MAGIC, PROTOCOL_VERSION,
                                             _Handshake.WELCOME, job_token("processes", hostfile),
                                             0, 1))
         sock.sendall(FRAME.pack(2, 0, 1, 1 << 60))
-    peer = Service(impostor)
-    hostfile[0] = peer.address
-    try:
-        error, elapsed = run_process(1, hostfile)
-    finally:
-        peer.close()
-    assert str(error).startswith(f"lost connection to process 0 at {peer.address} during "
+    error, elapsed, address = against(impostor)
+    assert str(error).startswith(f"lost connection to process 0 at {address} during "
                                  f"start-up: unexpected frame on a control connection: channel "
                                  f"2, {1 << 60} bytes")
     assert elapsed < 5
