@@ -29,5 +29,9 @@ from ._api import BarrierSetupError, check_resources, map_in_arrow, map_partitio
 from ._plan import TaskAddress, TaskPlan
 from ._task import BarrierWorker, TaskFailed, parse_failure
 
+for _public in (BarrierSetupError, check_resources, map_in_arrow, map_partitions, run,
+                TaskAddress, TaskPlan, BarrierWorker, TaskFailed, parse_failure):
+    _public.__module__ = __name__       # public here; defined in the private modules
+
 __all__ = ["BarrierSetupError", "BarrierWorker", "TaskAddress", "TaskFailed", "TaskPlan",
            "check_resources", "map_in_arrow", "map_partitions", "parse_failure", "run"]

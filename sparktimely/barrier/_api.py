@@ -23,7 +23,15 @@ slots for a barrier stage, before giving up with :class:`BarrierSetupError`."""
 
 
 class BarrierSetupError(RuntimeError):
-    """Spark cannot run the barrier stage: too few task slots, or dynamic allocation is on."""
+    """Spark cannot run the barrier stage: too few task slots, or dynamic allocation is on.
+
+    >>> import sparktimely.barrier as stb
+    >>> try:
+    ...     stb.check_resources(4, 2, "local[2]", False)
+    ... except stb.BarrierSetupError as error:
+    ...     print(str(error).split(",")[0])
+    4 sparktimely workers need 4 barrier tasks running at once
+    """
 
 
 def check_resources(num_workers: int, slots: int | None, master: str,
@@ -34,7 +42,7 @@ def check_resources(num_workers: int, slots: int | None, master: str,
     >>> check_resources(3, 2, "local[2]", False)
     Traceback (most recent call last):
     ...
-    sparktimely.barrier._api.BarrierSetupError: 3 sparktimely workers need 3 barrier tasks running at once, but this Spark application has 2 task slots (master local[2]): ask for fewer workers or for more cores (local[N], or spark.executor.instances x spark.executor.cores / spark.task.cpus)
+    sparktimely.barrier.BarrierSetupError: 3 sparktimely workers need 3 barrier tasks running at once, but this Spark application has 2 task slots (master local[2]): ask for fewer workers or for more cores (local[N], or spark.executor.instances x spark.executor.cores / spark.task.cpus)
     """
     if not isinstance(num_workers, int) or num_workers < 1:
         raise ValueError(f"num_workers must be a positive integer, got {num_workers!r}")

@@ -18,7 +18,13 @@ from ..execute import WorkerAddress
 class TaskAddress:
     """What one barrier task tells the others: its partition (= worker index), the host and
     port of its listener, its host identity (who can share memory with it) and the name
-    prefix it would give a shared-memory mesh if it were its group's creator."""
+    prefix it would give a shared-memory mesh if it were its group's creator.
+
+    >>> from sparktimely.barrier import TaskAddress
+    >>> task = TaskAddress(1, "node-2", 40123, "node-2/ipc:[1]", "sparktimely-7-f-0")
+    >>> TaskAddress.from_json(task.to_json()) == task
+    True
+    """
 
     partition: int
     host: str

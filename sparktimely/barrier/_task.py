@@ -50,6 +50,7 @@ def parse_failure(text: str) -> WorkerError | None:
     """The :class:`sparktimely.WorkerError` described in ``text`` (say, a Spark exception
     message), or None.
 
+    >>> from sparktimely.barrier._task import format_failure
     >>> error = parse_failure("Job aborted ... " + format_failure(1, "ValueError: boom",
     ...                       "Traceback (most recent call last):\\nValueError: boom"))
     >>> error.index, str(error)
@@ -84,7 +85,13 @@ def parse_crash(text: str) -> WorkerError | None:
 
 class TaskFailed(RuntimeError):
     """Raised by a barrier task when its worker, or a worker it depends on, failed. The
-    message is :func:`format_failure`'s: the failing worker's index, error and traceback."""
+    message is :func:`format_failure`'s: the failing worker's index, error and traceback.
+
+    >>> from sparktimely.barrier import TaskFailed, parse_failure
+    >>> failed = TaskFailed(2, "KeyError: 'x'", "Traceback ...")
+    >>> parse_failure("Job aborted: " + str(failed)).index
+    2
+    """
 
     def __init__(self, index: int, message: str, traceback: str) -> None:
         super().__init__(format_failure(index, message, traceback))
@@ -145,6 +152,12 @@ def run_in_task(func: Callable[[Worker], Any], args: Sequence[str] = (),
 class BarrierWorker:
     """Context manager making the current barrier task a timely worker, in the task's own
     process (see the module doc).
+
+    >>> def task(records):                            # in rdd.barrier().mapPartitions(task)
+    ...     with BarrierWorker() as worker:
+    ...         probe = worker.dataflow(lambda scope: scope.to_stream(records).probe())
+    ...         worker.run()
+    ...     yield worker.index                        # doctest: +SKIP
 
     ``context`` is the task's ``BarrierTaskContext`` (by default ``BarrierTaskContext.get()``),
     ``args`` becomes ``worker.args``, ``timeout`` bounds connecting to the other workers

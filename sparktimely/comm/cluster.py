@@ -326,7 +326,29 @@ def _bytes(part: Any) -> memoryview:
 
 
 class ClusterAllocator:
-    """Routes each peer to the shared-memory mesh (same group) or to a socket link."""
+    """Routes each peer to the shared-memory mesh (same group) or to a socket link.
+
+    >>> import threading
+    >>> from sparktimely.comm import WorkerAddress, build_allocator, listen
+    >>> listeners = [listen("127.0.0.1") for _ in range(2)]
+    >>> plan = [WorkerAddress("127.0.0.1", s.getsockname()[1], f"host-{i}")
+    ...         for i, s in enumerate(listeners)]
+    >>> made = {}
+    >>> def connect(i):
+    ...     made[i] = build_allocator(i, plan, listeners[i], None, timeout=10)
+    >>> threads = [threading.Thread(target=connect, args=(i,)) for i in range(2)]
+    >>> for thread in threads: thread.start()
+    >>> for thread in threads: thread.join()
+    >>> made[0].remote, made[1].remote
+    ([1], [0])
+    >>> made[0].send(1, ("hello",)); _ = made[0].flush()
+    >>> received = []
+    >>> while not received:
+    ...     made[1].park(1.0); received += made[1].receive()
+    >>> received
+    [(0, ('hello',))]
+    >>> for allocator in made.values(): allocator.abort()
+    """
 
     def __init__(self, index: int, peers: int, endpoint: Endpoint | None,
                  slots: dict[int, int], connections: dict[int, socket.socket],

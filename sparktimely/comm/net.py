@@ -42,7 +42,11 @@ TIMEOUT_ENV = "SPARKTIMELY_CONNECT_TIMEOUT"
 
 
 class PeerLost(ConnectionError):
-    """The connection to another worker or process dropped without a goodbye."""
+    """The connection to another worker or process dropped without a goodbye.
+
+    >>> issubclass(PeerLost, ConnectionError)
+    True
+    """
 
 
 def connect_timeout(timeout: float | None = None) -> float:
@@ -67,7 +71,12 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 def listen(host: str, port: int = 0, backlog: int = 128) -> socket.socket:
-    """A listening TCP socket bound to ``host:port`` (port 0: any free port)."""
+    """A listening TCP socket bound to ``host:port`` (port 0: any free port).
+
+    >>> with listen("127.0.0.1") as sock:
+    ...     sock.getsockname()[1] > 0
+    True
+    """
     family, kind, proto, _, sockaddr = socket.getaddrinfo(
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     sock = socket.socket(family, kind, proto)

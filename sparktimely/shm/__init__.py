@@ -20,8 +20,10 @@ from ._mesh import Endpoint, Mesh
 from ._segment import (NoSpaceError, Segment, fallback_dir, job_prefix, run_prefix, segments,
                        sweep, sweep_stale)
 
-for _public in (NoSpaceError, run_prefix, segments):
-    _public.__module__ = __name__       # public here; defined in _segment
+for _public in (decode, decode_arrow, decode_pickle, encode_arrow, encode_pickle, message_kind,
+                Endpoint, Mesh, NoSpaceError, Segment, fallback_dir, job_prefix, run_prefix,
+                segments, sweep, sweep_stale):
+    _public.__module__ = __name__       # public here; defined in the private modules
 
 __all__ = ["ARROW", "PICKLE", "Endpoint", "Mesh", "NoSpaceError", "Segment", "decode",
            "decode_arrow", "decode_pickle", "encode_arrow", "encode_pickle", "fallback_dir",

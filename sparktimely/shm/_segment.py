@@ -68,12 +68,23 @@ def run_prefix() -> str:
 
 
 def job_prefix() -> str:
-    """A fresh job-unique name prefix ``sparktimely-[<tag>-]<pid>-<pidns>-<random>``."""
+    """A fresh job-unique name prefix ``sparktimely-[<tag>-]<pid>-<pidns>-<random>``.
+
+    >>> from sparktimely.shm import job_prefix, run_prefix
+    >>> job_prefix().startswith(run_prefix()), job_prefix() != job_prefix()
+    (True, True)
+    """
     return f"{run_prefix()}{os.getpid()}-{_pid_namespace():x}-{secrets.token_hex(4)}"
 
 
 def fallback_dir() -> str:
-    """Directory for file-backed segments when /dev/shm is too small."""
+    """Directory for file-backed segments when /dev/shm is too small.
+
+    >>> import tempfile
+    >>> from sparktimely.shm import fallback_dir
+    >>> fallback_dir().startswith(tempfile.gettempdir())
+    True
+    """
     return os.path.join(tempfile.gettempdir(), "sparktimely-shm")
 
 
@@ -95,6 +106,14 @@ class Segment:
 
     ``buf`` (bytes), ``u64`` and ``u32`` are memoryviews of the whole mapping; ``address`` is its
     base address for views handed out by address (bracket those with ``pin``/``unpin``).
+
+    >>> from sparktimely.shm import Segment, job_prefix
+    >>> name = job_prefix() + "-example"
+    >>> with Segment.create(name, 100) as segment:           # rounded up to a page
+    ...     segment.buf[:2] = b"hi"
+    ...     with Segment.attach(name) as other:
+    ...         segment.size, bytes(other.buf[:2])
+    (4096, b'hi')
     """
 
     def __init__(self, path: str, mm: mmap.mmap, owner: bool):
@@ -293,7 +312,15 @@ def _remove_matching(directory: str | None, match) -> int:
 
 
 def sweep(prefix: str, directory: str | None = None) -> int:
-    """Unlink every segment whose name starts with ``prefix``; returns how many."""
+    """Unlink every segment whose name starts with ``prefix``; returns how many.
+
+    >>> from sparktimely.shm import Segment, job_prefix, sweep
+    >>> prefix = job_prefix()
+    >>> for part in ("a", "b"):
+    ...     Segment.create(f"{prefix}-{part}", 4096).close()
+    >>> sweep(prefix)
+    2
+    """
     if not prefix.startswith("sparktimely-") or len(prefix) <= len("sparktimely-"):
         raise ValueError(f"refusing to sweep prefix {prefix!r}: expected a job prefix")
     return _remove_matching(directory, lambda path: os.path.basename(path).startswith(prefix))
@@ -302,7 +329,16 @@ def sweep(prefix: str, directory: str | None = None) -> int:
 def sweep_stale(directory: str | None = None) -> int:
     """Unlink segments of jobs whose creating process (same pid namespace) no longer exists,
     whatever their tag: a crashed run's leftovers. A live process that holds a dead creator's
-    pid but started after the segment was made (its mtime) is not its creator."""
+    pid but started after the segment was made (its mtime) is not its creator.
+
+    >>> from sparktimely.shm import Segment, job_prefix, segments, sweep, sweep_stale
+    >>> mine = job_prefix()                       # this process is alive: not stale
+    >>> Segment.create(mine + "-x", 4096).close()
+    >>> _ = sweep_stale(); len(segments(mine))
+    1
+    >>> sweep(mine)
+    1
+    """
     ns = _pid_namespace()
 
     def stale(path: str) -> bool:
