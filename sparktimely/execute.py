@@ -1,13 +1,26 @@
-"""Running workers: ``example``, ``execute_directly``, ``execute`` and ``execute_from_args``."""
+"""Running workers: ``example``, ``execute_directly``, ``execute`` and ``execute_from_args``;
+and the entry point both ``execute`` and the Spark integration use once they know their peer
+list: :func:`run_workers` (this process's workers, each in a forked process of its own) and
+its in-process form :class:`WorkerSession`, with :class:`Seat` for a worker that must bind
+its listener before anyone knows the plan.
+"""
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from ._supervisor import WorkerError, run_workers
+from . import _supervisor
+from ._session import Seat, WorkerError, WorkerSession
+from ._supervisor import signals
+from .comm import WorkerAddress
 from .comm.rendezvous import ProcessCluster
 from .dataflow import Worker
+from .shm import job_prefix
+
+for _public in (WorkerError, Seat, WorkerSession):
+    _public.__module__ = __name__       # public here; defined below execute, in _session
 
 WorkerError.__module__ = __name__       # public here; defined below execute, in _supervisor
 
@@ -22,7 +35,9 @@ class Config:
     Without a hostfile, process ``i`` is at ``localhost:{2101 + i}`` (as in timely).
     ``force_sockets`` (default ``$SPARKTIMELY_FORCE_SOCKETS``) makes processes on one host talk
     through sockets instead of shared memory; ``connect_timeout`` (default
-    ``$SPARKTIMELY_CONNECT_TIMEOUT`` or 60 s) bounds how long processes wait for each other.
+    ``$SPARKTIMELY_CONNECT_TIMEOUT`` or 60 s) bounds how long processes wait for each other;
+    ``stall_limit`` (``--stall-limit SECONDS``) stops a job whose worker makes no progress
+    for that long.
     """
 
     workers: int = 1
@@ -32,6 +47,7 @@ class Config:
     args: list[str] = field(default_factory=list)
     force_sockets: bool | None = field(default=None, repr=False)
     connect_timeout: float | None = field(default=None, repr=False)
+    stall_limit: float | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("workers", "processes"):
@@ -41,6 +57,10 @@ class Config:
         if not isinstance(self.process, int) or not 0 <= self.process < self.processes:
             raise ValueError(f"process index {self.process!r} is not in 0..{self.processes - 1} "
                              f"(there are {self.processes} processes)")
+        if self.stall_limit is not None and not (isinstance(self.stall_limit, (int, float))
+                                                 and self.stall_limit > 0):
+            raise ValueError(f"stall_limit must be a positive number of seconds, got "
+                             f"{self.stall_limit!r}")
         if self.hostfile is not None and len(self.hostfile) < self.processes:
             raise ValueError(f"the hostfile lists {len(self.hostfile)} address(es) but "
                              f"{self.processes} processes need one each "
@@ -51,10 +71,14 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
     """The ``host:port`` entries of a hostfile (a path, or a list of strings).
 
     Blank lines and ``#`` comments are skipped; any other line that is not ``host:port``
-    with a port in 1..65535 raises ValueError naming the line.
+    with a port in 1..65535 raises ValueError naming the line, and so does an address that an
+    earlier line already gave (two processes cannot listen on one address).
 
     >>> parse_hostfile(["localhost:2101", "# spare", "10.0.0.2:2102"])
     ['localhost:2101', '10.0.0.2:2102']
+    >>> parse_hostfile(["localhost:2101", "LOCALHOST:2101"])
+    Traceback (most recent call last):
+    ValueError: hostfile line 2: 'LOCALHOST:2101' is the address of line 1 ('localhost:2101') again: every process needs an address of its own
     """
     if isinstance(hostfile, (str, os.PathLike)):
         with open(hostfile) as lines:
@@ -62,6 +86,7 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
     else:
         entries, origin = list(hostfile), "hostfile"
     addresses = []
+    seen: dict[tuple[str, int], tuple[int, str]] = {}
     for number, line in enumerate(entries, 1):
         text = line.split("#", 1)[0].strip()
         if not text:
@@ -69,6 +94,12 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
         host, sep, port = text.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"{origin} line {number}: {line.strip()!r} is not host:port")
+        key = (host.strip("[]").lower(), int(port))
+        if key in seen:
+            first, earlier = seen[key]
+            raise ValueError(f"{origin} line {number}: {text!r} is the address of line {first} "
+                             f"({earlier!r}) again: every process needs an address of its own")
+        seen[key] = (number, text)
         addresses.append(text)
     return addresses
 
@@ -76,7 +107,7 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
 _FLAGS = {"-w": "workers", "--workers": "workers", "--threads": "workers",
           "-n": "processes", "--processes": "processes",
           "-p": "process", "--process": "process",
-          "-h": "hostfile", "--hostfile": "hostfile"}
+          "-h": "hostfile", "--hostfile": "hostfile", "--stall-limit": "stall_limit"}
 
 
 def config_from_args(argv: Sequence[str]) -> Config:
@@ -91,6 +122,7 @@ def config_from_args(argv: Sequence[str]) -> Config:
     ValueError: -n 2 needs -p/--process: this process's index, 0..1
     """
     values: dict[str, Any] = {}
+    given: dict[str, str] = {}           # the spelling of each flag, for errors
     rest: list[str] = []
     argv = list(argv)
     i = 0
@@ -115,8 +147,14 @@ def config_from_args(argv: Sequence[str]) -> Config:
         else:
             raise ValueError(f"{flag} needs a value")
         i += 1
+        given[name] = flag
         if name == "hostfile":
             values[name] = parse_hostfile(value)
+        elif name == "stall_limit":
+            try:
+                values[name] = float(value)
+            except ValueError:
+                raise ValueError(f"{flag} needs a number of seconds, got {value!r}") from None
         else:
             try:
                 values[name] = int(value)
@@ -124,14 +162,14 @@ def config_from_args(argv: Sequence[str]) -> Config:
                 raise ValueError(f"{flag} needs an integer, got {value!r}") from None
     processes = values.get("processes", 1)
     if processes > 1 and "process" not in values:
-        raise ValueError(f"-n {processes} needs -p/--process: this process's index, "
-                         f"0..{processes - 1}")
+        raise ValueError(f"{given['processes']} {processes} needs -p/--process: this "
+                         f"process's index, 0..{processes - 1}")
     return Config(**values, args=rest)
 
 
 def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int = 1,
             process: int = 0, hostfile: str | os.PathLike | Sequence[str] | None = None,
-            args: Sequence[str] = ()) -> list[Any]:
+            args: Sequence[str] = (), stall_limit: float | None = None) -> list[Any]:
     """Run ``func(worker)`` on this process's ``workers`` worker processes.
 
     Worker ``local`` of process ``process`` has global index ``process * workers + local``.
@@ -144,19 +182,31 @@ def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int =
     processes on one host share memory, others talk through sockets. A failure anywhere, or
     a process or connection lost, stops every process with a WorkerError naming the cause.
 
+    ``stall_limit`` (seconds; off by default): a worker that takes no step for that long
+    while not waiting for other workers (user code in an endless loop, or blocked on I/O)
+    stops the job with a WorkerError naming the worker and where it is (its stack is the
+    error's ``traceback``).
+
+    SIGINT, SIGTERM and SIGHUP during the run (from the main thread) stop every worker, tell
+    the other processes and remove every segment first; then the handlers that were there
+    before are restored and get the signal: SIGINT raises KeyboardInterrupt, a default
+    SIGTERM ends the process.
+
     >>> import sparktimely as st
     >>> st.execute(lambda worker: (worker.index, worker.peers), workers=2)
     [(0, 2), (1, 2)]
     """
     config = Config(workers, processes, process,
-                    None if hostfile is None else parse_hostfile(hostfile), list(args))
+                    None if hostfile is None else parse_hostfile(hostfile), list(args),
+                    stall_limit=stall_limit)
     return _run(func, config)
 
 
 def execute_from_args(argv: Sequence[str], func: Callable[[Worker], Any]) -> list[Any]:
     """:func:`execute` configured from timely's command-line flags
-    (``-w/--workers/--threads``, ``-n/--processes``, ``-p/--process``, ``-h/--hostfile``);
-    other arguments are left for the program in ``worker.args``.
+    (``-w/--workers/--threads``, ``-n/--processes``, ``-p/--process``, ``-h/--hostfile``,
+    and ``--stall-limit SECONDS``); other arguments are left for the program in
+    ``worker.args``.
 
     >>> import sparktimely as st
     >>> st.execute_from_args(["-w", "2", "extra"], lambda worker: worker.args)
@@ -165,17 +215,51 @@ def execute_from_args(argv: Sequence[str], func: Callable[[Worker], Any]) -> lis
     return _run(func, config_from_args(argv))
 
 
+def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
+                listeners: Mapping[int, socket.socket | None], *, args: Sequence[str] = (),
+                timeout: float | None = None, stall_limit: float | None = None,
+                peer_lost_grace: float = 0.0) -> list[Any]:
+    """Run this process's workers of a job whose peer list is ``plan``: ``func(worker)`` on
+    each worker index in ``listeners`` (mapped to its listening socket, e.g. a
+    :class:`Seat`'s, or None when the worker has no peers on other hosts), each in a forked
+    process, stepping on until its dataflows complete. Returns their results in index order;
+    raises :class:`WorkerError` (the worker index and its traceback, or the signal that
+    killed its process) if any fails.
+
+    ``plan`` has one ``WorkerAddress`` per worker of the job (the contract is in
+    ``sparktimely.comm.cluster``): where its listener is, its host ``group`` (workers with
+    equal groups share memory) and its group's shared-memory name ``mesh``. The process
+    holding a group's lowest index creates that memory; the others wait for it. ``execute``
+    calls this after its hostfile rendezvous; a Spark barrier task after its ``allGather``.
+    ``args``, ``timeout`` (for connecting), ``stall_limit`` are as for :class:`WorkerSession`,
+    and so is ``peer_lost_grace`` (seconds a worker that lost a remote peer waits for that
+    peer's own failure to be recorded, when something else reports it first, as Spark does).
+
+    >>> plan = [WorkerAddress("localhost", 0, "here", mesh=job_prefix())] * 2
+    >>> run_workers(lambda worker: worker.index * 10, plan, {0: None, 1: None})
+    [0, 10]
+    """
+    return _supervisor.run_workers(func, plan, listeners, args=args, timeout=timeout,
+                                   stall_limit=stall_limit, peer_lost_grace=peer_lost_grace)
+
+
 def _run(func: Callable[[Worker], Any], config: Config) -> list[Any]:
-    if config.processes == 1:
-        return run_workers(func, config.workers, config.args)
-    hostfile = config.hostfile or [f"localhost:{2101 + i}" for i in range(config.processes)]
-    cluster = ProcessCluster.join(config.process, hostfile[:config.processes], config.workers,
-                                  force_sockets=config.force_sockets,
-                                  timeout=config.connect_timeout)
-    try:
-        return run_workers(func, config.workers, config.args, cluster)
-    finally:
-        cluster.close()
+    with signals.around_run():
+        if config.processes == 1:
+            plan = [WorkerAddress("localhost", 0, "local", mesh=job_prefix())] * config.workers
+            return _supervisor.run_workers(func, plan, dict.fromkeys(range(config.workers)),
+                                           args=config.args, stall_limit=config.stall_limit)
+        hostfile = config.hostfile or [f"localhost:{2101 + i}" for i in range(config.processes)]
+        cluster = ProcessCluster.join(config.process, hostfile[:config.processes],
+                                      config.workers, force_sockets=config.force_sockets,
+                                      timeout=config.connect_timeout)
+        try:
+            return _supervisor.run_workers(func, cluster.plan, cluster.listeners,
+                                           args=config.args, timeout=cluster.timeout,
+                                           stall_limit=config.stall_limit, cluster=cluster)
+        finally:
+            with signals.held():
+                cluster.close()
 
 
 def execute_directly(func: Callable[[Worker], Any]) -> Any:
@@ -203,5 +287,6 @@ def example(build: Callable[[Any], Any]) -> Any:
     return execute_directly(lambda worker: worker.dataflow(build))
 
 
-__all__ = ["Config", "WorkerError", "config_from_args", "example", "execute",
-           "execute_directly", "execute_from_args", "parse_hostfile"]
+__all__ = ["Config", "Seat", "WorkerAddress", "WorkerError", "WorkerSession",
+           "config_from_args", "example", "execute", "execute_directly", "execute_from_args",
+           "parse_hostfile", "run_workers"]

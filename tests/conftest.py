@@ -1,9 +1,10 @@
-"""Test-suite plumbing: a wall-clock limit on every test (a hang is a bug), and the worker
-matrix.
+"""Test-suite plumbing: a wall-clock limit on every test (a hang is a bug), a check that no
+test leaves shared-memory segments of this run behind, and the worker matrix.
 
 ``@pytest.mark.timeout(seconds)`` sets a test's limit; others get DEFAULT_TIMEOUT. The limit
 is enforced with SIGALRM in the main thread, so a stuck test fails with a traceback instead
-of stalling the run.
+of stalling the run. The leak check counts only this run's segments (see ``segment_leaks``):
+other programs' segments in /dev/shm are none of its business.
 
 The ``run`` fixture runs a job at 1, 2 and 3 workers (the ``workers`` fixture), in this
 process, in a seeded random interleaving (:func:`sparktimely.testing.execute_in_process`):
@@ -18,11 +19,13 @@ import signal
 import zlib
 
 import pytest
+from segment_leaks import SegmentWatch, tag_this_run
 
 from sparktimely.testing import execute_in_process
 
 DEFAULT_TIMEOUT = 120
 WORKER_COUNTS = (1, 2, 3)
+RUN_PREFIX = tag_this_run()          # before any test starts a process or a Spark session
 
 
 def pytest_generate_tests(metafunc):
@@ -88,3 +91,14 @@ def pytest_runtest_call(item):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_segments():
+    """Fail a test that leaves segments of this run behind."""
+    watch = SegmentWatch(RUN_PREFIX)
+    yield
+    leftovers = watch.leftovers()
+    if leftovers:
+        watch.clean()
+        pytest.fail(f"segments left behind: {leftovers}")

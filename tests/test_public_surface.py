@@ -21,21 +21,10 @@ import sparktimely
 # module. Their owners remove entries as they document them; a name not listed here must
 # pass, so nothing new slips in undocumented.
 PENDING = {
-    # issue 12 (transports, processes, Spark)
-    "sparktimely.barrier": {"BarrierSetupError", "BarrierWorker", "TaskAddress", "TaskFailed",
-                            "TaskPlan", "check_resources", "map_in_arrow", "map_partitions",
-                            "parse_failure", "run"},
-    "sparktimely.barrier.submit": {"JavaMissing", "main", "require_java"},
-    "sparktimely.comm": {"Allocator", "ClusterAllocator", "PeerLost", "ShmAllocator", "listen"},
-    "sparktimely.comm.cluster": {"ClusterAllocator"},
-    "sparktimely.shm": {"Endpoint", "Mesh", "Segment", "decode", "decode_arrow",
-                        "decode_pickle", "encode_arrow", "encode_pickle", "fallback_dir",
-                        "job_prefix", "message_kind", "sweep", "sweep_stale"},
     # the lead (progress internals)
     "sparktimely.progress": {"ENTER", "GraphBuilder", "LEAVE", "Tracker", "is_identity",
                              "less_equal", "less_than"},
 }
-
 
 def _private(dotted: str) -> bool:
     return any(part.startswith("_") for part in dotted.split("."))

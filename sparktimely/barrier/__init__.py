@@ -9,13 +9,14 @@
 - ``python -m sparktimely.barrier.submit`` (console script ``sparktimely-submit``): run a
   ``module:function`` worker function as a Spark application (see :mod:`.submit`).
 
-How a task becomes a worker (:class:`BarrierWorker`): it binds a listener, makes exactly one
-``allGather`` of its partition, host, port, host identity and proposed shared-memory name,
-and builds the hostfile ordered by partition. Tasks with the same host identity (hostname,
-boot id, IPC and network namespaces) talk through a shared-memory mesh created by the
-lowest of them; the others are reached through sockets. A failed worker fails the Spark job
-with its traceback (and ``run`` raises :class:`sparktimely.WorkerError`); no segment,
-thread, child process or module state stays behind in the reused pyspark workers.
+How a task becomes a worker (:mod:`._task`): it takes a ``sparktimely.execute.Seat`` (a
+listener, its host identity, a proposed shared-memory name), makes exactly one ``allGather``
+of it, and hands the plan, ordered by partition, to ``sparktimely.execute``, which runs the
+worker as it runs any job's: tasks with the same host identity (hostname, boot id, IPC and
+network namespaces) share memory, the others are reached through sockets. A failed worker
+fails the Spark job with its traceback (``run`` raises :class:`sparktimely.WorkerError`,
+naming the signal if one killed the worker); no segment, thread, child process or module
+state stays behind in the reused pyspark workers.
 
 Spark's rules apply: barrier stages need as many free task slots as workers and refuse
 dynamic allocation (both checked up front, :class:`BarrierSetupError`).
@@ -27,6 +28,10 @@ Environment (on the executors, e.g. through ``spark.executorEnv.NAME``):
 from ._api import BarrierSetupError, check_resources, map_in_arrow, map_partitions, run
 from ._plan import TaskAddress, TaskPlan
 from ._task import BarrierWorker, TaskFailed, parse_failure
+
+for _public in (BarrierSetupError, check_resources, map_in_arrow, map_partitions, run,
+                TaskAddress, TaskPlan, BarrierWorker, TaskFailed, parse_failure):
+    _public.__module__ = __name__       # public here; defined in the private modules
 
 __all__ = ["BarrierSetupError", "BarrierWorker", "TaskAddress", "TaskFailed", "TaskPlan",
            "check_resources", "map_in_arrow", "map_partitions", "parse_failure", "run"]

@@ -8,11 +8,14 @@ from functools import partial
 from itertools import islice
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from ..dataflow import InputHandle, Pipeline, Worker
-from ..dataflow.ports import BATCH_SIZE
-from ._task import BarrierWorker, parse_failure
+from .. import InputHandle, Pipeline, Worker
+from ._cancel import StageCanceller
+from ._task import BarrierWorker, parse_crash, parse_failure, run_in_task
 
 __all__ = ["BarrierSetupError", "check_resources", "map_in_arrow", "map_partitions", "run"]
+
+RECORDS_PER_BATCH = 4096
+"""How many of a Spark partition's records ``map_partitions`` hands its worker as one batch."""
 
 SLOT_WAIT = 60.0
 """Seconds to wait for executors to register when a cluster (not ``local``) has too few task
@@ -20,7 +23,15 @@ slots for a barrier stage, before giving up with :class:`BarrierSetupError`."""
 
 
 class BarrierSetupError(RuntimeError):
-    """Spark cannot run the barrier stage: too few task slots, or dynamic allocation is on."""
+    """Spark cannot run the barrier stage: too few task slots, or dynamic allocation is on.
+
+    >>> import sparktimely.barrier as stb
+    >>> try:
+    ...     stb.check_resources(4, 2, "local[2]", False)
+    ... except stb.BarrierSetupError as error:
+    ...     print(str(error).split(",")[0])
+    4 sparktimely workers need 4 barrier tasks running at once
+    """
 
 
 def check_resources(num_workers: int, slots: int | None, master: str,
@@ -31,7 +42,7 @@ def check_resources(num_workers: int, slots: int | None, master: str,
     >>> check_resources(3, 2, "local[2]", False)
     Traceback (most recent call last):
     ...
-    sparktimely.barrier._api.BarrierSetupError: 3 sparktimely workers need 3 barrier tasks running at once, but this Spark application has 2 task slots (master local[2]): ask for fewer workers or for more cores (local[N], or spark.executor.instances x spark.executor.cores / spark.task.cpus)
+    sparktimely.barrier.BarrierSetupError: 3 sparktimely workers need 3 barrier tasks running at once, but this Spark application has 2 task slots (master local[2]): ask for fewer workers or for more cores (local[N], or spark.executor.instances x spark.executor.cores / spark.task.cpus)
     """
     if not isinstance(num_workers, int) or num_workers < 1:
         raise ValueError(f"num_workers must be a positive integer, got {num_workers!r}")
@@ -100,7 +111,7 @@ def _worker_errors():
             text = str(error)
         except Exception:
             raise error from None
-        failure = parse_failure(text)
+        failure = parse_failure(text) or parse_crash(text)
         if failure is None:
             raise
         raise failure from error
@@ -109,16 +120,17 @@ def _worker_errors():
 # -- run -------------------------------------------------------------------------------------
 
 def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequence[str] = (),
-        timeout: float | None = None) -> list[Any]:
+        timeout: float | None = None, stall_limit: float | None = None) -> list[Any]:
     """Run ``func(worker)`` on ``num_workers`` timely workers, one Spark barrier task each;
     return the results ordered by worker index.
 
     ``spark`` is a SparkSession or SparkContext. Like ``sparktimely.execute``, each worker
     keeps stepping after ``func`` returns until its dataflows complete. ``args`` becomes
-    ``worker.args``; ``timeout`` bounds connecting the workers (default 60 s). A failing
+    ``worker.args``; ``timeout`` bounds connecting the workers (default 60 s);
+    ``stall_limit`` (seconds) stops a worker that makes no progress for that long. A failing
     worker fails the job: :class:`sparktimely.WorkerError` is raised with the worker's index
-    and traceback. Too few task slots or dynamic allocation raise
-    :class:`BarrierSetupError` before anything runs.
+    and traceback (or the signal that killed it), Spark's own error chained. Too few task
+    slots or dynamic allocation raise :class:`BarrierSetupError` before anything runs.
 
     >>> import sparktimely.barrier as stb
     >>> stb.run(spark, lambda worker: (worker.index, worker.peers), 2)   # doctest: +SKIP
@@ -129,39 +141,44 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
         raise TypeError("sparktimely.barrier.run needs a classic SparkSession or SparkContext "
                         "(under Spark Connect use map_in_arrow)")
     _check(sc, num_workers)
-    task = partial(_run_task, func, list(args), timeout)
+    task = partial(_run_task, func, list(args), timeout, stall_limit)
     rdd = sc.parallelize(range(num_workers), num_workers).barrier().mapPartitions(task)
     with _worker_errors():
         pairs = rdd.collect()
     return [result for _, result in sorted(pairs, key=lambda pair: pair[0])]
 
 
-def _run_task(func, args, timeout, _partition) -> Iterator[tuple[int, Any]]:
-    with BarrierWorker(args=args, timeout=timeout) as worker:
-        result = func(worker)
-        worker.run()
-        index = worker.index
-    yield index, result
+def _run_task(func, args, timeout, stall_limit, partition) -> Iterator[tuple[int, Any]]:
+    from pyspark import BarrierTaskContext
+    context = BarrierTaskContext.get()
+    yield context.partitionId(), run_in_task(func, args, timeout, stall_limit, context)
 
 
 # -- map_partitions and map_in_arrow ---------------------------------------------------------
 
-def map_partitions(rdd, build: Callable, *, timeout: float | None = None):
+def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
+                   stall_limit: float | None = None):
     """An RDD computed by timely workers, one per partition of ``rdd`` (a barrier stage).
 
     Each task's records are its worker's input stream (batches of Python objects at time 0);
     ``build(scope, stream)`` builds the dataflow and returns the stream whose records become
     the task's output (Arrow batches come out as tuples, one per row). Lazy, like
-    ``mapPartitions``.
+    ``mapPartitions``. The dataflow is built before the tasks meet, and an error in user
+    code (``build``, or an operator's logic) cancels the stage with the worker's traceback,
+    so Spark does not retry it (see :mod:`._cancel`; a lost peer or connection still lets
+    Spark retry a stage that feeds a shuffle). ``stall_limit``: as for :func:`run`; time
+    spent waiting for Spark's input or output does not count.
 
     >>> counts = stb.map_partitions(lines, lambda scope, s: s.flat_map(str.split).count())  # doctest: +SKIP
     """
     _check(rdd.context, rdd.getNumPartitions())
-    return rdd.barrier().mapPartitions(partial(_records_task, build, timeout))
+    canceller = StageCanceller.address_for(rdd.context)
+    return rdd.barrier().mapPartitions(
+        partial(_records_task, build, (timeout, stall_limit, canceller)))
 
 
 def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
-                 timeout: float | None = None):
+                 timeout: float | None = None, stall_limit: float | None = None):
     """A DataFrame computed by timely workers through ``df.mapInArrow(..., barrier=True)``.
 
     Each task's Arrow record batches are its worker's input stream (at time 0);
@@ -169,7 +186,8 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
     Output batches may be ``pyarrow.RecordBatch`` (cast to ``schema``) or lists of tuples or
     dicts. ``schema`` is a DDL string, a ``StructType`` or a ``pyarrow.Schema``. One worker
     runs per partition of ``df``; ``num_workers`` repartitions ``df`` to that many first
-    (and checks the cluster can run them at once). Lazy, like ``mapInArrow``.
+    (and checks the cluster can run them at once). Lazy, like ``mapInArrow``; errors and
+    ``stall_limit`` as for :func:`map_partitions`.
 
     >>> out = stb.map_in_arrow(df, build, "word string, count long", num_workers=2)  # doctest: +SKIP
     """
@@ -178,7 +196,8 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
     if num_workers is not None:
         _check(spark, num_workers)
         df = df.repartition(num_workers)
-    task = partial(_arrow_task, build, arrow_schema, timeout)
+    canceller = StageCanceller.address_for(_context(spark))
+    task = partial(_arrow_task, build, arrow_schema, (timeout, stall_limit, canceller))
     try:
         return df.mapInArrow(task, spark_schema, barrier=True)
     except ImportError:
@@ -215,24 +234,26 @@ def _schemas(spark, schema):
     return schema, to_arrow_schema(schema)
 
 
-def _records_task(build, timeout, records: Iterable[Any]) -> Iterator[Any]:
+def _records_task(build, options: tuple, records: Iterable[Any]) -> Iterator[Any]:
     records = iter(records)                     # may be a range or list, not an iterator
-    chunks = iter(lambda: list(islice(records, BATCH_SIZE)), [])
-    for batch in _stream_task(build, chunks, timeout):
+    chunks = iter(lambda: list(islice(records, RECORDS_PER_BATCH)), [])
+    for batch in _stream_task(build, chunks, options):
         if batch.__class__ is list:
             yield from batch
         else:
             yield from zip(*(column.to_pylist() for column in batch.columns))
 
 
-def _arrow_task(build, schema, timeout, batches: Iterable[Any]) -> Iterator[Any]:
-    for batch in _stream_task(build, (b for b in batches if b.num_rows), timeout):
+def _arrow_task(build, schema, options: tuple, batches: Iterable[Any]) -> Iterator[Any]:
+    for batch in _stream_task(build, (b for b in batches if b.num_rows), options):
         yield _as_arrow(batch, schema)
 
 
-def _stream_task(build, chunks: Iterable[Any], timeout) -> Iterator[Any]:
+def _stream_task(build, chunks: Iterable[Any], options: tuple) -> Iterator[Any]:
     """Feed ``chunks`` into the worker's input at time 0 and yield the output batches as
-    they appear (the worker keeps running between them)."""
+    they appear (the worker keeps running between them). The dataflow is built before the
+    worker meets the others (at its first step). ``options`` are the timeout, the stall
+    limit and the driver's stage canceller."""
     handle = InputHandle()
     output: deque = deque()
 
@@ -242,20 +263,30 @@ def _stream_task(build, chunks: Iterable[Any], timeout) -> Iterator[Any]:
             result.sink(Pipeline, "ToSpark",
                         lambda input: output.extend(batch for _, batch in input))
 
-    with BarrierWorker(timeout=timeout) as worker:
+    timeout, stall_limit, canceller = options
+    barrier = BarrierWorker(timeout=timeout, stall_limit=stall_limit, canceller=canceller)
+    with barrier as worker:
         worker.dataflow(dataflow, name="barrier-task")
-        for chunk in chunks:
+        chunks = iter(chunks)
+        while True:
+            with barrier.waiting_for_spark():
+                chunk = next(chunks, None)
+            if chunk is None:
+                break
             handle.send_batch(chunk)
             worker.step()
             while output:
-                yield output.popleft()
+                with barrier.waiting_for_spark():
+                    yield output.popleft()
         handle.close()
         while worker.step_or_park(1.0):
             while output:
-                yield output.popleft()
+                with barrier.waiting_for_spark():
+                    yield output.popleft()
         worker.run()
         while output:
-            yield output.popleft()
+            with barrier.waiting_for_spark():
+                yield output.popleft()
 
 
 def _as_arrow(batch, schema):
@@ -278,7 +309,7 @@ def _as_arrow(batch, schema):
         return pa.RecordBatch.from_pylist(rows, schema=schema)
     if len(schema) == 1 and rows and not isinstance(rows[0], (tuple, list)):
         rows = [(row,) for row in rows]
-    columns = list(zip(*rows)) if rows else [[] for _ in schema]
+    columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in schema]
     if len(columns) != len(schema):
         raise ValueError(f"output records have {len(columns)} fields, but the schema has "
                          f"{len(schema)}: {schema.names}")

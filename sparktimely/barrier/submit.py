@@ -35,13 +35,21 @@ __all__ = ["JavaMissing", "load_function", "main", "require_java"]
 
 
 class JavaMissing(RuntimeError):
-    """No usable Java for a local Spark driver."""
+    """No usable Java for a local Spark driver.
+
+    >>> issubclass(JavaMissing, RuntimeError)
+    True
+    """
 
 
 def require_java(minimum: int = 17) -> str:
     """The ``java`` a local Spark driver will use (``$JAVA_HOME/bin/java``, else ``java`` on
     the PATH, as pyspark's launcher does); raises :class:`JavaMissing` with a clear message
-    if there is none or it is older than ``minimum`` (Spark 4 needs Java 17 or later)."""
+    if there is none or it is older than ``minimum`` (Spark 4 needs Java 17 or later).
+
+    >>> require_java().endswith("java")          # doctest: +SKIP
+    True
+    """
     home = os.environ.get("JAVA_HOME")
     java = os.path.join(home, "bin", "java") if home else shutil.which("java")
     where = f"JAVA_HOME={home}" if home else "the PATH"
@@ -126,8 +134,13 @@ def _session(options):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line; returns the exit status."""
-    from .._supervisor import WorkerError
+    """The command line; returns the exit status.
+
+    >>> main(["--path"])                                # doctest: +ELLIPSIS
+    /.../sparktimely/barrier/submit.py
+    0
+    """
+    from ..execute import WorkerError
     from ._api import BarrierSetupError, _slots, run
     options = _parser().parse_args(argv)
     if options.path:

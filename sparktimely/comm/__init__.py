@@ -9,8 +9,9 @@ indexes over shared memory (one host) or sockets (many hosts).
 - ``rendezvous``: how the supervisors of a hostfile job meet and plan.
 """
 from .allocator import Allocator, ShmAllocator
-from .cluster import ClusterAllocator, WorkerAddress, build_allocator, host_identity
-from .net import PeerLost, listen
+from .cluster import (ClusterAllocator, WorkerAddress, build_allocator, host_identity,
+                      sockets_forced)
+from .net import PeerLost, connect_timeout, listen
 
 __all__ = ["Allocator", "ClusterAllocator", "PeerLost", "ShmAllocator", "WorkerAddress",
-           "build_allocator", "host_identity", "listen"]
+           "build_allocator", "connect_timeout", "host_identity", "listen", "sockets_forced"]

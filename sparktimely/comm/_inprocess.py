@@ -38,7 +38,8 @@ class InProcessHub:
         self.seed = seed
         self.stall_seconds = stall_seconds
         self._random = random.Random(seed)
-        self._queues = [[deque() for _ in range(workers)] for _ in range(workers)]
+        self._queues: list[list[deque]] = [[deque() for _ in range(workers)]
+                                           for _ in range(workers)]
         self._baton = threading.Condition()
         self._current = 0
         self._alive = set(range(workers))
@@ -111,7 +112,7 @@ class InProcessHub:
 
     def take(self, target: int) -> list[tuple[int, bytes]]:
         """A random prefix of every sender's queue for ``target`` (all of it, half the time)."""
-        taken = []
+        taken: list[tuple[int, bytes]] = []
         for source in range(self.workers):
             queue = self._queues[source][target]
             if queue:

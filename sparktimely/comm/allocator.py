@@ -13,7 +13,13 @@ from .codec import decode, encode
 
 
 class Allocator(Protocol):
-    """What a worker needs from the communication layer."""
+    """What a worker needs from the communication layer.
+
+    >>> from sparktimely.comm import Allocator, ShmAllocator
+    >>> [name for name in ("send", "receive", "park", "wake", "flush", "close", "abort")
+    ...  if not hasattr(ShmAllocator, name)]
+    []
+    """
 
     index: int
     peers: int
@@ -42,7 +48,17 @@ class Allocator(Protocol):
 
 class ShmAllocator:
     """Messages between the workers of one host through a shared-memory mesh endpoint
-    (``endpoint``, public so a host's workers can ring each other's doorbells)."""
+    (``endpoint``, public so a host's workers can ring each other's doorbells).
+
+    >>> from sparktimely.shm import Mesh
+    >>> with Mesh.create(2, ring_bytes=1 << 16) as mesh:
+    ...     a, b = (ShmAllocator(mesh.endpoint(i), i, 2) for i in range(2))
+    ...     a.send(1, ("progress", [1, 2]))
+    ...     received = b.receive()
+    ...     a.close(); b.close()
+    >>> received
+    [(0, ('progress', [1, 2]))]
+    """
 
     def __init__(self, endpoint: Endpoint, index: int, peers: int) -> None:
         self.index = index

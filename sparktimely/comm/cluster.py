@@ -45,9 +45,11 @@ import pyarrow as pa
 from ..shm import Endpoint, Mesh
 from .allocator import Allocator, ShmAllocator
 from .codec import decode, encode
-from .net import FRAME, GOODBYE, MESSAGE, PeerLost, connect_peers, connect_timeout
+from .net import (FRAME, GOODBYE, MAX_FRAME, MESSAGE, PeerLost, connect_peers, connect_timeout,
+                  job_token)
 
-__all__ = ["ClusterAllocator", "WorkerAddress", "build_allocator", "host_identity"]
+__all__ = ["ClusterAllocator", "WorkerAddress", "build_allocator", "host_identity",
+           "sockets_forced"]
 
 _STAGE = 1 << 20          # reader staging buffer; smaller frames are copied out of it
 _DIRECT = 64 << 10        # bodies at least this large are received straight into their buffer
@@ -68,10 +70,27 @@ class WorkerAddress:
     port: int
     group: str
     label: str = ""
+    mesh: str = ""
+    """The name of the shared memory of this worker's group (the same for every member)."""
 
     @property
     def address(self) -> str:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+FORCE_SOCKETS_ENV = "SPARKTIMELY_FORCE_SOCKETS"
+
+
+def sockets_forced(force: bool | None = None) -> bool:
+    """``force``, else whether ``$SPARKTIMELY_FORCE_SOCKETS`` asks every process (or Spark
+    task) to count as a host of its own, so that all workers talk through sockets.
+
+    >>> sockets_forced(True), sockets_forced(False)
+    (True, False)
+    """
+    if force is not None:
+        return force
+    return os.environ.get(FORCE_SOCKETS_ENV, "") not in ("", "0")
 
 
 def host_identity() -> str:
@@ -128,6 +147,9 @@ class _Link:
     def send(self, parts: list, channel: int = MESSAGE) -> None:
         views = [_bytes(part) for part in parts]
         length = sum(view.nbytes for view in views)
+        if length > MAX_FRAME:
+            raise ValueError(f"a message of {length} bytes for {self.name} is larger than a "
+                             f"frame may be ({MAX_FRAME} bytes): send it in smaller batches")
         self._frames.append(memoryview(FRAME.pack(channel, self.me, self.peer, length)))
         self._frames += views
         self._framed += FRAME.size + length
@@ -251,9 +273,11 @@ class _Link:
             delivered = False
             while end - start >= FRAME.size:
                 channel, source, target, length = FRAME.unpack_from(stage, start)
-                if (source, target) != (peer, self.me):
-                    raise ConnectionError(f"frame from {source} to {target} on the link "
-                                          f"{peer} -> {self.me}")
+                if (source, target) != (peer, self.me) or length > MAX_FRAME:
+                    header = bytes(stage[start:start + FRAME.size])
+                    raise ConnectionError(f"a corrupt frame header {header!r} (channel "
+                                          f"{channel}, {source} -> {target}, {length} bytes) "
+                                          f"on the link {peer} -> {self.me}")
                 body_start = start + FRAME.size
                 if length >= _DIRECT:
                     staged = min(end - body_start, length)
@@ -302,7 +326,29 @@ def _bytes(part: Any) -> memoryview:
 
 
 class ClusterAllocator:
-    """Routes each peer to the shared-memory mesh (same group) or to a socket link."""
+    """Routes each peer to the shared-memory mesh (same group) or to a socket link.
+
+    >>> import threading
+    >>> from sparktimely.comm import WorkerAddress, build_allocator, listen
+    >>> listeners = [listen("127.0.0.1") for _ in range(2)]
+    >>> plan = [WorkerAddress("127.0.0.1", s.getsockname()[1], f"host-{i}")
+    ...         for i, s in enumerate(listeners)]
+    >>> made = {}
+    >>> def connect(i):
+    ...     made[i] = build_allocator(i, plan, listeners[i], None, timeout=10)
+    >>> threads = [threading.Thread(target=connect, args=(i,)) for i in range(2)]
+    >>> for thread in threads: thread.start()
+    >>> for thread in threads: thread.join()
+    >>> made[0].remote, made[1].remote
+    ([1], [0])
+    >>> made[0].send(1, ("hello",)); _ = made[0].flush()
+    >>> received = []
+    >>> while not received:
+    ...     made[1].park(1.0); received += made[1].receive()
+    >>> received
+    [(0, ('hello',))]
+    >>> for allocator in made.values(): allocator.abort()
+    """
 
     def __init__(self, index: int, peers: int, endpoint: Endpoint | None,
                  slots: dict[int, int], connections: dict[int, socket.socket],
@@ -327,6 +373,7 @@ class ClusterAllocator:
     def send(self, target: int, message: tuple) -> None:
         link = self._links.get(target)
         if link is None:
+            assert self.endpoint is not None           # a peer of this group
             self.endpoint.send(self._slots[target], encode(message))
         else:
             link.send(encode(message))
@@ -423,6 +470,7 @@ def build_allocator(index: int, plan: Sequence[WorkerAddress], listener: socket.
                              f"mesh of {len(group)} slots, got {mesh and mesh.num_workers}")
         endpoint = mesh.endpoint(slots[index])
     if len(group) == peers:
+        assert endpoint is not None                     # peers > 1: a group of several
         if listener is not None:
             listener.close()
         return ShmAllocator(endpoint, index, peers)
@@ -432,7 +480,8 @@ def build_allocator(index: int, plan: Sequence[WorkerAddress], listener: socket.
     try:
         with listener:
             connections = connect_peers(index, {w: a.address for w, a in remote.items()},
-                                        listener, connect_timeout(timeout), "worker")
+                                        listener, connect_timeout(timeout), "worker",
+                                        job_token("workers", [(a.address, a.group) for a in plan]))
     except BaseException:
         if endpoint is not None:
             endpoint.close()

@@ -3,18 +3,24 @@
 - Addresses are ``host:port`` strings (IPv6 hosts in brackets), as in timely's hostfile.
 - :func:`connect_peers` is timely's scheme: a participant connects to every peer with a lower
   index (retrying with backoff until a deadline, so peers may start in any order) and accepts
-  every peer with a higher index on its own listener. A connection opens with a handshake
-  (magic, source index, target index): stray connections are ignored, misrouted ones refused.
+  every peer with a higher index on its own listener. Every connection opens with a
+  handshake both ways (magic, protocol version, the job's token, indexes) before any frame:
+  a service that is not a peer of this job, or a peer of another job or version, is named
+  with what it sent; stray connections to a listener are ignored.
 - A frame is a 24-byte header ``(channel, source, target, length)`` followed by ``length``
   bytes of body; :data:`MESSAGE` carries an encoded message tuple, :data:`GOODBYE` says the
-  sender will send nothing more, :data:`CONTROL` is a supervisor's pickled notice.
+  sender will send nothing more, :data:`CONTROL` is a supervisor's pickled notice. Lengths
+  are bounded (:data:`MAX_FRAME`, :data:`MAX_NOTICE`).
 
 Nothing here authenticates peers: bodies are unpickled, so run jobs on trusted networks.
 """
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
 import pickle
+import select
 import socket
 import struct
 import time
@@ -23,14 +29,24 @@ from typing import Any, Mapping
 FRAME = struct.Struct("<IIIQ")
 """Frame header: channel, source index, target index, body length."""
 MESSAGE, GOODBYE, CONTROL = 0, 1, 2
-_HANDSHAKE = struct.Struct("<QII")   # magic, source, target
-_MAGIC = 0x5350544D_434F4E4E
+PROTOCOL_VERSION = 2
+"""Version of the handshake and frames; peers of another version are refused."""
+HANDSHAKE_TIMEOUT = 3.0
+"""Seconds an accepted connection may take to show a sparktimely handshake."""
+MAX_FRAME = 1 << 36
+"""Largest frame body accepted from a peer (64 GiB): a longer length means a corrupt stream."""
+MAX_NOTICE = 64 << 20
+"""Largest control notice (a supervisor's message, with a traceback)."""
 DEFAULT_TIMEOUT = 60.0
 TIMEOUT_ENV = "SPARKTIMELY_CONNECT_TIMEOUT"
 
 
 class PeerLost(ConnectionError):
-    """The connection to another worker or process dropped without a goodbye."""
+    """The connection to another worker or process dropped without a goodbye.
+
+    >>> issubclass(PeerLost, ConnectionError)
+    True
+    """
 
 
 def connect_timeout(timeout: float | None = None) -> float:
@@ -55,7 +71,12 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 def listen(host: str, port: int = 0, backlog: int = 128) -> socket.socket:
-    """A listening TCP socket bound to ``host:port`` (port 0: any free port)."""
+    """A listening TCP socket bound to ``host:port`` (port 0: any free port).
+
+    >>> with listen("127.0.0.1") as sock:
+    ...     sock.getsockname()[1] > 0
+    True
+    """
     family, kind, proto, _, sockaddr = socket.getaddrinfo(
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     sock = socket.socket(family, kind, proto)
@@ -80,71 +101,348 @@ def tune(sock: socket.socket) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
 
 
+def job_token(*parts: Any) -> bytes:
+    """A 16-byte token that every participant of one job derives from what they all know (the
+    hostfile, the plan), so that a participant of another job is told apart.
+
+    >>> job_token(["a:1", "b:2"]) == job_token(["a:1", "b:2"]) != job_token(["a:1", "b:3"])
+    True
+    """
+    return hashlib.blake2b(repr(parts).encode(), digest_size=16).digest()
+
+
 def connect_peers(index: int, addresses: Mapping[int, str], listener: socket.socket,
-                  timeout: float, what: str = "process") -> dict[int, socket.socket]:
+                  timeout: float, what: str = "process",
+                  token: bytes = bytes(16)) -> dict[int, socket.socket]:
     """Connect to each peer in ``addresses`` (index -> ``host:port``) below ``index`` and accept
     each above it on ``listener``; returns the connected sockets by peer index.
 
-    Raises ConnectionError naming the unreachable peer and address when that is not done within
-    ``timeout`` seconds. ``what`` names the participants in errors ("process", "worker").
+    Connecting and accepting go on together, and every connection opens with a handshake
+    both ways (magic, protocol version, the job's ``token``, indexes; see :class:`_Handshake`)
+    before any frame. The addresses of the peers still to be accepted are checked too (a
+    probe handshake), so a service other than a peer of this job at any address fails the
+    job within ``HANDSHAKE_TIMEOUT`` seconds, with a ConnectionError naming the address and
+    what was received. A peer that is not up yet is retried until ``timeout`` seconds, then
+    named as unreachable. ``what`` names the participants in errors ("process", "worker").
     """
-    deadline = time.monotonic() + timeout
-    connected: dict[int, socket.socket] = {}
-    try:
-        for peer in sorted(p for p in addresses if p < index):
-            sock = _connect(addresses[peer], deadline, f"{what} {peer}", timeout)
-            connected[peer] = sock
-            sock.sendall(_HANDSHAKE.pack(_MAGIC, index, peer))
-        expected = {p for p in addresses if p > index}
-        while expected:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                missing = ", ".join(f"{what} {p} ({addresses[p]})" for p in sorted(expected))
-                raise ConnectionError(f"{missing} did not connect to {what} {index} within "
-                                      f"{timeout:g} s")
-            listener.settimeout(left)
-            try:
-                sock, _ = listener.accept()
-            except socket.timeout:
-                continue
-            sock.settimeout(max(deadline - time.monotonic(), 0.1))
-            try:
-                magic, source, target = _HANDSHAKE.unpack(recv_exact(sock, _HANDSHAKE.size))
-            except (OSError, TypeError, struct.error):
-                magic = None
-            if magic != _MAGIC:                    # not one of ours: ignore it
-                sock.close()
-                continue
-            if target != index or source not in expected:
-                sock.close()
-                raise ConnectionError(f"unexpected connection to {what} {index} claiming to be "
-                                      f"{what} {source} for {what} {target}: are two jobs "
-                                      f"using the same addresses?")
-            expected.discard(source)
-            connected[source] = sock
-    except BaseException:
-        for sock in connected.values():
-            sock.close()
-        raise
-    for sock in connected.values():
-        sock.settimeout(None)
-        tune(sock)
-    return connected
+    return _Meeting(index, addresses, listener, timeout, what, token).run()
 
 
-def _connect(address: str, deadline: float, who: str, timeout: float) -> socket.socket:
-    host, port = split_address(address)
-    pause = 0.01
-    while True:
+class _Handshake:
+    """The first bytes on every connection, sent by both ends at once:
+    ``(magic, protocol version, kind, job token, source index, target index)``.
+
+    The connecting end sends ``HELLO`` (or ``PROBE``: only checking who listens there); the
+    accepting end sends ``GREETING`` as soon as it accepts, then ``WELCOME`` or ``REFUSED``
+    once it has read the connecting end's handshake.
+    """
+
+    FORMAT = struct.Struct("<8sHH16sII")
+    MAGIC = b"sprktmly"
+    HELLO, PROBE, GREETING, WELCOME, REFUSED = 1, 2, 3, 4, 5
+
+    @classmethod
+    def pack(cls, kind: int, token: bytes, source: int, target: int) -> bytes:
+        return cls.FORMAT.pack(cls.MAGIC, PROTOCOL_VERSION, kind, token, source, target)
+
+
+class _Party:
+    """One connection being set up: its socket, what it is for, and the bytes read so far."""
+
+    def __init__(self, sock: socket.socket, peer: int | None, address: str, deadline: float,
+                 probe: bool = False) -> None:
+        self.sock, self.peer, self.address, self.deadline = sock, peer, address, deadline
+        self.probe = probe
+        self.connecting = False
+        self.received = b""
+        self.greeted = False
+
+    def read(self) -> bytes | None:
+        """Bytes of the next handshake once complete, or the (shorter) bytes received before
+        the other end closed or once they cannot be a handshake; None while incomplete."""
         try:
-            return socket.create_connection(
-                (host, port), timeout=max(min(deadline - time.monotonic(), 5.0), 0.1))
+            data = self.sock.recv(_Handshake.FORMAT.size - len(self.received))
+        except BlockingIOError:
+            return None
         except OSError as error:
-            if time.monotonic() + pause > deadline:
-                raise ConnectionError(f"could not reach {who} at {address} within {timeout:g} s: "
-                                      f"{error.strerror or error}") from None
-            time.sleep(pause)
-            pause = min(2 * pause, 0.5)
+            raise ConnectionError(error.strerror or str(error)) from None
+        if not data:
+            done, self.received = self.received, b""
+            return done
+        self.received += data
+        magic = _Handshake.MAGIC
+        if (len(self.received) < _Handshake.FORMAT.size
+                and self.received[:len(magic)] == magic[:len(self.received)]):
+            return None                        # a handshake so far: wait for the rest
+        done, self.received = self.received, b""
+        return done
+
+
+class _Meeting:
+    """The state of :func:`connect_peers`: connections being made, accepted and checked."""
+
+    def __init__(self, index: int, addresses: Mapping[int, str], listener: socket.socket,
+                 timeout: float, what: str, token: bytes) -> None:
+        self.index, self.addresses, self.listener = index, addresses, listener
+        self.timeout, self.what, self.token = timeout, what, token
+        self.deadline = time.monotonic() + timeout
+        self.connected: dict[int, socket.socket] = {}
+        self.outgoing = {p: 0.0 for p in addresses if p < index}      # peer -> next attempt
+        self.probing = {p: 0.0 for p in addresses if p > index}       # not yet vouched for
+        self.expected = {p for p in addresses if p > index}
+        self.parties: dict[socket.socket, _Party] = {}
+        self.pause: dict[int, float] = {}
+        self.last_error: dict[int, str] = {}
+        self.strays: list[str] = []          # what connected here that was not a peer
+
+    def run(self) -> dict[int, socket.socket]:
+        self.listener.setblocking(False)
+        try:
+            while self.outgoing or self.expected:
+                now = time.monotonic()
+                if now >= self.deadline:
+                    raise ConnectionError(self._timed_out())
+                self._start_connections(now)
+                self._expire(now)
+                parties = list(self.parties.values())
+                wake = min([self.deadline, *self.outgoing.values(), *self.probing.values(),
+                            *(p.deadline for p in parties)])
+                readable, writable, _ = select.select(
+                    [self.listener, *(p.sock for p in parties if not p.connecting)],
+                    [p.sock for p in parties if p.connecting], [], max(wake - now, 0.0))
+                for sock in writable:
+                    self._connected(self.parties[sock])
+                for sock in readable:
+                    if sock is self.listener:
+                        self._accept()
+                    elif sock in self.parties:
+                        self._receive(self.parties[sock])
+        except BaseException:
+            for sock in self.connected.values():
+                sock.close()
+            raise
+        finally:
+            for party in list(self.parties.values()):     # probes and strays still open
+                self._drop(party)
+            self.listener.setblocking(True)
+        for sock in self.connected.values():
+            sock.setblocking(True)
+            sock.settimeout(None)
+            tune(sock)
+        return self.connected
+
+    # -- connecting to lower peers, probing higher ones --------------------------------------
+
+    def _start_connections(self, now: float) -> None:
+        for table, probe in ((self.outgoing, False), (self.probing, True)):
+            for peer, when in list(table.items()):
+                if when > now or any(p.peer == peer and p.probe == probe
+                                     for p in self.parties.values()):
+                    continue
+                table[peer] = float("inf")             # until this attempt is decided
+                host, port = split_address(self.addresses[peer])
+                try:
+                    family, kind, proto, _, sockaddr = socket.getaddrinfo(
+                        host, port, type=socket.SOCK_STREAM)[0]
+                except OSError as error:
+                    self._retry(peer, probe, error.strerror or str(error))
+                    continue
+                sock = socket.socket(family, kind, proto)
+                sock.setblocking(False)
+                party = _Party(sock, peer, self.addresses[peer],
+                               min(now + HANDSHAKE_TIMEOUT, self.deadline), probe)
+                party.connecting = True
+                self.parties[sock] = party
+                code = sock.connect_ex(sockaddr)
+                if code not in (0, errno.EINPROGRESS):
+                    self._drop(party)
+                    self._retry(peer, probe, os.strerror(code))
+
+    def _connected(self, party: _Party) -> None:
+        assert party.peer is not None                  # only connections we made connect
+        party.connecting = False
+        error = party.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        if error:
+            self._drop(party)
+            self._retry(party.peer, party.probe, os.strerror(error))
+            return
+        kind = _Handshake.PROBE if party.probe else _Handshake.HELLO
+        party.sock.send(_Handshake.pack(kind, self.token, self.index, party.peer))
+        party.deadline = min(time.monotonic() + HANDSHAKE_TIMEOUT, self.deadline)
+
+    def _retry(self, peer: int, probe: bool, reason: str) -> None:
+        """Nobody listens at ``peer``'s address yet: try again a little later."""
+        pause = min(2 * self.pause.get(peer, 0.005), 0.5)
+        self.pause[peer] = pause
+        self.last_error[peer] = reason
+        (self.probing if probe else self.outgoing)[peer] = time.monotonic() + pause
+
+    # -- accepting -------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        try:
+            sock, remote = self.listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        sock.setblocking(False)
+        try:
+            sock.send(_Handshake.pack(_Handshake.GREETING, self.token, self.index, 0))
+        except OSError:
+            sock.close()
+            return
+        address = _format_address(remote)
+        self.parties[sock] = _Party(sock, None, address,
+                                    min(time.monotonic() + HANDSHAKE_TIMEOUT, self.deadline))
+
+    # -- reading handshakes ----------------------------------------------------------------
+
+    def _receive(self, party: _Party) -> None:
+        try:
+            data = party.read()
+        except ConnectionError as error:
+            if party.peer is not None:
+                raise self._failure(party, f"the connection failed during the handshake: "
+                                           f"{error}") from None
+            self._drop(party)
+            return
+        if data is None:
+            return
+        if party.peer is None:
+            self._hello(party, data)
+        elif not party.greeted:
+            self._greeting(party, data)
+        else:
+            self._verdict(party, data)
+
+    def _greeting(self, party: _Party, data: bytes) -> None:
+        """The accepting end introduced itself: is it the peer we meant to reach?"""
+        source = self._check(party, data, _Handshake.GREETING)
+        if source != party.peer:
+            raise self._failure(party, f"it is {self.what} {source} of this job, not "
+                                       f"{self.what} {party.peer}: was one index given to two "
+                                       f"processes, or do the hostfiles differ?")
+        if party.probe:                      # vouched for: it will connect to us itself
+            self._drop(party)
+            self.probing.pop(party.peer, None)
+            return
+        party.greeted = True
+        party.deadline = min(time.monotonic() + HANDSHAKE_TIMEOUT, self.deadline)
+
+    def _verdict(self, party: _Party, data: bytes) -> None:
+        assert party.peer is not None
+        self._check(party, data, _Handshake.WELCOME)
+        del self.parties[party.sock]
+        self.outgoing.pop(party.peer, None)
+        self.connected[party.peer] = party.sock
+
+    def _hello(self, party: _Party, data: bytes) -> None:
+        """A connecting end introduced itself: welcome it if it is a peer we expect."""
+        if len(data) < _Handshake.FORMAT.size or not data.startswith(_Handshake.MAGIC):
+            self.strays.append(f"{party.address} sent {data!r}")
+            self._drop(party)
+            return
+        magic, version, kind, token, source, target = _Handshake.FORMAT.unpack(data)
+        problem = None
+        if version != PROTOCOL_VERSION:
+            problem = f"{party.address} speaks sparktimely protocol version {version}"
+        elif token != self.token:
+            problem = f"{party.address} ({self.what} {source}) belongs to another job"
+        elif target != self.index:
+            problem = (f"{party.address} wanted {self.what} {target}, not {self.what} "
+                       f"{self.index}")
+        elif kind == _Handshake.PROBE:
+            self._drop(party)                  # it has seen our greeting: all it wanted
+            return
+        elif kind != _Handshake.HELLO or source not in self.expected:
+            problem = (f"{party.address} claims to be {self.what} {source}, which "
+                       f"{self.what} {self.index} does not expect"
+                       + (" (it connected already)" if source in self.connected else ""))
+        if problem is not None:
+            self.strays.append(problem)
+            try:
+                party.sock.send(_Handshake.pack(_Handshake.REFUSED, self.token, self.index,
+                                                source))
+            except OSError:
+                pass
+            self._drop(party)
+            return
+        try:
+            party.sock.send(_Handshake.pack(_Handshake.WELCOME, self.token, self.index, source))
+        except OSError:
+            self._drop(party)
+            return
+        del self.parties[party.sock]
+        self.expected.discard(source)
+        self.probing.pop(source, None)
+        self.connected[source] = party.sock
+
+    def _check(self, party: _Party, data: bytes, wanted: int) -> int:
+        """Validate what the accepting end sent (returns its index); raise ConnectionError
+        naming the problem."""
+        if not data:
+            raise self._failure(party, "it closed the connection without a sparktimely "
+                                       "handshake: is another service listening there?")
+        if len(data) < _Handshake.FORMAT.size or not data.startswith(_Handshake.MAGIC):
+            raise self._failure(party, f"it is not a sparktimely process: it sent {data!r}")
+        magic, version, kind, token, source, target = _Handshake.FORMAT.unpack(data)
+        if version != PROTOCOL_VERSION:
+            raise self._failure(party, f"it speaks sparktimely protocol version {version} and "
+                                       f"this process version {PROTOCOL_VERSION}: run one "
+                                       f"sparktimely version everywhere")
+        if token != self.token:
+            raise self._failure(party, "it belongs to another sparktimely job (another "
+                                       "hostfile or plan): are two jobs using the same "
+                                       "addresses?")
+        if kind == _Handshake.REFUSED:
+            raise self._failure(party, f"it refused {self.what} {self.index}: it does not "
+                                       f"expect it (was one index given to two processes?)")
+        if kind != wanted:
+            raise self._failure(party, f"it sent handshake kind {kind} where {wanted} was due")
+        return source
+
+    def _failure(self, party: _Party, problem: str) -> ConnectionError:
+        who = f"{self.what} {party.peer}" if party.peer is not None else "a peer"
+        return ConnectionError(f"{self.what} {self.index} could not connect to {who} at "
+                               f"{party.address}: {problem}")
+
+    def _expire(self, now: float) -> None:
+        for party in list(self.parties.values()):
+            if now < party.deadline:
+                continue
+            if party.peer is None:               # a silent stray: not our business
+                self.strays.append(f"{party.address} connected and sent no handshake")
+                self._drop(party)
+            elif party.connecting:
+                self._drop(party)
+                self._retry(party.peer, party.probe, "connecting timed out")
+            else:
+                raise self._failure(party, f"it accepted the connection but sent no "
+                                           f"sparktimely handshake within "
+                                           f"{HANDSHAKE_TIMEOUT:g} s: is another service "
+                                           f"listening there?")
+
+    def _drop(self, party: _Party) -> None:
+        self.parties.pop(party.sock, None)
+        party.sock.close()
+
+    def _timed_out(self) -> str:
+        problems = []
+        for peer in sorted(self.outgoing):
+            problems.append(f"could not reach {self.what} {peer} at {self.addresses[peer]} "
+                            f"within {self.timeout:g} s: {self.last_error.get(peer, 'no answer')}")
+        if self.expected:
+            missing = ", ".join(f"{self.what} {p} ({self.addresses[p]})"
+                                for p in sorted(self.expected))
+            problems.append(f"{missing} did not connect to {self.what} {self.index} within "
+                            f"{self.timeout:g} s")
+        if self.strays:
+            problems.append("meanwhile " + "; ".join(self.strays[:5]))
+        return "; ".join(problems)
+
+
+def _format_address(sockaddr: tuple) -> str:
+    host, port = sockaddr[0], sockaddr[1]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def recv_exact(sock: socket.socket, n: int) -> bytes | None:
@@ -174,7 +472,10 @@ def recv_notice(sock: socket.socket) -> Any:
     if header is None:
         return None
     channel, _, _, length = FRAME.unpack(header)
+    if channel != CONTROL or length > MAX_NOTICE:
+        raise ConnectionError(f"unexpected frame on a control connection: channel {channel}, "
+                              f"{length} bytes (header {header!r})")
     body = recv_exact(sock, length) if length else b""
-    if channel != CONTROL or body is None:
-        raise ConnectionError(f"unexpected frame on a control connection (channel {channel})")
+    if body is None:
+        raise ConnectionError("the connection closed in the middle of a control frame")
     return pickle.loads(body)

@@ -6,32 +6,30 @@
    free port; each forked worker inherits its own).
 2. Connect to the lower-indexed processes and accept the higher ones (``net.connect_peers``:
    retried until the timeout, errors name the unreachable ``host:port``).
-3. Exchange a hello: worker count, host identity (``cluster.host_identity``) and the worker
-   listener ports. Processes with the same identity form a group; the lowest process of a
-   group creates one shared-memory mesh for all the group's workers and sends its name to the
-   others, which attach it. ``force_sockets`` makes every process a group of its own.
+3. Exchange a hello: worker count, host identity (``cluster.host_identity``), the worker
+   listener ports and a proposed shared-memory name. Processes with the same identity form a
+   group, whose shared memory takes the name its lowest process proposed (the supervisor of
+   that process creates it, the others attach it: ``sparktimely._group``).
+   ``force_sockets`` makes every process a group of its own.
 4. The result is the plan (one ``WorkerAddress`` per global worker) every forked worker passes
    to ``cluster.build_allocator``.
 
 The control connections stay open while the job runs; :meth:`ProcessCluster.check` turns what
 arrives on them into errors: a process that reports a failure (``abort``) or whose connection
 drops without ``done``. At the end every process says ``done`` and waits for the others'
-(:meth:`ProcessCluster.finish`), so a mesh is removed only when no group member uses it.
+(:meth:`ProcessCluster.finish`), so no process leaves while another may still fail.
 """
 from __future__ import annotations
 
-import os
 import select
 import socket
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
-from ..shm import Mesh
-from .cluster import WorkerAddress, host_identity
-from .net import connect_peers, connect_timeout, listen, recv_notice, send_notice, split_address
-
-FORCE_SOCKETS_ENV = "SPARKTIMELY_FORCE_SOCKETS"
-
+from ..shm import job_prefix
+from .cluster import WorkerAddress, host_identity, sockets_forced
+from .net import (connect_peers, connect_timeout, job_token, listen, recv_notice, send_notice,
+                  split_address)
 
 class PeerFailed(RuntimeError):
     """Worker ``index`` failed, as process ``origin`` saw it: an error another process
@@ -43,7 +41,8 @@ class PeerFailed(RuntimeError):
 
 
 class ProcessCluster:
-    """This process's place in a multi-process job: control connections, plan and mesh."""
+    """This process's place in a multi-process job: control connections, plan, and a
+    listener for each of its workers (``listeners``, by global worker index)."""
 
     def __init__(self, process: int, hostfile: list[str], workers: int, timeout: float) -> None:
         self.process = process
@@ -51,8 +50,7 @@ class ProcessCluster:
         self.workers = workers
         self.timeout = timeout
         self.plan: list[WorkerAddress] = []
-        self.listeners: list[socket.socket] = []
-        self.mesh: Mesh | None = None
+        self.listeners: dict[int, socket.socket] = {}
         self.controls: dict[int, socket.socket] = {}
         self._open: dict[socket.socket, int] = {}
 
@@ -65,11 +63,9 @@ class ProcessCluster:
         host of its own; ``timeout`` bounds each wait for the other processes, here and when
         the workers connect (default ``$SPARKTIMELY_CONNECT_TIMEOUT`` or 60 s).
         """
-        if force_sockets is None:
-            force_sockets = os.environ.get(FORCE_SOCKETS_ENV, "") not in ("", "0")
         self = cls(process, list(hostfile), workers, connect_timeout(timeout))
         try:
-            self._meet(force_sockets, self.timeout)
+            self._meet(sockets_forced(force_sockets), self.timeout)
         except BaseException:
             self.close()
             raise
@@ -85,18 +81,20 @@ class ProcessCluster:
                                   f"address {address}: {error.strerror or error}") from None
         with listener:
             bound = listener.getsockname()[0]
-            self.listeners = [listen(bound, 0) for _ in range(self.workers)]
+            first = self.process * self.workers
+            self.listeners = {first + local: listen(bound, 0) for local in range(self.workers)}
             others = {q: a for q, a in enumerate(self.hostfile) if q != self.process}
-            self.controls = connect_peers(self.process, others, listener, timeout)
+            self.controls = connect_peers(self.process, others, listener, timeout,
+                                          token=job_token("processes", self.hostfile))
         self._open = {sock: q for q, sock in self.controls.items()}
         for sock in self.controls.values():      # unacknowledged notices time out too
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, 3000)
         identity = host_identity()
-        hello = {"workers": self.workers, "identity": identity,
-                 "ports": [s.getsockname()[1] for s in self.listeners]}
+        hello = {"workers": self.workers, "identity": identity, "mesh": job_prefix(),
+                 "ports": [s.getsockname()[1] for s in self.listeners.values()]}
         for q, sock in self.controls.items():
             send_notice(sock, self.process, q, ("hello", hello))
-        hellos = {self.process: hello}
+        hellos: dict[int, dict[str, Any]] = {self.process: hello}
         deadline = time.monotonic() + timeout
         for q in sorted(self.controls):
             _, hello_q = self._expect(q, deadline)      # hellos come first
@@ -107,17 +105,10 @@ class ProcessCluster:
             hellos[q] = hello_q
         groups = {q: f"process {q}" if force_sockets else h["identity"]
                   for q, h in hellos.items()}
-        members = sorted(q for q in hellos if groups[q] == groups[self.process])
-        if len(members) * self.workers > 1:
-            if members[0] == self.process:
-                self.mesh = Mesh.create(len(members) * self.workers)
-                for q in members[1:]:
-                    send_notice(self.controls[q], self.process, q, ("mesh", self.mesh.name))
-            else:
-                _, name = self._expect(members[0], deadline)
-                self.mesh = Mesh.attach(name)
+        meshes = {q: hellos[min(p for p in hellos if groups[p] == groups[q])]["mesh"]
+                  for q in hellos}
         self.plan = [WorkerAddress(split_address(self.hostfile[q])[0], hellos[q]["ports"][local],
-                                   groups[q], f"process {q}")
+                                   groups[q], f"process {q}", meshes[q])
                      for q in range(len(self.hostfile)) for local in range(self.workers)]
 
     def _expect(self, q: int, deadline: float) -> tuple:
@@ -164,6 +155,11 @@ class ProcessCluster:
             raise PeerFailed(*notice[1:])
         del self._open[sock]
 
+    def poll(self) -> None:
+        """Handle control notices that have arrived, without waiting (raises PeerFailed)."""
+        for sock in select.select(self.watched, [], [], 0)[0]:
+            self.check(sock)
+
     def wait(self, timeout: float | None) -> None:
         """Handle control notices for up to ``timeout`` seconds (None: until every other process
         has said ``done``)."""
@@ -204,13 +200,10 @@ class ProcessCluster:
                f"{self.hostfile[failure.origin]})"
 
     def close(self) -> None:
-        """Close every socket and remove the mesh (once nobody uses it: after ``finish``, or
-        when the job is being torn down)."""
-        for sock in [*self.controls.values(), *self.listeners]:
+        """Close every socket."""
+        for sock in [*self.controls.values(), *self.listeners.values()]:
             sock.close()
-        if self.mesh is not None:
-            self.mesh.unlink()
 
     def sockets(self) -> list[socket.socket]:
-        """Every socket a forked worker must close, except its own listener."""
-        return [*self.controls.values(), *self.listeners]
+        """The control connections (a forked worker must close them)."""
+        return list(self.controls.values())

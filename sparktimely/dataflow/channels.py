@@ -5,9 +5,12 @@ record to worker ``route(record) % peers``. On a single worker both are a local 
 """
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING, Any, Callable
 
-from .containers import partition_batch
+import pyarrow as pa
+
+from .containers import format_schema, partition_batch
 from .ports import batch_length, own_copy
 
 if TYPE_CHECKING:
@@ -87,14 +90,60 @@ class Exchange(Pact):
         self.key = key
 
     def connect(self, source: "OutputPort", target: "InputPort") -> None:
-        local = LocalPusher(target)
         if target.dataflow.peers == 1:
-            source.pushers.append(local)
+            source.pushers.append(LocalPusher(target))
         else:
-            source.pushers.append(ExchangePusher(self, target, local))
+            target.queue = SchemaCheckedQueue(target)
+            source.pushers.append(ExchangePusher(self, target, LocalPusher(target)))
 
     def __repr__(self) -> str:
         return f"Exchange({self.key or self.route!r})"
+
+
+SENDER = b"sparktimely.sender"
+"""Schema metadata key an exchange puts on the Arrow batches it sends to other workers (the
+sending worker's index), so the receiving input can name who sent what; removed on arrival."""
+
+
+class SchemaCheckedQueue(deque):
+    """The queue of an exchange's input on one worker: every Arrow batch arriving, from this
+    worker or another, must have the schema of the first one (metadata aside), or the exchange
+    fails at once naming both schemas and the workers that sent them. Batches from one stream
+    meet here first, so a mismatch is caught before it reaches an operator."""
+
+    def __init__(self, target: "InputPort") -> None:
+        super().__init__()
+        self._target = target
+        self._me = target.dataflow.worker.index
+        self._first: tuple[pa.Schema, int] | None = None
+
+    def append(self, item: tuple) -> None:
+        batch = item[1]
+        if batch.__class__ is pa.RecordBatch:
+            schema = batch.schema
+            metadata = schema.metadata
+            sender = self._me
+            if metadata and SENDER in metadata:
+                metadata = dict(metadata)
+                sender = int(metadata.pop(SENDER))
+                batch = batch.replace_schema_metadata(metadata or None)
+                item = (item[0], batch, item[2])
+            if self._first is None:
+                self._first = (batch.schema, sender)
+            elif not batch.schema.equals(self._first[0]):
+                self._mismatch(batch.schema, sender)
+        super().append(item)
+
+    def _mismatch(self, schema: pa.Schema, sender: int) -> None:
+        assert self._first is not None
+        first, first_sender = self._first
+        dataflow = self._target.dataflow
+        operator = dataflow.operators[self._target.operator].name
+        raise ValueError(
+            f"an exchange into {operator!r} (dataflow {dataflow.name!r}) on worker {self._me} "
+            f"got Arrow batches of two schemas: worker {first_sender} sent "
+            f"{format_schema(first)}, worker {sender} sent {format_schema(schema)}; every "
+            f"worker must give one stream the same schema")
 
 
 def as_pact(pact: Pact | type) -> Pact:
@@ -137,15 +186,22 @@ class _RemotePusher:
 
 
 class ExchangePusher(_RemotePusher):
-    """Partitions each batch by the pact's route (or key columns) across the workers."""
+    """Partitions each batch by the pact's route (or key columns) across the workers; Arrow
+    parts for other workers carry this worker's index (``SENDER``) for the receiving
+    :class:`SchemaCheckedQueue`."""
 
     def __init__(self, pact: Exchange, target: "InputPort", local: LocalPusher) -> None:
         super().__init__(target, local)
         self._route = pact.route
         self._key = pact.key
+        self._sender = str(self._me).encode()
 
     def push(self, time, batch) -> None:
         parts = partition_batch(batch, self._key, self._route, self._peers)
+        if batch.__class__ is pa.RecordBatch:
+            metadata = {**(batch.schema.metadata or {}), SENDER: self._sender}
+            parts = [part if worker == self._me else part.replace_schema_metadata(metadata)
+                     for worker, part in enumerate(parts)]
         for worker, part in enumerate(parts):
             if batch_length(part):
                 self._deliver(worker, time, part)

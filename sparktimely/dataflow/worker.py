@@ -355,6 +355,8 @@ class Worker:
         self._alone_wakeup: threading.Event | None = None
         self._log: Any = None            # sparktimely.logging's hooks while a log is registered
         self._log_registry: Any = None
+        self.steps = 0
+        """Steps taken so far (a stall watchdog reads it from another thread)."""
 
     def dataflow(self, build: Callable[[Any], Any], *, name: str | None = None,
                  timestamp: type = int) -> Any:
@@ -502,6 +504,7 @@ class Worker:
 
     def _step(self) -> tuple[bool, bool]:
         """One round; returns (still running, whether there was anything to do)."""
+        self.steps += 1
         try:
             busy = False
             if self._allocator is not None:

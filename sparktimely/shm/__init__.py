@@ -3,7 +3,8 @@
 Moves byte messages between worker indexes and knows nothing about dataflow:
 
 - ``Segment``: a named shared-memory file (/dev/shm, or a file-backed fallback) with
-  job-prefixed names, ``sweep``/``sweep_stale`` cleanup and pinning for zero-copy views.
+  job-prefixed names (``job_prefix``; ``run_prefix`` with ``$SPARKTIMELY_SHM_TAG``),
+  ``segments``/``sweep``/``sweep_stale`` listing and cleanup, and pinning for zero-copy views.
 - ``Mesh``/``Endpoint``: n*n single-producer single-consumer rings plus a futex doorbell per
   worker; non-blocking ``send``, ``recv`` (zero-copy for large messages), ``park``.
 - ``encode_pickle``/``encode_arrow`` and their decoders: payloads as buffer lists written into
@@ -16,8 +17,14 @@ segment), ``ep = mesh.endpoint(i)`` in worker i, then ``ep.send(j, encode_arrow(
 from ._codec import (ARROW, PICKLE, decode, decode_arrow, decode_pickle, encode_arrow,
                      encode_pickle, message_kind)
 from ._mesh import Endpoint, Mesh
-from ._segment import Segment, fallback_dir, job_prefix, sweep, sweep_stale
+from ._segment import (NoSpaceError, Segment, fallback_dir, job_prefix, run_prefix, segments,
+                       sweep, sweep_stale)
 
-__all__ = ["ARROW", "PICKLE", "Endpoint", "Mesh", "Segment", "decode", "decode_arrow",
-           "decode_pickle", "encode_arrow", "encode_pickle", "fallback_dir", "job_prefix",
-           "message_kind", "sweep", "sweep_stale"]
+for _public in (decode, decode_arrow, decode_pickle, encode_arrow, encode_pickle, message_kind,
+                Endpoint, Mesh, NoSpaceError, Segment, fallback_dir, job_prefix, run_prefix,
+                segments, sweep, sweep_stale):
+    _public.__module__ = __name__       # public here; defined in the private modules
+
+__all__ = ["ARROW", "PICKLE", "Endpoint", "Mesh", "NoSpaceError", "Segment", "decode",
+           "decode_arrow", "decode_pickle", "encode_arrow", "encode_pickle", "fallback_dir",
+           "job_prefix", "message_kind", "run_prefix", "segments", "sweep", "sweep_stale"]

@@ -30,7 +30,15 @@ def byte_view(part: Any) -> memoryview:
 
 
 def encode_pickle(obj: Any) -> list:
-    """Pickle ``obj`` with protocol 5, keeping contiguous buffers (numpy arrays) out of band."""
+    """Pickle ``obj`` with protocol 5, keeping contiguous buffers (numpy arrays) out of band.
+
+    >>> import numpy as np
+    >>> from sparktimely.shm import decode_pickle, encode_pickle
+    >>> parts = encode_pickle(("batch", np.arange(4)))
+    >>> tag, array = decode_pickle(b"".join(bytes(p) for p in parts))
+    >>> tag, array.tolist(), array.flags.writeable
+    ('batch', [0, 1, 2, 3], False)
+    """
     buffers: list[memoryview] = []
 
     def out_of_band(pb: pickle.PickleBuffer) -> bool:
@@ -51,7 +59,12 @@ def encode_pickle(obj: Any) -> list:
 
 
 def decode_pickle(message: Any) -> Any:
-    """Inverse of ``encode_pickle``; out-of-band arrays are read-only views of ``message``."""
+    """Inverse of ``encode_pickle``; out-of-band arrays are read-only views of ``message``.
+
+    >>> from sparktimely.shm import decode_pickle, encode_pickle
+    >>> decode_pickle(b"".join(bytes(p) for p in encode_pickle({"a": [1, 2]})))
+    {'a': [1, 2]}
+    """
     view = byte_view(message)
     kind, count = _HEADER.unpack_from(view)
     if kind != PICKLE:
@@ -84,7 +97,14 @@ class _Chunks:
 
 
 def encode_arrow(batch: pa.RecordBatch) -> list:
-    """The batch as an Arrow IPC stream, as a list of buffers referencing the batch's memory."""
+    """The batch as an Arrow IPC stream, as a list of buffers referencing the batch's memory.
+
+    >>> import pyarrow as pa
+    >>> from sparktimely.shm import decode_arrow, encode_arrow
+    >>> batch = pa.record_batch({"x": [1, 2, 3]})
+    >>> decode_arrow(b"".join(bytes(p) for p in encode_arrow(batch))).equals(batch)
+    True
+    """
     sink = _Chunks()
     with pa.ipc.new_stream(pa.PythonFile(sink, mode="w"), batch.schema) as writer:
         writer.write_batch(batch)
@@ -92,7 +112,14 @@ def encode_arrow(batch: pa.RecordBatch) -> list:
 
 
 def decode_arrow(message: Any) -> pa.RecordBatch:
-    """Inverse of ``encode_arrow``, zero-copy: the batch's buffers point into ``message``."""
+    """Inverse of ``encode_arrow``, zero-copy: the batch's buffers point into ``message``.
+
+    >>> import pyarrow as pa
+    >>> from sparktimely.shm import decode_arrow, encode_arrow
+    >>> message = b"".join(bytes(p) for p in encode_arrow(pa.record_batch({"x": ["a"]})))
+    >>> decode_arrow(message).column("x").to_pylist()
+    ['a']
+    """
     buf = pa.py_buffer(message)
     kind, _ = _HEADER.unpack_from(buf)
     if kind != ARROW:
@@ -102,10 +129,23 @@ def decode_arrow(message: Any) -> pa.RecordBatch:
 
 
 def decode(message: Any) -> Any:
-    """Decode a message made by ``encode_pickle`` or ``encode_arrow``."""
+    """Decode a message made by ``encode_pickle`` or ``encode_arrow``.
+
+    >>> import pyarrow as pa
+    >>> from sparktimely.shm import decode, encode_arrow, encode_pickle
+    >>> decode(b"".join(bytes(p) for p in encode_pickle([1, 2])))
+    [1, 2]
+    >>> decode(b"".join(bytes(p) for p in encode_arrow(pa.record_batch({"x": [7]})))).num_rows
+    1
+    """
     return decode_arrow(message) if message_kind(message) == ARROW else decode_pickle(message)
 
 
 def message_kind(message: Any) -> int:
-    """``PICKLE`` or ``ARROW``."""
+    """``PICKLE`` or ``ARROW``.
+
+    >>> from sparktimely.shm import ARROW, PICKLE, encode_pickle, message_kind
+    >>> message_kind(b"".join(bytes(p) for p in encode_pickle(None))) == PICKLE
+    True
+    """
     return _HEADER.unpack_from(message)[0]

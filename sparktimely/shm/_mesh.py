@@ -265,7 +265,15 @@ class _In:
 
 
 class Endpoint:
-    """One worker's view of a ``Mesh``: send to, receive from and park on the other workers."""
+    """One worker's view of a ``Mesh``: send to, receive from and park on the other workers.
+
+    >>> from sparktimely.shm import Mesh
+    >>> with Mesh.create(2, ring_bytes=1 << 16) as mesh:
+    ...     with mesh.endpoint(0) as a, mesh.endpoint(1) as b:
+    ...         a.send(1, [b"hello"])
+    ...         b.recv()
+    [(0, b'hello')]
+    """
 
     def __init__(self, mesh: Mesh, index: int, spin_us: float, copy_below: int):
         if not 0 <= index < mesh.num_workers:
@@ -397,6 +405,11 @@ class Mesh:
 
     The creator unlinks everything (``unlink``, the context manager, or at exit); workers call
     ``endpoint(index)`` after fork, or ``Mesh.attach(name).endpoint(index)`` from any process.
+
+    >>> from sparktimely.shm import Mesh, segments
+    >>> with Mesh.create(3, ring_bytes=1 << 16) as mesh:
+    ...     len(segments(mesh.name)), Mesh.attach(mesh.name).num_workers
+    (10, 3)
     """
 
     def __init__(self, name: str, num_workers: int, directory: str | None):

@@ -2,9 +2,12 @@
 
 ``multiprocessing.shared_memory`` is not used: its resource tracker unlinks segments that other
 processes still use. We own the lifetime instead. Every name starts with a job prefix
-``sparktimely-<pid>-<pid namespace>-<random>``, so ``sweep(prefix)`` removes one job's segments
-and ``sweep_stale()`` removes those of jobs whose creating process no longer exists (only for
-the caller's own pid namespace, where pids are meaningful).
+``sparktimely-[<tag>-]<pid>-<pid namespace>-<random>``, so ``sweep(prefix)`` removes one job's
+segments and ``sweep_stale()`` removes those of jobs whose creating process no longer exists
+(only for the caller's own pid namespace, where pids are meaningful; a pid reused by a process
+that started after the segment was made counts as dead). The optional tag comes from
+``$SPARKTIMELY_SHM_TAG`` and is inherited by child processes, so a test run or a deployment can
+tell its own segments from everyone else's (``segments(run_prefix())``).
 
 Space is reserved with ``posix_fallocate`` at creation, so a small /dev/shm (64 MiB by default in
 Docker and Kubernetes) shows up here, as a fallback to a file-backed mapping under
@@ -25,9 +28,11 @@ import tempfile
 
 SHM_DIR = "/dev/shm"
 ENV_DIR = "SPARKTIMELY_SHM_DIR"
+TAG_ENV = "SPARKTIMELY_SHM_TAG"
 PAGE = mmap.PAGESIZE
 _MARGIN = 4 << 20  # keep this much of /dev/shm free for others
-_NAME = re.compile(r"sparktimely-(\d+)-([0-9a-f]+)-[0-9a-f]+-")
+_NAME = re.compile(r"sparktimely-(?:[a-z][a-z0-9]*-)?(\d+)-([0-9a-f]+)-[0-9a-f]+-")
+_TAG = re.compile(r"[a-z][a-z0-9]{0,15}")
 _log = logging.getLogger("sparktimely.shm")
 _warned = False
 
@@ -39,13 +44,47 @@ def _pid_namespace() -> int:
         return 0
 
 
+def run_prefix() -> str:
+    """What every segment name made by this process starts with: ``sparktimely-<tag>-`` when
+    ``$SPARKTIMELY_SHM_TAG`` is set (lower-case letters and digits, a letter first), else
+    ``sparktimely-``.
+
+    >>> import os
+    >>> saved = os.environ.pop("SPARKTIMELY_SHM_TAG", None)
+    >>> run_prefix()
+    'sparktimely-'
+    >>> os.environ["SPARKTIMELY_SHM_TAG"] = "t1"; run_prefix()
+    'sparktimely-t1-'
+    >>> del os.environ["SPARKTIMELY_SHM_TAG"]
+    >>> if saved is not None: os.environ["SPARKTIMELY_SHM_TAG"] = saved
+    """
+    tag = os.environ.get(TAG_ENV, "")
+    if not tag:
+        return "sparktimely-"
+    if not _TAG.fullmatch(tag):
+        raise ValueError(f"${TAG_ENV}={tag!r}: a segment tag is 1 to 16 lower-case letters or "
+                         f"digits, starting with a letter")
+    return f"sparktimely-{tag}-"
+
+
 def job_prefix() -> str:
-    """A fresh job-unique name prefix ``sparktimely-<pid>-<pidns>-<random>``."""
-    return f"sparktimely-{os.getpid()}-{_pid_namespace():x}-{secrets.token_hex(4)}"
+    """A fresh job-unique name prefix ``sparktimely-[<tag>-]<pid>-<pidns>-<random>``.
+
+    >>> from sparktimely.shm import job_prefix, run_prefix
+    >>> job_prefix().startswith(run_prefix()), job_prefix() != job_prefix()
+    (True, True)
+    """
+    return f"{run_prefix()}{os.getpid()}-{_pid_namespace():x}-{secrets.token_hex(4)}"
 
 
 def fallback_dir() -> str:
-    """Directory for file-backed segments when /dev/shm is too small."""
+    """Directory for file-backed segments when /dev/shm is too small.
+
+    >>> import tempfile
+    >>> from sparktimely.shm import fallback_dir
+    >>> fallback_dir().startswith(tempfile.gettempdir())
+    True
+    """
     return os.path.join(tempfile.gettempdir(), "sparktimely-shm")
 
 
@@ -67,6 +106,14 @@ class Segment:
 
     ``buf`` (bytes), ``u64`` and ``u32`` are memoryviews of the whole mapping; ``address`` is its
     base address for views handed out by address (bracket those with ``pin``/``unpin``).
+
+    >>> from sparktimely.shm import Segment, job_prefix
+    >>> name = job_prefix() + "-example"
+    >>> with Segment.create(name, 100) as segment:           # rounded up to a page
+    ...     segment.buf[:2] = b"hi"
+    ...     with Segment.attach(name) as other:
+    ...         segment.size, bytes(other.buf[:2])
+    (4096, b'hi')
     """
 
     def __init__(self, path: str, mm: mmap.mmap, owner: bool):
@@ -87,29 +134,37 @@ class Segment:
         """
         size = -(-size // PAGE) * PAGE
         directory = directory or os.environ.get(ENV_DIR)
+        tried = ""
         if directory is None:
             free = _free_bytes(SHM_DIR)
             if free >= size + _MARGIN:
                 try:
                     return cls._create_in(SHM_DIR, name, size)
-                except OSError as e:
-                    if e.errno != errno.ENOSPC:
-                        raise
+                except NoSpaceError:
                     free = _free_bytes(SHM_DIR)
             directory = fallback_dir()
             _warn_fallback(free, size, directory)
-        return cls._create_in(directory, name, size)
+            tried = f" (after /dev/shm, which had {_mib(free)} free)"
+        try:
+            return cls._create_in(directory, name, size)
+        except NoSpaceError as error:
+            raise NoSpaceError(f"{error}{tried}") from None
 
     @classmethod
     def _create_in(cls, directory: str, name: str, size: int) -> Segment:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         path = os.path.join(directory, name)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as error:
+            raise _no_space(error, directory, size) from None
         try:
             os.posix_fallocate(fd, 0, size)
             return cls(path, mmap.mmap(fd, size), owner=True)
-        except BaseException:
+        except BaseException as error:
             os.unlink(path)
+            if isinstance(error, OSError):
+                raise _no_space(error, directory, size) from None
             raise
         finally:
             os.close(fd)
@@ -176,6 +231,43 @@ class Segment:
         self.close()
 
 
+class NoSpaceError(OSError):
+    """A shared-memory segment did not fit: the message names the directory, the size asked
+    for, the space left, and how to point sparktimely elsewhere (an ``OSError`` with errno
+    ENOSPC).
+
+    >>> import errno
+    >>> error = NoSpaceError("no room for a 4.0 MiB shared-memory segment in /dev/shm")
+    >>> error.errno == errno.ENOSPC, str(error)
+    (True, 'no room for a 4.0 MiB shared-memory segment in /dev/shm')
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.ENOSPC, message)
+
+    def __str__(self) -> str:
+        return self.strerror or ""
+
+
+def _no_space(error: OSError, directory: str, size: int) -> OSError:
+    """``error`` as a :class:`NoSpaceError` if it means the directory is full, else itself."""
+    if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return error
+    try:
+        st = os.statvfs(directory)
+        room = f"{_mib(st.f_bavail * st.f_frsize)} free of {_mib(st.f_blocks * st.f_frsize)}"
+    except OSError:
+        room = "free space unknown"
+    return NoSpaceError(
+        f"no room for a {_mib(size)} shared-memory segment in {directory} ({room}): set "
+        f"{ENV_DIR} to a directory with more space (a local disk or a larger tmpfs), give the "
+        f"container a larger /dev/shm, or run fewer workers per host")
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
 def _warn_fallback(free: int, size: int, directory: str) -> None:
     global _warned
     if not _warned:
@@ -185,45 +277,105 @@ def _warn_fallback(free: int, size: int, directory: str) -> None:
                      free / 2**20, size / 2**20, directory, ENV_DIR)
 
 
-def _remove_matching(directory: str | None, match) -> int:
-    removed = 0
+def segments(prefix: str = "sparktimely-", directory: str | None = None) -> list[str]:
+    """Paths of the segments whose names start with ``prefix``, wherever segments live
+    (``directory``, ``$SPARKTIMELY_SHM_DIR``, /dev/shm, the fallback directory).
+
+    >>> from sparktimely.shm import Segment, job_prefix
+    >>> prefix = job_prefix()
+    >>> with Segment.create(prefix + "-x", 4096) as segment:
+    ...     segments(prefix) == [segment.path]
+    True
+    >>> segments(prefix)
+    []
+    """
+    found = []
     for d in _search_dirs(directory):
         try:
             names = os.listdir(d)
         except OSError:
             continue
-        for name in names:
-            if match(name):
-                try:
-                    os.unlink(os.path.join(d, name))
-                    removed += 1
-                except FileNotFoundError:
-                    pass
+        found += [os.path.join(d, name) for name in names if name.startswith(prefix)]
+    return sorted(found)
+
+
+def _remove_matching(directory: str | None, match) -> int:
+    removed = 0
+    for path in segments("sparktimely-", directory):
+        if match(path):
+            try:
+                os.unlink(path)
+                removed += 1
+            except FileNotFoundError:
+                pass
     return removed
 
 
 def sweep(prefix: str, directory: str | None = None) -> int:
-    """Unlink every segment whose name starts with ``prefix``; returns how many."""
+    """Unlink every segment whose name starts with ``prefix``; returns how many.
+
+    >>> from sparktimely.shm import Segment, job_prefix, sweep
+    >>> prefix = job_prefix()
+    >>> for part in ("a", "b"):
+    ...     Segment.create(f"{prefix}-{part}", 4096).close()
+    >>> sweep(prefix)
+    2
+    """
     if not prefix.startswith("sparktimely-") or len(prefix) <= len("sparktimely-"):
         raise ValueError(f"refusing to sweep prefix {prefix!r}: expected a job prefix")
-    return _remove_matching(directory, lambda name: name.startswith(prefix))
+    return _remove_matching(directory, lambda path: os.path.basename(path).startswith(prefix))
 
 
 def sweep_stale(directory: str | None = None) -> int:
-    """Unlink segments of jobs whose creating process (same pid namespace) no longer exists."""
+    """Unlink segments of jobs whose creating process (same pid namespace) no longer exists,
+    whatever their tag: a crashed run's leftovers. A live process that holds a dead creator's
+    pid but started after the segment was made (its mtime) is not its creator.
+
+    >>> from sparktimely.shm import Segment, job_prefix, segments, sweep, sweep_stale
+    >>> mine = job_prefix()                       # this process is alive: not stale
+    >>> Segment.create(mine + "-x", 4096).close()
+    >>> _ = sweep_stale(); len(segments(mine))
+    1
+    >>> sweep(mine)
+    1
+    """
     ns = _pid_namespace()
 
-    def stale(name: str) -> bool:
-        m = _NAME.match(name)
-        return m is not None and int(m[2], 16) == ns and not _alive(int(m[1]))
+    def stale(path: str) -> bool:
+        m = _NAME.match(os.path.basename(path))
+        if m is None or int(m[2], 16) != ns:
+            return False
+        started = _start_time(int(m[1]))
+        if started is None:
+            return True
+        try:
+            made = os.stat(path).st_mtime
+        except FileNotFoundError:
+            return False
+        return started > made + 1.0        # /proc/stat's boot time has whole seconds
     return _remove_matching(directory, stale)
 
 
-def _alive(pid: int) -> bool:
+def _start_time(pid: int) -> float | None:
+    """When process ``pid`` started (seconds since the epoch), or None if there is none."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    except OSError:
+        return 0.0                       # exists, unreadable: treat as the creator
+    if fields[0] == b"Z":                # a zombie is dead, whoever reaps it
+        return None
+    return _boot_time() + int(fields[19]) / _TICKS
+
+
+def _boot_time() -> float:
+    with open("/proc/stat", "rb") as stat:
+        for line in stat:
+            if line.startswith(b"btime "):
+                return float(line.split()[1])
+    return 0.0
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")

@@ -1,12 +1,11 @@
 """The Spark integration's parts that need no Spark: the plan, failure text, resource checks,
-output conversion, the janitor, the group record, the entry point's helpers."""
+output conversion, the entry point's helpers. (The host group record and the janitor, which
+Spark tasks use through sparktimely.execute, are tested in tests/execute.)"""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pyarrow as pa
 import pytest
@@ -15,16 +14,10 @@ import sparktimely as st
 from sparktimely.barrier import (BarrierSetupError, TaskAddress, TaskPlan, check_resources,
                                  parse_failure)
 from sparktimely.barrier._api import _as_arrow
-from sparktimely.barrier._janitor import Janitor
-from sparktimely.barrier._task import TaskFailed, _GroupRecord, format_failure
+from sparktimely.barrier._task import TaskFailed, format_failure
 from sparktimely.barrier.submit import JavaMissing, load_function, require_java
-from sparktimely.shm import job_prefix
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def segments(prefix: str) -> list[str]:
-    return sorted(name for name in os.listdir("/dev/shm") if name.startswith(prefix))
 
 
 # -- plan ----------------------------------------------------------------------------------
@@ -36,14 +29,12 @@ def tasks(*hosts: str) -> list[str]:
 
 def test_plan_orders_by_partition_and_groups_by_identity():
     gathered = list(reversed(tasks("a", "b", "a", "b", "a")))
-    plan = TaskPlan.from_gathered(gathered, 4)
-    assert plan.peers == 5 and plan.hosts == 2
-    assert plan.hostfile == ["a:5000", "b:5001", "a:5002", "b:5003", "a:5004"]
-    assert plan.group == [0, 2, 4] and plan.slot == 2 and not plan.creates_mesh
-    assert plan.mesh_prefix == "sparktimely-100-1-aa"
-    other = TaskPlan.from_gathered(gathered, 1)
-    assert other.group == [1, 3] and other.creates_mesh and other.mesh_prefix == "sparktimely-101-1-aa"
-    assert [a.group for a in plan.addresses] == ["id-a", "id-b", "id-a", "id-b", "id-a"]
+    addresses = TaskPlan.from_gathered(gathered, 4).addresses
+    assert [a.address for a in addresses] == ["a:5000", "b:5001", "a:5002", "b:5003", "a:5004"]
+    assert [a.group for a in addresses] == ["id-a", "id-b", "id-a", "id-b", "id-a"]
+    assert [a.mesh for a in addresses] == ["sparktimely-100-1-aa", "sparktimely-101-1-aa"] * 2 + [
+        "sparktimely-100-1-aa"]
+    assert [a.label for a in addresses] == [f"Spark partition {i}" for i in range(5)]
 
 
 def test_plan_rejects_missing_partitions():
@@ -54,7 +45,7 @@ def test_plan_rejects_missing_partitions():
 
 def test_ipv6_hosts_are_bracketed():
     gathered = [TaskAddress(0, "::1", 7, "x", "sparktimely-1-1-a").to_json()]
-    assert TaskPlan.from_gathered(gathered, 0).hostfile == ["[::1]:7"]
+    assert [a.address for a in TaskPlan.from_gathered(gathered, 0).addresses] == ["[::1]:7"]
 
 
 # -- failures --------------------------------------------------------------------------------
@@ -99,72 +90,6 @@ def test_output_records_become_batches_of_the_schema():
     assert _as_arrow([1, 2], one).column(0).to_pylist() == [1, 2]
     with pytest.raises(ValueError, match="fields"):
         _as_arrow([("a", 1, 2)], SCHEMA)
-
-
-# -- cleanup machinery ---------------------------------------------------------------------------
-
-def test_janitor_sweeps_when_its_parent_is_killed():
-    prefix = job_prefix()
-    code = (f"import os, time\n"
-            f"from sparktimely.barrier._janitor import Janitor\n"
-            f"from sparktimely.shm import Segment\n"
-            f"j = Janitor({prefix!r})\n"
-            f"Segment.create({prefix!r} + '-x', 4096)\n"
-            f"print(j.pid, flush=True)\n"
-            f"time.sleep(60)\n")
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    try:
-        janitor = int(child.stdout.readline())
-        assert segments(prefix) == [prefix + "-x"]
-        child.send_signal(signal.SIGKILL)
-        child.wait(10)
-        deadline = time.monotonic() + 10
-        while segments(prefix) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert segments(prefix) == []
-        deadline = time.monotonic() + 10
-        while os.path.exists(f"/proc/{janitor}") and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert not os.path.exists(f"/proc/{janitor}")
-    finally:
-        child.kill()
-        child.wait()
-
-
-def test_janitor_leaves_alone_after_a_clean_finish():
-    from sparktimely.shm import Segment, sweep
-    prefix = job_prefix()
-    janitor = Janitor(prefix)
-    Segment.create(prefix + "-x", 4096).close()
-    pid = janitor.pid
-    janitor.finish(clean=True)
-    assert segments(prefix) == [prefix + "-x"]
-    with pytest.raises(ChildProcessError):
-        os.waitpid(pid, 0)                              # already reaped
-    sweep(prefix)
-
-
-def test_group_record_counts_members_out_and_keeps_the_first_failure():
-    prefix = job_prefix()
-    creator = _GroupRecord.create(prefix, 2)
-    try:
-        creator.set_ready()
-        member = _GroupRecord.attach(prefix, 2, time.monotonic() + 5, 0)
-        assert member.failure() is None
-        assert member.fail(1, "ValueError: first", "tb1" * 20000) [0:2] == (1, "ValueError: first")
-        assert creator.fail(0, "ValueError: second", "tb2")[:2] == (1, "ValueError: first")
-        assert len(creator.failure()[2]) < 1 << 16
-        assert not creator.leave() and member.leave()
-        member.close()
-    finally:
-        creator.close()
-        from sparktimely.shm import sweep
-        sweep(prefix)
-
-
-def test_attach_gives_up_when_the_creator_never_comes():
-    with pytest.raises(TimeoutError, match="worker 0"):
-        _GroupRecord.attach(job_prefix(), 2, time.monotonic() + 0.2, 0)
 
 
 # -- entry point helpers -----------------------------------------------------------------------

@@ -4,6 +4,7 @@ map_in_arrow, map_partitions, failures, reused Python workers, the entry point."
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -17,6 +18,7 @@ import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from segment_leaks import segments_of
 
 import sparktimely as st
 import sparktimely.barrier as stb
@@ -91,12 +93,6 @@ def descendants() -> set[int]:
     return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
-def segments_of(pids: set[int]) -> list[str]:
-    """Shared-memory segments whose creator is one of ``pids``."""
-    return sorted(name for name in os.listdir("/dev/shm") for pid in pids
-                  if name.startswith(f"sparktimely-{pid}-"))
-
-
 def wait_until_no_segments(pids: set[int], seconds: float = 15.0) -> list[str]:
     deadline = time.monotonic() + seconds
     while segments_of(pids) and time.monotonic() < deadline:
@@ -116,13 +112,14 @@ def sockets(spark):
 # -- jobs ------------------------------------------------------------------------------------
 
 def exchange_job(worker):
-    """Each worker sends 0..99 round; returns what it received and its pid."""
+    """Each worker sends 0..99 round; returns what it received and the pid of its Spark task's
+    Python process (the worker runs in a child of it)."""
     def build(scope):
         return (scope.to_stream(range(worker.index * 100, worker.index * 100 + 100))
                 .exchange(lambda x: x).capture())
     captured = worker.dataflow(build)
     worker.run()
-    return worker.index, worker.peers, os.getpid(), sorted(x for _, b in captured.extract() for x in b)
+    return worker.index, worker.peers, os.getppid(), sorted(x for _, b in captured.extract() for x in b)
 
 
 def python_worker_state(_):
@@ -131,7 +128,8 @@ def python_worker_state(_):
     import threading
     gc.collect()
     ours = ("Mesh", "Endpoint", "Segment", "Worker", "BarrierWorker", "ClusterAllocator",
-            "ShmAllocator", "Janitor", "_GroupRecord", "Dataflow")
+            "ShmAllocator", "Janitor", "GroupRecord", "HostGroup", "WorkerSession", "Seat",
+            "Dataflow")
     live = sorted(type(o).__name__ for o in gc.get_objects()
                   if type(o).__name__ in ours and type(o).__module__.startswith("sparktimely"))
     yield (os.getpid(), threading.active_count(),
@@ -271,24 +269,37 @@ def test_a_failing_worker_fails_the_job_promptly_with_its_traceback(spark):
     assert wait_until_no_segments(before | descendants()) == []
 
 
-def dying_job(directory, worker):
-    """Worker 1's process dies outright (no cleanup runs); worker 0 sits in user code, so
-    Spark has to kill its task (pyspark SIGKILLs the Python worker)."""
+def dying_job(directory, how, worker):
+    """Worker 1's process dies outright (no cleanup runs) by ``how`` ("exit": os._exit(3), or
+    a signal's name); worker 0 sits in user code, so Spark has to kill its task (pyspark
+    SIGKILLs the Python worker). Each writes the pids of its worker and its task's process."""
     worker.dataflow(lambda scope: scope.to_stream(range(10)).exchange(lambda x: x).probe())
     with open(os.path.join(directory, f"pid-{worker.index}"), "w") as file:
-        file.write(str(os.getpid()))
+        file.write(f"{os.getpid()} {os.getppid()}")
     if worker.index == 1:
-        os._exit(3)
+        if how == "exit":
+            os._exit(3)
+        os.kill(os.getpid(), getattr(signal, how))
     time.sleep(600)
 
 
-def test_tasks_that_die_or_are_killed_leave_no_segments(spark, tmp_path):
+@pytest.mark.parametrize("how, cause", [("exit", "exit code 3"),
+                                        ("SIGKILL", "killed by signal SIGKILL"),
+                                        ("SIGSEGV", "killed by signal SIGSEGV")])
+def test_a_worker_that_dies_is_named_with_its_signal_and_leaves_no_segments(spark, tmp_path,
+                                                                             how, cause):
     started = time.monotonic()
-    with pytest.raises(Exception, match="(?i)python worker exited unexpectedly|crashed"):
-        stb.run(spark, partial(dying_job, str(tmp_path)), 2)
-    assert time.monotonic() - started < 30
-    pids = {int((tmp_path / f"pid-{i}").read_text()) for i in range(2)}
-    assert wait_until_no_segments(pids) == []
+    with pytest.raises(st.WorkerError) as caught:
+        stb.run(spark, partial(dying_job, str(tmp_path), how), 2)
+    elapsed = time.monotonic() - started
+    error = caught.value
+    assert error.index == 1 and str(error).startswith("worker 1 failed: worker process ")
+    assert str(error).endswith(f" died ({cause})")
+    assert "Py4J" in type(error.__cause__).__name__ or "sparktimely worker 1 failed" in str(
+        error.__cause__)                                      # Spark's own error, chained
+    assert elapsed < 10, f"the failure took {elapsed:.1f} s to surface"
+    pids = {int(pid) for path in tmp_path.glob("pid-*") for pid in path.read_text().split()}
+    assert len(pids) >= 2 and wait_until_no_segments(pids) == []   # worker 0 may not get to it
     assert [r[:2] for r in stb.run(spark, exchange_job, 2)] == [(0, 2), (1, 2)]
 
 
@@ -304,6 +315,79 @@ def test_a_failure_in_map_in_arrow_carries_the_traceback(spark):
     assert "sparktimely worker" in str(caught.value) and "no such column, worker side" in str(caught.value)
     assert "in explode" in str(caught.value)
     assert time.monotonic() - started < 20
+
+
+def test_an_error_in_build_fails_a_shuffle_feeding_stage_at_once_without_retries(spark):
+    """Faults issue, item 7: the stage feeding count()'s shuffle is not retried four times."""
+    def build(scope, stream):
+        raise ValueError("no such operator, driver side")
+    identity = stb.map_in_arrow(spark.range(0, 100, 1, 2), lambda scope, s: s, "id long",
+                                num_workers=2)
+    assert identity.count() == 100                    # the same stages, warm
+    df = stb.map_in_arrow(spark.range(0, 100, 1, 2), build, "id long", num_workers=2)
+    started = time.monotonic()
+    with pytest.raises(Exception) as caught:
+        df.count()
+    elapsed = time.monotonic() - started
+    message = str(caught.value)
+    assert "so the stage is not retried: sparktimely worker " in message
+    assert "maximum allowable number of times" not in message
+    error = stb.parse_failure(message)
+    assert error.message == "ValueError: no such operator, driver side"
+    assert 'raise ValueError("no such operator, driver side")' in error.traceback
+    assert elapsed < 5, f"the failure took {elapsed:.1f} s to surface"
+
+
+def stalling_job(worker):
+    worker.dataflow(lambda scope: scope.to_stream(range(10)).exchange(lambda x: x).probe())
+    if worker.index == 1:
+        while True:                                    # user code that never returns
+            pass
+    worker.run()
+
+
+def test_a_stall_limit_on_spark_names_the_stalled_worker(spark):
+    """Faults issue, item 5, on Spark: run() and map_in_arrow take a stall limit."""
+    started = time.monotonic()
+    with pytest.raises(st.WorkerError) as caught:
+        stb.run(spark, stalling_job, 2, stall_limit=1)
+    elapsed = time.monotonic() - started
+    assert caught.value.index == 1
+    assert str(caught.value).startswith("worker 1 failed: stalled: no step for ")
+    assert "in stalling_job" in str(caught.value) and "in stalling_job" in caught.value.traceback
+    assert elapsed < 1 + 5, f"the stall took {elapsed:.1f} s to surface"
+
+    def build(scope, stream):
+        stuck = scope.index == 1
+
+        def spin(batch):
+            while stuck:
+                pass
+        return stream.inspect_batch(lambda t, batch: spin(batch))
+    df = stb.map_in_arrow(spark.range(0, 100, 1, 2), build, "id long", stall_limit=1)
+    started = time.monotonic()
+    with pytest.raises(Exception, match=r"sparktimely worker 1 failed: stalled: no step for "
+                                        r"[\d.]+ s \(stall limit 1 s\), at File .* in spin"):
+        df.collect()
+    assert time.monotonic() - started < 1 + 5
+
+
+def killing_its_task_job(worker):
+    worker.dataflow(lambda scope: scope.to_stream(range(10)).exchange(lambda x: x).probe())
+    if worker.index == 1:
+        os.kill(os.getppid(), signal.SIGKILL)           # the Spark task's own process
+    time.sleep(600)
+
+
+def test_a_task_process_killed_by_a_signal_is_named_as_its_worker(spark):
+    started = time.monotonic()
+    with pytest.raises(st.WorkerError) as caught:
+        stb.run(spark, killing_its_task_job, 2)
+    assert caught.value.index == 1
+    assert str(caught.value).startswith("worker 1 failed: the Python process of its Spark task "
+                                        "died (Python worker exited unexpectedly (crashed)")
+    assert "crashed" in str(caught.value.__cause__)
+    assert time.monotonic() - started < 10
 
 
 def test_workers_talk_through_sockets_across_hosts(spark, sockets):

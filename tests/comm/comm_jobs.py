@@ -56,7 +56,7 @@ def exchange(worker: st.Worker) -> dict:
     return {"records": captured.extract(),
             "arrow": [(t, table.num_rows, int(table.column("x").to_numpy().sum()))
                       for t, table in arrow.extract()],
-            "allocator": type(worker._allocator).__name__}
+            "allocator": type(worker._allocator.transport).__name__}
 
 
 def bfs_job(worker: st.Worker) -> list:

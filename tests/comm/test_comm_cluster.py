@@ -14,6 +14,7 @@ import uuid
 
 import psutil
 import pytest
+from segment_leaks import segments_of
 
 import comm_jobs
 import sparktimely as st
@@ -73,8 +74,7 @@ class Job:
         shared-memory segments created by its processes."""
         marker = str(self.hostfile)
         alive = [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
-        prefixes = tuple(f"sparktimely-{proc.pid}-" for proc in self.procs)
-        return alive, [name for name in os.listdir("/dev/shm") if name.startswith(prefixes)]
+        return alive, segments_of(proc.pid for proc in self.procs)
 
     def kill(self) -> None:
         for proc in self.procs:

@@ -10,20 +10,33 @@ import pyarrow as pa
 import pytest
 
 from sparktimely.comm import ClusterAllocator, PeerLost, WorkerAddress, build_allocator
-from sparktimely.comm.net import connect_peers, listen
+from sparktimely.comm.net import connect_peers, job_token, listen
 
 pytestmark = pytest.mark.timeout(30)
 
 
 def pair(groups=("a", "b")) -> list[ClusterAllocator]:
-    """Two workers in different groups, linked over loopback (worker 1 connects first: its
-    connection waits in worker 0's backlog)."""
+    """Two workers in different groups, linked over loopback."""
     listeners = [listen("127.0.0.1") for _ in groups]
     plan = [WorkerAddress("127.0.0.1", s.getsockname()[1], g, f"test {i}")
             for i, (s, g) in enumerate(zip(listeners, groups))]
-    second = build_allocator(1, plan, listeners[1], None, timeout=5)
-    first = build_allocator(0, plan, listeners[0], None, timeout=5)
-    return [first, second]
+    return together(*(lambda i=i: build_allocator(i, plan, listeners[i], None, timeout=5)
+                      for i in range(2)))
+
+
+def together(*calls):
+    """Call each of ``calls`` in a thread of its own (as peers run at once); their results."""
+    results: list = [None] * len(calls)
+
+    def run(i):
+        results[i] = calls[i]()
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert None not in results, "a peer did not connect"
+    return results
 
 
 def drain(allocator, count: int, timeout: float = 10) -> list:
@@ -100,26 +113,34 @@ def test_stray_connections_are_ignored_and_misrouted_ones_refused():
     stray = socket.create_connection(("127.0.0.1", listeners[0].getsockname()[1]))
     stray.sendall(b"GET / HTTP/1.0\r\n\r\n")
     stray.close()
-    peer = threading.Thread(target=lambda: connect_peers(1, {0: addresses[0]}, listeners[1], 5))
-    peer.start()
-    [(index, sock)] = connect_peers(0, {1: addresses[1]}, listeners[0], timeout=5).items()
-    peer.join(5)
-    assert index == 1
-    sock.close()
+    token = job_token("test")
+    connected = together(lambda: connect_peers(1, {0: addresses[0]}, listeners[1], 5, token=token),
+                         lambda: connect_peers(0, {1: addresses[1]}, listeners[0], 5, token=token))
+    assert [list(c) for c in connected] == [[0], [1]]
+    for sock in [*connected[0].values(), *connected[1].values()]:
+        sock.close()
     wrong = {0: addresses[0], 1: addresses[0]}     # process 2 believes process 1 is at 0's port
-    with pytest.raises(ConnectionError, match="unexpected connection to process 0 claiming "
-                                              "to be process 2 for process 1"):
-        threading.Thread(target=lambda: _quietly(connect_peers, 2, wrong, listeners[2], 2)).start()
-        connect_peers(0, {1: addresses[1], 2: addresses[2]}, listeners[0], timeout=5)
+    waiting: list = []
+
+    def process_0():
+        try:
+            connect_peers(0, {1: addresses[1], 2: addresses[2]}, listeners[0], 2, token=token)
+        except ConnectionError as error:
+            waiting.append(str(error))
+    thread = threading.Thread(target=process_0)
+    thread.start()
+    started = time.monotonic()
+    with pytest.raises(ConnectionError, match=rf"process 2 could not connect to process 1 at "
+                                              rf"{addresses[0]}: it is process 0 of this job, "
+                                              rf"not process 1"):
+        connect_peers(2, wrong, listeners[2], 5, token=token)
+    assert time.monotonic() - started < 1
+    thread.join(10)
+    assert waiting[0].startswith(f"process 1 ({addresses[1]}) did not connect to process 0 "
+                                 f"within 2 s; meanwhile ")
+    assert waiting[0].endswith("wanted process 1, not process 0")
     for listener in listeners:
         listener.close()
-
-
-def _quietly(function, *args):
-    try:
-        function(*args)
-    except ConnectionError:
-        pass
 
 
 def test_abort_drops_the_links_at_once_and_the_peer_sees_it():

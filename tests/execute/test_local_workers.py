@@ -5,6 +5,7 @@ import time
 
 import psutil
 import pytest
+from segment_leaks import segments_of
 
 import sparktimely as st
 from sparktimely.dataflow.worker import PROGRESS
@@ -17,16 +18,10 @@ from examples.wordcount import TEXT, wordcount
 pytestmark = pytest.mark.timeout(60)
 
 
-def our_segments() -> set[str]:
-    return {name for name in os.listdir("/dev/shm") if name.startswith(f"sparktimely-{os.getpid()}-")}
-
-
 @pytest.fixture(autouse=True)
-def nothing_left_behind():
-    """Every test here must leave no shared-memory segment and no child process."""
-    before = our_segments()
+def no_child_left_behind():
+    """Every test here must leave no child process (tests/conftest.py checks segments)."""
     yield
-    assert our_segments() - before == set()
     assert psutil.Process().children(recursive=True) == []
 
 
@@ -263,4 +258,4 @@ def test_workers_die_with_a_killed_supervisor(tmp_path):
             supervisor.kill()
         # its segments outlive it until the next job sweeps stale ones; do that now
         sweep_stale()
-    assert not [n for n in os.listdir("/dev/shm") if n.startswith(f"sparktimely-{supervisor.pid}-")]
+    assert segments_of([supervisor.pid]) == []

@@ -1,7 +1,6 @@
 """Helpers for the shared-memory transport tests: bounded child processes, segment listing."""
 from __future__ import annotations
 
-import os
 import time
 import traceback
 
@@ -9,24 +8,14 @@ import multiprocess
 import pytest
 from multiprocess.connection import wait
 
-from sparktimely.shm import fallback_dir
+from sparktimely.shm import run_prefix, segments
 
 CTX = multiprocess.get_context("fork")
 
 
 def shm_entries() -> set[str]:
-    """sparktimely* files in /dev/shm and the fallback directory named after this process (other
-    jobs on the machine are not ours to judge; tests check their subprocesses' names themselves)."""
-    found = set()
-    for d in ("/dev/shm", fallback_dir()):
-        try:
-            names = os.listdir(d)
-        except FileNotFoundError:
-            continue
-        for name in names:
-            if name.startswith(f"sparktimely-{os.getpid()}-"):
-                found.add(os.path.join(d, name))
-    return found
+    """This test run's segments, wherever they live (see tests/segment_leaks.py)."""
+    return set(segments(run_prefix()))
 
 
 def _child(conn, target, args):

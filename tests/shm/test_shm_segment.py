@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -62,6 +63,27 @@ def test_sweep_stale_removes_segments_of_dead_creators(tmp_path):
     assert sorted(os.listdir(tmp_path)) == sorted([names["alive"], names["other namespace"]])
     for name in os.listdir(tmp_path):
         os.unlink(tmp_path / name)
+
+
+def test_sweep_stale_sees_through_a_reused_pid(tmp_path):
+    """A live process holding the pid in a segment's name, but started after the segment was
+    made, is not its creator: the segment is stale."""
+    ns = _segment._pid_namespace()
+    mine = f"sparktimely-{os.getpid()}-{ns:x}-0badcafe-ctl"
+    Segment.create(mine, 10, str(tmp_path)).close()
+    later = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        reused = f"sparktimely-{later.pid}-{ns:x}-0badcafe-ctl"
+        Segment.create(reused, 10, str(tmp_path)).close()
+        assert sweep_stale(str(tmp_path)) == 0          # made after its creator started
+        an_hour_ago = time.time() - 3600
+        os.utime(tmp_path / reused, (an_hour_ago, an_hour_ago))
+        assert sweep_stale(str(tmp_path)) == 1
+        assert os.listdir(tmp_path) == [mine]           # its creator (this process) lives
+    finally:
+        later.kill()
+        later.wait()
+        os.unlink(tmp_path / mine)
 
 
 def test_killed_creator_is_swept_by_the_next_job():

@@ -1,0 +1,237 @@
+"""The workers of one host group: the shared memory they use and how they meet without a
+common parent.
+
+A job's plan (``comm.cluster``) puts workers with equal ``group`` on one host; they share one
+``shm.Mesh``, named by the ``mesh`` field of the group's first worker. The processes holding
+them may have no common parent (several ``-n`` processes on one host, Spark tasks), so they
+meet through a one-page *group record* next to the mesh:
+
+- the process holding the group's lowest index creates the record and the mesh and sets
+  *ready*; the others wait for *ready* (up to a deadline) and attach;
+- a failing worker writes the *first failure* (index, message, traceback) into the record,
+  and every member's worker stops at its next park with that failure (:class:`GroupFailed`);
+- each process counts its workers out when done (*leaving*); the last removes the segments.
+
+A :class:`Janitor` child process per member removes the segments if its parent dies without
+leaving (a SIGKILL skips every ``finally``), so nothing outlives a killed job.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import signal
+import time
+from typing import Callable
+
+from .shm import Mesh, Segment, sweep
+
+_READY, _LEFT, _FAILED, _LENGTH = 0, 1, 2, 3      # u64 slots of the group record
+_TEXT = 64                                        # byte offset of the failure text
+_RECORD_BYTES = 1 << 16
+_CLEAN = b"c"
+
+
+class GroupFailed(RuntimeError):
+    """A worker of this host group failed (``index``, ``message``, ``traceback`` are its):
+    raised in the other members' workers, which stop at once."""
+
+    def __init__(self, index: int, message: str, traceback: str) -> None:
+        super().__init__(f"worker {index} failed: {message}")
+        self.index, self.message, self.traceback = index, message, traceback
+
+    def __reduce__(self):
+        return (GroupFailed, (self.index, self.message, self.traceback))
+
+
+class GroupRecord:
+    """One page shared by the processes of a host group: ready, how many workers left, the
+    first failure. Counters change under ``flock`` on the segment's file, so no atomics are
+    needed."""
+
+    def __init__(self, segment: Segment, size: int) -> None:
+        self.segment, self.size = segment, size
+        self._words = segment.u64
+
+    @classmethod
+    def create(cls, prefix: str, size: int) -> GroupRecord:
+        return cls(Segment.create(prefix + "-group", _RECORD_BYTES), size)
+
+    @classmethod
+    def attach(cls, prefix: str, size: int, deadline: float, creator: str,
+               interrupt: Callable[[], None] | None = None) -> GroupRecord:
+        """Wait until the creator (``creator`` names it in the error) has made the mesh, then
+        the record; ``interrupt`` is called while waiting and may raise to give up early."""
+        pause = 0.0005
+        while True:
+            try:
+                segment = Segment.attach(prefix + "-group")
+            except (OSError, ValueError):       # not there yet, or not sized yet
+                segment = None
+            if segment is not None:
+                if segment.u64[_READY]:
+                    return cls(segment, size)
+                segment.close()
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"{creator}, the first of this host's workers, did not "
+                                   f"create the shared memory {prefix!r} in time")
+            if interrupt is not None:
+                interrupt()
+            time.sleep(pause)
+            pause = min(2 * pause, 0.05)
+
+    def set_ready(self) -> None:
+        self._words[_READY] = 1
+
+    def _locked(self) -> int:
+        fd = os.open(self.segment.path, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+
+    def leave(self, count: int = 1) -> bool:
+        """Count ``count`` workers out; True for the last (who removes the segments)."""
+        try:
+            fd = self._locked()
+        except FileNotFoundError:               # already removed after a failure
+            return False
+        try:
+            self._words[_LEFT] += count
+            return self._words[_LEFT] >= self.size
+        finally:
+            os.close(fd)
+
+    def fail(self, index: int, message: str, traceback: str) -> tuple[int, str, str]:
+        """Record a failure unless one is recorded already; returns the recorded one."""
+        try:
+            fd = self._locked()
+        except FileNotFoundError:
+            return self.failure() or (index, message, traceback)
+        try:
+            if not self._words[_FAILED]:
+                text = f"{message}\0{traceback}".encode(errors="replace")
+                room = _RECORD_BYTES - _TEXT
+                if len(text) > room:
+                    text = text[:room // 4] + b"\n[...]\n" + text[-(room - room // 4 - 8):]
+                self.segment.buf[_TEXT:_TEXT + len(text)] = text
+                self._words[_LENGTH] = len(text)
+                self._words[_FAILED] = index + 1
+        finally:
+            os.close(fd)
+        return self.failure() or (index, message, traceback)
+
+    def failure(self) -> tuple[int, str, str] | None:
+        """``(index, message, traceback)`` of the first failure in the group, or None."""
+        failed = self._words[_FAILED]
+        if not failed:
+            return None
+        text = bytes(self.segment.buf[_TEXT:_TEXT + self._words[_LENGTH]]).decode(errors="replace")
+        message, _, traceback = text.partition("\0")
+        return failed - 1, message, traceback
+
+    def close(self) -> None:
+        self.segment.close()
+
+
+class HostGroup:
+    """This process's membership of a host group: the mesh, the record and the janitor.
+
+    ``join`` creates them (``creator``) or attaches them; ``leave`` counts this process's
+    workers out when they are done (the last member removes the segments); ``abandon``,
+    after a failure, removes the segments at once (the job is over; mappings stay valid).
+    """
+
+    def __init__(self, prefix: str, mesh: Mesh, record: GroupRecord, janitor: Janitor) -> None:
+        self.prefix, self.mesh, self.record, self.janitor = prefix, mesh, record, janitor
+
+    @classmethod
+    def join(cls, prefix: str, size: int, creator: bool, deadline: float, creator_name: str,
+             interrupt: Callable[[], None] | None = None) -> HostGroup:
+        janitor = Janitor(prefix)
+        record = None
+        try:
+            if creator:
+                record = GroupRecord.create(prefix, size)
+                mesh = Mesh.create(size, prefix=prefix)
+                mesh.forget()                     # the record, not an exit hook, owns it
+                record.set_ready()
+            else:
+                record = GroupRecord.attach(prefix, size, deadline, creator_name, interrupt)
+                mesh = Mesh.attach(prefix)
+        except BaseException:
+            if record is not None:
+                record.close()
+            if creator:
+                sweep(prefix)
+            janitor.finish(clean=True)
+            raise
+        return cls(prefix, mesh, record, janitor)
+
+    def leave(self, count: int) -> None:
+        last = self.record.leave(count)
+        self._release(sweep_now=last)
+
+    def abandon(self) -> None:
+        self._release(sweep_now=True)
+
+    def _release(self, sweep_now: bool) -> None:
+        self.record.close()
+        if sweep_now:
+            sweep(self.prefix)
+        self.janitor.finish(clean=True)
+
+
+class Janitor:
+    """A tiny child process that sweeps ``prefix`` if its parent dies without calling
+    :meth:`finish` with ``clean=True`` (pyspark SIGKILLs the Python worker of a task it gives
+    up on, and a SIGKILLed supervisor runs no ``finally`` either).
+
+    It holds the read end of a pipe; when the write end closes without the word "clean"
+    first, or its parent is gone, it sweeps and exits. On the normal path the parent says
+    "clean", closes the pipe and reaps it, so nothing outlives the job.
+    """
+
+    def __init__(self, prefix: str) -> None:
+        read, write = os.pipe()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:                                   # the janitor
+            try:
+                _watch(read, write, parent, prefix)
+            finally:
+                os._exit(0)
+        os.close(read)
+        self.pid: int | None = pid
+        self._write = write
+
+    def finish(self, clean: bool) -> None:
+        """Release the janitor: it sweeps unless ``clean``; wait for it to exit."""
+        if self.pid is None:
+            return
+        try:
+            if clean:
+                os.write(self._write, _CLEAN)
+        finally:
+            os.close(self._write)
+            try:
+                os.waitpid(self.pid, 0)
+            except ChildProcessError:
+                pass
+            self.pid = None
+
+
+def _watch(read: int, write: int, parent: int, prefix: str) -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)
+    os.close(write)
+    os.closerange(3, read)                 # sockets to the JVM and peers are not ours to hold
+    os.closerange(read + 1, 1 << 16)
+    verdict = b""
+    while True:
+        ready, _, _ = select.select([read], [], [], 1.0)
+        if ready:
+            verdict = os.read(read, 1)
+            break
+        if os.getppid() != parent:         # orphaned (the pipe is also held elsewhere)
+            break
+    if verdict != _CLEAN:
+        sweep(prefix)

@@ -1,0 +1,82 @@
+"""How the processes of one host group meet without a common parent: the group record (ready,
+leaving, first failure) and the janitor that sweeps a killed member's segments."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from sparktimely._group import GroupRecord, Janitor
+from sparktimely.shm import job_prefix
+
+
+def segments(prefix: str) -> list[str]:
+    return sorted(name for name in os.listdir("/dev/shm") if name.startswith(prefix))
+
+
+def test_janitor_sweeps_when_its_parent_is_killed():
+    prefix = job_prefix()
+    code = (f"import os, time\n"
+            f"from sparktimely._group import Janitor\n"
+            f"from sparktimely.shm import Segment\n"
+            f"j = Janitor({prefix!r})\n"
+            f"Segment.create({prefix!r} + '-x', 4096)\n"
+            f"print(j.pid, flush=True)\n"
+            f"time.sleep(60)\n")
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        janitor = int(child.stdout.readline())
+        assert segments(prefix) == [prefix + "-x"]
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+        deadline = time.monotonic() + 10
+        while segments(prefix) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert segments(prefix) == []
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{janitor}") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not os.path.exists(f"/proc/{janitor}")
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_janitor_leaves_alone_after_a_clean_finish():
+    from sparktimely.shm import Segment, sweep
+    prefix = job_prefix()
+    janitor = Janitor(prefix)
+    Segment.create(prefix + "-x", 4096).close()
+    pid = janitor.pid
+    janitor.finish(clean=True)
+    assert segments(prefix) == [prefix + "-x"]
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, 0)                              # already reaped
+    sweep(prefix)
+
+
+def test_group_record_counts_members_out_and_keeps_the_first_failure():
+    prefix = job_prefix()
+    creator = GroupRecord.create(prefix, 2)
+    try:
+        creator.set_ready()
+        member = GroupRecord.attach(prefix, 2, time.monotonic() + 5, "worker 0")
+        assert member.failure() is None
+        assert member.fail(1, "ValueError: first", "tb1" * 20000) [0:2] == (1, "ValueError: first")
+        assert creator.fail(0, "ValueError: second", "tb2")[:2] == (1, "ValueError: first")
+        assert len(creator.failure()[2]) < 1 << 16
+        assert not creator.leave() and member.leave()
+        member.close()
+    finally:
+        creator.close()
+        from sparktimely.shm import sweep
+        sweep(prefix)
+
+
+def test_attach_gives_up_when_the_creator_never_comes():
+    with pytest.raises(TimeoutError, match="worker 0, the first of this host's workers"):
+        GroupRecord.attach(job_prefix(), 2, time.monotonic() + 0.2, "worker 0")

@@ -1,0 +1,51 @@
+"""Faults issue, item 10: Arrow batches of different schemas from different workers entering
+one exchange fail at the exchange, naming both schemas and both workers."""
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pytest
+
+import sparktimely as st
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def job(worker):
+    """Worker 1 (if any) makes ``n`` a string column; everyone else an int64 one."""
+    n = pa.array([str(i) for i in range(8)]) if worker.index == 1 else pa.array(range(8))
+    batch = pa.record_batch({"key": pa.array(range(8)), "n": n})
+    captured = worker.dataflow(lambda scope: scope.to_stream([batch])
+                               .exchange(key="key").capture())
+    worker.run()
+    return captured.extract()
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_schema_mismatch_is_named_at_the_exchange(workers):
+    started = time.monotonic()
+    with pytest.raises(st.WorkerError) as caught:
+        st.execute(job, workers=workers)
+    message = str(caught.value)
+    assert "got Arrow batches of two schemas: worker " in message
+    assert "key: int64, n: int64" in message and "key: int64, n: string" in message
+    assert "worker 1 sent key: int64, n: string" in message
+    assert "every worker must give one stream the same schema" in message
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_equal_schemas_pass_unchanged(workers):
+    def same(worker):
+        batch = pa.record_batch({"key": pa.array(range(8)), "n": pa.array(range(8))},
+                                metadata={"owner": "user"})
+        captured = worker.dataflow(lambda scope: scope.to_stream([batch])
+                                   .exchange(key="key").capture())
+        worker.run()
+        return captured.extract()
+    parts = st.execute(same, workers=workers)
+    tables = [table for part in parts for _, table in part]
+    assert sorted(sum((t.column("key").to_pylist() for t in tables), [])) == sorted(
+        list(range(8)) * workers)
+    assert all(t.schema.metadata == {b"owner": b"user"} for t in tables)   # ours removed

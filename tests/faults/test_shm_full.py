@@ -1,0 +1,73 @@
+"""Faults issue, item 9: a full shared-memory directory gives an error that names the
+directory, the size asked for, the space left and how to point the engine elsewhere.
+
+The directory is a real 20 MiB tmpfs, mounted in a private mount namespace (``unshare``), so
+the kernel itself answers ENOSPC."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+JOB = """
+import sys, time, numpy as np, sparktimely as st
+def job(worker):
+    handle = st.InputHandle()
+    probe = worker.dataflow(lambda scope: scope.input_from(handle).exchange(lambda x: 1).probe())
+    if worker.index == 0:
+        handle.send(np.zeros(int(sys.argv[1]), dtype=np.uint8))   # a ring must grow for it
+    handle.close()
+    worker.run()
+started = time.monotonic()
+try:
+    st.execute(job, workers=int(sys.argv[2]))
+except Exception as error:
+    print(f"{time.monotonic() - started:.2f}", type(error).__name__, error, sep="\\n")
+"""
+
+
+def run_in_tiny_tmpfs(tmp_path, *args: str) -> list[str]:
+    """Run JOB with SPARKTIMELY_SHM_DIR on a fresh 20 MiB tmpfs; returns its output lines
+    and checks that the tmpfs is empty afterwards."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare(1) to mount a private tmpfs")
+    where = tmp_path / "shm"
+    where.mkdir()
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    shell = (f"mount -t tmpfs -o size=20m tmpfs {where} || exit 77; "
+             f"SPARKTIMELY_SHM_DIR={where} {sys.executable} {script} {' '.join(args)}; "
+             f"echo left: $(ls {where} | wc -l)")
+    flags = ["--mount"] if os.geteuid() == 0 else ["--user", "--map-root-user", "--mount"]
+    done = subprocess.run(["unshare", *flags, "sh", "-c", shell], capture_output=True,
+                          text=True, timeout=100, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
+    if done.returncode == 77 or "unshare failed" in done.stderr:
+        pytest.skip(f"cannot mount a private tmpfs here: {done.stderr.strip()}")
+    return done.stdout.splitlines()
+
+
+def test_too_little_room_for_the_mesh_names_directory_sizes_and_the_remedy(tmp_path):
+    lines = run_in_tiny_tmpfs(tmp_path, "10", "3")      # 9 rings of 4 MiB: 36 MiB
+    seconds, kind, message, left = lines
+    assert kind == "NoSpaceError"
+    assert message.startswith(f"no room for a 4.0 MiB shared-memory segment in {tmp_path / 'shm'} (")
+    assert "MiB free of 20.0 MiB): set SPARKTIMELY_SHM_DIR to a directory with more space" in message
+    assert left == "left: 0" and float(seconds) < 5
+
+
+def test_running_out_of_room_inside_a_worker_fails_the_job_naming_it(tmp_path):
+    lines = run_in_tiny_tmpfs(tmp_path, str(8 << 20), "2")   # a ring must grow to 16 MiB
+    seconds, kind, message, left = lines
+    assert kind == "WorkerError"
+    assert message.startswith("worker 0 failed: NoSpaceError: no room for a 16.0 MiB "
+                              f"shared-memory segment in {tmp_path / 'shm'}"), message
+    assert left == "left: 0" and float(seconds) < 5

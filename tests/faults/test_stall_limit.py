@@ -1,0 +1,80 @@
+"""Faults issue, item 5: an opt-in stall limit stops a job whose worker makes no progress (user
+code in an endless loop, or blocked on I/O) within the limit plus 5 s, naming the worker and
+where it is (its Python stack, from faulthandler)."""
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+import sparktimely as st
+
+pytestmark = pytest.mark.timeout(90)
+
+LIMIT = 1.0
+
+
+def spin_forever(x):
+    while True:                                  # user code in an endless loop
+        x += 1
+
+
+def wait_forever(x):
+    a, b = socket.socketpair()
+    a.recv(1)                                    # blocked on I/O that never comes
+
+
+def job_with(stuck, stalled_index):
+    def job(worker):
+        def maybe_stuck(x):
+            mine = worker.index == stalled_index and x == stalled_index + worker.peers
+            return stuck(x) if mine else x
+        probe = worker.dataflow(lambda scope: scope.to_stream(range(10))
+                                .exchange(lambda x: x).map(maybe_stuck).probe())
+        worker.run()
+        return probe.done()
+    return job
+
+
+@pytest.mark.parametrize("stuck, function", [(spin_forever, "spin_forever"),
+                                             (wait_forever, "wait_forever")])
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_a_stalled_worker_is_named_with_where_it_is(workers, stuck, function):
+    stalled = workers - 1
+    started = time.monotonic()
+    with pytest.raises(st.WorkerError) as caught:
+        st.execute(job_with(stuck, stalled), workers=workers, stall_limit=LIMIT)
+    elapsed = time.monotonic() - started
+    error = caught.value
+    assert error.index == stalled
+    assert str(error).startswith(f"worker {stalled} failed: stalled: no step for ")
+    assert f"(stall limit 1 s), at File \"{__file__}\"" in str(error)
+    assert str(error).endswith(f" in {function}")
+    assert error.traceback.startswith("Thread 0x") and f"in {function}" in error.traceback
+    assert "in maybe_stuck" in error.traceback
+    assert elapsed < LIMIT + 5, f"the job took {elapsed:.1f} s to stop"
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_workers_waiting_for_a_slow_but_moving_peer_are_not_stalled(workers):
+    def job(worker):
+        input = st.InputHandle()
+        probe = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: x).probe())
+        for round in range(8):                   # 8 x 0.3 s: longer than the limit in all
+            if worker.index == 0:
+                time.sleep(0.3)                  # each pause shorter than the limit
+                input.send(round)
+            input.advance_to(round + 1)
+            worker.step_while(lambda: probe.less_than(round + 1))
+        return round
+    assert st.execute(job, workers=workers, stall_limit=LIMIT) == [7] * workers
+
+
+def test_the_stall_limit_flag():
+    with pytest.raises(st.WorkerError, match=r"^worker 1 failed: stalled: no step for "):
+        st.execute_from_args(["-w", "2", "--stall-limit", "1"], job_with(spin_forever, 1))
+    with pytest.raises(ValueError, match="--stall-limit needs a number of seconds, got 'soon'"):
+        st.execute_from_args(["--stall-limit", "soon"], job_with(spin_forever, 1))
+    with pytest.raises(ValueError, match="stall_limit must be a positive number of seconds"):
+        st.execute(job_with(spin_forever, 1), stall_limit=0)

@@ -1,0 +1,149 @@
+"""Faults issue, item 2: whatever listens at a hostfile address, a job that cannot meet its
+peers there fails within 5 s with an error naming the address and what it received; frame
+lengths are bounded."""
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+import sparktimely as st
+from sparktimely.comm.net import FRAME, PROTOCOL_VERSION, _Handshake, job_token, listen
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Service:
+    """A TCP service on a free loopback port that answers every connection with ``answer``
+    (bytes, or a function of the connection) and then keeps it open."""
+
+    def __init__(self, answer) -> None:
+        self.listener = listen("127.0.0.1")
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        self.answer = answer
+        self.connections: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections.append(sock)
+            try:
+                if callable(self.answer):
+                    self.answer(sock)
+                elif self.answer:
+                    sock.sendall(self.answer)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.listener.close()
+        for sock in self.connections:
+            sock.close()
+
+
+def free_address() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{sock.getsockname()[1]}"
+
+
+def run_process(process: int, hostfile: list[str]) -> tuple[BaseException, float]:
+    started = time.monotonic()
+    with pytest.raises(ConnectionError) as caught:
+        st.execute(lambda worker: None, workers=2, processes=len(hostfile), process=process,
+                   hostfile=hostfile)
+    return caught.value, time.monotonic() - started
+
+
+def against(answer) -> tuple[BaseException, float, str]:
+    """Process 1 of a job whose process 0 address is held by a service answering ``answer``
+    (bytes, or a function of the connection and the job's hostfile): process 1's error, how
+    long it took, and the service's address."""
+    hostfile = [None, free_address()]
+    service = Service(answer if not callable(answer) else lambda sock: answer(sock, hostfile))
+    hostfile[0] = service.address
+    try:
+        error, elapsed = run_process(1, hostfile)
+    finally:
+        service.close()
+    return error, elapsed, service.address
+
+
+@pytest.mark.parametrize("process", [0, 1])
+def test_a_service_with_a_banner_is_named_with_what_it_sent(process):
+    service = Service(b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n")
+    hostfile = [free_address(), free_address()]
+    hostfile[1 - process] = service.address             # where the other process should be
+    try:
+        error, elapsed = run_process(process, hostfile)
+    finally:
+        service.close()
+    assert str(error) == (f"process {process} could not connect to process {1 - process} at "
+                          f"{service.address}: it is not a sparktimely process: it sent "
+                          f"b'SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu'")
+    assert elapsed < 5
+
+
+@pytest.mark.parametrize("answer, sent", [
+    (b"220 mail.example.com ESMTP\r\n", "b'220 mail.example.com ESMTP\\r\\n'"),  # then waits
+    (b"\xff" * 4096, "b'\\xff\\xff\\xff"),   # once read as a frame length: a MemoryError
+])
+def test_bytes_that_cannot_begin_a_handshake_are_named_at_once(answer, sent):
+    error, elapsed, address = against(answer)
+    assert str(error).startswith(f"process 1 could not connect to process 0 at {address}: it "
+                                 f"is not a sparktimely process: it sent {sent}")
+    assert elapsed < 1
+
+
+def test_a_silent_service_is_named_within_five_seconds():
+    error, elapsed, address = against(b"")
+    assert str(error) == (f"process 1 could not connect to process 0 at {address}: it "
+                          f"accepted the connection but sent no sparktimely handshake within "
+                          f"3 s: is another service listening there?")
+    assert elapsed < 5
+
+
+def greeting(hostfile: list[str], version: int = PROTOCOL_VERSION, index: int = 0):
+    token = job_token("processes", hostfile)
+    return _Handshake.FORMAT.pack(_Handshake.MAGIC, version, _Handshake.GREETING, token, index, 0)
+
+
+def test_a_peer_of_another_job_is_refused():
+    error, elapsed, address = against(greeting(["127.0.0.1:1", "127.0.0.1:2"]))  # other hosts
+    assert str(error) == (f"process 1 could not connect to process 0 at {address}: "
+                          f"it belongs to another sparktimely job (another hostfile or plan): "
+                          f"are two jobs using the same addresses?")
+    assert elapsed < 5
+
+
+def test_a_peer_of_another_version_is_refused():
+    error, elapsed, address = against(
+        lambda sock, hostfile: sock.sendall(greeting(hostfile, version=1)))
+    assert str(error) == (f"process 1 could not connect to process 0 at {address}: it speaks "
+                          f"sparktimely protocol version 1 and this process version "
+                          f"{PROTOCOL_VERSION}: run one sparktimely version everywhere")
+    assert elapsed < 5
+
+
+def test_an_oversized_control_frame_is_refused_not_allocated():
+    """A peer that passes the handshake and then sends a frame claiming 2**60 bytes."""
+    def impostor(sock, hostfile):
+        sock.sendall(greeting(hostfile))
+        sock.recv(_Handshake.FORMAT.size)              # its hello
+        sock.sendall(_Handshake.FORMAT.pack(_Handshake.MAGIC, PROTOCOL_VERSION,
+                                            _Handshake.WELCOME, job_token("processes", hostfile),
+                                            0, 1))
+        sock.sendall(FRAME.pack(2, 0, 1, 1 << 60))
+    error, elapsed, address = against(impostor)
+    assert str(error).startswith(f"lost connection to process 0 at {address} during "
+                                 f"start-up: unexpected frame on a control connection: channel "
+                                 f"2, {1 << 60} bytes")
+    assert elapsed < 5
