@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 from .comm._inprocess import Aborted, InProcessHub
 from .dataflow import Worker
 from .execute import WorkerError
+from .ops.capture import merge_by_time
 
 __all__ = ["consolidate", "execute_in_process"]
 
@@ -88,26 +89,4 @@ def consolidate(extracts: Sequence[Sequence[tuple[Any, Any]]]) -> list[tuple[Any
     >>> consolidate([[(0, [3, 1]), (2, ["x"])], [(0, [2])], []])
     [(0, [1, 2, 3]), (2, ['x'])]
     """
-    by_time: dict = {}
-    for extract in extracts:
-        for time, records in extract:
-            by_time.setdefault(time, []).append(records)
-    merged = []
-    for time, parts in by_time.items():
-        if isinstance(parts[0], list):
-            records = [record for part in parts for record in part]
-            try:
-                records.sort()
-            except TypeError:
-                pass
-            merged.append((time, records))
-        else:
-            import pyarrow as pa
-            table = pa.concat_tables(parts)
-            merged.append((time, table.sort_by([(name, "ascending")
-                                                for name in table.column_names])))
-    try:
-        merged.sort(key=lambda pair: pair[0])
-    except TypeError:
-        pass
-    return merged
+    return merge_by_time(pair for extract in extracts for pair in extract)

@@ -58,31 +58,44 @@ class Capture:
     def extract(self) -> list[tuple[Any, Any]]:
         """``(time, sorted records)`` per distinct time, sorted by time; Arrow streams give
         ``(time, pyarrow.Table)`` with rows sorted by its columns, left to right."""
-        by_time: dict = {}
-        for time, batch in self._batches:
-            by_time.setdefault(time, []).append(batch)
-        result: list[tuple[Any, Any]] = []
-        for time, batches in by_time.items():
-            if batches[0].__class__ is list:
-                records = [x for batch in batches for x in batch]
-                try:
-                    records.sort()
-                except TypeError:
-                    pass
-                result.append((time, records))
-            else:
-                import pyarrow
-                table = pyarrow.Table.from_batches(batches)
-                try:
-                    table = table.sort_by([(name, "ascending") for name in table.column_names])
-                except pyarrow.ArrowException:
-                    pass
-                result.append((time, table))
-        try:
-            result.sort(key=lambda pair: pair[0])
-        except TypeError:
-            pass
-        return result
+        return merge_by_time(self._batches)
+
+
+def merge_by_time(pairs: Iterable[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """``(time, container)`` pairs merged per time, as :meth:`Capture.extract` gives them:
+    records sorted (when they compare), Arrow batches or tables joined into one table sorted
+    by its columns, times in order.
+
+    >>> merge_by_time([(1, ["b"]), (0, [3, 1]), (1, ["a"])])
+    [(0, [1, 3]), (1, ['a', 'b'])]
+    """
+    by_time: dict = {}
+    for time, container in pairs:
+        by_time.setdefault(time, []).append(container)
+    result: list[tuple[Any, Any]] = []
+    for time, parts in by_time.items():
+        if isinstance(parts[0], list):
+            records = [x for part in parts for x in part]
+            try:
+                records.sort()
+            except TypeError:
+                pass
+            result.append((time, records))
+        else:
+            import pyarrow
+            table = pyarrow.concat_tables(
+                [pyarrow.Table.from_batches([part]) if isinstance(part, pyarrow.RecordBatch)
+                 else part for part in parts])
+            try:
+                table = table.sort_by([(name, "ascending") for name in table.column_names])
+            except pyarrow.ArrowException:
+                pass
+            result.append((time, table))
+    try:
+        result.sort(key=lambda pair: pair[0])
+    except TypeError:
+        pass
+    return result
 
 
 class EventLink:
