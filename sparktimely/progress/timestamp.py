@@ -37,6 +37,28 @@ def less_than(a: Timestamp, b: Timestamp) -> bool:
     return a != b and a.less_equal(b)
 
 
+def join(a: Timestamp, b: Timestamp) -> Timestamp:
+    """The least upper bound of two times (ints: the larger; Product: component-wise max).
+
+    >>> join(3, 5), join(Product(1, 4), Product(2, 0))
+    (5, Product(2, 4))
+    """
+    if a.__class__ is int:
+        return a if a >= b else b
+    return a.join(b)
+
+
+def meet(a: Timestamp, b: Timestamp) -> Timestamp:
+    """The greatest lower bound of two times (ints: the smaller; Product: component-wise min).
+
+    >>> meet(3, 5), meet(Product(1, 4), Product(2, 0))
+    (3, Product(1, 0))
+    """
+    if a.__class__ is int:
+        return a if a <= b else b
+    return a.meet(b)
+
+
 def sort_times(times: list) -> list:
     """``times`` in an order that extends their partial order (sorted when orderable).
 
@@ -81,6 +103,22 @@ class Product:
 
     def less_than(self, other: "Product") -> bool:
         return self != other and self.less_equal(other)
+
+    def join(self, other: "Product") -> "Product":
+        """The least upper bound: the component-wise maximum.
+
+        >>> Product(1, 4).join(Product(2, 0))
+        Product(2, 4)
+        """
+        return Product(join(self.outer, other.outer), join(self.inner, other.inner))
+
+    def meet(self, other: "Product") -> "Product":
+        """The greatest lower bound: the component-wise minimum.
+
+        >>> Product(1, 4).meet(Product(2, 0))
+        Product(1, 0)
+        """
+        return Product(meet(self.outer, other.outer), meet(self.inner, other.inner))
 
     def results_in(self, time: "Product") -> "Product":
         """Apply this value as a path summary to ``time`` (component-wise addition)."""

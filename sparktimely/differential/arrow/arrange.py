@@ -1,0 +1,75 @@
+"""Sealing Arrow updates into :class:`~.batch.ArrowBatch`es for an arrangement.
+
+Every row of an Arrow collection's batch is at the batch's (timely) time, so buffering is
+per batch: once the frontier passes a batch's time, it is sealed. The batches sealed together
+(per held capability) become one table with time columns, consolidated with one
+``group_by``, hashed by the key columns and sorted.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ...dataflow.containers import check_schema
+from ...progress.timestamp import TimeKind, less_equal
+from ..collection import DIFF
+from ..lattice import antichain, beyond
+from .batch import ArrowBatch, constant_times, key_columns
+
+
+class ArrowArranger:
+    """Buffers Arrow batches of one arrangement and seals them, one ArrowBatch per held
+    capability."""
+
+    def __init__(self, name: str, key: Any, kind: TimeKind) -> None:
+        self.name = name
+        self.key_spec = key
+        self.kind = kind
+        self.key: list | None = None
+        self.schema: pa.Schema | None = None
+        self.buffered: list[tuple[Any, pa.RecordBatch]] = []
+
+    def push(self, time: Any, batch: Any) -> None:
+        if batch.__class__ is list:
+            raise TypeError(f"{self.name}: this collection mixes Python updates with Arrow "
+                            f"batches")
+        if DIFF not in batch.schema.names:
+            raise TypeError(f"{self.name}: the Arrow batch has no '{DIFF}' column "
+                            f"(columns: {', '.join(batch.schema.names)})")
+        if batch.schema.field(DIFF).type != pa.int64():
+            raise TypeError(f"{self.name}: the '{DIFF}' column must be int64, not "
+                            f"{batch.schema.field(DIFF).type}")
+        self.schema = check_schema(self.schema, batch.schema, self.name)
+        if self.key is None:
+            self.key = key_columns(self.name, batch.schema, self.key_spec)
+        if batch.num_rows:
+            self.buffered.append((time, batch))
+
+    def seal(self, lower: list, upper: list, held: list) -> list:
+        """``(capability time, ArrowBatch)`` for each held capability with sealed rows."""
+        ready, keep = [], []
+        for time, batch in self.buffered:
+            (keep if upper and beyond(upper, time) else ready).append((time, batch))
+        self.buffered = keep
+        if not ready:
+            return []
+        parts: list[list] = [[] for _ in held]
+        for time, batch in ready:
+            index = max(i for i, cap in enumerate(held) if less_equal(cap, time))
+            parts[index].append((time, batch))
+        result = []
+        for i, (cap_time, part) in enumerate(zip(held, parts)):
+            batch_upper = antichain(list(upper) + held[i + 1:])
+            if part:
+                table = pa.Table.from_batches([b for _, b in part], schema=self.schema)
+                times = np.concatenate([constant_times(self.kind, t, b.num_rows)
+                                        for t, b in part], axis=1)
+                result.append((cap_time, ArrowBatch.build(table, times, self.key, lower,
+                                                          batch_upper, self.kind)))
+            lower = batch_upper
+        return result
+
+    def pending_times(self) -> list:
+        return list({time for time, _ in self.buffered})

@@ -1,0 +1,276 @@
+"""Arrow trace batches: updates as columns, sorted by the hash of their key.
+
+An :class:`ArrowBatch` is the columnar twin of :class:`~..trace.batch.Batch`: a pyarrow Table
+holding the data columns and the int64 ``diff`` column, a ``(coordinates, rows)`` int64 numpy
+array of times (an ``int`` time has one coordinate; ``Product(t, i)`` two), and the uint64
+hash of each row's key columns. Rows are consolidated and sorted by hash, so finding a set of
+keys is a ``numpy.searchsorted`` and gathering them one ``take``; key equality is checked on
+the gathered rows only (hashes may collide). Merging, compaction and consolidation are
+pyarrow/numpy kernels (``concat``, ``group_by``, ``argsort``, ``take``), never a Python loop
+over rows.
+
+>>> import pyarrow as pa
+>>> from sparktimely.progress.timestamp import TimeKind
+>>> rows = pa.table({"w": ["b", "a", "b"], "diff": [1, 1, 1]})
+>>> batch = ArrowBatch.build(rows, times_for(TimeKind(int), [0, 0, 0]), ["w"], [0], [1])
+>>> sorted(zip(*batch.data.to_pydict().values()))
+[('a', 1), ('b', 2)]
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...hashing import hash_rows
+from ...progress.timestamp import Product, TimeKind
+from ..collection import DIFF
+from ..lattice import frontier_le
+
+TIME_PREFIX = "__t"
+
+
+def key_columns(operator: str, schema: pa.Schema, key: Any) -> list:
+    """The key column names for ``key`` (a name, a list of names, or None for every
+    column but ``diff``), checked against ``schema``."""
+    names = [n for n in schema.names if n != DIFF]
+    if key is None:
+        if not names:
+            raise ValueError(f"{operator}: the Arrow batch has no data columns")
+        return names
+    columns = [key] if isinstance(key, str) else list(key)
+    missing = [c for c in columns if c not in names]
+    if missing or not columns:
+        raise KeyError(f"{operator}: key column(s) {missing or columns} not among the batch's "
+                       f"data columns ({', '.join(names)})")
+    return columns
+
+
+def coordinates(kind: TimeKind) -> int:
+    """How many int64 coordinates a time of ``kind`` has."""
+    if kind.base is not int:
+        raise TypeError(f"Arrow collections need int or Product-of-int times, not "
+                        f"{kind.base.__name__}")
+    return kind.depth + 1
+
+
+def time_coordinates(kind: TimeKind, time: Any) -> tuple:
+    """``time`` as a tuple of ints, outermost first."""
+    return kind.coordinates(time)
+
+
+def time_from(kind: TimeKind, coords: Sequence[int]) -> Any:
+    """The time whose coordinates are ``coords`` (inverse of :func:`time_coordinates`)."""
+    time = int(coords[0])
+    for inner in coords[1:]:
+        time = Product(time, int(inner))
+    return time
+
+
+def times_for(kind: TimeKind, times: Sequence[Any]) -> np.ndarray:
+    """A ``(coordinates, len(times))`` int64 array of the given times."""
+    k = coordinates(kind)
+    return np.array([time_coordinates(kind, t) for t in times], np.int64).reshape(len(times), k).T.copy()
+
+
+def constant_times(kind: TimeKind, time: Any, rows: int) -> np.ndarray:
+    """A ``(coordinates, rows)`` array holding ``time`` in every row."""
+    coords = time_coordinates(kind, time)
+    out = np.empty((len(coords), rows), np.int64)
+    for i, c in enumerate(coords):
+        out[i] = c
+    return out
+
+
+def consolidate(data: pa.Table, times: np.ndarray) -> tuple[pa.Table, np.ndarray]:
+    """Rows of equal data and time merged (their diffs summed), zero diffs dropped."""
+    if data.num_rows == 0:
+        return data, times
+    columns = [n for n in data.column_names if n != DIFF]
+    time_names = [f"{TIME_PREFIX}{i}" for i in range(len(times))]
+    table = data.select(columns)
+    for name, coords in zip(time_names, times):
+        table = table.append_column(name, pa.array(coords))
+    table = table.append_column(DIFF, data.column(DIFF))
+    grouped = table.group_by(columns + time_names, use_threads=False).aggregate([(DIFF, "sum")])
+    grouped = grouped.filter(pc.not_equal(grouped.column(f"{DIFF}_sum"), 0))
+    out_times = np.vstack([grouped.column(n).to_numpy() for n in time_names]) if time_names \
+        else np.empty((0, grouped.num_rows), np.int64)
+    result = grouped.select(columns).append_column(DIFF, grouped.column(f"{DIFF}_sum"))
+    return result.combine_chunks(), out_times.reshape(len(times), grouped.num_rows)
+
+
+def advance_times(times: np.ndarray, frontier: list, kind: TimeKind) -> np.ndarray:
+    """Every time (column of ``times``) advanced by ``frontier``: the meet over its elements
+    of the component-wise maximum."""
+    if not frontier:
+        return times
+    result = None
+    for element in frontier:
+        coords = np.array(time_coordinates(kind, element), np.int64).reshape(-1, 1)
+        joined = np.maximum(times, coords)
+        result = joined if result is None else np.minimum(result, joined)
+    return result
+
+
+def times_le(times: np.ndarray, time: Any, kind: TimeKind) -> np.ndarray:
+    """A boolean mask: which times (columns of ``times``) are ``<= time``."""
+    coords = np.array(time_coordinates(kind, time), np.int64).reshape(-1, 1)
+    return np.all(times <= coords, axis=0)
+
+
+def distinct_times(times: np.ndarray, kind: TimeKind) -> list:
+    """The distinct times (as time objects) among the columns of ``times``."""
+    if times.shape[1] == 0:
+        return []
+    if times.shape[0] == 1:
+        return [int(t) for t in np.unique(times[0])]
+    unique = np.unique(times, axis=1)
+    return [time_from(kind, unique[:, i]) for i in range(unique.shape[1])]
+
+
+class ArrowBatch:
+    """Consolidated Arrow updates for times in ``[lower, upper)``, sorted by key hash."""
+
+    __slots__ = ("data", "times", "hashes", "key", "kind", "lower", "upper", "since")
+
+    def __init__(self, data: pa.Table, times: np.ndarray, hashes: np.ndarray, key: list,
+                 kind: TimeKind, lower: list, upper: list, since: list) -> None:
+        self.data = data
+        self.times = times
+        self.hashes = hashes
+        self.key = key
+        self.kind = kind
+        self.lower = lower
+        self.upper = upper
+        self.since = since
+
+    @classmethod
+    def build(cls, data: pa.Table, times: np.ndarray, key: list, lower: list, upper: list,
+              kind: TimeKind | None = None, since: list | None = None,
+              consolidated: bool = False) -> "ArrowBatch":
+        """A batch of ``data`` (columns and ``diff``) at ``times``: consolidated (unless
+        ``consolidated``), hashed by ``key`` and sorted."""
+        kind = kind or TimeKind(int, times.shape[0] - 1)
+        if not consolidated:
+            data, times = consolidate(data, times)
+        hashes = hash_rows(data, key) if data.num_rows else np.empty(0, np.uint64)
+        order = np.argsort(hashes, kind="stable")
+        if data.num_rows and not np.all(order[1:] > order[:-1]):
+            data = data.take(order)
+            times = times[:, order]
+            hashes = hashes[order]
+        return cls(data, times, hashes, list(key), kind, lower, upper,
+                   lower if since is None else since)
+
+    def __len__(self) -> int:
+        return self.data.num_rows
+
+    @property
+    def diffs(self) -> np.ndarray:
+        return column_numpy(self.data, DIFF)
+
+    def keys(self) -> set:
+        raise TypeError("an Arrow arrangement is read by key columns, not key by key")
+
+    def lookup(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(probe, rows)``: for every probe hash, the rows of this batch with that hash
+        (``probe[i]`` indexes ``hashes``, ``rows[i]`` this batch's rows)."""
+        return match_sorted(self.hashes, hashes)
+
+    def merged(self, newer: "ArrowBatch", since: list) -> "ArrowBatch":
+        """This batch and the adjacent ``newer`` one as one batch, times advanced by
+        ``since`` (the trace's logical compaction frontier) and consolidated."""
+        data = pa.concat_tables([self.data, newer.data], promote_options="none")
+        times = np.concatenate([self.times, newer.times], axis=1)
+        compact = since and not (frontier_le(since, self.lower) and frontier_le(since, newer.lower))
+        if compact:
+            times = advance_times(times, since, self.kind)
+        data, times = consolidate(data, times) if compact else (data, times)
+        return ArrowBatch.build(data, times, self.key, self.lower, newer.upper, self.kind,
+                                since or self.since, consolidated=True)
+
+    def advanced(self, frontier: list) -> "ArrowBatch":
+        """This batch with its times advanced by ``frontier`` (data columns are shared)."""
+        times = advance_times(self.times, frontier, self.kind)
+        data, times = consolidate(self.data, times)
+        return ArrowBatch.build(data, times, self.key, self.lower, self.upper, self.kind,
+                                frontier, consolidated=True)
+
+    def to_record_batches(self) -> list[tuple[Any, pa.RecordBatch]]:
+        """``(time, RecordBatch)`` per distinct time, holding the data columns and ``diff``."""
+        return split_by_time(self.data, self.times, self.kind)
+
+    def __repr__(self) -> str:
+        return f"ArrowBatch({self.lower} .. {self.upper}, {len(self)} rows, key {self.key})"
+
+
+def column_numpy(table: pa.Table | pa.RecordBatch, name: str) -> np.ndarray:
+    column = table.column(name)
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    return column.to_numpy(zero_copy_only=False)
+
+
+def match_sorted(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs ``(i, j)`` with ``probes[i] == sorted_hashes[j]``, as two index arrays."""
+    if not len(sorted_hashes) or not len(probes):
+        empty = np.empty(0, np.int64)
+        return empty, empty
+    lo = np.searchsorted(sorted_hashes, probes, "left")
+    hi = np.searchsorted(sorted_hashes, probes, "right")
+    counts = hi - lo
+    total = int(counts.sum())
+    if total == 0:
+        empty = np.empty(0, np.int64)
+        return empty, empty
+    probe = np.repeat(np.arange(len(probes)), counts)
+    if total == len(probes):                 # every probe matched exactly once
+        return probe, lo
+    offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+    return probe, np.repeat(lo, counts) + offsets
+
+
+def keys_equal(left: pa.Table, left_key: list, right: pa.Table, right_key: list) -> np.ndarray:
+    """Row-wise equality of the key columns of two equally long tables (nulls equal nulls)."""
+    mask = None
+    for a_name, b_name in zip(left_key, right_key):
+        a, b = left.column(a_name), right.column(b_name)
+        if a.type != b.type:
+            b = b.cast(a.type)
+        equal = pc.equal(a, b)
+        if equal.null_count:
+            equal = pc.or_(equal.fill_null(False), pc.and_(a.is_null(), b.is_null()))
+        equal = np.asarray(equal)
+        mask = equal if mask is None else mask & equal
+    return mask
+
+
+def split_by_time(data: pa.Table, times: np.ndarray, kind: TimeKind) -> list[tuple[Any, pa.RecordBatch]]:
+    """``data``'s rows grouped by their time: ``[(time, RecordBatch)]``."""
+    if data.num_rows == 0:
+        return []
+    if np.all(times == times[:, :1]):
+        return [(time_from(kind, times[:, 0]), table_batch(data))]
+    unique, inverse = np.unique(times, axis=1, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    order = np.argsort(inverse, kind="stable")
+    counts = np.bincount(inverse, minlength=unique.shape[1])
+    ordered = table_batch(data.take(order))
+    result, start = [], 0
+    for i, n in enumerate(counts.tolist()):
+        result.append((time_from(kind, unique[:, i]), ordered.slice(start, n)))
+        start += n
+    return result
+
+
+def table_batch(table: pa.Table) -> pa.RecordBatch:
+    """A Table as one RecordBatch."""
+    if isinstance(table, pa.RecordBatch):
+        return table
+    batches = table.combine_chunks().to_batches()
+    if not batches:
+        return pa.RecordBatch.from_pylist([], schema=table.schema)
+    return batches[0]

@@ -1,0 +1,72 @@
+"""Joining Arrow arrangements: hash lookups with ``searchsorted``, then one ``take`` per side.
+
+For a new batch of one side and each batch of the other side's trace, the rows whose key
+hashes match are paired (:func:`~.batch.match_sorted`), pairs whose key columns differ (hash
+collisions) are dropped, and the output is assembled column by column: the key columns, the
+first side's other columns, the second side's (a name already used gets ``_right``), the
+product of the diffs, and the component-wise maximum of the times. Output rows are grouped
+by time, one RecordBatch per distinct time.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ...progress.timestamp import TimeKind
+from ..collection import DIFF
+from .batch import ArrowBatch, column_numpy, keys_equal, split_by_time
+
+class ArrowJoiner:
+    """Joins an ArrowBatch of one input with the trace batches of the other."""
+
+    def __init__(self, name: str, semijoin: bool, kind: TimeKind) -> None:
+        self.name = name
+        self.semijoin = semijoin
+        self.kind = kind
+        self.schema: pa.Schema | None = None
+
+    def join(self, batch: ArrowBatch, others: list, swapped: bool, cap_time: Any) -> list:
+        """``[(time, RecordBatch)]`` of every match of ``batch`` with ``others``."""
+        tables, times = [], []
+        for other in others:
+            if not len(other):
+                continue
+            first, second = (other, batch) if swapped else (batch, other)
+            probe, rows = other.lookup(batch.hashes)
+            if not len(probe):
+                continue
+            i1, i2 = (rows, probe) if swapped else (probe, rows)
+            left = first.data.take(i1)
+            right = second.data.take(i2)
+            if len(first.key) != len(second.key):
+                raise ValueError(f"{self.name}: the sides have {len(first.key)} and "
+                                 f"{len(second.key)} key columns ({first.key}, {second.key})")
+            equal = keys_equal(left, first.key, right, second.key)
+            if not equal.all():
+                left, right = left.filter(equal), right.filter(equal)
+                i1, i2 = i1[equal], i2[equal]
+            diffs = column_numpy(left, DIFF) * column_numpy(right, DIFF)
+            tables.append(self._assemble(left, first.key, right, second.key, diffs))
+            times.append(np.maximum(first.times[:, i1], second.times[:, i2]))
+        if not tables:
+            return []
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        return split_by_time(table, np.concatenate(times, axis=1), self.kind)
+
+    def _assemble(self, left: pa.Table, left_key: list, right: pa.Table, right_key: list,
+                  diffs: np.ndarray) -> pa.Table:
+        columns, names = [], []
+        for name in left.column_names:
+            if name != DIFF:
+                columns.append(left.column(name))
+                names.append(name)
+        if not self.semijoin:
+            for name in right.column_names:
+                if name != DIFF and name not in right_key:
+                    columns.append(right.column(name))
+                    names.append(name + "_right" if name in names else name)
+        columns.append(pa.array(diffs, pa.int64()))
+        names.append(DIFF)
+        return pa.Table.from_arrays(columns, names)

@@ -1,0 +1,247 @@
+"""Grouped aggregations of Arrow arrangements: count, distinct, sum, min and max.
+
+The reducer works on sets of keys, not key by key: the hashes of the keys that changed (and
+of keys set aside for a later time) are looked up in every batch of the input and output
+traces with ``searchsorted``, and the gathered rows are aggregated with ``group_by``. The
+times to evaluate are those of differential's interesting-times closure, computed over the
+(few) distinct times of the gathered rows; at each, the desired output (the aggregation of
+the input accumulated to that time) minus the output accumulated to it is the correction
+sent. Keys evaluated at a time where nothing changed simply produce no correction.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...progress.timestamp import TimeKind
+from ..collection import DIFF
+from ..lattice import beyond, interesting_times
+from .batch import ArrowBatch, constant_times, distinct_times, times_le
+
+AGGREGATES = ("count", "sum", "min", "max")
+
+
+def _group(table: pa.Table, keys: list, aggregations: list) -> pa.Table:
+    """``group_by(keys).aggregate(aggregations)`` with the key columns first."""
+    out = table.group_by(keys, use_threads=False).aggregate(aggregations)
+    names = out.column_names
+    if names[:len(keys)] != keys:
+        out = out.select(keys + [n for n in names if n not in keys])
+    return out
+
+
+class AggregateSpec:
+    """The output a key should have, given its input rows (data columns and ``diff``)."""
+
+    def desired(self, rows: pa.Table, key: list) -> pa.Table:
+        raise NotImplementedError
+
+
+class CountSpec(AggregateSpec):
+    """The key columns and an int64 ``count`` (the summed diffs), for non-zero counts."""
+
+    def desired(self, rows: pa.Table, key: list) -> pa.Table:
+        grouped = _group(rows, key, [(DIFF, "sum")])
+        counts = grouped.column(f"{DIFF}_sum")
+        return grouped.select(key).append_column("count", counts).filter(pc.not_equal(counts, 0))
+
+
+class DistinctSpec(AggregateSpec):
+    """Each row (its data columns) whose summed diff is positive, once."""
+
+    def desired(self, rows: pa.Table, key: list) -> pa.Table:
+        columns = [n for n in rows.column_names if n != DIFF]
+        grouped = _group(rows, columns, [(DIFF, "sum")])
+        return grouped.filter(pc.greater(grouped.column(f"{DIFF}_sum"), 0)).select(columns)
+
+
+class AggregateColumns(AggregateSpec):
+    """``{name: (function, column)}`` per key, for keys with a positive row count:
+    ``count`` (rows, with ``column`` None), ``sum`` (of ``column`` weighted by diff), and
+    ``min``/``max`` (over the values present)."""
+
+    def __init__(self, aggs: dict) -> None:
+        self.aggs = dict(aggs)
+        for name, spec in self.aggs.items():
+            if not (isinstance(spec, tuple) and len(spec) == 2 and spec[0] in AGGREGATES):
+                raise ValueError(f"reduce: aggregation {name!r} must be (function, column) with "
+                                 f"function one of {', '.join(AGGREGATES)}, not {spec!r}")
+            if spec[1] is None and spec[0] != "count":
+                raise ValueError(f"reduce: aggregation {name!r} ({spec[0]}) needs a column")
+
+    def desired(self, rows: pa.Table, key: list) -> pa.Table:
+        diff = rows.column(DIFF)
+        table = rows.select(key).append_column(DIFF, diff)
+        sums = []
+        for i, (name, (function, column)) in enumerate(self.aggs.items()):
+            if function == "sum":
+                table = table.append_column(f"_w{i}", pc.multiply(rows.column(column), diff))
+                sums.append((f"_w{i}", "sum"))
+        grouped = _group(table, key, [(DIFF, "sum")] + sums)
+        present = pc.greater(grouped.column(f"{DIFF}_sum"), 0)
+        out = grouped.select(key)
+        for i, (name, (function, column)) in enumerate(self.aggs.items()):
+            if function == "count":
+                out = out.append_column(name, grouped.column(f"{DIFF}_sum"))
+            elif function == "sum":
+                out = out.append_column(name, grouped.column(f"_w{i}_sum"))
+            else:
+                values = _group(rows.select(key + [column]).append_column(DIFF, diff),
+                                key + [column], [(DIFF, "sum")])
+                values = values.filter(pc.greater(values.column(f"{DIFF}_sum"), 0))
+                extreme = _group(values.select(key + [column]), key, [(column, function)])
+                out = _left_join(out, key, extreme, name, f"{column}_{function}")
+        return out.filter(present)
+
+
+def _left_join(table: pa.Table, key: list, other: pa.Table, name: str, column: str) -> pa.Table:
+    """``table`` with ``other``'s ``column`` (matched by ``key``) appended as ``name``, in
+    ``table``'s row order."""
+    index = pa.table({**{k: table.column(k) for k in key},
+                      "_row": pa.array(np.arange(table.num_rows))})
+    joined = index.join(other.select(key + [column]), key, use_threads=False)
+    joined = joined.sort_by("_row")
+    return table.append_column(name, joined.column(column))
+
+
+def count_spec() -> AggregateSpec:
+    return CountSpec()
+
+
+def distinct_spec() -> AggregateSpec:
+    return DistinctSpec()
+
+
+def aggregate_spec(aggs: dict) -> AggregateSpec:
+    return AggregateColumns(aggs)
+
+
+class ArrowReducer:
+    """Retires intervals of Arrow batches for one grouped aggregation."""
+
+    def __init__(self, name: str, spec: AggregateSpec, kind: TimeKind) -> None:
+        self.name = name
+        self.spec = spec
+        self.kind = kind
+        self.total = kind.depth == 0
+        self.pending: dict = {}          # time -> uint64 hashes of keys to evaluate then
+        self.out_schema: pa.Schema | None = None
+        self.key: list = []
+
+    def pending_times(self) -> list:
+        return list(self.pending)
+
+    def retire(self, batches: list, history: list, out_history: list, lower: list,
+               upper: list) -> tuple[list, ArrowBatch | None]:
+        batches = [b for b in batches if len(b)]
+        ready = [t for t in self.pending if not beyond(upper, t)]
+        if not batches and not ready:
+            return [], None
+        key = batches[0].key if batches else self.key
+        self.key = key
+        hashes = [b.hashes for b in batches] + [self.pending.pop(t) for t in ready]
+        keys = np.unique(np.concatenate(hashes))
+        new_times = np.concatenate([b.times for b in batches], axis=1) if batches else None
+        in_data, in_times = _gather(history, keys, batches)
+        out_data, out_times = _gather(out_history, keys, [])
+        seeds = set(ready) | set(distinct_times(new_times, self.kind) if batches else [])
+        if self.total:
+            times, future = sorted(seeds), set()
+        else:
+            partners = set(distinct_times(in_times, self.kind)) if in_data is not None else set()
+            if out_data is not None:
+                partners |= set(distinct_times(out_times, self.kind))
+            times, future = interesting_times(seeds, partners, upper)
+        for time in future:
+            present = self.pending.get(time)
+            self.pending[time] = keys if present is None else np.union1d(present, keys)
+        produced, made, made_times = [], [], []
+        for time in times:
+            rows = in_data if in_data is not None else None
+            if rows is not None and not (self.total and len(times) == 1):
+                rows = rows.filter(times_le(in_times, time, self.kind))
+            wanted = self.spec.desired(rows, key) if rows is not None and rows.num_rows else None
+            have = _accumulated(out_data, out_times, made, made_times, time, self.kind)
+            correction = _difference(wanted, have, self.out_schema)
+            if correction is None or not correction.num_rows:
+                continue
+            self.out_schema = correction.schema
+            made.append(correction)
+            made_times.append(constant_times(self.kind, time, correction.num_rows))
+            produced.append((time, _one_batch(correction)))
+        if not made:
+            return produced, None
+        data = pa.concat_tables(made)
+        out_batch = ArrowBatch.build(data, np.concatenate(made_times, axis=1), key, lower, upper,
+                                     self.kind, consolidated=True)
+        return produced, out_batch
+
+
+def _gather(batches: list, keys: np.ndarray, whole: list) -> tuple[pa.Table | None, np.ndarray | None]:
+    """The rows of ``batches`` whose key hash is in ``keys``, plus every row of ``whole``:
+    ``(data, times)``, or ``(None, None)`` if there are none."""
+    tables, times = [], []
+    for batch in batches:
+        if not len(batch):
+            continue
+        _, rows = batch.lookup(keys)
+        if len(rows):
+            tables.append(batch.data.take(rows))
+            times.append(batch.times[:, rows])
+    for batch in whole:
+        tables.append(batch.data)
+        times.append(batch.times)
+    if not tables:
+        return None, None
+    data = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    return data, np.concatenate(times, axis=1)
+
+
+def _accumulated(out_data: pa.Table | None, out_times: np.ndarray | None, made: list,
+                 made_times: list, time: Any, kind: TimeKind) -> pa.Table | None:
+    """The output rows (with ``diff``) accumulated to ``time``: history and what this
+    retirement produced so far."""
+    tables = []
+    if out_data is not None:
+        tables.append(out_data.filter(times_le(out_times, time, kind)))
+    for table, times in zip(made, made_times):
+        tables.append(table.filter(times_le(times, time, kind)))
+    tables = [t for t in tables if t.num_rows]
+    if not tables:
+        return None
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    return table
+
+
+def _difference(wanted: pa.Table | None, have: pa.Table | None,
+                schema: pa.Schema | None) -> pa.Table | None:
+    """``wanted`` (rows, each once) minus ``have`` (rows with diffs), consolidated."""
+    parts = []
+    if wanted is not None and wanted.num_rows:
+        parts.append(wanted.append_column(DIFF, pa.array(np.ones(wanted.num_rows, np.int64))))
+    if have is not None and have.num_rows:
+        negated = have.set_column(have.schema.get_field_index(DIFF), DIFF,
+                                  pc.negate(have.column(DIFF)))
+        parts.append(negated)
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0] if wanted is not None and wanted.num_rows else _consolidated(parts[0])
+    target = schema or parts[0].schema
+    table = pa.concat_tables([p.cast(target) if p.schema != target else p for p in parts])
+    return _consolidated(table)
+
+
+def _consolidated(table: pa.Table) -> pa.Table:
+    columns = [n for n in table.column_names if n != DIFF]
+    grouped = _group(table, columns, [(DIFF, "sum")])
+    grouped = grouped.filter(pc.not_equal(grouped.column(f"{DIFF}_sum"), 0))
+    return grouped.select(columns).append_column(DIFF, grouped.column(f"{DIFF}_sum"))
+
+
+def _one_batch(table: pa.Table) -> pa.RecordBatch:
+    batches = table.combine_chunks().to_batches()
+    return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)

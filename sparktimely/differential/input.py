@@ -1,0 +1,133 @@
+"""Input sessions: insertions and removals at a time that only moves forward.
+
+>>> import sparktimely as st, sparktimely.differential as dd
+>>> def job(worker):
+...     words = dd.InputSession()
+...     counts = worker.dataflow(lambda scope: words.to_collection(scope).count().inner.capture())
+...     words.insert("a"); words.insert("a"); words.advance_to(1)
+...     words.remove("a"); words.close()
+...     worker.run()
+...     return counts.extract()
+>>> st.execute_directly(job)
+[(0, [(('a', 2), 0, 1)]), (1, [(('a', 1), 1, 1), (('a', 2), 1, -1)])]
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..dataflow import InputHandle
+from ..progress.timestamp import Timestamp, less_equal
+from .collection import DIFF, Collection, as_collection
+
+if TYPE_CHECKING:
+    from ..dataflow import Scope
+
+FLUSH_EVERY = 4096
+"""Updates buffered by a session before they are handed to the dataflow."""
+
+
+class InputSession:
+    """Feeds updates into a collection. ``insert(x)``/``remove(x)``/``update(x, diff)`` happen
+    at the session's time; ``advance_to(t)`` moves it forward (sending what is buffered and
+    letting earlier times complete); ``close()`` ends the input.
+
+    One session may feed several dataflows. With several workers each worker has its own
+    session: the collection is the sum of what all of them send.
+    """
+
+    def __init__(self) -> None:
+        self._handle = InputHandle()
+        self._time: Timestamp | None = None
+        self._buffer: list = []
+
+    def to_collection(self, scope: "Scope") -> Collection:
+        """The collection of this session's updates, in ``scope`` (a top-level scope)."""
+        collection = as_collection(scope.input_from(self._handle))
+        if self._time is None:
+            self._time = scope.kind.minimum()
+        return collection
+
+    def time(self) -> Timestamp:
+        """The time of updates made now."""
+        return self._handle.time() if self._time is None else self._time
+
+    def insert(self, data: Any) -> None:
+        """Add one ``data``."""
+        self.update(data, 1)
+
+    def remove(self, data: Any) -> None:
+        """Remove one ``data``."""
+        self.update(data, -1)
+
+    def update(self, data: Any, diff: int) -> None:
+        """Change the multiplicity of ``data`` by the integer ``diff``."""
+        if diff.__class__ is not int:
+            raise TypeError(f"InputSession.update: the diff of {data!r} must be an integer, "
+                            f"not {diff!r}")
+        self._buffer.append((data, self.time(), diff))
+        if len(self._buffer) >= FLUSH_EVERY:
+            self._send()
+
+    def update_at(self, data: Any, time: Timestamp, diff: int) -> None:
+        """Change the multiplicity of ``data`` by ``diff`` at ``time``, which must not be
+        before the session's time."""
+        if diff.__class__ is not int:
+            raise TypeError(f"InputSession.update_at: the diff of {data!r} must be an "
+                            f"integer, not {diff!r}")
+        now = self.time()
+        if time.__class__ is not now.__class__ or not less_equal(now, time):
+            raise ValueError(f"InputSession.update_at({data!r}, {time!r}, {diff}): the time "
+                             f"is before the session's time {now!r} (times go forward only)")
+        self._buffer.append((data, time, diff))
+        if len(self._buffer) >= FLUSH_EVERY:
+            self._send()
+
+    def update_batch(self, batch: Any) -> None:
+        """Arrow collections: send a ``pyarrow.RecordBatch`` (or Table) whose int64
+        ``diff`` column holds each row's diff, at the session's time."""
+        names = batch.schema.names
+        if DIFF not in names:
+            raise ValueError(f"InputSession.update_batch: the batch has no '{DIFF}' column "
+                             f"(columns: {', '.join(names)})")
+        import pyarrow as pa
+        if not pa.types.is_integer(batch.schema.field(DIFF).type):
+            raise TypeError(f"InputSession.update_batch: the '{DIFF}' column must be int64, "
+                            f"not {batch.schema.field(DIFF).type}")
+        if batch.schema.field(DIFF).type != pa.int64():
+            index = names.index(DIFF)
+            batch = batch.set_column(index, DIFF, batch.column(index).cast(pa.int64()))
+        self._send()
+        self._handle.send_batch(batch)
+
+    def _send(self) -> None:
+        if self._buffer:
+            buffer, self._buffer = self._buffer, []
+            self._handle.send_batch(buffer)
+
+    def flush(self) -> None:
+        """Hand buffered updates to the dataflows and tell them the session's time."""
+        self._send()
+        self._handle.flush()
+
+    def advance_to(self, time: Timestamp) -> None:
+        """Move the session's time forward to ``time`` (sending what is buffered): every
+        earlier time can then complete."""
+        now = self.time()
+        if time.__class__ is not now.__class__ or not less_equal(now, time):
+            raise ValueError(f"InputSession.advance_to({time!r}) goes backwards: the session "
+                             f"is at time {now!r}")
+        self._send()
+        self._handle.advance_to(time)
+        self._time = time
+
+    def close(self) -> None:
+        """Send what is buffered and end the input: its collections can complete."""
+        self._send()
+        self._handle.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_buffer", None) is not None:
+            try:
+                self.close()
+            except RuntimeError:
+                pass

@@ -1,0 +1,212 @@
+"""Joins of two arrangements: each new batch of one side meets the other side's trace.
+
+Every batch arriving on input 1 is joined with the batches of trace 2 that input 2 has
+already delivered (its *acknowledged* frontier), and then every batch of input 2 with the
+batches of trace 1 acknowledged so far, so each pair of updates meets exactly once. A pair
+``(v1, t1, d1)``, ``(v2, t2, d2)`` of one key gives ``f(key, v1, v2)`` at ``t1.join(t2)``
+with diff ``d1 * d2``. Trace 2 may be compacted to input 1's frontier (every later input-1
+time is beyond it) and merged up to what was acknowledged; once an input ends, the other
+side's trace is released.
+
+>>> import sparktimely as st, sparktimely.differential as dd
+>>> def build(scope):
+...     names = dd.from_stream(scope.to_stream([(1, "ann"), (2, "bob")]))
+...     pets = dd.from_stream(scope.to_stream([(1, "cat"), (1, "dog")]))
+...     return names.join(pets).inner.capture()
+>>> st.example(build).extract()
+[(0, [((1, ('ann', 'cat')), 0, 1), ((1, ('ann', 'dog')), 0, 1)])]
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from ...dataflow import Pipeline
+from ..collection import Collection
+from ..lattice import join
+from .arrange import Arranged, reader
+
+if TYPE_CHECKING:
+    from ...dataflow import Scope
+
+JOIN_PAIR, JOIN_MAP, JOIN_MANY, JOIN_SEMI = 0, 1, 2, 3
+"""How a matched pair becomes output: ``(key, (v1, v2))``, ``f(key, v1, v2)``, each item of
+the iterable ``f(key, v1, v2)``, or (Arrow semijoin) the first side's row."""
+
+
+def join_core(arranged1: Arranged, arranged2: Arranged, f: Callable | None = None,
+              mode: int = JOIN_MANY, name: str = "JoinCore") -> Collection:
+    """Joins two arrangements of the same scope by key (see the module docstring).
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> def build(scope):
+    ...     a = dd.from_stream(scope.to_stream([(1, 2)])).arrange_by_key()
+    ...     b = dd.from_stream(scope.to_stream([(1, 3)])).arrange_by_key()
+    ...     return a.join_core(b, lambda k, x, y: [x + y, x * y]).inner.capture()
+    >>> st.example(build).extract()
+    [(0, [(5, 0, 1), (6, 0, 1)])]
+    """
+    scope = arranged1.scope
+    if arranged2.scope is not scope:
+        raise ValueError(f"{name}: the arrangements belong to different scopes "
+                         f"({arranged1.scope.name!r}, {arranged2.scope.name!r})")
+    trace1 = reader(arranged1, scope)
+    trace2 = reader(arranged2, scope)
+    minimum = [scope.kind.minimum()]
+    total = scope.kind.depth == 0 and scope.kind.base is int
+    joiner: Any = None
+
+    def choose(batch: Any) -> Any:
+        if hasattr(batch, "to_record_batches"):
+            from ..arrow.join import ArrowJoiner
+            if mode not in (JOIN_PAIR, JOIN_SEMI):
+                raise TypeError(f"{name}: Arrow arrangements join on columns "
+                                f"(join(other, on=...), semijoin); no per-pair function")
+            return ArrowJoiner(name, mode == JOIN_SEMI, scope.kind)
+        return PythonJoiner(f, mode, total)
+
+    def ctor(capability, info):
+        capability.drop()
+        acknowledged1 = list(minimum)
+        acknowledged2 = list(minimum)
+
+        def logic(input1, input2, output):
+            nonlocal acknowledged1, acknowledged2, joiner
+            for cap, batches in input1:
+                for batch in batches:
+                    if len(batch):
+                        joiner = joiner or choose(batch)
+                        for time, out in joiner.join(batch, trace2.batches_through(acknowledged2),
+                                                     False, cap.time):
+                            output.give_at(cap if time is None else cap.delayed(time), out)
+                    acknowledged1 = batch.upper
+            for cap, batches in input2:
+                for batch in batches:
+                    if len(batch):
+                        joiner = joiner or choose(batch)
+                        for time, out in joiner.join(batch, trace1.batches_through(acknowledged1),
+                                                     True, cap.time):
+                            output.give_at(cap if time is None else cap.delayed(time), out)
+                    acknowledged2 = batch.upper
+            maintain(trace1, acknowledged1, input2.frontier.frontier())
+            maintain(trace2, acknowledged2, input1.frontier.frontier())
+        return logic
+    stream = arranged1.stream.binary_frontier(arranged2.stream, Pipeline, Pipeline, name, ctor)
+    return Collection(stream)
+
+
+def maintain(trace: Any, acknowledged: list, other_frontier: list) -> None:
+    """Let ``trace`` compact to what the other input may still bring (``other_frontier``)
+    and merge up to ``acknowledged``; release it once the other input has ended."""
+    if trace.closed:
+        return
+    if not other_frontier:
+        trace.close()
+        return
+    trace.set_logical_compaction(other_frontier)
+    trace.set_physical_compaction(acknowledged)
+
+
+class PythonJoiner:
+    """Joins a batch of Python updates with trace batches, key by key."""
+
+    def __init__(self, f: Callable | None, mode: int, total: bool) -> None:
+        self.f = f
+        self.mode = mode
+        self.total = total
+
+    def join(self, batch: Any, others: list, swapped: bool, cap_time: Any) -> list:
+        """``[(None, updates)]``: every match of ``batch`` (from input 2 if ``swapped``)
+        with ``others`` (the other input's trace), sent at the batch's capability."""
+        out: list = []
+        append = out.append
+        extend = out.extend
+        f, mode, total = self.f, self.mode, self.total
+        mine = batch.keys()
+        for other in others:
+            get_mine, get_other = batch.get, other.get
+            for key in mine & other.keys():
+                ups_mine = get_mine(key)
+                ups_other = get_other(key)
+                if not ups_mine or not ups_other:
+                    continue
+                if swapped:
+                    ups1, ups2 = ups_other, ups_mine
+                else:
+                    ups1, ups2 = ups_mine, ups_other
+                for v1, t1, d1 in ups1:
+                    for v2, t2, d2 in ups2:
+                        if total:
+                            time = t1 if t1 >= t2 else t2
+                        else:
+                            time = join(t1, t2)
+                        if mode == JOIN_PAIR:
+                            append(((key, (v1, v2)), time, d1 * d2))
+                        elif mode == JOIN_SEMI:
+                            append(((key, v1), time, d1 * d2))
+                        elif mode == JOIN_MAP:
+                            append((f(key, v1, v2), time, d1 * d2))
+                        else:
+                            diff = d1 * d2
+                            extend([(x, time, diff) for x in f(key, v1, v2)])
+        return [(None, out)] if out else []
+
+
+def join_collections(collection: Collection, other: Collection, on: Any = None) -> Collection:
+    """``(key, (v1, v2))`` for every pair of ``(key, v1)`` here and ``(key, v2)`` in
+    ``other`` (Arrow collections: ``on`` names the key column(s); the result has the key,
+    then this side's other columns, then the other side's, and ``diff``)."""
+    if on is not None:
+        return join_core(collection.arrange_by_key(key=on), other.arrange_by_key(key=on),
+                         None, JOIN_PAIR, "Join")
+    return join_core(collection.arrange_by_key(), other.arrange_by_key(), None, JOIN_PAIR, "Join")
+
+
+def join_map(collection: Collection, other: Collection,
+             f: Callable[[Any, Any, Any], Any]) -> Collection:
+    """``f(key, v1, v2)`` for every matching pair.
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> def build(scope):
+    ...     a = dd.from_stream(scope.to_stream([("x", 2)]))
+    ...     b = dd.from_stream(scope.to_stream([("x", 5)]))
+    ...     return a.join_map(b, lambda k, v1, v2: v1 * v2).inner.capture()
+    >>> st.example(build).extract()
+    [(0, [(10, 0, 1)])]
+    """
+    return join_core(collection.arrange_by_key(), other.arrange_by_key(), f, JOIN_MAP, "JoinMap")
+
+
+def semijoin_arranged(arranged: Arranged, keys: Collection | Arranged) -> Collection:
+    """The ``(key, val)`` of ``arranged`` whose key is in ``keys`` (multiplicities
+    multiply)."""
+    if not isinstance(keys, Arranged):
+        keys = keys.arrange_by_self()
+    return join_core(arranged, keys, None, JOIN_SEMI, "Semijoin")
+
+
+def semijoin(collection: Collection, keys: Collection, on: Any = None) -> Collection:
+    """The ``(key, val)`` updates whose key is in ``keys`` (multiplicities multiply).
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> def build(scope):
+    ...     pairs = dd.from_stream(scope.to_stream([(1, "a"), (2, "b")]))
+    ...     return pairs.semijoin(dd.from_stream(scope.to_stream([2]))).inner.capture()
+    >>> st.example(build).extract()
+    [(0, [((2, 'b'), 0, 1)])]
+    """
+    arranged = collection.arrange_by_key() if on is None else collection.arrange_by_key(key=on)
+    return semijoin_arranged(arranged, keys)
+
+
+def antijoin(collection: Collection, keys: Collection, on: Any = None) -> Collection:
+    """The ``(key, val)`` updates whose key is not in ``keys`` (``keys`` should hold each
+    key at most once, e.g. after ``distinct()``).
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> def build(scope):
+    ...     pairs = dd.from_stream(scope.to_stream([(1, "a"), (2, "b")]))
+    ...     return pairs.antijoin(dd.from_stream(scope.to_stream([2]))).consolidate()
+    >>> st.example(lambda s: build(s).inner.capture()).extract()
+    [(0, [((1, 'a'), 0, 1)])]
+    """
+    return collection.concat(semijoin(collection, keys, on).negate())

@@ -1,0 +1,338 @@
+"""Reductions of an arrangement key by key: reduce, count, distinct and threshold.
+
+When the input frontier moves from ``lower`` to ``upper``, the operator looks only at the keys
+that changed in ``[lower, upper)`` (plus keys with times it set aside earlier), and for each
+at only the times where that key's output can change: the times of its new updates and,
+with partially ordered times, their joins with the key's other input and output times
+(differential's *interesting times*). At each such time ``t``, in an order that extends the
+partial order, it applies the reduction to the input accumulated to ``t`` and emits the
+difference from the output accumulated to ``t``. Joins beyond ``upper`` are remembered, with
+a capability, until the frontier reaches them. The output is kept in the operator's own
+trace, so corrections are computed against what was already sent.
+
+>>> import sparktimely as st, sparktimely.differential as dd
+>>> def build(scope):
+...     words = dd.from_stream(scope.to_stream("abracadabra"))
+...     return words.count().inner.capture()
+>>> [sorted(d for d, t, r in updates) for t, updates in st.example(build).extract()]
+[[('a', 5), ('b', 2), ('c', 1), ('d', 1), ('r', 2)]]
+"""
+from __future__ import annotations
+
+from itertools import chain
+from typing import Any, Callable
+
+from ...dataflow import CapabilitySet, Pipeline
+from ...progress.timestamp import less_equal, sort_times
+from ..collection import Collection
+from ..lattice import antichain, antichain_join, beyond, interesting_times
+from ..trace.batch import Batch
+from ..trace.handle import TraceAgent, TraceBox
+from .arrange import Arranged, hold_in_dataflow, reader
+
+class Reduction:
+    """What a reduction does with one key: ``desired(key, updates)`` turns the key's input
+    updates (``(val, time, diff)``, all at or before the time being evaluated) into the
+    output it should have there, ``{val: multiplicity}``; ``data(key, val)`` is the output
+    collection's record."""
+
+    def desired(self, key: Any, updates: list) -> dict:
+        raise NotImplementedError
+
+    def data(self, key: Any, val: Any) -> Any:
+        return (key, val)
+
+
+class UserReduction(Reduction):
+    """``logic(key, input, output)``: ``input`` lists ``(val, count)`` with positive counts,
+    sorted by val; ``logic`` appends ``(val, diff)`` to ``output``."""
+
+    def __init__(self, logic: Callable[[Any, list, list], None]) -> None:
+        self.logic = logic
+
+    def desired(self, key: Any, updates: list) -> dict:
+        counts: dict = {}
+        get = counts.get
+        for val, _, diff in updates:
+            counts[val] = get(val, 0) + diff
+        input = [(val, count) for val, count in counts.items() if count > 0]
+        if not input:
+            return {}
+        try:
+            input.sort()
+        except TypeError:
+            pass
+        output: list = []
+        self.logic(key, input, output)
+        wanted: dict = {}
+        for entry in output:
+            if entry.__class__ is not tuple or len(entry) != 2 or entry[1].__class__ is not int:
+                raise TypeError(f"reduce: logic must append (val, diff) pairs with an integer "
+                                f"diff to output, got {entry!r} for key {key!r}")
+            val, diff = entry
+            wanted[val] = wanted.get(val, 0) + diff
+        return {val: diff for val, diff in wanted.items() if diff}
+
+
+class CountReduction(Reduction):
+    """``(key, count)`` for every key with a non-zero count."""
+
+    def desired(self, key: Any, updates: list) -> dict:
+        count = sum(diff for _, _, diff in updates)
+        return {count: 1} if count else {}
+
+
+class ThresholdReduction(Reduction):
+    """``key`` with multiplicity ``f(key, count)`` (``f`` is not called for count 0)."""
+
+    def __init__(self, f: Callable[[Any, int], int]) -> None:
+        self.f = f
+
+    def desired(self, key: Any, updates: list) -> dict:
+        count = sum(diff for _, _, diff in updates)
+        if not count:
+            return {}
+        multiplicity = self.f(key, count)
+        if multiplicity.__class__ is not int:
+            raise TypeError(f"threshold: f({key!r}, {count}) returned {multiplicity!r}, "
+                            f"not an integer")
+        return {(): multiplicity} if multiplicity else {}
+
+    def data(self, key: Any, val: Any) -> Any:
+        return key
+
+
+def _distinct(key: Any, count: int) -> int:
+    return 1 if count > 0 else 0
+
+
+def reduce_arranged(arranged: Arranged, reduction: Reduction | None, name: str,
+                    arrow_spec: Any = None) -> Collection:
+    """The reduce operator: ``reduction`` says what to do with Python batches and
+    ``arrow_spec`` (an aggregation of :mod:`..arrow.reduce`) with Arrow batches; which one
+    applies is seen from the first batch."""
+    scope = arranged.scope
+    source = reader(arranged, scope)
+    minimum = [scope.kind.minimum()]
+    out_box = TraceBox(f"{name} output", minimum, scope.kind, scope.dataflow.worker)
+    out_trace = TraceAgent(out_box)
+    hold_in_dataflow(scope, out_trace)
+    total = scope.kind.depth == 0 and scope.kind.base is int
+    reducer: Any = None
+
+    def choose(batch: Any) -> Any:
+        if not hasattr(batch, "to_record_batches"):
+            if reduction is None:
+                raise TypeError(f"{name} works on Arrow arrangements; this one holds "
+                                f"Python updates")
+            return PythonReducer(reduction, total)
+        if arrow_spec is None:
+            raise TypeError(f"{name}: this arrangement holds Arrow batches; use the Arrow "
+                            f"aggregations (reduce(aggs=...), count(), distinct())")
+        from ..arrow.reduce import ArrowReducer
+        return ArrowReducer(name, arrow_spec, scope.kind)
+
+    def ctor(capability, info):
+        capability.drop()
+        caps = CapabilitySet()
+        lower, upper = list(minimum), list(minimum)
+
+        def logic(input, output):
+            nonlocal lower, upper
+            batches: list = []
+            for cap, received in input:
+                time = cap.time
+                if not any(less_equal(c.time, time) for c in caps):
+                    caps.insert(cap.retain())
+                batches.extend(received)
+            new_upper = antichain_join(batches[-1].upper if batches else upper,
+                                       input.frontier.frontier())
+            if new_upper == upper:
+                return
+            lower, upper = upper, new_upper
+            held = sort_times([c.time for c in caps])
+            nonlocal reducer
+            if reducer is None and batches:
+                reducer = choose(batches[0])
+            if reducer is not None and any(not beyond(upper, t) for t in held):
+                produced, out_batch = reducer.retire(
+                    batches, source.batches_through(lower), out_trace.batches_through(lower),
+                    lower, upper)
+                for time, updates in produced:
+                    cap = next(c for c in caps if less_equal(c.time, time))
+                    output.give_at(cap if cap.time == time else cap.delayed(time), updates)
+                if out_batch is not None:
+                    out_box.insert(out_batch, None)
+                caps.downgrade(antichain(reducer.pending_times()))
+            out_box.seal(upper)
+            if not upper:
+                source.close()
+                out_trace.close()
+            else:
+                for handle in (source, out_trace):
+                    handle.set_logical_compaction(upper)
+                    handle.set_physical_compaction(upper)
+        return logic
+    return Collection(arranged.stream.unary_frontier(Pipeline, name, ctor))
+
+
+class PythonReducer:
+    """Retires intervals of Python batches key by key (see the module docstring)."""
+
+    def __init__(self, reduction: Reduction, total: bool) -> None:
+        self.reduction = reduction
+        self.total = total
+        self.pending: dict = {}        # key -> set of interesting times beyond the upper
+
+    def pending_times(self) -> list:
+        return list(set().union(*self.pending.values())) if self.pending else []
+
+    def retire(self, batches: list, history: list, out_history: list, lower: list,
+               upper: list) -> tuple[list, Batch | None]:
+        """Output updates for ``[lower, upper)`` as ``[(time, updates)]`` (each list at one
+        capability time: the earliest time of its updates), and the batch for the output
+        trace."""
+        reduction = self.reduction
+        pending = self.pending
+        keys = set(pending)
+        for batch in batches:
+            keys.update(batch.keys())
+        out_data: dict = {}
+        by_time: dict = {}
+        for key in keys:
+            seeds = pending.pop(key, None)
+            if seeds:
+                ready = {t for t in seeds if not beyond(upper, t)}
+                waiting = seeds - ready
+            else:
+                ready, waiting = set(), set()
+            new = list(chain.from_iterable(u for b in batches if (u := b.get(key))))
+            if not new and not ready:
+                if waiting:
+                    pending[key] = waiting
+                continue
+            old = list(chain.from_iterable(u for b in history if (u := b.get(key))))
+            old_out = list(chain.from_iterable(u for b in out_history if (u := b.get(key))))
+            corrections, future = self._reduce_key(key, new, old, old_out, ready, upper)
+            if waiting or future:
+                pending[key] = waiting | future
+            if corrections:
+                out_data[key] = corrections
+                data = reduction.data
+                for val, time, diff in corrections:
+                    by_time.setdefault(time, []).append((data(key, val), time, diff))
+        out_batch = Batch.from_keyed(out_data, lower, upper) if out_data else None
+        return list(by_time.items()), out_batch
+
+    def _reduce_key(self, key: Any, new: list, old: list, old_out: list, ready: set,
+                    upper: list) -> tuple[list, set]:
+        if self.total:
+            times = sorted({t for _, t, _ in new} | ready)
+            future: set = set()
+        else:
+            times, future = interesting_times(
+                {t for _, t, _ in new} | ready,
+                {t for _, t, _ in chain(old, old_out, new)}, upper)
+        inputs = old + new
+        outputs = list(old_out)
+        corrections = []
+        desired = self.reduction.desired
+        single = self.total and len(times) == 1
+        for time in times:
+            if single:
+                wanted = desired(key, inputs)
+                have = accumulate(outputs)
+            elif self.total:
+                wanted = desired(key, [u for u in inputs if u[1] <= time])
+                have = accumulate([u for u in outputs if u[1] <= time])
+            else:
+                wanted = desired(key, [u for u in inputs if less_equal(u[1], time)])
+                have = accumulate([u for u in outputs if less_equal(u[1], time)])
+            for val in wanted.keys() | have.keys():
+                diff = wanted.get(val, 0) - have.get(val, 0)
+                if diff:
+                    corrections.append((val, time, diff))
+                    outputs.append((val, time, diff))
+        return corrections, future
+
+
+def accumulate(updates: list) -> dict:
+    """``{val: summed diff}`` of ``(val, time, diff)`` updates, zeros dropped."""
+    sums: dict = {}
+    get = sums.get
+    for val, _, diff in updates:
+        sums[val] = get(val, 0) + diff
+    return {val: diff for val, diff in sums.items() if diff}
+
+
+def reduce(collection_or_arranged: Any, logic: Callable[[Any, list, list], None] | None = None,
+           *, key: Any = None, aggs: dict | None = None) -> Collection:
+    """``(key, val)`` for the output of ``logic(key, input, output)`` on each key's values:
+    ``input`` lists ``(val, count)`` (positive counts, sorted by val), ``logic`` appends
+    ``(val, diff)`` pairs to ``output``.
+
+    Arrow collections aggregate instead: ``reduce(key="k", aggs={"total": ("sum", "x")})``
+    gives one row per key with the ``key`` columns and one column per aggregation
+    (``sum``, ``count``, ``min``, ``max``; ``("count", None)`` counts rows).
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> def largest(key, input, output):
+    ...     output.append((input[-1][0], 1))
+    >>> def build(scope):
+    ...     pairs = dd.from_stream(scope.to_stream([("a", 3), ("a", 7), ("b", 1)]))
+    ...     return pairs.reduce(largest).inner.capture()
+    >>> st.example(build).extract()
+    [(0, [(('a', 7), 0, 1), (('b', 1), 0, 1)])]
+    """
+    if aggs is not None:
+        from ..arrow.reduce import aggregate_spec
+        if logic is not None:
+            raise TypeError("reduce takes either logic (Python) or aggs (Arrow), not both")
+        return reduce_arranged(_arranged(collection_or_arranged, True, key), None, "Reduce",
+                               aggregate_spec(aggs))
+    if logic is None:
+        raise TypeError("reduce needs logic(key, input, output) (or aggs=... for Arrow)")
+    return reduce_arranged(_arranged(collection_or_arranged, True, key), UserReduction(logic),
+                           "Reduce")
+
+
+def count(collection_or_arranged: Any, key: Any = None) -> Collection:
+    """``(x, n)`` for each ``x`` with non-zero count ``n`` (Arrow: rows of the ``key``
+    columns, default every data column, with an int64 ``count`` column)."""
+    from ..arrow.reduce import count_spec
+    by_key = key is not None
+    return reduce_arranged(_arranged(collection_or_arranged, by_key, key), CountReduction(),
+                           "Count", count_spec())
+
+
+def threshold(collection_or_arranged: Any, f: Callable[[Any, int], int]) -> Collection:
+    """Each ``x`` with multiplicity ``f(x, count)`` (``f`` is called for non-zero counts).
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> st.example(lambda s: dd.from_stream(s.to_stream("aab")).threshold(
+    ...     lambda x, n: n * 10).inner.capture()).extract()
+    [(0, [('a', 0, 20), ('b', 0, 10)])]
+    """
+    return reduce_arranged(_arranged(collection_or_arranged, False), ThresholdReduction(f),
+                           "Threshold")
+
+
+def distinct(collection_or_arranged: Any) -> Collection:
+    """Each ``x`` with a positive count, once (Arrow: each distinct row).
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> st.example(lambda s: dd.from_stream(s.to_stream("aab")).distinct()
+    ...            .inner.capture()).extract()
+    [(0, [('a', 0, 1), ('b', 0, 1)])]
+    """
+    from ..arrow.reduce import distinct_spec
+    return reduce_arranged(_arranged(collection_or_arranged, False),
+                           ThresholdReduction(_distinct), "Distinct", distinct_spec())
+
+
+def _arranged(source: Any, by_key: bool, key: Any = None) -> Arranged:
+    if isinstance(source, Arranged):
+        return source
+    if key is not None:
+        return source.arrange_by_key(key=key)
+    return source.arrange_by_key() if by_key else source.arrange_by_self()

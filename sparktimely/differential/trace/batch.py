@@ -1,0 +1,247 @@
+"""Immutable batches of updates for the Python-object path, and the buffer that seals them.
+
+A :class:`Batch` holds the consolidated updates whose times lie between two frontiers,
+``lower`` (inclusive) and ``upper`` (exclusive), indexed by key: ``data[key]`` is a list of
+``(val, time, diff)`` with no two entries for the same ``(val, time)`` and no zero diff.
+``since`` is the frontier its times have been advanced to (logical compaction). A batch is
+never changed after it is built; merging two makes a third, sharing the per-key lists of
+keys only one of them holds.
+
+>>> b = Batch.from_updates([(("a", 1), 0, 1), (("a", 1), 0, 1), (("b", 2), 1, 1)], [0], [2])
+>>> b.get("a"), len(b)
+([(1, 0, 2)], 2)
+>>> merge(b, Batch.from_updates([(("a", 1), 2, -2)], [2], [3]), [3]).get("a") is None
+True
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Iterator
+
+from ..lattice import advance_by, beyond, frontier_le
+
+Updates = list  # list[(val, time, diff)]
+
+
+class Batch:
+    """Consolidated updates ``key -> [(val, time, diff)]`` for times in ``[lower, upper)``."""
+
+    __slots__ = ("data", "lower", "upper", "since", "length")
+
+    def __init__(self, data: dict, lower: list, upper: list, since: list, length: int) -> None:
+        self.data = data
+        self.lower = lower
+        self.upper = upper
+        self.since = since
+        self.length = length
+
+    @classmethod
+    def from_updates(cls, updates: Iterable[tuple], lower: list, upper: list,
+                     since: list | None = None) -> "Batch":
+        """A batch of ``((key, val), time, diff)`` updates (consolidated here)."""
+        return cls.from_keyed(consolidate_keyed(updates), lower, upper, since)
+
+    @classmethod
+    def from_keyed(cls, data: dict, lower: list, upper: list, since: list | None = None) -> "Batch":
+        """A batch of already consolidated ``key -> [(val, time, diff)]``."""
+        return cls(data, lower, upper, lower if since is None else since,
+                   sum(map(len, data.values())))
+
+    def get(self, key: Any) -> Updates | None:
+        """The updates of ``key``, or None."""
+        return self.data.get(key)
+
+    def items(self) -> Iterator[tuple[Any, Updates]]:
+        return iter(self.data.items())
+
+    def keys(self):
+        return self.data.keys()
+
+    def __len__(self) -> int:
+        return self.length
+
+    def merged(self, newer: "Batch", since: list) -> "Batch":
+        """This batch and the adjacent ``newer`` one as one batch (see :func:`merge`)."""
+        return merge(self, newer, since)
+
+    def __repr__(self) -> str:
+        return f"Batch({self.lower} .. {self.upper}, {self.length} updates, since {self.since})"
+
+
+class AdvancedBatch:
+    """A read-only view of a batch with every time advanced by a frontier (what an
+    import shows of batches the trace has not compacted that far yet). Nothing is copied:
+    times are advanced, and updates consolidated, as they are read."""
+
+    __slots__ = ("batch", "frontier", "lower", "upper", "since")
+
+    def __init__(self, batch: Batch, frontier: list) -> None:
+        self.batch = batch
+        self.frontier = frontier
+        self.lower = batch.lower
+        self.upper = batch.upper
+        self.since = frontier
+
+    def get(self, key: Any) -> Updates | None:
+        updates = self.batch.get(key)
+        return None if updates is None else advance_updates(updates, self.frontier)
+
+    def items(self) -> Iterator[tuple[Any, Updates]]:
+        frontier = self.frontier
+        for key, updates in self.batch.items():
+            advanced = advance_updates(updates, frontier)
+            if advanced:
+                yield key, advanced
+
+    def keys(self):
+        return self.batch.keys()
+
+    def __len__(self) -> int:
+        return len(self.batch)
+
+
+def consolidate_keyed(updates: Iterable[tuple]) -> dict:
+    """``((key, val), time, diff)`` updates as ``key -> [(val, time, diff)]``, diffs of equal
+    ``(key, val, time)`` summed and zeros dropped."""
+    sums: dict = {}
+    get = sums.get
+    for kv, time, diff in updates:
+        entry = (kv, time)
+        sums[entry] = get(entry, 0) + diff
+    data: dict = {}
+    for ((key, val), time), diff in sums.items():
+        if diff:
+            bucket = data.get(key)
+            if bucket is None:
+                data[key] = [(val, time, diff)]
+            else:
+                bucket.append((val, time, diff))
+    return data
+
+
+def consolidate_updates(updates: Iterable[tuple]) -> list:
+    """``(val, time, diff)`` triples with equal ``(val, time)`` summed and zeros dropped.
+
+    >>> consolidate_updates([("x", 1, 1), ("y", 1, 1), ("x", 1, -1)])
+    [('y', 1, 1)]
+    """
+    sums: dict = {}
+    get = sums.get
+    for val, time, diff in updates:
+        entry = (val, time)
+        sums[entry] = get(entry, 0) + diff
+    return [(val, time, diff) for (val, time), diff in sums.items() if diff]
+
+
+def advance_updates(updates: Updates, frontier: list) -> Updates:
+    """``updates`` with times advanced by ``frontier``, consolidated (the same list when no
+    time moves)."""
+    if not frontier:
+        return updates
+    if len(frontier) == 1 and frontier[0].__class__ is int:
+        f = frontier[0]
+        if all(t >= f for _, t, _ in updates):
+            return updates
+        return consolidate_updates([(v, t if t >= f else f, d) for v, t, d in updates])
+    if all(beyond(frontier, t) for _, t, _ in updates):
+        return updates
+    return consolidate_updates([(v, advance_by(t, frontier), d) for v, t, d in updates])
+
+
+def merge(older: Batch, newer: Batch, since: list) -> Batch:
+    """One batch with the updates of two adjacent batches (``older`` first), times advanced
+    by ``since`` (the trace's logical compaction frontier) when that moved them."""
+    compact_older = since and not frontier_le(since, older.lower) and since != older.since
+    compact_newer = since and not frontier_le(since, newer.lower) and since != newer.since
+    if len(older.data) >= len(newer.data):
+        data = dict(older.data)
+        small = newer.data
+        big_first = True
+    else:
+        data = dict(newer.data)
+        small = older.data
+        big_first = False
+    get = data.get
+    for key, updates in small.items():
+        present = get(key)
+        if present is None:
+            data[key] = updates
+        else:
+            data[key] = present + updates if big_first else updates + present
+    if compact_older or compact_newer:
+        for key in list(data):
+            advanced = advance_updates(data[key], since)
+            if advanced:
+                data[key] = advanced
+            else:
+                del data[key]
+    new_since = since if since else older.since
+    return Batch(data, older.lower, newer.upper, new_since, sum(map(len, data.values())))
+
+
+class Batcher:
+    """Buffers updates until their times are complete, then hands them out in batches.
+
+    ``push(time, updates)`` keeps a list of ``(data, time, diff)`` received at capability
+    ``time``; ``seal(frontier)`` returns the updates whose times are not beyond
+    ``frontier`` and keeps the others.
+    """
+
+    def __init__(self) -> None:
+        self._buffered: list[tuple[Any, list]] = []
+
+    def push(self, time: Any, updates: list) -> None:
+        self._buffered.append((time, updates))
+
+    def __bool__(self) -> bool:
+        return bool(self._buffered)
+
+    def seal(self, frontier: list) -> list:
+        """The updates not beyond ``frontier`` (all of them for ``[]``), removed from the
+        buffer."""
+        if not frontier:
+            ready = [u for _, updates in self._buffered for u in updates]
+            self._buffered = []
+            return ready
+        ready: list = []
+        keep: list = []
+        single_int = len(frontier) == 1 and frontier[0].__class__ is int
+        f = frontier[0] if single_int else None
+        for time, updates in self._buffered:
+            if beyond(frontier, time):          # updates are never before their capability
+                keep.append((time, updates))
+                continue
+            if single_int:
+                now = [u for u in updates if u[1] < f]
+                later = [u for u in updates if u[1] >= f] if len(now) < len(updates) else []
+            else:
+                now = [u for u in updates if not beyond(frontier, u[1])]
+                later = [u for u in updates if beyond(frontier, u[1])] if len(now) < len(updates) else []
+            ready.extend(now)
+            if later:
+                keep.append((time, later))
+        self._buffered = keep
+        return ready
+
+    def frontier_times(self) -> list:
+        """The distinct capability times of what is still buffered."""
+        return list({time for time, _ in self._buffered})
+
+
+def split_by_capabilities(updates: list, caps: list, time_of: Callable[[Any], Any]) -> list[list]:
+    """``updates`` split into one list per capability time in ``caps``: each update goes to
+    the last capability (in the given order) whose time is at or before its time, so the
+    parts tile the interval as in differential's batch descriptions."""
+    if len(caps) == 1:
+        return [updates]
+    from ..lattice import less_equal
+    parts: list[list] = [[] for _ in caps]
+    indexed = list(enumerate(caps))[::-1]
+    for update in updates:
+        time = time_of(update)
+        for i, cap in indexed:
+            if less_equal(cap, time):
+                parts[i].append(update)
+                break
+        else:
+            raise AssertionError(f"update at {time!r} is before every held capability {caps}")
+    return parts

@@ -1,0 +1,196 @@
+"""Shared traces: the spine an arrangement writes, and the handles that read it.
+
+A :class:`TraceBox` is one worker's trace of one arrangement. Its writer (the arrange
+operator) inserts batches and seals frontiers; readers hold :class:`TraceAgent` handles.
+Each handle carries two frontiers: *logical compaction* (the handle will only ask about times
+at or beyond it) and *physical compaction* (the batch boundaries it still needs). The trace
+compacts to the meet of all handles' frontiers; once no handle is left it frees its batches.
+Listeners (imports into other dataflows) are told of every batch and frontier as they come.
+
+>>> box = TraceBox("example", [0])
+>>> handle = TraceAgent(box)
+>>> handle.set_logical_compaction([3]); box.logical_frontier()
+[3]
+>>> handle.close(); box.freed
+True
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Iterable
+
+from ...progress.frontier import MutableAntichain
+from ..lattice import antichain, antichain_join
+from .spine import Spine
+
+
+class TraceBox:
+    """One worker's trace of one arrangement, shared by every handle on it."""
+
+    def __init__(self, name: str, minimum_frontier: list, kind: Any = None, worker: Any = None) -> None:
+        self.name = name
+        self.kind = kind
+        self.worker = worker
+        self.spine = Spine(minimum_frontier)
+        self._minimum = list(minimum_frontier)
+        self._logical = MutableAntichain()
+        self._physical = MutableAntichain()
+        self._handles = 0
+        self._listeners: list[weakref.ref] = []
+        self.freed = False
+
+    # -- writer side -------------------------------------------------------------------------
+
+    def insert(self, batch: Any, time: Any) -> None:
+        """Add a batch the arrangement sent at capability ``time``."""
+        if self.freed:
+            return
+        self.spine.insert(batch)
+        for listener in self._live_listeners():
+            listener.push_batch(batch, time)
+
+    def seal(self, upper: list) -> None:
+        """No more updates will come at times not beyond ``upper``."""
+        if self.freed:
+            return
+        self.spine.upper = list(upper)
+        for listener in self._live_listeners():
+            listener.push_upper(upper)
+
+    def add_listener(self, listener: Any) -> None:
+        self._listeners.append(weakref.ref(listener))
+
+    def remove_listener(self, listener: Any) -> None:
+        self._listeners = [ref for ref in self._listeners if ref() not in (None, listener)]
+
+    def _live_listeners(self) -> list:
+        live = [ref() for ref in self._listeners]
+        if None in live:
+            self._listeners = [ref for ref in self._listeners if ref() is not None]
+            live = [x for x in live if x is not None]
+        return live
+
+    # -- reader side -------------------------------------------------------------------------
+
+    def logical_frontier(self) -> list:
+        return self._logical.frontier()
+
+    def physical_frontier(self) -> list:
+        return self._physical.frontier()
+
+    def _register(self, logical: list, physical: list) -> None:
+        self._handles += 1
+        self._adjust([], logical, [], physical)
+
+    def _adjust(self, old_logical: list, new_logical: list, old_physical: list,
+                new_physical: list) -> None:
+        self._logical.update_iter([(t, -1) for t in old_logical] + [(t, 1) for t in new_logical])
+        self._physical.update_iter([(t, -1) for t in old_physical] + [(t, 1) for t in new_physical])
+        if not self.freed:
+            self.spine.set_frontiers(self._logical.frontier(), self._physical.frontier())
+
+    def _release(self, logical: list, physical: list) -> None:
+        self._handles -= 1
+        self._adjust(logical, [], physical, [])
+        if self._handles == 0:
+            self.freed = True
+            self.spine.clear()
+            self._listeners = []
+
+    def __repr__(self) -> str:
+        return (f"TraceBox({self.name!r}, {len(self.spine)} updates, upper {self.spine.upper}, "
+                f"{self._handles} handle(s))")
+
+
+def as_frontier(frontier: Iterable[Any], what: str) -> list:
+    """A frontier given by the user (a list of times, an Antichain) as an antichain list."""
+    if isinstance(frontier, (str, bytes)) or not hasattr(frontier, "__iter__"):
+        raise TypeError(f"{what}: a frontier is a list of times (e.g. [5], or [] to release), "
+                        f"not {frontier!r}")
+    return antichain(list(frontier))
+
+
+class TraceAgent:
+    """A reading handle on a shared trace, with its own compaction frontiers."""
+
+    def __init__(self, box: TraceBox, logical: list | None = None,
+                 physical: list | None = None) -> None:
+        self._box = box
+        self._logical = list(box._minimum if logical is None else logical)
+        self._physical = list(box._minimum if physical is None else physical)
+        self._closed = False
+        box._register(self._logical, self._physical)
+
+    @property
+    def name(self) -> str:
+        return self._box.name
+
+    def _check_open(self, action: str) -> None:
+        if self._closed:
+            raise RuntimeError(f"cannot {action}: this handle on the trace of {self._box.name!r} "
+                               f"is closed")
+
+    def clone(self) -> "TraceAgent":
+        """Another handle on the same trace, with this handle's frontiers."""
+        self._check_open("clone")
+        return type(self)(self._box, self._logical, self._physical)
+
+    def set_logical_compaction(self, frontier: Iterable[Any]) -> None:
+        """This handle will only ask about times at or beyond ``frontier`` (``[]``: about
+        none). The trace may then coalesce earlier times. A handle's frontier never moves
+        back: it becomes the join of the old and the new one."""
+        self._check_open("set_logical_compaction")
+        new = antichain_join(self._logical, as_frontier(frontier, "set_logical_compaction"))
+        if new != self._logical:
+            self._box._adjust(self._logical, new, self._physical, self._physical)
+            self._logical = new
+
+    def set_physical_compaction(self, frontier: Iterable[Any]) -> None:
+        """This handle will not need batch boundaries before ``frontier`` (``[]``: any);
+        the trace may then merge its batches up to there."""
+        self._check_open("set_physical_compaction")
+        new = antichain_join(self._physical, as_frontier(frontier, "set_physical_compaction"))
+        if new != self._physical:
+            self._box._adjust(self._logical, self._logical, self._physical, new)
+            self._physical = new
+
+    def get_logical_compaction(self) -> list:
+        return list(self._logical)
+
+    def get_physical_compaction(self) -> list:
+        return list(self._physical)
+
+    def read_upper(self) -> list:
+        """The trace's upper frontier: the times not yet complete in it (``[]`` when the
+        arrangement's input has ended)."""
+        self._check_open("read_upper")
+        return list(self._box.spine.upper)
+
+    def batches_through(self, frontier: list) -> list:
+        """The trace's batches holding the updates at times not beyond ``frontier``."""
+        self._check_open("read")
+        return self._box.spine.batches_through(frontier)
+
+    def batches(self) -> list:
+        self._check_open("read")
+        return self._box.spine.batches()
+
+    def close(self) -> None:
+        """Drop this handle: its frontiers no longer hold the trace back. A trace with no
+        handle left frees its batches."""
+        if not self._closed:
+            self._closed = True
+            self._box._release(self._logical, self._physical)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __del__(self) -> None:
+        if getattr(self, "_closed", True) is False:
+            self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"logical {self._logical}, physical {self._physical}"
+        return f"{type(self).__name__}({self._box.name!r}, {state})"
+

@@ -1,0 +1,85 @@
+"""A spine: the batches of one trace, merged in geometrically growing sizes.
+
+Batches arrive in time order. A batch joins the merged part only once its ``upper`` is
+through the *physical compaction frontier* (no reader still needs to see the boundaries
+inside it); there, the newest batches are merged while the one before is not more than twice
+as large, so sizes shrink geometrically from oldest to newest: about ``log2(n)`` batches, and
+every update takes part in about ``log2(n)`` merges over its life (work proportional to what
+was inserted, as differential's ``Spine``). Merging advances times to the *logical compaction
+frontier* and consolidates, so updates that cancel out disappear.
+
+>>> from sparktimely.differential.trace.batch import Batch
+>>> spine = Spine([0])
+>>> spine.set_frontiers([0], [])
+>>> for t in range(4):
+...     spine.insert(Batch.from_updates([((t, 0), t, 1)], [t], [t + 1]))
+>>> [len(b) for b in spine.batches()]
+[3, 1]
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..lattice import frontier_le
+
+
+class Spine:
+    """The batches of one trace, oldest first, with the frontiers that govern merging."""
+
+    def __init__(self, minimum_frontier: list) -> None:
+        self.merged: list = []          # through the physical frontier; geometric sizes
+        self.pending: list = []         # not yet through it: kept apart, boundaries intact
+        self.upper: list = list(minimum_frontier)
+        self.logical: list = list(minimum_frontier)
+        self.physical: list = list(minimum_frontier)
+
+    def insert(self, batch: Any) -> None:
+        """Add the next batch (its times follow every batch already held)."""
+        self.pending.append(batch)
+        self.upper = batch.upper
+        self._maintain()
+
+    def set_frontiers(self, logical: list, physical: list) -> None:
+        """New compaction frontiers (the meet over the trace's handles)."""
+        self.logical = logical
+        self.physical = physical
+        self._maintain()
+
+    def batches(self) -> list:
+        """Every batch held, oldest first."""
+        return self.merged + self.pending
+
+    def batches_through(self, frontier: list) -> list:
+        """The batches whose upper bound is at or before ``frontier`` (the updates at times
+        not beyond it), for a reader whose physical frontier is at or before ``frontier``."""
+        result = list(self.merged)
+        for batch in self.pending:
+            if not frontier_le(batch.upper, frontier):
+                break
+            result.append(batch)
+        return result
+
+    def clear(self) -> None:
+        self.merged = []
+        self.pending = []
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.merged) + sum(len(b) for b in self.pending)
+
+    def _maintain(self) -> None:
+        pending = self.pending
+        physical = self.physical
+        moved = 0
+        while moved < len(pending) and frontier_le(pending[moved].upper, physical):
+            self._add_merged(pending[moved])
+            moved += 1
+        if moved:
+            del pending[:moved]
+
+    def _add_merged(self, batch: Any) -> None:
+        merged = self.merged
+        merged.append(batch)
+        while len(merged) >= 2 and len(merged[-2]) <= 2 * len(merged[-1]):
+            newer = merged.pop()
+            older = merged.pop()
+            merged.append(older.merged(newer, self.logical))
