@@ -1,0 +1,98 @@
+"""Running differential programs at several worker counts, and the brute-force oracle.
+
+A test describes its inputs as rounds: ``rounds[i][r]`` lists the ``(data, diff)`` updates of
+input ``i`` at time ``r``. Every worker feeds its share of each round (update ``j`` goes to
+worker ``j % peers``), the output updates of all workers are merged, and the output
+accumulated to each time is compared with the oracle applied to the inputs accumulated to
+that time (recomputed from scratch, in plain Python).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Callable, Sequence
+
+import sparktimely as st
+import sparktimely.differential as dd
+from sparktimely.progress.timestamp import less_equal
+
+
+def accumulate(updates: Sequence[tuple], time: Any) -> dict:
+    """``{data: multiplicity}`` of ``(data, time, diff)`` updates at times ``<= time``."""
+    counts: Counter = Counter()
+    for data, t, diff in updates:
+        if not less_equal(t, time):
+            continue
+        counts[data] += diff
+    return {data: n for data, n in counts.items() if n}
+
+
+def accumulate_rounds(rounds: Sequence[Sequence[tuple]], through: int) -> dict:
+    """``{data: multiplicity}`` of rounds ``0..through`` of one input."""
+    counts: Counter = Counter()
+    for updates in rounds[:through + 1]:
+        for data, diff in updates:
+            counts[data] += diff
+    return {data: n for data, n in counts.items() if n}
+
+
+def run_rounds(build: Callable[..., dd.Collection], inputs: Sequence[Sequence[Sequence[tuple]]],
+               workers: int) -> list:
+    """Run ``build(scope, *collections)`` fed by ``inputs`` (per input, per round, the
+    ``(data, diff)`` updates) on ``workers`` workers; the output updates of all workers."""
+    rounds = max(len(i) for i in inputs)
+
+    def job(worker):
+        sessions = [dd.InputSession() for _ in inputs]
+
+        def dataflow(scope):
+            output = build(scope, *[s.to_collection(scope) for s in sessions])
+            return output.inner.capture(), output.probe()
+        captured, probe = worker.dataflow(dataflow)
+        for r in range(rounds):
+            for session, per_round in zip(sessions, inputs):
+                updates = per_round[r] if r < len(per_round) else []
+                for j, (data, diff) in enumerate(updates):
+                    if j % worker.peers == worker.index:
+                        session.update(data, diff)
+                session.advance_to(r + 1)
+            worker.step_while(lambda: probe.less_than(r + 1))
+        for session in sessions:
+            session.close()
+        worker.step_while(lambda: not probe.done())
+        return [u for _, batch in captured.extract() for u in batch]
+    return [u for part in st.execute(job, workers=workers) for u in part]
+
+
+def check_rounds(build: Callable[..., dd.Collection], oracle: Callable[..., dict],
+                 inputs: Sequence[Sequence[Sequence[tuple]]], workers: int) -> None:
+    """Assert that ``build``'s output accumulated to every round equals ``oracle`` of the
+    inputs accumulated to that round (``oracle`` takes one ``{data: count}`` per input)."""
+    output = run_rounds(build, inputs, workers)
+    rounds = max(len(i) for i in inputs)
+    for r in range(rounds):
+        expected = oracle(*[accumulate_rounds(i, r) for i in inputs])
+        expected = {k: v for k, v in expected.items() if v}
+        got = accumulate(output, r)
+        assert got == expected, f"round {r} on {workers} worker(s): got {got}, expected {expected}"
+    assert all(t < rounds for _, t, _ in output), "an output update after the last round"
+
+
+def run_product_times(build: Callable[..., dd.Collection],
+                      inputs: Sequence[Sequence[tuple]], workers: int) -> list:
+    """Run ``build`` in a dataflow with ``Product`` times, each input given as
+    ``(data, Product time, diff)`` updates (sent with ``update_at``); all output updates."""
+    def job(worker):
+        sessions = [dd.InputSession() for _ in inputs]
+
+        def dataflow(scope):
+            output = build(scope, *[s.to_collection(scope) for s in sessions])
+            return output.inner.capture(), output.probe()
+        captured, probe = worker.dataflow(dataflow, timestamp=st.Product)
+        for session, updates in zip(sessions, inputs):
+            for j, (data, time, diff) in enumerate(updates):
+                if j % worker.peers == worker.index:
+                    session.update_at(data, time, diff)
+            session.close()
+        worker.step_while(lambda: not probe.done())
+        return [u for _, batch in captured.extract() for u in batch]
+    return [u for part in st.execute(job, workers=workers) for u in part]

@@ -1,0 +1,191 @@
+"""Every collection operator against a brute-force oracle, on generated insert/remove
+sequences, at 1, 2 and 3 workers: the output accumulated to each round must equal the
+operator applied, from scratch, to the inputs accumulated to that round."""
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
+
+import sparktimely.differential as dd
+from dd_harness import check_rounds
+
+SETTINGS = settings(max_examples=12, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+keys = hs.integers(0, 4)
+vals = hs.sampled_from(["a", "b", "c"])
+diffs = hs.sampled_from([1, 1, 1, -1, 2])
+
+
+def rounds_of(data):
+    """One input: up to 4 rounds of up to 6 ``(data, diff)`` updates."""
+    return hs.lists(hs.lists(hs.tuples(data, diffs), max_size=6), min_size=1, max_size=4)
+
+
+pairs = rounds_of(hs.tuples(keys, vals))
+singles = rounds_of(keys)
+WORKERS = pytest.mark.parametrize("workers", [1, 2, 3])
+
+
+def scaled(counts, f):
+    out = Counter()
+    for x, n in counts.items():
+        for y, m in f(x):
+            out[y] += n * m
+    return dict(out)
+
+
+@WORKERS
+@pytest.mark.timeout(120)
+@SETTINGS
+@given(inputs=pairs)
+def test_record_operators(workers, inputs):
+    def build(scope, c):
+        return (c.map(lambda kv: (kv[1], kv[0])).filter(lambda vk: vk[1] != 3)
+                .flat_map(lambda vk: [vk, (vk[0], -1)]).explode(lambda x: [(x, 2)])
+                .negate().concat(c).consolidate())
+
+    def oracle(c):
+        mapped = scaled(c, lambda kv: [((kv[1], kv[0]), 1)] if kv[0] != 3 else [])
+        flat = scaled(mapped, lambda vk: [(vk, 1), ((vk[0], -1), 1)])
+        out = Counter({x: -2 * n for x, n in flat.items()})
+        out.update(c)
+        return dict(out)
+    check_rounds(build, oracle, [inputs], workers)
+
+
+@WORKERS
+@pytest.mark.timeout(120)
+@SETTINGS
+@given(left=pairs, right=pairs)
+def test_join(workers, left, right):
+    def oracle(a, b):
+        out = Counter()
+        for (k1, v1), n1 in a.items():
+            for (k2, v2), n2 in b.items():
+                if k1 == k2:
+                    out[(k1, (v1, v2))] += n1 * n2
+        return dict(out)
+    check_rounds(lambda scope, a, b: a.join(b), oracle, [left, right], workers)
+
+
+@WORKERS
+@pytest.mark.timeout(120)
+@SETTINGS
+@given(left=pairs, right=pairs)
+def test_join_map_and_join_core(workers, left, right):
+    def build(scope, a, b):
+        mapped = a.join_map(b, lambda k, v1, v2: (k, v1 + v2))
+        core = a.arrange_by_key().join_core(b.arrange_by_key(), lambda k, v1, v2: [k, k])
+        return mapped.concat(core.map(lambda k: (k, "core")))
+
+    def oracle(a, b):
+        out = Counter()
+        for (k1, v1), n1 in a.items():
+            for (k2, v2), n2 in b.items():
+                if k1 == k2:
+                    out[(k1, v1 + v2)] += n1 * n2
+                    out[(k1, "core")] += 2 * n1 * n2
+        return dict(out)
+    check_rounds(build, oracle, [left, right], workers)
+
+
+@WORKERS
+@pytest.mark.timeout(120)
+@SETTINGS
+@given(data=pairs, chosen=singles)
+def test_semijoin_and_antijoin(workers, data, chosen):
+    def build(scope, c, k):
+        keys_once = k.distinct()
+        return c.semijoin(keys_once).map(lambda kv: ("in", kv)).concat(
+            c.antijoin(keys_once).map(lambda kv: ("out", kv)))
+
+    def oracle(c, k):
+        present = {x for x, n in k.items() if n > 0}
+        out = Counter()
+        for (key, val), n in c.items():
+            out[("in" if key in present else "out", (key, val))] += n
+        return dict(out)
+    check_rounds(build, oracle, [data, chosen], workers)
+
+
+@WORKERS
+@pytest.mark.timeout(120)
+@SETTINGS
+@given(inputs=singles)
+def test_count_distinct_threshold(workers, inputs):
+    def build(scope, c):
+        return dd.concatenate(scope, [
+            c.count().map(lambda xn: ("count", xn)),
+            c.distinct().map(lambda x: ("distinct", x)),
+            c.threshold(lambda x, n: n * n if n > 1 else 0).map(lambda x: ("threshold", x)),
+        ])
+
+    def oracle(c):
+        out = Counter()
+        for x, n in c.items():
+            out[("count", (x, n))] += 1
+            if n > 0:
+                out[("distinct", x)] += 1
+            if n > 1:
+                out[("threshold", x)] += n * n
+        return dict(out)
+    check_rounds(build, oracle, [inputs], workers)
+
+
+@WORKERS
+@pytest.mark.timeout(120)
+@SETTINGS
+@given(inputs=pairs)
+def test_reduce(workers, inputs):
+    def top_two(key, values, output):
+        for val, count in values[-2:]:
+            output.append((val, count))
+        output.append((sum(c for _, c in values), 1))
+
+    def oracle(c):
+        out = Counter()
+        by_key: dict = {}
+        for (k, v), n in c.items():
+            if n > 0:
+                by_key.setdefault(k, []).append((v, n))
+        for k, values in by_key.items():
+            values.sort()
+            for val, count in values[-2:]:
+                out[(k, val)] += count
+            out[(k, sum(n for _, n in values))] += 1
+        return dict(out)
+    check_rounds(lambda scope, c: c.reduce(top_two), oracle, [inputs], workers)
+
+
+@WORKERS
+@pytest.mark.timeout(120)
+@SETTINGS
+@given(inputs=pairs)
+def test_consolidate_and_arranged_reads(workers, inputs):
+    def build(scope, c):
+        arranged = c.arrange_by_key()
+        return dd.concatenate(scope, [
+            arranged.as_collection(lambda k, v: ("pair", k, v)),
+            arranged.count().map(lambda kn: ("count", kn)),
+            arranged.reduce(lambda k, vals, out: out.append((len(vals), 1)))
+                    .map(lambda kn: ("distinct values", kn)),
+        ]).consolidate()
+
+    def oracle(c):
+        out = Counter()
+        per_key = Counter()
+        values: dict = {}
+        for (k, v), n in c.items():
+            out[("pair", k, v)] += n
+            per_key[k] += n
+            if n > 0:
+                values.setdefault(k, set()).add(v)
+        for k, n in per_key.items():
+            if n:
+                out[("count", (k, n))] += 1
+        for k, vs in values.items():
+            out[("distinct values", (k, len(vs)))] += 1
+        return dict(out)
+    check_rounds(build, oracle, [inputs], workers)
