@@ -315,7 +315,7 @@ class PythonArranger:
             raise TypeError(f"{self.name}: this collection carries Arrow batches; arrange "
                             f"them with arrange_by_key(key='column')")
         check_updates(self.name, batch, time, self.pairs)
-        self.batcher.push(time, batch if self.pairs else [((d, ()), t, r) for d, t, r in batch])
+        self.batcher.push(batch if self.pairs else [((d, ()), t, r) for d, t, r in batch])
 
     def seal(self, lower: list, upper: list, held: list) -> list:
         """``(capability time, batch)`` for each held capability with sealed updates."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Iterator
 
-from ..lattice import advance_by, beyond, frontier_le
+from ..lattice import advance_by, antichain, beyond, frontier_le
 
 Updates = list  # list[(val, time, diff)]
 
@@ -181,16 +181,18 @@ def merge(older: Batch, newer: Batch, since: list) -> Batch:
 class Batcher:
     """Buffers updates until their times are complete, then hands them out in batches.
 
-    ``push(time, updates)`` keeps a list of ``(data, time, diff)`` received at capability
-    ``time``; ``seal(frontier)`` returns the updates whose times are not beyond
-    ``frontier`` and keeps the others.
+    ``push(updates)`` keeps a list of ``(data, time, diff)``; ``seal(frontier)`` returns the
+    updates whose times are not beyond ``frontier`` and keeps the others;
+    ``frontier_times()`` are the earliest times still buffered (what capabilities must
+    still be held for).
     """
 
     def __init__(self) -> None:
-        self._buffered: list[tuple[Any, list]] = []
+        self._buffered: list[tuple[list, list]] = []      # (earliest times, updates)
 
-    def push(self, time: Any, updates: list) -> None:
-        self._buffered.append((time, updates))
+    def push(self, updates: list) -> None:
+        if updates:
+            self._buffered.append((_earliest(updates), updates))
 
     def __bool__(self) -> bool:
         return bool(self._buffered)
@@ -206,9 +208,9 @@ class Batcher:
         keep: list = []
         single_int = len(frontier) == 1 and frontier[0].__class__ is int
         f = frontier[0] if single_int else None
-        for time, updates in self._buffered:
-            if beyond(frontier, time):          # updates are never before their capability
-                keep.append((time, updates))
+        for earliest, updates in self._buffered:
+            if all(beyond(frontier, t) for t in earliest):
+                keep.append((earliest, updates))
                 continue
             if single_int:
                 now = [u for u in updates if u[1] < f]
@@ -218,13 +220,21 @@ class Batcher:
                 later = [u for u in updates if beyond(frontier, u[1])] if len(now) < len(updates) else []
             ready.extend(now)
             if later:
-                keep.append((time, later))
+                keep.append((_earliest(later), later))
         self._buffered = keep
         return ready
 
     def frontier_times(self) -> list:
-        """The distinct capability times of what is still buffered."""
-        return list({time for time, _ in self._buffered})
+        """The earliest times of the buffered updates."""
+        return antichain(t for earliest, _ in self._buffered for t in earliest)
+
+
+def _earliest(updates: list) -> list:
+    """The minimal times among ``updates``."""
+    first = updates[0][1]
+    if first.__class__ is int:
+        return [min(u[1] for u in updates)]
+    return antichain(set(u[1] for u in updates))
 
 
 def split_by_capabilities(updates: list, caps: list, time_of: Callable[[Any], Any]) -> list[list]:
