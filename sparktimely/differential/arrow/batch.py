@@ -192,6 +192,10 @@ class ArrowBatch:
         return ArrowBatch.build(data, times, self.key, self.lower, newer.upper, self.kind,
                                 since or self.since, consolidated=True)
 
+    def compacted(self, since: list) -> "ArrowBatch":
+        """This batch with its times advanced to ``since`` and consolidated."""
+        return self.advanced(since)
+
     def advanced(self, frontier: list) -> "ArrowBatch":
         """This batch with its times advanced by ``frontier`` (data columns are shared)."""
         times = advance_times(self.times, frontier, self.kind)

@@ -63,6 +63,15 @@ class Batch:
         """This batch and the adjacent ``newer`` one as one batch (see :func:`merge`)."""
         return merge(self, newer, since)
 
+    def compacted(self, since: list) -> "Batch":
+        """This batch with its times advanced to ``since`` and consolidated."""
+        data = {}
+        for key, updates in self.data.items():
+            advanced = advance_updates(updates, since)
+            if advanced:
+                data[key] = advanced
+        return Batch(data, self.lower, self.upper, since, sum(map(len, data.values())))
+
     def __repr__(self) -> str:
         return f"Batch({self.lower} .. {self.upper}, {self.length} updates, since {self.since})"
 
@@ -149,25 +158,29 @@ def advance_updates(updates: Updates, frontier: list) -> Updates:
 
 def merge(older: Batch, newer: Batch, since: list) -> Batch:
     """One batch with the updates of two adjacent batches (``older`` first), times advanced
-    by ``since`` (the trace's logical compaction frontier) when that moved them."""
-    compact_older = since and not frontier_le(since, older.lower) and since != older.since
-    compact_newer = since and not frontier_le(since, newer.lower) and since != newer.since
-    if len(older.data) >= len(newer.data):
-        data = dict(older.data)
-        small = newer.data
-        big_first = True
-    else:
-        data = dict(newer.data)
-        small = older.data
-        big_first = False
+    by ``since`` (the trace's logical compaction frontier) when that moves them.
+
+    Two batches hold disjoint times until compaction: once times were advanced (now or
+    before), a key present in both may have equal ``(val, time)`` on both sides, so such
+    keys are consolidated."""
+    advance_older = bool(since) and not frontier_le(since, older.lower) and since != older.since
+    advance_newer = bool(since) and not frontier_le(since, newer.lower) and since != newer.since
+    compacted = (advance_older or advance_newer or older.since != older.lower
+                 or newer.since != newer.lower)
+    big, small = (older, newer) if len(older.data) >= len(newer.data) else (newer, older)
+    data = dict(big.data)
     get = data.get
-    for key, updates in small.items():
+    for key, updates in small.data.items():
         present = get(key)
         if present is None:
             data[key] = updates
+        elif compacted:
+            data[key] = consolidate_updates(
+                [(v, advance_by(t, since), d) for v, t, d in present + updates] if since
+                else present + updates)
         else:
-            data[key] = present + updates if big_first else updates + present
-    if compact_older or compact_newer:
+            data[key] = present + updates
+    if advance_older or advance_newer:
         for key in list(data):
             advanced = advance_updates(data[key], since)
             if advanced:

@@ -53,7 +53,7 @@ class TraceBox:
         """No more updates will come at times not beyond ``upper``."""
         if self.freed:
             return
-        self.spine.upper = list(upper)
+        self.spine.advance_upper(upper)
         for listener in self._live_listeners():
             listener.push_upper(upper)
 
@@ -95,6 +95,8 @@ class TraceBox:
         if self._handles == 0:
             self.freed = True
             self.spine.clear()
+            for listener in self._live_listeners():
+                listener.close()          # nothing more will come: imports let go
             self._listeners = []
 
     def __repr__(self) -> str:

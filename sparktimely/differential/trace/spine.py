@@ -5,8 +5,9 @@ through the *physical compaction frontier* (no reader still needs to see the bou
 inside it); there, the newest batches are merged while the one before is not more than twice
 as large, so sizes shrink geometrically from oldest to newest: about ``log2(n)`` batches, and
 every update takes part in about ``log2(n)`` merges over its life (work proportional to what
-was inserted, as differential's ``Spine``). Merging advances times to the *logical compaction
-frontier* and consolidates, so updates that cancel out disappear.
+was inserted, as differential's ``Spine``). Each advance of the upper without a batch grants
+a little more effort, so an idle trace also ends up merged. Merging advances times to the
+*logical compaction frontier* and consolidates, so updates that cancel out disappear.
 
 >>> from sparktimely.differential.trace.batch import Batch
 >>> spine = Spine([0])
@@ -22,6 +23,10 @@ from typing import Any
 
 from ..lattice import frontier_le
 
+IDLE_EFFORT = 4096
+"""Merge work (in updates) granted each time the trace's upper advances without a batch, so
+an idle trace still merges, and compacts, its batches over time."""
+
 
 class Spine:
     """The batches of one trace, oldest first, with the frontiers that govern merging."""
@@ -32,12 +37,31 @@ class Spine:
         self.upper: list = list(minimum_frontier)
         self.logical: list = list(minimum_frontier)
         self.physical: list = list(minimum_frontier)
+        self._idle_fuel = 0
 
     def insert(self, batch: Any) -> None:
         """Add the next batch (its times follow every batch already held)."""
         self.pending.append(batch)
         self.upper = batch.upper
         self._maintain()
+
+    def advance_upper(self, upper: list) -> None:
+        """The trace is complete up to ``upper``; spend a little merge effort."""
+        self.upper = list(upper)
+        self._idle_fuel += IDLE_EFFORT
+        merged = self.merged
+        while len(merged) >= 2 and len(merged[-2]) + len(merged[-1]) <= self._idle_fuel:
+            self._idle_fuel -= len(merged[-2]) + len(merged[-1])
+            newer = merged.pop()
+            older = merged.pop()
+            merged.append(older.merged(newer, self.logical))
+        if len(merged) == 1 and merged[0].since != self.logical and self.logical \
+                and len(merged[0]) <= self._idle_fuel and not frontier_le(self.logical, merged[0].since):
+            self._idle_fuel -= len(merged[0])
+            only = merged[0]
+            merged[0] = only.compacted(self.logical)
+        if len(merged) < 2:
+            self._idle_fuel = min(self._idle_fuel, IDLE_EFFORT)
 
     def set_frontiers(self, logical: list, physical: list) -> None:
         """New compaction frontiers (the meet over the trace's handles)."""

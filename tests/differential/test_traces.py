@@ -1,0 +1,311 @@
+"""Traces and their handles: imports into other dataflows (the intent of differential's
+tests/import.rs), compaction, merging (tests/trace.rs), freeing, and the handle API of
+seed 003."""
+import gc
+
+import pytest
+
+import sparktimely as st
+import sparktimely.differential as dd
+from dd_harness import accumulate
+from sparktimely.differential.trace import Batch, Spine
+
+EPOCHS = [
+    [((2, 0), 1), ((1, 0), 1), ((1, 3), 1), ((4, 2), 1)],
+    [((2, 0), -1), ((1, 0), -1)],
+    [((2, 0), 1), ((1, 3), -1)],
+    [((1, 0), 1), ((1, 3), 1), ((2, 0), -1), ((4, 2), -1)],
+    [((2, 0), 1), ((4, 2), 1), ((1, 3), -1)],
+    [((1, 3), 1), ((4, 2), -1)],
+]
+
+
+def count_values(pairs):
+    """Oracle of the import tests: per key, how many (key, val) records it has."""
+    per_key: dict = {}
+    for (k, _), n in pairs.items():
+        per_key[k] = per_key.get(k, 0) + n
+    return {(k, n): 1 for k, n in per_key.items() if n}
+
+
+def expected_per_epoch():
+    state: dict = {}
+    result = []
+    for updates in EPOCHS:
+        for data, diff in updates:
+            state[data] = state.get(data, 0) + diff
+        result.append(count_values({k: v for k, v in state.items() if v}))
+    return result
+
+
+def feed_epochs(worker, session):
+    for t, updates in enumerate(EPOCHS):
+        session.advance_to(t) if t else None
+        for j, (data, diff) in enumerate(updates):
+            if j % worker.peers == worker.index:
+                session.update(data, diff)
+    session.close()
+
+
+def check_epochs(updates):
+    for t, expected in enumerate(expected_per_epoch()):
+        assert accumulate(updates, t) == expected, f"epoch {t}"
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.timeout(60)
+def test_import_follows_the_trace(workers):
+    def job(worker):
+        edges = dd.InputSession()
+        trace = worker.dataflow(lambda scope: edges.to_collection(scope).arrange_by_key().trace)
+        captured = worker.dataflow(lambda scope: trace.import_(scope).count().inner.capture())
+        trace.close()
+        feed_epochs(worker, edges)
+        worker.run()
+        return [u for _, batch in captured.extract() for u in batch]
+    check_epochs([u for part in st.execute(job, workers=workers) for u in part])
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.timeout(60)
+def test_import_of_a_completed_arrangement_replays_its_history(workers):
+    def job(worker):
+        edges = dd.InputSession()
+
+        def build(scope):
+            arranged = edges.to_collection(scope).arrange_by_key()
+            return arranged.trace, arranged.stream.probe()
+        trace, probe = worker.dataflow(build)
+        feed_epochs(worker, edges)
+        worker.step_while(lambda: not probe.done())
+        assert trace.read_upper() == []
+        captured = worker.dataflow(lambda scope: trace.import_(scope).count().inner.capture())
+        worker.run()
+        return [u for _, batch in captured.extract() for u in batch]
+    check_epochs([u for part in st.execute(job, workers=workers) for u in part])
+
+
+@pytest.mark.timeout(60)
+def test_import_of_a_stalled_arrangement_reaches_its_frontier():
+    def job(worker):
+        words = dd.InputSession()
+
+        def build(scope):
+            arranged = words.to_collection(scope).arrange_by_self()
+            return arranged.trace, arranged.stream.probe()
+        trace, probe = worker.dataflow(build)
+        words.insert("Hello")
+        words.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+        words.advance_to(2)
+        worker.step_while(lambda: probe.less_than(2))
+        probe2 = worker.dataflow(lambda scope: trace.import_(scope).stream.probe())
+        for _ in range(4):
+            worker.step()
+        frontier = probe2.frontier()
+        words.close()
+        worker.run()
+        return frontier, trace.read_upper()
+    assert st.execute_directly(job) == ([2], [])
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.timeout(60)
+def test_import_after_compaction_advances_times(workers):
+    """Each worker compacts its handle to a different time before importing: the imported
+    updates are at the handle's frontier or later and accumulate correctly there."""
+    def job(worker):
+        data = dd.InputSession()
+
+        def build(scope):
+            arranged = data.to_collection(scope).arrange_by_key()
+            return arranged.trace, arranged.stream.probe()
+        trace, probe = worker.dataflow(build)
+        for t in range(4):
+            if t:
+                data.advance_to(t)
+            data.insert((worker.index, t))
+            data.insert((worker.index + 10, t))
+            if t == 2:
+                data.remove((worker.index, 0))
+        data.advance_to(4)
+        worker.step_while(lambda: probe.less_than(4))
+        trace.set_logical_compaction([2 + worker.index])
+        trace.set_physical_compaction([])
+        captured = worker.dataflow(lambda scope: trace.import_(scope).as_collection().inner.capture())
+        data.close()
+        worker.run()
+        return worker.index, [u for _, batch in captured.extract() for u in batch]
+    everything = []
+    for index, updates in st.execute(job, workers=workers):
+        assert all(t >= 2 + index for _, t, _ in updates), updates
+        everything += updates
+    expected = {}
+    for w in range(workers):
+        expected.update({(w, t): 1 for t in range(1, 4)})
+        expected.update({(w + 10, t): 1 for t in range(4)})
+    assert accumulate(everything, 5) == expected
+
+
+@pytest.mark.timeout(60)
+def test_imported_batches_are_the_traces_own():
+    """An import shares the trace's batches: no copy of the data."""
+    def job(worker):
+        data = dd.InputSession()
+
+        def build(scope):
+            arranged = data.to_collection(scope).arrange_by_key()
+            return arranged.trace, arranged.stream.probe()
+        trace, probe = worker.dataflow(build)
+        for i in range(100):
+            data.insert((i, i))
+        data.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+        seen = []
+        worker.dataflow(lambda scope: trace.import_(scope).stream.inspect_batch(
+            lambda t, batches: seen.extend(batches)))
+        worker.step()
+        worker.step()
+        data.close()
+        worker.run()
+        return seen, trace.batches()
+    seen, held = st.execute_directly(job)
+    assert len(seen) == 1 and seen[0] is held[0]
+
+
+@pytest.mark.skipif(not hasattr(st.Worker, "drop_dataflow"), reason="needs worker.drop_dataflow")
+@pytest.mark.timeout(60)
+def test_dropping_a_query_dataflow_releases_its_handles():
+    def job(worker):
+        data = dd.InputSession()
+        trace = worker.dataflow(lambda scope: data.to_collection(scope).arrange_by_key().trace)
+        box = trace._box
+        handles_before = box._handles
+        index = worker.next_dataflow_index()
+        worker.dataflow(lambda scope: trace.import_(scope).count().probe())
+        during = box._handles
+        worker.drop_dataflow(index)
+        after = box._handles
+        data.close()
+        worker.run()
+        return handles_before, during, after
+    before, during, after = st.execute_directly(job)
+    assert during > before and after == before
+
+
+@pytest.mark.timeout(60)
+def test_a_trace_no_handle_holds_is_freed():
+    def job(worker):
+        data = dd.InputSession()
+
+        def build(scope):
+            arranged = data.to_collection(scope).arrange_by_key()
+            return arranged.trace, arranged.stream.probe()
+        trace, probe = worker.dataflow(build)
+        box = trace._box
+        data.insert((1, 1))
+        data.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+        held = len(box.spine)
+        trace.close()
+        with pytest.raises(RuntimeError, match="closed"):
+            trace.import_(None)
+        data.insert((2, 2))
+        data.close()
+        worker.run()
+        return held, box.freed, len(box.spine)
+    assert st.execute_directly(job) == (1, True, 0)
+
+
+@pytest.mark.timeout(60)
+def test_closed_handle_errors_name_the_trace():
+    def job(worker):
+        data = dd.InputSession()
+        trace = worker.dataflow(lambda scope: data.to_collection(scope).arrange_by_key(
+            name="Knows").trace)
+        trace.close()
+        errors = []
+        for call in (lambda: trace.read_upper(), lambda: trace.set_logical_compaction([1]),
+                     lambda: trace.set_physical_compaction([]),
+                     lambda: worker.dataflow(lambda scope: trace.import_(scope))):
+            try:
+                call()
+            except RuntimeError as error:
+                errors.append(str(error))
+        data.close()
+        return errors
+    errors = st.execute_directly(job)
+    assert len(errors) == 4 and all("'Knows'" in e and "closed" in e for e in errors)
+
+
+def test_read_upper_and_frontiers_only_move_forward():
+    def job(worker):
+        data = dd.InputSession()
+
+        def build(scope):
+            arranged = data.to_collection(scope).arrange_by_key()
+            return arranged.trace, arranged.stream.probe()
+        trace, probe = worker.dataflow(build)
+        uppers = [trace.read_upper()]
+        data.advance_to(3)
+        worker.step_while(lambda: probe.less_than(3))
+        uppers.append(trace.read_upper())
+        trace.set_logical_compaction([2])
+        trace.set_logical_compaction([1])          # not backwards: the join of both
+        logical = trace.get_logical_compaction()
+        data.close()
+        worker.run()
+        uppers.append(trace.read_upper())
+        return uppers, logical
+    assert st.execute_directly(job) == ([[0], [3], []], [2])
+
+
+def test_spine_merges_geometrically_and_compacts():
+    """Many one-update batches end up in a logarithmic number of batches; with the logical
+    frontier advanced, updates that cancel out disappear when batches merge."""
+    spine = Spine([0])
+    spine.set_frontiers([0], [])
+    for t in range(700):
+        spine.insert(Batch.from_updates([(("k", t % 7), t, 1)], [t], [t + 1]))
+    sizes = [len(b) for b in spine.batches()]
+    assert sum(sizes) == 700 and len(sizes) <= 11
+    assert all(a > 2 * b for a, b in zip(sizes, sizes[1:]))
+    spine.set_frontiers([1400], [])
+    for t in range(700, 1400):
+        spine.insert(Batch.from_updates([(("k", t % 7), t, -1)], [t], [t + 1]))
+    spine.insert(Batch.from_updates([(("k", 0), 1400, 1)], [1400], [1401]))
+    for t in range(1401, 1410):           # idle frontier advances finish the merging
+        spine.advance_upper([t + 1])
+    assert [b.data for b in spine.batches()] == [{"k": [(0, 1400, 1)]}]
+
+
+def test_spine_keeps_boundaries_beyond_the_physical_frontier():
+    spine = Spine([0])
+    spine.set_frontiers([0], [2])
+    for t in range(4):
+        spine.insert(Batch.from_updates([(("k", t), t, 1)], [t], [t + 1]))
+    assert [b.upper for b in spine.batches_through([2])] == [[2]]
+    assert [b.upper for b in spine.batches()] == [[2], [3], [4]]
+    spine.set_frontiers([0], [4])
+    assert [b.upper for b in spine.batches()] == [[4]]
+
+
+@pytest.mark.timeout(60)
+def test_operators_share_one_arrangement():
+    """Two joins and a reduce on one arrangement: one trace, three reader handles."""
+    def job(worker):
+        data = dd.InputSession()
+
+        def build(scope):
+            arranged = data.to_collection(scope).arrange_by_key()
+            other = dd.from_stream(scope.to_stream([(1, "x")])).arrange_by_key()
+            arranged.join_core(other, lambda k, a, b: [(a, b)])
+            arranged.join_core(other, lambda k, a, b: [(b, a)])
+            arranged.count()
+            return arranged.trace._box
+        box = worker.dataflow(build)
+        gc.collect()
+        handles = box._handles
+        data.close()
+        return handles
+    assert st.execute_directly(job) == 3
