@@ -1,0 +1,122 @@
+"""Bad input gets an error naming the operator (or call) and the record, at any worker count;
+what was accepted before is not lost."""
+import pytest
+
+import sparktimely as st
+import sparktimely.differential as dd
+from sparktimely import Product
+
+WORKERS = pytest.mark.parametrize("workers", [1, 2, 3])
+
+
+def run_stream(records, build, workers):
+    """``build(collection)`` over ``as_collection`` of a stream of raw ``records``."""
+    def job(worker):
+        handle = st.InputHandle()
+        probe = worker.dataflow(lambda scope: build(dd.as_collection(scope.input_from(handle))).probe())
+        if worker.index == 0:
+            handle.send_batch(list(records))
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+    st.execute(job, workers=workers)
+
+
+@WORKERS
+@pytest.mark.timeout(60)
+def test_a_non_integer_diff_is_rejected_with_its_record(workers):
+    with pytest.raises(st.WorkerError, match=r"ArrangeBySelf.*diff of update \('x', 0, 1\.5\) "
+                                             r"is not an integer"):
+        run_stream([("ok", 0, 1), ("x", 0, 1.5)], lambda c: c.distinct().inner, workers)
+
+
+@WORKERS
+@pytest.mark.timeout(60)
+def test_non_pairs_into_arrange_by_key_are_rejected_with_their_record(workers):
+    with pytest.raises(st.WorkerError, match=r"ArrangeByKey: the data 5 of update \(5, 0, 1\) "
+                                             r"is not a \(key, val\) pair"):
+        run_stream([((1, "a"), 0, 1), (5, 0, 1)], lambda c: c.arrange_by_key().stream, workers)
+
+
+@WORKERS
+@pytest.mark.timeout(60)
+def test_a_string_is_not_a_pair(workers):
+    with pytest.raises(st.WorkerError, match=r"the data 'ab' of update \('ab', 0, 1\) is not a "
+                                             r"\(key, val\) pair"):
+        run_stream([("ab", 0, 1)], lambda c: c.join(c).inner, workers)
+
+
+@pytest.mark.timeout(60)
+def test_an_update_before_its_batch_time_is_rejected():
+    def job(worker):
+        handle = st.InputHandle()
+        probe = worker.dataflow(lambda scope: dd.as_collection(scope.input_from(handle))
+                                .count().probe())
+        handle.advance_to(5)
+        handle.send_batch([("x", 5, 1), ("y", 3, 1)])
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+    with pytest.raises(st.WorkerError, match=r"ArrangeBySelf: update \('y', 3, 1\) has time 3, "
+                                             r"which is not at or after the time of the batch "
+                                             r"carrying it \(5\): a time went back"):
+        st.execute(job, workers=1)
+
+
+def test_input_session_rejects_bad_updates_and_keeps_the_good_ones():
+    def job(worker):
+        session = dd.InputSession()
+        captured = worker.dataflow(lambda scope: session.to_collection(scope).consolidate()
+                                   .inner.capture())
+        session.insert("a")
+        session.advance_to(2)
+        errors = []
+        for bad in (lambda: session.update_at("b", 1, 1), lambda: session.advance_to(1),
+                    lambda: session.update("c", 0.5), lambda: session.update_at("d", 3, "1")):
+            try:
+                bad()
+            except (TypeError, ValueError) as error:
+                errors.append(f"{type(error).__name__}: {error}")
+        session.insert("e")
+        session.close()
+        worker.run()
+        return errors, captured.extract()
+    errors, captured = st.execute_directly(job)
+    assert errors == [
+        "ValueError: InputSession.update_at('b', 1, 1): the time is before the session's time 2 "
+        "(times go forward only)",
+        "ValueError: InputSession.advance_to(1) goes backwards: the session is at time 2",
+        "TypeError: InputSession.update: the diff of 'c' must be an integer, not 0.5",
+        "TypeError: InputSession.update_at: the diff of 'd' must be an integer, not '1'",
+    ]
+    assert sorted(u for _, updates in captured for u in updates) == [("a", 0, 1), ("e", 2, 1)]
+
+
+def test_update_at_product_times_checks_the_partial_order():
+    def job(worker):
+        session = dd.InputSession()
+        worker.dataflow(lambda scope: session.to_collection(scope).probe(), timestamp=Product)
+        session.advance_to(Product(1, 1))
+        with pytest.raises(ValueError, match=r"Product\(2, 0\).*before the session's time "
+                                             r"Product\(1, 1\)"):
+            session.update_at("x", Product(2, 0), 1)
+        session.close()
+    st.execute_directly(job)
+
+
+def test_reduce_logic_must_append_pairs():
+    def build(scope):
+        return dd.from_stream(scope.to_stream([(1, 2)])).reduce(
+            lambda key, vals, out: out.append(7)).probe()
+    with pytest.raises(st.OperatorError, match=r"reduce: logic must append \(val, diff\) pairs "
+                                               r"with an integer diff to output, got 7 for key 1"):
+        st.example(build)
+
+
+def test_arrow_batches_need_key_columns():
+    import pyarrow as pa
+
+    def build(scope):
+        rows = pa.table({"k": [1], "diff": [1]})
+        return dd.as_collection(scope.to_stream(rows)).arrange_by_key().stream.probe()
+    with pytest.raises(st.OperatorError, match=r"an Arrow collection is arranged by columns: "
+                                               r"use arrange_by_key\(key='column'\)"):
+        st.example(build)
