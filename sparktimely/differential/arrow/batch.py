@@ -219,7 +219,13 @@ def column_numpy(table: pa.Table | pa.RecordBatch, name: str) -> np.ndarray:
 
 
 def match_sorted(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs ``(i, j)`` with ``probes[i] == sorted_hashes[j]``, as two index arrays."""
+    """Pairs ``(i, j)`` with ``probes[i] == sorted_hashes[j]``, as two index arrays.
+
+    >>> import numpy as np
+    >>> [x.tolist() for x in match_sorted(np.array([1, 1, 5], np.uint64),
+    ...                                   np.array([7, 1, 5], np.uint64))]
+    [[1, 1, 2], [0, 1, 2]]
+    """
     if not len(sorted_hashes) or not len(probes):
         empty = np.empty(0, np.int64)
         return empty, empty
@@ -230,9 +236,9 @@ def match_sorted(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndar
     if total == 0:
         empty = np.empty(0, np.int64)
         return empty, empty
+    if total == len(probes) and counts.max() == 1:      # every probe matched exactly once
+        return np.arange(len(probes)), lo
     probe = np.repeat(np.arange(len(probes)), counts)
-    if total == len(probes):                 # every probe matched exactly once
-        return probe, lo
     offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
     return probe, np.repeat(lo, counts) + offsets
 
