@@ -9,6 +9,7 @@ import sparktimely as st
 import sparktimely.differential as dd
 from dd_harness import accumulate
 from sparktimely.differential.trace import Batch, Spine
+from sparktimely.differential.trace.spine import MAX_SMALL, SMALL_BATCH
 
 EPOCHS = [
     [((2, 0), 1), ((1, 0), 1), ((1, 3), 1), ((4, 2), 1)],
@@ -268,8 +269,7 @@ def test_spine_merges_geometrically_and_compacts():
     for t in range(700):
         spine.insert(Batch.from_updates([(("k", t % 7), t, 1)], [t], [t + 1]))
     sizes = [len(b) for b in spine.batches()]
-    assert sum(sizes) == 700 and len(sizes) <= 11
-    assert all(a > 2 * b for a, b in zip(sizes, sizes[1:]))
+    assert sum(sizes) == 700 and len(sizes) <= MAX_SMALL + 1
     spine.set_frontiers([1400], [])
     for t in range(700, 1400):
         spine.insert(Batch.from_updates([(("k", t % 7), t, -1)], [t], [t + 1]))
@@ -279,11 +279,23 @@ def test_spine_merges_geometrically_and_compacts():
     assert [b.data for b in spine.batches()] == [{"k": [(0, 1400, 1)]}]
 
 
+def test_large_batches_merge_geometrically():
+    spine = Spine([0])
+    spine.set_frontiers([0], [])
+    size = SMALL_BATCH
+    for t in range(64):
+        spine.insert(Batch.from_updates([(((t, i), ()), t, 1) for i in range(size)], [t], [t + 1]))
+    sizes = [len(b) for b in spine.batches()]
+    assert sum(sizes) == 64 * size and len(sizes) <= 7
+    assert all(a > 2 * b for a, b in zip(sizes, sizes[1:]))
+
+
 def test_spine_keeps_boundaries_beyond_the_physical_frontier():
     spine = Spine([0])
     spine.set_frontiers([0], [2])
     for t in range(4):
-        spine.insert(Batch.from_updates([(("k", t), t, 1)], [t], [t + 1]))
+        spine.insert(Batch.from_updates([(((t, i), ()), t, 1) for i in range(SMALL_BATCH)],
+                                        [t], [t + 1]))
     assert [b.upper for b in spine.batches_through([2])] == [[2]]
     assert [b.upper for b in spine.batches()] == [[2], [3], [4]]
     spine.set_frontiers([0], [4])

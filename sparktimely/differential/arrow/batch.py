@@ -30,6 +30,11 @@ from ..collection import DIFF
 from ..lattice import frontier_le
 
 TIME_PREFIX = "__t"
+HASH = "__hash"
+ZERO = pa.scalar(0, pa.int64())
+FALSE = pa.scalar(False)
+"""Arrow scalars for compute calls: a Python literal there costs a failed import per call
+(pyarrow looks for ``dateutil`` when converting Python scalars)."""
 
 
 def key_columns(operator: str, schema: pa.Schema, key: Any) -> list:
@@ -84,22 +89,30 @@ def constant_times(kind: TimeKind, time: Any, rows: int) -> np.ndarray:
     return out
 
 
-def consolidate(data: pa.Table, times: np.ndarray) -> tuple[pa.Table, np.ndarray]:
-    """Rows of equal data and time merged (their diffs summed), zero diffs dropped."""
+def consolidate(data: pa.Table, times: np.ndarray, hashes: np.ndarray | None = None
+                ) -> tuple[pa.Table, np.ndarray, np.ndarray | None]:
+    """Rows of equal data and time merged (their diffs summed), zero diffs dropped; the
+    rows' key ``hashes``, if given, are carried along (grouped with, being a function of the
+    key)."""
     if data.num_rows == 0:
-        return data, times
+        return data, times, hashes
     columns = [n for n in data.column_names if n != DIFF]
     time_names = [f"{TIME_PREFIX}{i}" for i in range(len(times))]
     table = data.select(columns)
     for name, coords in zip(time_names, times):
         table = table.append_column(name, pa.array(coords))
+    group = columns + time_names
+    if hashes is not None:
+        table = table.append_column(HASH, pa.array(hashes))
+        group = [HASH] + group
     table = table.append_column(DIFF, data.column(DIFF))
-    grouped = table.group_by(columns + time_names, use_threads=False).aggregate([(DIFF, "sum")])
-    grouped = grouped.filter(pc.not_equal(grouped.column(f"{DIFF}_sum"), 0))
-    out_times = np.vstack([grouped.column(n).to_numpy() for n in time_names]) if time_names \
-        else np.empty((0, grouped.num_rows), np.int64)
+    grouped = table.group_by(group, use_threads=False).aggregate([(DIFF, "sum")])
+    grouped = grouped.filter(pc.not_equal(grouped.column(f"{DIFF}_sum"), ZERO))
+    out_times = np.vstack([column_numpy(grouped, n) for n in time_names]).reshape(
+        len(times), grouped.num_rows)
+    out_hashes = column_numpy(grouped, HASH) if hashes is not None else None
     result = grouped.select(columns).append_column(DIFF, grouped.column(f"{DIFF}_sum"))
-    return result.combine_chunks(), out_times.reshape(len(times), grouped.num_rows)
+    return result.combine_chunks(), out_times, out_hashes
 
 
 def advance_times(times: np.ndarray, frontier: list, kind: TimeKind) -> np.ndarray:
@@ -150,15 +163,16 @@ class ArrowBatch:
     @classmethod
     def build(cls, data: pa.Table, times: np.ndarray, key: list, lower: list, upper: list,
               kind: TimeKind | None = None, since: list | None = None,
-              consolidated: bool = False) -> "ArrowBatch":
+              consolidated: bool = False, hashes: np.ndarray | None = None) -> "ArrowBatch":
         """A batch of ``data`` (columns and ``diff``) at ``times``: consolidated (unless
-        ``consolidated``), hashed by ``key`` and sorted."""
+        ``consolidated``), hashed by ``key`` (unless ``hashes`` are given) and sorted."""
         kind = kind or TimeKind(int, times.shape[0] - 1)
         if not consolidated:
-            data, times = consolidate(data, times)
-        hashes = hash_rows(data, key) if data.num_rows else np.empty(0, np.uint64)
-        order = np.argsort(hashes, kind="stable")
-        if data.num_rows and not np.all(order[1:] > order[:-1]):
+            data, times, hashes = consolidate(data, times, hashes)
+        if hashes is None:
+            hashes = hash_rows(data, key) if data.num_rows else np.empty(0, np.uint64)
+        if data.num_rows > 1 and not np.all(hashes[1:] >= hashes[:-1]):
+            order = np.argsort(hashes, kind="stable")
             data = data.take(order)
             times = times[:, order]
             hashes = hashes[order]
@@ -181,27 +195,35 @@ class ArrowBatch:
         return match_sorted(self.hashes, hashes)
 
     def merged(self, newer: "ArrowBatch", since: list) -> "ArrowBatch":
-        """This batch and the adjacent ``newer`` one as one batch, times advanced by
-        ``since`` (the trace's logical compaction frontier) and consolidated."""
-        data = pa.concat_tables([self.data, newer.data], promote_options="none")
-        times = np.concatenate([self.times, newer.times], axis=1)
-        compact = since and not (frontier_le(since, self.lower) and frontier_le(since, newer.lower))
-        if compact:
+        """This batch and the adjacent ``newer`` one as one batch (see :meth:`merged_all`)."""
+        return self.merged_all([newer], since)
+
+    def merged_all(self, newer: list, since: list) -> "ArrowBatch":
+        """This batch and the adjacent ``newer`` ones as one batch, times advanced by
+        ``since`` (the trace's logical compaction frontier). Hashes are reused; rows are
+        consolidated only once times were advanced (before, batches hold disjoint times)."""
+        parts = [self] + list(newer)
+        data = pa.concat_tables([b.data for b in parts], promote_options="none")
+        times = np.concatenate([b.times for b in parts], axis=1)
+        hashes = np.concatenate([b.hashes for b in parts])
+        moved = bool(since) and not frontier_le(since, self.lower)
+        if moved:
             times = advance_times(times, since, self.kind)
-        data, times = consolidate(data, times) if compact else (data, times)
-        return ArrowBatch.build(data, times, self.key, self.lower, newer.upper, self.kind,
-                                since or self.since, consolidated=True)
+        if moved or any(b.since != b.lower for b in parts):
+            data, times, hashes = consolidate(data, times, hashes)
+        return ArrowBatch.build(data, times, self.key, self.lower, parts[-1].upper, self.kind,
+                                since or self.since, consolidated=True, hashes=hashes)
 
     def compacted(self, since: list) -> "ArrowBatch":
         """This batch with its times advanced to ``since`` and consolidated."""
         return self.advanced(since)
 
     def advanced(self, frontier: list) -> "ArrowBatch":
-        """This batch with its times advanced by ``frontier`` (data columns are shared)."""
+        """This batch with its times advanced by ``frontier`` (consolidated, hashes kept)."""
         times = advance_times(self.times, frontier, self.kind)
-        data, times = consolidate(self.data, times)
+        data, times, hashes = consolidate(self.data, times, self.hashes)
         return ArrowBatch.build(data, times, self.key, self.lower, self.upper, self.kind,
-                                frontier, consolidated=True)
+                                frontier, consolidated=True, hashes=hashes)
 
     def to_record_batches(self) -> list[tuple[Any, pa.RecordBatch]]:
         """``(time, RecordBatch)`` per distinct time, holding the data columns and ``diff``."""
@@ -252,7 +274,7 @@ def keys_equal(left: pa.Table, left_key: list, right: pa.Table, right_key: list)
             b = b.cast(a.type)
         equal = pc.equal(a, b)
         if equal.null_count:
-            equal = pc.or_(equal.fill_null(False), pc.and_(a.is_null(), b.is_null()))
+            equal = pc.or_(equal.fill_null(FALSE), pc.and_(a.is_null(), b.is_null()))
         equal = np.asarray(equal)
         mask = equal if mask is None else mask & equal
     return mask

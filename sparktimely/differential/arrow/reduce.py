@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from ...progress.timestamp import TimeKind
 from ..collection import DIFF
 from ..lattice import beyond, interesting_times
-from .batch import ArrowBatch, constant_times, distinct_times, times_le
+from .batch import ZERO, ArrowBatch, constant_times, distinct_times, times_le
 
 AGGREGATES = ("count", "sum", "min", "max")
 
@@ -46,7 +46,7 @@ class CountSpec(AggregateSpec):
     def desired(self, rows: pa.Table, key: list) -> pa.Table:
         grouped = _group(rows, key, [(DIFF, "sum")])
         counts = grouped.column(f"{DIFF}_sum")
-        return grouped.select(key).append_column("count", counts).filter(pc.not_equal(counts, 0))
+        return grouped.select(key).append_column("count", counts).filter(pc.not_equal(counts, ZERO))
 
 
 class DistinctSpec(AggregateSpec):
@@ -55,7 +55,7 @@ class DistinctSpec(AggregateSpec):
     def desired(self, rows: pa.Table, key: list) -> pa.Table:
         columns = [n for n in rows.column_names if n != DIFF]
         grouped = _group(rows, columns, [(DIFF, "sum")])
-        return grouped.filter(pc.greater(grouped.column(f"{DIFF}_sum"), 0)).select(columns)
+        return grouped.filter(pc.greater(grouped.column(f"{DIFF}_sum"), ZERO)).select(columns)
 
 
 class AggregateColumns(AggregateSpec):
@@ -81,7 +81,7 @@ class AggregateColumns(AggregateSpec):
                 table = table.append_column(f"_w{i}", pc.multiply(rows.column(column), diff))
                 sums.append((f"_w{i}", "sum"))
         grouped = _group(table, key, [(DIFF, "sum")] + sums)
-        present = pc.greater(grouped.column(f"{DIFF}_sum"), 0)
+        present = pc.greater(grouped.column(f"{DIFF}_sum"), ZERO)
         out = grouped.select(key)
         for i, (name, (function, column)) in enumerate(self.aggs.items()):
             if function == "count":
@@ -91,7 +91,7 @@ class AggregateColumns(AggregateSpec):
             else:
                 values = _group(rows.select(key + [column]).append_column(DIFF, diff),
                                 key + [column], [(DIFF, "sum")])
-                values = values.filter(pc.greater(values.column(f"{DIFF}_sum"), 0))
+                values = values.filter(pc.greater(values.column(f"{DIFF}_sum"), ZERO))
                 extreme = _group(values.select(key + [column]), key, [(column, function)])
                 out = _left_join(out, key, extreme, name, f"{column}_{function}")
         return out.filter(present)
@@ -238,7 +238,7 @@ def _difference(wanted: pa.Table | None, have: pa.Table | None,
 def _consolidated(table: pa.Table) -> pa.Table:
     columns = [n for n in table.column_names if n != DIFF]
     grouped = _group(table, columns, [(DIFF, "sum")])
-    grouped = grouped.filter(pc.not_equal(grouped.column(f"{DIFF}_sum"), 0))
+    grouped = grouped.filter(pc.not_equal(grouped.column(f"{DIFF}_sum"), ZERO))
     return grouped.select(columns).append_column(DIFF, grouped.column(f"{DIFF}_sum"))
 
 

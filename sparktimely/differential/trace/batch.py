@@ -63,6 +63,13 @@ class Batch:
         """This batch and the adjacent ``newer`` one as one batch (see :func:`merge`)."""
         return merge(self, newer, since)
 
+    def merged_all(self, newer: list, since: list) -> "Batch":
+        """This batch and the adjacent ``newer`` ones as one batch."""
+        result = self
+        for batch in newer:
+            result = merge(result, batch, since)
+        return result
+
     def compacted(self, since: list) -> "Batch":
         """This batch with its times advanced to ``since`` and consolidated."""
         data = {}

@@ -4,7 +4,8 @@ Batches arrive in time order. A batch joins the merged part only once its ``uppe
 through the *physical compaction frontier* (no reader still needs to see the boundaries
 inside it); there, the newest batches are merged while the one before is not more than twice
 as large, so sizes shrink geometrically from oldest to newest: about ``log2(n)`` batches, and
-every update takes part in about ``log2(n)`` merges over its life (work proportional to what
+every update takes part in about ``log2(n)`` merges over its life (small batches wait for a
+few others and are merged together) (work proportional to what
 was inserted, as differential's ``Spine``). Each advance of the upper without a batch grants
 a little more effort, so an idle trace also ends up merged. Merging advances times to the
 *logical compaction frontier* and consolidates, so updates that cancel out disappear.
@@ -12,10 +13,10 @@ a little more effort, so an idle trace also ends up merged. Merging advances tim
 >>> from sparktimely.differential.trace.batch import Batch
 >>> spine = Spine([0])
 >>> spine.set_frontiers([0], [])
->>> for t in range(4):
+>>> for t in range(10):
 ...     spine.insert(Batch.from_updates([((t, 0), t, 1)], [t], [t + 1]))
 >>> [len(b) for b in spine.batches()]
-[3, 1]
+[9, 1]
 """
 from __future__ import annotations
 
@@ -23,9 +24,14 @@ from typing import Any
 
 from ..lattice import frontier_le
 
+SMALL_BATCH = 4096
+"""Batches smaller than this are not merged one by one: up to :data:`MAX_SMALL` of them wait
+at the end of the spine and are then merged in one go (a merge has a fixed cost, large for
+Arrow batches, that would otherwise dominate small updates)."""
+MAX_SMALL = 8
 IDLE_EFFORT = 4096
-"""Merge work (in updates) granted each time the trace's upper advances without a batch, so
-an idle trace still merges, and compacts, its batches over time."""
+"""Merge work (in updates) granted each time the trace's upper advances twice without a batch
+in between, so an idle trace still merges, and compacts, its batches over time."""
 
 
 class Spine:
@@ -38,16 +44,22 @@ class Spine:
         self.logical: list = list(minimum_frontier)
         self.physical: list = list(minimum_frontier)
         self._idle_fuel = 0
+        self._busy = False
 
     def insert(self, batch: Any) -> None:
         """Add the next batch (its times follow every batch already held)."""
         self.pending.append(batch)
         self.upper = batch.upper
+        self._busy = True
         self._maintain()
 
     def advance_upper(self, upper: list) -> None:
-        """The trace is complete up to ``upper``; spend a little merge effort."""
+        """The trace is complete up to ``upper``; if no batch came since the last advance,
+        spend a little merge effort."""
         self.upper = list(upper)
+        if self._busy:
+            self._busy = False
+            return
         self._idle_fuel += IDLE_EFFORT
         merged = self.merged
         while len(merged) >= 2 and len(merged[-2]) + len(merged[-1]) <= self._idle_fuel:
@@ -103,7 +115,15 @@ class Spine:
     def _add_merged(self, batch: Any) -> None:
         merged = self.merged
         merged.append(batch)
-        while len(merged) >= 2 and len(merged[-2]) <= 2 * len(merged[-1]):
+        small = 0
+        while small < len(merged) and len(merged[-1 - small]) < SMALL_BATCH:
+            small += 1
+        if small > MAX_SMALL:
+            tail = merged[-small:]
+            del merged[-small:]
+            merged.append(tail[0].merged_all(tail[1:], self.logical))
+        while (len(merged) >= 2 and len(merged[-1]) >= SMALL_BATCH
+               and len(merged[-2]) <= 2 * len(merged[-1])):
             newer = merged.pop()
             older = merged.pop()
             merged.append(older.merged(newer, self.logical))
