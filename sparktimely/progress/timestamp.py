@@ -99,7 +99,16 @@ class Product:
         return cls(0, 0)
 
     def less_equal(self, other: "Product") -> bool:
-        return less_equal(self.outer, other.outer) and less_equal(self.inner, other.inner)
+        a, b = self.outer, other.outer
+        if a.__class__ is int and b.__class__ is int:
+            if a > b:
+                return False
+        elif not less_equal(a, b):
+            return False
+        a, b = self.inner, other.inner
+        if a.__class__ is int and b.__class__ is int:
+            return a <= b
+        return less_equal(a, b)
 
     def less_than(self, other: "Product") -> bool:
         return self != other and self.less_equal(other)
@@ -110,7 +119,11 @@ class Product:
         >>> Product(1, 4).join(Product(2, 0))
         Product(2, 4)
         """
-        return Product(join(self.outer, other.outer), join(self.inner, other.inner))
+        a, b = self.outer, other.outer
+        outer = (a if a >= b else b) if a.__class__ is int and b.__class__ is int else join(a, b)
+        a, b = self.inner, other.inner
+        inner = (a if a >= b else b) if a.__class__ is int and b.__class__ is int else join(a, b)
+        return Product(outer, inner)
 
     def meet(self, other: "Product") -> "Product":
         """The greatest lower bound: the component-wise minimum.
@@ -118,7 +131,11 @@ class Product:
         >>> Product(1, 4).meet(Product(2, 0))
         Product(1, 0)
         """
-        return Product(meet(self.outer, other.outer), meet(self.inner, other.inner))
+        a, b = self.outer, other.outer
+        outer = (a if a <= b else b) if a.__class__ is int and b.__class__ is int else meet(a, b)
+        a, b = self.inner, other.inner
+        inner = (a if a <= b else b) if a.__class__ is int and b.__class__ is int else meet(a, b)
+        return Product(outer, inner)
 
     def results_in(self, time: "Product") -> "Product":
         """Apply this value as a path summary to ``time`` (component-wise addition)."""

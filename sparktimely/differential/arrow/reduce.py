@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from ...progress.timestamp import TimeKind
 from ..collection import DIFF
 from ..lattice import beyond, interesting_times
-from .batch import ZERO, ArrowBatch, constant_times, distinct_times, times_le
+from .batch import HASH, ZERO, ArrowBatch, column_numpy, constant_times, distinct_times, times_le
 
 AGGREGATES = ("count", "sum", "min", "max")
 
@@ -159,11 +159,12 @@ class ArrowReducer:
             present = self.pending.get(time)
             self.pending[time] = keys if present is None else np.union1d(present, keys)
         produced, made, made_times = [], [], []
+        grouping = [HASH] + key              # the hash rides along: no re-hashing of outputs
         for time in times:
             rows = in_data if in_data is not None else None
             if rows is not None and not (self.total and len(times) == 1):
                 rows = rows.filter(times_le(in_times, time, self.kind))
-            wanted = self.spec.desired(rows, key) if rows is not None and rows.num_rows else None
+            wanted = self.spec.desired(rows, grouping) if rows is not None and rows.num_rows else None
             have = _accumulated(out_data, out_times, made, made_times, time, self.kind)
             correction = _difference(wanted, have, self.out_schema)
             if correction is None or not correction.num_rows:
@@ -171,33 +172,41 @@ class ArrowReducer:
             self.out_schema = correction.schema
             made.append(correction)
             made_times.append(constant_times(self.kind, time, correction.num_rows))
-            produced.append((time, _one_batch(correction)))
+            produced.append((time, _one_batch(correction.drop_columns([HASH]))))
         if not made:
             return produced, None
         data = pa.concat_tables(made)
-        out_batch = ArrowBatch.build(data, np.concatenate(made_times, axis=1), key, lower, upper,
-                                     self.kind, consolidated=True)
+        hashes = column_numpy(data, HASH)
+        out_batch = ArrowBatch.build(data.drop_columns([HASH]), np.concatenate(made_times, axis=1),
+                                     key, lower, upper, self.kind, consolidated=True, hashes=hashes)
         return produced, out_batch
 
 
 def _gather(batches: list, keys: np.ndarray, whole: list) -> tuple[pa.Table | None, np.ndarray | None]:
-    """The rows of ``batches`` whose key hash is in ``keys``, plus every row of ``whole``:
-    ``(data, times)``, or ``(None, None)`` if there are none."""
+    """The rows of ``batches`` whose key hash is in ``keys``, plus every row of ``whole``,
+    with their key hashes as a column: ``(data, times)``, or ``(None, None)`` if none."""
     tables, times = [], []
     for batch in batches:
         if not len(batch):
             continue
         _, rows = batch.lookup(keys)
         if len(rows):
-            tables.append(batch.data.take(rows))
+            tables.append(_with_hash(batch.data.take(rows), batch.hashes[rows]))
             times.append(batch.times[:, rows])
     for batch in whole:
-        tables.append(batch.data)
+        tables.append(_with_hash(batch.data, batch.hashes))
         times.append(batch.times)
     if not tables:
         return None, None
     data = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     return data, np.concatenate(times, axis=1)
+
+
+def _with_hash(data: pa.Table, hashes: np.ndarray) -> pa.Table:
+    """``data`` with the key hash as its first column (then the others, ``diff`` last)."""
+    columns = [n for n in data.column_names if n != DIFF]
+    return pa.Table.from_arrays([pa.array(hashes)] + [data.column(n) for n in columns]
+                                + [data.column(DIFF)], [HASH] + columns + [DIFF])
 
 
 def _accumulated(out_data: pa.Table | None, out_times: np.ndarray | None, made: list,

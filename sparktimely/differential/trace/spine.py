@@ -4,11 +4,11 @@ Batches arrive in time order. A batch joins the merged part only once its ``uppe
 through the *physical compaction frontier* (no reader still needs to see the boundaries
 inside it); there, the newest batches are merged while the one before is not more than twice
 as large, so sizes shrink geometrically from oldest to newest: about ``log2(n)`` batches, and
-every update takes part in about ``log2(n)`` merges over its life (small batches wait for a
-few others and are merged together) (work proportional to what
-was inserted, as differential's ``Spine``). Each advance of the upper without a batch grants
-a little more effort, so an idle trace also ends up merged. Merging advances times to the
-*logical compaction frontier* and consolidates, so updates that cancel out disappear.
+every update takes part in about ``log2(n)`` merges over its life: work proportional to what
+was inserted, as differential's ``Spine``. Small batches wait for a few others and are merged
+together; an advance of the upper without a batch merges the small batches at the end, so an
+idle trace also ends up tidy. Merging advances times to the *logical compaction frontier* and
+consolidates, so updates that cancel out disappear.
 
 >>> from sparktimely.differential.trace.batch import Batch
 >>> spine = Spine([0])
@@ -29,9 +29,6 @@ SMALL_BATCH = 4096
 at the end of the spine and are then merged in one go (a merge has a fixed cost, large for
 Arrow batches, that would otherwise dominate small updates)."""
 MAX_SMALL = 8
-IDLE_EFFORT = 4096
-"""Merge work (in updates) granted each time the trace's upper advances twice without a batch
-in between, so an idle trace still merges, and compacts, its batches over time."""
 
 
 class Spine:
@@ -43,7 +40,6 @@ class Spine:
         self.upper: list = list(minimum_frontier)
         self.logical: list = list(minimum_frontier)
         self.physical: list = list(minimum_frontier)
-        self._idle_fuel = 0
         self._busy = False
 
     def insert(self, batch: Any) -> None:
@@ -54,26 +50,25 @@ class Spine:
         self._maintain()
 
     def advance_upper(self, upper: list) -> None:
-        """The trace is complete up to ``upper``; if no batch came since the last advance,
-        spend a little merge effort."""
+        """The trace is complete up to ``upper``. If no batch came since the last advance,
+        the small batches at the end are merged into one (and compacted): an idle trace
+        tidies up at a cost bounded by :data:`SMALL_BATCH` per advance, large batches being
+        left to the geometric merges that new data brings."""
         self.upper = list(upper)
         if self._busy:
             self._busy = False
             return
-        self._idle_fuel += IDLE_EFFORT
         merged = self.merged
-        while len(merged) >= 2 and len(merged[-2]) + len(merged[-1]) <= self._idle_fuel:
-            self._idle_fuel -= len(merged[-2]) + len(merged[-1])
-            newer = merged.pop()
-            older = merged.pop()
-            merged.append(older.merged(newer, self.logical))
-        if len(merged) == 1 and merged[0].since != self.logical and self.logical \
-                and len(merged[0]) <= self._idle_fuel and not frontier_le(self.logical, merged[0].since):
-            self._idle_fuel -= len(merged[0])
-            only = merged[0]
-            merged[0] = only.compacted(self.logical)
-        if len(merged) < 2:
-            self._idle_fuel = min(self._idle_fuel, IDLE_EFFORT)
+        small = 0
+        while small < len(merged) and len(merged[-1 - small]) < SMALL_BATCH:
+            small += 1
+        if small >= 2:
+            tail = merged[-small:]
+            del merged[-small:]
+            merged.append(tail[0].merged_all(tail[1:], self.logical))
+        elif small == 1 and self.logical and merged[-1].since != self.logical \
+                and not frontier_le(self.logical, merged[-1].since):
+            merged[-1] = merged[-1].compacted(self.logical)
 
     def set_frontiers(self, logical: list, physical: list) -> None:
         """New compaction frontiers (the meet over the trace's handles)."""
