@@ -53,8 +53,7 @@ class Variable(Collection):
     def __init__(self, scope: "Scope", step: Any = 1, source: Collection | None = None) -> None:
         if scope.kind.depth == 0:
             raise ValueError("a Variable lives in an iterative scope (scope.iterative(...))")
-        if step.__class__ is int:
-            step = Product(0, step)
+        step = loop_summary(scope.kind.depth, step)
         loop, stream = scope.loop_variable(step)
         super().__init__(stream if source is None else stream.concat(source.inner))
         self._loop = loop
@@ -79,6 +78,25 @@ class Variable(Collection):
             else [(d, advance(t, step), r) for d, t, r in batch])
         advanced.inner.connect_loop(self._loop)
         return result
+
+
+def loop_summary(depth: int, step: Any) -> Any:
+    """The feedback summary that advances the innermost round by ``step`` (an int, or a
+    ``Product(0, n)``) in a scope nested ``depth`` deep, spelled out at every level:
+    ``Product(Product(0, 0), n)`` at depth 2 (the timely layer's cycle check reads a bare
+    int outer part as "no advance" in scopes nested two deep or more).
+
+    >>> loop_summary(1, 1), loop_summary(2, Product(0, 3))
+    (Product(0, 1), Product(Product(0, 0), 3))
+    """
+    if step.__class__ is Product and step.outer == 0:
+        step = step.inner
+    if step.__class__ is not int:
+        return step
+    outer: Any = 0
+    for _ in range(depth - 1):
+        outer = Product(outer, 0)
+    return Product(outer, step)
 
 
 def iterate(collection: Collection, f: Callable[[Collection], Collection]) -> Collection:
