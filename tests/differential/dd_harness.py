@@ -5,6 +5,9 @@ input ``i`` at time ``r``. Every worker feeds its share of each round (update ``
 worker ``j % peers``), the output updates of all workers are merged, and the output
 accumulated to each time is compared with the oracle applied to the inputs accumulated to
 that time (recomputed from scratch, in plain Python).
+
+``run`` is how the job runs: the ``run`` fixture of tests/conftest.py (in-process workers in a
+seeded interleaving, at 1, 2 and 3 workers) or :func:`processes` (``st.execute``).
 """
 from __future__ import annotations
 
@@ -36,9 +39,9 @@ def accumulate_rounds(rounds: Sequence[Sequence[tuple]], through: int) -> dict:
 
 
 def run_rounds(build: Callable[..., dd.Collection], inputs: Sequence[Sequence[Sequence[tuple]]],
-               workers: int) -> list:
+               run: Callable) -> list:
     """Run ``build(scope, *collections)`` fed by ``inputs`` (per input, per round, the
-    ``(data, diff)`` updates) on ``workers`` workers; the output updates of all workers."""
+    ``(data, diff)`` updates) with ``run``; the output updates of all workers."""
     rounds = max(len(i) for i in inputs)
 
     def job(worker):
@@ -60,14 +63,15 @@ def run_rounds(build: Callable[..., dd.Collection], inputs: Sequence[Sequence[Se
             session.close()
         worker.step_while(lambda: not probe.done())
         return [u for _, batch in captured.extract() for u in batch]
-    return [u for part in st.execute(job, workers=workers) for u in part]
+    return [u for part in run(job) for u in part]
 
 
 def check_rounds(build: Callable[..., dd.Collection], oracle: Callable[..., dict],
-                 inputs: Sequence[Sequence[Sequence[tuple]]], workers: int) -> None:
+                 inputs: Sequence[Sequence[Sequence[tuple]]], run: Callable) -> None:
     """Assert that ``build``'s output accumulated to every round equals ``oracle`` of the
     inputs accumulated to that round (``oracle`` takes one ``{data: count}`` per input)."""
-    output = run_rounds(build, inputs, workers)
+    output = run_rounds(build, inputs, run)
+    workers = getattr(run, "workers", "?")
     rounds = max(len(i) for i in inputs)
     for r in range(rounds):
         expected = oracle(*[accumulate_rounds(i, r) for i in inputs])
@@ -78,7 +82,7 @@ def check_rounds(build: Callable[..., dd.Collection], oracle: Callable[..., dict
 
 
 def run_product_times(build: Callable[..., dd.Collection],
-                      inputs: Sequence[Sequence[tuple]], workers: int) -> list:
+                      inputs: Sequence[Sequence[tuple]], run: Callable) -> list:
     """Run ``build`` in a dataflow with ``Product`` times, each input given as
     ``(data, Product time, diff)`` updates (sent with ``update_at``); all output updates."""
     def job(worker):
@@ -95,4 +99,12 @@ def run_product_times(build: Callable[..., dd.Collection],
             session.close()
         worker.step_while(lambda: not probe.done())
         return [u for _, batch in captured.extract() for u in batch]
-    return [u for part in st.execute(job, workers=workers) for u in part]
+    return [u for part in run(job) for u in part]
+
+
+def processes(workers: int) -> Callable:
+    """A ``run`` that starts ``workers`` worker processes (``st.execute``)."""
+    def run(job):
+        return st.execute(job, workers=workers)
+    run.workers = workers
+    return run

@@ -11,11 +11,11 @@ from hypothesis import strategies as hs
 
 import sparktimely as st
 import sparktimely.differential as dd
-from dd_harness import accumulate, accumulate_rounds
+from dd_harness import accumulate, accumulate_rounds, processes
 
 SETTINGS = settings(max_examples=10, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-WORKERS = pytest.mark.parametrize("workers", [1, 2, 3])
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.function_scoped_fixture])
 diffs = hs.sampled_from([1, 1, -1, 2])
 
 
@@ -31,7 +31,7 @@ def to_batch(names, types, updates):
     return pa.RecordBatch.from_arrays(arrays, list(names) + ["diff"])
 
 
-def run_arrow(build, inputs, schemas, workers):
+def run_arrow(build, inputs, schemas, run):
     """``inputs[i][r]``: ``(row tuple, diff)`` updates of input ``i`` at round ``r``; each
     worker sends its share as one RecordBatch per round. Returns the output as
     ``(row tuple, time, diff)`` updates merged over the workers."""
@@ -60,14 +60,14 @@ def run_arrow(build, inputs, schemas, workers):
             result += [(tuple(v for k, v in row.items() if k != "diff"), time, row["diff"])
                        for row in rows]
         return result
-    return [u for part in st.execute(job, workers=workers) for u in part]
+    return [u for part in run(job) for u in part]
 
 
-def check(build, oracle, inputs, schemas, workers):
-    output = run_arrow(build, inputs, schemas, workers)
+def check(build, oracle, inputs, schemas, run):
+    output = run_arrow(build, inputs, schemas, run)
     for r in range(max(len(i) for i in inputs)):
         expected = {k: v for k, v in oracle(*[accumulate_rounds(i, r) for i in inputs]).items() if v}
-        assert accumulate(output, r) == expected, f"round {r}, {workers} worker(s)"
+        assert accumulate(output, r) == expected, f"round {r}, {run.workers} worker(s)"
 
 
 KV = (["k", "v"], [pa.int64(), pa.string()])
@@ -76,11 +76,10 @@ kv_rows = rows_of({"k": hs.integers(0, 3), "v": hs.sampled_from(["a", "b"])})
 kx_rows = rows_of({"k": hs.integers(0, 3), "x": hs.integers(-5, 5)})
 
 
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(left=kv_rows, right=kx_rows)
-def test_arrow_join(workers, left, right):
+def test_arrow_join(run, left, right):
     def oracle(a, b):
         out = Counter()
         for (k1, v), n1 in a.items():
@@ -88,14 +87,13 @@ def test_arrow_join(workers, left, right):
                 if k1 == k2:
                     out[(k1, v, x)] += n1 * n2
         return out
-    check(lambda scope, a, b: a.join(b, on="k"), oracle, [left, right], [KV, KX], workers)
+    check(lambda scope, a, b: a.join(b, on="k"), oracle, [left, right], [KV, KX], run)
 
 
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(rows=kx_rows)
-def test_arrow_count_consolidate_distinct(workers, rows):
+def test_arrow_count_consolidate_distinct(run, rows):
     def build(scope, c):
         def tag(label):
             return lambda b: pa.RecordBatch.from_arrays(
@@ -119,14 +117,13 @@ def test_arrow_count_consolidate_distinct(workers, rows):
             if n:
                 out[("count", k, n)] += 1
         return out
-    check(build, oracle, [rows], [KX], workers)
+    check(build, oracle, [rows], [KX], run)
 
 
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(rows=kx_rows)
-def test_arrow_aggregations(workers, rows):
+def test_arrow_aggregations(run, rows):
     aggs = {"n": ("count", None), "total": ("sum", "x"), "low": ("min", "x"), "high": ("max", "x")}
 
     def oracle(c):
@@ -139,14 +136,13 @@ def test_arrow_aggregations(workers, rows):
                 out[(k, n, sum(x * m for (kk, x), m in c.items() if kk == k),
                      min(present) if present else None, max(present) if present else None)] += 1
         return out
-    check(lambda scope, c: c.reduce(key="k", aggs=aggs), oracle, [rows], [KX], workers)
+    check(lambda scope, c: c.reduce(key="k", aggs=aggs), oracle, [rows], [KX], run)
 
 
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(data=kv_rows, keys=rows_of({"k": hs.integers(0, 3)}))
-def test_arrow_semijoin(workers, data, keys):
+def test_arrow_semijoin(run, data, keys):
     def oracle(c, k):
         out = Counter()
         for (key, v), n in c.items():
@@ -155,12 +151,13 @@ def test_arrow_semijoin(workers, data, keys):
                     out[(key, v)] += n * m
         return out
     check(lambda scope, c, k: c.semijoin(k, on="k"), oracle, [data, keys],
-          [KV, (["k"], [pa.int64()])], workers)
+          [KV, (["k"], [pa.int64()])], run)
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
 @pytest.mark.timeout(120)
 def test_arrow_reachability_by_iterate(workers):
+    """(Worker processes: Arrow batches through shared memory.)"""
     """Reachability over Arrow batches in an iterative scope (Product times), with an edge
     deleted in the second round retracting what it made reachable."""
     edges = [[((0, 1), 1), ((1, 2), 1), ((2, 3), 1), ((5, 6), 1)],
@@ -190,7 +187,7 @@ def test_arrow_reachability_by_iterate(workers):
                 todo += adj.get(u, [])
         return {(n,): 1 for n in seen}
     schemas = [(["src", "dst"], [pa.int64(), pa.int64()]), (["node"], [pa.int64()])]
-    check(build, oracle, [edges, roots], schemas, workers)
+    check(build, oracle, [edges, roots], schemas, processes(workers))
 
 
 def test_arrow_and_python_updates_do_not_mix():

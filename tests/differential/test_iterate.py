@@ -1,5 +1,6 @@
 """Fixed points with ``iterate`` and ``Variable`` against graph oracles (BFS, components,
-transitive closure), as edges are inserted and deleted over rounds, at 1, 2 and 3 workers.
+transitive closure), as edges are inserted and deleted over rounds, at 1, 2 and 3 workers
+(in-process through the ``run`` fixture; worker processes for the fixed scenarios).
 A deleted edge must retract everything derived through it (the intent of differential's
 tests/bfs.rs and tests/scc.rs)."""
 from collections import Counter, deque
@@ -10,11 +11,11 @@ from hypothesis import strategies as hs
 
 import sparktimely as st
 import sparktimely.differential as dd
-from dd_harness import check_rounds
+from dd_harness import check_rounds, processes
 
 SETTINGS = settings(max_examples=10, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-WORKERS = pytest.mark.parametrize("workers", [1, 2, 3])
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.function_scoped_fixture])
 NODES = 6
 edge = hs.tuples(hs.integers(0, NODES - 1), hs.integers(0, NODES - 1))
 toggles = hs.lists(hs.lists(edge, max_size=5), min_size=1, max_size=4)
@@ -62,22 +63,20 @@ def reachability(edges, roots):
     return roots.iterate(step)
 
 
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(edge_rounds=toggles, roots=hs.lists(hs.integers(0, NODES - 1), min_size=1, max_size=2,
                                             unique=True))
-def test_reachability_with_insertions_and_deletions(workers, edge_rounds, roots):
+def test_reachability_with_insertions_and_deletions(run, edge_rounds, roots):
     inputs = [toggled(edge_rounds), [[(r, 1) for r in roots]]]
     check_rounds(lambda scope, e, r: reachability(e, r),
-                 lambda e, r: {n: 1 for n in bfs(e, list(r))}, inputs, workers)
+                 lambda e, r: {n: 1 for n in bfs(e, list(r))}, inputs, run)
 
 
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(edge_rounds=toggles)
-def test_bfs_distances(workers, edge_rounds):
+def test_bfs_distances(run, edge_rounds):
     def build(scope, edges, roots):
         start = roots.map(lambda n: (n, 0))
 
@@ -89,14 +88,13 @@ def test_bfs_distances(workers, edge_rounds):
         return start.iterate(step)
     inputs = [toggled(edge_rounds), [[(0, 1)]]]
     check_rounds(build, lambda e, r: {(n, d): 1 for n, d in bfs(e, list(r)).items()},
-                 inputs, workers)
+                 inputs, run)
 
 
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(edge_rounds=toggles)
-def test_connected_components_by_label_propagation(workers, edge_rounds):
+def test_connected_components_by_label_propagation(run, edge_rounds):
     def build(scope, edges):
         both = edges.concat(edges.map(lambda e: (e[1], e[0])))
         nodes = both.map(lambda e: e[0]).distinct()
@@ -120,14 +118,13 @@ def test_connected_components_by_label_propagation(workers, edge_rounds):
             seen = bfs({(u, v): 1 for u in adj for v in adj[u]}, [n])
             out[(n, min(seen))] = 1
         return out
-    check_rounds(build, oracle, [toggled(edge_rounds)], workers)
+    check_rounds(build, oracle, [toggled(edge_rounds)], run)
 
 
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(edge_rounds=toggles)
-def test_strongly_connected_components_by_closure(workers, edge_rounds):
+def test_strongly_connected_components_by_closure(run, edge_rounds):
     """Transitive closure by iterate, then each node's SCC labelled by its smallest member
     (nodes on a cycle only)."""
     def build(scope, edges):
@@ -150,7 +147,7 @@ def test_strongly_connected_components_by_closure(workers, edge_rounds):
             if mutual:
                 out[(n, min(min(mutual), n))] = 1
         return out
-    check_rounds(build, oracle, [toggled(edge_rounds)], workers)
+    check_rounds(build, oracle, [toggled(edge_rounds)], run)
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
@@ -160,7 +157,7 @@ def test_deleting_an_edge_retracts_what_was_derived(workers):
     inputs = [[[((0, 1), 1), ((1, 2), 1), ((2, 3), 1)], [((1, 2), -1)], [((1, 2), 1)]],
               [[(0, 1)]]]
     check_rounds(lambda scope, e, r: reachability(e, r),
-                 lambda e, r: {n: 1 for n in bfs(e, list(r))}, inputs, workers)
+                 lambda e, r: {n: 1 for n in bfs(e, list(r))}, inputs, processes(workers))
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
@@ -194,7 +191,7 @@ def test_mutually_recursive_variables(workers):
             frontier = {m for n in frontier for m in adj.get(n, ())} - {n for p, n in seen if p == parity}
         return out
     # the dataflow's result accumulates every round of the loop: compare distinct facts
-    check_rounds(lambda scope, e: build(scope, e).distinct(), oracle, [edges_in], workers)
+    check_rounds(lambda scope, e: build(scope, e).distinct(), oracle, [edges_in], processes(workers))
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
@@ -214,7 +211,7 @@ def test_nested_iterate(workers):
         return roots.iterate(outer_step)
     inputs = [[[((0, 1), 1), ((1, 2), 1), ((3, 4), 1)], [((2, 3), 1)], [((1, 2), -1)]],
               [[(0, 1)]]]
-    check_rounds(build, lambda e, r: {n: 1 for n in bfs(e, list(r))}, inputs, workers)
+    check_rounds(build, lambda e, r: {n: 1 for n in bfs(e, list(r))}, inputs, processes(workers))
 
 
 def test_iterate_needs_a_collection_back():

@@ -1,6 +1,7 @@
 """Every collection operator against a brute-force oracle, on generated insert/remove
-sequences, at 1, 2 and 3 workers: the output accumulated to each round must equal the
-operator applied, from scratch, to the inputs accumulated to that round."""
+sequences, at 1, 2 and 3 workers (the ``run`` fixture: in-process workers in a seeded
+interleaving): the output accumulated to each round must equal the operator applied, from
+scratch, to the inputs accumulated to that round."""
 from collections import Counter
 
 import pytest
@@ -11,7 +12,8 @@ import sparktimely.differential as dd
 from dd_harness import check_rounds
 
 SETTINGS = settings(max_examples=12, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.function_scoped_fixture])
 
 keys = hs.integers(0, 4)
 vals = hs.sampled_from(["a", "b", "c"])
@@ -25,7 +27,6 @@ def rounds_of(data):
 
 pairs = rounds_of(hs.tuples(keys, vals))
 singles = rounds_of(keys)
-WORKERS = pytest.mark.parametrize("workers", [1, 2, 3])
 
 
 def scaled(counts, f):
@@ -36,11 +37,10 @@ def scaled(counts, f):
     return dict(out)
 
 
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(inputs=pairs)
-def test_record_operators(workers, inputs):
+def test_record_operators(run, inputs):
     def build(scope, c):
         return (c.map(lambda kv: (kv[1], kv[0])).filter(lambda vk: vk[1] != 3)
                 .flat_map(lambda vk: [vk, (vk[0], -1)]).explode(lambda x: [(x, 2)])
@@ -52,14 +52,13 @@ def test_record_operators(workers, inputs):
         out = Counter({x: -2 * n for x, n in flat.items()})
         out.update(c)
         return dict(out)
-    check_rounds(build, oracle, [inputs], workers)
+    check_rounds(build, oracle, [inputs], run)
 
 
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(left=pairs, right=pairs)
-def test_join(workers, left, right):
+def test_join(run, left, right):
     def oracle(a, b):
         out = Counter()
         for (k1, v1), n1 in a.items():
@@ -67,14 +66,13 @@ def test_join(workers, left, right):
                 if k1 == k2:
                     out[(k1, (v1, v2))] += n1 * n2
         return dict(out)
-    check_rounds(lambda scope, a, b: a.join(b), oracle, [left, right], workers)
+    check_rounds(lambda scope, a, b: a.join(b), oracle, [left, right], run)
 
 
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(left=pairs, right=pairs)
-def test_join_map_and_join_core(workers, left, right):
+def test_join_map_and_join_core(run, left, right):
     def build(scope, a, b):
         mapped = a.join_map(b, lambda k, v1, v2: (k, v1 + v2))
         core = a.arrange_by_key().join_core(b.arrange_by_key(), lambda k, v1, v2: [k, k])
@@ -88,14 +86,13 @@ def test_join_map_and_join_core(workers, left, right):
                     out[(k1, v1 + v2)] += n1 * n2
                     out[(k1, "core")] += 2 * n1 * n2
         return dict(out)
-    check_rounds(build, oracle, [left, right], workers)
+    check_rounds(build, oracle, [left, right], run)
 
 
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(data=pairs, chosen=singles)
-def test_semijoin_and_antijoin(workers, data, chosen):
+def test_semijoin_and_antijoin(run, data, chosen):
     def build(scope, c, k):
         keys_once = k.distinct()
         return c.semijoin(keys_once).map(lambda kv: ("in", kv)).concat(
@@ -107,14 +104,13 @@ def test_semijoin_and_antijoin(workers, data, chosen):
         for (key, val), n in c.items():
             out[("in" if key in present else "out", (key, val))] += n
         return dict(out)
-    check_rounds(build, oracle, [data, chosen], workers)
+    check_rounds(build, oracle, [data, chosen], run)
 
 
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(inputs=singles)
-def test_count_distinct_threshold(workers, inputs):
+def test_count_distinct_threshold(run, inputs):
     def build(scope, c):
         return dd.concatenate(scope, [
             c.count().map(lambda xn: ("count", xn)),
@@ -131,14 +127,13 @@ def test_count_distinct_threshold(workers, inputs):
             if n > 1:
                 out[("threshold", x)] += n * n
         return dict(out)
-    check_rounds(build, oracle, [inputs], workers)
+    check_rounds(build, oracle, [inputs], run)
 
 
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(inputs=pairs)
-def test_reduce(workers, inputs):
+def test_reduce(run, inputs):
     def top_two(key, values, output):
         for val, count in values[-2:]:
             output.append((val, count))
@@ -156,14 +151,13 @@ def test_reduce(workers, inputs):
                 out[(k, val)] += count
             out[(k, sum(n for _, n in values))] += 1
         return dict(out)
-    check_rounds(lambda scope, c: c.reduce(top_two), oracle, [inputs], workers)
+    check_rounds(lambda scope, c: c.reduce(top_two), oracle, [inputs], run)
 
 
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(inputs=pairs)
-def test_consolidate_and_arranged_reads(workers, inputs):
+def test_consolidate_and_arranged_reads(run, inputs):
     def build(scope, c):
         arranged = c.arrange_by_key()
         return dd.concatenate(scope, [
@@ -188,4 +182,4 @@ def test_consolidate_and_arranged_reads(workers, inputs):
         for k, vs in values.items():
             out[("distinct values", (k, len(vs)))] += 1
         return dict(out)
-    check_rounds(build, oracle, [inputs], workers)
+    check_rounds(build, oracle, [inputs], run)

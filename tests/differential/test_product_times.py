@@ -16,7 +16,8 @@ from dd_harness import accumulate, run_product_times
 from sparktimely import Product
 
 SETTINGS = settings(max_examples=15, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.function_scoped_fixture])
 GRID = [Product(a, b) for a in range(3) for b in range(3)]
 times = hs.sampled_from(GRID)
 diffs = hs.sampled_from([1, 1, -1])
@@ -26,23 +27,19 @@ def updates_of(data):
     return hs.lists(hs.tuples(data, times, diffs), max_size=10)
 
 
-def check(build, oracle, inputs, workers):
-    output = run_product_times(build, inputs, workers)
+def check(build, oracle, inputs, run):
+    output = run_product_times(build, inputs, run)
     for time in GRID:
         expected = {k: v for k, v in oracle(*[accumulate(i, time) for i in inputs]).items() if v}
         got = accumulate(output, time)
-        assert got == expected, f"at {time} on {workers} worker(s): got {got}, expected {expected}"
+        assert got == expected, f"at {time} on {run.workers} worker(s): got {got}, expected {expected}"
 
 
-WORKERS = pytest.mark.parametrize("workers", [1, 2, 3])
-
-
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(left=updates_of(hs.tuples(hs.integers(0, 2), hs.sampled_from("xy"))),
        right=updates_of(hs.tuples(hs.integers(0, 2), hs.sampled_from("uv"))))
-def test_join_at_product_times(workers, left, right):
+def test_join_at_product_times(run, left, right):
     def oracle(a, b):
         out = Counter()
         for (k1, v1), n1 in a.items():
@@ -50,14 +47,13 @@ def test_join_at_product_times(workers, left, right):
                 if k1 == k2:
                     out[(k1, (v1, v2))] += n1 * n2
         return out
-    check(lambda scope, a, b: a.join(b), oracle, [left, right], workers)
+    check(lambda scope, a, b: a.join(b), oracle, [left, right], run)
 
 
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(data=updates_of(hs.integers(0, 3)))
-def test_count_and_distinct_at_product_times(workers, data):
+def test_count_and_distinct_at_product_times(run, data):
     def build(scope, c):
         return c.count().map(lambda xn: ("count", xn)).concat(
             c.distinct().map(lambda x: ("distinct", x)))
@@ -69,14 +65,13 @@ def test_count_and_distinct_at_product_times(workers, data):
             if n > 0:
                 out[("distinct", x)] += 1
         return out
-    check(build, oracle, [data], workers)
+    check(build, oracle, [data], run)
 
 
-@WORKERS
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(data=updates_of(hs.tuples(hs.integers(0, 2), hs.integers(0, 3))))
-def test_reduce_at_product_times(workers, data):
+def test_reduce_at_product_times(run, data):
     def smallest(key, values, output):
         output.append((values[0][0], 1))
 
@@ -86,13 +81,13 @@ def test_reduce_at_product_times(workers, data):
             if n > 0:
                 best[k] = min(best.get(k, v), v)
         return Counter({(k, v): 1 for k, v in best.items()})
-    check(lambda scope, c: c.reduce(smallest), oracle, [data], workers)
+    check(lambda scope, c: c.reduce(smallest), oracle, [data], run)
 
 
-def test_reduce_output_at_a_join_of_input_times():
+def test_reduce_output_at_a_join_of_input_times(run):
     """Inputs only at (0, 1) and (1, 0); the count is 2 only from (1, 1) on, so the
     operator must emit there although no input has that time."""
     data = [("a", Product(0, 1), 1), ("a", Product(1, 0), 1)]
-    output = run_product_times(lambda scope, c: c.count(), [data], 1)
+    output = run_product_times(lambda scope, c: c.count(), [data], run)
     assert sorted(output) == [(("a", 1), Product(0, 1), 1), (("a", 1), Product(1, 0), 1),
                               (("a", 1), Product(1, 1), -2), (("a", 2), Product(1, 1), 1)]

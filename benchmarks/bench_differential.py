@@ -1,0 +1,429 @@
+"""Differential dataflow: incremental word count, join + count, reachability by ``iterate`` and
+seed 003's shared arrangement, beside Pathway 0.33 and a plain-Python recompute.
+
+    python -m benchmarks.bench_differential [--quick] [--no-pathway]
+
+Workloads (the data and update streams of shared/anchors/pw_incremental.py):
+
+- word count (Arrow path): 1M words over 10,007 keys loaded as one RecordBatch, then 1,000
+  batches of 100 words; ``count(key="word")``. Load: words per second from the first
+  ``update_batch`` to the probe passing the time; update latency: from sending a batch to the
+  probe passing its time (the changed counts are then final), after 50 warm-up batches.
+- join + count (Arrow path): A (1M rows, keys in 0..99,999) ``join(on="key")`` B (100k rows,
+  one per key), ``count(key="key")``; then 1,000 updates of 10 A rows + 1 B row.
+- reachability from node 0 by ``iterate`` (join, concat, distinct) over Arrow batches, on a
+  random graph of 100k nodes and 500k edges: time to the first fixed point, then 100
+  single-edge updates alternating inserts and deletes (each deletion removes the edge
+  inserted just before), after 6 warm-up updates.
+- seed 003 (Python path): ``knows`` (1M random edges) arranged once; then 1,000 query
+  dataflows, each ``trace.import_(scope).semijoin(query)`` for 3 keys: install + answer
+  latency per query (build the dataflow, send the query, step until the probe passes), the
+  query dataflow dropped after its answer; memory growth (RSS) over the 1,000 queries against
+  the RSS the arrangement added.
+- 2 workers / 1 worker: the word count and join loads again with 2 worker processes, each
+  sending half of the input.
+
+Peers, in the same run: Pathway 0.33 through ``benchmarks/pathway_incremental.py --child MODE``
+(its streaming API: a ConnectorSubject in, ``pw.io.subscribe`` out), run only when a Pathway
+virtual environment exists (``.pwvenv``: ``python3 -m venv .pwvenv && .pwvenv/bin/pip install
+"pathway==0.33.*"``; or ``$SPARKTIMELY_PATHWAY_PYTHON``); and plain Python recomputing from
+scratch (``collections.Counter`` / dict join / deque BFS) on the same data.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter, deque
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pyarrow as pa
+
+import sparktimely as st
+import sparktimely.differential as dd
+
+from ._util import Goal, Row, Section
+
+HERE = Path(__file__).resolve().parent
+QUICK = 10                          # --quick divides the sizes by this
+WC_WORDS, WC_KEYS, WC_UPDATES, WC_BATCH, WARMUP = 1_000_000, 10_007, 1_000, 100, 50
+J_A, J_B, J_UPDATES = 1_000_000, 100_000, 1_000
+G_NODES, G_EDGES, G_UPDATES, G_WARMUP = 100_000, 500_000, 100, 6
+KNOWS, QUERIES = 1_000_000, 1_000
+
+
+def percentile(values: list, p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def latency(seconds: list) -> tuple[float, float]:
+    """(median, p99) in milliseconds."""
+    return statistics.median(seconds) * 1e3, percentile(seconds, 99) * 1e3
+
+
+def diffs(n: int) -> np.ndarray:
+    return np.ones(n, np.int64)
+
+
+# -- sparktimely ---------------------------------------------------------------------------------
+
+def wordcount(words: int, updates: int, workers: int) -> dict:
+    """Arrow word count: load rate, then update latencies (worker 0 sends the updates)."""
+    def job(worker):
+        session = dd.InputSession()
+        probe = worker.dataflow(lambda scope: session.to_collection(scope).count(key="word")
+                                .probe())
+        vocab = np.array([f"w{i:05d}" for i in range(WC_KEYS)])
+        mine = vocab[np.arange(worker.index, words, worker.peers) % WC_KEYS]
+        bulk = pa.record_batch({"word": pa.array(mine), "diff": diffs(len(mine))})
+        started = time.perf_counter()
+        session.update_batch(bulk)
+        session.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+        load = time.perf_counter() - started
+        rng = random.Random(1)
+        seconds = []
+        for r in range(2, 2 + updates + WARMUP):
+            batch = [f"w{rng.randrange(WC_KEYS):05d}" for _ in range(WC_BATCH)]
+            if worker.index:
+                batch = []
+            started = time.perf_counter()
+            session.update_batch(pa.record_batch({"word": pa.array(batch, pa.string()),
+                                                  "diff": diffs(len(batch))}))
+            session.advance_to(r)
+            worker.step_while(lambda: probe.less_than(r))
+            if r >= 2 + WARMUP:
+                seconds.append(time.perf_counter() - started)
+        session.close()
+        return load, seconds
+    results = st.execute(job, workers=workers)
+    load = max(r[0] for r in results)
+    median, p99 = latency(results[0][1]) if updates else (None, None)
+    return {"load": words / load, "median": median, "p99": p99}
+
+
+def join_count(a_rows: int, b_rows: int, updates: int, workers: int) -> dict:
+    """Arrow join + count: load rate, then latencies of 10 A rows + 1 B row updates."""
+    def job(worker):
+        a, b = dd.InputSession(), dd.InputSession()
+        probe = worker.dataflow(lambda scope: a.to_collection(scope).join(
+            b.to_collection(scope), on="key").count(key="key").probe())
+        rng = np.random.default_rng(2)
+        a_keys = rng.integers(0, b_rows, a_rows)[worker.index::worker.peers]
+        b_keys = np.arange(b_rows)[worker.index::worker.peers]
+        started = time.perf_counter()
+        a.update_batch(pa.record_batch({"key": a_keys, "diff": diffs(len(a_keys))}))
+        b.update_batch(pa.record_batch({"key": b_keys, "diff": diffs(len(b_keys))}))
+        a.advance_to(1)
+        b.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+        load = time.perf_counter() - started
+        keys = random.Random(3)
+        seconds = []
+        for r in range(2, 2 + updates + WARMUP):
+            ak = [keys.randrange(b_rows) for _ in range(10)] if worker.index == 0 else []
+            bk = [keys.randrange(b_rows)] if worker.index == 0 else []
+            started = time.perf_counter()
+            a.update_batch(pa.record_batch({"key": pa.array(ak, pa.int64()), "diff": diffs(len(ak))}))
+            b.update_batch(pa.record_batch({"key": pa.array(bk, pa.int64()), "diff": diffs(len(bk))}))
+            a.advance_to(r)
+            b.advance_to(r)
+            worker.step_while(lambda: probe.less_than(r))
+            if r >= 2 + WARMUP:
+                seconds.append(time.perf_counter() - started)
+        a.close()
+        b.close()
+        return load, seconds
+    results = st.execute(job, workers=workers)
+    load = max(r[0] for r in results)
+    median, p99 = latency(results[0][1]) if updates else (None, None)
+    return {"load": (a_rows + b_rows) / load, "median": median, "p99": p99}
+
+
+def graph(nodes: int, edges: int) -> list:
+    rng = random.Random(3)
+    return [(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(edges)]
+
+
+def reachability(nodes: int, edges: int, updates: int) -> dict:
+    """Arrow reachability by iterate: first fixed point, then single-edge inserts/deletes;
+    the reachable count is checked against a BFS at the end."""
+    def job(worker):
+        edge_input, root_input = dd.InputSession(), dd.InputSession()
+        reached: Counter = Counter()
+
+        def build(scope):
+            edge_rows = edge_input.to_collection(scope)
+            roots = root_input.to_collection(scope)
+
+            def step(reach):
+                sources = reach.map_batches(lambda b: b.rename_columns(["src", "diff"]))
+                targets = sources.join(edge_rows.enter(reach.scope), on="src").map_batches(
+                    lambda b: pa.RecordBatch.from_arrays([b.column("dst"), b.column("diff")],
+                                                         ["node", "diff"]))
+                return targets.concat(roots.enter(reach.scope)).distinct()
+            result = roots.iterate(step)
+            result.inspect_batch(lambda t, b: reached.update(
+                {"n": int(np.asarray(b.column("diff")).sum())}))
+            return result.probe()
+        probe = worker.dataflow(build)
+        all_edges = graph(nodes, edges)
+        array = np.array(all_edges, np.int64)
+        started = time.perf_counter()
+        edge_input.update_batch(pa.record_batch({"src": array[:, 0], "dst": array[:, 1],
+                                                 "diff": diffs(len(array))}))
+        root_input.update_batch(pa.record_batch({"node": pa.array([0], pa.int64()),
+                                                 "diff": diffs(1)}))
+        edge_input.advance_to(1)
+        root_input.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+        first = time.perf_counter() - started
+        rng = random.Random(4)
+        seconds, inserted = [], None
+        for r in range(2, 2 + updates + G_WARMUP):
+            if inserted is None:
+                edge, diff = (rng.randrange(nodes), rng.randrange(nodes)), 1
+                inserted = edge
+                all_edges.append(edge)
+            else:
+                edge, diff = inserted, -1
+                inserted = None
+                all_edges.remove(edge)
+            started = time.perf_counter()
+            edge_input.update_batch(pa.record_batch({"src": [edge[0]], "dst": [edge[1]],
+                                                     "diff": [diff]}))
+            edge_input.advance_to(r)
+            root_input.advance_to(r)
+            worker.step_while(lambda: probe.less_than(r))
+            if r >= 2 + G_WARMUP:
+                seconds.append(time.perf_counter() - started)
+        edge_input.close()
+        root_input.close()
+        worker.step_while(lambda: not probe.done())
+        return first, seconds, reached["n"], bfs_count(all_edges, nodes)
+    first, seconds, got, want = st.execute(job, workers=1)[0]
+    if got != want:
+        raise AssertionError(f"reachability: {got} nodes reachable, BFS says {want}")
+    median, p99 = latency(seconds)
+    return {"first": first, "median": median, "p99": p99, "reachable": got}
+
+
+def shared_arrangement(knows: int, queries: int) -> dict:
+    """Seed 003: one arranged ``knows``, ``queries`` query dataflows importing it."""
+    def job(worker):
+        process = psutil.Process()
+        gc.collect()
+        before = process.memory_info().rss
+        session = dd.InputSession()
+        trace, probe = worker.dataflow(lambda scope: (lambda a: (a.trace, a.stream.probe()))(
+            session.to_collection(scope).arrange_by_key()))
+        rng = random.Random(5)
+        nodes = knows // 10
+        started = time.perf_counter()
+        for _ in range(knows):
+            session.insert((rng.randrange(nodes), rng.randrange(nodes)))
+        session.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+        load = time.perf_counter() - started
+        trace.set_logical_compaction([1])
+        trace.set_physical_compaction([])
+        gc.collect()
+        arranged = process.memory_info().rss - before
+        seconds, growth_at = [], None
+        for q in range(queries):
+            if q == 10:
+                gc.collect()
+                growth_at = process.memory_info().rss
+            query = dd.InputSession()
+            answers: list = []
+            started = time.perf_counter()
+            index = worker.next_dataflow_index()
+            query_probe = worker.dataflow(lambda scope: trace.import_(scope).semijoin(
+                query.to_collection(scope)).inspect(answers.append).probe())
+            for key in range(q, q + 3):
+                query.insert(key % nodes)
+            query.advance_to(1)
+            worker.step_while(lambda: query_probe.less_than(1))
+            seconds.append(time.perf_counter() - started)
+            query.close()
+            worker.drop_dataflow(index)
+        gc.collect()
+        growth = process.memory_info().rss - growth_at
+        session.close()
+        return load, arranged, seconds, growth
+    if not hasattr(st.Worker, "drop_dataflow"):
+        return {"error": "needs worker.drop_dataflow"}
+    load, arranged, seconds, growth = st.execute(job, workers=1)[0]
+    median, p99 = latency(seconds)
+    return {"load": knows / load, "arranged_mb": arranged / 2**20, "median": median, "p99": p99,
+            "growth_mb": growth / 2**20}
+
+
+# -- plain Python --------------------------------------------------------------------------------
+
+def bfs_count(edges: list, nodes: int) -> int:
+    adjacency: list[list[int]] = [[] for _ in range(nodes)]
+    for u, v in edges:
+        adjacency[u].append(v)
+    seen = bytearray(nodes)
+    seen[0] = 1
+    queue = deque([0])
+    while queue:
+        for v in adjacency[queue.popleft()]:
+            if not seen[v]:
+                seen[v] = 1
+                queue.append(v)
+    return sum(seen)
+
+
+def python_recompute(words: int, a_rows: int, b_rows: int, nodes: int, edges: int) -> dict:
+    """Plain-Python recompute from scratch: the bulk once and the cost of one update."""
+    out = {}
+    bulk = [f"w{i % WC_KEYS:05d}" for i in range(words)]
+    started = time.perf_counter()
+    Counter(bulk)
+    out["wc_load"] = words / (time.perf_counter() - started)
+    out["wc_update"] = min(timed(lambda: Counter(bulk)) for _ in range(3)) * 1e3
+    rng = np.random.default_rng(2)
+    a_keys, b_keys = rng.integers(0, b_rows, a_rows).tolist(), list(range(b_rows))
+
+    def join_count_from_scratch():
+        na, nb = Counter(a_keys), Counter(b_keys)
+        return {k: c * nb[k] for k, c in na.items() if k in nb}
+    out["join_load"] = (a_rows + b_rows) / timed(join_count_from_scratch)
+    out["join_update"] = min(timed(join_count_from_scratch) for _ in range(3)) * 1e3
+    all_edges = graph(nodes, edges)
+    out["reach_first"] = timed(lambda: bfs_count(all_edges, nodes))
+    out["reach_update"] = min(timed(lambda: bfs_count(all_edges, nodes)) for _ in range(3)) * 1e3
+    return out
+
+
+def timed(f) -> float:
+    started = time.perf_counter()
+    f()
+    return time.perf_counter() - started
+
+
+# -- Pathway ---------------------------------------------------------------------------------------
+
+def pathway_python() -> str | None:
+    candidates = [os.environ.get("SPARKTIMELY_PATHWAY_PYTHON"),
+                  str(HERE.parent / ".pwvenv" / "bin" / "python")]
+    return next((c for c in candidates if c and os.path.exists(c)), None)
+
+
+def pathway(mode: str, quick: bool) -> dict | str:
+    """Pathway's figures for ``mode`` (wordcount, join, reach), or why there are none."""
+    python = pathway_python()
+    if python is None:
+        return "missing (no .pwvenv: pip install 'pathway==0.33.*' in a separate venv)"
+    command = [python, str(HERE / "pathway_incremental.py"), "--child", mode]
+    try:
+        run = subprocess.run(command + (["--quick"] if quick else []), capture_output=True,
+                             text=True, timeout=600, env={**os.environ, "PATHWAY_THREADS": "1"})
+    except subprocess.TimeoutExpired:
+        return "failed: timed out"
+    lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        return "failed: " + (run.stderr.strip().splitlines() or ["no output"])[-1][:80]
+    result = json.loads(lines[-1])
+    return result if "error" not in result else f"failed: {result['error'][:80]}"
+
+
+# -- the section -------------------------------------------------------------------------------------
+
+def main(quick: bool = False, with_pathway: bool = True) -> list[Section]:
+    scale = QUICK if quick else 1
+    words, updates = WC_WORDS // scale, WC_UPDATES // scale
+    a_rows, b_rows, j_updates = J_A // scale, J_B // scale, J_UPDATES // scale
+    nodes, edges = G_NODES // scale, G_EDGES // scale
+    knows, queries = KNOWS // scale, QUERIES // scale
+
+    def peer(mode: str) -> dict | str:
+        return pathway(mode, quick) if with_pathway else "not run (--no-pathway)"
+    pw = {mode: peer(mode) for mode in ("wordcount", "join", "reach")}
+
+    def pw_value(mode: str, f) -> float | str:
+        result = pw[mode]
+        if isinstance(result, str):
+            return result
+        try:
+            return float(f(result))
+        except (KeyError, TypeError, ZeroDivisionError):
+            return "failed: no figure"
+
+    py = python_recompute(words, a_rows, b_rows, nodes, edges)
+    wc1, wc2 = wordcount(words, updates, 1), wordcount(words, 0, 2)
+    jc1, jc2 = join_count(a_rows, b_rows, j_updates, 1), join_count(a_rows, b_rows, 0, 2)
+    reach = reachability(nodes, edges, G_UPDATES)
+    shared = shared_arrangement(knows, queries)
+    pw_words = WC_WORDS // (10 if quick else 1)
+    rows = [
+        Row("word count load (Arrow)", f"{words:,} words", "words/s", wc1["load"],
+            {"Pathway 0.33": pw_value("wordcount", lambda r: pw_words / r["bulk_s"]),
+             "Python Counter": py["wc_load"]}, goals=[Goal(">=", 2e6)]),
+        Row("word count update, median", f"{WC_BATCH} words", "ms", wc1["median"],
+            {"Pathway 0.33": pw_value("wordcount", lambda r: r["update"]["median_ms"]),
+             "Counter from scratch": py["wc_update"]}, goals=[Goal("<=", 1.0)]),
+        Row("word count update, p99", f"{WC_BATCH} words", "ms", wc1["p99"],
+            {"Pathway 0.33": pw_value("wordcount", lambda r: r["update"]["p99_ms"])},
+            goals=[Goal("<=", 5.0)]),
+        Row("join + count load (Arrow)", f"{a_rows:,} x {b_rows:,} rows", "rows/s", jc1["load"],
+            {"Pathway 0.33": pw_value("join", lambda r: (J_A + J_B) / (10 if quick else 1)
+                                      / r["bulk_s"]),
+             "Python dict join": py["join_load"]}, goals=[Goal(">=", 1e6)]),
+        Row("join + count update, median", "10 + 1 rows", "ms", jc1["median"],
+            {"Pathway 0.33": pw_value("join", lambda r: r["update"]["median_ms"]),
+             "recompute from scratch": py["join_update"]}, goals=[Goal("<=", 1.0)]),
+        Row("join + count update, p99", "10 + 1 rows", "ms", jc1["p99"],
+            {"Pathway 0.33": pw_value("join", lambda r: r["update"]["p99_ms"])},
+            goals=[Goal("<=", 5.0)]),
+        Row("reachability, first fixed point", f"{nodes:,} nodes, {edges:,} edges", "s",
+            reach["first"], {"Pathway 0.33": pw_value("reach", lambda r: r["bulk_s"])},
+            {"BFS from scratch": py["reach_first"]}, goals=[Goal("<=", 2.0)]),
+        Row("reachability, edge insert/delete, median", "1 edge", "ms", reach["median"],
+            {"Pathway 0.33 (inserts only)": pw_value("reach", lambda r: r["update"]["median_ms"])},
+            {"BFS from scratch": py["reach_update"]},
+            goals=[Goal("<=", 2.0), Goal("<=", 0.01, "BFS from scratch")]),
+        Row("reachability, edge insert/delete, p99", "1 edge", "ms", reach["p99"],
+            {"Pathway 0.33 (inserts only)": pw_value("reach", lambda r: r["update"]["p99_ms"])}),
+        Row("2 workers / 1 worker, word count load", f"{words:,} words", "x",
+            wc2["load"] / wc1["load"], goals=[Goal(">=", 1.5)]),
+        Row("2 workers / 1 worker, join + count load", f"{a_rows:,} x {b_rows:,}", "x",
+            jc2["load"] / jc1["load"], goals=[Goal(">=", 1.5)]),
+    ]
+    notes = [f"reachability: {reach['reachable']:,} nodes reachable (checked against a BFS); "
+             "Pathway's figure is for insertions only (its anchor measures no deletions)",
+             "Pathway: " + ("; ".join(f"{m}: {v}" for m, v in pw.items() if isinstance(v, str))
+                            or "0.33 streaming, PATHWAY_THREADS=1, start-up excluded")]
+    if "error" in shared:
+        notes.append(f"seed 003: {shared['error']}")
+    else:
+        rows += [
+            Row("seed 003: query install + answer, median", f"{knows:,} edges, {queries:,} queries",
+                "ms", shared["median"], {"Pathway 0.33": "cannot share an arrangement"},
+                goals=[Goal("<=", 5.0)]),
+            Row("seed 003: query install + answer, p99", f"{knows:,} edges", "ms", shared["p99"]),
+            Row("seed 003: memory growth over the queries", f"{queries:,} queries", "MB",
+                shared["growth_mb"], limits={"5% of the arrangement": 0.05 * shared["arranged_mb"]},
+                goals=[Goal("<=", 1.0, "5% of the arrangement")]),
+        ]
+        notes.append(f"seed 003: the arrangement added {shared['arranged_mb']:.0f} MB (RSS), "
+                     f"loaded at {shared['load']:,.0f} edges/s (Python tuples); RSS grew "
+                     f"{shared['growth_mb']:.1f} MB over queries 10..{queries}, each query "
+                     f"dataflow dropped after its answer")
+    section = Section("Differential dataflow: incremental updates beside Pathway 0.33", rows,
+                      notes, key="differential")
+    return [section.print()]
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv, with_pathway="--no-pathway" not in sys.argv)
