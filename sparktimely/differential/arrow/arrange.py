@@ -3,7 +3,7 @@
 Every row of an Arrow collection's batch is at the batch's (timely) time, so buffering is
 per batch: once the frontier passes a batch's time, it is sealed. The batches sealed together
 (per held capability) become one table with time columns, consolidated with one
-``group_by``, hashed by the key columns and sorted.
+``group_by`` (large tables only), hashed by the key columns and sorted.
 """
 from __future__ import annotations
 
@@ -17,6 +17,12 @@ from ...progress.timestamp import TimeKind, less_equal
 from ..collection import DIFF
 from ..lattice import antichain, beyond
 from .batch import ArrowBatch, constant_times, key_columns
+
+
+CONSOLIDATE_FROM = 4096
+"""Sealed tables with fewer rows are not consolidated: a ``group_by`` costs more than the
+duplicates it would remove, and every reader copes with unconsolidated rows (merges
+consolidate once times are advanced)."""
 
 
 class ArrowArranger:
@@ -66,8 +72,9 @@ class ArrowArranger:
                 table = pa.Table.from_batches([b for _, b in part], schema=self.schema)
                 times = np.concatenate([constant_times(self.kind, t, b.num_rows)
                                         for t, b in part], axis=1)
-                result.append((cap_time, ArrowBatch.build(table, times, self.key, lower,
-                                                          batch_upper, self.kind)))
+                result.append((cap_time, ArrowBatch.build(
+                    table, times, self.key, lower, batch_upper, self.kind,
+                    consolidated=table.num_rows < CONSOLIDATE_FROM)))
             lower = batch_upper
         return result
 
