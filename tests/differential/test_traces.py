@@ -9,7 +9,7 @@ import sparktimely as st
 import sparktimely.differential as dd
 from dd_harness import accumulate
 from sparktimely.differential.trace import Batch, Spine
-from sparktimely.differential.trace.spine import MAX_SMALL, SMALL_BATCH
+from sparktimely.differential.trace.spine import IDLE_ADVANCES, MAX_SMALL, SMALL_BATCH
 
 EPOCHS = [
     [((2, 0), 1), ((1, 0), 1), ((1, 3), 1), ((4, 2), 1)],
@@ -274,7 +274,7 @@ def test_spine_merges_geometrically_and_compacts():
     for t in range(700, 1400):
         spine.insert(Batch.from_updates([(("k", t % 7), t, -1)], [t], [t + 1]))
     spine.insert(Batch.from_updates([(("k", 0), 1400, 1)], [1400], [1401]))
-    for t in range(1401, 1410):           # idle frontier advances finish the merging
+    for t in range(1401, 1401 + 2 * IDLE_ADVANCES):    # idle advances finish the merging
         spine.advance_upper([t + 1])
     assert [b.data for b in spine.batches()] == [{"k": [(0, 1400, 1)]}]
 

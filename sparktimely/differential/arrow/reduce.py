@@ -20,7 +20,7 @@ from ...progress.timestamp import TimeKind
 from ..collection import DIFF
 from ..lattice import beyond, interesting_times
 from .batch import (HASH, ZERO, ArrowBatch, column_numpy, constant_times, distinct_times,
-                    keys_equal, time_from, times_le)
+                    group_sum, keys_equal, time_from, times_le)
 
 AGGREGATES = ("count", "sum", "min", "max")
 
@@ -45,8 +45,8 @@ class CountSpec(AggregateSpec):
     """The key columns and an int64 ``count`` (the summed diffs), for non-zero counts."""
 
     def desired(self, rows: pa.Table, key: list) -> pa.Table:
-        grouped = _group(rows, key, [(DIFF, "sum")])
-        counts = grouped.column(f"{DIFF}_sum")
+        grouped = group_sum(rows, key)
+        counts = grouped.column(DIFF)
         return grouped.select(key).append_column("count", counts).filter(pc.not_equal(counts, ZERO))
 
 
@@ -55,8 +55,8 @@ class DistinctSpec(AggregateSpec):
 
     def desired(self, rows: pa.Table, key: list) -> pa.Table:
         columns = [n for n in rows.column_names if n != DIFF]
-        grouped = _group(rows, columns, [(DIFF, "sum")])
-        return grouped.filter(pc.greater(grouped.column(f"{DIFF}_sum"), ZERO)).select(columns)
+        grouped = group_sum(rows, columns)
+        return grouped.filter(pc.greater(grouped.column(DIFF), ZERO)).select(columns)
 
 
 class AggregateColumns(AggregateSpec):
@@ -309,10 +309,8 @@ def _difference(wanted: pa.Table | None, have: pa.Table | None,
 
 
 def _consolidated(table: pa.Table) -> pa.Table:
-    columns = [n for n in table.column_names if n != DIFF]
-    grouped = _group(table, columns, [(DIFF, "sum")])
-    grouped = grouped.filter(pc.not_equal(grouped.column(f"{DIFF}_sum"), ZERO))
-    return grouped.select(columns).append_column(DIFF, grouped.column(f"{DIFF}_sum"))
+    grouped = group_sum(table, [n for n in table.column_names if n != DIFF])
+    return grouped.filter(pc.not_equal(grouped.column(DIFF), ZERO))
 
 
 def _one_batch(table: pa.Table) -> pa.RecordBatch:

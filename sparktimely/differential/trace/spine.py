@@ -29,6 +29,8 @@ SMALL_BATCH = 4096
 at the end of the spine and are then merged in one go (a merge has a fixed cost, large for
 Arrow batches, that would otherwise dominate small updates)."""
 MAX_SMALL = 8
+IDLE_ADVANCES = 16
+"""Advances of the upper without a batch after which an idle trace tidies its small batches."""
 
 
 class Spine:
@@ -41,6 +43,7 @@ class Spine:
         self.logical: list = list(minimum_frontier)
         self.physical: list = list(minimum_frontier)
         self._busy = False
+        self._idle = 0
 
     def insert(self, batch: Any) -> None:
         """Add the next batch (its times follow every batch already held)."""
@@ -50,13 +53,17 @@ class Spine:
         self._maintain()
 
     def advance_upper(self, upper: list) -> None:
-        """The trace is complete up to ``upper``. If no batch came since the last advance,
-        the small batches at the end are merged into one (and compacted): an idle trace
-        tidies up at a cost bounded by :data:`SMALL_BATCH` per advance, large batches being
-        left to the geometric merges that new data brings."""
+        """The trace is complete up to ``upper``. After :data:`IDLE_ADVANCES` advances without
+        a batch, the small batches at the end are merged into one (and compacted): an idle
+        trace tidies up at a cost bounded by :data:`SMALL_BATCH`, large batches being left to
+        the geometric merges that new data brings."""
         self.upper = list(upper)
         if self._busy:
             self._busy = False
+            self._idle = 0
+            return
+        self._idle += 1
+        if self._idle % IDLE_ADVANCES:
             return
         merged = self.merged
         small = 0
