@@ -115,6 +115,23 @@ def consolidate(data: pa.Table, times: np.ndarray, hashes: np.ndarray | None = N
     return result.combine_chunks(), out_times, out_hashes
 
 
+COMBINE_FROM = 4096
+"""Batches at least this long are consolidated before they are exchanged."""
+
+
+def consolidated_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A long batch of updates (data columns and ``diff``) with equal rows merged and zero
+    diffs dropped; short ones (or ones without a ``diff`` column) as they are."""
+    if batch.num_rows < COMBINE_FROM or DIFF not in batch.schema.names:
+        return batch
+    columns = [n for n in batch.schema.names if n != DIFF]
+    if not columns:
+        return batch
+    grouped = group_sum(pa.Table.from_batches([batch]), columns)
+    grouped = grouped.filter(pc.not_equal(grouped.column(DIFF), ZERO))
+    return table_batch(grouped.select(batch.schema.names).cast(batch.schema))
+
+
 def group_sum(table: pa.Table, columns: list) -> pa.Table:
     """One row per distinct value of ``columns`` with its ``diff`` summed (``columns`` then
     ``diff``). Fixed-width columns without nulls are grouped with numpy (``lexsort`` and
