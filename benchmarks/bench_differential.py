@@ -75,6 +75,40 @@ def diffs(n: int) -> np.ndarray:
 
 # -- sparktimely ---------------------------------------------------------------------------------
 
+def timed_rounds(worker, sessions: list, probe, bulk: list, updates: list) -> tuple:
+    """Send ``bulk`` (one batch per session) at time 0 and time the rounds until the probe
+    passes it; then for each entry of ``updates`` (one batch per session, worker 0 only) the
+    time to the probe passing its round. Returns (load seconds, update seconds after
+    WARMUP rounds)."""
+    def send(batches: list, time_now: int) -> None:
+        for session, batch in zip(sessions, batches):
+            session.update_batch(batch)
+            session.advance_to(time_now)
+    started = time.perf_counter()
+    send(bulk, 1)
+    worker.step_while(lambda: probe.less_than(1))
+    load = time.perf_counter() - started
+    seconds = []
+    for r, batches in enumerate(updates, start=2):
+        if worker.index:
+            batches = [b.slice(0, 0) for b in batches]
+        started = time.perf_counter()
+        send(batches, r)
+        worker.step_while(lambda: probe.less_than(r))
+        if r >= 2 + WARMUP:
+            seconds.append(time.perf_counter() - started)
+    for session in sessions:
+        session.close()
+    return load, seconds
+
+
+def figures(results: list, rows: int) -> dict:
+    """Load rate (the slowest worker) and worker 0's update latencies."""
+    load = max(r[0] for r in results)
+    median, p99 = latency(results[0][1]) if results[0][1] else (None, None)
+    return {"load": rows / load, "median": median, "p99": p99}
+
+
 def wordcount(words: int, updates: int, workers: int) -> dict:
     """Arrow word count: load rate, then update latencies (worker 0 sends the updates)."""
     def job(worker):
@@ -83,31 +117,13 @@ def wordcount(words: int, updates: int, workers: int) -> dict:
                                 .probe())
         vocab = np.array([f"w{i:05d}" for i in range(WC_KEYS)])
         mine = vocab[np.arange(worker.index, words, worker.peers) % WC_KEYS]
-        bulk = pa.record_batch({"word": pa.array(mine), "diff": diffs(len(mine))})
-        started = time.perf_counter()
-        session.update_batch(bulk)
-        session.advance_to(1)
-        worker.step_while(lambda: probe.less_than(1))
-        load = time.perf_counter() - started
         rng = random.Random(1)
-        seconds = []
-        for r in range(2, 2 + updates + WARMUP):
-            batch = [f"w{rng.randrange(WC_KEYS):05d}" for _ in range(WC_BATCH)]
-            if worker.index:
-                batch = []
-            started = time.perf_counter()
-            session.update_batch(pa.record_batch({"word": pa.array(batch, pa.string()),
-                                                  "diff": diffs(len(batch))}))
-            session.advance_to(r)
-            worker.step_while(lambda: probe.less_than(r))
-            if r >= 2 + WARMUP:
-                seconds.append(time.perf_counter() - started)
-        session.close()
-        return load, seconds
-    results = st.execute(job, workers=workers)
-    load = max(r[0] for r in results)
-    median, p99 = latency(results[0][1]) if updates else (None, None)
-    return {"load": words / load, "median": median, "p99": p99}
+        rounds = [[pa.record_batch({"word": pa.array(
+            [f"w{rng.randrange(WC_KEYS):05d}" for _ in range(WC_BATCH)]), "diff": diffs(WC_BATCH)})]
+            for _ in range(updates + WARMUP if updates else 0)]
+        return timed_rounds(worker, [session], probe, [pa.record_batch(
+            {"word": pa.array(mine), "diff": diffs(len(mine))})], rounds)
+    return figures(st.execute(job, workers=workers), words)
 
 
 def join_count(a_rows: int, b_rows: int, updates: int, workers: int) -> dict:
@@ -119,33 +135,15 @@ def join_count(a_rows: int, b_rows: int, updates: int, workers: int) -> dict:
         rng = np.random.default_rng(2)
         a_keys = rng.integers(0, b_rows, a_rows)[worker.index::worker.peers]
         b_keys = np.arange(b_rows)[worker.index::worker.peers]
-        started = time.perf_counter()
-        a.update_batch(pa.record_batch({"key": a_keys, "diff": diffs(len(a_keys))}))
-        b.update_batch(pa.record_batch({"key": b_keys, "diff": diffs(len(b_keys))}))
-        a.advance_to(1)
-        b.advance_to(1)
-        worker.step_while(lambda: probe.less_than(1))
-        load = time.perf_counter() - started
         keys = random.Random(3)
-        seconds = []
-        for r in range(2, 2 + updates + WARMUP):
-            ak = [keys.randrange(b_rows) for _ in range(10)] if worker.index == 0 else []
-            bk = [keys.randrange(b_rows)] if worker.index == 0 else []
-            started = time.perf_counter()
-            a.update_batch(pa.record_batch({"key": pa.array(ak, pa.int64()), "diff": diffs(len(ak))}))
-            b.update_batch(pa.record_batch({"key": pa.array(bk, pa.int64()), "diff": diffs(len(bk))}))
-            a.advance_to(r)
-            b.advance_to(r)
-            worker.step_while(lambda: probe.less_than(r))
-            if r >= 2 + WARMUP:
-                seconds.append(time.perf_counter() - started)
-        a.close()
-        b.close()
-        return load, seconds
-    results = st.execute(job, workers=workers)
-    load = max(r[0] for r in results)
-    median, p99 = latency(results[0][1]) if updates else (None, None)
-    return {"load": (a_rows + b_rows) / load, "median": median, "p99": p99}
+
+        def rows(values: list) -> pa.RecordBatch:
+            return pa.record_batch({"key": pa.array(values, pa.int64()), "diff": diffs(len(values))})
+        rounds = [[rows([keys.randrange(b_rows) for _ in range(10)]),
+                   rows([keys.randrange(b_rows)])]
+                  for _ in range(updates + WARMUP if updates else 0)]
+        return timed_rounds(worker, [a, b], probe, [rows(a_keys), rows(b_keys)], rounds)
+    return figures(st.execute(job, workers=workers), a_rows + b_rows)
 
 
 def graph(nodes: int, edges: int) -> list:

@@ -15,6 +15,7 @@ from collections import defaultdict
 
 import sparktimely as st
 import sparktimely.differential as dd
+from examples.bfs import reference_bfs
 
 
 def distances(edges: dd.Collection, roots: dd.Collection) -> dd.Collection:
@@ -43,23 +44,6 @@ def edge_rounds(nodes: int, edges: int, rounds: int, seed: int = 7) -> list[list
         present += new
         result.append([(e, -1) for e in out] + [(e, 1) for e in new])
     return result
-
-
-def reference(edges: list[tuple], root: int = 0) -> dict[int, int]:
-    """Plain-Python BFS distances, for checking."""
-    adjacency = defaultdict(list)
-    for src, dst in edges:
-        adjacency[src].append(dst)
-    found, frontier = {root: 0}, [root]
-    while frontier:
-        following = []
-        for node in frontier:
-            for neighbour in adjacency[node]:
-                if neighbour not in found:
-                    found[neighbour] = found[node] + 1
-                    following.append(neighbour)
-        frontier = following
-    return found
 
 
 def bfs(worker: st.Worker, rounds: list[list[tuple]]) -> list[tuple]:
@@ -98,7 +82,7 @@ def main(args: list[str]) -> None:
             if time <= round:
                 now[data] += diff
         found = dict(pair for pair, n in now.items() if n)
-        assert found == reference([e for e, n in present.items() if n > 0]), f"round {round}"
+        assert found == reference_bfs([e for e, n in present.items() if n > 0], 0), f"round {round}"
         moved = sum(1 for _, time, _ in changes if time == round)
         print(f"round {round}: {len(found)} nodes reachable, {moved} distance updates, "
               f"same as BFS from scratch")

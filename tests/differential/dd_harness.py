@@ -108,3 +108,37 @@ def processes(workers: int) -> Callable:
         return st.execute(job, workers=workers)
     run.workers = workers
     return run
+
+
+def join_pairs(a: dict, b: dict) -> dict:
+    """Oracle of ``join``: ``{(key, (v1, v2)): n1 * n2}`` over ``{(key, v): n}`` inputs."""
+    out: Counter = Counter()
+    for (k1, v1), n1 in a.items():
+        for (k2, v2), n2 in b.items():
+            if k1 == k2:
+                out[(k1, (v1, v2))] += n1 * n2
+    return dict(out)
+
+
+def arranged_input(worker, session: dd.InputSession, **arrange) -> tuple:
+    """A dataflow arranging ``session``'s pairs by key: ``(trace, probe on its stream)``."""
+    def build(scope):
+        arranged = session.to_collection(scope).arrange_by_key(**arrange)
+        return arranged.trace, arranged.stream.probe()
+    return worker.dataflow(build)
+
+
+def counts_and_distinct(c: dict) -> Counter:
+    """Oracle of ``count()`` and ``distinct()`` tagged ``"count"`` and ``"distinct"``."""
+    out: Counter = Counter()
+    for x, n in c.items():
+        out[("count", (x, n))] += 1
+        if n > 0:
+            out[("distinct", x)] += 1
+    return out
+
+
+def tagged_counts_and_distinct(c: dd.Collection) -> dd.Collection:
+    """``count()`` and ``distinct()`` of ``c`` in one collection, tagged as the oracle is."""
+    return c.count().map(lambda xn: ("count", xn)).concat(
+        c.distinct().map(lambda x: ("distinct", x)))

@@ -2,6 +2,7 @@
 from collections import Counter
 
 from examples import dd_bfs, dd_queries, dd_wordcount
+from examples.bfs import reference_bfs
 
 
 def test_dd_wordcount_reports_count_changes(run):
@@ -34,7 +35,7 @@ def test_dd_bfs_distances_follow_insertions_and_deletions(run):
             if time <= round:
                 now[data] += diff
         assert dict(pair for pair, n in now.items() if n) == \
-            dd_bfs.reference([e for e, n in present.items() if n > 0])
+            reference_bfs([e for e, n in present.items() if n > 0], 0)
 
 
 def test_dd_queries_installs_and_drops_one_dataflow_per_query(run):

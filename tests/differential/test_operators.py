@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 import sparktimely.differential as dd
-from dd_harness import check_rounds
+from dd_harness import check_rounds, counts_and_distinct, join_pairs, tagged_counts_and_distinct
 
 SETTINGS = settings(max_examples=12, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -59,14 +59,7 @@ def test_record_operators(run, inputs):
 @SETTINGS
 @given(left=pairs, right=pairs)
 def test_join(run, left, right):
-    def oracle(a, b):
-        out = Counter()
-        for (k1, v1), n1 in a.items():
-            for (k2, v2), n2 in b.items():
-                if k1 == k2:
-                    out[(k1, (v1, v2))] += n1 * n2
-        return dict(out)
-    check_rounds(lambda scope, a, b: a.join(b), oracle, [left, right], run)
+    check_rounds(lambda scope, a, b: a.join(b), join_pairs, [left, right], run)
 
 
 @pytest.mark.timeout(120)
@@ -112,18 +105,12 @@ def test_semijoin_and_antijoin(run, data, chosen):
 @given(inputs=singles)
 def test_count_distinct_threshold(run, inputs):
     def build(scope, c):
-        return dd.concatenate(scope, [
-            c.count().map(lambda xn: ("count", xn)),
-            c.distinct().map(lambda x: ("distinct", x)),
-            c.threshold(lambda x, n: n * n if n > 1 else 0).map(lambda x: ("threshold", x)),
-        ])
+        return tagged_counts_and_distinct(c).concat(
+            c.threshold(lambda x, n: n * n if n > 1 else 0).map(lambda x: ("threshold", x)))
 
     def oracle(c):
-        out = Counter()
+        out = counts_and_distinct(c)
         for x, n in c.items():
-            out[("count", (x, n))] += 1
-            if n > 0:
-                out[("distinct", x)] += 1
             if n > 1:
                 out[("threshold", x)] += n * n
         return dict(out)

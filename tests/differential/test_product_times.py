@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 import sparktimely.differential as dd
-from dd_harness import accumulate, run_product_times
+from dd_harness import (accumulate, counts_and_distinct, join_pairs, run_product_times,
+                        tagged_counts_and_distinct)
 from sparktimely import Product
 
 SETTINGS = settings(max_examples=15, deadline=None, database=None,
@@ -40,32 +41,14 @@ def check(build, oracle, inputs, run):
 @given(left=updates_of(hs.tuples(hs.integers(0, 2), hs.sampled_from("xy"))),
        right=updates_of(hs.tuples(hs.integers(0, 2), hs.sampled_from("uv"))))
 def test_join_at_product_times(run, left, right):
-    def oracle(a, b):
-        out = Counter()
-        for (k1, v1), n1 in a.items():
-            for (k2, v2), n2 in b.items():
-                if k1 == k2:
-                    out[(k1, (v1, v2))] += n1 * n2
-        return out
-    check(lambda scope, a, b: a.join(b), oracle, [left, right], run)
+    check(lambda scope, a, b: a.join(b), join_pairs, [left, right], run)
 
 
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(data=updates_of(hs.integers(0, 3)))
 def test_count_and_distinct_at_product_times(run, data):
-    def build(scope, c):
-        return c.count().map(lambda xn: ("count", xn)).concat(
-            c.distinct().map(lambda x: ("distinct", x)))
-
-    def oracle(c):
-        out = Counter()
-        for x, n in c.items():
-            out[("count", (x, n))] += 1
-            if n > 0:
-                out[("distinct", x)] += 1
-        return out
-    check(build, oracle, [data], run)
+    check(lambda scope, c: tagged_counts_and_distinct(c), counts_and_distinct, [data], run)
 
 
 @pytest.mark.timeout(120)

@@ -7,7 +7,7 @@ import pytest
 
 import sparktimely as st
 import sparktimely.differential as dd
-from dd_harness import accumulate
+from dd_harness import accumulate, arranged_input
 from sparktimely.differential.trace import Batch, Spine
 from sparktimely.differential.trace.spine import IDLE_ADVANCES, MAX_SMALL, SMALL_BATCH
 
@@ -73,10 +73,7 @@ def test_import_of_a_completed_arrangement_replays_its_history(workers):
     def job(worker):
         edges = dd.InputSession()
 
-        def build(scope):
-            arranged = edges.to_collection(scope).arrange_by_key()
-            return arranged.trace, arranged.stream.probe()
-        trace, probe = worker.dataflow(build)
+        trace, probe = arranged_input(worker, edges)
         feed_epochs(worker, edges)
         worker.step_while(lambda: not probe.done())
         assert trace.read_upper() == []
@@ -118,10 +115,7 @@ def test_import_after_compaction_advances_times(workers):
     def job(worker):
         data = dd.InputSession()
 
-        def build(scope):
-            arranged = data.to_collection(scope).arrange_by_key()
-            return arranged.trace, arranged.stream.probe()
-        trace, probe = worker.dataflow(build)
+        trace, probe = arranged_input(worker, data)
         for t in range(4):
             if t:
                 data.advance_to(t)
@@ -154,10 +148,7 @@ def test_imported_batches_are_the_traces_own():
     def job(worker):
         data = dd.InputSession()
 
-        def build(scope):
-            arranged = data.to_collection(scope).arrange_by_key()
-            return arranged.trace, arranged.stream.probe()
-        trace, probe = worker.dataflow(build)
+        trace, probe = arranged_input(worker, data)
         for i in range(100):
             data.insert((i, i))
         data.advance_to(1)
@@ -199,10 +190,7 @@ def test_a_trace_no_handle_holds_is_freed():
     def job(worker):
         data = dd.InputSession()
 
-        def build(scope):
-            arranged = data.to_collection(scope).arrange_by_key()
-            return arranged.trace, arranged.stream.probe()
-        trace, probe = worker.dataflow(build)
+        trace, probe = arranged_input(worker, data)
         box = trace._box
         data.insert((1, 1))
         data.advance_to(1)
@@ -243,10 +231,7 @@ def test_read_upper_and_frontiers_only_move_forward():
     def job(worker):
         data = dd.InputSession()
 
-        def build(scope):
-            arranged = data.to_collection(scope).arrange_by_key()
-            return arranged.trace, arranged.stream.probe()
-        trace, probe = worker.dataflow(build)
+        trace, probe = arranged_input(worker, data)
         uppers = [trace.read_upper()]
         data.advance_to(3)
         worker.step_while(lambda: probe.less_than(3))

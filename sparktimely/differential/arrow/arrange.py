@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from ...dataflow.containers import check_schema
 from ...progress.timestamp import TimeKind, less_equal
-from ..collection import DIFF
+from ..collection import DIFF, arrow_only
 from ..lattice import antichain, beyond
 from .batch import ArrowBatch, constant_times, key_columns
 
@@ -41,9 +41,7 @@ class ArrowArranger:
         if batch.__class__ is list:
             raise TypeError(f"{self.name}: this collection mixes Python updates with Arrow "
                             f"batches")
-        if DIFF not in batch.schema.names:
-            raise TypeError(f"{self.name}: the Arrow batch has no '{DIFF}' column "
-                            f"(columns: {', '.join(batch.schema.names)})")
+        arrow_only(self.name, batch)
         if batch.schema.field(DIFF).type != pa.int64():
             raise TypeError(f"{self.name}: the '{DIFF}' column must be int64, not "
                             f"{batch.schema.field(DIFF).type}")

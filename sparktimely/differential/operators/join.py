@@ -66,29 +66,28 @@ def join_core(arranged1: Arranged, arranged2: Arranged, f: Callable | None = Non
 
     def ctor(capability, info):
         capability.drop()
-        acknowledged1 = list(minimum)
-        acknowledged2 = list(minimum)
+        acknowledged = [list(minimum), list(minimum)]     # the uppers of the batches received
+        traces = (trace1, trace2)
+
+        def drain(side: int, input: Any, output: Any) -> None:
+            """Join each batch of input ``side`` with the other trace as acknowledged so far."""
+            nonlocal joiner
+            other = traces[1 - side]
+            for cap, batches in input:
+                for batch in batches:
+                    if len(batch):
+                        joiner = joiner or choose(batch)
+                        matches = joiner.join(batch, other.batches_through(acknowledged[1 - side]),
+                                              side == 1, cap.time)
+                        for time, out in matches:
+                            output.give_at(cap if time is None else cap.delayed(time), out)
+                    acknowledged[side] = batch.upper
 
         def logic(input1, input2, output):
-            nonlocal acknowledged1, acknowledged2, joiner
-            for cap, batches in input1:
-                for batch in batches:
-                    if len(batch):
-                        joiner = joiner or choose(batch)
-                        for time, out in joiner.join(batch, trace2.batches_through(acknowledged2),
-                                                     False, cap.time):
-                            output.give_at(cap if time is None else cap.delayed(time), out)
-                    acknowledged1 = batch.upper
-            for cap, batches in input2:
-                for batch in batches:
-                    if len(batch):
-                        joiner = joiner or choose(batch)
-                        for time, out in joiner.join(batch, trace1.batches_through(acknowledged1),
-                                                     True, cap.time):
-                            output.give_at(cap if time is None else cap.delayed(time), out)
-                    acknowledged2 = batch.upper
-            maintain(trace1, acknowledged1, input2.frontier.frontier())
-            maintain(trace2, acknowledged2, input1.frontier.frontier())
+            drain(0, input1, output)
+            drain(1, input2, output)
+            maintain(trace1, acknowledged[0], input2.frontier.frontier())
+            maintain(trace2, acknowledged[1], input1.frontier.frontier())
         return logic
     stream = arranged1.stream.binary_frontier(arranged2.stream, Pipeline, Pipeline, name, ctor)
     return Collection(stream)
