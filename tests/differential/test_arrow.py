@@ -190,6 +190,28 @@ def test_arrow_reachability_by_iterate(workers):
     check(build, oracle, [edges, roots], schemas, processes(workers))
 
 
+@pytest.mark.timeout(120)
+def test_arrow_reachability_over_an_entered_arrangement(run):
+    edges = [[((0, 1), 1), ((1, 2), 1), ((2, 3), 1), ((5, 6), 1)], [((1, 2), -1), ((0, 5), 1)]]
+    roots = [[((0,), 1)]]
+
+    def build(scope, e, r):
+        arranged = e.arrange_by_key(key="src")
+
+        def step(reach):
+            sources = reach.map_batches(lambda b: b.rename_columns(["src", "diff"]))
+            targets = arranged.enter(reach.scope).semijoin(sources).map_batches(
+                lambda b: pa.RecordBatch.from_arrays([b.column("dst"), b.column("diff")],
+                                                     ["node", "diff"]))
+            return targets.concat(r.enter(reach.scope)).distinct()
+        return r.iterate(step)
+    reachable = [{(0,), (1,), (2,), (3,)}, {(0,), (1,), (5,), (6,)}]
+    output = run_arrow(build, [edges, roots], [(["src", "dst"], [pa.int64(), pa.int64()]),
+                                               (["node"], [pa.int64()])], run)
+    for r, expected in enumerate(reachable):
+        assert accumulate(output, r) == {n: 1 for n in expected}
+
+
 def test_arrow_and_python_updates_do_not_mix():
     def build(scope):
         rows = dd.as_collection(scope.to_stream(pa.table({"k": [1], "diff": [1]})))

@@ -76,6 +76,22 @@ def test_reachability_with_insertions_and_deletions(run, edge_rounds, roots):
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(edge_rounds=toggles)
+def test_reachability_over_an_entered_arrangement(run, edge_rounds):
+    """The edges are arranged once outside the loop and entered (shared, not re-arranged)."""
+    def build(scope, edges, roots):
+        arranged = edges.arrange_by_key()
+
+        def step(reach):
+            return (arranged.enter(reach.scope).semijoin(reach)
+                    .map(lambda edge: edge[1]).concat(roots.enter(reach.scope)).distinct())
+        return roots.iterate(step)
+    check_rounds(build, lambda e, r: {n: 1 for n in bfs(e, list(r))},
+                 [toggled(edge_rounds), [[(0, 1)]]], run)
+
+
+@pytest.mark.timeout(120)
+@SETTINGS
+@given(edge_rounds=toggles)
 def test_bfs_distances(run, edge_rounds):
     def build(scope, edges, roots):
         start = roots.map(lambda n: (n, 0))

@@ -281,6 +281,14 @@ class ArrowBatch:
         return ArrowBatch.build(data, times, self.key, self.lower, self.upper, self.kind,
                                 frontier, consolidated=True, hashes=hashes)
 
+    def entered(self) -> "ArrowBatch":
+        """This batch inside an iterative scope: each time ``t`` becomes ``Product(t, 0)``
+        (one more, zero, time coordinate; the data columns are shared)."""
+        times = np.vstack([self.times, np.zeros((1, self.times.shape[1]), np.int64)])
+        return ArrowBatch(self.data, times, self.hashes, self.key, self.kind.nested(),
+                          [Product(t, 0) for t in self.lower], [Product(t, 0) for t in self.upper],
+                          [Product(t, 0) for t in self.since])
+
     def to_record_batches(self) -> list[tuple[Any, pa.RecordBatch]]:
         """``(time, RecordBatch)`` per distinct time, holding the data columns and ``diff``."""
         return split_by_time(self.data, self.times, self.kind)

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ...dataflow import CapabilitySet, Exchange, Pipeline
 from ...hashing import hash_rows, stable_hash
-from ...progress.timestamp import less_equal, sort_times
+from ...progress.timestamp import Product, less_equal, sort_times
 from ..collection import Collection
 from ..lattice import antichain, beyond, frontier_le
-from ..trace.batch import AdvancedBatch, Batch, Batcher, consolidate_keyed, split_by_capabilities
+from ..trace.batch import (AdvancedBatch, Batch, Batcher, EnteredBatch, consolidate_keyed,
+                           split_by_capabilities)
 from ..trace.handle import TraceAgent, TraceBox
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ class TraceHandle(TraceAgent):
             return logic
         from ...dataflow import source
         stream = source(scope, name, ctor)
-        return Arranged(stream, handle, getattr(self, "_key", None))
+        return Arranged(stream, handle)
 
 
 class ImportFeed:
@@ -365,7 +366,6 @@ class Arranged:
         self.stream = stream
         self.trace = trace
         self.key = key
-        trace._key = key
 
     @property
     def scope(self) -> "Scope":
@@ -398,8 +398,85 @@ class Arranged:
             return logic
         return Collection(self.stream.unary(Pipeline, "AsCollection", ctor))
 
+    def enter(self, scope: "Scope") -> "Arranged":
+        """This arrangement inside ``scope``, nested directly in its own: in an iterative
+        scope its times read as ``Product(t, 0)``. The batches and the trace are shared
+        with the enclosing scope (read through views), not copied.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     edges = dd.from_stream(scope.to_stream([(1, 2), (2, 3)])).arrange_by_key()
+        ...     roots = dd.from_stream(scope.to_stream([1]))
+        ...     def step(reach):
+        ...         inner = edges.enter(reach.scope)
+        ...         return (inner.join_core(reach.arrange_by_self(), lambda n, m, _: [m])
+        ...                 .concat(roots.enter(reach.scope)).distinct())
+        ...     return roots.iterate(step).consolidate().inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(1, 0, 1), (2, 0, 1), (3, 0, 1)])]
+        """
+        stream = self.stream.enter(scope)
+        if scope.kind.depth == self.scope.kind.depth:
+            return Arranged(stream, self.trace, self.key)
+
+        def ctor(capability, info):
+            capability.drop()
+
+            def logic(input, output):
+                for cap, batches in input:
+                    output.give_at(cap, [entered_batch(b) for b in batches])
+            return logic
+        handle = EnteredHandle(self.trace.clone())
+        hold_in_dataflow(scope, handle)
+        return Arranged(stream.unary(Pipeline, "EnterArranged", ctor), handle, self.key)
+
     def __repr__(self) -> str:
         return f"Arranged({self.trace.name!r})"
+
+
+def entered_batch(batch: Any) -> Any:
+    """``batch`` as seen from a directly nested iterative scope."""
+    return batch.entered() if hasattr(batch, "entered") else EnteredBatch(batch)
+
+
+class EnteredHandle:
+    """A handle on an enclosing scope's trace, used from a directly nested iterative scope:
+    frontiers of ``Product(t, i)`` times are read as the outer times ``t``, batches are seen
+    through :func:`entered_batch`."""
+
+    def __init__(self, outer: TraceAgent) -> None:
+        self._outer = outer
+
+    @property
+    def name(self) -> str:
+        return self._outer.name
+
+    @property
+    def closed(self) -> bool:
+        return self._outer.closed
+
+    def clone(self) -> "EnteredHandle":
+        return EnteredHandle(self._outer.clone())
+
+    def batches_through(self, frontier: list) -> list:
+        return [entered_batch(b) for b in self._outer.batches_through(outer_frontier(frontier))]
+
+    def set_logical_compaction(self, frontier: list) -> None:
+        self._outer.set_logical_compaction(outer_frontier(frontier))
+
+    def set_physical_compaction(self, frontier: list) -> None:
+        self._outer.set_physical_compaction(outer_frontier(frontier))
+
+    def read_upper(self) -> list:
+        return [Product(t, 0) for t in self._outer.read_upper()]
+
+    def close(self) -> None:
+        self._outer.close()
+
+
+def outer_frontier(frontier: list) -> list:
+    """An iterative scope's frontier as a frontier of the enclosing scope."""
+    return antichain(t.outer for t in frontier)
 
 
 def arrange_by_key(collection: Collection, key: str | Sequence[str] | None = None,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Iterator
 
+from ...progress.timestamp import Product
 from ..lattice import advance_by, antichain, beyond, frontier_le
 
 Updates = list  # list[(val, time, diff)]
@@ -113,6 +114,38 @@ class AdvancedBatch:
 
     def __len__(self) -> int:
         return len(self.batch)
+
+
+class EnteredBatch:
+    """A read-only view of a batch from the enclosing scope inside an iterative one: every
+    time ``t`` reads as ``Product(t, 0)`` (nothing is copied)."""
+
+    __slots__ = ("batch", "lower", "upper", "since")
+
+    def __init__(self, batch: Any) -> None:
+        self.batch = batch
+        self.lower = entered_frontier(batch.lower)
+        self.upper = entered_frontier(batch.upper)
+        self.since = entered_frontier(batch.since)
+
+    def get(self, key: Any) -> Updates | None:
+        updates = self.batch.get(key)
+        return None if updates is None else [(v, Product(t, 0), d) for v, t, d in updates]
+
+    def items(self) -> Iterator[tuple[Any, Updates]]:
+        for key, updates in self.batch.items():
+            yield key, [(v, Product(t, 0), d) for v, t, d in updates]
+
+    def keys(self):
+        return self.batch.keys()
+
+    def __len__(self) -> int:
+        return len(self.batch)
+
+
+def entered_frontier(frontier: list) -> list:
+    """A frontier of the enclosing scope as seen inside an iterative one."""
+    return [Product(t, 0) for t in frontier]
 
 
 def consolidate_keyed(updates: Iterable[tuple]) -> dict:
