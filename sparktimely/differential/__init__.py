@@ -60,5 +60,5 @@ for _name, _method in _COLLECTION_METHODS.items():
 for _name, _method in _ARRANGED_METHODS.items():
     setattr(Arranged, _name, _method)
 
-__all__ = ["Arranged", "Collection", "DIFF", "InputSession", "TraceHandle", "Variable",
+__all__ = ["Arranged", "Collection", "InputSession", "TraceHandle", "Variable",
            "as_collection", "concatenate", "from_stream"]

@@ -67,6 +67,14 @@ class Collection:
     """A stream of ``(data, time, diff)`` updates (or Arrow batches with a ``diff`` column).
 
     ``inner`` is the timely stream; ``scope`` its scope.
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> def build(scope):
+    ...     numbers = dd.from_stream(scope.to_stream([1, 2, 3]))
+    ...     evens = numbers.filter(lambda x: x % 2 == 0)
+    ...     return numbers.concat(evens.negate()).consolidate().inner.capture()
+    >>> st.example(build).extract()
+    [(0, [(1, 0, 1), (3, 0, 1)])]
     """
 
     __slots__ = ("inner",)
@@ -249,5 +257,13 @@ def from_stream(stream: "Stream") -> Collection:
 
 
 def concatenate(scope: "Scope", collections: Sequence[Collection]) -> Collection:
-    """One collection with the updates of all ``collections`` (of ``scope``)."""
+    """One collection with the updates of all ``collections`` (of ``scope``).
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> def build(scope):
+    ...     parts = [dd.from_stream(scope.to_stream([x])) for x in "abc"]
+    ...     return dd.concatenate(scope, parts).inner.capture()
+    >>> st.example(build).extract()
+    [(0, [('a', 0, 1), ('b', 0, 1), ('c', 0, 1)])]
+    """
     return Collection(scope.concatenate([c.inner for c in collections]))

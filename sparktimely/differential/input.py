@@ -33,6 +33,19 @@ class InputSession:
 
     One session may feed several dataflows. With several workers each worker has its own
     session: the collection is the sum of what all of them send.
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> def job(worker):
+    ...     session = dd.InputSession()
+    ...     out = worker.dataflow(lambda scope: session.to_collection(scope).inner.capture())
+    ...     session.update("x", 3)
+    ...     session.advance_to(2)
+    ...     session.update_at("y", 5, -1)
+    ...     session.close()
+    ...     worker.run()
+    ...     return [u for _, updates in out.extract() for u in updates]
+    >>> st.execute_directly(job)
+    [('x', 0, 3), ('y', 5, -1)]
     """
 
     def __init__(self) -> None:

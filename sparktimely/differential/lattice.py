@@ -18,7 +18,7 @@ from typing import Iterable
 from ..progress.timestamp import Timestamp, join, less_equal, less_than, meet, sort_times
 
 __all__ = ["advance_by", "antichain", "antichain_join", "antichain_meet", "beyond",
-           "frontier_le", "interesting_times", "join", "join_all", "less_equal", "less_than", "meet", "sort_times"]
+           "frontier_le", "interesting_times", "join_all"]
 
 
 def antichain(times: Iterable[Timestamp]) -> list:
@@ -102,7 +102,12 @@ def advance_by(time: Timestamp, frontier: list) -> Timestamp:
 
 
 def join_all(times: Iterable[Timestamp]) -> Timestamp:
-    """The join of a non-empty iterable of times."""
+    """The join of a non-empty iterable of times.
+
+    >>> from sparktimely import Product
+    >>> join_all([Product(0, 3), Product(2, 1), Product(1, 1)])
+    Product(2, 3)
+    """
     iterator = iter(times)
     result = next(iterator)
     for time in iterator:

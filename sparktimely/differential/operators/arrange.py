@@ -360,6 +360,16 @@ class Arranged:
     :class:`TraceHandle` on the worker's shared index of them).
 
     ``key`` names the key column(s) of an Arrow arrangement (None for Python updates).
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> def build(scope):
+    ...     pairs = dd.from_stream(scope.to_stream([("a", 1), ("a", 2), ("b", 3)]))
+    ...     arranged = pairs.arrange_by_key()          # one index, read by both operators
+    ...     sizes = arranged.count()
+    ...     largest = arranged.reduce(lambda key, vals, out: out.append((vals[-1][0], 1)))
+    ...     return sizes.concat(largest).inner.capture()
+    >>> st.example(build).extract()
+    [(0, [(('a', 2), 0, 1), (('a', 2), 0, 1), (('b', 1), 0, 1), (('b', 3), 0, 1)])]
     """
 
     def __init__(self, stream: "Stream", trace: TraceHandle, key: Any = None) -> None:

@@ -24,7 +24,12 @@ Updates = list  # list[(val, time, diff)]
 
 
 class Batch:
-    """Consolidated updates ``key -> [(val, time, diff)]`` for times in ``[lower, upper)``."""
+    """Consolidated updates ``key -> [(val, time, diff)]`` for times in ``[lower, upper)``.
+
+    >>> batch = Batch.from_updates([(("k", "v"), 3, 2)], [0], [5])
+    >>> batch.get("k"), batch.lower, batch.upper, len(batch)
+    ([('v', 3, 2)], [0], [5], 1)
+    """
 
     __slots__ = ("data", "lower", "upper", "since", "length")
 
@@ -87,7 +92,12 @@ class Batch:
 class AdvancedBatch:
     """A read-only view of a batch with every time advanced by a frontier (what an
     import shows of batches the trace has not compacted that far yet). Nothing is copied:
-    times are advanced, and updates consolidated, as they are read."""
+    times are advanced, and updates consolidated, as they are read.
+
+    >>> batch = Batch.from_updates([(("k", "v"), 1, 1), (("k", "v"), 2, 1)], [0], [3])
+    >>> AdvancedBatch(batch, [2]).get("k")
+    [('v', 2, 2)]
+    """
 
     __slots__ = ("batch", "frontier", "lower", "upper", "since")
 
@@ -238,6 +248,11 @@ class Batcher:
     updates whose times are not beyond ``frontier`` and keeps the others;
     ``frontier_times()`` are the earliest times still buffered (what capabilities must
     still be held for).
+
+    >>> batcher = Batcher()
+    >>> batcher.push([("a", 1, 1), ("b", 4, 1)])
+    >>> batcher.seal([3]), batcher.frontier_times()
+    ([('a', 1, 1)], [4])
     """
 
     def __init__(self) -> None:

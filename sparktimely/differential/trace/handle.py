@@ -25,7 +25,15 @@ from .spine import Spine
 
 
 class TraceBox:
-    """One worker's trace of one arrangement, shared by every handle on it."""
+    """One worker's trace of one arrangement, shared by every handle on it.
+
+    >>> box = TraceBox("example", [0])
+    >>> first, second = TraceAgent(box), TraceAgent(box)
+    >>> first.set_logical_compaction([5]); box.logical_frontier()     # the meet of both
+    [0]
+    >>> second.set_logical_compaction([3]); box.logical_frontier()
+    [3]
+    """
 
     def __init__(self, name: str, minimum_frontier: list, kind: Any = None, worker: Any = None) -> None:
         self.name = name
@@ -113,7 +121,14 @@ def as_frontier(frontier: Iterable[Any], what: str) -> list:
 
 
 class TraceAgent:
-    """A reading handle on a shared trace, with its own compaction frontiers."""
+    """A reading handle on a shared trace, with its own compaction frontiers.
+
+    >>> handle = TraceAgent(TraceBox("example", [0]))
+    >>> handle.set_physical_compaction([]); handle.get_physical_compaction()
+    []
+    >>> handle.read_upper()
+    [0]
+    """
 
     def __init__(self, box: TraceBox, logical: list | None = None,
                  physical: list | None = None) -> None:

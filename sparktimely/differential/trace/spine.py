@@ -34,7 +34,14 @@ IDLE_ADVANCES = 16
 
 
 class Spine:
-    """The batches of one trace, oldest first, with the frontiers that govern merging."""
+    """The batches of one trace, oldest first, with the frontiers that govern merging.
+
+    >>> from sparktimely.differential.trace.batch import Batch
+    >>> spine = Spine([0])
+    >>> spine.insert(Batch.from_updates([(("k", 1), 0, 1)], [0], [1]))
+    >>> [b.upper for b in spine.batches_through([1])], spine.upper
+    ([[1]], [1])
+    """
 
     def __init__(self, minimum_frontier: list) -> None:
         self.merged: list = []          # through the physical frontier; geometric sizes
