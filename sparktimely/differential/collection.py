@@ -33,7 +33,8 @@ from ..dataflow import Pipeline
 from ..progress.timestamp import Product
 
 if TYPE_CHECKING:
-    from ..dataflow import ProbeHandle, Scope, Stream
+    from ..dataflow import ProbeHandle
+    from ..ops import Scope, Stream
 
 DIFF = "diff"
 """The name of the int64 column holding the diffs of an Arrow collection."""

@@ -20,7 +20,7 @@ from ..progress.timestamp import Timestamp, less_equal
 from .collection import DIFF, Collection, as_collection
 
 if TYPE_CHECKING:
-    from ..dataflow import Scope
+    from ..ops import Scope
 
 FLUSH_EVERY = 4096
 """Updates buffered by a session before they are handed to the dataflow."""

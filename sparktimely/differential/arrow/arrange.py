@@ -53,7 +53,8 @@ class ArrowArranger:
 
     def seal(self, lower: list, upper: list, held: list) -> list:
         """``(capability time, ArrowBatch)`` for each held capability with sealed rows."""
-        ready, keep = [], []
+        ready: list = []
+        keep: list = []
         for time, batch in self.buffered:
             (keep if upper and beyond(upper, time) else ready).append((time, batch))
         self.buffered = keep
@@ -71,7 +72,7 @@ class ArrowArranger:
                 times = np.concatenate([constant_times(self.kind, t, b.num_rows)
                                         for t, b in part], axis=1)
                 result.append((cap_time, ArrowBatch.build(
-                    table, times, self.key, lower, batch_upper, self.kind,
+                    table, times, list(self.key or []), lower, batch_upper, self.kind,
                     consolidated=table.num_rows < CONSOLIDATE_FROM)))
             lower = batch_upper
         return result

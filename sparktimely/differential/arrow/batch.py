@@ -66,9 +66,9 @@ def time_coordinates(kind: TimeKind, time: Any) -> tuple:
     return kind.coordinates(time)
 
 
-def time_from(kind: TimeKind, coords: Sequence[int]) -> Any:
+def time_from(kind: TimeKind, coords: Sequence[int] | np.ndarray) -> Any:
     """The time whose coordinates are ``coords`` (inverse of :func:`time_coordinates`)."""
-    time = int(coords[0])
+    time: Any = int(coords[0])
     for inner in coords[1:]:
         time = Product(time, int(inner))
     return time
@@ -89,8 +89,8 @@ def constant_times(kind: TimeKind, time: Any, rows: int) -> np.ndarray:
     return out
 
 
-def consolidate(data: pa.Table, times: np.ndarray, hashes: np.ndarray | None = None
-                ) -> tuple[pa.Table, np.ndarray, np.ndarray | None]:
+def consolidate(data: pa.Table, times: np.ndarray, hashes: Any = None
+                ) -> tuple[pa.Table, np.ndarray, Any]:
     """Rows of equal data and time merged (their diffs summed), zero diffs dropped; the
     rows' key ``hashes``, if given, are carried along (grouped with, being a function of the
     key)."""
@@ -173,7 +173,7 @@ def advance_times(times: np.ndarray, frontier: list, kind: TimeKind) -> np.ndarr
     of the component-wise maximum."""
     if not frontier:
         return times
-    result = None
+    result: Any = None
     for element in frontier:
         coords = np.array(time_coordinates(kind, element), np.int64).reshape(-1, 1)
         joined = np.maximum(times, coords)
@@ -331,7 +331,7 @@ def match_sorted(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndar
 
 def keys_equal(left: pa.Table, left_key: list, right: pa.Table, right_key: list) -> np.ndarray:
     """Row-wise equality of the key columns of two equally long tables (nulls equal nulls)."""
-    mask = None
+    mask: Any = None
     for a_name, b_name in zip(left_key, right_key):
         a, b = left.column(a_name), right.column(b_name)
         if a.type != b.type:
@@ -339,8 +339,8 @@ def keys_equal(left: pa.Table, left_key: list, right: pa.Table, right_key: list)
         equal = pc.equal(a, b)
         if equal.null_count:
             equal = pc.or_(equal.fill_null(FALSE), pc.and_(a.is_null(), b.is_null()))
-        equal = np.asarray(equal)
-        mask = equal if mask is None else mask & equal
+        flags = np.asarray(equal)
+        mask = flags if mask is None else mask & flags
     return mask
 
 

@@ -149,12 +149,13 @@ class ArrowReducer:
         self.key = key
         hashes = [b.hashes for b in batches] + [self.pending.pop(t) for t in ready]
         keys = np.unique(np.concatenate(hashes))
-        new_times = np.concatenate([b.times for b in batches], axis=1) if batches else None
+        new_times: Any = np.concatenate([b.times for b in batches], axis=1) if batches else None
         in_data, in_times = _gather(history, keys, batches)
         out_data, out_times = _gather(out_history, keys, [])
         seeds = set(ready) | set(distinct_times(new_times, self.kind) if batches else [])
+        future: set = set()
         if self.total:
-            times, future = sorted(seeds), set()
+            times = sorted(seeds)
         else:
             partners = set(distinct_times(in_times, self.kind)) if in_data is not None else set()
             if out_data is not None:
@@ -163,7 +164,9 @@ class ArrowReducer:
         for time in future:
             present = self.pending.get(time)
             self.pending[time] = keys if present is None else np.union1d(present, keys)
-        produced, made, made_times = [], [], []
+        produced: list = []
+        made: list = []
+        made_times: list = []
         grouping = [HASH] + key              # the hash rides along: no re-hashing of outputs
         for time in times:
             rows = in_data if in_data is not None else None
@@ -181,9 +184,9 @@ class ArrowReducer:
         if not made:
             return produced, None
         data = pa.concat_tables(made)
-        hashes = column_numpy(data, HASH)
         out_batch = ArrowBatch.build(data.drop_columns([HASH]), np.concatenate(made_times, axis=1),
-                                     key, lower, upper, self.kind, consolidated=True, hashes=hashes)
+                                     key, lower, upper, self.kind, consolidated=True,
+                                     hashes=column_numpy(data, HASH))
         return produced, out_batch
 
 
@@ -246,7 +249,7 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
     return [(time, _one_batch(table))], out
 
 
-def _gather(batches: list, keys: np.ndarray, whole: list) -> tuple[pa.Table | None, np.ndarray | None]:
+def _gather(batches: list, keys: np.ndarray, whole: list) -> tuple[Any, Any]:
     """The rows of ``batches`` whose key hash is in ``keys``, plus every row of ``whole``,
     with their key hashes as a column: ``(data, times)``, or ``(None, None)`` if none."""
     tables, times = [], []
@@ -273,7 +276,7 @@ def _with_hash(data: pa.Table, hashes: np.ndarray) -> pa.Table:
                                 + [data.column(DIFF)], [HASH] + columns + [DIFF])
 
 
-def _accumulated(out_data: pa.Table | None, out_times: np.ndarray | None, made: list,
+def _accumulated(out_data: pa.Table | None, out_times: Any, made: list,
                  made_times: list, time: Any, kind: TimeKind) -> pa.Table | None:
     """The output rows (with ``diff``) accumulated to ``time``: history and what this
     retirement produced so far."""

@@ -30,7 +30,7 @@ from ..trace.batch import (AdvancedBatch, Batch, Batcher, EnteredBatch, consolid
 from ..trace.handle import TraceAgent, TraceBox
 
 if TYPE_CHECKING:
-    from ...dataflow import Scope, Stream
+    from ...ops import Scope, Stream
 
 
 # -- handles and dataflow lifetimes --------------------------------------------------------------
@@ -372,7 +372,7 @@ class Arranged:
     [(0, [(('a', 2), 0, 1), (('a', 2), 0, 1), (('b', 1), 0, 1), (('b', 3), 0, 1)])]
     """
 
-    def __init__(self, stream: "Stream", trace: TraceHandle, key: Any = None) -> None:
+    def __init__(self, stream: "Stream", trace: Any, key: Any = None) -> None:
         self.stream = stream
         self.trace = trace
         self.key = key

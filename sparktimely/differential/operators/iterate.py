@@ -25,7 +25,7 @@ from ...progress.timestamp import Product, advance
 from ..collection import Collection
 
 if TYPE_CHECKING:
-    from ...dataflow import Scope
+    from ...ops import Scope
 
 
 class Variable(Collection):

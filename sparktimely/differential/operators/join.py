@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any, Callable
 from ...dataflow import Pipeline
 from ..collection import Collection
 from ..lattice import join
-from .arrange import Arranged, reader
+from .arrange import Arranged, arrange_by_key, arrange_by_self, reader
 
 if TYPE_CHECKING:
-    from ...dataflow import Scope
+    from ...ops import Scope
 
 JOIN_PAIR, JOIN_MAP, JOIN_MANY, JOIN_SEMI = 0, 1, 2, 3
 """How a matched pair becomes output: ``(key, (v1, v2))``, ``f(key, v1, v2)``, each item of
@@ -119,7 +119,8 @@ class PythonJoiner:
         out: list = []
         append = out.append
         extend = out.extend
-        f, mode, total = self.f, self.mode, self.total
+        f: Any = self.f
+        mode, total = self.mode, self.total
         mine = batch.keys()
         for other in others:
             get_mine, get_other = batch.get, other.get
@@ -154,10 +155,8 @@ def join_collections(collection: Collection, other: Collection, on: Any = None) 
     """``(key, (v1, v2))`` for every pair of ``(key, v1)`` here and ``(key, v2)`` in
     ``other`` (Arrow collections: ``on`` names the key column(s); the result has the key,
     then this side's other columns, then the other side's, and ``diff``)."""
-    if on is not None:
-        return join_core(collection.arrange_by_key(key=on), other.arrange_by_key(key=on),
-                         None, JOIN_PAIR, "Join")
-    return join_core(collection.arrange_by_key(), other.arrange_by_key(), None, JOIN_PAIR, "Join")
+    return join_core(arrange_by_key(collection, on), arrange_by_key(other, on), None, JOIN_PAIR,
+                     "Join")
 
 
 def join_map(collection: Collection, other: Collection,
@@ -172,15 +171,14 @@ def join_map(collection: Collection, other: Collection,
     >>> st.example(build).extract()
     [(0, [(10, 0, 1)])]
     """
-    return join_core(collection.arrange_by_key(), other.arrange_by_key(), f, JOIN_MAP, "JoinMap")
+    return join_core(arrange_by_key(collection), arrange_by_key(other), f, JOIN_MAP, "JoinMap")
 
 
 def semijoin_arranged(arranged: Arranged, keys: Collection | Arranged) -> Collection:
     """The ``(key, val)`` of ``arranged`` whose key is in ``keys`` (multiplicities
     multiply)."""
-    if not isinstance(keys, Arranged):
-        keys = keys.arrange_by_self()
-    return join_core(arranged, keys, None, JOIN_SEMI, "Semijoin")
+    arranged_keys = keys if isinstance(keys, Arranged) else arrange_by_self(keys)
+    return join_core(arranged, arranged_keys, None, JOIN_SEMI, "Semijoin")
 
 
 def semijoin(collection: Collection, keys: Collection, on: Any = None) -> Collection:
@@ -193,8 +191,7 @@ def semijoin(collection: Collection, keys: Collection, on: Any = None) -> Collec
     >>> st.example(build).extract()
     [(0, [((2, 'b'), 0, 1)])]
     """
-    arranged = collection.arrange_by_key() if on is None else collection.arrange_by_key(key=on)
-    return semijoin_arranged(arranged, keys)
+    return semijoin_arranged(arrange_by_key(collection, on), keys)
 
 
 def antijoin(collection: Collection, keys: Collection, on: Any = None) -> Collection:

@@ -272,7 +272,7 @@ class Batcher:
             ready = [u for _, updates in self._buffered for u in updates]
             self._buffered = []
             return ready
-        ready: list = []
+        ready = []
         keep: list = []
         single_int = len(frontier) == 1 and frontier[0].__class__ is int
         f = frontier[0] if single_int else None
