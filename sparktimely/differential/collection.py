@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -252,7 +253,7 @@ def from_stream(stream: "Stream") -> Collection:
                     output.give_at(cap, [(x, time, 1) for x in batch])
                 else:
                     output.give_at(cap, batch.append_column(
-                        DIFF, pa.array([1] * batch.num_rows, pa.int64())))
+                        DIFF, pa.array(np.ones(batch.num_rows, np.int64))))
         return logic
     return Collection(stream.unary(Pipeline, "FromStream", ctor))
 
