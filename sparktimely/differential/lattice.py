@@ -67,6 +67,8 @@ def antichain_join(a: list, b: list) -> list:
     >>> antichain_join([2], [5]), antichain_join([], [5])
     ([5], [])
     """
+    if len(a) == 1 and len(b) == 1:
+        return [join(a[0], b[0])]
     return antichain(join(x, y) for x in a for y in b)
 
 

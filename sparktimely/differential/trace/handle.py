@@ -117,7 +117,8 @@ def as_frontier(frontier: Iterable[Any], what: str) -> list:
     if isinstance(frontier, (str, bytes)) or not hasattr(frontier, "__iter__"):
         raise TypeError(f"{what}: a frontier is a list of times (e.g. [5], or [] to release), "
                         f"not {frontier!r}")
-    return antichain(list(frontier))
+    times = list(frontier)
+    return times if len(times) < 2 else antichain(times)
 
 
 class TraceAgent:
@@ -157,6 +158,8 @@ class TraceAgent:
         none). The trace may then coalesce earlier times. A handle's frontier never moves
         back: it becomes the join of the old and the new one."""
         self._check_open("set_logical_compaction")
+        if frontier == self._logical:
+            return
         new = antichain_join(self._logical, as_frontier(frontier, "set_logical_compaction"))
         if new != self._logical:
             self._box._adjust(self._logical, new, self._physical, self._physical)
@@ -166,6 +169,8 @@ class TraceAgent:
         """This handle will not need batch boundaries before ``frontier`` (``[]``: any);
         the trace may then merge its batches up to there."""
         self._check_open("set_physical_compaction")
+        if frontier == self._physical:
+            return
         new = antichain_join(self._physical, as_frontier(frontier, "set_physical_compaction"))
         if new != self._physical:
             self._box._adjust(self._logical, self._logical, self._physical, new)
