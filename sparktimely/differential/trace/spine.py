@@ -2,10 +2,11 @@
 
 Batches arrive in time order. A batch joins the merged part only once its ``upper`` is
 through the *physical compaction frontier* (no reader still needs to see the boundaries
-inside it); there, the newest batches are merged while the one before is not more than twice
-as large, so sizes shrink geometrically from oldest to newest: about ``log2(n)`` batches, and
+inside it); there, adjacent batches are merged while the older is not more than twice as
+large, so sizes shrink geometrically from oldest to newest: about ``log2(n)`` batches, and
 every update takes part in about ``log2(n)`` merges over its life: work proportional to what
-was inserted, as differential's ``Spine``. Small batches wait for a few others and are merged
+was inserted, as differential's ``Spine``. Each insert performs at most one merge, so a
+cascade is spread over the following inserts. Small batches wait for a few others and are merged
 together; an advance of the upper without a batch merges the small batches at the end, so an
 idle trace also ends up tidy. Merging advances times to the *logical compaction frontier* and
 consolidates, so updates that cancel out disappear.
@@ -122,8 +123,15 @@ class Spine:
             del pending[:moved]
 
     def _add_merged(self, batch: Any) -> None:
+        self.merged.append(batch)
+        self._merge_step()
+
+    def _merge_step(self) -> None:
+        """At most one merge that is due: the small batches at the end once there are more
+        than :data:`MAX_SMALL`, else the newest pair of large batches whose sizes are within
+        a factor of two. A cascade of merges is thus spread over the following inserts
+        instead of landing on one update."""
         merged = self.merged
-        merged.append(batch)
         small = 0
         while small < len(merged) and len(merged[-1 - small]) < SMALL_BATCH:
             small += 1
@@ -131,8 +139,8 @@ class Spine:
             tail = merged[-small:]
             del merged[-small:]
             merged.append(tail[0].merged_all(tail[1:], self.logical))
-        while (len(merged) >= 2 and len(merged[-1]) >= SMALL_BATCH
-               and len(merged[-2]) <= 2 * len(merged[-1])):
-            newer = merged.pop()
-            older = merged.pop()
-            merged.append(older.merged(newer, self.logical))
+            return
+        for i in range(len(merged) - 1, 0, -1):
+            if len(merged[i]) >= SMALL_BATCH and len(merged[i - 1]) <= 2 * len(merged[i]):
+                merged[i - 1:i + 1] = [merged[i - 1].merged(merged[i], self.logical)]
+                return
