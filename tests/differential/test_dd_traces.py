@@ -351,8 +351,8 @@ def imported_queries(queries: int) -> tuple:
             query.insert(q % 2_000)
             query.advance_to(1)
             worker.step_while(lambda: done.less_than(1))
+            worker.drop_dataflow(index)            # while its input is open: on_drop releases
             query.close()
-            worker.drop_dataflow(index)
             answered.append(len(found))
         gc.collect()
         snapshots.append(tracemalloc.take_snapshot())
