@@ -39,6 +39,7 @@ class InputHandle:
         self._time: Timestamp | None = None
         self._buffer: list = []
         self._bound: list[tuple[OutputPort, Capability]] = []
+        self._connected = False          # bound once (its dataflows may be dropped since)
         self._closed = False
         self._schema = None
 
@@ -48,6 +49,7 @@ class InputHandle:
         if self._time is None:
             self._time = port.kind.minimum()
         self._bound.append((port, Capability(self._time, port)))
+        self._connected = True
 
     def time(self) -> Timestamp:
         """The time at which records sent now are stamped."""
@@ -56,7 +58,7 @@ class InputHandle:
     def _check_open(self, action: str) -> None:
         if self._closed:
             raise RuntimeError(f"cannot {action}: the input handle is closed")
-        if not self._bound:
+        if not self._connected:
             raise RuntimeError(f"cannot {action}: the input handle is not connected to a "
                                f"dataflow (use scope.input_from(handle))")
 
@@ -82,9 +84,11 @@ class InputHandle:
             if batch_length(batch):
                 self._push(batch)
 
+    def _forget(self, dataflow: Any) -> None:
+        """Stop feeding ``dataflow`` (it was dropped)."""
+        self._bound = [(port, cap) for port, cap in self._bound if port.dataflow is not dataflow]
+
     def _push(self, batch: Any) -> None:
-        if any(port.dataflow.dropped for port, _ in self._bound):
-            self._bound = [(port, cap) for port, cap in self._bound if not port.dataflow.dropped]
         last = len(self._bound) - 1
         for i, (port, _) in enumerate(self._bound):
             port.push(self._time, batch if i == last else own_copy(batch))

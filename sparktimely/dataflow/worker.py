@@ -254,10 +254,13 @@ class Dataflow:
         callbacks, self._on_drop = self._on_drop, []
         for callback in callbacks:
             callback()
-        for operator in self.operators:
-            operator.logic = None
-            for input in operator.inputs:
-                input.queue.clear()
+        for handle_ref, _ in self._input_handles:
+            handle = handle_ref()
+            if handle is not None:
+                handle._forget(self)
+        self.operators = []
+        self._inputs_at = {}
+        self._frontier_watchers = {}
         self._heap = []
         self._input_handles = []
 
@@ -347,7 +350,8 @@ class Worker:
         self.args = list(args or [])
         self._allocator = allocator
         self._dataflows: list[Dataflow] = []
-        self._built: dict[int, Dataflow] = {}
+        self._built: dict[int, Dataflow] = {}     # built and not dropped, by index
+        self._dropped: set[int] = set()            # their late messages are discarded
         self._early: dict[int, list[tuple[int, tuple]]] = {}
         self._dataflow_count = 0
         self._salt_warned = False
@@ -404,10 +408,11 @@ class Worker:
         >>> st.execute_directly(job)
         ([0], [])
         """
-        dataflow = self._built.get(index)
-        if dataflow is None or dataflow.dropped:
+        dataflow = self._built.pop(index, None)
+        if dataflow is None:
             raise KeyError(f"worker {self.index} has no dataflow {index} to drop "
                            f"(installed: {self.installed_dataflows()})")
+        self._dropped.add(index)
         dataflow.drop()
         self._dataflows = [d for d in self._dataflows if d is not dataflow]
 
@@ -481,10 +486,10 @@ class Worker:
         messages = self._peer_allocator().receive()
         for source, message in messages:
             dataflow = self._built.get(message[1])
-            if dataflow is None:
-                self._early.setdefault(message[1], []).append((source, message))
-            elif not dataflow.dropped:
+            if dataflow is not None:
                 dataflow.deliver(source, message)
+            elif message[1] not in self._dropped:
+                self._early.setdefault(message[1], []).append((source, message))
         return bool(messages)
 
     def _warn_salted_hash(self, peer: int) -> None:
@@ -513,7 +518,7 @@ class Worker:
             while activations:
                 index, operator = activations.popleft()
                 dataflow = self._built.get(index)
-                if dataflow is not None and not dataflow.dropped:
+                if dataflow is not None:
                     dataflow.activate(operator)
                 busy = True
             busy = busy or any(d.busy() for d in self._dataflows)

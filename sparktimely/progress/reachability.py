@@ -189,15 +189,19 @@ def _advances(summary: Any, kind: TimeKind, depth: int) -> bool:
     (True, False)
     >>> _advances(Product(0, 1), TimeKind(Product), 0)
     True
+    >>> deeper = nested.nested()                 # Product(0, 1) there means (0, 0, +1)
+    >>> _advances(Product(0, 1), deeper, 2), _advances(Product(0, 1), deeper, 1)
+    (True, False)
     """
     if is_identity(summary):
         return False
     parts = []
     for _ in range(kind.depth):
-        if summary.__class__ is not Product:      # an int (zero) summary in a nested scope
-            return False
-        parts.append(summary.inner)
-        summary = summary.outer
+        if summary.__class__ is Product:
+            parts.append(summary.inner)
+            summary = summary.outer
+        else:                 # an int 0 in a nested position: this and every outer part 0
+            parts.append(0)
     parts.append(summary)
     parts.reverse()                                # root first, then each nested scope's
     types = (kind.base,) + kind.inners

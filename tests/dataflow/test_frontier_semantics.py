@@ -2,7 +2,9 @@
 first scheduling, notification order, partially ordered root times, cross-worker identity,
 messages that arrive before their dataflow is built. Every test runs at 1, 2 and 3 workers
 (the ``run`` fixture) and compares the consolidated result with an oracle."""
+import gc
 import time
+import tracemalloc
 
 import pytest
 
@@ -336,3 +338,45 @@ def test_drop_dataflow_releases_it_and_runs_on_drop_callbacks(run):
         assert dropped == [index]
         assert after == []
         assert other == [(0, [index])]
+
+
+def test_dropped_dataflows_are_freed():
+    # Seed 003's pattern: many short query dataflows fed by one long-lived input handle.
+    def job(worker):
+        handle = st.InputHandle()
+        tracemalloc.start()
+        for i in range(300):
+            if i == 100:
+                gc.collect()
+                start = tracemalloc.get_traced_memory()[0]
+            index = worker.next_dataflow_index()
+            worker.dataflow(lambda scope: scope.input_from(handle).map(lambda x: x).probe())
+            worker.drop_dataflow(index)
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - start
+        tracemalloc.stop()
+        handle.send(1)                       # feeds nothing now, and fails nothing
+        handle.close()
+        return grown / 200, worker.installed_dataflows()
+    per_dataflow, installed = st.execute_directly(job)
+    assert installed == []
+    assert per_dataflow < 500               # bytes: a dropped dataflow used to keep ~13 kB
+
+
+def test_loop_variable_two_scopes_deep(run):
+    # loop_variable(1) means Product(0, 1): +1 on the innermost counter, 0 on the rest.
+    def job(worker):
+        def build(scope):
+            def middle(mid):
+                def inner(deep):
+                    handle, looped = deep.loop_variable(1)
+                    start = scope.to_stream([1] if worker.index == 0 else []).enter(mid).enter(deep)
+                    counted = start.concat(looped).map(lambda x: x * 2)
+                    counted.filter(lambda x: x < 16).connect_loop(handle)
+                    return counted.filter(lambda x: x >= 16).leave()
+                return mid.iterative(inner).leave()
+            return scope.iterative(middle).capture()
+        captured = worker.dataflow(build)
+        worker.run()
+        return captured.extract()
+    assert consolidate(run(job)) == [(0, [16])]

@@ -382,8 +382,6 @@ def test_a_thousand_imported_queries_leave_no_handle_or_copy_behind():
     assert objects[1] <= objects[0]
 
 
-@pytest.mark.xfail(reason="the timely layer keeps dropped dataflows (operators, ports, tracker) "
-                          "in Worker._built, about 13-27 kB each", strict=False)
 @pytest.mark.timeout(120)
 def test_memory_stays_flat_across_a_thousand_imported_queries():
     arrangement, snapshots, *_ = imported_queries(1000)
