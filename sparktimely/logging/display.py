@@ -4,15 +4,18 @@ worker's CPU and memory.
 Two halves, because workers are processes (and, on Spark, on other hosts):
 
 - in each worker, a :class:`StatusReporter` (:func:`report_status`) reads the worker's
-  ``"timely"`` log and its probes and, every ``interval`` seconds, writes the worker's status
-  as ``status-{index}.json`` in a directory (atomically) or as a plain line to a stream;
-- in the process that started them, a :class:`ProgressDisplay` reads those files and redraws
-  a few lines in place on a terminal, or prints a plain line every ``plain_every`` seconds
-  when its stream is not a terminal (a log file, CI).
+  ``"timely"`` log and its probes and, every ``interval`` seconds, sends the worker's status
+  to a display's address (one JSON line over TCP), writes it as ``status-{index}.json`` in a
+  directory (atomically) or as a plain line to a stream;
+- in the process that started them, a :class:`ProgressDisplay` gathers those statuses (its
+  :class:`StatusListener`, or the files of a directory) and redraws a few lines in place on
+  a terminal, or prints a plain line every ``plain_every`` seconds when its stream is not a
+  terminal (a log file, CI).
 
-The display is off unless asked for: ``st.execute(..., progress=True)`` and the
-``sparktimely-submit`` entry point turn it on. Logging costs a little (see
-``benchmarks/bench_logging.py``), so library use stays free of it.
+The display is off unless asked for: ``st.execute(..., progress=True)`` (``--progress``),
+``sparktimely.barrier.run(..., progress=True)`` and the ``sparktimely-submit`` entry point
+turn it on. Logging costs a little (see ``benchmarks/bench_logging.py``), so library use
+stays free of it.
 
 >>> status = {"worker": 0, "wall": 10.0, "records": 5_000, "cpu": 4.0, "rss": 50 << 20,
 ...           "probes": [["wordcount", 4, "[17]"]], "done": False}
@@ -26,9 +29,12 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
+import socket
 import sys
 import threading
 import time as _time
+import warnings
 from typing import IO, TYPE_CHECKING, Any
 
 import psutil
@@ -42,7 +48,8 @@ if TYPE_CHECKING:
 class StatusReporter:
     """A worker's side of the display: a ``"timely"`` log callback that counts the records
     entering the dataflows (sent by operators without inputs) and, every ``interval``
-    seconds, publishes :meth:`status` to ``directory`` or as a line on ``stream``.
+    seconds, publishes :meth:`status` to a display's ``address`` (``(host, port)``), to
+    ``directory`` and/or as a line on ``stream``.
 
     >>> import sparktimely as st
     >>> def job(worker):
@@ -55,10 +62,12 @@ class StatusReporter:
     """
 
     def __init__(self, worker: "Worker", directory: str | os.PathLike | None = None,
-                 stream: IO[str] | None = None, interval: float = 1.0) -> None:
+                 stream: IO[str] | None = None, interval: float = 1.0,
+                 address: tuple[str, int] | None = None) -> None:
         self._worker = worker
         self._directory = None if directory is None else os.fspath(directory)
         self._stream = stream
+        self._sender = None if address is None else _StatusSender(address)
         self._interval = interval
         self._next = 0.0
         self._process = psutil.Process()
@@ -112,8 +121,10 @@ class StatusReporter:
                 "rss": self._process.memory_info().rss, "probes": probes, "done": done}
 
     def publish(self, done: bool = False) -> None:
-        """Write the status now (to the directory, or as a line on the stream)."""
+        """Publish the status now (to the display, the directory, the stream)."""
         status = self.status(done)
+        if self._sender is not None:
+            self._sender.send(status)
         if self._directory is not None:
             path = os.path.join(self._directory, f"status-{status['worker']}.json")
             with open(path + ".tmp", "w") as file:
@@ -125,14 +136,52 @@ class StatusReporter:
         self._previous = {status["worker"]: status}
 
     def close(self) -> None:
-        """The log is removed: publish a last status, marked done."""
+        """The log is removed: publish a last status, marked done (and hang up)."""
         self.publish(done=True)
+        if self._sender is not None:
+            self._sender.close()
+
+
+class _StatusSender:
+    """A worker's connection to a display's :class:`StatusListener`, made at the first
+    status. The display is a convenience: if it cannot be reached, or stops taking
+    statuses, the worker says so once and goes on without it."""
+
+    TIMEOUT = 2.0
+    """Seconds allowed for connecting and for sending one status."""
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self._address = (address[0], int(address[1]))
+        self._socket: socket.socket | None = None
+        self._failed = False
+
+    def send(self, status: dict) -> None:
+        if self._failed:
+            return
+        try:
+            if self._socket is None:
+                self._socket = socket.create_connection(self._address, self.TIMEOUT)
+            self._socket.sendall(json.dumps(status).encode() + b"\n")
+        except OSError as error:
+            self._failed = True
+            self.close()
+            host, port = self._address
+            warnings.warn(f"worker {status['worker']} cannot send its status to the progress "
+                          f"display at {host}:{port} ({error}); the job goes on without it",
+                          RuntimeWarning, stacklevel=2)
+
+    def close(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
 
 
 def report_status(worker: "Worker", directory: str | os.PathLike | None = None,
-                  stream: IO[str] | None = None, interval: float = 1.0) -> StatusReporter:
-    """Have ``worker`` publish its status for a :class:`ProgressDisplay` (to ``directory``)
-    or as plain lines (to ``stream``), every ``interval`` seconds while it works.
+                  stream: IO[str] | None = None, interval: float = 1.0,
+                  address: tuple[str, int] | None = None) -> StatusReporter:
+    """Have ``worker`` publish its status for a :class:`ProgressDisplay` (to its
+    ``address``, or to ``directory``) or as plain lines (to ``stream``), every ``interval``
+    seconds while it works, and once more, marked done, when its log is removed.
 
     >>> import io, sparktimely as st
     >>> out = io.StringIO()
@@ -145,7 +194,7 @@ def report_status(worker: "Worker", directory: str | os.PathLike | None = None,
     >>> print(out.getvalue().splitlines()[-1])                   # doctest: +ELLIPSIS
     sparktimely: 1 worker, ... done; probe dataflow-0/1: done; worker 0: cpu ... 2 records done
     """
-    reporter = StatusReporter(worker, directory, stream, interval)
+    reporter = StatusReporter(worker, directory, stream, interval, address)
     worker.log_register().add("timely", reporter)
     return reporter
 
@@ -218,21 +267,150 @@ def plain_line(statuses: list[dict], before: dict[int, dict], elapsed: float | N
     return "sparktimely: " + "; ".join([head] + [" ".join(line.split()) for line in lines[1:]])
 
 
-class ProgressDisplay:
-    """Shows the statuses the workers publish in ``directory``: redrawn in place every
-    ``interval`` seconds on a terminal, or as a plain line every ``plain_every`` seconds
-    otherwise. Use it as a context manager around the run; on exit it shows the final
-    state once more.
+class StatusListener:
+    """Where workers, on this host or others, send their statuses: a TCP listener on
+    ``host`` (any free port; all interfaces if ``host`` cannot be bound) at ``address``,
+    keeping the latest status of each worker (one JSON object per line, as
+    :func:`report_status` with ``address`` sends them). :meth:`poll` reads what has
+    arrived; a :class:`ProgressDisplay` polls it from its thread.
 
-    >>> import io, tempfile, sparktimely as st
-    >>> directory, out = tempfile.mkdtemp(), io.StringIO()
-    >>> def job(worker):
-    ...     report_status(worker, directory, interval=0)
-    ...     worker.dataflow(lambda scope: scope.to_stream(range(100)).probe())
-    ...     worker.run()
-    ...     worker.log_register().close()
-    >>> with ProgressDisplay(directory, out):
-    ...     _ = st.execute(job, workers=2)
+    >>> listener = StatusListener()
+    >>> with socket.create_connection(listener.address) as connection:
+    ...     connection.sendall(b'{"worker": 3, "done": true}\\n')
+    >>> listener.drain(5.0)
+    >>> listener.statuses()
+    [{'worker': 3, 'done': True}]
+    >>> listener.close()
+    """
+
+    MAX_LINE = 1 << 20
+    """A connection sending a longer line than this is not a worker's: it is dropped."""
+
+    def __init__(self, host: str = "localhost") -> None:
+        try:
+            self._server = socket.create_server((host, 0))
+        except OSError:
+            self._server = socket.create_server(("", 0))
+        self.address: tuple[str, int] = (host, self._server.getsockname()[1])
+        self._server.setblocking(False)
+        self._wake_in, self._wake_out = socket.socketpair()
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._server, selectors.EVENT_READ)
+        self._selector.register(self._wake_in, selectors.EVENT_READ)
+        self._buffers: dict[socket.socket, bytearray] = {}
+        self._statuses: dict[int, dict] = {}
+
+    def statuses(self) -> list[dict]:
+        """The latest status of every worker heard from, by worker index."""
+        return [self._statuses[index] for index in sorted(self._statuses)]
+
+    def poll(self, timeout: float | None) -> int:
+        """Wait up to ``timeout`` seconds for connections, statuses or :meth:`wake`; take
+        in what arrived. Returns how many sockets were ready."""
+        ready = self._selector.select(timeout)
+        for key, _ in ready:
+            sock = key.fileobj
+            if sock is self._server:
+                self._accept()
+            elif sock is self._wake_in:
+                self._wake_in.recv(4096)
+            else:
+                assert isinstance(sock, socket.socket)
+                self._read(sock)
+        return len(ready)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self._server.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            connection.setblocking(False)
+            self._buffers[connection] = bytearray()
+            self._selector.register(connection, selectors.EVENT_READ)
+
+    def _read(self, connection: socket.socket) -> None:
+        try:
+            data = connection.recv(1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(connection)
+            return
+        buffer = self._buffers[connection]
+        buffer += data
+        *lines, rest = buffer.split(b"\n")
+        if len(rest) > self.MAX_LINE:
+            self._drop(connection)
+            return
+        self._buffers[connection] = bytearray(rest)
+        for line in lines:
+            try:
+                status = json.loads(line)
+                self._statuses[int(status["worker"])] = status
+            except (ValueError, KeyError, TypeError):
+                continue                                  # not a status: ignore the line
+
+    def _drop(self, connection: socket.socket) -> None:
+        self._selector.unregister(connection)
+        del self._buffers[connection]
+        connection.close()
+
+    def drain(self, seconds: float) -> None:
+        """Take in everything sent so far, then wait up to ``seconds`` for the workers
+        still connected to hang up (they do after their last status)."""
+        while self.poll(0):
+            pass
+        deadline = _time.monotonic() + seconds
+        while self._buffers and (left := deadline - _time.monotonic()) > 0:
+            self.poll(left)
+
+    def wake(self) -> None:
+        """Make a :meth:`poll` under way return (from another thread)."""
+        try:
+            self._wake_out.send(b"!")
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        for connection in list(self._buffers):
+            self._drop(connection)
+        self._selector.close()
+        for sock in (self._server, self._wake_in, self._wake_out):
+            sock.close()
+
+
+_WRITING = threading.Lock()
+"""Held while a display writes. A process forked while another thread is inside a write
+would inherit the stream's lock taken, and hang at its first write to it: so forking waits
+for the write to end (``os.register_at_fork`` below)."""
+os.register_at_fork(before=_WRITING.acquire, after_in_parent=_WRITING.release,
+                    after_in_child=_WRITING.release)
+
+
+class ProgressDisplay:
+    """Shows the statuses the workers publish: redrawn in place every ``interval`` seconds
+    on a terminal, or as a plain line every ``plain_every`` seconds otherwise (on
+    ``stream``, default stderr). Use it as a context manager around the run; on exit it
+    shows the final state once more.
+
+    Without ``directory``, it listens on ``host`` (a :class:`StatusListener`) while the
+    block runs: have each worker ``report_status(worker, address=display.address)``. With a
+    ``directory``, it reads the ``status-N.json`` files workers write there instead.
+
+    >>> import io, sparktimely as st
+    >>> out = io.StringIO()
+    >>> def reporting_to(address):
+    ...     def job(worker):
+    ...         report_status(worker, address=address, interval=0)
+    ...         worker.dataflow(lambda scope: scope.to_stream(range(100)).probe())
+    ...         worker.run()
+    ...         worker.log_register().close()         # a last status, marked done
+    ...     return job
+    >>> with ProgressDisplay(stream=out) as display:
+    ...     _ = st.execute(reporting_to(display.address), workers=2)
     >>> print(out.getvalue().splitlines()[-1].replace("; ", "\\n"))  # doctest: +ELLIPSIS
     sparktimely: ... s, 2 workers, done
     probe dataflow-0/1: done
@@ -240,9 +418,15 @@ class ProgressDisplay:
     worker 1: cpu ... 100 records done
     """
 
-    def __init__(self, directory: str | os.PathLike, stream: IO[str] | None = None,
-                 interval: float = 0.5, plain_every: float = 10.0) -> None:
-        self._directory = os.fspath(directory)
+    DRAIN = 2.0
+    """Seconds the display waits, at the end of a run, for workers' last statuses."""
+
+    def __init__(self, directory: str | os.PathLike | None = None,
+                 stream: IO[str] | None = None, interval: float = 0.5,
+                 plain_every: float = 10.0, host: str = "localhost") -> None:
+        self._directory = None if directory is None else os.fspath(directory)
+        self._host = host
+        self._listener: StatusListener | None = None
         self._stream = stream if stream is not None else sys.stderr
         self._terminal = bool(getattr(self._stream, "isatty", lambda: False)())
         self._interval = interval if self._terminal else plain_every
@@ -252,8 +436,21 @@ class ProgressDisplay:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @property
+    def address(self) -> tuple[str, int]:
+        """Where workers send their statuses (``(host, port)``; inside the ``with`` block
+        of a display without a directory)."""
+        if self._listener is None:
+            raise RuntimeError("a ProgressDisplay has an address only inside its with block, "
+                               "and only without a directory")
+        return self._listener.address
+
     def read(self) -> list[dict]:
         """The statuses published so far (unreadable or half-written files are skipped)."""
+        if self._listener is not None:
+            return self._listener.statuses()
+        if self._directory is None:
+            return []
         statuses = []
         try:
             names = os.listdir(self._directory)
@@ -275,29 +472,55 @@ class ProgressDisplay:
         if self._terminal:
             lines = render_lines(statuses, self._previous, elapsed)
             up = f"\x1b[{self._drawn}F" if self._drawn else ""
-            self._stream.write(up + "".join(f"\x1b[2K{line}\n" for line in lines))
+            text = up + "".join(f"\x1b[2K{line}\n" for line in lines)
             self._drawn = len(lines)
         else:
-            self._stream.write(plain_line(statuses, self._previous, elapsed) + "\n")
-        self._stream.flush()
+            text = plain_line(statuses, self._previous, elapsed) + "\n"
+        with _WRITING:
+            self._stream.write(text)
+            self._stream.flush()
         self._previous = {status["worker"]: status for status in statuses}
 
     def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            self.show()
+        listener = self._listener
+        while not self._stop.is_set():
+            due = _time.monotonic() + self._interval
+            while not self._stop.is_set() and (left := due - _time.monotonic()) > 0:
+                if listener is not None:
+                    listener.poll(left)
+                else:
+                    self._stop.wait(left)
+            if not self._stop.is_set():
+                self.show()
 
     def __enter__(self) -> "ProgressDisplay":
-        os.makedirs(self._directory, exist_ok=True)
+        if self._directory is not None:
+            os.makedirs(self._directory, exist_ok=True)
+        else:
+            self._listener = StatusListener(self._host)
+        self._started = _time.monotonic()
         self._thread = threading.Thread(target=self._run, name="sparktimely-progress",
                                         daemon=True)
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, kind: Any, *exc: Any) -> None:
         self._stop.set()
+        listener = self._listener
+        if listener is not None:
+            listener.wake()
         if self._thread is not None:
             self._thread.join()
-        self.show()
+            self._thread = None
+        try:
+            if listener is not None:
+                listener.drain(self.DRAIN if kind is None else 0.0)
+            self.show()
+        finally:
+            if listener is not None:
+                listener.close()
+                self._listener = None
 
 
-__all__ = ["ProgressDisplay", "StatusReporter", "plain_line", "render_lines", "report_status"]
+__all__ = ["ProgressDisplay", "StatusListener", "StatusReporter", "plain_line", "render_lines",
+           "report_status"]

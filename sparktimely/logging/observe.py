@@ -1,7 +1,8 @@
 """Watching a whole run: a job function wrapped so that each worker logs to a directory
 and/or reports its status, and the launching side's progress display around the run.
 
-:func:`observing` is what a launcher (``execute``, the Spark entry point) wraps a run in:
+:func:`observing` is what the launchers (``execute``, ``sparktimely.barrier.run``, the
+spark-submit entry point) wrap a run in:
 
     with observing(func, log_dir="logs", progress=True) as job:
         results = run_the_workers(job)
@@ -19,8 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 from typing import IO, TYPE_CHECKING, Any, Callable, Iterator
 
 from .display import ProgressDisplay, report_status
@@ -31,12 +30,15 @@ if TYPE_CHECKING:
 
 
 def observed(func: Callable[["Worker"], Any], *, log_dir: str | os.PathLike | None = None,
+             status_address: tuple[str, int] | None = None,
              status_dir: str | os.PathLike | None = None,
              status_stream: IO[str] | None = None,
              interval: float = 1.0) -> Callable[["Worker"], Any]:
     """``func`` wrapped so that each worker writes its logs to ``log_dir`` and/or publishes
-    its status to ``status_dir`` or ``status_stream``; the wrapper steps the worker until its
-    dataflows complete and closes its logs before returning ``func``'s result.
+    its status to a display at ``status_address``, to ``status_dir`` or to
+    ``status_stream``; the wrapper steps the worker until its dataflows complete and closes
+    its logs before returning ``func``'s result. (The wrapper is picklable when ``func`` is,
+    so it can travel to Spark's executors.)
 
     >>> import io, sparktimely as st
     >>> out = io.StringIO()
@@ -45,11 +47,13 @@ def observed(func: Callable[["Worker"], Any], *, log_dir: str | os.PathLike | No
     >>> st.execute_directly(job), out.getvalue().endswith("1 records done\\n")
     (7, True)
     """
+    reports = status_address is not None or status_dir is not None or status_stream is not None
+
     def observed_job(worker: "Worker") -> Any:
         if log_dir is not None:
             log_to_directory(worker, log_dir)
-        if status_dir is not None or status_stream is not None:
-            report_status(worker, status_dir, status_stream, interval)
+        if reports:
+            report_status(worker, status_dir, status_stream, interval, status_address)
         result = func(worker)
         worker.run()
         worker.log_register().close()
@@ -60,11 +64,12 @@ def observed(func: Callable[["Worker"], Any], *, log_dir: str | os.PathLike | No
 @contextlib.contextmanager
 def observing(func: Callable[["Worker"], Any], *, log_dir: str | os.PathLike | None = None,
               progress: bool = False, stream: IO[str] | None = None,
-              interval: float = 1.0) -> Iterator[Callable[["Worker"], Any]]:
+              interval: float = 1.0, host: str = "localhost") -> Iterator[Callable[["Worker"], Any]]:
     """Yields the job to run: ``func`` itself when nothing is asked for; otherwise
-    :func:`observed` with the logs in ``log_dir`` and, with ``progress``, a status directory
-    that a :class:`~sparktimely.logging.display.ProgressDisplay` shows on ``stream``
-    (default stderr) until the block ends.
+    :func:`observed` with the logs in ``log_dir`` and, with ``progress``, statuses sent
+    every ``interval`` seconds to a :class:`~sparktimely.logging.display.ProgressDisplay`
+    that listens on ``host`` (where the workers can reach this process) and shows them on
+    ``stream`` (default stderr) until the block ends.
 
     >>> with observing(len) as job:
     ...     job is len
@@ -73,17 +78,12 @@ def observing(func: Callable[["Worker"], Any], *, log_dir: str | os.PathLike | N
     if log_dir is None and not progress:
         yield func
         return
-    status_dir = tempfile.mkdtemp(prefix="sparktimely-status-") if progress else None
-    try:
-        job = observed(func, log_dir=log_dir, status_dir=status_dir, interval=interval)
-        if status_dir is None:
-            yield job
-            return
-        with ProgressDisplay(status_dir, stream):
-            yield job
-    finally:
-        if status_dir is not None:
-            shutil.rmtree(status_dir, ignore_errors=True)
+    if not progress:
+        yield observed(func, log_dir=log_dir)
+        return
+    with ProgressDisplay(stream=stream, host=host) as display:
+        yield observed(func, log_dir=log_dir, status_address=display.address,
+                       interval=interval)
 
 
 __all__ = ["observed", "observing"]
