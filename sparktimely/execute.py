@@ -17,6 +17,7 @@ from ._supervisor import signals
 from .comm import WorkerAddress
 from .comm.rendezvous import ProcessCluster
 from .dataflow import Worker
+from .logging import observing
 from .shm import job_prefix
 
 for _public in (WorkerError, Seat, WorkerSession):
@@ -37,7 +38,8 @@ class Config:
     through sockets instead of shared memory; ``connect_timeout`` (default
     ``$SPARKTIMELY_CONNECT_TIMEOUT`` or 60 s) bounds how long processes wait for each other;
     ``stall_limit`` (``--stall-limit SECONDS``) stops a job whose worker makes no progress
-    for that long.
+    for that long. ``log_dir`` (``--log-dir DIR``) and ``progress`` (``--progress``) are
+    :func:`execute`'s.
     """
 
     workers: int = 1
@@ -48,6 +50,8 @@ class Config:
     force_sockets: bool | None = field(default=None, repr=False)
     connect_timeout: float | None = field(default=None, repr=False)
     stall_limit: float | None = field(default=None, repr=False)
+    log_dir: str | None = field(default=None, repr=False)
+    progress: bool = field(default=False, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("workers", "processes"):
@@ -107,7 +111,9 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
 _FLAGS = {"-w": "workers", "--workers": "workers", "--threads": "workers",
           "-n": "processes", "--processes": "processes",
           "-p": "process", "--process": "process",
-          "-h": "hostfile", "--hostfile": "hostfile", "--stall-limit": "stall_limit"}
+          "-h": "hostfile", "--hostfile": "hostfile", "--stall-limit": "stall_limit",
+          "--log-dir": "log_dir"}
+_SWITCHES = {"--progress": "progress"}          # flags without a value
 
 
 def config_from_args(argv: Sequence[str]) -> Config:
@@ -117,6 +123,9 @@ def config_from_args(argv: Sequence[str]) -> Config:
     Config(workers=2, processes=1, process=0, hostfile=None, args=['--input', 'x.txt'])
     >>> config_from_args(["-w3", "--processes=1"]).workers
     3
+    >>> config = config_from_args(["--log-dir", "logs", "--progress", "-w2"])
+    >>> config.log_dir, config.progress, config.workers
+    ('logs', True, 2)
     >>> config_from_args(["-n", "2"])
     Traceback (most recent call last):
     ValueError: -n 2 needs -p/--process: this process's index, 0..1
@@ -134,6 +143,12 @@ def config_from_args(argv: Sequence[str]) -> Config:
             flag, eq, inline = arg[:2], "=", arg[2:]
         else:
             flag, eq, inline = arg, "", ""
+        if flag in _SWITCHES:
+            if eq:
+                raise ValueError(f"{flag} takes no value, got {arg!r}")
+            values[_SWITCHES[flag]] = True
+            i += 1
+            continue
         name = _FLAGS.get(flag)
         if name is None:
             rest.append(arg)
@@ -150,6 +165,8 @@ def config_from_args(argv: Sequence[str]) -> Config:
         given[name] = flag
         if name == "hostfile":
             values[name] = parse_hostfile(value)
+        elif name == "log_dir":
+            values[name] = value
         elif name == "stall_limit":
             try:
                 values[name] = float(value)
@@ -169,7 +186,8 @@ def config_from_args(argv: Sequence[str]) -> Config:
 
 def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int = 1,
             process: int = 0, hostfile: str | os.PathLike | Sequence[str] | None = None,
-            args: Sequence[str] = (), stall_limit: float | None = None) -> list[Any]:
+            args: Sequence[str] = (), stall_limit: float | None = None,
+            log_dir: str | os.PathLike | None = None, progress: bool = False) -> list[Any]:
     """Run ``func(worker)`` on this process's ``workers`` worker processes.
 
     Worker ``local`` of process ``process`` has global index ``process * workers + local``.
@@ -187,6 +205,15 @@ def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int =
     stops the job with a WorkerError naming the worker and where it is (its stack is the
     error's ``traceback``).
 
+    ``log_dir`` (off by default): each worker writes its ``"timely"`` log to
+    ``log_dir/worker-{index}.timely`` as it runs (see ``sparktimely.logging.log_to_directory``);
+    ``python -m sparktimely.profile log_dir`` then makes an HTML profile of the run. Every
+    process of a hostfile job writes its own workers' files (give them one directory, or
+    gather the files into one). ``progress`` (off by default): this process shows a live
+    display of its workers (probe frontiers, records/s, CPU and memory per worker) on
+    stderr, redrawn in place on a terminal, else a plain line every 10 s and at the end.
+    Both cost a little while on (``benchmarks/bench_logging.py``).
+
     SIGINT, SIGTERM and SIGHUP during the run (from the main thread) stop every worker, tell
     the other processes and remove every segment first; then the handlers that were there
     before are restored and get the signal: SIGINT raises KeyboardInterrupt, a default
@@ -198,15 +225,16 @@ def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int =
     """
     config = Config(workers, processes, process,
                     None if hostfile is None else parse_hostfile(hostfile), list(args),
-                    stall_limit=stall_limit)
+                    stall_limit=stall_limit,
+                    log_dir=None if log_dir is None else os.fspath(log_dir), progress=progress)
     return _run(func, config)
 
 
 def execute_from_args(argv: Sequence[str], func: Callable[[Worker], Any]) -> list[Any]:
     """:func:`execute` configured from timely's command-line flags
     (``-w/--workers/--threads``, ``-n/--processes``, ``-p/--process``, ``-h/--hostfile``,
-    and ``--stall-limit SECONDS``); other arguments are left for the program in
-    ``worker.args``.
+    and ``--stall-limit SECONDS``, ``--log-dir DIR``, ``--progress``); other arguments are
+    left for the program in ``worker.args``.
 
     >>> import sparktimely as st
     >>> st.execute_from_args(["-w", "2", "extra"], lambda worker: worker.args)
@@ -244,7 +272,8 @@ def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
 
 
 def _run(func: Callable[[Worker], Any], config: Config) -> list[Any]:
-    with signals.around_run():
+    with observing(func, log_dir=config.log_dir, progress=config.progress) as func, \
+            signals.around_run():
         if config.processes == 1:
             plan = [WorkerAddress("localhost", 0, "local", mesh=job_prefix())] * config.workers
             return _supervisor.run_workers(func, plan, dict.fromkeys(range(config.workers)),

@@ -71,6 +71,8 @@ class StatusReporter:
         self._interval = interval
         self._next = 0.0
         self._process = psutil.Process()
+        times = self._process.cpu_times()
+        self._started = [_time.time(), times.user + times.system]
         self._targets: set[int] = set()
         self._sources: set[int] = set()
         self._entry: set[int] = set()
@@ -106,7 +108,8 @@ class StatusReporter:
     def status(self, done: bool = False) -> dict:
         """This worker's status: ``worker``, ``pid``, ``wall`` (time.time()), ``records``
         (entered so far), ``cpu`` (seconds used), ``rss`` (bytes), ``probes`` (per probe
-        operator: dataflow name, operator index, frontier as text) and ``done``."""
+        operator: dataflow name, operator index, frontier as text), ``done`` and
+        ``started`` (``wall`` and ``cpu`` when reporting began)."""
         probes = []
         for index in sorted(self._worker._built):
             dataflow = self._worker._built[index]
@@ -118,7 +121,8 @@ class StatusReporter:
         times = self._process.cpu_times()
         return {"worker": self._worker.index, "pid": os.getpid(), "wall": _time.time(),
                 "records": self.records, "cpu": times.user + times.system,
-                "rss": self._process.memory_info().rss, "probes": probes, "done": done}
+                "rss": self._process.memory_info().rss, "probes": probes, "done": done,
+                "started": self._started}
 
     def publish(self, done: bool = False) -> None:
         """Publish the status now (to the display, the directory, the stream)."""
@@ -204,10 +208,14 @@ def _megabytes(rss: float) -> str:
 
 
 def _rates(statuses: list[dict], before: dict[int, dict]) -> tuple[float | None, dict]:
-    """Records/s over all workers and CPU share per worker, against earlier statuses."""
+    """Records/s over all workers and CPU share per worker, against earlier statuses (or,
+    for a worker not seen before, since it began reporting)."""
     records, seconds, cpu = 0.0, 0.0, {}
     for status in statuses:
         old = before.get(status["worker"])
+        if old is None and status.get("started"):
+            wall, used = status["started"]
+            old = {"wall": wall, "records": 0, "cpu": used}
         if old is None or status["wall"] <= old["wall"]:
             continue
         elapsed = status["wall"] - old["wall"]
@@ -412,7 +420,7 @@ class ProgressDisplay:
     >>> with ProgressDisplay(stream=out) as display:
     ...     _ = st.execute(reporting_to(display.address), workers=2)
     >>> print(out.getvalue().splitlines()[-1].replace("; ", "\\n"))  # doctest: +ELLIPSIS
-    sparktimely: ... s, 2 workers, done
+    sparktimely: ... s, 2 workers, ... records/s, done
     probe dataflow-0/1: done
     worker 0: cpu ... 100 records done
     worker 1: cpu ... 100 records done
