@@ -1,6 +1,7 @@
 """The driver side: ``run``, ``map_in_arrow`` and ``map_partitions`` (see the package doc)."""
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from contextlib import contextmanager
@@ -9,13 +10,19 @@ from itertools import islice
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .. import InputHandle, Pipeline, Worker
-from ._cancel import StageCanceller
+from ..logging import log_to_directory, observing
+from ._cancel import StageCanceller, driver_host
 from ._task import BarrierWorker, parse_crash, parse_failure, run_in_task
 
 __all__ = ["BarrierSetupError", "check_resources", "map_in_arrow", "map_partitions", "run"]
 
 RECORDS_PER_BATCH = 4096
 """How many of a Spark partition's records ``map_partitions`` hands its worker as one batch."""
+
+JOB_GROUP = "sparktimely"
+"""The Spark job group of ``run``'s jobs when the caller has not set one: see them with
+``sc.statusTracker().getJobIdsForGroup("sparktimely")``, cancel them with
+``sc.cancelJobGroup("sparktimely")``."""
 
 SLOT_WAIT = 60.0
 """Seconds to wait for executors to register when a cluster (not ``local``) has too few task
@@ -120,7 +127,8 @@ def _worker_errors():
 # -- run -------------------------------------------------------------------------------------
 
 def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequence[str] = (),
-        timeout: float | None = None, stall_limit: float | None = None) -> list[Any]:
+        timeout: float | None = None, stall_limit: float | None = None,
+        log_dir: str | os.PathLike | None = None, progress: bool = False) -> list[Any]:
     """Run ``func(worker)`` on ``num_workers`` timely workers, one Spark barrier task each;
     return the results ordered by worker index.
 
@@ -132,6 +140,18 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
     and traceback (or the signal that killed it), Spark's own error chained. Too few task
     slots or dynamic allocation raise :class:`BarrierSetupError` before anything runs.
 
+    ``log_dir``: each worker writes its log files (``worker-N.*``) to this directory on its
+    executor's host, made if missing; a relative path is resolved against the driver's
+    working directory. On one host (``local[N]``) or a shared filesystem they end up
+    together, ready for ``python -m sparktimely.profile log_dir``; otherwise gather each
+    host's files into one directory first. ``progress``: the driver shows a live
+    display of the workers (sent to it over TCP at ``spark.driver.host``) on stderr. The
+    Spark job is described as ``sparktimely: run module:function on N workers`` (what the
+    Spark UI shows for the job and its stage; the RDD has that name too) and, unless the
+    caller set a job group, is in the group :data:`JOB_GROUP`; the caller's settings are
+    restored afterwards. (Spark's own console progress bar, when on, draws on the same
+    stderr: turn it off with ``spark.ui.showConsoleProgress=false``.)
+
     >>> import sparktimely.barrier as stb
     >>> stb.run(spark, lambda worker: (worker.index, worker.peers), 2)   # doctest: +SKIP
     [(0, 2), (1, 2)]
@@ -141,11 +161,52 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
         raise TypeError("sparktimely.barrier.run needs a classic SparkSession or SparkContext "
                         "(under Spark Connect use map_in_arrow)")
     _check(sc, num_workers)
-    task = partial(_run_task, func, list(args), timeout, stall_limit)
-    rdd = sc.parallelize(range(num_workers), num_workers).barrier().mapPartitions(task)
-    with _worker_errors():
-        pairs = rdd.collect()
+    description = f"sparktimely: run {_name_of(func)} on {num_workers} workers"
+    with observing(func, log_dir=_log_dir(log_dir), progress=progress,
+                   host=driver_host(sc)) as job, _job_described(sc, description):
+        task = partial(_run_task, job, list(args), timeout, stall_limit)
+        rdd = (sc.parallelize(range(num_workers), num_workers).barrier().mapPartitions(task)
+               .setName(description))
+        with _worker_errors():
+            pairs = rdd.collect()
     return [result for _, result in sorted(pairs, key=lambda pair: pair[0])]
+
+
+def _log_dir(log_dir: str | os.PathLike | None) -> str | None:
+    """The log directory the workers are given: ``log_dir`` resolved on the driver.
+
+    >>> _log_dir("/tmp/logs"), _log_dir(None)
+    ('/tmp/logs', None)
+    """
+    return None if log_dir is None else os.path.abspath(log_dir)
+
+
+def _name_of(func: Callable) -> str:
+    """``module:qualified name`` of a function, for Spark's job description.
+
+    >>> _name_of(_name_of), _name_of(partial(_name_of))
+    ('sparktimely.barrier._api:_name_of', 'sparktimely.barrier._api:_name_of')
+    """
+    while isinstance(func, partial):
+        func = func.func
+    name = getattr(func, "__qualname__", type(func).__qualname__)
+    return f"{getattr(func, '__module__', None) or type(func).__module__}:{name}"
+
+
+@contextmanager
+def _job_described(sc, description: str):
+    """Spark jobs started in the block (by this thread) carry ``description`` and, if the
+    caller has no job group, :data:`JOB_GROUP`; the caller's settings come back after."""
+    keys = ("spark.job.description", "spark.jobGroup.id")
+    previous = {key: sc.getLocalProperty(key) for key in keys}
+    sc.setLocalProperty("spark.job.description", description)
+    if previous["spark.jobGroup.id"] is None:
+        sc.setLocalProperty("spark.jobGroup.id", JOB_GROUP)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            sc.setLocalProperty(key, value)
 
 
 def _run_task(func, args, timeout, stall_limit, partition) -> Iterator[tuple[int, Any]]:
@@ -157,7 +218,7 @@ def _run_task(func, args, timeout, stall_limit, partition) -> Iterator[tuple[int
 # -- map_partitions and map_in_arrow ---------------------------------------------------------
 
 def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
-                   stall_limit: float | None = None):
+                   stall_limit: float | None = None, log_dir: str | os.PathLike | None = None):
     """An RDD computed by timely workers, one per partition of ``rdd`` (a barrier stage).
 
     Each task's records are its worker's input stream (batches of Python objects at time 0);
@@ -167,18 +228,25 @@ def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
     code (``build``, or an operator's logic) cancels the stage with the worker's traceback,
     so Spark does not retry it (see :mod:`._cancel`; a lost peer or connection still lets
     Spark retry a stage that feeds a shuffle). ``stall_limit``: as for :func:`run`; time
-    spent waiting for Spark's input or output does not count.
+    spent waiting for Spark's input or output does not count. ``log_dir``: as for
+    :func:`run`. The RDD is named ``sparktimely: map_partitions module:function on N
+    workers`` (in the Spark UI's DAG); since the job runs at an action of the caller's, a
+    live display does not apply here, and the job description is the caller's to set
+    (``sc.setJobDescription``).
 
     >>> counts = stb.map_partitions(lines, lambda scope, s: s.flat_map(str.split).count())  # doctest: +SKIP
     """
-    _check(rdd.context, rdd.getNumPartitions())
+    workers = rdd.getNumPartitions()
+    _check(rdd.context, workers)
     canceller = StageCanceller.address_for(rdd.context)
     return rdd.barrier().mapPartitions(
-        partial(_records_task, build, (timeout, stall_limit, canceller)))
+        partial(_records_task, build, (timeout, stall_limit, canceller, _log_dir(log_dir)))
+    ).setName(f"sparktimely: map_partitions {_name_of(build)} on {workers} workers")
 
 
 def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
-                 timeout: float | None = None, stall_limit: float | None = None):
+                 timeout: float | None = None, stall_limit: float | None = None,
+                 log_dir: str | os.PathLike | None = None):
     """A DataFrame computed by timely workers through ``df.mapInArrow(..., barrier=True)``.
 
     Each task's Arrow record batches are its worker's input stream (at time 0);
@@ -186,8 +254,8 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
     Output batches may be ``pyarrow.RecordBatch`` (cast to ``schema``) or lists of tuples or
     dicts. ``schema`` is a DDL string, a ``StructType`` or a ``pyarrow.Schema``. One worker
     runs per partition of ``df``; ``num_workers`` repartitions ``df`` to that many first
-    (and checks the cluster can run them at once). Lazy, like ``mapInArrow``; errors and
-    ``stall_limit`` as for :func:`map_partitions`.
+    (and checks the cluster can run them at once). Lazy, like ``mapInArrow``; errors,
+    ``stall_limit`` and ``log_dir`` as for :func:`map_partitions`.
 
     >>> out = stb.map_in_arrow(df, build, "word string, count long", num_workers=2)  # doctest: +SKIP
     """
@@ -197,7 +265,8 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
         _check(spark, num_workers)
         df = df.repartition(num_workers)
     canceller = StageCanceller.address_for(_context(spark))
-    task = partial(_arrow_task, build, arrow_schema, (timeout, stall_limit, canceller))
+    task = partial(_arrow_task, build, arrow_schema,
+                   (timeout, stall_limit, canceller, _log_dir(log_dir)))
     try:
         return df.mapInArrow(task, spark_schema, barrier=True)
     except ImportError:
@@ -253,7 +322,7 @@ def _stream_task(build, chunks: Iterable[Any], options: tuple) -> Iterator[Any]:
     """Feed ``chunks`` into the worker's input at time 0 and yield the output batches as
     they appear (the worker keeps running between them). The dataflow is built before the
     worker meets the others (at its first step). ``options`` are the timeout, the stall
-    limit and the driver's stage canceller."""
+    limit, the driver's stage canceller and the log directory."""
     handle = InputHandle()
     output: deque = deque()
 
@@ -263,9 +332,9 @@ def _stream_task(build, chunks: Iterable[Any], options: tuple) -> Iterator[Any]:
             result.sink(Pipeline, "ToSpark",
                         lambda input: output.extend(batch for _, batch in input))
 
-    timeout, stall_limit, canceller = options
+    timeout, stall_limit, canceller, log_dir = options
     barrier = BarrierWorker(timeout=timeout, stall_limit=stall_limit, canceller=canceller)
-    with barrier as worker:
+    with barrier as worker, _logging_to(worker, log_dir):
         worker.dataflow(dataflow, name="barrier-task")
         chunks = iter(chunks)
         while True:
@@ -287,6 +356,20 @@ def _stream_task(build, chunks: Iterable[Any], options: tuple) -> Iterator[Any]:
         while output:
             with barrier.waiting_for_spark():
                 yield output.popleft()
+
+
+@contextmanager
+def _logging_to(worker: Worker, log_dir: str | None):
+    """The worker logs to ``log_dir`` (if any) in the block; its files are completed and
+    closed at the end, whatever happens (the task's process is reused)."""
+    if log_dir is None:
+        yield
+        return
+    log_to_directory(worker, log_dir)
+    try:
+        yield
+    finally:
+        worker.log_register().close()
 
 
 def _as_arrow(batch, schema):

@@ -27,6 +27,11 @@ from dataclasses import dataclass
 _MAX_REQUEST = 1 << 20
 
 
+def driver_host(sc) -> str:
+    """The driver's host as the executors reach it (``spark.driver.host``)."""
+    return sc.getConf().get("spark.driver.host", "localhost")
+
+
 @dataclass(frozen=True)
 class CancelAddress:
     """Where a task reaches the driver's canceller, and the token it must show."""
@@ -54,7 +59,7 @@ class StageCanceller:
 
     def __init__(self, sc) -> None:
         self.sc = sc
-        host = sc.getConf().get("spark.driver.host", "localhost")
+        host = driver_host(sc)
         try:
             self._listener = socket.create_server((host, 0))
         except OSError:

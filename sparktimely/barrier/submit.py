@@ -7,6 +7,13 @@ back to the driver and are printed: strings as they are, anything else as
 ``worker I: repr``; ``None`` prints nothing. A failing worker prints its traceback and
 exits with status 1.
 
+While the job runs, a live display on stderr shows each probe's frontier (the epochs
+done), records/s and every worker's CPU and memory: redrawn in place on a terminal, a plain
+line every 10 s (and at the end) otherwise; ``--no-progress`` turns it off. ``--log-dir DIR``
+has every worker write its log files to ``DIR`` on its executor's host, for
+``python -m sparktimely.profile DIR`` (see ``sparktimely.barrier.run``). The Spark UI shows
+the job as ``sparktimely: run module:function on N workers``.
+
 On its own, it starts the Spark driver itself (``--master``, default Spark's own, and
 ``--conf KEY=VALUE``)::
 
@@ -107,6 +114,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--name", default=None, help="application name")
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds allowed for the workers to connect (default 60)")
+    parser.add_argument("--no-progress", dest="progress", action="store_false",
+                        help="no live progress display on stderr")
+    parser.add_argument("--log-dir", metavar="DIR", default=None,
+                        help="each worker writes its log files to DIR on its executor's host "
+                             "(for python -m sparktimely.profile DIR)")
     parser.add_argument("--path", action="store_true",
                         help="print the path of this file (the application for spark-submit)")
     parser.add_argument("target", nargs="?", help="module:function, called with each worker")
@@ -128,6 +140,8 @@ def _session(options):
         if master.startswith("local") or not master:
             confs.setdefault("spark.pyspark.python", sys.executable)
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if options.progress:                        # Spark's own bar would draw over ours
+        confs.setdefault("spark.ui.showConsoleProgress", "false")
     for key, value in confs.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
@@ -160,7 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     workers = options.workers or _slots(spark.sparkContext) or spark.sparkContext.defaultParallelism
     started = time.perf_counter()
     try:
-        results = run(spark, function, workers, args=options.args, timeout=options.timeout)
+        results = run(spark, function, workers, args=options.args, timeout=options.timeout,
+                      log_dir=options.log_dir, progress=options.progress)
     except BarrierSetupError as error:
         print(f"sparktimely-submit: {error}", file=sys.stderr)
         return 2
@@ -169,6 +184,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     print(f"sparktimely-submit: {workers} workers ran {options.target} in "
           f"{time.perf_counter() - started:.2f} s (one barrier stage)", file=sys.stderr)
+    if options.log_dir is not None:
+        print(f"sparktimely-submit: the workers' logs are in {options.log_dir} on their "
+              f"hosts (python -m sparktimely.profile {options.log_dir})", file=sys.stderr)
     for index, result in enumerate(results):
         if isinstance(result, str):
             print(result)

@@ -4,6 +4,7 @@ map_in_arrow, map_partitions, failures, reused Python workers, the entry point."
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -516,3 +517,109 @@ def test_frontier_semantics_hold_under_spark(spark):
     assert consolidate([r[2] for r in results]) == [(t, [t]) for t in (0, 2, 4, 6)]
     assert consolidate([r[3] for r in results]) == [
         (st.Product(0, i), [10 + i]) for i in range(3)]
+
+
+# -- logs, the progress display, the job's name in Spark --------------------------------------
+
+def described_job(worker):
+    """``exchange_job``, plus the job description and group its Spark task was given."""
+    from pyspark import TaskContext
+    context = TaskContext.get()
+    return (*exchange_job(worker), context.getLocalProperty("spark.job.description"),
+            context.getLocalProperty("spark.jobGroup.id"))
+
+
+def logged_exchanges(directory) -> Counter:
+    """Records each worker sent each worker on the first channel, from the log files."""
+    from sparktimely.logging import MessagesEvent, read_log_directory
+    moved: Counter = Counter()
+    for event in read_log_directory(directory).events:
+        if type(event) is MessagesEvent and event.is_send and event.channel == 0:
+            moved[event.source, event.target] += event.length
+    return moved
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_run_logs_shows_progress_and_names_its_spark_job(spark, tmp_path, capfd, workers):
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+    before = set(tracker.getJobIdsForGroup("sparktimely"))
+    results = stb.run(spark, described_job, workers, log_dir=tmp_path / "logs", progress=True)
+    description = f"sparktimely: run {__name__}:described_job on {workers} workers"
+    for index, (worker, peers, _, received, seen, group) in enumerate(results):
+        assert (worker, peers) == (index, workers)
+        assert received == [x for x in range(100 * workers) if x % workers == index]
+        assert (seen, group) == (description, "sparktimely")
+    [job] = set(tracker.getJobIdsForGroup("sparktimely")) - before
+    info = tracker.getJobInfo(job)
+    assert info.status == "SUCCEEDED"
+    assert [tracker.getStageInfo(stage).numTasks for stage in info.stageIds] == [workers]
+    assert sc._jsc.sc().statusStore().job(job).description().get() == description
+    assert sc.getLocalProperty("spark.job.description") is None       # the caller's again
+    assert sc.getLocalProperty("spark.jobGroup.id") is None
+    assert logged_exchanges(tmp_path / "logs") == Counter(
+        (source, x % workers) for source in range(workers)
+        for x in range(source * 100, source * 100 + 100))
+    lines = [line for line in capfd.readouterr().err.splitlines()
+             if line.startswith("sparktimely: ")]
+    last = lines[-1].split("; ")                      # stderr is no terminal: plain lines
+    assert re.fullmatch(rf"sparktimely: \d+\.\d s, {workers} workers?, [\d,]+ records/s, done",
+                        last[0]), last
+    assert [line.split()[:2] + line.split()[-3:] for line in last[1:]] == [
+        ["worker", f"{w}:", "100", "records", "done"] for w in range(workers)]
+
+
+def test_a_callers_job_group_is_kept(spark):
+    sc = spark.sparkContext
+    sc.setJobGroup("mine", "my description")
+    try:
+        [(*_, seen, group)] = stb.run(spark, described_job, 1)
+        assert (seen, group) == (f"sparktimely: run {__name__}:described_job on 1 workers",
+                                 "mine")
+        assert sc.getLocalProperty("spark.job.description") == "my description"
+        assert sc.getLocalProperty("spark.jobGroup.id") == "mine"
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
+
+
+def test_the_lazy_forms_log_to_a_directory_and_name_their_rdd(spark, tmp_path):
+    rdd = spark.sparkContext.parallelize(range(1000), 2)
+
+    def build(scope, numbers):
+        return numbers.exchange(lambda x: x)
+    out = stb.map_partitions(rdd, build, log_dir=tmp_path / "rdd")
+    assert out.name() == (f"sparktimely: map_partitions {__name__}:"
+                          f"test_the_lazy_forms_log_to_a_directory_and_name_their_rdd.<locals>"
+                          f".build on 2 workers")
+    assert sorted(out.collect()) == list(range(1000))
+    parts = [list(range(500)), list(range(500, 1000))]           # parallelize's slices
+    expected = Counter((source, x % 2) for source in (0, 1) for x in parts[source])
+    assert logged_exchanges(tmp_path / "rdd") == expected
+    df = spark.createDataFrame([(x,) for x in range(1000)], "x long").repartition(2)
+
+    def build_arrow(scope, batches):
+        return batches.exchange(key="x")
+    rows = stb.map_in_arrow(df, build_arrow, "x long", log_dir=tmp_path / "arrow").collect()
+    assert sorted(row.x for row in rows) == list(range(1000))
+    moved = logged_exchanges(tmp_path / "arrow")
+    assert sum(moved.values()) == 1000 and {source for source, _ in moved} <= {0, 1}
+
+
+def test_submit_shows_progress_unless_told_not_to_and_logs(spark, tmp_path, capsys):
+    from examples.pagerank import generate_graph
+    from sparktimely.barrier import submit
+    src, dst = generate_graph(1000, 10000)
+    pq.write_table(pa.table({"src": src, "dst": dst}), tmp_path / "edges.parquet")
+    job = ["examples.pagerank:job", "--edges", str(tmp_path / "edges.parquet"),
+           "--iterations", "3"]
+    assert submit.main(["-w", "2", "--log-dir", str(tmp_path / "logs"), *job]) == 0
+    err = capsys.readouterr().err
+    last = [line for line in err.splitlines() if line.startswith("sparktimely: ")][-1]
+    assert ", 2 workers, " in last and last.split("; ")[0].endswith("done"), err
+    assert f"logs are in {tmp_path / 'logs'}" in err
+    from sparktimely.logging import read_log_directory
+    assert sorted(read_log_directory(tmp_path / "logs").workers) == [0, 1]
+    assert submit.main(["-w", "2", "--no-progress", *job]) == 0
+    err = capsys.readouterr().err
+    assert not [line for line in err.splitlines() if line.startswith("sparktimely: ")], err
