@@ -8,6 +8,10 @@ nothing) and writing files (``log_to_directory``), as ratios against logging off
   is logging's worst case: a few events per microsecond of work.
 - Map: ``map(lambda x: x + 1)`` over 1M ints in batches of 1k and 10k records, 1 worker.
 - Exchange: 1M ints in 10k-record batches sent to worker ``x % 2`` and counted, 2 workers.
+- The progress display: ``st.execute(..., progress=True)`` against ``progress=False`` (the
+  workers report their status every second, the launching process redraws every 0.5 s as
+  on a terminal), on the round and exchange workloads, run long enough (seconds) for the
+  display to draw several times.
 
 "Off" is the product as shipped: the worker's hooks are one ``is None`` check each, two per
 scheduled operator. The last table bounds what those checks cost: the time of the checks
@@ -15,6 +19,8 @@ beside the time of one scheduling, both measured in this run.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import statistics
 import sys
 import tempfile
@@ -44,13 +50,13 @@ def attach(worker: st.Worker, mode: str) -> None:
 LOGS = tempfile.TemporaryDirectory(prefix="sparktimely-bench-logs-")
 
 
-def latency(mode: str, workers: int) -> float:
+def latency(mode: str, workers: int, rounds: int = ROUNDS, progress: bool = False) -> float:
     def job(worker):
         attach(worker, mode)
-        return round_latency(worker, 4, ROUNDS)
+        return round_latency(worker, 4, rounds)
     if workers == 1:
         return st.execute_directly(job)
-    return max(st.execute(job, workers=workers))
+    return max(st.execute(job, workers=workers, progress=progress))
 
 
 def map_rate(mode: str, batch: int) -> float:
@@ -68,28 +74,30 @@ def map_rate(mode: str, batch: int) -> float:
     return RECORDS / median_seconds(lambda: st.execute_directly(job), 1) / 1e6
 
 
-def exchange_rate(mode: str, batch: int = 10_000) -> float:
+def exchange_rate(mode: str, batch: int = 10_000, records: int = RECORDS,
+                  progress: bool = False) -> float:
     def job(worker):
         attach(worker, mode)
         input = st.InputHandle()
         probe = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: x)
                                 .count().probe())
         data = list(range(worker.index, worker.index + batch))
-        for round in range(RECORDS // batch // worker.peers):
+        for round in range(records // batch // worker.peers):
             input.send_batch(data)
             input.advance_to(round + 1)
             worker.step_while(lambda: probe.less_than(round + 1))
-    return RECORDS / median_seconds(lambda: st.execute(job, workers=2), 1) / 1e6
+    return records / median_seconds(lambda: st.execute(job, workers=2, progress=progress),
+                                    1) / 1e6
 
 
 def interleaved(measure: Callable[[str], float], best: Callable[[list[float]], float],
-                repeat: int = REPEAT) -> dict[str, float]:
+                repeat: int = REPEAT, modes: tuple[str, ...] = MODES) -> dict[str, float]:
     """The best of ``repeat`` measurements per mode, taken in turn (off, on, files, off,
     ...): on a shared machine other work only slows a run down, and taking the modes in
     turn lets a change of load affect each alike."""
-    values: dict[str, list[float]] = {mode: [] for mode in MODES}
+    values: dict[str, list[float]] = {mode: [] for mode in modes}
     for _ in range(repeat):
-        for mode in MODES:
+        for mode in modes:
             values[mode].append(measure(mode))
     return {mode: best(figures) for mode, figures in values.items()}
 
@@ -126,6 +134,48 @@ def overhead_section(quick: bool = False) -> Section:
         key="logging")
 
 
+class _Terminal(io.StringIO):
+    """Where the display draws in this benchmark: a terminal to it (redrawn every 0.5 s)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def displayed(measure: Callable[[bool], float]) -> Callable[[str], float]:
+    """``measure(progress)`` as a mode's measurement: "display" draws on a terminal."""
+    def run(mode: str) -> float:
+        if mode == "off":
+            return measure(False)
+        with contextlib.redirect_stderr(_Terminal()):
+            return measure(True)
+    return run
+
+
+def display_section(quick: bool = False) -> Section:
+    """The progress display, on against off, same run."""
+    scale = 1 if quick else 10
+    rows = []
+    for figure, size, unit, measure in [
+            ("empty round, 2 worker processes, progress display", "4 ops", "us",
+             lambda progress: latency("off", 2, ROUNDS * scale, progress)),
+            ("exchange + count, 2 worker processes, progress display",
+             f"{RECORDS * scale:,} records", "M rec/s",
+             lambda progress: exchange_rate("off", 10_000, RECORDS * scale, progress))]:
+        values = interleaved(displayed(measure), min if unit == "us" else max,
+                             modes=("off", "display"))
+        rows.append(Row(figure, size, unit, values["display"],
+                        limits={"progress off": values["off"]}))
+    return Section("Progress display overhead (st.execute progress=True against off)", rows,
+                   notes=[
+        f"each figure the best of {REPEAT} runs, the two modes taken in turn; with the "
+        "display each worker has a 'timely' log callback that counts records and reports "
+        "its status every second over TCP, and the launching process redraws every 0.5 s "
+        "(as on a terminal).",
+        f"rounds: median of {ROUNDS * scale:,} empty rounds through 4 chained exchanges, the "
+        f"slower worker's; exchange: {RECORDS * scale:,} ints in 10,000-record batches."],
+        key="display")
+
+
 def off_path_section() -> Section:
     """The cost of logging off: the checks, against one scheduling."""
     log = None
@@ -142,7 +192,8 @@ def off_path_section() -> Section:
 
 
 def main(quick: bool = False) -> list[Section]:
-    return [overhead_section(quick).print(), off_path_section().print()]
+    return [overhead_section(quick).print(), off_path_section().print(),
+            display_section(quick).print()]
 
 
 if __name__ == "__main__":
