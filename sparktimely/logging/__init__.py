@@ -10,7 +10,7 @@
 - :mod:`~sparktimely.logging.picture`: the dataflow as Graphviz DOT (:func:`to_dot`), drawn
   as SVG/PNG with Graphviz's ``dot`` when installed (:func:`render`).
 - :mod:`~sparktimely.logging.display`: a live progress display (:class:`ProgressDisplay`)
-  fed by each worker's :func:`report_status`.
+  fed by each worker's :func:`report_status`, over TCP (:class:`StatusListener`) or files.
 - :mod:`~sparktimely.logging.observe`: a job wrapped to log to a directory and report its
   status, and the display around a run (what ``execute`` and the Spark entry point use).
 - :mod:`~sparktimely.logging.report`: the HTML profile page
@@ -26,7 +26,7 @@
 >>> st.execute_directly(job)            # 10 records from ToStream to Map, 10 from Map to Probe
 20
 """
-from .display import ProgressDisplay, StatusReporter, report_status
+from .display import ProgressDisplay, StatusListener, StatusReporter, report_status
 from .events import (ChannelsEvent, MessagesEvent, OperatesEvent, ParkEvent, ProgressEvent,
                      ScheduleEvent, ShutdownEvent, describe)
 from .files import LogDirectory, log_to_directory, read_events, read_log_directory
@@ -38,7 +38,8 @@ from .summary import OperatorSummary, Summary, WorkerSummary, summarize
 
 __all__ = ["BatchLogger", "ChannelsEvent", "Graph", "GraphvizMissing", "LogDirectory", "Logger",
            "MessagesEvent", "OperatesEvent", "OperatorSummary", "ParkEvent", "ProgressDisplay",
-           "ProgressEvent", "Registry", "ScheduleEvent", "ShutdownEvent", "StatusReporter",
+           "ProgressEvent", "Registry", "ScheduleEvent", "ShutdownEvent", "StatusListener",
+           "StatusReporter",
            "Summary", "WorkerSummary", "describe", "graph_of", "has_graphviz", "log_stream",
            "log_to_directory", "observed", "observing", "read_events", "read_log_directory",
            "render", "render_report", "report_status", "summarize", "to_dot", "write_report"]

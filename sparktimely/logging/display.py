@@ -34,7 +34,6 @@ import socket
 import sys
 import threading
 import time as _time
-import warnings
 from typing import IO, TYPE_CHECKING, Any
 
 import psutil
@@ -149,7 +148,8 @@ class StatusReporter:
 class _StatusSender:
     """A worker's connection to a display's :class:`StatusListener`, made at the first
     status. The display is a convenience: if it cannot be reached, or stops taking
-    statuses, the worker says so once and goes on without it."""
+    statuses, the worker says so once on stderr (where the display would have been) and
+    goes on without it."""
 
     TIMEOUT = 2.0
     """Seconds allowed for connecting and for sending one status."""
@@ -170,9 +170,9 @@ class _StatusSender:
             self._failed = True
             self.close()
             host, port = self._address
-            warnings.warn(f"worker {status['worker']} cannot send its status to the progress "
-                          f"display at {host}:{port} ({error}); the job goes on without it",
-                          RuntimeWarning, stacklevel=2)
+            print(f"sparktimely: worker {status['worker']} cannot send its status to the "
+                  f"progress display at {host}:{port} ({error}); the job goes on without it",
+                  file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self._socket is not None:

@@ -95,3 +95,41 @@ def test_rates_come_from_successive_statuses():
     assert plain_line(after, before, 30.0) == (
         "sparktimely: 30.0 s, 2 workers, 5,000 records/s; worker 0: cpu 75% rss 0 MB 5,000 "
         "records; worker 1: cpu 75% rss 0 MB 6,000 records")
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_that_cannot_reach_the_display_says_so_once_and_goes_on(capfd):
+    import socket
+    from sparktimely.logging import observed
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]                  # closed again: nobody listens there
+    job = observed(rounds_job(), status_address=("127.0.0.1", port), interval=0)
+    assert st.execute(job, workers=2) == [ROUNDS * PER_ROUND, 0]
+    err = capfd.readouterr().err
+    for worker in (0, 1):
+        assert err.count(f"worker {worker} cannot send its status to the progress display "
+                         f"at 127.0.0.1:{port}") == 1, err
+
+
+def test_the_listener_keeps_each_workers_latest_status_and_ignores_the_rest():
+    import json
+    import socket
+    from sparktimely.logging import StatusListener
+    listener = StatusListener("127.0.0.1")
+    listener.MAX_LINE = 100                  # a longer line is not a worker's: hang up on it
+    try:
+        with socket.create_connection(listener.address) as first, \
+                socket.create_connection(listener.address) as second, \
+                socket.create_connection(listener.address) as stranger:
+            first.sendall(b'{"worker": 0, "records": 1}\n{"worker": 0, "rec')
+            second.sendall(json.dumps({"worker": 1, "records": 5}).encode() + b"\n")
+            stranger.sendall(b"GET / HTTP/1.0\r\n\r\n" + b"x" * 200)
+            listener.poll(1.0)
+            while listener.poll(0.2):
+                pass
+            first.sendall(b'ords": 2}\n')
+            assert stranger.recv(1) == b""                   # hung up on
+        listener.drain(5.0)
+        assert listener.statuses() == [{"worker": 0, "records": 2}, {"worker": 1, "records": 5}]
+    finally:
+        listener.close()
