@@ -18,6 +18,11 @@ fails the Spark job with its traceback (``run`` raises :class:`sparktimely.Worke
 naming the signal if one killed the worker); no segment, thread, child process or module
 state stays behind in the reused pyspark workers.
 
+Seeing it run: ``run(..., progress=True)`` shows a live display on the driver, ``log_dir=``
+(on all three) has the workers write log files for ``python -m sparktimely.profile``, and
+``run``'s Spark job is described as ``sparktimely: run module:function on N workers`` (in the
+job group ``sparktimely`` unless the caller set one), as the Spark UI shows it.
+
 Spark's rules apply: barrier stages need as many free task slots as workers and refuse
 dynamic allocation (both checked up front, :class:`BarrierSetupError`).
 

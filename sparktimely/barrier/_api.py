@@ -148,7 +148,7 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
     display of the workers (sent to it over TCP at ``spark.driver.host``) on stderr. The
     Spark job is described as ``sparktimely: run module:function on N workers`` (what the
     Spark UI shows for the job and its stage; the RDD has that name too) and, unless the
-    caller set a job group, is in the group :data:`JOB_GROUP`; the caller's settings are
+    caller set a job group, is in the group ``"sparktimely"``; the caller's settings are
     restored afterwards. (Spark's own console progress bar, when on, draws on the same
     stderr: turn it off with ``spark.ui.showConsoleProgress=false``.)
 
