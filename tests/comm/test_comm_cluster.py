@@ -14,6 +14,7 @@ import uuid
 
 import psutil
 import pytest
+from ports import free_ports
 from segment_leaks import segments_of
 
 import comm_jobs
@@ -23,14 +24,6 @@ from examples.bfs import random_graph, reference_bfs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODES = [pytest.param(False, id="shm"), pytest.param(True, id="sockets")]
-
-
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    sockets = [socket.create_server((host, 0)) for _ in range(count)]
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 class Job:

@@ -2,12 +2,12 @@
 ``hash()`` is salted differently, and input handles that were never closed."""
 import logging
 import os
-import socket
 import subprocess
 import sys
 import textwrap
 
 import pytest
+from ports import free_ports
 
 import sparktimely as st
 
@@ -25,16 +25,6 @@ JOB = textwrap.dedent("""
     process, hosts = int(sys.argv[1]), sys.argv[2:]
     print(st.execute(job, processes=2, process=process, hostfile=hosts), flush=True)
 """)
-
-
-def free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("127.0.0.1", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
 
 
 @pytest.mark.timeout(60)

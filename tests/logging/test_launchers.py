@@ -13,6 +13,7 @@ import threading
 from collections import Counter
 
 import pytest
+from ports import free_ports
 from test_report import parse
 
 import launched_job
@@ -21,15 +22,6 @@ from sparktimely.logging import MessagesEvent, OperatesEvent, read_log_directory
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SENT = launched_job.ROUNDS * launched_job.PER_ROUND          # records each worker sends
-
-
-def free_ports(count: int) -> list[int]:
-    import socket
-    sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def launch(*flags: str, stderr=subprocess.PIPE) -> subprocess.Popen:
