@@ -402,7 +402,7 @@ class ProgressDisplay:
     """Shows the statuses the workers publish: redrawn in place every ``interval`` seconds
     on a terminal, or as a plain line every ``plain_every`` seconds otherwise (on
     ``stream``, default stderr). Use it as a context manager around the run; on exit it
-    shows the final state once more.
+    shows the final state once more, with rates over the whole run.
 
     Without ``directory``, it listens on ``host`` (a :class:`StatusListener`) while the
     block runs: have each worker ``report_status(worker, address=display.address)``. With a
@@ -473,17 +473,19 @@ class ProgressDisplay:
                     continue
         return statuses
 
-    def show(self) -> None:
-        """Draw the current state once."""
+    def show(self, whole_run: bool = False) -> None:
+        """Draw the current state once: rates since the last drawing, or with
+        ``whole_run`` since each worker began reporting (the last drawing's)."""
         statuses = self.read()
         elapsed = _time.monotonic() - self._started
+        before = {} if whole_run else self._previous
         if self._terminal:
-            lines = render_lines(statuses, self._previous, elapsed)
+            lines = render_lines(statuses, before, elapsed)
             up = f"\x1b[{self._drawn}F" if self._drawn else ""
             text = up + "".join(f"\x1b[2K{line}\n" for line in lines)
             self._drawn = len(lines)
         else:
-            text = plain_line(statuses, self._previous, elapsed) + "\n"
+            text = plain_line(statuses, before, elapsed) + "\n"
         with _WRITING:
             self._stream.write(text)
             self._stream.flush()
@@ -523,7 +525,7 @@ class ProgressDisplay:
         try:
             if listener is not None:
                 listener.drain(self.DRAIN if kind is None else 0.0)
-            self.show()
+            self.show(whole_run=True)
         finally:
             if listener is not None:
                 listener.close()
