@@ -15,13 +15,15 @@ from .ops import (Capture, Err, EventLink, EventReader, EventWriter, Ok, Scope, 
                   Stream, UnorderedHandle, replay_into)
 from . import logging
 from .progress import Antichain, ChangeBatch, CycleError, MutableAntichain, Product
+from . import io
+from .io import RecoveryError
 
 __all__ = [
     "Antichain", "Capability", "CapabilityError", "CapabilitySet", "Capture", "ChangeBatch",
     "CycleError", "Err", "EventLink", "EventReader", "EventWriter", "Exchange",
     "FrontierInterest", "FrontierNotificator", "InputCapability", "InputHandle", "LoopHandle",
     "MutableAntichain", "Notificator", "Ok", "OperatorBuilder", "OperatorError", "OperatorInfo",
-    "Pipeline", "ProbeHandle", "Product", "Scope", "Sequencer", "Stream", "UnorderedHandle",
+    "Pipeline", "ProbeHandle", "Product", "RecoveryError", "Scope", "Sequencer", "Stream", "UnorderedHandle",
     "Worker", "WorkerError", "example", "execute", "execute_directly", "execute_from_args",
     "replay_into", "source", "stable_hash",
 ]

@@ -361,6 +361,9 @@ class Worker:
         self._log_registry: Any = None
         self.steps = 0
         """Steps taken so far (a stall watchdog reads it from another thread)."""
+        self.recovery: Any = None
+        """The checkpoint coordinator (``sparktimely.io.enable_checkpoints``), or None: told
+        of every dataflow built and called after every step."""
 
     def dataflow(self, build: Callable[[Any], Any], *, name: str | None = None,
                  timestamp: type = int) -> Any:
@@ -379,6 +382,8 @@ class Worker:
         self._built[index] = dataflow
         for source, message in self._early.pop(index, ()):
             dataflow.deliver(source, message)
+        if self.recovery is not None:
+            self.recovery.dataflow_built(dataflow, named=name is not None)
         return result
 
     def next_dataflow_index(self) -> int:
@@ -523,6 +528,8 @@ class Worker:
                 busy = True
             busy = busy or any(d.busy() for d in self._dataflows)
             self._dataflows = [d for d in self._dataflows if d.step()]
+            if self.recovery is not None and self.recovery.after_step():
+                busy = True
             if self._allocator is not None:
                 self._allocator.flush()
         except BaseException as error:

@@ -8,6 +8,7 @@ from ..dataflow import Exchange, Pipeline
 from ..dataflow.stream import StreamCore
 from ..hashing import stable_hash
 from ._stash import PerTime
+from .recovery import KeyedState
 
 
 class AggregationOps(StreamCore):
@@ -17,7 +18,9 @@ class AggregationOps(StreamCore):
 
     def accumulate(self, init: Any, f: Callable[[Any, list], Any]) -> Self:
         """Folds each time's batches on this worker, ``acc = f(acc, batch)`` starting from a
-        copy of ``init``, and sends ``acc`` once the time is complete.
+        copy of ``init``, and sends ``acc`` once the time is complete. Epoch checkpoints
+        (:mod:`sparktimely.io`) hold nothing of it: its state lives per time and is empty once
+        an epoch is complete everywhere; inputs of later epochs are replayed after a resume.
 
         >>> import sparktimely as st
         >>> st.example(lambda s: s.to_stream(range(5)).accumulate(0, lambda a, b: a + sum(b))
@@ -49,7 +52,8 @@ class AggregationOps(StreamCore):
         (``agg`` starts as None) on worker ``route(key) % peers``; once the time is complete,
         sends ``emit(key, agg)`` for each key. ``route`` defaults to
         :func:`~sparktimely.stable_hash`; a route must give every worker the same answer
-        (never the salted built-in ``hash``).
+        (never the salted built-in ``hash``). As with :meth:`accumulate`, its state lives per
+        time, so epoch checkpoints need to hold nothing of it.
 
         >>> import sparktimely as st
         >>> def build(scope):
@@ -78,7 +82,8 @@ class AggregationOps(StreamCore):
         new_state)``. ``state`` starts as None; ``remove`` discards it; with the 2-tuple form
         a mutable state is updated in place. Outputs are sent at the record's time once that
         time is complete. Keys live on worker ``route(key) % peers`` (default
-        :func:`~sparktimely.stable_hash`).
+        :func:`~sparktimely.stable_hash`). Epoch checkpoints (:mod:`sparktimely.io`) hold the
+        state of every key, so a resumed run continues from it, at any number of workers.
 
         >>> import sparktimely as st
         >>> def running_sum(key, val, total):
@@ -108,4 +113,8 @@ class AggregationOps(StreamCore):
                         states.pop(key, None)
                     results.extend(outputs)
                 output.give_at(cap, results)
-        return self.unary_notify(Exchange(lambda kv: route(kv[0])), "StateMachine", [], logic)
+        stream = self.unary_notify(Exchange(lambda kv: route(kv[0])), "StateMachine", [], logic)
+        index = len(self.scope.dataflow.operators) - 1
+        KeyedState(self.scope, f"StateMachine#{index}", index, lambda: states, states.update,
+                   route)
+        return stream

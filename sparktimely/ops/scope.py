@@ -8,10 +8,13 @@ from ..dataflow.scope import ScopeCore, use_scope_class
 from .concat import ConcatScope
 from .feedback import FeedbackScope
 from .input import InputScope
+from .recovery import RecoveryScope
+from .sources import SourceScope
 from .stream import Stream
 
 
-class Scope(InputScope[Stream], FeedbackScope[Stream], ConcatScope[Stream], ScopeCore[Stream]):
+class Scope(InputScope[Stream], FeedbackScope[Stream], ConcatScope[Stream], SourceScope[Stream],
+            RecoveryScope[Stream], ScopeCore[Stream]):
     """A place to build operators; all of a scope's streams share its timestamp type.
 
     >>> import sparktimely as st

@@ -17,6 +17,7 @@ from .concat import ConcatOps
 from .enterleave import EnterLeaveOps
 from .exchange import ExchangeOps
 from .feedback import FeedbackOps
+from .sinks import SinkOps
 from .timing import TimingOps
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 
 class Stream(BasicOps, ConcatOps, ExchangeOps, TimingOps, AggregationOps, CaptureOps,
-             FeedbackOps, EnterLeaveOps, ArrowOps, StreamCore):
+             FeedbackOps, EnterLeaveOps, ArrowOps, SinkOps, StreamCore):
     """A stream of timestamped batches produced by one operator output, in one scope.
 
     >>> import sparktimely as st

@@ -1,0 +1,19 @@
+"""Sources, sinks and epoch checkpoints: recovery after any failure.
+
+- ``scope.input_from_source(source, name)`` and ``stream.output_to(sink, name)`` (operators
+  of :mod:`sparktimely.ops`) read partitioned sources and write sinks; :class:`FileSource`
+  and :class:`DirectorySink` are the built-in ones.
+- ``st.execute(..., checkpoint_dir=..., checkpoint_every=N)`` (or :func:`enable_checkpoints`
+  in each worker) checkpoints every dataflow at each complete root epoch that is a multiple
+  of ``N``, and resumes it from there: sources from their positions, stateful operators from
+  their state, sinks without losing or repeating output. See
+  :mod:`sparktimely.io.checkpoints`.
+
+>>> import sparktimely as st
+>>> st.io.FileSource is FileSource, st.RecoveryError is RecoveryError
+(True, True)
+"""
+from .checkpoints import Checkpoints, RecoveryError, enable_checkpoints
+from .files import DirectorySink, FileSource
+
+__all__ = ["Checkpoints", "DirectorySink", "FileSource", "RecoveryError", "enable_checkpoints"]

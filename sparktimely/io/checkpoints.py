@@ -1,0 +1,601 @@
+"""Epoch checkpoints: aligned snapshots, one atomic commit record per checkpoint, and resume.
+
+:func:`enable_checkpoints` gives a worker a coordinator (``worker.recovery``) before it
+builds its dataflows; ``st.execute(..., checkpoint_dir=...)`` does it for every worker. Every
+dataflow then gets a small companion dataflow that carries the coordinators' messages, and
+goes through three stages (the model is Flink's aligned checkpoints and two-phase-commit
+sinks; bytewax's partitioned sources):
+
+1. **Resume.** Once the dataflow is built, worker 0 takes the directory's lock and every
+   worker reads the newest commit record of the dataflow, checks that it describes the same
+   program (dataflow and operator names) and reads and verifies the state files it needs.
+   Worker 0 gathers the verdicts: if any worker found the checkpoint unusable, every worker
+   raises :class:`RecoveryError` with that worker's reason and nothing on disk has changed.
+   Otherwise the components restore their state, sinks finish the commit of the resumed
+   epoch (and discard what was staged after it), and sources continue from their positions.
+2. **Checkpoints.** Stateful operators and sinks see inputs only up to the next checkpoint
+   epoch (``EpochGate``). When worker 0 sees every epoch up to that one complete, it asks
+   for a checkpoint of the latest complete epoch ``e`` that is a multiple of
+   ``checkpoint_every``; each worker, once it too sees ``e`` complete, writes its
+   components' snapshots (Arrow IPC files, fsynced), lets its operators see the next
+   epochs and reports the files' sizes and SHA-256 digests. With every report in, worker 0
+   writes the commit record (JSON, with its own digest) to a temporary name, fsyncs and
+   renames it: the checkpoint exists from that instant. Then sinks commit ``e``.
+3. **Completion.** When the dataflow has completed, a last checkpoint holds everything, so
+   every epoch's output becomes visible; the companion dataflow then completes.
+
+Layout of ``checkpoint_dir`` (every path component URL-quoted)::
+
+    _lock                                   flock (local) or lease (elsewhere)
+    <dataflow>/commits/<sequence>.json      commit records; the newest counts
+    <dataflow>/checkpoints/<sequence>/<component>.w<worker>.arrow
+
+>>> import tempfile, sparktimely as st
+>>> from sparktimely.io import enable_checkpoints
+>>> directory = tempfile.mkdtemp()
+>>> def job(worker):
+...     enable_checkpoints(worker, directory)
+...     def fold(key, value, total):
+...         return False, [(key, (total or 0) + value)], (total or 0) + value
+...     return worker.dataflow(lambda scope: scope.to_stream([("a", 1), ("a", 2)])
+...                            .state_machine(fold).capture(), name="totals")
+>>> st.execute_directly(job).extract()
+[(0, [('a', 1), ('a', 3)])]
+>>> sorted(name for name in os.listdir(directory))
+['_lock', 'totals']
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import posixpath
+import re
+from collections import deque
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
+
+from ..ops.recovery import Component, root_epoch
+from ..progress.timestamp import Product
+from ._state import decode_partitions, encode_keyed, encode_partitions, from_ipc, select_keyed, \
+    to_ipc
+from ._storage import TEMPORARY_PREFIX, DirectoryLock, Location, Storage
+
+if TYPE_CHECKING:
+    from ..dataflow.worker import Dataflow, Worker
+
+__all__ = ["Checkpoints", "RecoveryError", "enable_checkpoints"]
+
+FORMAT = "sparktimely-checkpoint/1"
+KEEP = 2
+"""Commit records (and their state files) kept: the newest and the one before it."""
+
+_RECORD = re.compile(r"^(\d{12})\.json$")
+_ALL = -1
+
+
+class RecoveryError(RuntimeError):
+    """A checkpoint cannot be used (another program's, corrupted, or its directory is in use
+    by another run); the message names what differs. Nothing on disk was changed.
+
+    >>> import tempfile, sparktimely as st
+    >>> from sparktimely.io import enable_checkpoints
+    >>> directory = tempfile.mkdtemp()
+    >>> def job(worker, name):
+    ...     enable_checkpoints(worker, directory)
+    ...     worker.dataflow(lambda scope: scope.to_stream([1]).probe(), name=name)
+    >>> st.execute_directly(lambda worker: job(worker, "first"))
+    >>> try:
+    ...     st.execute_directly(lambda worker: job(worker, "second"))
+    ... except st.RecoveryError as error:
+    ...     print(str(error).split(":")[1].strip())
+    it holds checkpoints of dataflow 'first', not of this program's first dataflow 'second'
+    """
+
+
+def enable_checkpoints(worker: "Worker", checkpoint_dir: Location,
+                       checkpoint_every: int = 1) -> "Checkpoints":
+    """Make ``worker`` checkpoint every dataflow it builds from now on into
+    ``checkpoint_dir`` (a path, a URI such as ``s3://bucket/dir`` or ``hdfs://host/dir``, or
+    a ``(pyarrow.fs.FileSystem, path)`` pair; created when missing), each time a root epoch
+    that is a multiple of ``checkpoint_every`` is complete on every worker, and resume each
+    from its last checkpoint there. Every worker of a job must call it alike, before building
+    its dataflows; every dataflow then needs a ``name``.
+
+    >>> import tempfile, sparktimely as st
+    >>> directory = tempfile.mkdtemp()
+    >>> def job(worker):
+    ...     enable_checkpoints(worker, directory, checkpoint_every=10)
+    ...     worker.dataflow(lambda scope: scope.to_stream([1]).probe(), name="one")
+    ...     return worker.recovery.every
+    >>> st.execute_directly(job)
+    10
+    """
+    if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be a positive integer, got {checkpoint_every!r}")
+    if getattr(worker, "recovery", None) is not None:
+        raise ValueError(f"worker {worker.index} already checkpoints")
+    if worker.installed_dataflows():
+        raise ValueError(f"worker {worker.index}: enable checkpoints before building dataflows")
+    coordinator = Checkpoints(worker, Storage(checkpoint_dir), checkpoint_every)
+    worker.recovery = coordinator
+    return coordinator
+
+
+class Checkpoints:
+    """One worker's checkpoint coordinator (``worker.recovery``); see the module doc.
+
+    The worker calls :meth:`dataflow_built` after building each dataflow and
+    :meth:`after_step` after each step; operators :meth:`register` their components while
+    the dataflow is built.
+
+    >>> import tempfile, sparktimely as st
+    >>> def job(worker):
+    ...     coordinator = st.io.enable_checkpoints(worker, tempfile.mkdtemp())
+    ...     worker.dataflow(lambda scope: scope.to_stream([("k", 1)])
+    ...                     .state_machine(lambda k, v, s: (False, [v])).probe(), name="n")
+    ...     return [c.kind for flow in coordinator.flows for c in flow.components]
+    >>> st.execute_directly(job)
+    ['keyed']
+    """
+
+    def __init__(self, worker: "Worker", storage: Storage, every: int) -> None:
+        self.worker = worker
+        self.storage = storage
+        self.every = every
+        self.lock = DirectoryLock(storage) if worker.index == 0 else None
+        self.locked = False
+        self.flows: list[_Flow] = []
+        self.started = 0
+        self._components: dict[int, list[Component]] = {}
+        self._building_companion = False
+
+    def register(self, component: Component) -> None:
+        """Take ``component`` (made while its dataflow is built) into the checkpoints."""
+        self._components.setdefault(component.dataflow.index, []).append(component)
+
+    def dataflow_built(self, dataflow: "Dataflow", named: bool) -> None:
+        """Resume ``dataflow`` from its newest checkpoint, or start it afresh (see the module
+        doc); raises :class:`RecoveryError` if any worker finds the checkpoint unusable."""
+        if self._building_companion:
+            return
+        components = self._components.pop(dataflow.index, [])
+        if not named:
+            raise ValueError(f"worker.dataflow: with a checkpoint directory every dataflow "
+                             f"needs a name (dataflow {dataflow.index} has none): "
+                             f"worker.dataflow(build, name=...)")
+        for operator in dataflow.operators:
+            for port in operator.outputs:
+                if port.kind.base not in (int, Product):
+                    raise ValueError(f"dataflow {dataflow.name!r}: checkpoints need int or "
+                                     f"Product root times, not {port.kind.base.__name__}")
+        names = [component.name for component in components]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"dataflow {dataflow.name!r}: two sources, sinks or stateful "
+                                 f"operators are named {name!r}; checkpoints need unique names")
+        for component in components:
+            component.install()
+        flow = _Flow(self, dataflow, components)
+        self.flows.append(flow)
+        self.started += 1
+        flow.begin()
+
+    def build_companion(self, flow: "_Flow") -> int:
+        """Build ``flow``'s companion dataflow (carrying the coordinators' messages); returns
+        its index."""
+        from ..dataflow import Pipeline, source
+        peers = self.worker.peers
+        index = self.worker.next_dataflow_index()
+
+        def build(scope: Any) -> None:
+            def ctor(capability: Any, info: Any) -> Any:
+                flow.capability = capability
+                flow.activate = scope.activator_for(info.address).activate
+
+                def logic(output: Any) -> None:
+                    if flow.outbox:
+                        messages = list(flow.outbox)
+                        flow.outbox.clear()
+                        with output.session(capability) as session:
+                            session.give_batch(messages)
+                    if flow.closing and flow.capability is not None:
+                        flow.capability = None
+                        capability.drop()
+                return logic
+
+            def deliver(input: Any) -> None:
+                for _, batch in input:
+                    flow.inbox.extend(message for _, message in batch)
+            (source(scope, "CheckpointMessages", ctor)
+             .flat_map(lambda m: [(w, m[1]) for w in range(peers)] if m[0] == _ALL else [m])
+             .exchange(lambda m: m[0])
+             .sink(Pipeline, "CheckpointInbox", deliver))
+        self._building_companion = True
+        try:
+            self.worker.dataflow(build, name=f"{flow.name} checkpoints")
+        finally:
+            self._building_companion = False
+        return index
+
+    def after_step(self) -> bool:
+        """Advance every dataflow's checkpoints; True if anything happened."""
+        busy = False
+        for flow in self.flows:
+            busy = flow.step() or busy
+        running = [flow for flow in self.flows if not flow.finished()]
+        if len(running) < len(self.flows):
+            self.flows = running
+            if not running:
+                self.release_lock()
+        return busy
+
+    def acquire_lock(self) -> str | None:
+        """Worker 0: hold the directory's lock (once per run); None, or why not."""
+        if self.lock is None or self.locked:
+            return None
+        reason = self.lock.acquire()
+        self.locked = reason is None
+        return reason
+
+    def release_lock(self) -> None:
+        if self.lock is not None and self.locked:
+            self.lock.release()
+            self.locked = False
+
+    def close(self) -> None:
+        """Give up checkpointing on this worker and release the directory's lock (a worker
+        that fails mid-run in this process, as in tests; a dead process releases it anyway)."""
+        self.release_lock()
+        self.flows = []
+
+
+def _digest(record: dict) -> str:
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+class _Flow:
+    """The checkpoints of one dataflow on one worker."""
+
+    def __init__(self, checkpoints: Checkpoints, dataflow: "Dataflow",
+                 components: list[Component]) -> None:
+        self.checkpoints = checkpoints
+        self.storage = checkpoints.storage
+        self.every = checkpoints.every
+        self.worker = checkpoints.worker
+        self.leader = self.worker.index == 0
+        self.dataflow = dataflow
+        self.components = components
+        self.name = dataflow.name
+        self.directory = self.storage.path(quote(self.name, safe=""))
+        self.outbox: deque = deque()
+        self.inbox: deque = deque()
+        self.capability: Any = None
+        self.activate: Any = None
+        self.closing = False
+        self.companion = -1
+        self.phase = "starting"
+        self.decision: tuple | None = None
+        self.verdicts: dict[int, tuple] = {}
+        self.record: dict | None = None
+        self.restored: dict[str, Any] = {}
+        self.sequence = 0                 # the last committed checkpoint (0: none)
+        self.epoch = -1                   # its epoch
+        self.hold = 0                     # operators see epochs up to this one
+        self.request: tuple[int, int | None] | None = None
+        self.in_flight = False
+        self.requested: int | None = None       # worker 0: the epoch of the checkpoint in flight
+        self.reports: dict[int, tuple] = {}
+
+    # -- messages ---------------------------------------------------------------------------
+
+    def send(self, target: int, message: tuple) -> None:
+        self.outbox.append((target, message))
+        self.activate()
+
+    def close_companion(self) -> None:
+        self.closing = True
+        self.activate()
+
+    def finished(self) -> bool:
+        return self.phase == "done" and self.companion not in self.worker.installed_dataflows()
+
+    # -- resume -----------------------------------------------------------------------------
+
+    def begin(self) -> None:
+        """Build the companion, agree with the other workers on how to start, and start."""
+        self.companion = self.checkpoints.build_companion(self)
+        self.dataflow.on_drop(self.abandon)
+        self.send(0, ("verdict", self.worker.index, self.examine()))
+        self.worker.step_while(lambda: self.decision is None)
+        assert self.decision is not None
+        outcome, value = self.decision
+        if outcome == "fail":
+            self.phase = "done"
+            self.close_companion()
+            self.checkpoints.release_lock()
+            raise RecoveryError(value)
+        self.start()
+
+    def examine(self) -> tuple:
+        """Read and check what this worker needs to resume; ``("ok", sequence)`` or
+        ``("error", reason)``. Reads only."""
+        where = self.storage.where
+        try:
+            reason = self.checkpoints.acquire_lock()
+            if reason is not None:
+                raise RecoveryError(f"checkpoint directory {where} is in use by another run: "
+                                    f"{reason}; two runs cannot write one directory at once")
+            record = self.newest_record()
+            if record is None:
+                return ("ok", 0)
+            self.check_program(record)
+            self.restored = self.read_states(record)
+            self.record = record
+            return ("ok", record["sequence"])
+        except RecoveryError as error:
+            return ("error", str(error))
+
+    def newest_record(self) -> dict | None:
+        commits = posixpath.join(self.directory, "commits")
+        sequences = [int(m.group(1)) for m in map(_RECORD.match, self.storage.names(commits)) if m]
+        if not sequences:
+            if self.checkpoints.started == 1:
+                others = [unquote(name) for name in self.storage.names(self.storage.root)
+                          if not name.startswith(("_", ".")) and
+                          any(map(_RECORD.match, self.storage.names(
+                              self.storage.path(name, "commits"))))]
+                if others:
+                    held = ", ".join(repr(name) for name in others)
+                    raise RecoveryError(
+                        f"checkpoint directory {self.storage.where}: it holds checkpoints of "
+                        f"dataflow {held}, not of this program's first dataflow {self.name!r}")
+            return None
+        sequence = max(sequences)
+        path = posixpath.join(commits, f"{sequence:012d}.json")
+        data = bytes(self.storage.read(path))
+        try:
+            record = json.loads(data)
+        except ValueError as error:
+            raise RecoveryError(f"commit record {path} is corrupt: it is not JSON ({error})")
+        if not isinstance(record, dict) or record.get("format") != FORMAT:
+            raise RecoveryError(f"commit record {path} is corrupt: it is not a {FORMAT} record")
+        checksum = record.pop("checksum", None)
+        if checksum != _digest(record):
+            raise RecoveryError(f"commit record {path} is corrupt: its contents do not match "
+                                f"its SHA-256 digest {checksum}")
+        if record.get("sequence") != sequence:
+            raise RecoveryError(f"commit record {path} is corrupt: it says it is number "
+                                f"{record.get('sequence')}")
+        return record
+
+    def check_program(self, record: dict) -> None:
+        """Raise :class:`RecoveryError` naming the first difference between the checkpointed
+        program and this one."""
+        where = f"checkpoint of dataflow {self.name!r} in {self.storage.where}"
+        if record["dataflow"] != self.name:
+            raise RecoveryError(f"{where} is of dataflow {record['dataflow']!r}")
+        theirs, ours = record["operators"], [op.name for op in self.dataflow.operators]
+        if theirs != ours:
+            for i, (a, b) in enumerate(zip(theirs, ours)):
+                if a != b:
+                    raise RecoveryError(f"{where} is of another program: its operator {i} is "
+                                        f"{a!r}, this program's is {b!r}")
+            raise RecoveryError(f"{where} is of another program: it has {len(theirs)} "
+                                f"operators ({', '.join(theirs)}), this program has "
+                                f"{len(ours)} ({', '.join(ours)})")
+        mine = [[c.name, c.kind] for c in self.components]
+        if record["components"] != mine:
+            raise RecoveryError(f"{where} is of another program: its checkpointed parts are "
+                                f"{record['components']}, this program's are {mine}")
+
+    def read_states(self, record: dict) -> dict[str, Any]:
+        """The decoded state of each component, as this worker resumes it."""
+        old, peers, index = record["workers"], self.worker.peers, self.worker.index
+        files: dict[str, dict] = {}
+        for path, meta in record["files"].items():
+            files.setdefault(meta["component"], {})[meta["worker"]] = (path, meta)
+        states: dict[str, Any] = {}
+        for component in self.components:
+            if component.kind == "keyed":
+                shared = math.gcd(old, peers)
+                writers = [w for w in range(old) if w % shared == index % shared]
+            elif component.kind == "sink":
+                writers = [w for w in range(old) if w == index or (w >= peers and w % peers == index)]
+            else:
+                writers = list(range(old))
+            written = files.get(component.name, {})
+            tables = [self.read_file(*written[w]) for w in writers if w in written]
+            if component.kind == "keyed":
+                states[component.name] = select_keyed(tables, peers, index)
+            else:
+                states[component.name] = decode_partitions(tables)
+        return states
+
+    def read_file(self, path: str, meta: dict) -> Any:
+        full = posixpath.join(self.directory, path)
+        try:
+            data = self.storage.read(full)
+        except FileNotFoundError:
+            raise RecoveryError(f"checkpoint file {full} (of {meta['component']!r}, worker "
+                                f"{meta['worker']}) named by the commit record is missing")
+        if data.size != meta["size"] or hashlib.sha256(data).hexdigest() != meta["sha256"]:
+            raise RecoveryError(f"checkpoint file {full} (of {meta['component']!r}, worker "
+                                f"{meta['worker']}) is corrupt: {data.size} bytes, SHA-256 "
+                                f"{hashlib.sha256(data).hexdigest()}; the commit record says "
+                                f"{meta['size']} bytes, {meta['sha256']}")
+        return from_ipc(data)
+
+    def start(self) -> None:
+        """Restore the components (when resuming) and start them after the resumed epoch."""
+        record = self.record
+        if record is not None:
+            self.sequence, self.epoch = record["sequence"], record["epoch"]
+            for component in self.components:
+                state = self.restored.get(component.name)
+                if state is not None:
+                    component.restore(state)
+        self.restored = {}
+        first = self.epoch + 1
+        self.hold = -(-first // self.every) * self.every
+        for component in self.components:
+            component.start(first, self.hold)
+        if self.leader:
+            self.clean()
+        self.phase = "running"
+
+    def clean(self) -> None:
+        """Worker 0: remove what crashed runs left (temporary files, checkpoints never
+        committed) and checkpoints older than the :data:`KEEP` newest."""
+        storage = self.storage
+        commits = posixpath.join(self.directory, "commits")
+        checkpoints = posixpath.join(self.directory, "checkpoints")
+        storage.makedirs(commits)
+        storage.makedirs(checkpoints)
+        for name in storage.names(commits):
+            match = _RECORD.match(name)
+            if name.startswith(TEMPORARY_PREFIX) or (
+                    match and int(match.group(1)) <= self.sequence - KEEP):
+                storage.delete(posixpath.join(commits, name))
+        for name in storage.names(checkpoints):
+            if name.isdigit() and not self.sequence - KEEP < int(name) <= self.sequence:
+                storage.delete_dir(posixpath.join(checkpoints, name))
+
+    def abandon(self) -> None:
+        """The dataflow was dropped: stop checkpointing it (no final checkpoint)."""
+        self.phase = "done"
+        self.close_companion()
+
+    # -- running ----------------------------------------------------------------------------
+
+    def step(self) -> bool:
+        busy = bool(self.inbox)
+        while self.inbox:
+            self.handle(self.inbox.popleft())
+        if self.phase == "running":
+            if self.leader and not self.in_flight:
+                cut = self.cut()
+                if cut == math.inf:
+                    self.request_checkpoint(None)
+                elif cut >= self.hold:
+                    self.request_checkpoint(int(cut) // self.every * self.every)
+            if self.request is not None:
+                sequence, epoch = self.request
+                cut = self.cut()
+                if cut == math.inf or (epoch is not None and cut >= epoch):
+                    self.snapshot(sequence, epoch)
+            if self.leader and self.checkpoints.lock is not None:
+                self.checkpoints.lock.renew()
+        return busy or bool(self.outbox)
+
+    def cut(self) -> float:
+        """The latest root epoch complete on every worker, as far as this worker knows
+        (infinity once the dataflow has completed)."""
+        tracker = self.dataflow.tracker
+        assert tracker is not None
+        least = math.inf
+        for location in range(tracker.locations()):
+            for time in tracker.pointstamps(location).frontier():
+                epoch = root_epoch(time)
+                if epoch < least:
+                    least = epoch
+        return least - 1
+
+    def handle(self, message: tuple) -> None:
+        kind = message[0]
+        if kind == "verdict":
+            self.verdicts[message[1]] = message[2]
+            if len(self.verdicts) == self.worker.peers:
+                self.send(_ALL, ("decision", self.decide()))
+        elif kind == "decision":
+            self.decision = message[1]
+        elif kind == "checkpoint":
+            self.request = (message[1], message[2])
+        elif kind == "done":
+            self.reports[message[2]] = message
+            if len(self.reports) == self.worker.peers:
+                self.commit()
+        elif kind == "committed":
+            _, sequence, epoch, final = message
+            self.sequence, self.epoch = sequence, epoch
+            for component in self.components:
+                component.commit(epoch)
+            if final:
+                self.phase = "done"
+                self.close_companion()
+
+    def decide(self) -> tuple:
+        """Worker 0: how every worker starts, from all the verdicts."""
+        for worker, (outcome, value) in sorted(self.verdicts.items()):
+            if outcome == "error":
+                return ("fail", value if worker == 0 else f"{value} (found by worker {worker})")
+        sequences = {value for _, value in self.verdicts.values()}
+        if len(sequences) > 1:
+            return ("fail", f"checkpoint directory {self.storage.where}: workers found "
+                            f"different newest checkpoints of dataflow {self.name!r} "
+                            f"({sorted(sequences)}); is another run writing it?")
+        return ("go", sequences.pop())
+
+    def request_checkpoint(self, epoch: int | None) -> None:
+        """Worker 0: ask every worker for a checkpoint of ``epoch`` (None: the last)."""
+        self.in_flight = True
+        self.requested = epoch
+        self.send(_ALL, ("checkpoint", self.sequence + 1, epoch))
+
+    def snapshot(self, sequence: int, epoch: int | None) -> None:
+        """Write this worker's part of checkpoint ``sequence`` and report it to worker 0."""
+        storage, index = self.storage, self.worker.index
+        relative = f"checkpoints/{sequence:012d}"
+        directory = posixpath.join(self.directory, relative)
+        storage.makedirs(directory)
+        files = {}
+        for component in self.components:
+            state = component.snapshot(epoch)
+            if component.kind == "keyed":
+                table = encode_keyed(state, component.route)  # type: ignore[attr-defined]
+            else:
+                table = encode_partitions(state)
+            data = to_ipc(table)
+            name = f"{quote(component.name, safe='')}.w{index:05d}.arrow"
+            storage.write(posixpath.join(directory, name), data)
+            files[f"{relative}/{name}"] = {"size": data.size, "worker": index,
+                                           "component": component.name,
+                                           "sha256": hashlib.sha256(data).hexdigest()}
+        storage.sync(directory)
+        storage.sync(posixpath.dirname(directory))
+        limit = None if epoch is None else epoch + self.every
+        for component in self.components:
+            component.release(limit)
+        latest = max((c.max_epoch for c in self.components), default=-1)
+        self.request = None
+        self.send(0, ("done", sequence, index, files, latest))
+
+    def commit(self) -> None:
+        """Worker 0: every worker's files are durable; write the commit record."""
+        reports = [self.reports[w] for w in range(self.worker.peers)]
+        self.reports = {}
+        sequence, epoch = reports[0][1], self.requested
+        final = epoch is None
+        if final:
+            epoch = max([self.epoch] + [report[4] for report in reports])
+        record = {"format": FORMAT, "dataflow": self.name, "sequence": sequence,
+                  "epoch": epoch, "complete": final, "workers": self.worker.peers,
+                  "checkpoint_every": self.every,
+                  "operators": [op.name for op in self.dataflow.operators],
+                  "components": [[c.name, c.kind] for c in self.components],
+                  "files": {path: meta for report in reports for path, meta in report[3].items()}}
+        record["checksum"] = _digest(record)
+        commits = posixpath.join(self.directory, "commits")
+        self.storage.write_atomic(posixpath.join(commits, f"{sequence:012d}.json"),
+                                  json.dumps(record, indent=1, sort_keys=True).encode())
+        self.sequence = sequence
+        for name in self.storage.names(commits):
+            match = _RECORD.match(name)
+            if match and int(match.group(1)) <= sequence - KEEP:
+                self.storage.delete(posixpath.join(commits, name))
+                self.storage.delete_dir(posixpath.join(self.directory, "checkpoints", name[:12]))
+        self.in_flight = False
+        if not final:
+            self.hold = epoch + self.every
+        self.send(_ALL, ("committed", sequence, epoch, final))

@@ -1,0 +1,345 @@
+"""Files in and out: :class:`FileSource` reads Parquet, CSV, JSON lines or text files as a
+resumable, partitioned source; :class:`DirectorySink` writes one Parquet or JSON-lines file
+per worker and epoch, visible only once its epoch is complete (and, with checkpoints,
+committed), by an atomic rename.
+
+Both work on any pyarrow filesystem: a local path, a URI (``s3://bucket/dir``,
+``hdfs://host/dir``) or a ``(pyarrow.fs.FileSystem, path)`` pair.
+
+>>> import os, tempfile, sparktimely as st
+>>> folder = tempfile.mkdtemp()
+>>> with open(os.path.join(folder, "words.txt"), "w") as f:
+...     _ = f.write("a b\\nb c\\n")
+>>> def build(scope):
+...     lines = scope.input_from_source(FileSource(folder, format="text", batch_rows=1), "lines")
+...     lines.flat_map(str.split).map(lambda w: {"word": w}).output_to(
+...         DirectorySink(os.path.join(folder, "out"), format="jsonl"), "out")
+>>> st.example(build)
+>>> sorted(os.listdir(os.path.join(folder, "out")))
+['part-0000000000-0.jsonl', 'part-0000000001-0.jsonl']
+>>> open(os.path.join(folder, "out", "part-0000000001-0.jsonl")).read()
+'{"word": "b"}\\n{"word": "c"}\\n'
+"""
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import os
+import posixpath
+import re
+from typing import Any, Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from ._storage import Location, Storage
+
+__all__ = ["DirectorySink", "FileSource"]
+
+_SOURCE_FORMATS = ("parquet", "csv", "jsonl", "text")
+_SINK_FORMATS = {"parquet": ".parquet", "jsonl": ".jsonl"}
+
+
+def _check_format(format: str, known: Sequence[str], what: str) -> None:
+    if format not in known:
+        raise ValueError(f"{what}: unknown format {format!r} (known: {', '.join(known)})")
+
+
+def _rechunk(batches: Iterator[pa.RecordBatch], rows: int,
+             skip: int) -> Iterator[pa.RecordBatch]:
+    """The rows of ``batches`` after the first ``skip``, in batches of exactly ``rows`` rows
+    (the last may be shorter), so that batch boundaries depend on row numbers only."""
+    pending: list[pa.RecordBatch] = []
+    have = 0
+    for batch in batches:
+        if skip:
+            if skip >= batch.num_rows:
+                skip -= batch.num_rows
+                continue
+            batch, skip = batch.slice(skip), 0
+        pending.append(batch)
+        have += batch.num_rows
+        while have >= rows:
+            combined = pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+            yield combined.slice(0, rows)
+            rest = combined.slice(rows)
+            pending, have = ([rest] if rest.num_rows else []), rest.num_rows
+    if have:
+        yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+
+
+class _FilePart:
+    """One file being read: its batches from a position on; the position is
+    ``(batches read, byte offset, lines read)`` (the offset and lines for line formats)."""
+
+    def __init__(self, source: "FileSource", path: str, position: tuple | None) -> None:
+        self.source = source
+        self.path = path
+        self.done, self.offset, self.lines = position or (0, 0, 0)
+        fs, file_path = source._filesystem_for(path)
+        self.file = fs.open_input_file(file_path)
+        rows = source.batch_rows
+        if source.format == "parquet":
+            self.batches: Iterator[Any] = self._parquet(rows)
+        elif source.format == "csv":
+            self.batches = _rechunk(iter(pacsv.open_csv(self.file)), rows, self.done * rows)
+        else:
+            self.batches = self._lines(rows)
+
+    def _parquet(self, rows: int) -> Iterator[pa.RecordBatch]:
+        parquet = pq.ParquetFile(self.file)
+        skip, group = self.done * rows, 0
+        while group < parquet.num_row_groups and skip >= parquet.metadata.row_group(group).num_rows:
+            skip -= parquet.metadata.row_group(group).num_rows
+            group += 1
+        if group < parquet.num_row_groups:
+            yield from _rechunk(parquet.iter_batches(batch_size=rows,
+                                                     row_groups=range(group, parquet.num_row_groups)),
+                                rows, skip)
+
+    def _lines(self, rows: int) -> Iterator[list]:
+        self.file.seek(self.offset)
+        reader = io.BufferedReader(self.file, 1 << 20)   # type: ignore[arg-type]
+        text = self.source.format == "text"
+        while raw := list(itertools.islice(reader, rows)):
+            first = self.lines + 1
+            self.lines += len(raw)
+            self.offset += sum(map(len, raw))
+            if text:
+                yield [line.decode().rstrip("\r\n") for line in raw]
+                continue
+            try:
+                yield [json.loads(line) for line in raw if line.strip()]
+            except ValueError as error:
+                number = first + next(i for i, line in enumerate(raw)
+                                      if line.strip() and not _parses(line))
+                raise ValueError(f"FileSource: {self.path} line {number} is not JSON: "
+                                 f"{error}") from None
+
+    def next_batch(self) -> tuple[int, Any]:
+        batch = next(self.batches)
+        epoch = self.done // self.source.batches_per_epoch
+        self.done += 1
+        return epoch, batch
+
+    def snapshot(self) -> tuple[int, int, int]:
+        return self.done, self.offset, self.lines
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        json.loads(line)
+        return True
+    except ValueError:
+        return False
+
+
+class FileSource:
+    """A source reading files: one partition per file (named by its path), read in order in
+    batches of ``batch_rows`` rows (lines), ``batches_per_epoch`` batches per epoch: batch
+    ``i`` of every file is at epoch ``i // batches_per_epoch``.
+
+    ``paths`` is a file, a directory (its files whose names do not start with ``.`` or
+    ``_``, listed each time the source is opened, so files added between runs are read by the
+    next run) or a list of files. ``format``: ``"parquet"`` and ``"csv"`` give
+    ``pyarrow.RecordBatch`` batches (pyarrow's readers), ``"jsonl"`` lists of the lines'
+    JSON values, ``"text"`` lists of the lines (without line ends). Positions are row
+    numbers (and byte offsets for line formats), so a resumed read continues with the same
+    batches and epochs.
+
+    >>> import tempfile, pyarrow as pa, pyarrow.parquet as pq, sparktimely as st
+    >>> path = tempfile.mkdtemp() + "/numbers.parquet"
+    >>> pq.write_table(pa.table({"x": list(range(5))}), path)
+    >>> source = FileSource([path], batch_rows=2)
+    >>> captured = st.example(lambda scope: scope.input_from_source(source, "numbers").capture())
+    >>> [(epoch, table.column("x").to_pylist()) for epoch, table in captured.extract()]
+    [(0, [0, 1]), (1, [2, 3]), (2, [4])]
+    """
+
+    def __init__(self, paths: Location | Sequence[Any], format: str = "parquet",
+                 batch_rows: int = 65536, batches_per_epoch: int = 1) -> None:
+        _check_format(format, _SOURCE_FORMATS, "FileSource")
+        for name, value in (("batch_rows", batch_rows), ("batches_per_epoch", batches_per_epoch)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"FileSource: {name} must be a positive integer, got {value!r}")
+        self.format = format
+        self.batch_rows = batch_rows
+        self.batches_per_epoch = batches_per_epoch
+        self._filesystem: pafs.FileSystem | None = None
+        if isinstance(paths, tuple) and len(paths) == 2 and isinstance(paths[0], pafs.FileSystem):
+            self._filesystem, paths = paths
+        self._paths: list[str] | str = (os.fspath(paths) if isinstance(paths, (str, os.PathLike))
+                                        else [os.fspath(p) for p in paths])
+
+    def _filesystem_for(self, path: str) -> tuple[pafs.FileSystem, str]:
+        if self._filesystem is not None:
+            return self._filesystem, path
+        storage = Storage(path)
+        return storage.fs, storage.root
+
+    def partitions(self) -> list[str]:
+        """The files to read (a directory is listed now)."""
+        if isinstance(self._paths, list):
+            return list(self._paths)
+        fs, path = self._filesystem_for(self._paths)
+        info = fs.get_file_info(path)
+        if info.type == pafs.FileType.NotFound:
+            raise FileNotFoundError(f"FileSource: {self._paths} does not exist")
+        if info.type != pafs.FileType.Directory:
+            return [self._paths]
+        infos = fs.get_file_info(pafs.FileSelector(path))
+        names = sorted(posixpath.basename(i.path) for i in infos if i.type == pafs.FileType.File)
+        return [posixpath.join(self._paths, name) for name in names
+                if not name.startswith((".", "_"))]
+
+    def open(self, partition: str, resume_state: tuple | None) -> _FilePart:
+        """Read file ``partition`` from ``resume_state`` (a position from ``snapshot()``)."""
+        return _FilePart(self, partition, resume_state)
+
+
+_STAGED = re.compile(r"^_staged-part-(\d+)-(.+)\.(parquet|jsonl)$")
+
+
+def _record_batch(batch: Any) -> pa.RecordBatch:
+    """A batch as a RecordBatch: dicts by key, tuples as columns ``f0, f1, ...``, other values
+    as one column ``value``."""
+    if isinstance(batch, pa.RecordBatch):
+        return batch
+    first = batch[0]
+    if isinstance(first, dict):
+        return pa.RecordBatch.from_pylist(batch)
+    if isinstance(first, (tuple, list)):
+        width = len(first)
+        if any(len(record) != width for record in batch):
+            bad = next(record for record in batch if len(record) != width)
+            raise ValueError(f"records of {width} fields and of {len(bad)} ({bad!r}) in one "
+                             f"batch cannot share Parquet columns")
+        return pa.RecordBatch.from_arrays([pa.array(column) for column in zip(*batch)],
+                                          names=[f"f{i}" for i in range(width)])
+    return pa.RecordBatch.from_arrays([pa.array(batch)], names=["value"])
+
+
+class _StagedFile:
+    """One epoch's file while it is written, under its staged (hidden) name."""
+
+    def __init__(self, storage: Storage, name: str, format: str) -> None:
+        self.storage = storage
+        self.name = name
+        self.format = format
+        self.stream = storage.open_output(storage.path(name))
+        self.writer: pq.ParquetWriter | None = None
+
+    def write(self, batch: Any) -> None:
+        if self.format == "jsonl":
+            rows = batch.to_pylist() if isinstance(batch, pa.RecordBatch) else batch
+            self.stream.write("".join([json.dumps(row) + "\n" for row in rows]).encode())
+            return
+        records = _record_batch(batch)
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.stream, records.schema)
+        elif records.schema != self.writer.schema.to_arrow_schema():
+            try:
+                records = records.cast(self.writer.schema.to_arrow_schema())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+                raise ValueError(f"a batch of schema {records.schema} does not fit the schema "
+                                 f"{self.writer.schema.to_arrow_schema()} of {self.name}") from None
+        self.writer.write_batch(records)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.stream.close()
+        self.storage.sync(self.storage.path(self.name))
+
+
+class _DirectoryPart:
+    """One worker's part of a :class:`DirectorySink`."""
+
+    def __init__(self, sink: "DirectorySink", partition: str, state: dict | None) -> None:
+        self.sink = sink
+        self.storage = storage = sink._storage()
+        self.partition = partition
+        self.extension = _SINK_FORMATS[sink.format]
+        self.staged: dict[int, str] = dict(state["staged"]) if state else {}
+        self.writing: dict[int, _StagedFile] = {}
+        storage.makedirs(storage.root)
+        kept = set(self.staged.values())
+        for name in storage.names(storage.root):     # what a crashed run staged and no one kept
+            match = _STAGED.match(name)
+            if match and match.group(2) == partition and name not in kept:
+                storage.delete(storage.path(name))
+
+    def _final(self, epoch: int) -> str:
+        return f"part-{epoch:010d}-{self.partition}{self.extension}"
+
+    def write(self, epoch: int, batch: Any) -> None:
+        file = self.writing.get(epoch)
+        if file is None:
+            file = self.writing[epoch] = _StagedFile(self.storage, f"_staged-{self._final(epoch)}",
+                                                     self.sink.format)
+        try:
+            file.write(batch)
+        except (TypeError, ValueError, pa.ArrowException) as error:
+            raise type(error)(f"DirectorySink {self.storage.where}, partition "
+                              f"{self.partition!r}, epoch {epoch}: {error}") from error
+
+    def _close(self, epochs: list[int]) -> None:
+        for epoch in epochs:
+            file = self.writing.pop(epoch)
+            file.close()
+            self.staged[epoch] = file.name
+
+    def snapshot(self) -> dict:
+        """Every epoch written so far is complete: close its file (staged, durable)."""
+        self._close(sorted(self.writing))
+        return {"staged": sorted(self.staged.items())}
+
+    def commit(self, epoch: int) -> None:
+        """Make epochs ``<= epoch`` visible: rename their staged files (again after a resume;
+        a staged file already renamed, or removed, is skipped)."""
+        self._close(sorted(e for e in self.writing if e <= epoch))
+        storage = self.storage
+        for staged_epoch, name in sorted(self.staged.items()):
+            if staged_epoch <= epoch:
+                if storage.exists(storage.path(name)):
+                    storage.fs.move(storage.path(name), storage.path(self._final(staged_epoch)))
+                del self.staged[staged_epoch]
+        storage.sync(storage.root)
+
+
+class DirectorySink:
+    """A sink writing, for each worker (partition) and epoch, one file named
+    ``part-<epoch>-<partition>.parquet`` (or ``.jsonl``) directly in ``path`` (created when
+    missing).
+
+    A file is written under a staged name starting with ``_`` and renamed to its visible name
+    once its epoch is complete on that worker and, with a checkpoint directory, once the
+    checkpoint holding it is committed; readers never see a partial file, and a resumed run
+    neither loses nor repeats an epoch. Parquet: a RecordBatch as it is, dicts by key, tuples
+    and lists as columns ``f0, f1, ...``, anything else as a column ``value``. JSON lines: one
+    record per line (a dict as an object, a tuple or list as an array, a RecordBatch row as
+    an object).
+
+    >>> import tempfile, pyarrow.parquet as pq, sparktimely as st
+    >>> folder = tempfile.mkdtemp()
+    >>> st.example(lambda scope: scope.to_stream([("a", 1), ("b", 2)])
+    ...            .output_to(DirectorySink(folder), "pairs"))
+    >>> pq.read_table(folder).to_pylist()
+    [{'f0': 'a', 'f1': 1}, {'f0': 'b', 'f1': 2}]
+    """
+
+    def __init__(self, path: Location, format: str = "parquet") -> None:
+        _check_format(format, list(_SINK_FORMATS), "DirectorySink")
+        self.path = path
+        self.format = format
+
+    def _storage(self) -> Storage:
+        return Storage(self.path)
+
+    def open(self, partition: str, resume_state: dict | None) -> _DirectoryPart:
+        """Partition ``partition``'s part, resumed from ``resume_state`` (its ``snapshot()``
+        in the checkpoint resumed, or None); it discards what was staged and not kept."""
+        return _DirectoryPart(self, partition, resume_state)

@@ -1,0 +1,261 @@
+"""What operators show of themselves to epoch checkpoints (``sparktimely.io``).
+
+A checkpoint of root epoch ``e`` holds, for every *component* of a dataflow (a source, a sink,
+an operator with keyed state), its state after exactly the inputs at epochs ``<= e``. This
+module is the operator library's side of that contract; the coordinator that decides when to
+checkpoint, writes the files and restores them lives in :mod:`sparktimely.io` and finds the
+components through ``worker.recovery`` (None when the worker does not checkpoint).
+
+- :class:`Component`: registered with the coordinator while the dataflow is built; restored,
+  started, snapshot at a checkpoint epoch and committed by it.
+- :class:`EpochGate`: keeps an operator from seeing input batches of epochs after the next
+  checkpoint epoch until that checkpoint's snapshot is taken (the alignment of Flink's
+  checkpoint barriers, applied per operator), so its state at the snapshot reflects exactly
+  the inputs of epochs ``<= e``: those are complete everywhere, later ones unseen.
+- :class:`RecoveryScope.recoverable`: the opt-in for operators that keep keyed state across
+  times (``state_machine`` uses it; the differential arrangements and user operators may).
+
+>>> from sparktimely import Product
+>>> root_epoch(7), root_epoch(Product(3, 9)), root_epoch(Product(Product(2, 1), 5))
+(7, 3, 2)
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, TypeVar
+
+from ..dataflow.scope import ScopeCore
+from ..dataflow.stream import StreamCore
+from ..hashing import stable_hash
+from ..progress.timestamp import Product, Timestamp
+
+if TYPE_CHECKING:
+    from ..dataflow.worker import Dataflow
+
+S = TypeVar("S", bound=StreamCore)
+
+HOLD_ALL = -1
+"""A gate limit that holds every epoch back (until the coordinator restored the state)."""
+
+
+def root_epoch(time: Timestamp) -> int:
+    """The root epoch of a time: the time itself at the top level, or the outermost coordinate
+    of a ``Product`` (of a nested scope, or of a dataflow whose times are Products).
+
+    >>> import sparktimely as st
+    >>> root_epoch(st.Product(4, 1))
+    4
+    """
+    while time.__class__ is Product:
+        time = time.outer
+    return time
+
+
+def epoch_time(minimum: Timestamp, epoch: int) -> Timestamp:
+    """The earliest time of root epoch ``epoch`` in a scope whose least time is ``minimum``.
+
+    >>> import sparktimely as st
+    >>> epoch_time(0, 5), epoch_time(st.Product(0, 0), 5)
+    (5, Product(5, 0))
+    """
+    if minimum.__class__ is Product:
+        return Product(epoch_time(minimum.outer, epoch), minimum.inner)
+    return epoch
+
+
+def frontier_epoch(frontier: list) -> float:
+    """The least root epoch a frontier still allows (infinity for an empty frontier): every
+    epoch below it is complete."""
+    return min((root_epoch(t) for t in frontier), default=float("inf"))
+
+
+class Recovery(Protocol):
+    """The checkpoint coordinator as operators see it (``worker.recovery``)."""
+
+    def register(self, component: "Component") -> None:
+        """Take ``component`` into this worker's checkpoints of its dataflow."""
+
+
+def recovery_of(scope: ScopeCore) -> Recovery | None:
+    """The checkpoint coordinator of the scope's worker, or None if it does not checkpoint."""
+    return getattr(scope.dataflow.worker, "recovery", None)
+
+
+class EpochGate:
+    """Holds back from one operator the input batches of root epochs after ``limit``.
+
+    Held batches stay counted at the operator's inputs (they are not consumed), so the
+    operator's input frontiers, and every frontier downstream, stay at their times: a held
+    epoch is never complete. ``limit`` None lets everything through; :data:`HOLD_ALL` holds
+    everything. Installed around the operator's logic once the dataflow is built.
+    """
+
+    __slots__ = ("limit", "_dataflow", "_index", "_held")
+
+    def __init__(self, dataflow: "Dataflow", operator: int, limit: int | None) -> None:
+        self.limit = limit
+        self._dataflow = dataflow
+        self._index = operator
+        self._held: list[deque] = []
+
+    def install(self) -> None:
+        """Wrap the (built) operator's logic so that it only sees batches up to ``limit``."""
+        operator = self._dataflow.operators[self._index]
+        logic, ports = operator.logic, operator.inputs
+        self._held = [deque() for _ in ports]
+        if logic is None:
+            return
+
+        def gated() -> Any:
+            limit = self.limit
+            if limit is not None:
+                for port, held in zip(ports, self._held):
+                    queue = port.queue
+                    if queue and any(root_epoch(entry[0]) > limit for entry in queue):
+                        keep = [entry for entry in queue if root_epoch(entry[0]) <= limit]
+                        held.extend(entry for entry in queue if root_epoch(entry[0]) > limit)
+                        queue.clear()
+                        queue.extend(keep)
+            return logic()
+        operator.logic = gated
+
+    def release(self, limit: int | None) -> None:
+        """Let batches up to ``limit`` (all with None) through, and schedule the operator."""
+        self.limit = limit
+        operator = self._dataflow.operators[self._index]
+        for port, held in zip(operator.inputs, self._held):
+            if not held:
+                continue
+            released = [entry for entry in held if limit is None or root_epoch(entry[0]) <= limit]
+            if released:
+                kept = [entry for entry in held if limit is not None and root_epoch(entry[0]) > limit]
+                held.clear()
+                held.extend(kept)
+                port.queue.extendleft(reversed(released))
+        operator.poked = True
+        self._dataflow.activate(self._index)
+
+
+class Component:
+    """A part of a dataflow whose state epoch checkpoints hold, as the coordinator drives it.
+
+    ``kind`` is ``"source"``, ``"sink"`` or ``"keyed"``; ``name`` is unique within the
+    dataflow. The coordinator calls, in this order: :meth:`restore` (only when resuming),
+    :meth:`start`, then per checkpoint :meth:`snapshot` followed by :meth:`release`, and
+    :meth:`commit` once the checkpoint is durable. Without a coordinator a component starts
+    itself when its operator first runs.
+    """
+
+    kind: ClassVar[str]
+
+    def __init__(self, scope: ScopeCore, name: str, operator: int, gated: bool) -> None:
+        self.name = name
+        self.dataflow = scope.dataflow
+        self.operator = operator
+        coordinator = recovery_of(scope)
+        self.checkpointed = coordinator is not None
+        self.gate = EpochGate(scope.dataflow, operator, HOLD_ALL) if gated and coordinator else None
+        self.max_epoch = -1
+        """The latest root epoch this component has seen on this worker (-1: none)."""
+        if coordinator is not None:
+            coordinator.register(self)
+
+    def install(self) -> None:
+        """The dataflow is built: put the gate (if any) around the operator's logic."""
+        if self.gate is not None:
+            self.gate.install()
+
+    def restore(self, state: Any) -> None:
+        """Take the state decoded from the checkpoint being resumed (kind-specific)."""
+
+    def start(self, epoch: int, limit: int | None) -> None:
+        """Begin at root epoch ``epoch`` (after the resumed checkpoint's epoch, or 0), seeing
+        inputs up to ``limit`` (see :class:`EpochGate`)."""
+        if self.gate is not None:
+            self.gate.release(limit)
+
+    def snapshot(self, epoch: int | None) -> Any:
+        """This component's state after exactly the inputs of epochs ``<= epoch`` (None: the
+        dataflow is complete), as kind-specific Python values."""
+        raise NotImplementedError
+
+    def release(self, limit: int | None) -> None:
+        """The snapshot is taken: let inputs up to ``limit`` through."""
+        if self.gate is not None:
+            self.gate.release(limit)
+
+    def commit(self, epoch: int) -> None:
+        """The checkpoint of ``epoch`` is durable (the second phase of a two-phase commit)."""
+
+
+class KeyedState(Component):
+    """Keyed state of an operator: ``snapshot()`` returns a dict ``{key: value}`` routed by
+    ``route(key)``, or a ``pyarrow.Table`` routed by its integer column named ``route``;
+    ``restore(state)`` gets, on each worker, the entries (or rows) whose route modulo the
+    number of workers is the worker's index, so a resumed job may have another worker count.
+    """
+
+    kind = "keyed"
+
+    def __init__(self, scope: ScopeCore, name: str, operator: int,
+                 snapshot: Callable[[], Any], restore: Callable[[Any], None],
+                 route: Callable[[Any], int] | str) -> None:
+        super().__init__(scope, name, operator, gated=True)
+        self._snapshot = snapshot
+        self._restore = restore
+        self.route = route
+
+    def restore(self, state: Any) -> None:
+        self._restore(state)
+
+    def snapshot(self, epoch: int | None) -> Any:
+        state = self._snapshot()
+        if isinstance(self.route, str):
+            if not hasattr(state, "schema") or self.route not in state.schema.names:
+                raise TypeError(f"operator {self.name!r}: snapshot() must return a pyarrow "
+                                f"Table with a column {self.route!r} (its route), got "
+                                f"{type(state).__name__}")
+        elif not isinstance(state, dict):
+            raise TypeError(f"operator {self.name!r}: snapshot() must return a dict "
+                            f"{{key: value}}, got {type(state).__name__}")
+        return state
+
+
+class RecoveryScope(ScopeCore[S]):
+    """``recoverable``: the opt-in of operators with keyed state to epoch checkpoints."""
+
+    def recoverable(self, info: Any, snapshot: Callable[[], Any],
+                    restore: Callable[[Any], None],
+                    route: Callable[[Any], int] | str = stable_hash) -> None:
+        """Let checkpoints hold the keyed state of the operator ``info`` describes (call it in
+        the operator's constructor, with the ``info`` it gets or ``builder.operator_info()``).
+
+        ``snapshot()`` returns the state as a dict ``{key: value}`` (keys live on worker
+        ``route(key) % peers``, :func:`~sparktimely.stable_hash` by default) or as a
+        ``pyarrow.Table`` with an integer column named by ``route`` (a string). It is called
+        once per checkpoint, when the inputs of epochs up to the checkpoint's epoch are
+        processed everywhere and none of later epochs has been shown to the operator: the
+        runtime holds those back until the snapshot is taken. ``restore(state)`` is called
+        once, before any input, when a run resumes; it gets the dict entries (or Table rows)
+        this worker owns, whatever the number of workers that wrote them. Without checkpoints
+        neither is ever called, and nothing is held back.
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     def ctor(cap, info):
+        ...         cap.drop()
+        ...         totals = {}
+        ...         scope.recoverable(info, lambda: totals, totals.update)
+        ...         def logic(input, output):
+        ...             for t, batch in input:
+        ...                 for key, n in batch:
+        ...                     totals[key] = totals.get(key, 0) + n
+        ...                 output.session(t).give_batch(sorted(totals.items()))
+        ...         return logic
+        ...     pairs = scope.to_stream([("a", 1), ("b", 2), ("a", 3)])
+        ...     return pairs.unary(st.Exchange(lambda kv: st.stable_hash(kv[0])), "Totals",
+        ...                        ctor).capture()
+        >>> st.example(build).extract()
+        [(0, [('a', 4), ('b', 2)])]
+        """
+        KeyedState(self, f"{info.name}#{info.index}", info.index, snapshot, restore, route)

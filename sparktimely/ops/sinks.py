@@ -1,0 +1,119 @@
+"""``stream.output_to``: writing a stream to a sink that makes each epoch visible once.
+
+Each worker opens the sink's partition named after its index and writes every batch with
+its root epoch (``part.write(epoch, batch)``). Without epoch checkpoints, an epoch is
+committed (``part.commit(epoch)``: make epochs ``<= epoch`` visible) as soon as the sink's
+input frontier has passed it. With checkpoints, the sink sees batches of an epoch only once
+the previous checkpoint's snapshot is taken (:class:`~sparktimely.ops.recovery.EpochGate`),
+its ``part.snapshot()`` is part of every checkpoint, and ``commit(e)`` follows the
+checkpoint of ``e`` once that is durable: the second phase of a two-phase commit, repeated
+after a resume (so ``commit`` must be idempotent).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..dataflow import OperatorBuilder, Pipeline
+from ..dataflow.scope import ScopeCore
+from ..dataflow.stream import StreamCore
+from .recovery import Component, frontier_epoch, root_epoch
+
+
+class SinkWriter(Component):
+    """The component behind ``output_to``: this worker's part of the sink."""
+
+    kind = "sink"
+
+    def __init__(self, scope: ScopeCore, name: str, sink: Any, operator: int,
+                 input: Any) -> None:
+        super().__init__(scope, name, operator, gated=True)
+        self.sink = sink
+        self.input = input
+        self.partition = str(scope.index)
+        self.resume: dict[str, Any] | None = None
+        self.part: Any = None
+        self.written: set[int] = set()
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """``state``: the checkpointed states of the partitions this worker resumes (its own,
+        and those of workers the resumed run no longer has)."""
+        self.resume = state
+
+    def start(self, epoch: int, limit: int | None) -> None:
+        resume = self.resume or {}
+        self.part = self.sink.open(self.partition, resume.get(self.partition))
+        if self.resume is not None:
+            self.part.commit(epoch - 1)
+            for partition, state in sorted(resume.items()):
+                if partition != self.partition:
+                    self.sink.open(partition, state).commit(epoch - 1)
+        self.resume = None
+        super().start(epoch, limit)
+
+    def snapshot(self, epoch: int | None) -> dict[str, Any]:
+        return {self.partition: self.part.snapshot()}
+
+    def commit(self, epoch: int) -> None:
+        self.part.commit(epoch)
+
+    def run(self) -> None:
+        if self.part is None:
+            if self.checkpointed:
+                return                        # the coordinator starts it once restored
+            self.start(0, None)
+        write = self.part.write
+        for cap, batch in self.input:
+            epoch = root_epoch(cap.time)
+            write(epoch, batch)
+            self.written.add(epoch)
+            if epoch > self.max_epoch:
+                self.max_epoch = epoch
+        if not self.checkpointed and self.written:
+            complete = frontier_epoch(self.input.frontier.frontier())
+            done = [epoch for epoch in self.written if epoch < complete]
+            if done:
+                self.part.commit(max(done))
+                self.written.difference_update(done)
+
+
+class SinkOps(StreamCore):
+    """``output_to``."""
+
+    __slots__ = ()
+
+    def output_to(self, sink: Any, name: str) -> None:
+        """Write this stream to ``sink``; each worker writes its own partition (its index).
+
+        ``sink.open(partition, resume_state)`` returns a part with ``write(epoch, batch)``,
+        ``snapshot()`` (a picklable state, taken at epoch checkpoints) and ``commit(epoch)``
+        (make what was written for epochs ``<= epoch`` visible; idempotent). See
+        :mod:`sparktimely.io` for ``DirectorySink`` and the guarantees with checkpoints.
+
+        >>> import sparktimely as st
+        >>> class Printed:
+        ...     def open(self, partition, resume_state):
+        ...         return Part()
+        >>> class Part:
+        ...     def __init__(self):
+        ...         self.staged = {}
+        ...     def write(self, epoch, batch):
+        ...         self.staged.setdefault(epoch, []).extend(batch)
+        ...     def snapshot(self):
+        ...         return self.staged
+        ...     def commit(self, epoch):
+        ...         for e in sorted(e for e in self.staged if e <= epoch):
+        ...             print(e, sorted(self.staged.pop(e)))
+        >>> def build(scope):
+        ...     data = scope.to_stream(range(6)).delay(lambda x, t: x // 3)
+        ...     data.output_to(Printed(), "printed")
+        >>> st.example(build)
+        0 [0, 1, 2]
+        1 [3, 4, 5]
+        """
+        if not callable(getattr(sink, "open", None)):
+            raise TypeError(f"output_to({name!r}): {type(sink).__name__} has no open() (see "
+                            f"sparktimely.io for the sink protocol)")
+        builder: OperatorBuilder = OperatorBuilder(name, self.scope)
+        input = builder.new_input(self, Pipeline)
+        writer = SinkWriter(self.scope, name, sink, builder.index, input)
+        builder.build(lambda capabilities: lambda frontiers: writer.run())
