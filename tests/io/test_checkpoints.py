@@ -1,0 +1,311 @@
+"""Epoch checkpoints at the dataflow level, with in-process workers (1, 2 and 3, seeded
+interleavings): resume after a failure at any epoch, rescaling, keyed user state, refusals
+that change nothing on disk, and sinks without checkpoints. Real processes killed with
+SIGKILL are in test_kill_resume.py."""
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pytest
+
+import sparktimely as st
+from sparktimely.io import enable_checkpoints
+from sparktimely.testing import execute_in_process
+
+from recovery_jobs import (FailOnce, checkpointed, epochs_of, running_counts, tree, visible,
+                           wordcount, write_texts)
+
+pytestmark = pytest.mark.timeout(120)
+
+EPOCHS = 4          # 12 lines per file, 3 lines per batch
+
+
+@pytest.fixture
+def texts(tmp_path):
+    folder = str(tmp_path / "texts")
+    write_texts(folder)
+    return folder
+
+
+def records(directory: str) -> list[dict]:
+    commits = os.path.join(directory, "wordcount", "commits")
+    if not os.path.exists(commits):
+        return []
+    return [json.load(open(os.path.join(commits, name))) for name in sorted(os.listdir(commits))]
+
+
+def cause(error: BaseException) -> BaseException:
+    while error.__cause__ is not None:
+        error = error.__cause__
+    return error
+
+
+def test_checkpointed_counts_equal_the_oracle_and_an_unchecked_run(run, texts, tmp_path):
+    expected = running_counts(epochs_of(texts))
+    run(checkpointed(lambda w: wordcount(w, texts, str(tmp_path / "out")), tmp_path / "ck"))
+    assert visible(str(tmp_path / "out")) == expected
+    run(lambda w: wordcount(w, texts, str(tmp_path / "plain")))
+    assert visible(str(tmp_path / "plain")) == expected
+    last = records(str(tmp_path / "ck"))[-1]
+    assert (last["complete"], last["epoch"], last["workers"]) == (True, EPOCHS - 1, run.workers)
+    assert [name for name, _ in last["components"]] == ["lines", f"StateMachine#2", "counts"]
+    assert not [n for n in os.listdir(tmp_path / "out") if n.startswith("_")]
+
+
+@pytest.mark.parametrize("epoch", [0, 2, EPOCHS - 1], ids=["first", "middle", "last"])
+def test_a_failure_at_any_epoch_and_a_rerun_give_the_undisturbed_output(run, texts, tmp_path,
+                                                                        epoch):
+    out, directory = str(tmp_path / "out"), tmp_path / "ck"
+    expected = running_counts(epochs_of(texts))
+    fail = FailOnce(str(tmp_path / "failed"), epoch, worker=1)
+    job = checkpointed(lambda w: wordcount(w, texts, out, hook=fail), directory)
+    with pytest.raises(st.WorkerError, match="failing on purpose"):
+        run(job)
+    partial = visible(out)        # committed epochs, not yet renamed on every worker maybe
+    assert not Counter(partial) - Counter(expected)
+    newest = max([r["epoch"] for r in records(str(directory))], default=-1)
+    assert {e for e, _, _ in partial} <= set(range(newest + 1)) and newest < epoch
+    run(job)
+    assert visible(out) == expected
+
+
+@pytest.mark.parametrize("before, after", [(2, 3), (3, 1), (1, 2)])
+def test_a_rerun_at_another_worker_count_gives_the_same_output(texts, tmp_path, before, after):
+    out, directory = str(tmp_path / "out"), tmp_path / "ck"
+    fail = FailOnce(str(tmp_path / "failed"), 2, worker=before - 1)
+    job = checkpointed(lambda w: wordcount(w, texts, out, hook=fail), directory)
+    with pytest.raises(st.WorkerError):
+        execute_in_process(job, before, seed=before)
+    execute_in_process(job, after, seed=after)
+    assert visible(out) == running_counts(epochs_of(texts))
+    assert records(str(directory))[-1]["workers"] == after
+
+
+def test_files_added_between_runs_are_read_after_the_resumed_epoch_with_the_state_kept(
+        run, texts, tmp_path):
+    out, directory = str(tmp_path / "out"), tmp_path / "ck"
+    job = checkpointed(lambda w: wordcount(w, texts, out), directory)
+    execute_in_process(job, 2, seed=3)
+    first = running_counts(epochs_of(texts))
+    totals = Counter(word for words in epochs_of(texts).values() for word in words)
+    for folder in (str(tmp_path / "more"), texts):
+        write_texts(folder, files=2, lines=7, salt=1)
+    run(job)                                          # at 1, 2 or 3 workers
+    later = running_counts(epochs_of(str(tmp_path / "more"), start=EPOCHS), totals)
+    assert visible(out) == sorted(first + later)
+
+
+@pytest.mark.parametrize("every", [2, 3])
+def test_checkpoints_come_at_multiples_of_checkpoint_every_and_resume_from_there(
+        run, texts, tmp_path, every, monkeypatch):
+    monkeypatch.setattr(st.io.checkpoints, "KEEP", 100)       # keep every commit record
+    run(checkpointed(lambda w: wordcount(w, texts, str(tmp_path / "all")), tmp_path / "all-ck",
+                     every))
+    made = [(r["epoch"], r["complete"]) for r in records(str(tmp_path / "all-ck"))]
+    assert made == [(e, False) for e in range(0, EPOCHS - 1, every)] + [(EPOCHS - 1, True)]
+    out, directory = str(tmp_path / "out"), tmp_path / "ck"
+    fail = FailOnce(str(tmp_path / "failed"), EPOCHS - 1)
+    job = checkpointed(lambda w: wordcount(w, texts, out, hook=fail), directory, every)
+    with pytest.raises(st.WorkerError):
+        run(job)
+    run(job)
+    assert visible(out) == running_counts(epochs_of(texts))
+
+
+def test_user_operators_keep_keyed_state_as_a_dict_or_as_an_arrow_table(run, tmp_path):
+    """Totals per key in one user operator (dict form) and a table of every record in
+    another (Table form, counting a key's rows) survive a failure, each key's state on the
+    worker that owns it."""
+    fail = FailOnce(str(tmp_path / "failed"), 3, worker=2)
+    data = [[(f"k{(i * 5 + e) % 7}", i * e + 1) for i in range(7)] for e in range(6)]
+
+    class Rounds:
+        def partitions(self):
+            return ["rounds"]
+
+        def open(self, partition, resume_state):
+            return Part(resume_state or 0)
+
+    class Part:
+        def __init__(self, done):
+            self.done = done
+
+        def next_batch(self):
+            if self.done == len(data):
+                raise StopIteration
+            self.done += 1
+            return self.done - 1, data[self.done - 1]
+
+        def snapshot(self):
+            return self.done
+
+    def totals_ctor(cap, info, scope):
+        cap.drop()
+        totals = {}
+        scope.recoverable(info, lambda: totals, totals.update)
+
+        def logic(input, output):
+            for t, batch in input:
+                for key, n in batch:
+                    totals[key] = totals.get(key, 0) + n
+                output.session(t).give_batch([["total", k, totals[k]] for k, _ in batch])
+        return logic
+
+    def table_ctor(cap, info, scope):
+        cap.drop()
+        table = [pa.table({"key": pa.array([], pa.string()), "route": pa.array([], pa.uint64())})]
+        scope.recoverable(info, lambda: table[0], lambda t: table.__setitem__(0, t),
+                          route="route")
+
+        def logic(input, output):
+            for t, batch in input:
+                for key, _ in batch:
+                    row = pa.table({"key": [key], "route": pa.array([st.stable_hash(key)],
+                                                                    pa.uint64())})
+                    table[0] = pa.concat_tables([table[0], row])
+                    count = sum(k == key for k in table[0].column("key").to_pylist())
+                    output.session(t).give(["count", key, count])
+        return logic
+
+    def job(worker):
+        def build(scope):
+            route = st.Exchange(lambda kv: st.stable_hash(kv[0]))
+            pairs = scope.input_from_source(Rounds(), "rounds")
+            totals = pairs.unary(route, "Totals", lambda c, i: totals_ctor(c, i, scope))
+            counts = pairs.unary(route, "Counts", lambda c, i: table_ctor(c, i, scope))
+            totals.concat(counts).inspect_batch(lambda t, b: fail(worker, t)).output_to(
+                st.io.DirectorySink(str(tmp_path / "out"), format="jsonl"), "out")
+        worker.dataflow(build, name="wordcount")
+    with pytest.raises(st.WorkerError):
+        run(checkpointed(job, tmp_path / "ck"))
+    run(checkpointed(job, tmp_path / "ck"))
+    expected, totals = [], Counter()
+    for e, batch in enumerate(data):
+        for key, n in batch:
+            totals[key] += n
+            expected += [(e, "total", key, totals[key]), (e, "count", key, e + 1)]
+    assert _rows(str(tmp_path / "out")) == sorted(expected)
+
+
+def _rows(out: str) -> list:
+    rows = []
+    for name in sorted(os.listdir(out)):
+        if not name.startswith("_"):
+            epoch = int(name.split("-")[1])
+            rows += [(epoch, *json.loads(line)) for line in open(os.path.join(out, name))]
+    return sorted(rows)
+
+
+def test_another_program_is_refused_naming_what_differs_and_nothing_changes(run, texts,
+                                                                           tmp_path):
+    out, directory = str(tmp_path / "out"), tmp_path / "ck"
+    fail = FailOnce(str(tmp_path / "failed"), 2)
+    with pytest.raises(st.WorkerError):
+        run(checkpointed(lambda w: wordcount(w, texts, out, hook=fail), directory))
+    before = tree(str(tmp_path))
+
+    def other_operators(worker):
+        def build(scope):
+            (scope.input_from_source(st.io.FileSource(texts, format="text"), "lines")
+             .map(str.upper).output_to(st.io.DirectorySink(out), "counts"))
+        worker.dataflow(build, name="wordcount")
+
+    def other_name(worker):
+        worker.dataflow(lambda scope: scope.to_stream([1]).probe(), name="other")
+    for job, reason in [(other_operators, "its operator 1 is 'FlatMap', this program's is 'Map'"),
+                        (other_name, "holds checkpoints of dataflow 'wordcount', not of this "
+                                     "program's first dataflow 'other'")]:
+        with pytest.raises(st.WorkerError) as failure:
+            run(checkpointed(job, directory))
+        assert isinstance(cause(failure.value), st.RecoveryError)
+        assert reason in str(cause(failure.value))
+        assert tree(str(tmp_path)) == before
+
+
+@pytest.mark.parametrize("damage", ["garbage", "edited", "state file", "missing file"])
+def test_a_corrupted_checkpoint_is_refused_naming_the_file_and_nothing_changes(
+        run, texts, tmp_path, damage):
+    out, directory = str(tmp_path / "out"), tmp_path / "ck"
+    fail = FailOnce(str(tmp_path / "failed"), 2)
+    job = checkpointed(lambda w: wordcount(w, texts, out, hook=fail), directory)
+    with pytest.raises(st.WorkerError):
+        run(job)
+    commits = directory / "wordcount" / "commits"
+    newest = commits / sorted(os.listdir(commits))[-1]
+    record = json.loads(newest.read_text())
+    state = directory / "wordcount" / sorted(record["files"])[0]
+    if damage == "garbage":
+        newest.write_bytes(b"\x00not json")
+        named = str(newest)
+    elif damage == "edited":
+        record["epoch"] += 1
+        newest.write_text(json.dumps(record))
+        named = str(newest)
+    elif damage == "state file":
+        state.write_bytes(state.read_bytes()[:-1] + b"!")
+        named = str(state)
+    else:
+        state.unlink()
+        named = str(state)
+    before = tree(str(tmp_path))
+    with pytest.raises(st.WorkerError) as failure:
+        run(job)
+    error = cause(failure.value)
+    assert isinstance(error, st.RecoveryError) and named in str(error)
+    assert tree(str(tmp_path)) == before
+
+
+def test_a_directory_in_use_by_another_run_is_refused(run, texts, tmp_path):
+    from sparktimely.io._storage import DirectoryLock, Storage
+    other = DirectoryLock(Storage(str(tmp_path / "ck")))
+    assert other.acquire() is None                   # another run holds the directory
+    try:
+        with pytest.raises(st.WorkerError) as failure:
+            run(checkpointed(lambda w: wordcount(w, texts, str(tmp_path / "out")),
+                             tmp_path / "ck"))
+        error = cause(failure.value)
+        assert isinstance(error, st.RecoveryError) and "in use by another run" in str(error)
+        assert sorted(os.listdir(tmp_path / "ck")) == ["_lock"]
+        assert not os.path.exists(tmp_path / "out")
+    finally:
+        other.release()
+    run(checkpointed(lambda w: wordcount(w, texts, str(tmp_path / "out")), tmp_path / "ck"))
+    assert visible(str(tmp_path / "out")) == running_counts(epochs_of(texts))
+
+
+def test_every_dataflow_needs_a_name(tmp_path):
+    def job(worker):
+        enable_checkpoints(worker, tmp_path)
+        worker.dataflow(lambda scope: scope.to_stream([1]).probe())
+    with pytest.raises(ValueError, match="every dataflow needs a name"):
+        st.execute_directly(job)
+
+
+def test_without_checkpoints_each_epoch_is_written_once_even_when_rerun(run, texts, tmp_path):
+    out = str(tmp_path / "out")
+    expected = running_counts(epochs_of(texts))
+    for _ in range(2):
+        run(lambda w: wordcount(w, texts, out, format="parquet"))
+        assert visible(out) == expected
+        assert not [n for n in os.listdir(out) if n.startswith("_")]
+        assert len(os.listdir(out)) <= EPOCHS * run.workers
+
+
+def test_checkpoints_on_a_filesystem_without_local_files(run, texts, tmp_path):
+    """A pyarrow filesystem other than the local one (here pyarrow's in-memory mock): state
+    files and records go through pyarrow.fs, the lock is a lease."""
+    filesystem = pafs._MockFileSystem()
+    out = str(tmp_path / "out")
+    fail = FailOnce(str(tmp_path / "failed"), 1)
+    job = checkpointed(lambda w: wordcount(w, texts, out, hook=fail), (filesystem, "ck"))
+    with pytest.raises(st.WorkerError):
+        run(job)
+    assert filesystem.get_file_info("ck/_lock").type == pafs.FileType.NotFound   # released
+    run(job)
+    assert visible(out) == running_counts(epochs_of(texts))
+    listed = filesystem.get_file_info(pafs.FileSelector("ck/wordcount/commits"))
+    assert len(listed) == 2
