@@ -1,0 +1,150 @@
+"""Recovery with real worker processes (``st.execute``): a worker SIGKILLed at the first,
+a middle and the last epoch, while a checkpoint is written, and between a commit record and
+the sinks' renames; the rerun's visible output equals an undisturbed run's exactly, also at
+another worker count. Two runs of one directory at once: the second is refused."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import sparktimely as st
+from sparktimely.io import DirectorySink, enable_checkpoints
+
+from recovery_jobs import FailOnce, epochs_of, running_counts, visible, wordcount, write_texts
+
+pytestmark = pytest.mark.timeout(120)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LINES = 30                       # 10 epochs of 3 lines per file
+
+
+@pytest.fixture
+def texts(tmp_path):
+    folder = str(tmp_path / "texts")
+    write_texts(folder, files=4, lines=LINES)
+    return folder
+
+
+def checkpointing(job, directory, every=1):
+    def run(worker):
+        enable_checkpoints(worker, directory, every)
+        return job(worker)
+    return run
+
+
+@pytest.fixture
+def undisturbed(texts, tmp_path):
+    out = str(tmp_path / "undisturbed")
+    st.execute(lambda w: wordcount(w, texts, out), workers=2)
+    expected = running_counts(epochs_of(texts))
+    assert visible(out) == expected
+    return expected
+
+
+@pytest.mark.parametrize("epoch", [0, 4, 9], ids=["first", "middle", "last"])
+@pytest.mark.parametrize("rerun_workers", [2, 3])
+def test_a_worker_killed_at_an_epoch_then_a_rerun_gives_the_undisturbed_output(
+        texts, tmp_path, undisturbed, epoch, rerun_workers):
+    out, directory = str(tmp_path / "out"), str(tmp_path / "ck")
+    kill = FailOnce(str(tmp_path / "killed"), epoch, worker=1, kill=True)
+    job = checkpointing(lambda w: wordcount(w, texts, out, hook=kill), directory)
+    with pytest.raises(st.WorkerError, match="SIGKILL"):
+        st.execute(job, workers=2)
+    assert os.path.exists(tmp_path / "killed")
+    st.execute(job, workers=rerun_workers)
+    assert visible(out) == undisturbed
+    assert not [name for name in os.listdir(out) if name.startswith("_")]
+
+
+class KillingSink(DirectorySink):
+    """A DirectorySink whose worker-0 part kills its process once, in ``snapshot()`` (a
+    checkpoint half written) or in ``commit()`` (the record written, nothing renamed), at
+    the checkpoint of ``epoch``."""
+
+    def __init__(self, path, marker, when, epoch):
+        super().__init__(path, format="jsonl")
+        self.marker, self.when, self.epoch = marker, when, epoch
+
+    def open(self, partition, resume_state):
+        part = super().open(partition, resume_state)
+        sink = self
+        if partition != "0":
+            return part
+
+        class Part(type(part)):
+            def snapshot(self):
+                sink.maybe_kill("snapshot", max(self.writing, default=-1))
+                return super().snapshot()
+
+            def commit(self, epoch):
+                sink.maybe_kill("commit", epoch)
+                super().commit(epoch)
+        part.__class__ = Part
+        return part
+
+    def maybe_kill(self, when, epoch):
+        if when == self.when and epoch >= self.epoch and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            os.kill(os.getpid(), 9)
+
+
+@pytest.mark.parametrize("when", ["snapshot", "commit"])
+def test_a_worker_killed_inside_a_checkpoint_then_a_rerun_gives_the_undisturbed_output(
+        texts, tmp_path, undisturbed, when):
+    out, directory = str(tmp_path / "out"), str(tmp_path / "ck")
+    sink = KillingSink(out, str(tmp_path / "killed"), when, 5)
+
+    def job(worker):
+        def build(scope):
+            (scope.input_from_source(st.io.FileSource(texts, format="text", batch_rows=3),
+                                     "lines")
+             .flat_map(lambda line: [(word, 1) for word in line.split()])
+             .state_machine(lambda k, v, s: (False, [[k, (s or 0) + v]], (s or 0) + v))
+             .output_to(sink, "counts"))
+        worker.dataflow(build, name="wordcount")
+    with pytest.raises(st.WorkerError, match="SIGKILL"):
+        st.execute(checkpointing(job, directory), workers=2)
+    staged = [name for name in os.listdir(out) if name.startswith("_staged")]
+    assert staged                                  # written, never made visible
+    st.execute(checkpointing(job, directory), workers=2)
+    assert visible(out) == undisturbed
+
+
+def test_two_runs_of_one_directory_at_once_the_second_is_refused(texts, tmp_path, undisturbed):
+    out, directory = str(tmp_path / "out"), str(tmp_path / "ck")
+    first = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {HERE!r})
+        import sparktimely as st
+        from sparktimely.io import enable_checkpoints
+        from recovery_jobs import wordcount
+        def slow(worker, epoch):
+            time.sleep(0.3)
+        def job(worker):
+            enable_checkpoints(worker, {directory!r})
+            wordcount(worker, {texts!r}, {out!r}, hook=slow)
+        st.execute(job, workers=2)
+        """)])
+    try:
+        commits = os.path.join(directory, "wordcount", "commits")
+        deadline = time.monotonic() + 60
+        while not (os.path.isdir(commits) and os.listdir(commits)):
+            assert first.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        other = str(tmp_path / "other-out")
+        with pytest.raises(st.WorkerError, match="RecoveryError: .* is in use by another run"):
+            st.execute(checkpointing(lambda w: wordcount(w, texts, other), directory), workers=2)
+        assert not os.path.exists(other)
+        assert first.wait(60) == 0
+    finally:
+        first.kill()
+        first.wait()
+    assert visible(out) == undisturbed
+    st.execute(checkpointing(lambda w: wordcount(w, texts, out, hook=lambda w, e: None),
+                             directory), workers=3)
+    assert visible(out) == undisturbed             # a rerun after completion adds nothing
