@@ -240,12 +240,12 @@ class _StagedFile:
         records = _record_batch(batch)
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.stream, records.schema)
-        elif records.schema != self.writer.schema.to_arrow_schema():
+        elif records.schema != self.writer.schema:
             try:
-                records = records.cast(self.writer.schema.to_arrow_schema())
+                records = records.cast(self.writer.schema)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
                 raise ValueError(f"a batch of schema {records.schema} does not fit the schema "
-                                 f"{self.writer.schema.to_arrow_schema()} of {self.name}") from None
+                                 f"{self.writer.schema} of {self.name}") from None
         self.writer.write_batch(records)
 
     def close(self) -> None:

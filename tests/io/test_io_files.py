@@ -1,0 +1,233 @@
+"""FileSource and DirectorySink on their own (positions, formats, staging and commits) and as
+``input_from_source``/``output_to`` in dataflows at 1, 2 and 3 workers, against what pyarrow
+and json read from the same files."""
+from __future__ import annotations
+
+import json
+import os
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+
+import sparktimely as st
+from sparktimely.io import DirectorySink, FileSource
+from sparktimely.testing import consolidate
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def table(rows: int, offset: int = 0) -> pa.Table:
+    return pa.table({"n": list(range(offset, offset + rows)),
+                     "word": [f"w{i % 7}" for i in range(offset, offset + rows)]})
+
+
+@pytest.fixture
+def files(tmp_path):
+    """The same 23 rows as Parquet (row groups of 7), CSV, JSON lines and text."""
+    data = table(23)
+    paths = {"parquet": str(tmp_path / "data.parquet"), "csv": str(tmp_path / "data.csv"),
+             "jsonl": str(tmp_path / "data.jsonl"), "text": str(tmp_path / "data.txt")}
+    pq.write_table(data, paths["parquet"], row_group_size=7)
+    pacsv.write_csv(data, paths["csv"])
+    with open(paths["jsonl"], "w") as out:
+        out.writelines(json.dumps(row) + "\n" for row in data.to_pylist())
+    with open(paths["text"], "w") as out:
+        out.writelines(f"{row['n']} {row['word']}\n" for row in data.to_pylist())
+    return paths
+
+
+def rows_of(batch) -> list:
+    if isinstance(batch, pa.RecordBatch):
+        return [(row["n"], row["word"]) for row in batch.to_pylist()]
+    if batch and isinstance(batch[0], dict):
+        return [(row["n"], row["word"]) for row in batch]
+    return [(int(line.split()[0]), line.split()[1]) for line in batch]
+
+
+def read_all(part) -> list:
+    batches = []
+    while True:
+        try:
+            batches.append(part.next_batch())
+        except StopIteration:
+            return batches
+
+
+@pytest.mark.parametrize("format", ["parquet", "csv", "jsonl", "text"])
+def test_a_file_is_read_in_fixed_batches_and_resumes_from_any_position(files, format):
+    source = FileSource([files[format]], format=format, batch_rows=5, batches_per_epoch=2)
+    assert source.partitions() == [files[format]]
+    part = source.open(files[format], None)
+    positions, batches = [part.snapshot()], []
+    while True:
+        try:
+            epoch, batch = part.next_batch()
+        except StopIteration:
+            break
+        batches.append((epoch, rows_of(batch)))
+        positions.append(part.snapshot())
+    assert batches == [(i // 2, [(n, f"w{n % 7}") for n in range(5 * i, min(5 * i + 5, 23))])
+                       for i in range(5)]
+    for k, position in enumerate(positions):
+        resumed = source.open(files[format], position)
+        assert [(e, rows_of(b)) for e, b in read_all(resumed)] == batches[k:]
+
+
+def test_a_jsonl_line_that_is_not_json_is_named_with_its_line_number(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"a": 1}\n\n{"a": 2}\n{"a": \n')
+    part = FileSource([str(path)], format="jsonl", batch_rows=10).open(str(path), None)
+    with pytest.raises(ValueError, match=f"{path} line 4 is not JSON"):
+        part.next_batch()
+
+
+def test_a_directory_lists_its_visible_files_in_order_each_time(tmp_path):
+    for name in ("b.txt", "a.txt", "_hidden.txt", ".dot"):
+        (tmp_path / name).write_text("x\n")
+    source = FileSource(str(tmp_path), format="text")
+    assert source.partitions() == [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
+    (tmp_path / "c.txt").write_text("y\n")
+    assert source.partitions()[-1] == str(tmp_path / "c.txt")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        FileSource(str(tmp_path / "nowhere")).partitions()
+    with pytest.raises(ValueError, match="unknown format 'xml'"):
+        FileSource(str(tmp_path), format="xml")
+
+
+def test_files_are_read_once_each_at_their_epochs_at_any_worker_count(run, tmp_path):
+    paths = []
+    for f in range(5):
+        paths.append(str(tmp_path / f"part{f}.parquet"))
+        pq.write_table(table(9 + f, offset=100 * f), paths[-1], row_group_size=4)
+
+    def job(worker):
+        captured = worker.dataflow(lambda scope: scope.input_from_source(
+            FileSource(tmp_path, batch_rows=3), "numbers").exchange(key="n").capture())
+        worker.run()
+        return captured.extract()
+    got = consolidate(run(job))
+    expected: dict = {}
+    for f in range(5):
+        for i, n in enumerate(range(100 * f, 100 * f + 9 + f)):
+            expected.setdefault(i // 3, []).append(n)
+    assert [(e, sorted(t.column("n").to_pylist())) for e, t in got] == \
+        [(e, sorted(ns)) for e, ns in sorted(expected.items())]
+
+
+class Scripted:
+    """A source whose partitions return scripted answers (``None``: nothing yet)."""
+
+    def __init__(self, script):
+        self.script = script
+
+    def partitions(self):
+        return list(self.script)
+
+    def open(self, partition, resume_state):
+        return ScriptedPart(list(self.script[partition]))
+
+
+class ScriptedPart:
+    def __init__(self, answers):
+        self.answers = answers
+
+    def next_batch(self):
+        if not self.answers:
+            raise StopIteration
+        return self.answers.pop(0)
+
+    def snapshot(self):
+        return len(self.answers)
+
+
+def test_a_source_with_nothing_yet_is_asked_again_and_its_epochs_hold_the_frontier(run):
+    script = {f"p{i}": [None, (0, [f"p{i}a"]), None, None, (2, [f"p{i}b"]), (2, [f"p{i}c"]),
+                        (5, [f"p{i}d"])] for i in range(4)}
+
+    def job(worker):
+        captured = worker.dataflow(
+            lambda scope: scope.input_from_source(Scripted(script), "scripted").capture())
+        worker.run()
+        return captured.extract()
+    assert consolidate(run(job)) == [
+        (0, sorted(f"p{i}a" for i in range(4))),
+        (2, sorted(f"p{i}{x}" for i in range(4) for x in "bc")),
+        (5, sorted(f"p{i}d" for i in range(4)))]
+
+
+@pytest.mark.parametrize("answers, message", [
+    ([(3, ["x"]), (1, ["y"])], "partition 'p': epoch 1 after epoch 3; epochs must not decrease"),
+    ([("one", ["x"])], "epoch 'one' is not a non-negative int"),
+    ([(0, "text")], "a batch must be a list or a pyarrow.RecordBatch, got str"),
+    ([[1, 2, 3]], r"next_batch\(\) must return \(epoch, batch\)"),
+])
+def test_a_source_breaking_the_protocol_is_named(answers, message):
+    with pytest.raises(st.OperatorError, match=f"source 'bad'.*{message}"):
+        st.example(lambda scope: scope.input_from_source(Scripted({"p": answers}), "bad")
+                   .probe())
+
+
+def test_staged_files_become_visible_only_when_committed(tmp_path):
+    sink = DirectorySink(str(tmp_path / "out"), format="jsonl")
+    part = sink.open("3", None)
+    part.write(1, [{"a": 1}, ("x", 2)])
+    part.write(0, [[1, 2]])
+    part.write(1, pa.RecordBatch.from_pylist([{"b": None}]))
+    names = sorted(os.listdir(tmp_path / "out"))
+    assert names == ["_staged-part-0000000000-3.jsonl", "_staged-part-0000000001-3.jsonl"]
+    state = part.snapshot()
+    assert state == {"staged": [(0, names[0]), (1, names[1])]}
+    part.commit(0)
+    assert sorted(os.listdir(tmp_path / "out")) == ["_staged-part-0000000001-3.jsonl",
+                                                   "part-0000000000-3.jsonl"]
+    # a resumed part keeps what its state lists, drops other staged files of its partition
+    part.write(2, [{"c": 3}])
+    part.snapshot()
+    resumed = sink.open("3", state)
+    assert "_staged-part-0000000002-3.jsonl" not in os.listdir(tmp_path / "out")
+    resumed.commit(1)
+    resumed.commit(1)                                   # idempotent
+    assert sorted(os.listdir(tmp_path / "out")) == ["part-0000000000-3.jsonl",
+                                                   "part-0000000001-3.jsonl"]
+    lines = (tmp_path / "out" / "part-0000000001-3.jsonl").read_text().splitlines()
+    assert lines == ['{"a": 1}', '["x", 2]', '{"b": null}']
+
+
+def test_parquet_columns_from_dicts_tuples_values_and_record_batches(tmp_path):
+    for records, columns in [([{"a": 1, "b": "x"}], {"a": [1], "b": ["x"]}),
+                             ([(1, "x"), (2, "y")], {"f0": [1, 2], "f1": ["x", "y"]}),
+                             ([3.5, 4.5], {"value": [3.5, 4.5]}),
+                             (pa.RecordBatch.from_pylist([{"k": "z"}]), {"k": ["z"]})]:
+        folder = tmp_path / str(len(os.listdir(tmp_path)))
+        part = DirectorySink(str(folder)).open("0", None)
+        part.write(7, records)
+        part.commit(7)
+        assert pq.read_table(folder / "part-0000000007-0.parquet").to_pydict() == columns
+    part = DirectorySink(str(tmp_path / "mixed")).open("0", None)
+    part.write(0, [(1, "x")])
+    with pytest.raises(ValueError, match="partition '0', epoch 0: .*records of 2 fields and of 1"):
+        part.write(0, [(1, "x"), (2,)])
+    with pytest.raises(ValueError, match="does not fit the schema"):
+        part.write(0, [{"other": 1}])
+
+
+def test_output_is_visible_per_epoch_once_complete_at_any_worker_count(run, tmp_path):
+    out = str(tmp_path / "out")
+
+    def job(worker):
+        def build(scope):
+            numbers = scope.to_stream(range(worker.index, 60, worker.peers))
+            numbers.delay(lambda x, t: x // 20).map(lambda x: {"x": x}).output_to(
+                DirectorySink(out), "numbers")
+        worker.dataflow(build)
+    run(job)
+    got = {}
+    for name in os.listdir(out):
+        assert not name.startswith("_")
+        epoch = int(name.split("-")[1])
+        got.setdefault(epoch, []).extend(pq.read_table(os.path.join(out, name)).column("x")
+                                         .to_pylist())
+    assert {e: sorted(xs) for e, xs in got.items()} == {e: list(range(20 * e, 20 * e + 20))
+                                                        for e in range(3)}
