@@ -575,10 +575,9 @@ class _Flow:
         """Worker 0: every worker's files are durable; write the commit record."""
         reports = [self.reports[w] for w in range(self.worker.peers)]
         self.reports = {}
-        sequence, epoch = reports[0][1], self.requested
-        final = epoch is None
-        if final:
-            epoch = max([self.epoch] + [report[4] for report in reports])
+        sequence, requested = reports[0][1], self.requested
+        final = requested is None
+        epoch = max([self.epoch] + [report[4] for report in reports]) if final else requested
         record = {"format": FORMAT, "dataflow": self.name, "sequence": sequence,
                   "epoch": epoch, "complete": final, "workers": self.worker.peers,
                   "checkpoint_every": self.every,
@@ -596,6 +595,6 @@ class _Flow:
                 self.storage.delete(posixpath.join(commits, name))
                 self.storage.delete_dir(posixpath.join(self.directory, "checkpoints", name[:12]))
         self.in_flight = False
-        if not final:
-            self.hold = epoch + self.every
+        if requested is not None:
+            self.hold = requested + self.every
         self.send(_ALL, ("committed", sequence, epoch, final))

@@ -102,7 +102,7 @@ class _FilePart:
 
     def _lines(self, rows: int) -> Iterator[list]:
         self.file.seek(self.offset)
-        reader = io.BufferedReader(self.file, 1 << 20)   # type: ignore[arg-type]
+        reader = io.BufferedReader(self.file, 1 << 20)
         text = self.source.format == "text"
         while raw := list(itertools.islice(reader, rows)):
             first = self.lines + 1
