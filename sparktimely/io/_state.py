@@ -21,6 +21,7 @@ from __future__ import annotations
 import pickle
 from typing import Any, Callable
 
+import numpy as np
 import pyarrow as pa
 
 ROUTE = "route"
@@ -86,17 +87,20 @@ def encode_keyed(state: Any, route: Callable[[Any], int] | str) -> pa.Table:
                                           _META_PICKLED: pickled.encode()})
 
 
-def select_keyed(tables: list[pa.Table], peers: int, index: int) -> Any:
+def select_keyed(tables: list[pa.Table], peers: int, index: int,
+                 everything: bool = False) -> Any:
     """The rows of ``tables`` (written by :func:`encode_keyed`) that worker ``index`` of
-    ``peers`` owns: a dict, or a Table (without the metadata) if a Table was encoded."""
+    ``peers`` owns (all of them if ``everything``: read from the same worker of as many), as a
+    dict, or a Table (without the metadata) if a Table was encoded."""
     if not tables:
         return None
     metadata = tables[0].schema.metadata or {}
     route = metadata.get(_META_ROUTE, ROUTE.encode()).decode()
     selected = []
     for table in tables:
-        routes = table.column(route).to_numpy()
-        if peers > 1:
+        if peers > 1 and not everything:
+            routes = np.concatenate([chunk.to_numpy() for chunk in table.column(route).chunks]
+                                    or [np.empty(0, np.uint64)])
             table = table.filter(pa.array(routes % peers == index))
         selected.append(table)
     table = pa.concat_tables(selected)

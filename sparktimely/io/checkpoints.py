@@ -18,7 +18,7 @@ sinks; bytewax's partitioned sources):
    for a checkpoint of the latest complete epoch ``e`` that is a multiple of
    ``checkpoint_every``; each worker, once it too sees ``e`` complete, writes its
    components' snapshots (Arrow IPC files, fsynced), lets its operators see the next
-   epochs and reports the files' sizes and SHA-256 digests. With every report in, worker 0
+   epochs and reports the files' sizes and XXH3-128 digests. With every report in, worker 0
    writes the commit record (JSON, with its own digest) to a temporary name, fsyncs and
    renames it: the checkpoint exists from that instant. Then sinks commit ``e``.
 3. **Completion.** When the dataflow has completed, a last checkpoint holds everything, so
@@ -46,7 +46,6 @@ Layout of ``checkpoint_dir`` (every path component URL-quoted)::
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -55,6 +54,8 @@ import re
 from collections import deque
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
+
+from xxhash import xxh3_128_hexdigest
 
 from ..ops.recovery import Component, root_epoch
 from ..progress.timestamp import Product
@@ -252,7 +253,7 @@ class Checkpoints:
 
 
 def _digest(record: dict) -> str:
-    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+    return xxh3_128_hexdigest(json.dumps(record, sort_keys=True).encode())
 
 
 class _Flow:
@@ -364,7 +365,7 @@ class _Flow:
         checksum = record.pop("checksum", None)
         if checksum != _digest(record):
             raise RecoveryError(f"commit record {path} is corrupt: its contents do not match "
-                                f"its SHA-256 digest {checksum}")
+                                f"its XXH3-128 digest {checksum}")
         if record.get("sequence") != sequence:
             raise RecoveryError(f"commit record {path} is corrupt: it says it is number "
                                 f"{record.get('sequence')}")
@@ -408,7 +409,8 @@ class _Flow:
             written = files.get(component.name, {})
             tables = [self.read_file(*written[w]) for w in writers if w in written]
             if component.kind == "keyed":
-                states[component.name] = select_keyed(tables, peers, index)
+                states[component.name] = select_keyed(tables, peers, index,
+                                                      everything=old == peers)
             else:
                 states[component.name] = decode_partitions(tables)
         return states
@@ -420,11 +422,12 @@ class _Flow:
         except FileNotFoundError:
             raise RecoveryError(f"checkpoint file {full} (of {meta['component']!r}, worker "
                                 f"{meta['worker']}) named by the commit record is missing")
-        if data.size != meta["size"] or hashlib.sha256(data).hexdigest() != meta["sha256"]:
+        digest = xxh3_128_hexdigest(data)
+        if data.size != meta["size"] or digest != meta["xxh3_128"]:
             raise RecoveryError(f"checkpoint file {full} (of {meta['component']!r}, worker "
-                                f"{meta['worker']}) is corrupt: {data.size} bytes, SHA-256 "
-                                f"{hashlib.sha256(data).hexdigest()}; the commit record says "
-                                f"{meta['size']} bytes, {meta['sha256']}")
+                                f"{meta['worker']}) is corrupt: {data.size} bytes, XXH3-128 "
+                                f"{digest}; the commit record says {meta['size']} bytes, "
+                                f"{meta['xxh3_128']}")
         return from_ipc(data)
 
     def start(self) -> None:
@@ -561,7 +564,7 @@ class _Flow:
             storage.write(posixpath.join(directory, name), data)
             files[f"{relative}/{name}"] = {"size": data.size, "worker": index,
                                            "component": component.name,
-                                           "sha256": hashlib.sha256(data).hexdigest()}
+                                           "xxh3_128": xxh3_128_hexdigest(data)}
         storage.sync(directory)
         storage.sync(posixpath.dirname(directory))
         limit = None if epoch is None else epoch + self.every
