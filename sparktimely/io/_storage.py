@@ -183,12 +183,19 @@ class DirectoryLock:
             self._write_lease()
 
     def release(self) -> None:
+        """Give the lock up (a dead process's is given up by the kernel)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
         elif self._renewed:
             self.storage.delete(self.path)
             self._renewed = 0.0
+
+    def __del__(self) -> None:
+        # A worker of a reused process (Spark's Python workers) that failed: nothing else
+        # would give the lock up before the process ends.
+        if self._fd is not None:
+            os.close(self._fd)
 
     def _read_lease(self) -> dict | None:
         try:

@@ -309,3 +309,28 @@ def test_checkpoints_on_a_filesystem_without_local_files(run, texts, tmp_path):
     assert visible(out) == running_counts(epochs_of(texts))
     listed = filesystem.get_file_info(pafs.FileSelector("ck/wordcount/commits"))
     assert len(listed) == 2
+
+
+def test_a_dataflow_of_product_times_resumes_by_their_outer_epoch(run, tmp_path):
+    """Root times ``Product(epoch, 0)``: sources send at ``Product(epoch, 0)``, a delay moves
+    records to later inner times, and checkpoints and the sink go by the outer coordinate."""
+    source = str(tmp_path / "texts")
+    write_texts(source, files=2, lines=9)
+    fail = FailOnce(str(tmp_path / "failed"), st.Product(1, 1), worker=1)
+    out = str(tmp_path / "out")
+
+    def job(worker):
+        def build(scope):
+            words = (scope.input_from_source(st.io.FileSource(source, format="text",
+                                                              batch_rows=3), "lines")
+                     .flat_map(lambda line: [(word, 1) for word in line.split()])
+                     .delay(lambda x, t: st.Product(t.outer, 1)))
+            counts = words.state_machine(lambda k, v, s: (False, [[k, (s or 0) + v]],
+                                                          (s or 0) + v))
+            counts.inspect_batch(lambda t, b: fail(worker, t)).output_to(
+                st.io.DirectorySink(out, format="jsonl"), "counts")
+        worker.dataflow(build, name="wordcount", timestamp=st.Product)
+    with pytest.raises(st.WorkerError):
+        run(checkpointed(job, tmp_path / "ck"))
+    run(checkpointed(job, tmp_path / "ck"))
+    assert visible(out) == running_counts(epochs_of(source))
