@@ -47,10 +47,12 @@ Layout of ``checkpoint_dir`` (every path component URL-quoted)::
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import posixpath
 import re
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
@@ -72,8 +74,14 @@ FORMAT = "sparktimely-checkpoint/1"
 KEEP = 2
 """Commit records (and their state files) kept: the newest and the one before it."""
 
+STALL_SECONDS = 10.0
+"""How long nothing may move in a dataflow whose stateful operators and sinks wait at the next
+checkpoint epoch before they are let through for the rest of the run (see
+:meth:`_Flow.watch_stall`)."""
+
 _RECORD = re.compile(r"^(\d{12})\.json$")
 _ALL = -1
+logger = logging.getLogger("sparktimely")
 
 
 class RecoveryError(RuntimeError):
@@ -285,6 +293,8 @@ class _Flow:
         self.epoch = -1                   # its epoch
         self.hold = 0                     # operators see epochs up to this one
         self.request: tuple[int, int | None] | None = None
+        self.ungated = False              # no more periodic checkpoints (see watch_stall)
+        self.stall: tuple | None = None   # worker 0: (pointstamps, unchanged since, checked)
         self.in_flight = False
         self.requested: int | None = None       # worker 0: the epoch of the checkpoint in flight
         self.reports: dict[int, tuple] = {}
@@ -481,8 +491,12 @@ class _Flow:
                 cut = self.cut()
                 if cut == math.inf:
                     self.request_checkpoint(None)
+                elif self.ungated:
+                    pass
                 elif cut >= self.hold:
                     self.request_checkpoint(int(cut) // self.every * self.every)
+                else:
+                    self.watch_stall()
             if self.request is not None:
                 sequence, epoch = self.request
                 cut = self.cut()
@@ -505,6 +519,38 @@ class _Flow:
                     least = epoch
         return least - 1
 
+    def watch_stall(self) -> None:
+        """Worker 0, while the operators wait at the next checkpoint epoch: if no pointstamp
+        has moved for :data:`STALL_SECONDS`, some operator holds a time up to that epoch
+        until it sees later input, which the wait withholds. Let every operator through and
+        go on without periodic checkpoints (the last one, at completion, still comes)."""
+        now = time.monotonic()
+        if self.stall is not None and now - self.stall[2] < 1.0:
+            return
+        tracker = self.dataflow.tracker
+        assert tracker is not None
+        held = tuple((location, tuple(tracker.pointstamps(location).frontier()))
+                     for location in range(tracker.locations()))
+        if self.stall is None or held != self.stall[0]:
+            self.stall = (held, now, now)
+            return
+        self.stall = (held, self.stall[1], now)
+        if now - self.stall[1] < STALL_SECONDS:
+            return
+        names = {port.location: op.name for op in self.dataflow.operators
+                 for port in op.inputs + op.outputs}
+        holders = sorted({f"{names.get(location, location)!s} at {list(times)}"
+                          for location, times in held
+                          if any(root_epoch(t) <= self.hold for t in times)})
+        logger.warning(
+            "dataflow %r: nothing moved for %.0f s while its stateful operators and sinks "
+            "waited at checkpoint epoch %d; %s hold%s earlier times, waiting for later input "
+            "maybe. Letting every operator through: no more checkpoints until the dataflow "
+            "completes.", self.name, STALL_SECONDS, self.hold, ", ".join(holders) or "none",
+            "s" if len(holders) == 1 else "")
+        self.ungated = True
+        self.send(_ALL, ("ungate",))
+
     def handle(self, message: tuple) -> None:
         kind = message[0]
         if kind == "verdict":
@@ -515,6 +561,10 @@ class _Flow:
             self.decision = message[1]
         elif kind == "checkpoint":
             self.request = (message[1], message[2])
+        elif kind == "ungate":
+            self.ungated = True
+            for component in self.components:
+                component.release(None)
         elif kind == "done":
             self.reports[message[2]] = message
             if len(self.reports) == self.worker.peers:
@@ -543,6 +593,7 @@ class _Flow:
     def request_checkpoint(self, epoch: int | None) -> None:
         """Worker 0: ask every worker for a checkpoint of ``epoch`` (None: the last)."""
         self.in_flight = True
+        self.stall = None
         self.requested = epoch
         self.send(_ALL, ("checkpoint", self.sequence + 1, epoch))
 
@@ -567,7 +618,7 @@ class _Flow:
                                            "xxh3_128": xxh3_128_hexdigest(data)}
         storage.sync(directory)
         storage.sync(posixpath.dirname(directory))
-        limit = None if epoch is None else epoch + self.every
+        limit = None if epoch is None or self.ungated else epoch + self.every
         for component in self.components:
             component.release(limit)
         latest = max((c.max_epoch for c in self.components), default=-1)

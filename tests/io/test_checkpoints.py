@@ -334,3 +334,38 @@ def test_a_dataflow_of_product_times_resumes_by_their_outer_epoch(run, tmp_path)
         run(checkpointed(job, tmp_path / "ck"))
     run(checkpointed(job, tmp_path / "ck"))
     assert visible(out) == running_counts(epochs_of(source))
+
+
+def test_an_operator_holding_an_epoch_open_for_later_input_does_not_hang_the_run(
+        run, texts, tmp_path, monkeypatch, caplog):
+    """Downstream of the running counts, an operator keeps a capability at epoch 0 until its
+    input is past epoch 1: epoch 0 cannot complete before the counts of epoch 2 pass, which the
+    checkpoint at epoch 0 holds back. After STALL_SECONDS without progress everything is let
+    through; the run completes with the same output and a last checkpoint."""
+    monkeypatch.setattr(st.io.checkpoints, "STALL_SECONDS", 0.5)
+    out = str(tmp_path / "out")
+
+    def holding(cap, info):
+        held = [cap]
+
+        def logic(input, output):
+            for t, batch in input:
+                output.session(t).give_batch(batch)
+            if held and not input.frontier.less_than(2):
+                held.pop().drop()
+        return logic
+
+    def job(worker):
+        def build(scope):
+            counts = (scope.input_from_source(st.io.FileSource(texts, format="text",
+                                                               batch_rows=3), "lines")
+                      .flat_map(lambda line: [(word, 1) for word in line.split()])
+                      .state_machine(lambda k, v, s: (False, [[k, (s or 0) + v]], (s or 0) + v)))
+            counts.unary_frontier(st.Pipeline, "HoldsEpochZero", holding).output_to(
+                st.io.DirectorySink(out, format="jsonl"), "counts")
+        worker.dataflow(build, name="wordcount")
+    with caplog.at_level("WARNING", logger="sparktimely"):
+        run(checkpointed(job, tmp_path / "ck"))
+    assert visible(out) == running_counts(epochs_of(texts))
+    assert "HoldsEpochZero" in caplog.text and "no more checkpoints" in caplog.text
+    assert records(str(tmp_path / "ck"))[-1]["complete"]
