@@ -53,13 +53,14 @@ import os
 import posixpath
 import re
 import time
-from collections import deque
+from collections import Counter, deque
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from xxhash import xxh3_128_hexdigest
 
-from ..ops.recovery import Component, root_epoch
+from ..dataflow import Pipeline, source
+from ..ops.recovery import Component, KeyedState, root_epoch
 from ..progress.timestamp import Product
 from ._state import decode_partitions, encode_keyed, encode_partitions, from_ipc, select_keyed, \
     to_ipc
@@ -179,11 +180,10 @@ class Checkpoints:
                 if port.kind.base not in (int, Product):
                     raise ValueError(f"dataflow {dataflow.name!r}: checkpoints need int or "
                                      f"Product root times, not {port.kind.base.__name__}")
-        names = [component.name for component in components]
-        for name in names:
-            if names.count(name) > 1:
-                raise ValueError(f"dataflow {dataflow.name!r}: two sources, sinks or stateful "
-                                 f"operators are named {name!r}; checkpoints need unique names")
+        twice = [name for name, n in Counter(c.name for c in components).items() if n > 1]
+        if twice:
+            raise ValueError(f"dataflow {dataflow.name!r}: two sources, sinks or stateful "
+                             f"operators are named {twice[0]!r}; checkpoints need unique names")
         for component in components:
             component.install()
         flow = _Flow(self, dataflow, components)
@@ -194,7 +194,6 @@ class Checkpoints:
     def build_companion(self, flow: "_Flow") -> int:
         """Build ``flow``'s companion dataflow (carrying the coordinators' messages); returns
         its index."""
-        from ..dataflow import Pipeline, source
         peers = self.worker.peers
         index = self.worker.next_dataflow_index()
 
@@ -606,8 +605,8 @@ class _Flow:
         files = {}
         for component in self.components:
             state = component.snapshot(epoch)
-            if component.kind == "keyed":
-                table = encode_keyed(state, component.route)  # type: ignore[attr-defined]
+            if isinstance(component, KeyedState):
+                table = encode_keyed(state, component.route)
             else:
                 table = encode_partitions(state)
             data = to_ipc(table)

@@ -102,9 +102,8 @@ class EpochGate:
         """Wrap the (built) operator's logic so that it only sees batches up to ``limit``."""
         operator = self._dataflow.operators[self._index]
         logic, ports = operator.logic, operator.inputs
+        assert logic is not None, "the operator is built"
         self._held = [deque() for _ in ports]
-        if logic is None:
-            return
 
         def gated() -> Any:
             limit = self.limit

@@ -12,6 +12,7 @@ position after exactly the batches of epochs ``<= e``, however far the reader ha
 """
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any, Callable, TypeVar
 
 from ..dataflow import OperatorBuilder
@@ -78,9 +79,9 @@ class SourceReader(Component):
             if not isinstance(name, str):
                 raise TypeError(f"source {self.name!r}: partitions() must return strings, got "
                                 f"{name!r}")
-        if len(set(names)) != len(names):
-            duplicate = next(n for n in names if names.count(n) > 1)
-            raise ValueError(f"source {self.name!r}: partition {duplicate!r} is listed twice")
+        twice = [name for name, n in Counter(names).items() if n > 1]
+        if twice:
+            raise ValueError(f"source {self.name!r}: partition {twice[0]!r} is listed twice")
         return [name for name in names if stable_hash(name) % self.peers == self.index]
 
     def restore(self, state: dict[str, Any]) -> None:
