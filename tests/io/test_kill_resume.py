@@ -94,8 +94,11 @@ class KillingSink(DirectorySink):
 
 
 @pytest.mark.parametrize("when", ["snapshot", "commit"])
+@pytest.mark.parametrize("before, after", [(2, 2), (3, 2)])
 def test_a_worker_killed_inside_a_checkpoint_then_a_rerun_gives_the_undisturbed_output(
-        texts, tmp_path, undisturbed, when):
+        texts, tmp_path, undisturbed, when, before, after):
+    """At 3 then 2 workers, worker 0 also finishes the commit of the third worker's staged
+    files."""
     out, directory = str(tmp_path / "out"), str(tmp_path / "ck")
     sink = KillingSink(out, str(tmp_path / "killed"), when, 5)
 
@@ -108,11 +111,12 @@ def test_a_worker_killed_inside_a_checkpoint_then_a_rerun_gives_the_undisturbed_
              .output_to(sink, "counts"))
         worker.dataflow(build, name="wordcount")
     with pytest.raises(st.WorkerError, match="SIGKILL"):
-        st.execute(checkpointing(job, directory), workers=2)
+        st.execute(checkpointing(job, directory), workers=before)
     staged = [name for name in os.listdir(out) if name.startswith("_staged")]
     assert staged                                  # written, never made visible
-    st.execute(checkpointing(job, directory), workers=2)
+    st.execute(checkpointing(job, directory), workers=after)
     assert visible(out) == undisturbed
+    assert not [name for name in os.listdir(out) if name.startswith("_")]
 
 
 def test_two_runs_of_one_directory_at_once_the_second_is_refused(texts, tmp_path, undisturbed):
