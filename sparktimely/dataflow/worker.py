@@ -528,7 +528,7 @@ class Worker:
                 busy = True
             busy = busy or any(d.busy() for d in self._dataflows)
             self._dataflows = [d for d in self._dataflows if d.step()]
-            if self.recovery is not None and self.recovery.after_step():
+            if self.recovery is not None and self.recovery.after_step(busy):
                 busy = True
             if self._allocator is not None:
                 self._allocator.flush()

@@ -158,6 +158,7 @@ class Checkpoints:
         self.locked = False
         self.flows: list[_Flow] = []
         self.started = 0
+        self.idle_since: float | None = None
         self._components: dict[int, list[Component]] = {}
         self._building_companion = False
 
@@ -191,13 +192,11 @@ class Checkpoints:
         self.started += 1
         flow.begin()
 
-    def build_companion(self, flow: "_Flow") -> int:
-        """Build ``flow``'s companion dataflow (carrying the coordinators' messages); returns
-        its index."""
+    def build_companion(self, flow: "_Flow") -> "Dataflow":
+        """Build ``flow``'s companion dataflow, which carries the coordinators' messages."""
         peers = self.worker.peers
-        index = self.worker.next_dataflow_index()
 
-        def build(scope: Any) -> None:
+        def build(scope: Any) -> "Dataflow":
             def ctor(capability: Any, info: Any) -> Any:
                 flow.capability = capability
                 flow.activate = scope.activator_for(info.address).activate
@@ -220,24 +219,36 @@ class Checkpoints:
              .flat_map(lambda m: [(w, m[1]) for w in range(peers)] if m[0] == _ALL else [m])
              .exchange(lambda m: m[0])
              .sink(Pipeline, "CheckpointInbox", deliver))
+            return scope.dataflow
         self._building_companion = True
         try:
-            self.worker.dataflow(build, name=f"{flow.name} checkpoints")
+            companion: "Dataflow" = self.worker.dataflow(build, name=f"{flow.name} checkpoints")
         finally:
             self._building_companion = False
-        return index
+        return companion
 
-    def after_step(self) -> bool:
-        """Advance every dataflow's checkpoints; True if anything happened."""
+    def after_step(self, worked: bool) -> bool:
+        """Advance every dataflow's checkpoints after a step (in which the worker ``worked``
+        or not); True if anything happened."""
+        if worked and not any(flow.inbox for flow in self.flows):   # not just our messages
+            self.idle_since = None
+        elif self.idle_since is None:
+            self.idle_since = time.monotonic()
         busy = False
         for flow in self.flows:
             busy = flow.step() or busy
+            if flow.outbox and flow.companion is not None:
+                flow.companion.step()       # send now, not after the next step's operators
         running = [flow for flow in self.flows if not flow.finished()]
         if len(running) < len(self.flows):
             self.flows = running
             if not running:
                 self.release_lock()
         return busy
+
+    def idle_seconds(self) -> float:
+        """How long this worker has had nothing to do but checkpoint messages."""
+        return 0.0 if self.idle_since is None else time.monotonic() - self.idle_since
 
     def acquire_lock(self) -> str | None:
         """Worker 0: hold the directory's lock (once per run); None, or why not."""
@@ -282,7 +293,7 @@ class _Flow:
         self.capability: Any = None
         self.activate: Any = None
         self.closing = False
-        self.companion = -1
+        self.companion: "Dataflow | None" = None
         self.phase = "starting"
         self.decision: tuple | None = None
         self.verdicts: dict[int, tuple] = {}
@@ -294,6 +305,7 @@ class _Flow:
         self.request: tuple[int, int | None] | None = None
         self.ungated = False              # no more periodic checkpoints (see watch_stall)
         self.stall: tuple | None = None   # worker 0: (pointstamps, unchanged since, checked)
+        self.query: tuple | None = None   # worker 0: (pointstamps, idle seconds per worker)
         self.in_flight = False
         self.requested: int | None = None       # worker 0: the epoch of the checkpoint in flight
         self.reports: dict[int, tuple] = {}
@@ -309,7 +321,9 @@ class _Flow:
         self.activate()
 
     def finished(self) -> bool:
-        return self.phase == "done" and self.companion not in self.worker.installed_dataflows()
+        assert self.companion is not None
+        return (self.phase == "done" and
+                self.companion.index not in self.worker.installed_dataflows())
 
     # -- resume -----------------------------------------------------------------------------
 
@@ -518,28 +532,47 @@ class _Flow:
                     least = epoch
         return least - 1
 
-    def watch_stall(self) -> None:
-        """Worker 0, while the operators wait at the next checkpoint epoch: if no pointstamp
-        has moved for :data:`STALL_SECONDS`, some operator holds a time up to that epoch
-        until it sees later input, which the wait withholds. Let every operator through and
-        go on without periodic checkpoints (the last one, at completion, still comes)."""
-        now = time.monotonic()
-        if self.stall is not None and now - self.stall[2] < 1.0:
-            return
+    def pointstamps(self) -> tuple:
+        """Every location's pointstamp frontier (to see whether anything moves)."""
         tracker = self.dataflow.tracker
         assert tracker is not None
-        held = tuple((location, tuple(tracker.pointstamps(location).frontier()))
+        return tuple(tuple(tracker.pointstamps(location).frontier())
                      for location in range(tracker.locations()))
+
+    def watch_stall(self) -> None:
+        """Worker 0, while the operators wait at the next checkpoint epoch: if no pointstamp
+        has moved for :data:`STALL_SECONDS`, ask every worker how long it has been idle (a
+        worker busy in one long operator call answers only afterwards, and not idle)."""
+        now = time.monotonic()
+        if self.query is not None or (self.stall is not None and now - self.stall[2] < 1.0):
+            return
+        held = self.pointstamps()
         if self.stall is None or held != self.stall[0]:
             self.stall = (held, now, now)
+        else:
+            self.stall = (held, self.stall[1], now)
+            if now - self.stall[1] >= STALL_SECONDS:
+                self.query = (held, {})
+                self.send(_ALL, ("idle?",))
+
+    def idle_answer(self, worker: int, idle: float) -> None:
+        """Worker 0: a worker has been idle for ``idle`` seconds. With every worker idle as
+        long as nothing has moved, some operator holds a time up to the checkpoint epoch
+        until it sees later input, which the wait withholds: let every operator through and
+        go on without periodic checkpoints (the last one, at completion, still comes)."""
+        assert self.query is not None
+        held, answers = self.query
+        answers[worker] = idle
+        if len(answers) < self.worker.peers:
             return
-        self.stall = (held, self.stall[1], now)
-        if now - self.stall[1] < STALL_SECONDS:
+        self.query = None
+        if min(answers.values()) < STALL_SECONDS or held != self.pointstamps():
+            self.stall = None                           # something is going on: watch again
             return
         names = {port.location: op.name for op in self.dataflow.operators
                  for port in op.inputs + op.outputs}
         holders = sorted({f"{names.get(location, location)!s} at {list(times)}"
-                          for location, times in held
+                          for location, times in enumerate(held)
                           if any(root_epoch(t) <= self.hold for t in times)})
         logger.warning(
             "dataflow %r: nothing moved for %.0f s while its stateful operators and sinks "
@@ -560,6 +593,10 @@ class _Flow:
             self.decision = message[1]
         elif kind == "checkpoint":
             self.request = (message[1], message[2])
+        elif kind == "idle?":
+            self.send(0, ("idle", self.worker.index, self.checkpoints.idle_seconds()))
+        elif kind == "idle":
+            self.idle_answer(message[1], message[2])
         elif kind == "ungate":
             self.ungated = True
             for component in self.components:

@@ -4,6 +4,7 @@ the sinks' renames; the rerun's visible output equals an undisturbed run's exact
 another worker count. Two runs of one directory at once: the second is refused."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -152,3 +153,23 @@ def test_two_runs_of_one_directory_at_once_the_second_is_refused(texts, tmp_path
     st.execute(checkpointing(lambda w: wordcount(w, texts, out, hook=lambda w, e: None),
                              directory), workers=3)
     assert visible(out) == undisturbed             # a rerun after completion adds nothing
+
+
+def test_a_worker_busy_longer_than_the_stall_limit_does_not_stop_checkpoints(
+        texts, tmp_path, undisturbed, monkeypatch):
+    """One operator call on worker 1 takes longer than STALL_SECONDS while nothing else
+    moves: worker 1 is busy, not stalled, so checkpoints go on at every epoch."""
+    monkeypatch.setattr(st.io.checkpoints, "STALL_SECONDS", 0.3)
+    monkeypatch.setattr(st.io.checkpoints, "KEEP", 100)
+    out, directory = str(tmp_path / "out"), str(tmp_path / "ck")
+
+    def slow(worker, epoch):
+        if worker.index == 1 and epoch == 5:
+            time.sleep(2.5)
+    st.execute(checkpointing(lambda w: wordcount(w, texts, out, hook=slow), directory),
+               workers=2)
+    assert visible(out) == undisturbed
+    commits = os.path.join(directory, "wordcount", "commits")
+    epochs = [json.load(open(os.path.join(commits, name)))["epoch"]
+              for name in sorted(os.listdir(commits))]
+    assert epochs == list(range(LINES // 3))        # every epoch, the last one at completion
