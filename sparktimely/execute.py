@@ -17,6 +17,7 @@ from ._supervisor import signals
 from .comm import WorkerAddress
 from .comm.rendezvous import ProcessCluster
 from .dataflow import Worker
+from .io.checkpoints import checkpointing, reraise_recovery_error
 from .logging import observing
 from .shm import job_prefix
 
@@ -38,8 +39,9 @@ class Config:
     through sockets instead of shared memory; ``connect_timeout`` (default
     ``$SPARKTIMELY_CONNECT_TIMEOUT`` or 60 s) bounds how long processes wait for each other;
     ``stall_limit`` (``--stall-limit SECONDS``) stops a job whose worker makes no progress
-    for that long. ``log_dir`` (``--log-dir DIR``) and ``progress`` (``--progress``) are
-    :func:`execute`'s.
+    for that long. ``log_dir`` (``--log-dir DIR``), ``progress`` (``--progress``),
+    ``checkpoint_dir`` (``--checkpoint-dir DIR``) and ``checkpoint_every``
+    (``--checkpoint-every N``) are :func:`execute`'s.
     """
 
     workers: int = 1
@@ -52,6 +54,8 @@ class Config:
     stall_limit: float | None = field(default=None, repr=False)
     log_dir: str | None = field(default=None, repr=False)
     progress: bool = field(default=False, repr=False)
+    checkpoint_dir: Any = field(default=None, repr=False)
+    checkpoint_every: int = field(default=1, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("workers", "processes"):
@@ -65,6 +69,9 @@ class Config:
                                                  and self.stall_limit > 0):
             raise ValueError(f"stall_limit must be a positive number of seconds, got "
                              f"{self.stall_limit!r}")
+        if not isinstance(self.checkpoint_every, int) or self.checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be a positive integer, got "
+                             f"{self.checkpoint_every!r}")
         if self.hostfile is not None and len(self.hostfile) < self.processes:
             raise ValueError(f"the hostfile lists {len(self.hostfile)} address(es) but "
                              f"{self.processes} processes need one each "
@@ -112,7 +119,8 @@ _FLAGS = {"-w": "workers", "--workers": "workers", "--threads": "workers",
           "-n": "processes", "--processes": "processes",
           "-p": "process", "--process": "process",
           "-h": "hostfile", "--hostfile": "hostfile", "--stall-limit": "stall_limit",
-          "--log-dir": "log_dir"}
+          "--log-dir": "log_dir", "--checkpoint-dir": "checkpoint_dir",
+          "--checkpoint-every": "checkpoint_every"}
 _SWITCHES = {"--progress": "progress"}          # flags without a value
 
 
@@ -126,6 +134,8 @@ def config_from_args(argv: Sequence[str]) -> Config:
     >>> config = config_from_args(["--log-dir", "logs", "--progress", "-w2"])
     >>> config.log_dir, config.progress, config.workers
     ('logs', True, 2)
+    >>> config_from_args(["--checkpoint-dir", "ckpt", "--checkpoint-every=10"]).checkpoint_every
+    10
     >>> config_from_args(["-n", "2"])
     Traceback (most recent call last):
     ValueError: -n 2 needs -p/--process: this process's index, 0..1
@@ -165,7 +175,7 @@ def config_from_args(argv: Sequence[str]) -> Config:
         given[name] = flag
         if name == "hostfile":
             values[name] = parse_hostfile(value)
-        elif name == "log_dir":
+        elif name in ("log_dir", "checkpoint_dir"):
             values[name] = value
         elif name == "stall_limit":
             try:
@@ -187,7 +197,8 @@ def config_from_args(argv: Sequence[str]) -> Config:
 def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int = 1,
             process: int = 0, hostfile: str | os.PathLike | Sequence[str] | None = None,
             args: Sequence[str] = (), stall_limit: float | None = None,
-            log_dir: str | os.PathLike | None = None, progress: bool = False) -> list[Any]:
+            log_dir: str | os.PathLike | None = None, progress: bool = False,
+            checkpoint_dir: Any = None, checkpoint_every: int = 1) -> list[Any]:
     """Run ``func(worker)`` on this process's ``workers`` worker processes.
 
     Worker ``local`` of process ``process`` has global index ``process * workers + local``.
@@ -214,6 +225,12 @@ def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int =
     stderr, redrawn in place on a terminal, else a plain line every 10 s and at the end.
     Both cost a little while on (``benchmarks/bench_logging.py``).
 
+    ``checkpoint_dir`` (a path or a pyarrow filesystem URI; off by default): every worker
+    checkpoints its dataflows there each time a root epoch that is a multiple of
+    ``checkpoint_every`` is complete, and a later run resumes from the last checkpoint, at
+    any number of workers (see :mod:`sparktimely.io`). If any worker finds the checkpoint
+    unusable, :class:`sparktimely.RecoveryError` is raised (not a WorkerError).
+
     SIGINT, SIGTERM and SIGHUP during the run (from the main thread) stop every worker, tell
     the other processes and remove every segment first; then the handlers that were there
     before are restored and get the signal: SIGINT raises KeyboardInterrupt, a default
@@ -226,15 +243,17 @@ def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int =
     config = Config(workers, processes, process,
                     None if hostfile is None else parse_hostfile(hostfile), list(args),
                     stall_limit=stall_limit,
-                    log_dir=None if log_dir is None else os.fspath(log_dir), progress=progress)
+                    log_dir=None if log_dir is None else os.fspath(log_dir), progress=progress,
+                    checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every)
     return _run(func, config)
 
 
 def execute_from_args(argv: Sequence[str], func: Callable[[Worker], Any]) -> list[Any]:
     """:func:`execute` configured from timely's command-line flags
     (``-w/--workers/--threads``, ``-n/--processes``, ``-p/--process``, ``-h/--hostfile``,
-    and ``--stall-limit SECONDS``, ``--log-dir DIR``, ``--progress``); other arguments are
-    left for the program in ``worker.args``.
+    and ``--stall-limit SECONDS``, ``--log-dir DIR``, ``--progress``, ``--checkpoint-dir
+    DIR``, ``--checkpoint-every N``); other arguments are left for the program in
+    ``worker.args``.
 
     >>> import sparktimely as st
     >>> st.execute_from_args(["-w", "2", "extra"], lambda worker: worker.args)
@@ -272,6 +291,14 @@ def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
 
 
 def _run(func: Callable[[Worker], Any], config: Config) -> list[Any]:
+    if config.checkpoint_dir is None:
+        return _run_workers(func, config)
+    with reraise_recovery_error():
+        return _run_workers(checkpointing(func, config.checkpoint_dir, config.checkpoint_every),
+                            config)
+
+
+def _run_workers(func: Callable[[Worker], Any], config: Config) -> list[Any]:
     with observing(func, log_dir=config.log_dir, progress=config.progress) as func, \
             signals.around_run():
         if config.processes == 1:

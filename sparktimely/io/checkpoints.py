@@ -54,7 +54,8 @@ import posixpath
 import re
 import time
 from collections import Counter, deque
-from typing import TYPE_CHECKING, Any
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 from urllib.parse import quote, unquote
 
 from xxhash import xxh3_128_hexdigest
@@ -69,7 +70,8 @@ from ._storage import TEMPORARY_PREFIX, DirectoryLock, Location, Storage
 if TYPE_CHECKING:
     from ..dataflow.worker import Dataflow, Worker
 
-__all__ = ["Checkpoints", "RecoveryError", "enable_checkpoints"]
+__all__ = ["Checkpoints", "RecoveryError", "checkpointing", "enable_checkpoints",
+           "reraise_recovery_error"]
 
 FORMAT = "sparktimely-checkpoint/1"
 KEEP = 2
@@ -131,6 +133,52 @@ def enable_checkpoints(worker: "Worker", checkpoint_dir: Location,
     coordinator = Checkpoints(worker, Storage(checkpoint_dir), checkpoint_every)
     worker.recovery = coordinator
     return coordinator
+
+
+def checkpointing(func: Callable[["Worker"], Any], checkpoint_dir: Location,
+                  checkpoint_every: int = 1) -> Callable[["Worker"], Any]:
+    """``func`` for a worker that checkpoints: it enables checkpoints, then runs ``func``
+    (what ``execute`` and ``barrier.run`` do with their ``checkpoint_dir``). A worker that
+    fails gives the directory's lock up at once (its process may live on, as Spark's do).
+
+    >>> import tempfile, sparktimely as st
+    >>> st.execute_directly(checkpointing(lambda worker: worker.recovery.every,
+    ...                                   tempfile.mkdtemp(), 5))
+    5
+    """
+    def run(worker: "Worker") -> Any:
+        coordinator = enable_checkpoints(worker, checkpoint_dir, checkpoint_every)
+        try:
+            return func(worker)
+        except BaseException:
+            coordinator.close()
+            raise
+    return run
+
+
+@contextmanager
+def reraise_recovery_error() -> Iterator[None]:
+    """Turn a worker's failure that was a :class:`RecoveryError` (a ``WorkerError`` whose
+    message says so) into that RecoveryError.
+
+    >>> import sparktimely as st
+    >>> try:
+    ...     with reraise_recovery_error():
+    ...         raise st.WorkerError(1, "RecoveryError: commit record x is corrupt")
+    ... except st.RecoveryError as error:
+    ...     print(error)
+    commit record x is corrupt
+    """
+    try:
+        yield
+    except Exception as error:
+        message = getattr(error, "message", "")
+        if isinstance(message, str) and message.startswith(_RECOVERY_ERROR):
+            raise RecoveryError(message[len(_RECOVERY_ERROR):]) from error
+        raise
+
+
+_RECOVERY_ERROR = "RecoveryError: "
 
 
 class Checkpoints:
@@ -270,6 +318,11 @@ class Checkpoints:
         self.flows = []
 
 
+def _serialize(record: dict) -> bytes:
+    """A commit record's bytes: one canonical layout, so that any change to them shows."""
+    return json.dumps(record, indent=1, sort_keys=True).encode()
+
+
 def _digest(record: dict) -> str:
     return xxh3_128_hexdigest(json.dumps(record, sort_keys=True).encode())
 
@@ -385,6 +438,9 @@ class _Flow:
             raise RecoveryError(f"commit record {path} is corrupt: it is not JSON ({error})")
         if not isinstance(record, dict) or record.get("format") != FORMAT:
             raise RecoveryError(f"commit record {path} is corrupt: it is not a {FORMAT} record")
+        if data != _serialize(record):
+            raise RecoveryError(f"commit record {path} is corrupt: its bytes are not those "
+                                f"written (whitespace or layout changed)")
         checksum = record.pop("checksum", None)
         if checksum != _digest(record):
             raise RecoveryError(f"commit record {path} is corrupt: its contents do not match "
@@ -677,7 +733,7 @@ class _Flow:
         record["checksum"] = _digest(record)
         commits = posixpath.join(self.directory, "commits")
         self.storage.write_atomic(posixpath.join(commits, f"{sequence:012d}.json"),
-                                  json.dumps(record, indent=1, sort_keys=True).encode())
+                                  _serialize(record))
         self.sequence = sequence
         for name in self.storage.names(commits):
             match = _RECORD.match(name)

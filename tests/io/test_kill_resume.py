@@ -14,9 +14,10 @@ import time
 import pytest
 
 import sparktimely as st
-from sparktimely.io import DirectorySink, enable_checkpoints
+from sparktimely.io import DirectorySink
 
-from recovery_jobs import FailOnce, epochs_of, running_counts, visible, wordcount, write_texts
+from recovery_jobs import (FailOnce, epochs_of, running_counts, tree, visible, wordcount,
+                           write_texts)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -29,13 +30,6 @@ def texts(tmp_path):
     folder = str(tmp_path / "texts")
     write_texts(folder, files=4, lines=LINES)
     return folder
-
-
-def checkpointing(job, directory, every=1):
-    def run(worker):
-        enable_checkpoints(worker, directory, every)
-        return job(worker)
-    return run
 
 
 @pytest.fixture
@@ -53,11 +47,11 @@ def test_a_worker_killed_at_an_epoch_then_a_rerun_gives_the_undisturbed_output(
         texts, tmp_path, undisturbed, epoch, rerun_workers):
     out, directory = str(tmp_path / "out"), str(tmp_path / "ck")
     kill = FailOnce(str(tmp_path / "killed"), epoch, worker=1, kill=True)
-    job = checkpointing(lambda w: wordcount(w, texts, out, hook=kill), directory)
+    job = lambda w: wordcount(w, texts, out, hook=kill)                   # noqa: E731
     with pytest.raises(st.WorkerError, match="SIGKILL"):
-        st.execute(job, workers=2)
+        st.execute(job, workers=2, checkpoint_dir=directory)
     assert os.path.exists(tmp_path / "killed")
-    st.execute(job, workers=rerun_workers)
+    st.execute(job, workers=rerun_workers, checkpoint_dir=directory)
     assert visible(out) == undisturbed
     assert not [name for name in os.listdir(out) if name.startswith("_")]
 
@@ -112,10 +106,10 @@ def test_a_worker_killed_inside_a_checkpoint_then_a_rerun_gives_the_undisturbed_
              .output_to(sink, "counts"))
         worker.dataflow(build, name="wordcount")
     with pytest.raises(st.WorkerError, match="SIGKILL"):
-        st.execute(checkpointing(job, directory), workers=before)
+        st.execute(job, workers=before, checkpoint_dir=directory)
     staged = [name for name in os.listdir(out) if name.startswith("_staged")]
     assert staged                                  # written, never made visible
-    st.execute(checkpointing(job, directory), workers=after)
+    st.execute(job, workers=after, checkpoint_dir=directory)
     assert visible(out) == undisturbed
     assert not [name for name in os.listdir(out) if name.startswith("_")]
 
@@ -126,14 +120,11 @@ def test_two_runs_of_one_directory_at_once_the_second_is_refused(texts, tmp_path
         import sys, time
         sys.path.insert(0, {HERE!r})
         import sparktimely as st
-        from sparktimely.io import enable_checkpoints
         from recovery_jobs import wordcount
         def slow(worker, epoch):
             time.sleep(0.3)
-        def job(worker):
-            enable_checkpoints(worker, {directory!r})
-            wordcount(worker, {texts!r}, {out!r}, hook=slow)
-        st.execute(job, workers=2)
+        st.execute(lambda worker: wordcount(worker, {texts!r}, {out!r}, hook=slow), workers=2,
+                   checkpoint_dir={directory!r})
         """)])
     try:
         commits = os.path.join(directory, "wordcount", "commits")
@@ -142,16 +133,16 @@ def test_two_runs_of_one_directory_at_once_the_second_is_refused(texts, tmp_path
             assert first.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
         other = str(tmp_path / "other-out")
-        with pytest.raises(st.WorkerError, match="RecoveryError: .* is in use by another run"):
-            st.execute(checkpointing(lambda w: wordcount(w, texts, other), directory), workers=2)
+        with pytest.raises(st.RecoveryError, match="is in use by another run"):
+            st.execute(lambda w: wordcount(w, texts, other), workers=2, checkpoint_dir=directory)
         assert not os.path.exists(other)
         assert first.wait(60) == 0
     finally:
         first.kill()
         first.wait()
     assert visible(out) == undisturbed
-    st.execute(checkpointing(lambda w: wordcount(w, texts, out, hook=lambda w, e: None),
-                             directory), workers=3)
+    st.execute(lambda w: wordcount(w, texts, out, hook=lambda w, e: None), workers=3,
+               checkpoint_dir=directory)
     assert visible(out) == undisturbed             # a rerun after completion adds nothing
 
 
@@ -166,10 +157,67 @@ def test_a_worker_busy_longer_than_the_stall_limit_does_not_stop_checkpoints(
     def slow(worker, epoch):
         if worker.index == 1 and epoch == 5:
             time.sleep(2.5)
-    st.execute(checkpointing(lambda w: wordcount(w, texts, out, hook=slow), directory),
-               workers=2)
+    st.execute(lambda w: wordcount(w, texts, out, hook=slow), workers=2,
+               checkpoint_dir=directory)
     assert visible(out) == undisturbed
     commits = os.path.join(directory, "wordcount", "commits")
     epochs = [json.load(open(os.path.join(commits, name)))["epoch"]
               for name in sorted(os.listdir(commits))]
     assert epochs == list(range(LINES // 3))        # every epoch, the last one at completion
+
+
+def test_execute_raises_recovery_error_itself_and_changes_nothing(texts, tmp_path):
+    out, directory = str(tmp_path / "out"), str(tmp_path / "ck")
+    kill = FailOnce(str(tmp_path / "killed"), 4, worker=1, kill=True)
+    with pytest.raises(st.WorkerError):
+        st.execute(lambda w: wordcount(w, texts, out, hook=kill), workers=2,
+                   checkpoint_dir=directory)
+    before = tree(str(tmp_path))
+
+    def other(worker):
+        worker.dataflow(lambda scope: scope.input_from_source(
+            st.io.FileSource(texts, format="text"), "lines").output_to(DirectorySink(out), "x"),
+            name="wordcount")
+    with pytest.raises(st.RecoveryError, match="its operator 1 is 'FlatMap', this program's "
+                                               "is 'x'"):
+        st.execute(other, workers=3, checkpoint_dir=directory)
+    commits = os.path.join(directory, "wordcount", "commits")
+    newest = os.path.join(commits, max(n for n in os.listdir(commits) if n.endswith(".json")
+                                       and n[0].isdigit()))
+    with open(newest, "a") as record:
+        record.write(" ")                                  # still JSON, no longer its digest
+    before[os.path.relpath(newest, tmp_path)] += b" "
+    with pytest.raises(st.RecoveryError, match=f"commit record {newest} is corrupt"):
+        st.execute(lambda w: wordcount(w, texts, out, hook=kill), workers=2,
+                   checkpoint_dir=directory)
+    assert tree(str(tmp_path)) == before
+
+
+def test_the_example_killed_from_outside_and_rerun_writes_every_total_once(tmp_path):
+    """examples.recoverable_wordcount with --checkpoint-dir, SIGKILLed (the whole job) once
+    its first checkpoint exists, rerun at another worker count: the Parquet files equal an
+    undisturbed run's."""
+    import pyarrow.parquet as pq
+    texts = str(tmp_path / "texts")
+    write_texts(texts, files=4, lines=3000, width=6)
+    root = os.path.dirname(os.path.dirname(HERE))
+
+    def run(out, *flags):
+        return subprocess.Popen([sys.executable, "-m", "examples.recoverable_wordcount", texts,
+                                 out, "--lines-per-epoch", "20", *flags], cwd=root)
+
+    def totals(out):
+        return sorted((name.split("-")[1], row["word"], row["total"])
+                      for name in os.listdir(out) if not name.startswith("_")
+                      for row in pq.read_table(os.path.join(out, name)).to_pylist())
+    assert run(str(tmp_path / "plain"), "-w2").wait(60) == 0
+    out, directory = str(tmp_path / "out"), str(tmp_path / "ck")
+    first = run(out, "-w2", "--checkpoint-dir", directory)
+    commits = os.path.join(directory, "recoverable-wordcount", "commits")
+    deadline = time.monotonic() + 60
+    while not (os.path.isdir(commits) and os.listdir(commits)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    first.kill()
+    first.wait()
+    assert run(out, "-w3", "--checkpoint-dir", directory).wait(60) == 0
+    assert totals(out) == totals(str(tmp_path / "plain"))
