@@ -1,6 +1,7 @@
 """The driver side: ``run``, ``map_in_arrow`` and ``map_partitions`` (see the package doc)."""
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections import deque
@@ -10,6 +11,9 @@ from itertools import islice
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .. import InputHandle, Pipeline, Worker
+from ..io.checkpoints import RecoveryError, checkpointing, enable_checkpoints, \
+    reraise_recovery_error
+from ..io.tasks import TaskInput, TaskOutput
 from ..logging import log_to_directory, observing
 from ._cancel import StageCanceller, driver_host
 from ._task import BarrierWorker, parse_crash, parse_failure, run_in_task
@@ -23,6 +27,8 @@ JOB_GROUP = "sparktimely"
 """The Spark job group of ``run``'s jobs when the caller has not set one: see them with
 ``sc.statusTracker().getJobIdsForGroup("sparktimely")``, cancel them with
 ``sc.cancelJobGroup("sparktimely")``."""
+
+logger = logging.getLogger("sparktimely")
 
 SLOT_WAIT = 60.0
 """Seconds to wait for executors to register when a cluster (not ``local``) has too few task
@@ -128,7 +134,9 @@ def _worker_errors():
 
 def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequence[str] = (),
         timeout: float | None = None, stall_limit: float | None = None,
-        log_dir: str | os.PathLike | None = None, progress: bool = False) -> list[Any]:
+        log_dir: str | os.PathLike | None = None, progress: bool = False,
+        checkpoint_dir: Any = None, checkpoint_every: int = 1,
+        max_attempts: int = 1) -> list[Any]:
     """Run ``func(worker)`` on ``num_workers`` timely workers, one Spark barrier task each;
     return the results ordered by worker index.
 
@@ -152,6 +160,12 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
     restored afterwards. (Spark's own console progress bar, when on, draws on the same
     stderr: turn it off with ``spark.ui.showConsoleProgress=false``.)
 
+    ``checkpoint_dir`` and ``checkpoint_every``: as for ``sparktimely.execute`` (the
+    directory must be one every executor reaches, such as ``hdfs://`` or ``s3://`` on a
+    cluster); :class:`sparktimely.RecoveryError` is raised itself. Spark never retries a
+    barrier stage whose result comes back to the driver: with ``max_attempts`` N, a failed
+    stage is run again, up to N times in all, resuming from the last checkpoint.
+
     >>> import sparktimely.barrier as stb
     >>> stb.run(spark, lambda worker: (worker.index, worker.peers), 2)   # doctest: +SKIP
     [(0, 2), (1, 2)]
@@ -160,15 +174,30 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
     if sc is None:
         raise TypeError("sparktimely.barrier.run needs a classic SparkSession or SparkContext "
                         "(under Spark Connect use map_in_arrow)")
+    if not isinstance(max_attempts, int) or max_attempts < 1:
+        raise ValueError(f"max_attempts must be a positive integer, got {max_attempts!r}")
     _check(sc, num_workers)
     description = f"sparktimely: run {_name_of(func)} on {num_workers} workers"
+    if checkpoint_dir is not None:
+        func = checkpointing(func, checkpoint_dir, checkpoint_every)
     with observing(func, log_dir=_log_dir(log_dir), progress=progress,
                    host=driver_host(sc)) as job, _job_described(sc, description):
         task = partial(_run_task, job, list(args), timeout, stall_limit)
-        rdd = (sc.parallelize(range(num_workers), num_workers).barrier().mapPartitions(task)
-               .setName(description))
-        with _worker_errors():
-            pairs = rdd.collect()
+        for attempt in range(1, max_attempts + 1):
+            rdd = (sc.parallelize(range(num_workers), num_workers).barrier()
+                   .mapPartitions(task).setName(description))
+            try:
+                with reraise_recovery_error(), _worker_errors():
+                    pairs = rdd.collect()
+                break
+            except (RecoveryError, BarrierSetupError):
+                raise
+            except Exception as error:
+                if attempt == max_attempts:
+                    raise
+                logger.warning("barrier.run: attempt %d of %d failed (%s); running the stage "
+                               "again%s", attempt, max_attempts, error,
+                               " from its last checkpoint" if checkpoint_dir is not None else "")
     return [result for _, result in sorted(pairs, key=lambda pair: pair[0])]
 
 
@@ -218,7 +247,8 @@ def _run_task(func, args, timeout, stall_limit, partition) -> Iterator[tuple[int
 # -- map_partitions and map_in_arrow ---------------------------------------------------------
 
 def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
-                   stall_limit: float | None = None, log_dir: str | os.PathLike | None = None):
+                   stall_limit: float | None = None, log_dir: str | os.PathLike | None = None,
+                   checkpoint_dir: Any = None, checkpoint_every: int = 1):
     """An RDD computed by timely workers, one per partition of ``rdd`` (a barrier stage).
 
     Each task's records are its worker's input stream (batches of Python objects at time 0);
@@ -234,19 +264,29 @@ def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
     live display does not apply here, and the job description is the caller's to set
     (``sc.setJobDescription``).
 
+    With ``checkpoint_dir`` (see ``sparktimely.execute``), batch ``i`` of a task's input is
+    at time ``i`` (not 0), so that its worker checkpoints as it goes; what the dataflow sends
+    is kept with the checkpoints, and the task of a failed action built again (Spark does
+    not run a failed barrier stage's plan a second time) resumes after the last checkpoint,
+    sending again what the checkpointed epochs sent. The input must come again in the same
+    order (deterministic, as Spark recomputes it).
+
     >>> counts = stb.map_partitions(lines, lambda scope, s: s.flat_map(str.split).count())  # doctest: +SKIP
     """
     workers = rdd.getNumPartitions()
     _check(rdd.context, workers)
     canceller = StageCanceller.address_for(rdd.context)
+    checkpoint = None if checkpoint_dir is None else (checkpoint_dir, checkpoint_every)
     return rdd.barrier().mapPartitions(
-        partial(_records_task, build, (timeout, stall_limit, canceller, _log_dir(log_dir)))
+        partial(_records_task, build,
+                (timeout, stall_limit, canceller, _log_dir(log_dir), checkpoint))
     ).setName(f"sparktimely: map_partitions {_name_of(build)} on {workers} workers")
 
 
 def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
                  timeout: float | None = None, stall_limit: float | None = None,
-                 log_dir: str | os.PathLike | None = None):
+                 log_dir: str | os.PathLike | None = None, checkpoint_dir: Any = None,
+                 checkpoint_every: int = 1):
     """A DataFrame computed by timely workers through ``df.mapInArrow(..., barrier=True)``.
 
     Each task's Arrow record batches are its worker's input stream (at time 0);
@@ -255,7 +295,8 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
     dicts. ``schema`` is a DDL string, a ``StructType`` or a ``pyarrow.Schema``. One worker
     runs per partition of ``df``; ``num_workers`` repartitions ``df`` to that many first
     (and checks the cluster can run them at once). Lazy, like ``mapInArrow``; errors,
-    ``stall_limit`` and ``log_dir`` as for :func:`map_partitions`.
+    ``stall_limit``, ``log_dir``, ``checkpoint_dir`` and ``checkpoint_every`` as for
+    :func:`map_partitions`.
 
     >>> out = stb.map_in_arrow(df, build, "word string, count long", num_workers=2)  # doctest: +SKIP
     """
@@ -265,8 +306,9 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
         _check(spark, num_workers)
         df = df.repartition(num_workers)
     canceller = StageCanceller.address_for(_context(spark))
+    checkpoint = None if checkpoint_dir is None else (checkpoint_dir, checkpoint_every)
     task = partial(_arrow_task, build, arrow_schema,
-                   (timeout, stall_limit, canceller, _log_dir(log_dir)))
+                   (timeout, stall_limit, canceller, _log_dir(log_dir), checkpoint))
     try:
         return df.mapInArrow(task, spark_schema, barrier=True)
     except ImportError:
@@ -322,7 +364,13 @@ def _stream_task(build, chunks: Iterable[Any], options: tuple) -> Iterator[Any]:
     """Feed ``chunks`` into the worker's input at time 0 and yield the output batches as
     they appear (the worker keeps running between them). The dataflow is built before the
     worker meets the others (at its first step). ``options`` are the timeout, the stall
-    limit, the driver's stage canceller and the log directory."""
+    limit, the driver's stage canceller, the log directory and the checkpoint directory and
+    interval (or None: see :func:`_checkpointed_task`)."""
+    timeout, stall_limit, canceller, log_dir, checkpoint = options
+    barrier = BarrierWorker(timeout=timeout, stall_limit=stall_limit, canceller=canceller)
+    if checkpoint is not None:
+        yield from _checkpointed_task(build, chunks, barrier, log_dir, *checkpoint)
+        return
     handle = InputHandle()
     output: deque = deque()
 
@@ -332,8 +380,6 @@ def _stream_task(build, chunks: Iterable[Any], options: tuple) -> Iterator[Any]:
             result.sink(Pipeline, "ToSpark",
                         lambda input: output.extend(batch for _, batch in input))
 
-    timeout, stall_limit, canceller, log_dir = options
-    barrier = BarrierWorker(timeout=timeout, stall_limit=stall_limit, canceller=canceller)
     with barrier as worker, _logging_to(worker, log_dir):
         worker.dataflow(dataflow, name="barrier-task")
         chunks = iter(chunks)
@@ -344,18 +390,43 @@ def _stream_task(build, chunks: Iterable[Any], options: tuple) -> Iterator[Any]:
                 break
             handle.send_batch(chunk)
             worker.step()
-            while output:
-                with barrier.waiting_for_spark():
-                    yield output.popleft()
+            yield from _drain(output, barrier)
         handle.close()
         while worker.step_or_park(1.0):
-            while output:
-                with barrier.waiting_for_spark():
-                    yield output.popleft()
+            yield from _drain(output, barrier)
         worker.run()
-        while output:
-            with barrier.waiting_for_spark():
-                yield output.popleft()
+        yield from _drain(output, barrier)
+
+
+def _checkpointed_task(build, chunks: Iterable[Any], barrier: BarrierWorker, log_dir,
+                       checkpoint_dir, checkpoint_every: int) -> Iterator[Any]:
+    """``_stream_task`` with checkpoints: chunk ``i`` is at time ``i``, read as a source
+    (``io.tasks.TaskInput``) that a resumed task skips to its position; the output goes
+    through a sink that keeps it with the checkpoints and gives the kept epochs again on
+    resume (``io.tasks.TaskOutput``)."""
+    output: deque = deque()
+    with barrier as worker, _logging_to(worker, log_dir):
+        coordinator = enable_checkpoints(worker, checkpoint_dir, checkpoint_every)
+        try:
+            def dataflow(scope):
+                chunked = TaskInput(chunks, worker.index, barrier.waiting_for_spark)
+                result = build(scope, scope.input_from_source(chunked, "spark-input"))
+                if result is not None:
+                    result.output_to(TaskOutput(checkpoint_dir, output.append, worker.index,
+                                                ["barrier-task", "output"]), "spark-output")
+            worker.dataflow(dataflow, name="barrier-task")
+            while worker.step_or_park(1.0):
+                yield from _drain(output, barrier)
+            worker.run()
+            yield from _drain(output, barrier)
+        finally:
+            coordinator.close()
+
+
+def _drain(output: deque, barrier: BarrierWorker) -> Iterator[Any]:
+    while output:
+        with barrier.waiting_for_spark():
+            yield output.popleft()
 
 
 @contextmanager

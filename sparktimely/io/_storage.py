@@ -52,6 +52,12 @@ class Storage:
         self.local = isinstance(fs, pafs.LocalFileSystem)
         self.object_store = fs.type_name in ("s3", "gcs", "abfs")
 
+    def join(self, *parts: str) -> "Storage":
+        """The directory ``root/part/...`` on the same filesystem."""
+        child = Storage((self.fs, self.path(*parts)))
+        child.where = posixpath.join(self.where, *parts)
+        return child
+
     def path(self, *parts: str) -> str:
         """``root/part/...``."""
         return posixpath.join(self.root, *parts)

@@ -82,7 +82,10 @@ class SourceReader(Component):
         twice = [name for name, n in Counter(names).items() if n > 1]
         if twice:
             raise ValueError(f"source {self.name!r}: partition {twice[0]!r} is listed twice")
-        return [name for name in names if stable_hash(name) % self.peers == self.index]
+        worker_for = getattr(self.source, "worker_for", None)
+        if worker_for is None:
+            return [name for name in names if stable_hash(name) % self.peers == self.index]
+        return [name for name in names if worker_for(name, self.peers) == self.index]
 
     def restore(self, state: dict[str, Any]) -> None:
         self.resume = state
@@ -172,7 +175,8 @@ class SourceScope(ScopeCore[S]):
         """The stream of what ``source`` produces, each batch at its epoch (as a time).
 
         ``source.partitions()`` lists partition names; worker ``stable_hash(p) % peers``
-        reads partition ``p``: ``part = source.open(p, resume_state)``, then
+        reads partition ``p`` (or worker ``source.worker_for(p, peers)`` if the source has
+        that method): ``part = source.open(p, resume_state)``, then
         ``part.next_batch()`` returns ``(epoch, batch)`` (epochs non-decreasing per
         partition; a batch is a list or a ``pyarrow.RecordBatch``), None while it has
         nothing yet (it is asked again at the next step), or raises StopIteration when
