@@ -107,8 +107,9 @@ def throughput(quick: bool) -> list[Row]:
                 return wordcount_seconds(folder, out, checkpoint, every or 1, per_epoch)
             finally:
                 shutil.rmtree(out, ignore_errors=True)
-        probe, _ = seconds(None, batches, -1)
-        per_epoch = max(1, round(batches * EPOCH_SECONDS / probe))
+        per_epoch = max(1, batches // 40)                       # calibrate the epoch size
+        probe, probed_epochs = seconds(None, per_epoch, -1)
+        per_epoch = max(1, round(per_epoch * EPOCH_SECONDS * probed_epochs / probe))
         configurations = (None, 10, 1)
         times: dict = {every: [] for every in configurations}
         epochs = 0
