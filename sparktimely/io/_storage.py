@@ -72,7 +72,10 @@ class Storage:
         return self.info(path).type != pafs.FileType.NotFound
 
     def names(self, path: str) -> list[str]:
-        """The names directly in directory ``path`` (none if it does not exist), sorted."""
+        """The names directly in directory ``path`` (none if it does not exist or is a file),
+        sorted."""
+        if self.info(path).type != pafs.FileType.Directory:
+            return []
         infos = self.fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
         return sorted(posixpath.basename(info.path) for info in infos)
 

@@ -369,3 +369,14 @@ def test_an_operator_holding_an_epoch_open_for_later_input_does_not_hang_the_run
     assert visible(out) == running_counts(epochs_of(texts))
     assert "HoldsEpochZero" in caplog.text and "no more checkpoints" in caplog.text
     assert records(str(tmp_path / "ck"))[-1]["complete"]
+
+
+def test_the_sink_may_write_inside_the_checkpoint_directory(run, texts, tmp_path):
+    directory = tmp_path / "ck"
+    out = str(directory / "out")
+    fail = FailOnce(str(tmp_path / "failed"), 1)
+    job = checkpointed(lambda w: wordcount(w, texts, out, hook=fail), directory)
+    with pytest.raises(st.WorkerError):
+        run(job)
+    run(job)
+    assert visible(out) == running_counts(epochs_of(texts))
