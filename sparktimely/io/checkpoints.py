@@ -30,7 +30,7 @@ Layout of ``checkpoint_dir`` (every path component URL-quoted)::
     <dataflow>/commits/<sequence>.json      commit records; the newest counts
     <dataflow>/checkpoints/<sequence>/<component>.w<worker>.arrow
 
->>> import tempfile, sparktimely as st
+>>> import os, tempfile, sparktimely as st
 >>> from sparktimely.io import enable_checkpoints
 >>> directory = tempfile.mkdtemp()
 >>> def job(worker):
@@ -49,7 +49,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import posixpath
 import re
 import time
@@ -582,8 +581,8 @@ class _Flow:
         assert tracker is not None
         least = math.inf
         for location in range(tracker.locations()):
-            for time in tracker.pointstamps(location).frontier():
-                epoch = root_epoch(time)
+            for stamp in tracker.pointstamps(location).frontier():
+                epoch = root_epoch(stamp)
                 if epoch < least:
                     least = epoch
         return least - 1

@@ -52,7 +52,7 @@ def test_checkpointed_counts_equal_the_oracle_and_an_unchecked_run(run, texts, t
     assert visible(str(tmp_path / "plain")) == expected
     last = records(str(tmp_path / "ck"))[-1]
     assert (last["complete"], last["epoch"], last["workers"]) == (True, EPOCHS - 1, run.workers)
-    assert [name for name, _ in last["components"]] == ["lines", f"StateMachine#2", "counts"]
+    assert [name for name, _ in last["components"]] == ["lines", "StateMachine#2", "counts"]
     assert not [n for n in os.listdir(tmp_path / "out") if n.startswith("_")]
 
 
