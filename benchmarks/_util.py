@@ -22,7 +22,7 @@ from typing import Callable, Union
 Value = Union[float, str, None]
 
 # Units where a smaller figure is better; every other unit is a rate (higher is better).
-LOWER_IS_BETTER = {"us", "ms", "s", "ms/iter", "MB"}
+LOWER_IS_BETTER = {"us", "ms", "s", "ms/iter", "MB", "MiB"}
 
 
 def median_seconds(run: Callable[[], object], repeat: int = 5) -> float:

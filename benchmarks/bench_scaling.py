@@ -1,0 +1,264 @@
+"""Scaling out (issue 16): more workers must never be slower. Every figure is a ratio between
+two configurations measured side by side in one run, on this machine.
+
+    python -m benchmarks.bench_scaling [--quick] [--runs 3]
+
+Rows (each the median over ``--runs`` runs; in every run the configurations of a row are
+measured one after the other, so they share the machine's load):
+
+- empty progress round: ``input.advance_to(r)`` then stepping until a probe behind one
+  ``exchange`` passes ``r``, in timely's step loop (``while probe.less_than(r): worker.step()``)
+  and in the park loop (``step_or_park(None)``); every worker in a forked process. 2 workers
+  against 1, 4 (and 3) workers against 2, and 2 processes over loopback sockets (one worker
+  each, ``SPARKTIMELY_FORCE_SOCKETS=1``) against 2 workers over shared memory. A round's figure
+  is the slowest worker's median.
+- natural keyed Arrow aggregation: ``to_stream(half).exchange(key="word").map_batches(group_by)``
+  over 2M words (10,007 keys) in 65,536-row batches, each worker feeding half (1 worker: all),
+  in M records/s; the same with ``exchange`` alone at 2 workers against the whole pipeline at
+  1 worker; and ``aggregate_batches`` (the operator that combines before it exchanges).
+- partitioning 1M string keys: hashing the key column and choosing each row's worker
+  (``hash_rows(batch, "word") % 2``), and the whole ``partition_batch`` with its takes.
+- /dev/shm taken: the peak bytes of a job's shared-memory segments (allocated blocks,
+  sampled every 2 ms) while 8 and 2 workers run the natural aggregation.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import statistics
+import sys
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+
+import sparktimely as st
+from sparktimely.dataflow.containers import partition_batch
+from sparktimely.hashing import hash_rows
+from sparktimely.shm import segments
+
+from ._util import Goal, Row, Section
+from .bench_arrow import KEYS, WORD_BATCH, timed, words_table
+from .bench_sockets import _free_ports, _gather, _spawn
+
+WORDS = 2_000_000
+ROUNDS = {"step": 1500, "park": 1500}
+
+
+# -- rounds ------------------------------------------------------------------------------------
+
+def round_job(worker: st.Worker, loop: str, rounds: int) -> float:
+    """The median microseconds of ``rounds`` empty rounds (after a tenth as warm-up)."""
+    input = st.InputHandle()
+    probe = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: x).probe())
+    warm = rounds // 10
+    latencies = []
+    for round in range(1, rounds + warm + 1):
+        start = time.perf_counter()
+        input.advance_to(round)
+        if loop == "step":
+            while probe.less_than(round):
+                worker.step()
+        else:
+            while probe.less_than(round):
+                worker.step_or_park(None)
+        latencies.append(time.perf_counter() - start)
+    input.close()
+    worker.run()
+    return statistics.median(latencies[warm:]) * 1e6
+
+
+def round_shm(workers: int, loop: str, rounds: int) -> float:
+    return max(st.execute(lambda w: round_job(w, loop, rounds), workers=workers))
+
+
+def _socket_process(process: int, hosts: list[str], loop: str, rounds: int) -> float:
+    os.environ["SPARKTIMELY_FORCE_SOCKETS"] = "1"
+    return st.execute(lambda w: round_job(w, loop, rounds), processes=2, process=process,
+                      hostfile=hosts)[0]
+
+
+def round_sockets(loop: str, rounds: int) -> float:
+    hosts = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    return max(_gather([_spawn(_socket_process, p, hosts, loop, rounds) for p in range(2)]))
+
+
+# -- Arrow aggregation -------------------------------------------------------------------------
+
+def group_count(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """What a user writes after a keyed exchange: count the rows of each word in the batch."""
+    table = pa.Table.from_batches([batch]).group_by("word", use_threads=False).aggregate(
+        [("word", "count")])
+    return table.combine_chunks().to_batches()[0]
+
+
+def aggregation(table: pa.Table, workers: int, variant: str, repeats: int = 3) -> float:
+    """M records/s (slowest worker, median of ``repeats`` warm runs) of ``variant``:
+    "natural" (exchange + map_batches(group_count)), "exchange" (exchange alone) or
+    "operator" (aggregate_batches)."""
+    share = -(-table.num_rows // workers)
+
+    def job(worker):
+        mine = table.slice(worker.index * share, share).to_batches(max_chunksize=WORD_BATCH)
+        counted = []
+
+        def build(scope):
+            stream = scope.to_stream(mine)
+            if variant == "natural":
+                stream = stream.exchange(key="word").map_batches(group_count)
+                stream = stream.inspect_batch(lambda t, b: counted.append(b.column(1)))
+            elif variant == "operator":
+                stream = stream.aggregate_batches("word", {"n": ("count", None)})
+                stream = stream.inspect_batch(lambda t, b: counted.append(b.column(1)))
+            else:
+                stream = stream.exchange(key="word")
+                stream = stream.inspect_batch(lambda t, b: counted.append(pa.array([b.num_rows])))
+            return stream.probe()
+        runs = [timed(worker, build) for _ in range(repeats + 1)]
+        return runs[1:], sum(sum(c.to_numpy().tolist()) for c in counted)
+    results = st.execute(job, workers=workers)
+    assert sum(total for _, total in results) == (repeats + 1) * table.num_rows
+    seconds = statistics.median(max(run) for run in zip(*(runs for runs, _ in results)))
+    return table.num_rows / seconds / 1e6
+
+
+# -- partitioning ------------------------------------------------------------------------------
+
+def partitioning(n: int = 1_000_000, repeats: int = 9) -> tuple[float, float]:
+    """Milliseconds (medians) to hash 1M string keys and pick each row's worker (2 workers),
+    and to partition the batch whole (hash, route, takes)."""
+    batch = words_table(n).to_batches()[0]
+
+    def median_ms(run) -> float:
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times) * 1e3
+    route = median_ms(lambda: hash_rows(batch, "word") % np.uint64(2))
+    whole = median_ms(lambda: partition_batch(batch, "word", None, 2))
+    return route, whole
+
+
+# -- shared memory taken -----------------------------------------------------------------------
+
+def shm_peak(table: pa.Table, workers: int) -> float:
+    """Peak MiB of this job's segments (allocated blocks) while ``workers`` workers run the
+    natural aggregation once."""
+    tag = "bench" + secrets.token_hex(3)
+    prefix = f"sparktimely-{tag}-"
+    saved = os.environ.get("SPARKTIMELY_SHM_TAG")
+    os.environ["SPARKTIMELY_SHM_TAG"] = tag
+    peak, done = [0], threading.Event()
+
+    def sample():
+        while not done.is_set():
+            total = 0
+            for path in segments(prefix):
+                try:
+                    total += os.stat(path).st_blocks * 512
+                except FileNotFoundError:
+                    pass
+            peak[0] = max(peak[0], total)
+            done.wait(0.002)
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        aggregation(table, workers, "natural", repeats=1)
+    finally:
+        done.set()
+        sampler.join()
+        if saved is None:
+            del os.environ["SPARKTIMELY_SHM_TAG"]
+        else:
+            os.environ["SPARKTIMELY_SHM_TAG"] = saved
+    return peak[0] / 2**20
+
+
+# -- the table ---------------------------------------------------------------------------------
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def main(quick: bool = False, runs: int = 3) -> list[Section]:
+    runs = 1 if quick else runs
+    scale = 0.2 if quick else 1.0
+    rounds = {loop: max(100, int(n * scale)) for loop, n in ROUNDS.items()}
+    load = [os.getloadavg()]
+    figures: dict[str, list[float]] = {}
+
+    def record(name: str, value: float) -> None:
+        figures.setdefault(name, []).append(value)
+        print(f"  {name}: {value:.3g}", flush=True)
+
+    table = words_table(WORDS if not quick else WORDS // 4)
+    for run in range(runs):
+        print(f"run {run + 1} of {runs} (load average {os.getloadavg()[0]:.2f})", flush=True)
+        for loop in ("step", "park"):
+            # oversubscribed step loops are slow today: fewer rounds keep the run short
+            for workers in (1, 2, 3, 4):
+                n = rounds[loop] if workers <= 2 or loop == "park" else rounds[loop] // 5
+                record(f"round {loop} {workers}w", round_shm(workers, loop, n))
+            record(f"round {loop} sockets", round_sockets(loop, rounds[loop] // 3))
+        for workers, variant in [(1, "natural"), (2, "natural"), (2, "exchange"),
+                                 (1, "operator"), (2, "operator")]:
+            record(f"{variant} {workers}w", aggregation(table, workers, variant))
+        route, whole = partitioning()
+        record("hash+route ms", route)
+        record("partition ms", whole)
+        for workers in (2, 8):
+            record(f"shm {workers}w", shm_peak(table, workers))
+        load.append(os.getloadavg())
+    f = {name: _median(values) for name, values in figures.items()}
+    size = f"{table.num_rows / 1e6:g}M words, {KEYS:,} keys"
+    rows = []
+    for loop in ("step", "park"):
+        label = f"{loop} loop"
+        rows += [
+            Row(f"empty progress round, 2 workers ({label})", "1 exchange", "us",
+                f[f"round {loop} 2w"], limits={"1 worker": f[f"round {loop} 1w"]},
+                goals=[Goal("<=", 1.5, "1 worker")]),
+            Row(f"empty progress round, 4 workers on 2 cores ({label})", "1 exchange", "us",
+                f[f"round {loop} 4w"], limits={"2 workers": f[f"round {loop} 2w"]},
+                goals=[Goal("<=", 3, "2 workers")]),
+            Row(f"empty progress round, 3 workers on 2 cores ({label})", "1 exchange", "us",
+                f[f"round {loop} 3w"], limits={"2 workers": f[f"round {loop} 2w"]}),
+            Row(f"empty progress round, 2 processes over loopback sockets ({label})",
+                "1 exchange", "us", f[f"round {loop} sockets"],
+                limits={"2 workers": f[f"round {loop} 2w"]},
+                goals=[Goal("<=", 2, "2 workers")]),
+        ]
+    rows += [
+        Row("natural keyed aggregation, exchange(key).map_batches(group_by), 2 workers", size,
+            "M rec/s", f["natural 2w"], limits={"1 worker": f["natural 1w"]},
+            goals=[Goal(">=", 1.5, "1 worker")]),
+        Row("same pipeline, exchange only, 2 workers", size, "M rec/s", f["exchange 2w"],
+            limits={"1 worker": f["natural 1w"]}, goals=[Goal(">=", 1, "1 worker")]),
+        Row("aggregate_batches (combines before the exchange), 2 workers", size, "M rec/s",
+            f["operator 2w"], limits={"1 worker": f["operator 1w"]}),
+        Row("partitioning 1M string keys: hash + route (2 workers)", "1M keys", "ms",
+            f["hash+route ms"], goals=[Goal("<=", 10)]),
+        Row("partitioning 1M string keys: partition_batch (hash, route, take)", "1M keys", "ms",
+            f["partition ms"]),
+        Row("/dev/shm taken, 8 workers (peak)", size, "MiB", f["shm 8w"],
+            limits={"2 workers": f["shm 2w"]}, goals=[Goal("<=", 4, "2 workers")]),
+    ]
+    spread = {name: (min(v), max(v)) for name, v in figures.items()}
+    return [Section("Scaling out (issue 16): ratios between configurations of one run", rows, notes=[
+        f"median of {runs} runs; in each run the configurations follow each other. Load average "
+        f"(1 min) before and after each run: " + ", ".join(f"{l[0]:.2f}" for l in load) +
+        f" on {os.cpu_count()} cores (other engineers' test suites share the machine).",
+        f"rounds: {rounds['step']} per configuration (a tenth more as warm-up), a fifth of that "
+        "for the oversubscribed step loops; the slowest worker's median round.",
+        "spread over the runs (min-max): " + "; ".join(
+            f"{name} {lo:.3g}-{hi:.3g}" for name, (lo, hi) in spread.items()),
+    ], key="scaling").print()]
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    main(quick="--quick" in args,
+         runs=int(args[args.index("--runs") + 1]) if "--runs" in args else 3)
