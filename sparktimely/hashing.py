@@ -4,7 +4,9 @@ Routing a record to worker ``h(key) % peers`` is only right if every worker comp
 ``h``. Python's built-in ``hash`` of a ``str`` or ``bytes`` is salted per interpreter
 (``PYTHONHASHSEED``): in a job of several processes or hosts one key would land on several
 workers and keyed results would be wrong. :func:`stable_hash` hashes Python values;
-:func:`hash_array` and :func:`hash_rows` hash Arrow columns without a Python loop over rows.
+:func:`hash_array` and :func:`hash_rows` hash Arrow columns without a Python loop over rows
+(strings from Arrow's 16-byte views and then 8 bytes at a time, never a pass per byte and
+never a dictionary per batch, unless long values repeat a lot).
 Each path is deterministic on its own; the two are different functions (a key travelling as a
 Python object and the same key in an Arrow column need not hash alike).
 
@@ -121,23 +123,151 @@ def _is_bytes(t: pa.DataType) -> bool:
             or pa.types.is_string_view(t) or pa.types.is_binary_view(t))
 
 
+_K1, _K2 = _U64(0x9E3779B97F4A7C15), _U64(0xFF51AFD7ED558CCD)
+_S29, _S32 = _U64(29), _U64(32)
+
+
+def _as_view(values: pa.Array) -> pa.Array:
+    """``values`` (string or binary of any layout) as a string_view or binary_view array: a
+    16-byte view per value whose first word holds the length and the first 4 bytes and whose
+    second word holds bytes 4 to 11, zero-padded, when the value has at most 12 bytes (the
+    Arrow format's inline layout). pyarrow's cast does this in C++, without a copy of the
+    bytes."""
+    kind = values.type
+    if pa.types.is_string_view(kind) or pa.types.is_binary_view(kind):
+        return values
+    if pa.types.is_fixed_size_binary(kind):
+        values = values.cast(pa.binary())
+    return values.cast(pa.string_view() if pa.types.is_string(kind)
+                       or pa.types.is_large_string(kind) else pa.binary_view())
+
+
+def _words_at(data: pa.Buffer, positions: np.ndarray, keep: np.ndarray | None) -> np.ndarray:
+    """The little-endian 8-byte words of ``data`` at byte ``positions`` (any alignment), each
+    cut to its first ``keep`` bytes (1 to 8, the rest zero; None: all 8). A word that would
+    run past the buffer's end is read where it ends and shifted down."""
+    size = data.size
+    if size < 8:                                    # too short for one word: pad a copy
+        padded = np.zeros(8, np.uint8)
+        padded[:size] = np.frombuffer(data, np.uint8, size)
+        data, size = pa.py_buffer(padded), 8
+    view = np.ndarray((size - 7,), "V8", data, 0, (1,))          # a word at every byte
+    if positions.max(initial=0) <= size - 8:
+        words = view[positions].view("<u8")
+    else:
+        clamped = np.minimum(positions, size - 8)
+        words = view[clamped].view("<u8")
+        words >>= ((positions - clamped) * 8).astype(_U64)
+    if keep is not None:
+        shift = (8 - keep.astype(_U64)) * _U64(8)
+        words <<= shift
+        words >>= shift
+    return words
+
+
 def _hash_bytes(values: pa.Array) -> np.ndarray:
-    """Hashes of the values of a string/binary array: ``sum((byte + 1) * BASE**(i + 1))``
-    plus the length, mixed."""
-    values = values.cast(pa.large_binary())
-    _, offsets_buffer, data_buffer = values.buffers()
-    offsets = np.frombuffer(offsets_buffer, np.int64, len(values) + 1, values.offset * 8)
-    first = int(offsets[0])
-    starts, ends = offsets[:-1] - first, offsets[1:] - first
-    lengths = ends - starts
-    total = int(ends[-1]) if len(values) else 0
-    data = (np.frombuffer(data_buffer, np.uint8, total, first) if total
-            else np.empty(0, np.uint8)).astype(_U64) + _U64(1)
-    weights = np.cumprod(np.full(int(lengths.max(initial=0)), _BASE, _U64))
-    data *= weights[np.arange(total) - np.repeat(starts, lengths)]
-    sums = np.zeros(total + 1, _U64)
-    np.cumsum(data, out=sums[1:])
-    return _mix(sums[ends] - sums[starts] + lengths.astype(_U64) * _GOLDEN)
+    """Hashes of the values of a string or binary array, computed from 8-byte words of the
+    bytes, never byte by byte: a value's head (its length and first 12 bytes, zero-padded) is
+    the 16-byte view Arrow's view layout keeps for it, so values of at most 12 bytes are
+    hashed from the views alone; longer ones also fold in their further bytes 8 at a time."""
+    views = _as_view(values)
+    n = len(views)
+    raw = views.buffers()[1]
+    words = np.frombuffer(raw, _U64, 2 * n, 16 * views.offset).reshape(n, 2)
+    lengths = np.frombuffer(raw, np.uint32, 4 * n, 16 * views.offset)[::4]
+    second = words[:, 1]
+    if n and lengths.max() > 12:
+        if n > 4 * _SAMPLE and _repetitive(values):
+            return _hash_distinct(values)
+        long = np.flatnonzero(lengths > 12)
+        if views.null_count:
+            long = long[np.asarray(views.is_valid())[long]]   # a null's view may be anything
+        if len(long) == n:
+            second = _long_words(views, slice(None), lengths)
+        elif len(long):
+            second = second.copy()
+            second[long] = _long_words(views, long, lengths[long])
+    h = words[:, 0] + _K2                         # (so that the empty value's hash is not 0)
+    h *= _K1
+    h ^= second
+    return _finish(h)
+
+
+_SAMPLE = 4096
+
+
+def _repetitive(values: pa.Array) -> bool:
+    """Whether ``values`` likely hold fewer than a quarter as many distinct values as rows
+    (estimated from the repeats among evenly spaced rows, as in the birthday problem): long
+    values are then cheaper to hash once per distinct value."""
+    sample = values.take(np.linspace(0, len(values) - 1, _SAMPLE).astype(np.int64))
+    repeats = _SAMPLE - pc.count_distinct(sample, mode="all").as_py()
+    return repeats > 0 and _SAMPLE ** 2 / (2 * repeats) < len(values) / 4
+
+
+def _hash_distinct(values: pa.Array) -> np.ndarray:
+    """:func:`_hash_bytes` through a dictionary: each distinct value hashed once."""
+    encoded = pc.dictionary_encode(values)
+    return _by_dictionary(encoded, _hash_bytes(encoded.dictionary))
+
+
+def _by_dictionary(encoded: pa.DictionaryArray, distinct: np.ndarray) -> np.ndarray:
+    """Each row's hash picked from the hashes of its dictionary's values (a null row gets
+    the null hash)."""
+    distinct = np.append(distinct, _NULL)
+    indices = encoded.indices
+    return distinct[np.asarray(indices.fill_null(len(distinct) - 1) if indices.null_count
+                               else indices)]
+
+
+def _long_words(views: pa.Array, rows: np.ndarray | slice,
+                lengths: np.ndarray) -> np.ndarray:
+    """For the values at ``rows`` (longer than 12 bytes): their bytes 4 to 11 as a word, with
+    their bytes from 12 on folded in, 8 at a time (the last word zero-padded)."""
+    data = views.buffers()[2:]
+    layout = np.frombuffer(views.buffers()[1], np.uint32, 4 * len(views),
+                           16 * views.offset).reshape(-1, 4)
+    offsets = layout[:, 3][rows].astype(np.int64)
+    buffers = layout[:, 2][rows] if len(data) > 1 else None
+    lengths = lengths.astype(np.int64)
+    folded = np.empty(len(lengths), _U64)
+    for index in range(len(data)) if buffers is not None else [0]:
+        mine = np.flatnonzero(buffers == index) if buffers is not None else slice(None)
+        start, left = offsets[mine] + 12, lengths[mine] - 12
+        h = _words_at(data[index], start - 8, None)             # bytes 4 to 11: all there
+        if not len(h):
+            continue
+        more = None                                             # None: every value
+        while True:                     # one word of every value that still has bytes
+            short = left.min() < 8
+            word = _words_at(data[index], start, np.minimum(left, 8) if short else None)
+            if more is None:
+                h *= _K2
+                h ^= word
+                _finish(h)
+            else:
+                h[more] = _finish(h[more] * _K2 ^ word)
+            if left.max() <= 8:
+                break
+            if short or left.min() <= 8:
+                going = np.flatnonzero(left > 8)
+                more = going if more is None else more[going]
+                start, left = start[going], left[going]
+            start += 8
+            left -= 8
+        folded[mine] = h
+    return folded
+
+
+def _finish(h: np.ndarray) -> np.ndarray:
+    """Mix a uint64 array in place so that every bit of the input moves the low bits
+    (xorshift-multiply-xorshift)."""
+    high = h >> _S32
+    h ^= high
+    h *= _K2
+    np.right_shift(h, _S29, out=high)
+    h ^= high
+    return h
 
 
 def hash_array(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -155,15 +285,10 @@ def hash_array(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     kind = array.type
-    if pa.types.is_dictionary(kind) or _is_bytes(kind):
-        encoded = array if pa.types.is_dictionary(kind) else pc.dictionary_encode(array)
-        values = encoded.dictionary
-        distinct = _hash_bytes(values) if _is_bytes(values.type) else hash_array(values)
-        if values.null_count:
-            distinct[np.asarray(values.is_null())] = _NULL
-        indices = encoded.indices                  # a null index picks the appended null hash
-        distinct = np.append(distinct, _NULL)
-        h = distinct[np.asarray(indices.fill_null(len(values)) if indices.null_count else indices)]
+    if _is_bytes(kind):
+        h = _hash_bytes(array)
+    elif pa.types.is_dictionary(kind):
+        h = _by_dictionary(array, hash_array(array.dictionary))
     elif pa.types.is_floating(kind):
         floats = array.cast(pa.float64())
         h = _mix((np.asarray(floats.fill_null(0.0)) + 0.0).view(_U64))   # -0.0 becomes 0.0

@@ -3,12 +3,13 @@
 
 Arrow batches are partitioned without a Python loop over rows: the key columns are hashed
 with :func:`sparktimely.hashing.hash_rows` (values only, never the process: the same key goes to
-the same worker on every host, whatever its integer width or string encoding), rows are
-ordered by destination with one stable radix sort and one ``take``, and each worker gets a
-zero-copy slice.
+the same worker on every host, whatever its integer width or string encoding) and each
+worker's rows are gathered with one ``take`` (for many workers: one stable radix sort by
+worker, one ``take``, and a zero-copy slice per worker).
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -23,8 +24,8 @@ def partition_batch(batch: Any, key: str | Sequence[str] | None,
 
     A list goes record by record to ``route(record) % peers``. A RecordBatch goes row by row
     by the hash of its ``key`` column(s), or by ``route(batch)``, which returns one integer
-    per row; its parts are zero-copy slices of one reordered copy (or the batch itself when
-    every row goes to one worker).
+    per row; each part is one ``take`` of the batch (the batch itself when every row goes to
+    one worker).
 
     >>> import pyarrow as pa
     >>> partition_batch([1, 2, 3], None, lambda x: x, 2)
@@ -46,7 +47,7 @@ def partition_batch(batch: Any, key: str | Sequence[str] | None,
             appends[route(record) % peers](record)
         return parts
     if key is not None:
-        dest = hash_rows(batch, key) % np.uint64(peers)
+        dest = _route_hashes(hash_rows(batch, key), peers)
     else:
         assert route is not None, "Exchange needs a route or key"
         dest = np.asarray(route(batch))
@@ -59,13 +60,35 @@ def partition_batch(batch: Any, key: str | Sequence[str] | None,
             return _all_to(batch, low % peers, peers)
         if low < 0 or high >= peers:
             dest = dest % peers
-    dest = dest.astype(np.uint8 if peers <= 256 else np.uint16 if peers <= 65536 else np.int64)
+        dest = dest.astype(np.uint8 if peers <= 256 else np.uint16 if peers <= 65536
+                           else np.int64)
+    if peers <= _TAKE_EACH:                     # a pass per destination beats a sort
+        parts = []
+        for worker in range(peers):
+            rows = np.flatnonzero(dest == worker)
+            if len(rows) == batch.num_rows:                  # one destination: no copy
+                return _all_to(batch, worker, peers)
+            parts.append(batch.take(rows) if len(rows) else batch.slice(0, 0))
+        return parts
     counts = np.bincount(dest, minlength=peers)
     if counts.max(initial=0) == batch.num_rows:              # one destination: no copy
         return _all_to(batch, int(counts.argmax()), peers)
     ordered = batch.take(np.argsort(dest, kind="stable"))  # radix sort for small integers
     starts = np.cumsum(counts) - counts
     return [ordered.slice(start, n) for start, n in zip(starts.tolist(), counts.tolist())]
+
+
+_TAKE_EACH = 8
+"""Up to this many workers, a batch is split with one comparison and one ``take`` per
+worker; beyond, with one stable sort by worker and one ``take``."""
+
+
+def _route_hashes(h: np.ndarray, peers: int) -> np.ndarray:
+    """Each row's worker, ``h % peers``, as the smallest unsigned integers that hold it."""
+    if peers & (peers - 1) == 0 and peers <= 256 and sys.byteorder == "little":
+        return h.view(np.uint8)[::8] & np.uint8(peers - 1)     # the low byte of each hash
+    dest = h % np.uint64(peers)
+    return dest.astype(np.uint8 if peers <= 256 else np.uint16 if peers <= 65536 else np.int64)
 
 
 def _all_to(batch: pa.RecordBatch, target: int, peers: int) -> list:

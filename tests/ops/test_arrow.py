@@ -276,16 +276,18 @@ def test_capture_sorts_rows_and_keeps_times_apart(run):
 
 def test_hash_values_are_fixed():
     """Pinned values: routing must not change across processes, hosts or releases."""
-    assert [hex(int(h)) for h in hash_array(pa.array(["hello", "", None]))] == [
-        "0xc9e541f7220ffbd", "0xe220a8397b1dcdaf", "0x6e756c6c6e756c6c"]
+    assert [hex(int(h)) for h in hash_array(
+        pa.array(["hello", "", None, "a string longer than twelve bytes"]))] == [
+        "0x5895634cc2de5ab5", "0xd5f0b44b4bd9de4b", "0x6e756c6c6e756c6c", "0xef024e9afe88c95a"]
     assert [hex(int(h)) for h in hash_array(pa.array([0, 42, -1]))] == [
         "0xe220a8397b1dcdaf", "0xbdd732262feb6e95", "0xe4d971771b652c20"]
     assert hex(int(hash_rows(pa.record_batch({"a": [1], "b": ["x"]}), ["a", "b"])[0])) == \
-        "0x68853584b41a40b"
+        "0xb1ef9042b6659bbd"
 
 
 def test_equal_keys_hash_equally_across_encodings():
-    values = ["x", None, "yy", "", "x", "long string " * 20]
+    values = ["x", None, "yy", "", "x", "long string " * 20, "twelve bytes", "thirteen byte",
+              "sixteen bytes...", "seventeen bytes..", "ünïcödé ünïcödé", "x"]
     expected = hash_array(pa.array(values))
     for array in [pa.array(values, pa.large_string()), pa.array(values, pa.string_view()),
                   pa.array([v and v.encode() for v in values], pa.binary()),
@@ -299,6 +301,22 @@ def test_equal_keys_hash_equally_across_encodings():
     assert hash_array(pa.array([-0.0, 1.0]))[0] == hash_array(pa.array([0.0]))[0]
     sliced = pa.array(["a", "b", "c", None]).slice(1, 3)
     assert hash_array(sliced).tolist() == hash_array(pa.array(["b", "c", None])).tolist()
+    by_one = [int(hash_array(pa.array([v]))[0]) for v in values]     # each at a buffer's end
+    assert by_one == expected.tolist()
+
+
+@pytest.mark.parametrize("distinct", [7, 50_000])
+@pytest.mark.parametrize("length", [5, 12, 13, 20, 41])
+def test_string_hashes_depend_on_every_byte_and_only_on_the_value(distinct, length):
+    """Values longer than 12 bytes are hashed from their further bytes too, also when many
+    rows repeat (then through a dictionary): the result is the same either way."""
+    keys = [f"{i % distinct:0{length}d}"[-length:] for i in range(50_000)]
+    hashes = hash_array(pa.array(keys)).tolist()
+    alone = {k: int(hash_array(pa.array([k]))[0]) for k in set(keys)}
+    assert hashes == [alone[k] for k in keys]
+    assert len(set(alone.values())) == len(alone)               # no collisions among these
+    last_byte = [k[:-1] + ("x" if k[-1] != "x" else "y") for k in keys[:100]]
+    assert not set(hash_array(pa.array(last_byte)).tolist()) & set(hashes[:100])
     with pytest.raises(TypeError, match="cannot hash a key column of type list<item: int64>"):
         hash_array(pa.array([[1]]))
 
