@@ -341,8 +341,12 @@ class Tracker:
         return self._pointstamps[location]
 
     def is_global(self, location: int, time: Timestamp) -> bool:
-        """True if removing pointstamp ``(location, time)`` could move a frontier: ``time`` is
-        in the location's implied frontier and nothing else there implies it."""
+        """True if removing pointstamp ``(location, time)`` could move a frontier: the
+        pointstamp is counted (its count is positive: one that others' unshared increments
+        have driven negative implies nothing), ``time`` is in the location's implied frontier,
+        and nothing else there implies it."""
+        if self._pointstamps[location].count_for(time) <= 0:
+            return False
         implications = self._implications[location]
         return not implications.less_than(time) and implications.count_for(time) <= 1
 

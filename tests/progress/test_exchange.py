@@ -224,3 +224,24 @@ def test_demand_mode_holds_back_changes_that_move_no_frontier():
     batch, _ = simulation.exchanges[0].exchange()
     assert sorted(batch) == [((S0, 0), -1), ((T1, 0), 1)]
     assert not simulation.exchanges[0].holds_changes()
+
+
+def test_consuming_records_whose_production_is_not_shared_yet_is_held_back():
+    """Worker 0 sends records to worker 1 and holds the +n back (its capability justifies
+    them); worker 1 consumes them, driving its count at T1 negative. That decrement implies
+    nothing (the capabilities still hold time 0 at T1), so worker 1 holds it back too, step
+    after step, until worker 0's increment arrives and the records matter."""
+    simulation = Simulation()
+    for worker in range(WORKERS):
+        simulation.exchange(worker)
+    for sender, receiver in simulation.channels:
+        simulation.deliver(sender, receiver)
+    for _ in range(5):
+        simulation.send_data(0, 1)
+        simulation.consume(0, [])              # worker 1 consumes what worker 0 sent
+        for worker in range(WORKERS):
+            batch, _ = simulation.exchanges[worker].exchange()
+            assert batch is None, (worker, batch)
+    simulation.drop(0)                         # now worker 0 shares its +5 with its drop
+    batch, _ = simulation.exchanges[0].exchange()
+    assert sorted(batch) == [((S0, 0), -1), ((T1, 0), 5)]
