@@ -1,22 +1,38 @@
 """A mesh of single-producer single-consumer byte rings between the workers of one host.
 
-Layout. ``Mesh.create(n)`` makes a control segment ``<prefix>-ctl`` (config and one doorbell per
-worker) and n*n ring segments ``<prefix>-r<src>-<dst>-g0``. A ring segment is a 256-byte header
-(``head``: bytes ever written, stored by the writer; ``tail``: bytes the reader no longer needs;
-``want`` and ``rollreq`` flags) and a data area. A record is one 8-byte word
-``length << 8 | kind`` and the payload padded to 8 bytes. Records never wrap (a WRAP record
-skips to the start), so each message is contiguous and 8-byte aligned and can be read in place.
+Layout. ``Mesh.create(n)`` makes a control segment ``<prefix>-ctl``: the configuration, one
+64-byte block per worker (its doorbell, its mail flag, the bytes of ring it has reserved) and a
+*created* word per (source, destination) pair. Rings are made lazily, by their writer, on the
+first message to a destination (``<prefix>-r<src>-<dst>-g0``, then its *created* word is set),
+so a job whose workers talk to few others reserves little. A ring starts at
+``ring_bytes`` (default: ``SENDER_BYTES`` shared among a sender's n - 1 destinations, so what
+is reserved grows with the number of workers, not with its square) and grows only for a
+message larger than half of it. A ring segment is a 256-byte header (``head``: bytes ever
+written, stored by the writer; ``tail``: bytes the reader no longer needs; ``want`` and
+``rollreq`` flags) and a data area. A record is one 8-byte word ``length << 8 | kind`` and the
+payload padded to 8 bytes. Records never wrap (a WRAP record skips to the start), so each
+message is contiguous and 8-byte aligned and can be read in place.
+
+Bound. ``limit`` (default ``$SPARKTIMELY_SHM_LIMIT``, e.g. ``512M``, else half of the space of
+the directory the control segment lives in) bounds the bytes of ring all workers of the mesh
+reserve together. A message that would need a larger ring than the bound allows travels in
+PART records (the first one starts with the message's length) through the ring it has, and
+the reader joins the parts in private memory (a copy: only on this path).
 
 Reading. ``recv`` copies messages shorter than ``copy_below`` out as bytes. Longer ones come back
 as read-only memoryviews into the ring, over a ``pyarrow.foreign_buffer`` whose base object
 releases the record when the last view, slice or zero-copy decoded array dies. ``tail`` stops at
 the oldest unreleased record, so the writer never overwrites memory a reader can still see.
+A writer sets its destination's *mail* flag after publishing a message, so a ``recv`` with no
+mail costs one load, whatever the number of workers.
 
 Writing never blocks. ``send`` writes the parts contiguously, without joining them first. When
 the ring is full the message is copied to a per-target overflow queue that later ``send``,
 ``recv``, ``park`` and ``flush`` calls drain in order, so two workers flooding each other cannot
 deadlock; ``pending_bytes`` lets the caller throttle. ``try_send`` instead returns False on a
-full ring (no copy); the caller drains its own input, parks, and retries.
+full ring (no copy); the caller drains its own input, parks, and retries. ``send(...,
+notify=False)`` leaves the wake-up of a parked destination to the next ``flush``, so a worker
+wakes each peer at most once per step, with everything the step sent it.
 
 Growing and rolling. A message larger than half the ring, or a reader that still holds zero-copy
 views at its next ``recv``/``park`` while the writer waits for space, makes the writer *roll*: it
@@ -24,13 +40,14 @@ creates generation g+1 of the ring (twice as large if needed), writes a ROLL rec
 there. The reader follows at the ROLL record and unlinks the old generation, which stays mapped
 until its last view dies. Rolls are rare; the hot path reuses the same pages.
 
-Doorbells. A futex word per worker (``sleeping``) plus a ``rung`` flag. ``park`` polls its
-rings for ``spin_us``, calling sched_yield between polls (else a peer sharing the core under load
-waits out the whole spin), then sets ``sleeping``, fences, re-checks and FUTEX_WAITs (shared,
+Doorbells. A futex word per worker (``sleeping``) plus a ``rung`` flag. ``park`` polls for
+``spin_us``, calling sched_yield between polls, unless more of the mesh's workers are awake than
+this process may use cores (then spinning only takes the time slice of the peer it waits for:
+it goes to sleep at once); then it sets ``sleeping``, fences, re-checks and FUTEX_WAITs (shared,
 not private, so unrelated processes that attached by name work too). A writer fences after
-publishing ``head`` and, only if the receiver sleeps, clears the word and FUTEX_WAKEs it. The
-``rung`` flag carries everything else: "space freed" or "please roll" (reader to a writer that
-set ``want``) and explicit ``wake``.
+publishing and, only if the receiver sleeps, clears the word and FUTEX_WAKEs it. The ``rung``
+flag carries everything else: "space freed" or "please roll" (reader to a writer that set
+``want``) and explicit ``wake``.
 
 Memory order: plain aligned 8-byte loads and stores through memoryviews, relying on x86-64 TSO;
 other CPUs get full fences around head/tail publication. An endpoint belongs to one thread, and
@@ -41,6 +58,7 @@ from __future__ import annotations
 import atexit
 import os
 import pickle
+import re
 import time
 from collections import deque
 from typing import Iterable, Union
@@ -48,7 +66,7 @@ from typing import Iterable, Union
 import pyarrow as pa
 
 from ._codec import byte_view
-from ._segment import Segment, job_prefix, sweep, sweep_stale
+from ._segment import PAGE, Segment, job_prefix, sweep, sweep_stale
 from ._sync import WEAK_ORDERING, fence, futex_wait, futex_wake
 
 BytesLike = Union[bytes, bytearray, memoryview, pickle.PickleBuffer, pa.Buffer]
@@ -57,13 +75,25 @@ Message = Union[bytes, memoryview]
 _HDR = 256                      # ring header bytes
 _HEAD, _TAIL = 0, 8             # u64 indexes in a ring header
 _WANT, _ROLLREQ = 32, 33        # u32 indexes in a ring header
-_MSG, _WRAP, _ROLL = 1, 2, 3    # record kinds
-_MAGIC = 0x53504B54494D4531     # control segment: u64[0] magic, u64[1] workers, doorbells at 256
+_MSG, _WRAP, _ROLL, _PART = 1, 2, 3, 4      # record kinds
+_MAGIC = 0x53504B54494D4532     # control segment: u64 magic, workers, limit, ring bytes
+_LIMIT, _RING = 2, 3            # u64 indexes of the bound and the first size of a ring
+SENDER_BYTES = 4 << 20
+"""Bytes of ring a sender starts with, shared among its destinations."""
+MIN_RING = 64 << 10
+"""The smallest first size of a ring."""
+LIMIT_ENV = "SPARKTIMELY_SHM_LIMIT"
 
 
 def _bell(index: int) -> int:
-    """u32 index of a worker's doorbell (``sleeping``; ``rung`` follows) in the control segment."""
+    """u32 index of a worker's block in the control segment: ``sleeping``, then ``rung``,
+    ``mail`` and, as a u64 at u32 index + 4, the bytes of ring the worker has reserved."""
     return 64 + 16 * index
+
+
+def _created(num_workers: int, src: int, dst: int) -> int:
+    """u32 index of the word that says the ring ``src -> dst`` exists."""
+    return _bell(num_workers) + src * num_workers + dst
 
 
 def _ring_name(prefix: str, src: int, dst: int, gen: int) -> str:
@@ -74,24 +104,45 @@ def _align8(n: int) -> int:
     return (n + 7) & -8
 
 
-class _Out:
-    """Writer side of the ring ``ep.index -> target`` and its overflow queue."""
+def parse_bytes(text: str) -> int:
+    """A size such as ``512M``, ``2G``, ``64k`` or ``1048576`` in bytes.
 
-    def __init__(self, ep: Endpoint, target: int):
+    >>> parse_bytes("512M"), parse_bytes("1.5g"), parse_bytes("4096")
+    (536870912, 1610612736, 4096)
+    """
+    match = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([kmgt]?)i?b?\s*", text.lower())
+    if match is None:
+        raise ValueError(f"${LIMIT_ENV}={text!r}: expected a size such as 512M, 2G or 1048576")
+    return int(float(match[1]) * 1024 ** "_kmgt".index(match[2] or "_"))
+
+
+class _Out:
+    """Writer side of the ring ``ep.index -> target`` and its overflow queue (entries:
+    ``[message, bytes of it already sent in parts]``)."""
+
+    def __init__(self, ep: Endpoint, target: int, cap: int):
         self.ep, self.target, self.gen = ep, target, 0
-        self.pending: deque[bytes] = deque()
+        self.pending: deque[list] = deque()
         self.pending_bytes = 0
-        self._use(Segment.attach(_ring_name(ep.prefix, ep.index, target, 0), ep.directory))
+        self._use(Segment.create(_ring_name(ep.prefix, ep.index, target, 0), _HDR + cap,
+                                 ep.directory))
+        ep.reserved += self.seg.size
 
     def _use(self, seg: Segment) -> None:
         self.seg, self.cap = seg, seg.size - _HDR
         self.head, self.tail = seg.u64[_HEAD], seg.u64[_TAIL]
 
     def write(self, parts: list[memoryview], n: int) -> bool:
-        """Write one message made of ``parts`` (``n`` bytes); False if the ring lacks space."""
+        """Write one message made of ``parts`` (``n`` bytes); False if the ring lacks space,
+        or the message needs a larger ring than the mesh's bound allows."""
         size = 8 + _align8(n)
-        if 2 * (size + 8) > self.cap:
-            self._roll(max(2 * self.cap, 2 * (size + 8)))
+        if 2 * (size + 8) > self.cap and not self._grow(2 * (size + 8)):
+            return False
+        return self._record(_MSG, parts, n)
+
+    def _record(self, kind: int, parts: list[memoryview], n: int) -> bool:
+        """Append one record of ``kind``; False if the ring lacks space."""
+        size = 8 + _align8(n)
         pos = self.head % self.cap
         skip = self.cap - pos if pos + size > self.cap else 0
         need = skip + size + 8  # keep 8 bytes free for a ROLL record
@@ -101,12 +152,12 @@ class _Out:
                 if not self.seg.u32[_ROLLREQ]:
                     return False
                 self._roll(self.cap)
-                return self.write(parts, n)
+                return self._record(kind, parts, n)
         q, buf = self.seg.u64, self.seg.buf
         if skip:
             q[(_HDR + pos) >> 3] = _WRAP
             pos = 0
-        q[(_HDR + pos) >> 3] = n << 8 | _MSG
+        q[(_HDR + pos) >> 3] = n << 8 | kind
         off = _HDR + pos + 8
         for part in parts:
             buf[off:off + len(part)] = part
@@ -117,10 +168,19 @@ class _Out:
         q[_HEAD] = self.head
         return True
 
+    def _grow(self, need: int) -> bool:
+        """Roll to a ring of at least ``need`` bytes, if the mesh's bound allows it."""
+        cap = max(2 * self.cap, -(-need // PAGE) * PAGE)
+        if not self.ep.may_reserve(cap - self.cap):
+            return False
+        self._roll(cap)
+        return True
+
     def _roll(self, cap: int) -> None:
         ep = self.ep
         seg = Segment.create(_ring_name(ep.prefix, ep.index, self.target, self.gen + 1),
                              _HDR + cap, ep.directory)
+        ep.reserved += seg.size - self.seg.size
         self.seg.u64[(_HDR + self.head % self.cap) >> 3] = _ROLL
         if WEAK_ORDERING:
             fence()
@@ -129,11 +189,31 @@ class _Out:
         self.gen += 1
         self._use(seg)
 
+    def _write_parts(self, entry: list) -> bool:
+        """Write what is left of a queued message too large for the ring as PART records
+        (the first starting with the message's length); True once all of it is written."""
+        data, done = entry
+        piece = max(((self.cap // 4) & -8) - 16, 8)
+        while done < len(data):
+            chunk = memoryview(data)[done:done + piece]
+            parts = [chunk] if done else [memoryview(len(data).to_bytes(8, "little")), chunk]
+            if not self._record(_PART, parts, len(chunk) + (0 if done else 8)):
+                entry[1] = done
+                return False
+            done += len(chunk)
+        return True
+
     def flush(self) -> bool:
         """Write queued messages in order; True when the queue is empty."""
         while self.pending:
-            data = self.pending[0]
-            if not self.write([memoryview(data)], len(data)):
+            entry = self.pending[0]
+            data, done = entry
+            if not done and self.write([memoryview(data)], len(data)):
+                pass
+            elif done or 2 * (8 + _align8(len(data)) + 8) > self.cap:   # too large: in parts
+                if not self._write_parts(entry):
+                    return False
+            else:
                 return False
             self.pending.popleft()
             self.pending_bytes -= len(data)
@@ -141,12 +221,14 @@ class _Out:
 
     def put(self, parts: list[memoryview] | None = None, n: int = 0) -> bool:
         """Write the queue, then ``parts`` if given. On failure ask the reader to ring us when it
-        frees space (``want``; a Dekker pair with ``_In.publish``) and retry once."""
+        frees space (``want``; a Dekker pair with ``_In.publish``), tell it to look, and retry
+        once."""
         if self.flush() and (parts is None or self.write(parts, n)):
             return True
         u = self.seg.u32
         u[_ROLLREQ], u[_WANT] = 0, 1
         fence()
+        self.ep.post(self.target)                  # so that its next recv sees the request
         return self.flush() and (parts is None or self.write(parts, n))
 
     def close(self) -> None:
@@ -177,15 +259,14 @@ class _In:
 
     def __init__(self, ep: Endpoint, src: int):
         self.ep, self.src, self.gen, self.closed = ep, src, 0, False
+        self._joining: pa.Buffer | None = None          # a message arriving in parts
+        self._joined = 0
         self._use(Segment.attach(_ring_name(ep.prefix, src, ep.index, 0), ep.directory))
 
     def _use(self, seg: Segment) -> None:
         self.seg, self.cap = seg, seg.size - _HDR
         self.read = self.tail = seg.u64[_TAIL]
         self.leases: deque[_Lease] = deque()
-
-    def has_data(self) -> bool:
-        return self.seg.u64[_HEAD] != self.read
 
     def poll(self, out: list[tuple[int, Message]], epoch: int) -> None:
         """Append every available message to ``out`` and publish the new ``tail``."""
@@ -210,16 +291,33 @@ class _In:
                     fence()
                 continue
             start = _HDR + pos + 8
-            if n < self.ep.copy_below:
-                msg: Message = self.seg.buf[start:start + n].tobytes()
+            if kind == _PART:
+                joined = self._join(self.seg.buf[start:start + n])
+                if joined is not None:
+                    out.append((self.src, joined))
+            elif n < self.ep.copy_below:
+                out.append((self.src, self.seg.buf[start:start + n].tobytes()))
             else:
                 lease = _Lease(self, self.read, epoch)
                 self.leases.append(lease)
                 self.seg.pin()
-                msg = memoryview(pa.foreign_buffer(self.seg.address + start, n, _Guard(lease)))
+                out.append((self.src, memoryview(
+                    pa.foreign_buffer(self.seg.address + start, n, _Guard(lease)))))
             self.read += 8 + _align8(n)
-            out.append((self.src, msg))
         self.publish()
+
+    def _join(self, part: memoryview) -> memoryview | None:
+        """Copy one PART record out; the whole message once its last part arrived."""
+        if self._joining is None:
+            self._joining = pa.allocate_buffer(int.from_bytes(part[:8], "little"))
+            self._joined, part = 0, part[8:]
+        view = memoryview(self._joining).cast("B")
+        view[self._joined:self._joined + len(part)] = part
+        self._joined += len(part)
+        if self._joined < len(view):
+            return None
+        self._joining = None
+        return view.toreadonly()
 
     def _follow_roll(self) -> None:
         old = self.seg
@@ -283,61 +381,128 @@ class Endpoint:
         self.copy_below, self._spin = copy_below, spin_us * 1e-6
         self._ctl = Segment.attach(mesh.name + "-ctl", mesh.directory)
         self._bell = _bell(index)
+        self._mail = self._bell + 2
+        self._reserved_at = (self._bell + 4) >> 1
+        self._ring_bytes = self._ctl.u64[_RING]
+        self._limit = self._ctl.u64[_LIMIT]
+        self._cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+            os.cpu_count() or 1)
         self._epoch = 0
         self._blocked: set[int] = set()
-        self._in = [_In(self, s) for s in range(self.num_workers)]
-        self._out = [_Out(self, t) for t in range(self.num_workers)]
+        self._later: set[int] = set()
+        self._in: list[_In | None] = [None] * self.num_workers
+        self._out: list[_Out | None] = [None] * self.num_workers
 
-    def send(self, target: int, parts: Iterable[BytesLike]) -> None:
-        """Send the concatenation of ``parts`` as one message to worker ``target``. Never blocks:
-        if the ring is full the message is copied to an overflow queue (see ``pending_bytes``)."""
+    # -- reserved bytes (this worker's rings) -------------------------------------------------
+
+    @property
+    def reserved(self) -> int:
+        """Bytes of ring this worker's current generations take."""
+        return self._ctl.u64[self._reserved_at]
+
+    @reserved.setter
+    def reserved(self, value: int) -> None:
+        self._ctl.u64[self._reserved_at] = value
+
+    def may_reserve(self, extra: int) -> bool:
+        """Whether ``extra`` more bytes of ring keep the mesh within its bound."""
+        q = self._ctl.u64
+        total = sum(q[(_bell(w) + 4) >> 1] for w in range(self.num_workers))
+        return total + extra <= self._limit
+
+    # -- sending ------------------------------------------------------------------------------
+
+    def _out_to(self, target: int) -> _Out:
         out = self._out[target]
+        if out is None:
+            out = self._out[target] = _Out(self, target, self._ring_bytes)
+            self._ctl.u32[_created(self.num_workers, self.index, target)] = 1
+        return out
+
+    def send(self, target: int, parts: Iterable[BytesLike], notify: bool = True) -> None:
+        """Send the concatenation of ``parts`` as one message to worker ``target``. Never blocks:
+        if the ring is full the message is copied to an overflow queue (see ``pending_bytes``).
+        ``notify=False`` wakes a sleeping ``target`` only at the next ``flush``."""
+        out = self._out[target] or self._out_to(target)
         views = [byte_view(p) for p in parts]
         n = sum(len(v) for v in views)
         if not out.put(views, n):
-            out.pending.append(b"".join(views))
+            out.pending.append([b"".join(views), 0])
             out.pending_bytes += n
             self._blocked.add(target)
-        self._notify(target)
+        self._ctl.u32[_bell(target) + 2] = 1                     # mail for the target
+        if notify:
+            self._notify(target)
+        else:
+            self._later.add(target)
 
     def try_send(self, target: int, parts: Iterable[BytesLike]) -> bool:
         """Like ``send`` but never queues: False if the ring is full (``park`` returns once the
         receiver frees space). Avoids the overflow copy for large messages."""
-        out = self._out[target]
+        out = self._out[target] or self._out_to(target)
         views = [byte_view(p) for p in parts]
         sent = out.put(views, sum(len(v) for v in views))
-        self._notify(target)
+        self.post(target)
         return sent
+
+    def post(self, target: int) -> None:
+        """Tell ``target`` to look at its rings, and wake it if it sleeps."""
+        self._ctl.u32[_bell(target) + 2] = 1
+        self._notify(target)
+
+    # -- receiving ----------------------------------------------------------------------------
 
     def recv(self) -> list[tuple[int, Message]]:
         """All available messages as ``(source, message)``, FIFO per source. Messages of at least
         ``copy_below`` bytes are zero-copy read-only memoryviews; drop them to free ring space."""
         if self._blocked:
             self.flush()
+        u = self._ctl.u32
+        if not u[self._mail]:
+            return []
+        u[self._mail] = 0
+        fence()
         self._epoch += 1
         out: list[tuple[int, Message]] = []
-        for ring in self._in:
+        rings = self._in
+        for src in range(self.num_workers):
+            ring = rings[src]
+            if ring is None:
+                if not u[_created(self.num_workers, src, self.index)]:
+                    continue
+                ring = rings[src] = _In(self, src)
             ring.poll(out, self._epoch)
             ring.check_retained(self._epoch)
         return out
 
+    def crowded(self) -> bool:
+        """Whether more of the mesh's workers are awake than this process may use cores, so
+        that waiting by spinning takes the time slice of the worker waited for."""
+        if self.num_workers <= self._cores:
+            return False
+        u = self._ctl.u32
+        awake = sum(1 for w in range(self.num_workers) if not u[_bell(w)])
+        return awake > self._cores
+
     def park(self, timeout: float | None = None) -> bool:
         """Wait until a message arrives, output space was freed, ``wake`` was called, or
-        ``timeout`` seconds pass (None: no limit). Spins ``spin_us`` first, then sleeps on the
-        futex. Returns False on timeout."""
-        if self._blocked:
+        ``timeout`` seconds pass (None: no limit). Spins ``spin_us`` first (unless the host's
+        workers outnumber its cores), then sleeps on the futex. Returns False on timeout."""
+        if self._blocked or self._later:
             self.flush()
         if self._ready():
             return True
         now = time.perf_counter()
         end = None if timeout is None else now + timeout
-        spin_end = now + self._spin if end is None else min(now + self._spin, end)
-        while time.perf_counter() < spin_end:
-            if self._ready():
-                return True
-            os.sched_yield()
+        if self._spin and not self.crowded():
+            spin_end = now + self._spin if end is None else min(now + self._spin, end)
+            while time.perf_counter() < spin_end:
+                if self._ready():
+                    return True
+                os.sched_yield()
         for ring in self._in:
-            ring.check_retained(self._epoch + 1)  # views held while idle are retained
+            if ring is not None:
+                ring.check_retained(self._epoch + 1)  # views held while idle are retained
         u, w = self._ctl.u32, self._bell
         while True:
             u[w] = 1
@@ -358,25 +523,40 @@ class Endpoint:
         self._notify(target)
 
     def flush(self) -> bool:
-        """Move queued output into rings where possible; True when nothing is queued."""
+        """Move queued output into rings where possible and wake the workers sent to with
+        ``notify=False``; True when nothing is queued."""
         for target in list(self._blocked):
-            if self._out[target].put():
+            out = self._out[target]
+            assert out is not None
+            if out.put():
                 self._blocked.discard(target)
-            self._notify(target)
+            self.post(target)
+        later = self._later
+        if later:
+            fence()
+            u = self._ctl.u32
+            for target in later:
+                w = _bell(target)
+                if u[w]:
+                    u[w] = 0
+                    futex_wake(self._ctl.address + 4 * w)
+            later.clear()
         return not self._blocked
 
     @property
     def pending_bytes(self) -> int:
         """Bytes waiting in overflow queues (not yet visible to their receivers)."""
-        return sum(out.pending_bytes for out in self._out)
+        return sum(out.pending_bytes for out in self._out if out is not None)
 
     def close(self) -> None:
         """Unmap everything; segments with live zero-copy views stay mapped until those die.
         Queued output is dropped."""
         for ring in self._in:
-            ring.close()
+            if ring is not None:
+                ring.close()
         for out in self._out:
-            out.close()
+            if out is not None:
+                out.close()
         self._ctl.close()
 
     def _ready(self) -> bool:
@@ -384,7 +564,7 @@ class Endpoint:
         if u[self._bell + 1]:
             u[self._bell + 1] = 0
             return True
-        return any(ring.has_data() for ring in self._in)
+        return bool(u[self._mail])
 
     def _notify(self, target: int) -> None:
         fence()
@@ -405,11 +585,15 @@ class Mesh:
 
     The creator unlinks everything (``unlink``, the context manager, or at exit); workers call
     ``endpoint(index)`` after fork, or ``Mesh.attach(name).endpoint(index)`` from any process.
+    Rings appear as workers first send to each other.
 
     >>> from sparktimely.shm import Mesh, segments
     >>> with Mesh.create(3, ring_bytes=1 << 16) as mesh:
-    ...     len(segments(mesh.name)), Mesh.attach(mesh.name).num_workers
-    (10, 3)
+    ...     with mesh.endpoint(0) as a, mesh.endpoint(2) as c:
+    ...         a.send(2, [b"hi"])
+    ...         made = len(segments(mesh.name)), c.recv()
+    ...     made, Mesh.attach(mesh.name).num_workers
+    ((2, [(0, b'hi')]), 3)
     """
 
     def __init__(self, name: str, num_workers: int, directory: str | None):
@@ -417,11 +601,14 @@ class Mesh:
         self._creator: int | None = None
 
     @classmethod
-    def create(cls, num_workers: int, prefix: str | None = None, ring_bytes: int = 4 << 20,
-               directory: str | None = None) -> Mesh:
-        """Create the control segment and the n*n rings of ``ring_bytes`` each. ``prefix`` is a
-        ``job_prefix()``-style name (a fresh one by default); ``directory`` forces where segments
-        live. Segments of dead jobs are swept first."""
+    def create(cls, num_workers: int, prefix: str | None = None, ring_bytes: int | None = None,
+               directory: str | None = None, limit: int | None = None) -> Mesh:
+        """Create the control segment. ``prefix`` is a ``job_prefix()``-style name (a fresh one
+        by default); ``directory`` forces where segments live. ``ring_bytes`` is the first size
+        of each ring (default: ``SENDER_BYTES`` over the n - 1 destinations of a sender, at
+        least ``MIN_RING``); ``limit`` bounds the bytes of ring of the whole mesh (default
+        ``$SPARKTIMELY_SHM_LIMIT``, else half the size of the directory the segments live
+        in). Segments of dead jobs are swept first."""
         sweep_stale(directory)
         mesh = cls(prefix or job_prefix(), num_workers, directory)
         if not mesh.name.startswith("sparktimely-"):
@@ -429,13 +616,21 @@ class Mesh:
         mesh._creator = os.getpid()
         atexit.register(mesh._at_exit)
         try:
-            ctl = Segment.create(mesh.name + "-ctl", 4 * _bell(num_workers), directory)
+            ctl = Segment.create(mesh.name + "-ctl",
+                                 4 * _created(num_workers, num_workers, 0), directory)
+            if limit is None:
+                configured = os.environ.get(LIMIT_ENV, "")
+                if configured:
+                    limit = parse_bytes(configured)
+                else:
+                    room = os.statvfs(os.path.dirname(ctl.path))
+                    limit = room.f_blocks * room.f_frsize // 2
+            if ring_bytes is None:
+                share = min(SENDER_BYTES, limit // num_workers) // max(num_workers - 1, 1)
+                ring_bytes = max(MIN_RING, share - share % PAGE - _HDR)
+            ctl.u64[_LIMIT], ctl.u64[_RING] = limit, ring_bytes
             ctl.u64[1], ctl.u64[0] = num_workers, _MAGIC
             ctl.close()
-            for src in range(num_workers):
-                for dst in range(num_workers):
-                    Segment.create(_ring_name(mesh.name, src, dst, 0), _HDR + ring_bytes,
-                                   directory).close()
         except BaseException:
             mesh.unlink()
             raise

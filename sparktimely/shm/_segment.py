@@ -261,7 +261,8 @@ def _no_space(error: OSError, directory: str, size: int) -> OSError:
     return NoSpaceError(
         f"no room for a {_mib(size)} shared-memory segment in {directory} ({room}): set "
         f"{ENV_DIR} to a directory with more space (a local disk or a larger tmpfs), give the "
-        f"container a larger /dev/shm, or run fewer workers per host")
+        f"container a larger /dev/shm, lower the bound on what a host's workers reserve "
+        f"(SPARKTIMELY_SHM_LIMIT, e.g. 256M), or run fewer workers per host")
 
 
 def _mib(n: int) -> str:

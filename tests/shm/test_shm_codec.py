@@ -54,9 +54,9 @@ def batch_of(rows: int, seed: int = 0) -> pa.RecordBatch:
 def test_arrow_round_trip_zero_copy_and_slot_reuse_after_release():
     batch = batch_of(20_000)
     with Mesh.create(2, ring_bytes=1 << 20) as mesh, mesh.endpoint(0) as a, mesh.endpoint(1) as b:
-        seg = b._in[0].seg
         a.send(1, encode_arrow(batch))
         [(_, msg)] = b.recv()
+        seg = b._in[0].seg                    # the ring appears with the first message
         got = decode_arrow(msg)
         assert got.equals(batch) and message_kind(msg) == ARROW
         addresses = [buf.address for col in got.columns for buf in col.buffers() if buf is not None]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import random
+import time
 
 import pytest
 
-from sparktimely.shm import Mesh
+from sparktimely.shm import Mesh, segments
+from sparktimely.shm._mesh import SENDER_BYTES
 
 RING = 1 << 16
 
@@ -82,10 +84,10 @@ def test_mutual_flood_does_not_deadlock(procs):
 
 def test_zero_copy_slot_is_reused_only_after_release():
     with Mesh.create(2, ring_bytes=RING) as mesh, mesh.endpoint(0) as a, mesh.endpoint(1, copy_below=0) as b:
-        ring = b._in[0]
-        lo, hi = ring.seg.address, ring.seg.address + ring.seg.size
         a.send(1, [b"A" * 20000])
         [(_, held)] = b.recv()
+        ring = b._in[0]                       # the ring appears with the first message
+        lo, hi = ring.seg.address, ring.seg.address + ring.seg.size
         held_addr = memoryview(held).obj.address
         assert isinstance(held, memoryview) and lo <= held_addr < hi
         sent = 0
@@ -125,3 +127,59 @@ def test_small_messages_are_copied_out():
         a.send(1, [b"y" * 100])
         (_, small), (_, large) = b.recv()
         assert type(small) is bytes and isinstance(large, memoryview) and large.readonly
+
+
+def test_rings_appear_only_between_workers_that_talk():
+    with Mesh.create(4, ring_bytes=RING) as mesh:
+        with mesh.endpoint(0) as a, mesh.endpoint(2) as c, mesh.endpoint(3) as d:
+            a.send(2, [b"to two"])
+            assert c.recv() == [(0, b"to two")] and d.recv() == []
+            rings = sorted(os.path.basename(path)[len(mesh.name):] for path in segments(mesh.name))
+    assert rings == ["-ctl", "-r0-2-g0"]
+
+
+def test_first_rings_share_a_budget_per_sender_within_the_bound():
+    for workers, limit in [(2, 1 << 30), (5, 1 << 30), (8, 16 << 20)]:
+        with Mesh.create(workers, limit=limit) as mesh, mesh.endpoint(0) as ep:
+            share = min(SENDER_BYTES, limit // workers) // (workers - 1)
+            assert share - 4096 < ep._ring_bytes + 256 <= share
+            for target in range(1, workers):
+                ep.send(target, [b"x"])
+            assert ep.reserved <= min(SENDER_BYTES, limit // workers)
+
+
+def test_a_message_beyond_the_bound_arrives_whole_in_parts():
+    """The bound forbids a ring large enough for the message: it crosses in PART records,
+    in order with the messages around it, and no ring grows."""
+    with Mesh.create(2, ring_bytes=RING, limit=4 * RING) as mesh, \
+            mesh.endpoint(0) as a, mesh.endpoint(1) as b:
+        sent = [b"before", bytes(range(256)) * (40 * RING // 256) + b"tail", b"after"]
+        for message in sent:
+            a.send(1, [message])
+        received = []
+        while len(received) < 3:
+            a.flush()
+            received += [bytes(m) for _, m in b.recv()]
+        assert received == sent
+        assert a._out[1].gen == 0 and a.reserved <= 4 * RING
+
+
+def _wait_parked(mesh, me):
+    with mesh.endpoint(me, spin_us=0) as ep:
+        return ep.park(20.0)
+
+
+@pytest.mark.timeout(60)
+def test_a_mesh_with_more_awake_workers_than_cores_is_crowded(procs):
+    cores = len(os.sched_getaffinity(0))
+    with Mesh.create(cores + 1, ring_bytes=RING) as mesh, mesh.endpoint(0) as ep:
+        assert ep.crowded()                   # the others have not gone to sleep
+        for other in range(1, cores + 1):
+            procs.start(_wait_parked, mesh, other)
+        deadline = time.monotonic() + 20
+        while ep.crowded():
+            assert time.monotonic() < deadline, "the parked workers still count as awake"
+            time.sleep(0.01)
+        for other in range(1, cores + 1):
+            ep.wake(other)
+        assert procs.results() == [True] * cores

@@ -107,11 +107,13 @@ def test_creator_unlinks_at_exit():
 def test_env_dir_forces_file_backed_segments(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARKTIMELY_SHM_DIR", str(tmp_path))
     with Mesh.create(2, ring_bytes=1 << 16) as mesh:
-        assert len(os.listdir(tmp_path)) == 5
+        assert len(os.listdir(tmp_path)) == 1        # the control segment; rings come later
         with mesh.endpoint(0) as a, mesh.endpoint(1) as b:
             a.send(1, [b"x" * 100_000])  # larger than the ring: rolls, also inside tmp_path
             [(src, msg)] = b.recv()
             assert src == 0 and bytes(msg) == b"x" * 100_000
+            assert {name.rsplit("-", 3)[-3:] == ["r0", "1", "g1"] for name in os.listdir(tmp_path)
+                    } == {False, True}            # the control segment and the rolled ring
             del msg
     assert os.listdir(tmp_path) == []
 
@@ -123,10 +125,11 @@ def test_small_dev_shm_falls_back_with_one_log_line(tmp_path, monkeypatch, caplo
     caplog.set_level(logging.WARNING, logger="sparktimely.shm")
     with Mesh.create(2) as mesh:
         where = tmp_path / "sparktimely-shm"
-        assert len(os.listdir(where)) == 5
+        assert len(os.listdir(where)) == 1
         with mesh.endpoint(0) as a, mesh.endpoint(1) as b:
             a.send(1, [b"ping"])
             assert b.recv() == [(0, b"ping")]
+            assert len(os.listdir(where)) == 2     # the ring 0 -> 1, made by the first send
     assert os.listdir(where) == []
     lines = [r for r in caplog.records if r.name == "sparktimely.shm"]
     assert len(lines) == 1 and "/dev/shm has 1.0 MiB free" in lines[0].getMessage()
