@@ -136,6 +136,11 @@ class _SessionAllocator:
         self._queued: list[tuple[int, tuple]] = []
         self.index, self.peers = session.index, session.peers
         self.waiting = False
+        # the worker's hot calls; once connected they go straight to the transport
+        self.send: Callable[[int, tuple], None] = self._send_queued
+        self.receive: Callable[[], list[tuple[int, tuple]]] = self._receive_connecting
+        self.flush: Callable[[], bool] = self._flush_connecting
+        self.crowded: Callable[[], bool] = lambda: False
 
     @property
     def transport(self) -> Any:
@@ -145,10 +150,12 @@ class _SessionAllocator:
     def connect(self) -> None:
         if self._inner is None:
             with self.waiting_for_others():
-                self._inner = self._session.connect()
+                inner = self._inner = self._session.connect()
             for target, message in self._queued:
-                self._inner.send(target, message)
+                inner.send(target, message)
             self._queued = []
+            self.send, self.receive = inner.send, inner.receive
+            self.flush, self.crowded = inner.flush, inner.crowded
 
     @contextmanager
     def waiting_for_others(self):
@@ -158,17 +165,14 @@ class _SessionAllocator:
         finally:
             self.waiting = False
 
-    def send(self, target: int, message: tuple) -> None:
-        if self._inner is None:
-            self._queued.append((target, message))      # built before the plan was known
-        else:
-            self._inner.send(target, message)
+    def _send_queued(self, target: int, message: tuple) -> None:
+        self._queued.append((target, message))          # built before the plan was known
 
-    def receive(self) -> list[tuple[int, tuple]]:
+    def _receive_connecting(self) -> list[tuple[int, tuple]]:
         self.connect()
         return self._inner.receive()
 
-    def flush(self) -> bool:
+    def _flush_connecting(self) -> bool:
         self.connect()
         return self._inner.flush()
 

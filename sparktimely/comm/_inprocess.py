@@ -154,6 +154,9 @@ class InProcessAllocator:
     def flush(self) -> bool:
         return True
 
+    def crowded(self) -> bool:
+        return False              # workers take turns: nobody spins against anybody
+
     def close(self) -> None:
         pass
 

@@ -16,8 +16,8 @@ class Allocator(Protocol):
     """What a worker needs from the communication layer.
 
     >>> from sparktimely.comm import Allocator, ShmAllocator
-    >>> [name for name in ("send", "receive", "park", "wake", "flush", "close", "abort")
-    ...  if not hasattr(ShmAllocator, name)]
+    >>> [name for name in ("send", "receive", "park", "wake", "flush", "crowded", "close",
+    ...                    "abort") if not hasattr(ShmAllocator, name)]
     []
     """
 
@@ -25,7 +25,8 @@ class Allocator(Protocol):
     peers: int
 
     def send(self, target: int, message: tuple) -> None:
-        """Queue ``message`` for worker ``target`` (never blocks)."""
+        """Queue ``message`` for worker ``target`` (never blocks; a parked ``target`` may be
+        woken only at the next ``flush``)."""
 
     def receive(self) -> list[tuple[int, tuple]]:
         """Every message that has arrived, as ``(source, message)``, FIFO per source."""
@@ -37,7 +38,12 @@ class Allocator(Protocol):
         """Make this worker's current or next ``park`` return (safe from any thread)."""
 
     def flush(self) -> bool:
-        """Push queued output on; True when nothing is left queued."""
+        """Push queued output on and wake the peers it is for; True when nothing is left
+        queued."""
+
+    def crowded(self) -> bool:
+        """Whether this host's workers that are awake outnumber the cores this process may
+        use (waiting by spinning would then take a peer's time slice)."""
 
     def close(self) -> None:
         """Release the transport once everything sent has left."""
@@ -66,7 +72,7 @@ class ShmAllocator:
         self.endpoint = endpoint
 
     def send(self, target: int, message: tuple) -> None:
-        self.endpoint.send(target, encode(message))
+        self.endpoint.send(target, encode(message), notify=False)
 
     def receive(self) -> list[tuple[int, tuple]]:
         return [(source, decode(data)) for source, data in self.endpoint.recv()]
@@ -79,6 +85,9 @@ class ShmAllocator:
 
     def flush(self) -> bool:
         return self.endpoint.flush()
+
+    def crowded(self) -> bool:
+        return self.endpoint.crowded()
 
     def close(self) -> None:
         self.endpoint.close()

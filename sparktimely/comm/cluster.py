@@ -21,12 +21,17 @@ Spark integration (one barrier task per worker):
    ``worker.run()``; the creator may remove the mesh once every member's worker has closed.
 
 One TCP connection links every pair of workers in different groups. Small output is written
-by the worker's own thread at ``flush`` (one ``sendmsg`` per connection and step); bulk
-output goes through a writer thread per connection, so partitioning the next batch overlaps
-sending this one. A reader thread per connection receives frames into an inbox and rings the
-worker's doorbell. Workers of one host use the mesh, so a source always uses one path and
-messages stay FIFO per source. A connection that drops without a goodbye makes ``receive``,
-``send`` or ``close`` raise :class:`PeerLost` naming the worker and its address.
+by the worker's own thread at ``flush`` (one non-blocking ``sendmsg`` per connection and step);
+bulk output, and whatever the kernel did not take at once, goes through a writer thread per
+connection, so partitioning the next batch overlaps sending this one. Input is read by the
+worker's own thread, without blocking, at every ``receive``: no reader thread waits for the
+interpreter lock while the worker steps (with the 5 ms switch interval that cost a round up
+to 8 ms). A worker with only remote peers parks in ``epoll`` on its sockets (and an eventfd
+for ``wake``); one that also has a shared-memory mesh parks on its doorbell, and a watcher
+thread, armed only while it is parked, rings that doorbell when a socket becomes readable.
+Workers of one host use the mesh, so a source always uses one path and messages stay FIFO
+per source. A connection that drops without a goodbye makes ``receive``, ``send``, ``park``
+or ``close`` raise :class:`PeerLost` naming the worker and its address.
 (Connections are per worker rather than per process: every worker is an OS process of its
 own, so "the process's sockets" are the worker's, and no extra hop through a router process
 is paid.)
@@ -34,11 +39,12 @@ is paid.)
 from __future__ import annotations
 
 import os
+import select
 import socket
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import pyarrow as pa
 
@@ -118,17 +124,23 @@ class _Link:
     """The TCP connection from this worker to one remote worker.
 
     Writing: ``send`` frames a message into a local list. ``flush`` writes a small amount at
-    once from the worker's thread if nothing is in flight; more than ``_HAND_OFF`` bytes go
-    to the writer thread, so the worker prepares its next batch while the kernel copies this
-    one, and ``send`` waits while more than ``_IN_FLIGHT`` bytes are still unwritten. Either
-    way bytes leave in ``send`` order. Reading: a reader thread feeds the shared inbox.
+    once, without blocking, from the worker's thread if nothing is in flight; more than
+    ``_HAND_OFF`` bytes, or what the kernel did not take, go to the writer thread, so the
+    worker prepares its next batch while the kernel copies this one, and ``send`` waits while
+    more than ``_IN_FLIGHT`` bytes are still unwritten (reading meanwhile, so that two workers
+    sending to each other cannot wait for each other). Either way bytes leave in ``send``
+    order. Reading: ``read`` takes what has arrived, without blocking, from the worker's
+    thread; a large frame is received straight into a buffer of its own, over as many calls
+    as it takes.
     """
 
-    def __init__(self, sock: socket.socket, me: int, peer: int, name: str, inbox: deque,
-                 wake: Callable[[], None]) -> None:
+    def __init__(self, sock: socket.socket, me: int, peer: int, name: str,
+                 wake: Callable[[], None], drain: Callable[[], None]) -> None:
         self.sock, self.me, self.peer, self.name = sock, me, peer, name
+        self.fd = sock.fileno()
         self.failure: PeerLost | None = None
-        self._inbox, self._wake = inbox, wake
+        self.ended = False                      # the peer said goodbye and closed
+        self._wake, self._drain = wake, drain
         self._frames: list[memoryview] = []     # worker thread only
         self._framed = 0
         self._cond = threading.Condition()
@@ -136,11 +148,12 @@ class _Link:
         self._in_flight = 0                     # bytes handed and not yet written
         self._closing = False
         self._goodbye = False
-        self._threads = [threading.Thread(target=target, daemon=True,
-                                          name=f"sparktimely-{kind}-{me}-{peer}")
-                         for kind, target in (("reader", self._read), ("writer", self._write))]
-        for thread in self._threads:
-            thread.start()
+        self._stage = memoryview(bytearray(_STAGE))
+        self._start = self._end = 0
+        self._large: tuple[pa.Buffer, memoryview, int] | None = None   # body, view, received
+        self._writer = threading.Thread(target=self._write, daemon=True,
+                                        name=f"sparktimely-writer-{me}-{peer}")
+        self._writer.start()
 
     # -- writing (worker thread) ------------------------------------------------------------
 
@@ -161,13 +174,22 @@ class _Link:
         if self._frames:
             if self._in_flight == 0 and self._framed < _HAND_OFF:
                 try:
-                    self._write_all(self._frames)
+                    self._write_now(self._frames)
                 except OSError as error:
                     raise self._lost(error) from None
-                self._frames, self._framed = [], 0
-            else:
+                self._framed = sum(view.nbytes for view in self._frames)
+            if self._frames:
                 self._hand_off()
         return self._in_flight == 0
+
+    def _write_now(self, views: list[memoryview]) -> None:
+        """Write what the kernel takes at once (consuming ``views``)."""
+        while views:
+            try:
+                sent = self.sock.sendmsg(views[:_IOV_MAX], [], socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                return
+            _consume(views, sent)
 
     def _hand_off(self, closing: bool = False) -> None:
         with self._cond:
@@ -175,27 +197,21 @@ class _Link:
             self._in_flight += self._framed
             self._closing = closing
             self._cond.notify_all()
-            while self._in_flight > _IN_FLIGHT and self.failure is None:
-                self._cond.wait()
         self._frames, self._framed = [], 0
+        while self._in_flight > _IN_FLIGHT and self.failure is None:
+            self._drain()                       # the peer may be waiting for us to read
+            with self._cond:
+                self._cond.wait(0.001)
         if self.failure is not None:
             raise self.failure
 
     def finish(self) -> None:
-        """Send everything and a goodbye, then stop writing (the reader goes on)."""
+        """Send everything and a goodbye, then stop writing (reading goes on)."""
         self.send([], GOODBYE)
         self._hand_off(closing=True)
 
-    def join(self) -> None:
-        """Wait until everything is written and the peer has said goodbye and closed (or
-        the connection failed)."""
-        for thread in self._threads:
-            while thread.is_alive():
-                thread.join(1.0)
-        self.sock.close()
-
     def abort(self) -> None:
-        """Drop the connection: both threads end at once."""
+        """Drop the connection: the writer thread ends at once."""
         with self._cond:
             self._closing = True
             self._cond.notify_all()
@@ -203,6 +219,12 @@ class _Link:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
+
+    def join(self) -> None:
+        """Wait for the writer thread, then close the socket."""
+        while self._writer.is_alive():
+            self._writer.join(1.0)
+        self.sock.close()
 
     # -- writing (writer thread) ------------------------------------------------------------
 
@@ -216,7 +238,9 @@ class _Link:
                     views, self._handed = self._handed, []
                 if not views:
                     break
-                written = self._write_all(views)
+                written = sum(view.nbytes for view in views)
+                while views:
+                    _consume(views, self.sock.sendmsg(views[:_IOV_MAX]))
                 with cond:
                     self._in_flight -= written
                     cond.notify_all()
@@ -227,51 +251,44 @@ class _Link:
                 cond.notify_all()
             self._wake()
 
-    def _write_all(self, views: list[memoryview]) -> int:
-        """Write ``views`` in order (consuming the list); returns the bytes written."""
-        total = 0
-        while views:
-            sent = self.sock.sendmsg(views[:_IOV_MAX])
-            total += sent
-            done = 0
-            while sent and sent >= views[done].nbytes:
-                sent -= views[done].nbytes
-                done += 1
-            if sent:
-                views[done] = views[done][sent:]
-            del views[:done]
-        return total
-
     def _lost(self, error: OSError) -> PeerLost:
         if self.failure is None:
             self.failure = PeerLost(f"lost connection to {self.name}: {error.strerror or error}")
         return self.failure
 
-    # -- reading (reader thread) ------------------------------------------------------------
+    # -- reading (worker thread) ------------------------------------------------------------
 
-    def _read(self) -> None:
+    def read(self, inbox: deque) -> None:
+        """Append every complete frame that has arrived to ``inbox``, without blocking; at the
+        end of the stream, mark the link ended (after a goodbye) or failed."""
+        if self.ended or self.failure is not None:
+            return
         try:
-            self._read_frames()
-            if not self._goodbye:
-                raise ConnectionError("the peer closed the connection without a goodbye "
-                                      "(its process died?)")
+            self._read(inbox)
         except OSError as error:
             self._lost(error)
         except Exception as error:
             self.failure = self.failure or PeerLost(f"failed to receive from {self.name}: "
                                                     f"{type(error).__name__}: {error}")
-        finally:
-            self._wake()
 
-    def _read_frames(self) -> None:
-        """Receive frames until EOF: small ones through a staging buffer (many per recv),
-        large ones straight into an aligned buffer of their own."""
-        sock, inbox, wake, peer = self.sock, self._inbox, self._wake, self.peer
-        stage = memoryview(bytearray(_STAGE))
-        start = end = 0
+    def _read(self, inbox: deque) -> None:
+        sock, stage, peer = self.sock, self._stage, self.peer
         while True:
-            delivered = False
-            while end - start >= FRAME.size:
+            if self._large is not None:                 # a large body, straight into place
+                body, view, got = self._large
+                count = _receive(sock, view[got:])
+                if count is None:
+                    return
+                if count == 0:
+                    raise ConnectionError("connection closed in the middle of a frame")
+                got += count
+                if got < view.nbytes:
+                    self._large = (body, view, got)
+                    continue
+                self._large = None
+                inbox.append((peer, body))
+            while self._end - self._start >= FRAME.size:
+                start = self._start
                 channel, source, target, length = FRAME.unpack_from(stage, start)
                 if (source, target) != (peer, self.me) or length > MAX_FRAME:
                     header = bytes(stage[start:start + FRAME.size])
@@ -279,50 +296,107 @@ class _Link:
                                           f"{channel}, {source} -> {target}, {length} bytes) "
                                           f"on the link {peer} -> {self.me}")
                 body_start = start + FRAME.size
-                if length >= _DIRECT:
-                    staged = min(end - body_start, length)
-                    body = self._read_large(stage[body_start:body_start + staged], length)
-                    start, end = (body_start + length, end) if staged == length else (0, 0)
-                elif end - body_start >= length:
-                    body = stage[body_start:body_start + length].tobytes()
-                    start = body_start + length
-                else:
+                staged = min(self._end - body_start, length)
+                if length >= _DIRECT and staged < length:
+                    body = pa.allocate_buffer(length)
+                    view = memoryview(body).cast("B")
+                    view[:staged] = stage[body_start:body_start + staged]
+                    self._start = self._end = 0
+                    self._large = (body, view, staged)
                     break
+                if staged < length:
+                    break
+                self._start = body_start + length
                 if channel == GOODBYE:
                     self._goodbye = True
                 else:
-                    inbox.append((peer, body))
-                    delivered = True
-            if delivered:
-                wake()
-            if start == end:
-                start = end = 0
-            elif start + FRAME.size + _DIRECT > _STAGE:
-                stage[:end - start] = stage[start:end]
-                start, end = 0, end - start
-            count = sock.recv_into(stage[end:])
-            if count == 0:
-                if start != end:
-                    raise ConnectionError("connection closed in the middle of a frame")
+                    inbox.append((peer, stage[body_start:self._start].tobytes()))
+            if self._large is not None:
+                continue
+            if self._start == self._end:
+                self._start = self._end = 0
+            elif self._start + FRAME.size + _DIRECT > _STAGE:
+                stage[:self._end - self._start] = stage[self._start:self._end]
+                self._start, self._end = 0, self._end - self._start
+            count = _receive(sock, stage[self._end:])
+            if count is None:
                 return
-            end += count
-
-    def _read_large(self, prefix: memoryview, length: int) -> pa.Buffer:
-        body = pa.allocate_buffer(length)
-        view = memoryview(body).cast("B")
-        got = prefix.nbytes
-        view[:got] = prefix
-        while got < length:
-            count = self.sock.recv_into(view[got:], length - got, socket.MSG_WAITALL)
             if count == 0:
-                raise ConnectionError("connection closed in the middle of a frame")
-            got += count
-        return body
+                if self._start != self._end:
+                    raise ConnectionError("connection closed in the middle of a frame")
+                if not self._goodbye:
+                    raise ConnectionError("the peer closed the connection without a goodbye "
+                                          "(its process died?)")
+                self.ended = True
+                return
+            self._end += count
+
+
+def _receive(sock: socket.socket, into: memoryview) -> int | None:
+    """Bytes received into ``into`` without blocking (0 at the end of the stream), or None
+    when nothing is there."""
+    try:
+        return sock.recv_into(into, into.nbytes, socket.MSG_DONTWAIT)
+    except (BlockingIOError, InterruptedError):
+        return None
+
+
+def _consume(views: list[memoryview], sent: int) -> None:
+    """Drop the first ``sent`` bytes of ``views`` (in place)."""
+    done = 0
+    while sent and sent >= views[done].nbytes:
+        sent -= views[done].nbytes
+        done += 1
+    if sent:
+        views[done] = views[done][sent:]
+    del views[:done]
 
 
 def _bytes(part: Any) -> memoryview:
     view = memoryview(part)
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
+
+
+class _ParkWatcher:
+    """For a worker with a mesh and sockets: a thread that rings the worker's doorbell when
+    one of its sockets becomes readable, armed (one shot per socket) only while the worker
+    parks, so it takes the interpreter lock only to wake a sleeping worker."""
+
+    def __init__(self, ring: Callable[[], None]) -> None:
+        self._ring = ring
+        self._epoll = select.epoll()
+        self._stop = os.eventfd(0)
+        self._epoll.register(self._stop, select.EPOLLIN)
+        self._watched: set[int] = set()
+        self._thread = threading.Thread(target=self._watch, daemon=True,
+                                        name="sparktimely-park-watcher")
+        self._thread.start()
+
+    def arm(self, fds: Iterable[int]) -> None:
+        """Watch each of ``fds`` until it becomes readable once."""
+        mask = select.EPOLLIN | select.EPOLLONESHOT
+        for fd in fds:
+            if fd in self._watched:
+                self._epoll.modify(fd, mask)
+            else:
+                self._epoll.register(fd, mask)
+                self._watched.add(fd)
+
+    def _watch(self) -> None:
+        try:
+            while True:
+                events = self._epoll.poll()
+                if any(fd == self._stop for fd, _ in events):
+                    return
+                self._ring()
+        except (OSError, ValueError):           # closed under it: the allocator is going
+            return
+
+    def stop(self) -> None:
+        os.eventfd_write(self._stop, 1)
+        self._thread.join()
+        self._epoll.close()
+        os.close(self._stop)
 
 
 class ClusterAllocator:
@@ -359,26 +433,58 @@ class ClusterAllocator:
         self._slots = slots
         self._sources = {slot: worker for worker, slot in slots.items()}
         self._inbox: deque = deque()
-        self._event = threading.Event()
-        wake = self._event.set if endpoint is None else (lambda: endpoint.wake(slots[index]))
+        self._poller = select.epoll()
+        self._wakeup: int | None = None
+        self._watcher: _ParkWatcher | None = None
+        if endpoint is None:
+            self._wakeup = os.eventfd(0, os.EFD_NONBLOCK)
+            self._poller.register(self._wakeup, select.EPOLLIN)
+            wake: Callable[[], None] = self._ring_wakeup
+        else:
+            slot = slots[index]
+            wake = lambda: endpoint.wake(slot)              # noqa: E731
+            self._watcher = _ParkWatcher(wake)
         self.wake = wake
-        self._links = {peer: _Link(sock, index, peer, names[peer], self._inbox, wake)
+        self._links = {peer: _Link(sock, index, peer, names[peer], wake, self._read_all)
                        for peer, sock in connections.items()}
+        self._by_fd = {link.fd: link for link in self._links.values()}
+        for link in self._links.values():
+            self._poller.register(link.fd, select.EPOLLIN)
 
     @property
     def remote(self) -> list[int]:
         """The peers reached through sockets."""
         return sorted(self._links)
 
+    def _ring_wakeup(self) -> None:
+        if self._wakeup is not None:
+            os.eventfd_write(self._wakeup, 1)
+
     def send(self, target: int, message: tuple) -> None:
         link = self._links.get(target)
         if link is None:
             assert self.endpoint is not None           # a peer of this group
-            self.endpoint.send(self._slots[target], encode(message))
+            self.endpoint.send(self._slots[target], encode(message), notify=False)
         else:
             link.send(encode(message))
 
+    def _read_all(self) -> None:
+        """Read every socket that has input into the inbox."""
+        by_fd, inbox = self._by_fd, self._inbox
+        for fd, _ in self._poller.poll(0):
+            link = by_fd.get(fd)
+            if link is not None:
+                link.read(inbox)
+                if link.ended:
+                    self._forget(link)
+
+    def _forget(self, link: _Link) -> None:
+        """Stop polling a link whose peer said goodbye and closed."""
+        if self._by_fd.pop(link.fd, None) is not None:
+            self._poller.unregister(link.fd)
+
     def receive(self) -> list[tuple[int, tuple]]:
+        self._read_all()
         self._check()
         received = []
         if self.endpoint is not None:
@@ -392,14 +498,25 @@ class ClusterAllocator:
 
     def park(self, timeout: float | None) -> None:
         self.flush()
+        self._read_all()
         if self._inbox:
             return
         self._check()
         if self.endpoint is not None:
+            assert self._watcher is not None
+            self._watcher.arm(self._by_fd)
             self.endpoint.park(timeout)
         else:
-            self._event.wait(timeout)
-            self._event.clear()
+            events = self._poller.poll(-1 if timeout is None else timeout)
+            if any(fd == self._wakeup for fd, _ in events):
+                assert self._wakeup is not None
+                try:
+                    os.eventfd_read(self._wakeup)
+                except BlockingIOError:
+                    pass
+
+    def crowded(self) -> bool:
+        return self.endpoint is not None and self.endpoint.crowded()
 
     def flush(self) -> bool:
         written = all([link.flush() for link in self._links.values()])
@@ -411,14 +528,20 @@ class ClusterAllocator:
         try:
             for link in self._links.values():
                 link.finish()
+            if self.endpoint is not None:
+                self.endpoint.flush()
+            while self._by_fd:                # read until every peer has said goodbye
+                self._read_all()
+                self._check()
+                if self._by_fd:
+                    select.select(list(self._by_fd), [], [], 1.0)
             for link in self._links.values():
                 link.join()
             self._check()
         except BaseException:
             self.abort()
             raise
-        if self.endpoint is not None:
-            self.endpoint.close()
+        self._release()
 
     def abort(self) -> None:
         """Drop every connection now (the remote workers see PeerLost) and release the mesh
@@ -427,8 +550,20 @@ class ClusterAllocator:
             link.abort()
         for link in self._links.values():
             link.join()            # no thread may ring the doorbell of a closed endpoint
+        self._release()
+
+    def _release(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+        if not self._poller.closed:
+            self._poller.close()
+        if self._wakeup is not None:
+            os.close(self._wakeup)
+            self._wakeup = None
         if self.endpoint is not None:
             self.endpoint.close()
+            self.endpoint = None
 
     def _check(self) -> None:
         for link in self._links.values():

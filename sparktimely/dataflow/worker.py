@@ -61,6 +61,7 @@ class Dataflow:
         self.progress = ProgressExchange(worker.peers)
         self.update = self.progress.update       # the hot path: a bound method, no wrapper
         self.dropped = False
+        self.running = True                     # False once a step found it complete
         self.shape: list = []
         self._edges: list[tuple["OutputPort", "InputPort", "Pact"]] = []
         self.scopes: dict[tuple, str] = {}      # scope address -> name (for pictures)
@@ -213,7 +214,8 @@ class Dataflow:
 
     def step(self) -> bool:
         """Run one round; True while the dataflow has work left (capabilities or data)."""
-        self._propagate()
+        if not self.progress.quiet():
+            self._propagate()
         heap = self._heap
         if heap:
             operators = self.operators
@@ -238,13 +240,10 @@ class Dataflow:
             self._propagate()
         if self.progress.tracking_anything() or heap:
             return True
+        self.running = False
         if self.worker._log is not None:
             self.worker._log.shutdown(self)
         return False
-
-    def busy(self) -> bool:
-        """True if a step would do something here (operators to run, progress to apply)."""
-        return bool(self._heap) or self.tracker.has_pending()
 
     def drop(self) -> None:
         """Stop this dataflow here: run the ``on_drop`` callbacks and release what it holds."""
@@ -485,10 +484,12 @@ class Worker:
             if target != self.index:
                 send(target, message)
 
-    def _receive(self) -> bool:
+    def _receive(self, allocator: "Allocator") -> bool:
         """Deliver arrived messages (stashing those for dataflows not built yet, discarding
         those for dropped ones)."""
-        messages = self._peer_allocator().receive()
+        messages = allocator.receive()
+        if not messages:
+            return False
         for source, message in messages:
             dataflow = self._built.get(message[1])
             if dataflow is not None:
@@ -508,30 +509,44 @@ class Worker:
 
     # -- running -----------------------------------------------------------------------------
 
+    crowded_park = 0.001
+    """Seconds :meth:`step` may wait, when it found nothing to do, for a message or an
+    activation while this host's awake workers outnumber its cores: spinning would take the
+    time slice of the peer this worker waits for."""
+
     def step(self) -> bool:
-        """Run one round of every dataflow; True while any dataflow is still running."""
-        return self._step()[0]
+        """Run one round of every dataflow; True while any dataflow is still running.
+
+        When the round found nothing to do and this host's awake workers outnumber the cores
+        this process may use, it waits up to :attr:`crowded_park` seconds for a message or an
+        activation, so that a loop of steps gives the core to the peer it waits for."""
+        running, busy = self._step()
+        if running and not busy and self._allocator is not None and self._allocator.crowded():
+            self._park(self.crowded_park)
+        return running
 
     def _step(self) -> tuple[bool, bool]:
         """One round; returns (still running, whether there was anything to do)."""
         self.steps += 1
         try:
-            busy = False
-            if self._allocator is not None:
-                busy = self._receive()
-            activations = self._remote_activations
-            while activations:
-                index, operator = activations.popleft()
-                dataflow = self._built.get(index)
-                if dataflow is not None:
-                    dataflow.activate(operator)
+            allocator = self._allocator
+            busy = allocator is not None and self._receive(allocator)
+            if self._remote_activations:
                 busy = True
-            busy = busy or any(d.busy() for d in self._dataflows)
-            self._dataflows = [d for d in self._dataflows if d.step()]
+                self._activate_remote()
+            dataflows = self._dataflows
+            finished = False
+            for dataflow in dataflows:
+                if dataflow._heap or dataflow.tracker.has_pending():
+                    busy = True                 # operators to run or progress to apply
+                if not dataflow.step():
+                    finished = True
+            if finished:
+                self._dataflows = [d for d in dataflows if d.running and not d.dropped]
             if self.recovery is not None and self.recovery.after_step(busy):
                 busy = True
-            if self._allocator is not None:
-                self._allocator.flush()
+            if allocator is not None:
+                allocator.flush()
         except BaseException as error:
             if self._log is not None:           # keep this worker's last events
                 self._log.failed(error)
@@ -539,6 +554,14 @@ class Worker:
         if self._log is not None:
             self._log.flush()
         return bool(self._dataflows), busy
+
+    def _activate_remote(self) -> None:
+        activations = self._remote_activations
+        while activations:
+            index, operator = activations.popleft()
+            dataflow = self._built.get(index)
+            if dataflow is not None:
+                dataflow.activate(operator)
 
     def _park(self, timeout_seconds: float | None, idle_sleep: float = 0.0) -> None:
         """Wait up to ``timeout_seconds`` for messages from other workers or activations

@@ -138,6 +138,10 @@ class ProgressExchange:
         """True while this worker has changes it has not shared."""
         return bool(self._local)
 
+    def quiet(self) -> bool:
+        """True if :meth:`exchange` would do nothing now (nothing to apply or to share)."""
+        return not self._local and not self.tracker.has_pending()
+
     def frontier_at(self, location: int) -> list:
         """The frontier of times that may still reach ``location``, as this worker knows it."""
         return self.tracker.implications(location).frontier()
