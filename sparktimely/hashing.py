@@ -136,6 +136,8 @@ def _as_view(values: pa.Array) -> pa.Array:
     kind = values.type
     if pa.types.is_string_view(kind) or pa.types.is_binary_view(kind):
         return values
+    if values.offset > len(values) // 8:
+        values = pa.concat_arrays([values])     # the cast would make views for the rows before
     if pa.types.is_fixed_size_binary(kind):
         values = values.cast(pa.binary())
     return values.cast(pa.string_view() if pa.types.is_string(kind)
@@ -176,7 +178,7 @@ def _hash_bytes(values: pa.Array) -> np.ndarray:
     words = np.frombuffer(raw, _U64, 2 * n, 16 * views.offset).reshape(n, 2)
     lengths = np.frombuffer(raw, np.uint32, 4 * n, 16 * views.offset)[::4]
     second = words[:, 1]
-    if n and lengths.max() > 12:
+    if len(views.buffers()) > 2 and n and lengths.max() > 12:     # else every value is inline
         if n > 4 * _SAMPLE and _repetitive(values):
             return _hash_distinct(values)
         long = np.flatnonzero(lengths > 12)

@@ -9,7 +9,6 @@ worker, one ``take``, and a zero-copy slice per worker).
 """
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -85,8 +84,10 @@ worker; beyond, with one stable sort by worker and one ``take``."""
 
 def _route_hashes(h: np.ndarray, peers: int) -> np.ndarray:
     """Each row's worker, ``h % peers``, as the smallest unsigned integers that hold it."""
-    if peers & (peers - 1) == 0 and peers <= 256 and sys.byteorder == "little":
-        return h.view(np.uint8)[::8] & np.uint8(peers - 1)     # the low byte of each hash
+    if peers & (peers - 1) == 0 and peers <= 256:
+        low = h.astype(np.uint8)                                # the low byte of each hash
+        low &= np.uint8(peers - 1)
+        return low
     dest = h % np.uint64(peers)
     return dest.astype(np.uint8 if peers <= 256 else np.uint16 if peers <= 65536 else np.int64)
 

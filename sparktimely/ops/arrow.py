@@ -115,7 +115,9 @@ class ArrowOps(StreamCore):
         With ``combine`` (the default) the batches waiting at each scheduling are first
         aggregated on their own worker, so only one partial row per key is exchanged for them;
         ``mean`` then divides a sum by a count, which can differ from a direct mean in the last
-        bits.
+        bits. This is the operator to use where a program would exchange rows by key and then
+        group them (``exchange(key=k).map_batches(group_by)``): that exchanges and groups
+        every row, and more workers make it slower, not faster.
 
         >>> import pyarrow as pa
         >>> import sparktimely as st

@@ -32,6 +32,13 @@ class ExchangeOps(StreamCore):
         interpreter, so in a job of several processes one key would reach several workers.
         Route by :func:`~sparktimely.stable_hash` (or by ints you computed yourself).
 
+        An Arrow stream exchanged by ``key`` sends every row: when what follows is a grouped
+        aggregation (``exchange(key="word").map_batches(group_by)``), use
+        :meth:`~sparktimely.ops.arrow.ArrowOps.aggregate_batches` instead, which combines the
+        rows on their own worker first and exchanges one partial row per key: it gets faster
+        with more workers, where the exchange of every row does not (it moves and groups each
+        row twice; ``benchmarks/bench_scaling.py`` measures both).
+
         >>> import sparktimely as st
         >>> st.example(lambda s: s.to_stream([3, 1]).exchange(lambda x: x).capture()).extract()
         [(0, [1, 3])]
