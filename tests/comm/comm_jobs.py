@@ -56,7 +56,8 @@ def exchange(worker: st.Worker) -> dict:
     return {"records": captured.extract(),
             "arrow": [(t, table.num_rows, int(table.column("x").to_numpy().sum()))
                       for t, table in arrow.extract()],
-            "allocator": type(worker._allocator.transport).__name__}
+            "allocator": type(worker._allocator.transport).__name__,
+            "remote": getattr(worker._allocator.transport, "remote", [])}
 
 
 def bfs_job(worker: st.Worker) -> list:

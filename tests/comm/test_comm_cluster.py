@@ -119,7 +119,11 @@ def test_exchange_heavy_job_has_exact_results(jobs, processes, force_sockets):
                for worker in part]
     assert {r.pop("allocator") for r in results} == \
         {"ClusterAllocator" if force_sockets else "ShmAllocator"}
-    assert results == expected_exchange(2 * processes)
+    peers = 2 * processes
+    assert [r.pop("remote") for r in results] == \
+        [[p for p in range(peers) if p // 2 != w // 2] if force_sockets else []
+         for w in range(peers)]                 # forced: each process is a host of its own
+    assert results == expected_exchange(peers)
 
 
 @pytest.mark.timeout(120)
@@ -247,7 +251,36 @@ def test_separate_network_namespaces_are_separate_hosts(jobs, namespaces):
                prefix=lambda process: ["ip", "netns", "exec", namespaces[where[process]][0]])
     results = [worker for part in job.results() for worker in part]
     assert {r.pop("allocator") for r in results} == {"ClusterAllocator"}
+    assert [r.pop("remote") for r in results] == [[4, 5]] * 4 + [[0, 1, 2, 3]] * 2
     assert results == expected_exchange(6)
+
+
+PRIVATE_SHM = ("mount -t tmpfs -o size=64m tmpfs /dev/shm || exit 77; \"$@\"; code=$?; "
+               "echo \"left in /dev/shm: $(ls /dev/shm | wc -l)\" >&2; exit $code")
+
+
+@pytest.mark.timeout(120)
+def test_two_hosts_of_their_own_network_ipc_and_dev_shm(jobs, namespaces):
+    """As on two machines: each process in its own network and IPC namespaces with its own
+    /dev/shm. Each process's two workers share memory (their own mesh), the two processes
+    talk through sockets (so each worker has both, and parks on its doorbell with a watcher
+    on its sockets), and the results are exact."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare(1) for IPC and mount namespaces")
+
+    def prefix(process):
+        return ["ip", "netns", "exec", namespaces[process][0], "unshare", "--ipc", "--mount",
+                "--propagation", "private", "sh", "-c", PRIVATE_SHM, "sh"]
+    job = jobs("exchange", 2, hosts=["10.250.0.1:2101", "10.250.0.2:2101"], prefix=prefix)
+    codes = job.wait(90)
+    if 77 in codes:
+        pytest.skip(f"cannot mount a private /dev/shm here: {job.output(0, 'err')}")
+    results = [worker for part in job.results() for worker in part]
+    assert {r.pop("allocator") for r in results} == {"ClusterAllocator"}
+    assert [r.pop("remote") for r in results] == [[2, 3], [2, 3], [0, 1], [0, 1]]
+    assert results == expected_exchange(4)
+    for process in (0, 1):          # the segments were in the process's own /dev/shm: gone
+        assert job.output(process, "err").splitlines()[-1] == "left in /dev/shm: 0"
 
 
 @pytest.mark.timeout(90)
