@@ -26,17 +26,27 @@ job group ``sparktimely`` unless the caller set one), as the Spark UI shows it.
 Spark's rules apply: barrier stages need as many free task slots as workers and refuse
 dynamic allocation (both checked up front, :class:`BarrierSetupError`).
 
+The executors need not have sparktimely installed: it travels with the job as a zip of the
+package (``addPyFile``, once per application; :mod:`._ship`). Its compiled dependencies
+(numpy, pyarrow, xxhash, multiprocess, psutil) cannot: every task checks them before
+anything else, and an executor without them fails the job with :class:`EnvironmentMissing`,
+naming what is missing, the executor and its Python, and how to ship an environment
+(Spark's ``--archives`` with a packed virtualenv).
+
 Environment (on the executors, e.g. through ``spark.executorEnv.NAME``):
 ``SPARKTIMELY_CONNECT_TIMEOUT`` (seconds allowed for connecting, default 60) and
 ``SPARKTIMELY_FORCE_SOCKETS=1`` (every task a host of its own: sockets only).
 """
 from ._api import BarrierSetupError, check_resources, map_in_arrow, map_partitions, run
 from ._plan import TaskAddress, TaskPlan
+from ._ship import EnvironmentMissing, package_zip, ship
 from ._task import BarrierWorker, TaskFailed, parse_failure
 
 for _public in (BarrierSetupError, check_resources, map_in_arrow, map_partitions, run,
-                TaskAddress, TaskPlan, BarrierWorker, TaskFailed, parse_failure):
+                TaskAddress, TaskPlan, BarrierWorker, TaskFailed, parse_failure,
+                EnvironmentMissing, package_zip, ship):
     _public.__module__ = __name__       # public here; defined in the private modules
 
-__all__ = ["BarrierSetupError", "BarrierWorker", "TaskAddress", "TaskFailed", "TaskPlan",
-           "check_resources", "map_in_arrow", "map_partitions", "parse_failure", "run"]
+__all__ = ["BarrierSetupError", "BarrierWorker", "EnvironmentMissing", "TaskAddress",
+           "TaskFailed", "TaskPlan", "check_resources", "map_in_arrow", "map_partitions",
+           "package_zip", "parse_failure", "run", "ship"]

@@ -16,6 +16,7 @@ from ..io.checkpoints import RecoveryError, checkpointing, enable_checkpoints, \
 from ..io.tasks import TaskInput, TaskOutput
 from ..logging import log_to_directory, observing
 from ._cancel import StageCanceller, driver_host
+from ._ship import EnvironmentMissing, on_executor, parse_missing, ship
 from ._task import BarrierWorker, parse_crash, parse_failure, run_in_task
 
 __all__ = ["BarrierSetupError", "check_resources", "map_in_arrow", "map_partitions", "run"]
@@ -124,7 +125,7 @@ def _worker_errors():
             text = str(error)
         except Exception:
             raise error from None
-        failure = parse_failure(text) or parse_crash(text)
+        failure = parse_missing(text) or parse_failure(text) or parse_crash(text)
         if failure is None:
             raise
         raise failure from error
@@ -147,6 +148,10 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
     worker fails the job: :class:`sparktimely.WorkerError` is raised with the worker's index
     and traceback (or the signal that killed it), Spark's own error chained. Too few task
     slots or dynamic allocation raise :class:`BarrierSetupError` before anything runs.
+    sparktimely itself goes to the executors with the job (a zip of the package, once per
+    application); executors whose Python lacks numpy or pyarrow (or xxhash, multiprocess,
+    psutil) raise :class:`sparktimely.barrier.EnvironmentMissing`, naming the executor and
+    how to ship an environment.
 
     ``log_dir``: each worker writes its log files (``worker-N.*``) to this directory on its
     executor's host, made if missing; a relative path is resolved against the driver's
@@ -177,12 +182,13 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
     if not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"max_attempts must be a positive integer, got {max_attempts!r}")
     _check(sc, num_workers)
+    ship(sc)
     description = f"sparktimely: run {_name_of(func)} on {num_workers} workers"
     if checkpoint_dir is not None:
         func = checkpointing(func, checkpoint_dir, checkpoint_every)
     with observing(func, log_dir=_log_dir(log_dir), progress=progress,
                    host=driver_host(sc)) as job, _job_described(sc, description):
-        task = partial(_run_task, job, list(args), timeout, stall_limit)
+        task = on_executor(partial(_run_task, job, list(args), timeout, stall_limit))
         for attempt in range(1, max_attempts + 1):
             rdd = (sc.parallelize(range(num_workers), num_workers).barrier()
                    .mapPartitions(task).setName(description))
@@ -190,7 +196,7 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
                 with reraise_recovery_error(), _worker_errors():
                     pairs = rdd.collect()
                 break
-            except (RecoveryError, BarrierSetupError):
+            except (RecoveryError, BarrierSetupError, EnvironmentMissing):
                 raise
             except Exception as error:
                 if attempt == max_attempts:
@@ -275,11 +281,12 @@ def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
     """
     workers = rdd.getNumPartitions()
     _check(rdd.context, workers)
+    ship(rdd.context)
     canceller = StageCanceller.address_for(rdd.context)
     checkpoint = None if checkpoint_dir is None else (checkpoint_dir, checkpoint_every)
-    return rdd.barrier().mapPartitions(
+    return rdd.barrier().mapPartitions(on_executor(
         partial(_records_task, build,
-                (timeout, stall_limit, canceller, _log_dir(log_dir), checkpoint))
+                (timeout, stall_limit, canceller, _log_dir(log_dir), checkpoint)))
     ).setName(f"sparktimely: map_partitions {_name_of(build)} on {workers} workers")
 
 
@@ -305,10 +312,11 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
     if num_workers is not None:
         _check(spark, num_workers)
         df = df.repartition(num_workers)
+    ship(spark)
     canceller = StageCanceller.address_for(_context(spark))
     checkpoint = None if checkpoint_dir is None else (checkpoint_dir, checkpoint_every)
-    task = partial(_arrow_task, build, arrow_schema,
-                   (timeout, stall_limit, canceller, _log_dir(log_dir), checkpoint))
+    task = on_executor(partial(_arrow_task, build, arrow_schema,
+                               (timeout, stall_limit, canceller, _log_dir(log_dir), checkpoint)))
     try:
         return df.mapInArrow(task, spark_schema, barrier=True)
     except ImportError:

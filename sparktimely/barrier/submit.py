@@ -1,5 +1,9 @@
 """``sparktimely-submit``: run a ``module:function`` worker function as a Spark application.
 
+The executors need neither sparktimely nor the job's module installed: sparktimely travels
+as a zip of the package, the module that defines the function by value (with the job). They
+need numpy and pyarrow (ship an environment with ``--archives``, see the README).
+
 The function is a timely worker function, as for ``sparktimely.execute``: it gets a
 ``Worker`` (``worker.index``, ``worker.peers``, ``worker.args`` = the arguments after
 ``module:function``) and runs on ``-w N`` Spark barrier tasks at once. Its return values come
@@ -101,6 +105,16 @@ def load_function(target: str) -> Callable:
     return function
 
 
+def _send_by_value(function: Callable) -> None:
+    """Let the job's module travel with the job (pickled by value), so executors that do not
+    have it can run it; sparktimely itself travels as a zip (``barrier.ship``)."""
+    module = sys.modules.get(getattr(function, "__module__", "") or "")
+    if module is not None and not module.__name__.startswith("sparktimely") \
+            and getattr(module, "__file__", None):
+        from pyspark import cloudpickle
+        cloudpickle.register_pickle_by_value(module)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sparktimely-submit",
@@ -154,8 +168,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     /.../sparktimely/barrier/submit.py
     0
     """
-    from ..execute import WorkerError
-    from ._api import BarrierSetupError, _slots, run
     options = _parser().parse_args(argv)
     if options.path:
         print(os.path.abspath(__file__))
@@ -167,16 +179,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             if "=" not in item:
                 raise ValueError(f"--conf takes KEY=VALUE, got {item!r}")
         function = load_function(options.target)
+        _send_by_value(function)
+        from pyspark.sql import SparkSession
+        ours = SparkSession.getActiveSession() is None        # else the caller's to stop
         spark = _session(options)
     except (JavaMissing, ValueError, TypeError, ImportError, AttributeError) as error:
         print(f"sparktimely-submit: {error}", file=sys.stderr)
         return 2
+    try:
+        return _run(spark, function, options)
+    finally:
+        if ours:
+            spark.stop()
+
+
+def _run(spark, function: Callable, options) -> int:
+    from ..execute import WorkerError
+    from ._api import BarrierSetupError, _slots, run
+    from ._ship import EnvironmentMissing
     workers = options.workers or _slots(spark.sparkContext) or spark.sparkContext.defaultParallelism
     started = time.perf_counter()
     try:
         results = run(spark, function, workers, args=options.args, timeout=options.timeout,
                       log_dir=options.log_dir, progress=options.progress)
-    except BarrierSetupError as error:
+    except (BarrierSetupError, EnvironmentMissing) as error:
         print(f"sparktimely-submit: {error}", file=sys.stderr)
         return 2
     except WorkerError as error:

@@ -1,0 +1,158 @@
+"""Getting sparktimely to Spark's executors, and saying clearly what they lack.
+
+On a real cluster the executors run a Python of their own, which usually has no sparktimely
+(``spark.pyspark.python`` set in a running session does not reach them). sparktimely is pure
+Python: :func:`ship` adds a zip of this very package to the SparkContext (``addPyFile``, once
+per application), so every task imports the driver's sparktimely, whatever the executors
+have installed. Its dependencies (numpy, pyarrow, xxhash, multiprocess, psutil) are compiled
+code and cannot travel that way. :func:`on_executor` wraps a task function so that, before
+anything of sparktimely is imported there, it checks that they import, and otherwise fails
+with one error naming what is missing, on which executor host and which Python, and how to
+ship an environment; the driver turns that error into :class:`EnvironmentMissing`.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+import zipfile
+from typing import Any, Callable
+
+__all__ = ["EnvironmentMissing", "REQUIRED", "on_executor", "package_zip", "parse_missing",
+           "ship"]
+
+REQUIRED = ("numpy", "pyarrow", "xxhash", "multiprocess", "psutil")
+"""What sparktimely imports on an executor besides itself and pyspark."""
+
+REMEDY = ("install them for that Python on every node, or ship an environment: pack a "
+          "virtualenv that has them with venv-pack (or conda-pack) and give it to Spark with "
+          "--archives env.tar.gz#env --conf spark.pyspark.python=./env/bin/python "
+          "(see sparktimely's README, 'On a real cluster')")
+
+_MISSING = re.compile(r"sparktimely cannot run on executor [^\n]*")
+
+
+class EnvironmentMissing(RuntimeError):
+    """The executors' Python lacks what sparktimely needs there (numpy, pyarrow, ...): the
+    message names what, on which executor and which Python, and how to ship an environment.
+
+    >>> from sparktimely.barrier._ship import EnvironmentMissing, parse_missing
+    >>> error = parse_missing("... sparktimely cannot run on executor node-3 (Python "
+    ...                       "/usr/bin/python3): numpy is missing ... ")
+    >>> isinstance(error, EnvironmentMissing), str(error)[:45]
+    (True, 'sparktimely cannot run on executor node-3 (Py')
+    """
+
+
+def parse_missing(text: str) -> EnvironmentMissing | None:
+    """The :class:`EnvironmentMissing` an executor reported in ``text`` (a Spark error
+    message), or None."""
+    match = _MISSING.search(text)
+    return EnvironmentMissing(match[0].rstrip()) if match else None
+
+
+_zip: str | None = None
+
+
+def package_zip() -> str:
+    """The path of a zip of the installed sparktimely package (its ``.py`` files), made once
+    per process in the temporary directory and named by a hash of its contents.
+
+    >>> import zipfile
+    >>> "sparktimely/__init__.py" in zipfile.ZipFile(package_zip()).namelist()
+    True
+    """
+    global _zip
+    if _zip is not None and os.path.exists(_zip):
+        return _zip
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))     # the package
+    files = []
+    for directory, subdirectories, names in os.walk(root):
+        subdirectories[:] = sorted(d for d in subdirectories if d != "__pycache__")
+        files += [os.path.join(directory, name) for name in sorted(names) if name.endswith(".py")]
+    digest = hashlib.blake2b(digest_size=8)
+    for path in files:
+        digest.update(os.path.relpath(path, root).encode())
+        with open(path, "rb") as source:
+            digest.update(source.read())
+    directory = os.path.join(tempfile.gettempdir(), f"sparktimely-ship-{os.getuid()}")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"sparktimely-{digest.hexdigest()}.zip")
+    if not os.path.exists(path):
+        partial = f"{path}.{os.getpid()}.part"
+        with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+            for file in files:
+                archive.write(file, os.path.join("sparktimely", os.path.relpath(file, root)))
+        os.replace(partial, path)
+    _zip = path
+    return path
+
+
+_shipped: dict[str, str] = {}       # application id -> the zip its executors were given
+
+
+def ship(spark: Any) -> None:
+    """Make sparktimely importable on the executors of ``spark`` (a SparkContext, or a
+    SparkSession, also under Spark Connect): the package goes to them as a zip, once per
+    application. ``run``, ``map_in_arrow`` and ``map_partitions`` call it.
+
+    >>> ship(spark)                                      # doctest: +SKIP
+    """
+    sc = spark if hasattr(spark, "addPyFile") else _context_of(spark)
+    path = package_zip()
+    if sc is not None:
+        application = sc.applicationId
+        if _shipped.get(application) != path:
+            sc.addPyFile(path)
+            _shipped[application] = path
+    elif hasattr(spark, "addArtifacts"):                  # Spark Connect
+        key = f"connect:{id(spark)}"
+        if _shipped.get(key) != path:
+            spark.addArtifacts(path, pyfile=True)
+            _shipped[key] = path
+
+
+def _context_of(spark: Any) -> Any:
+    try:
+        return spark.sparkContext
+    except Exception:                                    # Spark Connect has no SparkContext
+        return None
+
+
+def on_executor(task: Callable) -> Callable:
+    """``task`` wrapped for an executor: the wrapper is pickled by value and imports nothing
+    of sparktimely until it has checked :data:`REQUIRED` there (the task travels as bytes
+    unpickled after the check). An executor that lacks any raises one RuntimeError naming
+    them, the host and the Python, and :data:`REMEDY`.
+
+    >>> on_executor(lambda partition: sum(partition))(range(5))
+    10
+    """
+    from pyspark import cloudpickle
+    payload = cloudpickle.dumps(task)
+    required, remedy = REQUIRED, REMEDY
+
+    def sparktimely_task(*args: Any) -> Any:
+        import pickle
+        import socket
+        import sys
+        missing = []
+        for name in required:
+            try:
+                __import__(name)
+            except ImportError as error:
+                missing.append(f"{name} ({error})")
+        where = (f"sparktimely cannot run on executor {socket.gethostname()} (Python "
+                 f"{sys.executable}, {sys.version.split()[0]})")
+        if missing:
+            raise RuntimeError(f"{where}: {', '.join(missing)} "
+                               f"{'is' if len(missing) == 1 else 'are'} missing there: {remedy}")
+        try:
+            function = pickle.loads(payload)
+        except ImportError as error:
+            raise RuntimeError(f"{where}: importing the job failed there ({error}): the "
+                               f"package shipped with addPyFile did not arrive, or the job's "
+                               f"own modules are not on the executors (--py-files)") from error
+        return function(*args)
+    return sparktimely_task
