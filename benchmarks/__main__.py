@@ -26,7 +26,7 @@ from ._util import Section, fmt
 HERE = Path(__file__).resolve().parent
 SECTIONS = ["bench_core", "bench_operators", "bench_shm", "bench_exchange", "bench_sockets",
             "bench_wordcount", "bench_pagerank", "bench_logging", "bench_differential",
-            "bench_recovery"]
+            "bench_recovery", "bench_scaling"]
 COLORS_OURS = ["#d62728", "#ff7f0e", "#e6550d", "#fdae6b", "#9e0142", "#f768a1"]
 COLORS_PEERS = ["#1f77b4", "#17becf", "#2ca02c", "#7f7f7f", "#9467bd", "#bcbd22", "#393b79"]
 
@@ -81,7 +81,9 @@ def plot(sections: dict[str, Section], path: Path) -> bool:
         return False
     panels = [(key, unit, label) for key, unit, label in
               [("wordcount", "M rec/s", "Wordcount: million records/s (higher is better)"),
-               ("pagerank", "ms/iter", "PageRank: ms per iteration (lower is better)")]
+               ("pagerank", "ms/iter", "PageRank: ms per iteration (lower is better)"),
+               ("scaling", "us", "Scaling out: us per empty progress round at 1-4 workers, "
+                                 "shared memory and sockets (lower is better)")]
               if key in sections]
     if not panels:
         return False

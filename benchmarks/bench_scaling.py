@@ -1,7 +1,9 @@
 """Scaling out (issue 16): more workers must never be slower. Every figure is a ratio between
 two configurations measured side by side in one run, on this machine.
 
-    python -m benchmarks.bench_scaling [--quick] [--runs 3]
+    python -m benchmarks.bench_scaling [--quick] [--runs 3] [--write]
+
+(``--write`` puts the table into benchmarks/RESULTS.md and draws results-scaling.png.)
 
 Rows (each the median over ``--runs`` runs; in every run the configurations of a row are
 measured one after the other, so they share the machine's load):
@@ -32,6 +34,7 @@ import time
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import sparktimely as st
 from sparktimely.dataflow.containers import partition_batch
@@ -40,7 +43,8 @@ from sparktimely.shm import segments
 
 from ._util import Goal, Row, Section
 from .bench_arrow import KEYS, WORD_BATCH, timed, words_table
-from .bench_sockets import _free_ports, _gather, _spawn
+from .bench_core import pipe_round_trip
+from .bench_sockets import _free_ports, _gather, _spawn, context
 
 WORDS = 2_000_000
 ROUNDS = {"step": 1500, "park": 1500}
@@ -123,11 +127,39 @@ def aggregation(table: pa.Table, workers: int, variant: str, repeats: int = 3) -
     return table.num_rows / seconds / 1e6
 
 
+def _group_alone(batches: list, start, repeats: int) -> list[float]:
+    """Seconds of each of ``repeats`` runs of ``group_count`` over ``batches``, each run
+    begun together with the other processes (``start`` is a barrier), after a warm-up."""
+    _ = [group_count(batch) for batch in batches]
+    times = []
+    for _ in range(repeats):
+        start.wait()
+        begun = time.perf_counter()
+        for batch in batches:
+            group_count(batch)
+        times.append(time.perf_counter() - begun)
+    return times
+
+
+def grouping_limit(table: pa.Table, processes: int, repeats: int = 3) -> float:
+    """M records/s of ``group_count`` alone (no engine, no exchange) over ``table`` split
+    between ``processes`` forked processes running at once: what this machine gives for the
+    grouping work itself at that many processes, under the load of the moment."""
+    share = -(-table.num_rows // processes)
+    start = context.Barrier(processes)
+    spawned = [_spawn(_group_alone, table.slice(i * share, share).to_batches(
+        max_chunksize=WORD_BATCH), start, repeats) for i in range(processes)]
+    runs = [max(run) for run in zip(*_gather(spawned))]
+    return table.num_rows / statistics.median(runs) / 1e6
+
+
 # -- partitioning ------------------------------------------------------------------------------
 
-def partitioning(n: int = 1_000_000, repeats: int = 9) -> tuple[float, float]:
+def partitioning(n: int = 1_000_000, repeats: int = 9) -> tuple[float, float, float]:
     """Milliseconds (medians) to hash 1M string keys and pick each row's worker (2 workers),
-    and to partition the batch whole (hash, route, takes)."""
+    to partition the batch whole (hash, route, takes), and for pyarrow's C++
+    ``dictionary_encode`` of the same keys (one hash-table pass: a yardstick of the
+    machine's speed at the moment)."""
     batch = words_table(n).to_batches()[0]
 
     def median_ms(run) -> float:
@@ -139,7 +171,8 @@ def partitioning(n: int = 1_000_000, repeats: int = 9) -> tuple[float, float]:
         return statistics.median(times) * 1e3
     route = median_ms(lambda: hash_rows(batch, "word") % np.uint64(2))
     whole = median_ms(lambda: partition_batch(batch, "word", None, 2))
-    return route, whole
+    encode = median_ms(lambda: pc.dictionary_encode(batch.column("word")))
+    return route, whole, encode
 
 
 # -- shared memory taken -----------------------------------------------------------------------
@@ -206,20 +239,25 @@ def main(quick: bool = False, runs: int = 3) -> list[Section]:
         for workers, variant in [(1, "natural"), (2, "natural"), (2, "exchange"),
                                  (1, "operator"), (2, "operator")]:
             record(f"{variant} {workers}w", aggregation(table, workers, variant))
-        route, whole = partitioning()
+        route, whole, encode = partitioning()
         record("hash+route ms", route)
         record("partition ms", whole)
+        record("dictionary_encode ms", encode)
+        for processes in (1, 2):
+            record(f"group alone {processes}p", grouping_limit(table, processes))
+        record("pipe us", pipe_round_trip(2000))
         for workers in (2, 8):
             record(f"shm {workers}w", shm_peak(table, workers))
         load.append(os.getloadavg())
     f = {name: _median(values) for name, values in figures.items()}
     size = f"{table.num_rows / 1e6:g}M words, {KEYS:,} keys"
     rows = []
+    pipe = {"Pipe round trip": f["pipe us"]}
     for loop in ("step", "park"):
         label = f"{loop} loop"
         rows += [
             Row(f"empty progress round, 2 workers ({label})", "1 exchange", "us",
-                f[f"round {loop} 2w"], limits={"1 worker": f[f"round {loop} 1w"]},
+                f[f"round {loop} 2w"], limits={"1 worker": f[f"round {loop} 1w"], **pipe},
                 goals=[Goal("<=", 1.5, "1 worker")]),
             Row(f"empty progress round, 4 workers on 2 cores ({label})", "1 exchange", "us",
                 f[f"round {loop} 4w"], limits={"2 workers": f[f"round {loop} 2w"]},
@@ -231,18 +269,23 @@ def main(quick: bool = False, runs: int = 3) -> list[Section]:
                 limits={"2 workers": f[f"round {loop} 2w"]},
                 goals=[Goal("<=", 2, "2 workers")]),
         ]
+    alone = {"group_by alone, 1 process": f["group alone 1p"],
+             "group_by alone, 2 processes": f["group alone 2p"]}
     rows += [
+        Row("natural keyed aggregation, exchange(key).map_batches(group_by), 1 worker", size,
+            "M rec/s", f["natural 1w"], limits=alone),
         Row("natural keyed aggregation, exchange(key).map_batches(group_by), 2 workers", size,
-            "M rec/s", f["natural 2w"], limits={"1 worker": f["natural 1w"]},
+            "M rec/s", f["natural 2w"], limits={"1 worker": f["natural 1w"], **alone},
             goals=[Goal(">=", 1.5, "1 worker")]),
         Row("same pipeline, exchange only, 2 workers", size, "M rec/s", f["exchange 2w"],
             limits={"1 worker": f["natural 1w"]}, goals=[Goal(">=", 1, "1 worker")]),
         Row("aggregate_batches (combines before the exchange), 2 workers", size, "M rec/s",
-            f["operator 2w"], limits={"1 worker": f["operator 1w"]}),
+            f["operator 2w"], limits={"1 worker": f["operator 1w"], **alone}),
         Row("partitioning 1M string keys: hash + route (2 workers)", "1M keys", "ms",
-            f["hash+route ms"], goals=[Goal("<=", 10)]),
+            f["hash+route ms"], limits={"dictionary_encode": f["dictionary_encode ms"]},
+            goals=[Goal("<=", 10)]),
         Row("partitioning 1M string keys: partition_batch (hash, route, take)", "1M keys", "ms",
-            f["partition ms"]),
+            f["partition ms"], limits={"dictionary_encode": f["dictionary_encode ms"]}),
         Row("/dev/shm taken, 8 workers (peak)", size, "MiB", f["shm 8w"],
             limits={"2 workers": f["shm 2w"]}, goals=[Goal("<=", 4, "2 workers")]),
     ]
@@ -253,12 +296,39 @@ def main(quick: bool = False, runs: int = 3) -> list[Section]:
         f" on {os.cpu_count()} cores (other engineers' test suites share the machine).",
         f"rounds: {rounds['step']} per configuration (a tenth more as warm-up), a fifth of that "
         "for the oversubscribed step loops; the slowest worker's median round.",
+        "limits: 'Pipe round trip' is a multiprocess.Pipe ping-pong between two processes "
+        "(one message each way, no engine); 'group_by alone, N processes' is the same "
+        "per-batch group_by over the words split between N forked processes running at once, "
+        "no engine and no exchange (what the machine gives for the grouping itself); "
+        "'dictionary_encode' is pyarrow's C++ hash-table pass over the same 1M keys.",
         "spread over the runs (min-max): " + "; ".join(
             f"{name} {lo:.3g}-{hi:.3g}" for name, (lo, hi) in spread.items()),
     ], key="scaling").print()]
 
 
+def write_results(section: Section) -> None:
+    """Put ``section`` into benchmarks/RESULTS.md (replacing an earlier run of it) and draw
+    benchmarks/results-scaling.png; ``python -m benchmarks`` rewrites both with every
+    section."""
+    from .__main__ import HERE, machine, plot
+    results = HERE / "RESULTS.md"
+    text = results.read_text()
+    begin, end = "<!-- bench_scaling: begin -->", "<!-- bench_scaling: end -->"
+    block = (f"{begin}\n<!-- issue 16: python -m benchmarks.bench_scaling --write, measured "
+             f"{time.strftime('%Y-%m-%d %H:%M %Z')} on {machine()}; the lead's next full run "
+             f"regenerates this. -->\n![scaling: us per empty round](results-scaling.png)\n\n"
+             f"{section.markdown()}{end}")
+    if begin in text:
+        text = text[:text.index(begin)] + block + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    results.write_text(text)
+    plot({"scaling": section}, HERE / "results-scaling.png")
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
-    main(quick="--quick" in args,
-         runs=int(args[args.index("--runs") + 1]) if "--runs" in args else 3)
+    sections = main(quick="--quick" in args,
+                    runs=int(args[args.index("--runs") + 1]) if "--runs" in args else 3)
+    if "--write" in args:
+        write_results(sections[0])
