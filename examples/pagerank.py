@@ -304,4 +304,4 @@ if __name__ == "__main__":
                                             names=["src", "dst"])]
         return pagerank_worker(worker, edges, iterations)
     summary = st.execute_from_args(argv, local)[0]
-    print(format_report(summary))
+    print(format_report(summary) if summary is not None else "worker 0's process reports")

@@ -125,10 +125,13 @@ _SWITCHES = {"--progress": "progress"}          # flags without a value
 
 
 def config_from_args(argv: Sequence[str]) -> Config:
-    """Read timely's flags from ``argv``; everything else is left in ``config.args``.
+    """Read timely's flags from ``argv``; everything else is left in ``config.args``. A ``--``
+    ends timely's flags: what follows goes to ``config.args`` as it is.
 
     >>> config_from_args(["-w", "2", "--input", "x.txt"])
     Config(workers=2, processes=1, process=0, hostfile=None, args=['--input', 'x.txt'])
+    >>> config_from_args(["-w2", "--", "-w", "9"]).args
+    ['-w', '9']
     >>> config_from_args(["-w3", "--processes=1"]).workers
     3
     >>> config = config_from_args(["--log-dir", "logs", "--progress", "-w2"])
@@ -147,6 +150,9 @@ def config_from_args(argv: Sequence[str]) -> Config:
     i = 0
     while i < len(argv):
         arg = argv[i]
+        if arg == "--":
+            rest += argv[i + 1:]
+            break
         if arg.startswith("--"):
             flag, eq, inline = arg.partition("=")
         elif len(arg) > 2 and arg[:2] in _FLAGS:            # -w2, like getopts
