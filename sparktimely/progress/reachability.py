@@ -70,7 +70,16 @@ class CycleError(ValueError):
 
 
 class GraphBuilder:
-    """Describes nodes, their internal path summaries and the edges between them."""
+    """Describes nodes, their internal path summaries and the edges between them; ``build``
+    makes the :class:`Tracker`. Timely's example, a cycle of three nodes, one advancing time:
+
+    >>> graph = GraphBuilder()
+    >>> for name, step in [("a", 0), ("b", 0), ("c", 1)]:
+    ...     node = graph.add_node(name, inputs=1, outputs=1, summaries=[[[step]]])
+    >>> graph.add_edge((0, 0), (1, 0)); graph.add_edge((1, 0), (2, 0))
+    >>> graph.add_edge((2, 0), (0, 0))
+    >>> tracker = graph.build()
+    """
 
     def __init__(self) -> None:
         self._names: list[str] = []
@@ -263,6 +272,17 @@ class Tracker:
     Locations are small integers (see :meth:`source` and :meth:`target`). Feed it count
     changes with :meth:`update` and call :meth:`propagate_all`, which returns the targets
     whose implied frontier changed.
+
+    >>> graph = GraphBuilder()
+    >>> a, b = graph.add_node("a", 1, 1), graph.add_node("b", 1, 1, summaries=[[[1]]])
+    >>> graph.add_edge((a, 0), (b, 0)); graph.add_edge((b, 0), (a, 0))
+    >>> tracker = graph.build()
+    >>> tracker.update(tracker.source(a, 0), 17, +1)   # a's output holds time 17
+    >>> changed = tracker.propagate_all()
+    >>> tracker.implications(tracker.target(b, 0)).frontier()
+    [17]
+    >>> tracker.implications(tracker.target(a, 0)).frontier()   # through b, which adds 1
+    [18]
     """
 
     def __init__(self, graph: GraphBuilder) -> None:

@@ -24,14 +24,22 @@ Summary = Any
 
 
 def less_equal(a: Timestamp, b: Timestamp) -> bool:
-    """``a <= b`` in the partial order of times (ints compare numerically)."""
+    """``a <= b`` in the partial order of times (ints compare numerically).
+
+    >>> less_equal(3, 3), less_equal(Product(1, 5), Product(2, 0))
+    (True, False)
+    """
     if a.__class__ is int:
         return a <= b
     return a.less_equal(b)
 
 
 def less_than(a: Timestamp, b: Timestamp) -> bool:
-    """``a < b`` in the partial order of times."""
+    """``a < b`` in the partial order of times.
+
+    >>> less_than(3, 3), less_than(Product(1, 0), Product(1, 2))
+    (False, True)
+    """
     if a.__class__ is int:
         return a < b
     return a != b and a.less_equal(b)
@@ -186,7 +194,11 @@ def advance(time: Timestamp, summary: Summary) -> Timestamp:
 
 
 def is_identity(summary: Summary) -> bool:
-    """True if ``summary`` leaves every time unchanged (it does not advance a cycle)."""
+    """True if ``summary`` leaves every time unchanged (it does not advance a cycle).
+
+    >>> is_identity(0), is_identity(Product(0, 1)), is_identity(ENTER)
+    (True, False, True)
+    """
     if summary.__class__ is int:
         return summary == 0
     if summary.__class__ is Product:
@@ -283,7 +295,12 @@ def _is_time_of(time: Timestamp, kind: type) -> bool:
 
 class EnterSummary:
     """Path summary of entering a nested scope: ``t`` becomes ``Product(t, minimum)``
-    (``minimum`` is the inner coordinate's least value, 0 for iterative scopes)."""
+    (``minimum`` is the inner coordinate's least value, 0 for iterative scopes); ``ENTER``
+    is the one for iterative scopes.
+
+    >>> ENTER.results_in(3)
+    Product(3, 0)
+    """
 
     __slots__ = ("minimum",)
 
@@ -301,7 +318,11 @@ class EnterSummary:
 
 
 class LeaveSummary:
-    """Path summary of leaving a nested scope: ``Product(t, i)`` becomes ``t``."""
+    """Path summary of leaving a nested scope: ``Product(t, i)`` becomes ``t`` (``LEAVE``).
+
+    >>> LEAVE.results_in(Product(3, 7))
+    3
+    """
 
     __slots__ = ()
 
