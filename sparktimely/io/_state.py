@@ -103,7 +103,8 @@ def select_keyed(tables: list[pa.Table], peers: int, index: int,
                                     or [np.empty(0, np.uint64)])
             table = table.filter(pa.array(routes % peers == index))
         selected.append(table)
-    table = pa.concat_tables(selected)
+    # workers whose state differs in columns (one empty, say) write different schemas
+    table = pa.concat_tables(selected, promote_options="default")
     if _META_PICKLED not in metadata:
         return table.replace_schema_metadata(None)
     pickled = set(metadata[_META_PICKLED].decode().split(","))
