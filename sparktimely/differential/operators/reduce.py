@@ -26,6 +26,7 @@ from ...dataflow import CapabilitySet, Pipeline
 from ...progress.timestamp import less_equal, sort_times
 from ..collection import Collection
 from ..lattice import antichain, antichain_join, beyond, interesting_times
+from ..recovery import TraceState, checkpointing
 from ..trace.batch import Batch
 from ..trace.handle import TraceAgent, TraceBox
 from .arrange import Arranged, hold_in_dataflow, reader
@@ -136,6 +137,12 @@ def reduce_arranged(arranged: Arranged, reduction: Reduction | None, name: str,
         capability.drop()
         caps = CapabilitySet()
         lower, upper = list(minimum), list(minimum)
+
+        def restored(resumed_upper: list) -> None:
+            nonlocal lower, upper
+            lower, upper = resumed_upper, resumed_upper
+        if checkpointing(scope):
+            TraceState(scope, info, out_box, restored)
 
         def logic(input, output):
             nonlocal lower, upper

@@ -65,6 +65,11 @@ class TraceBox:
         for listener in self._live_listeners():
             listener.push_upper(upper)
 
+    def restore(self, batch: Any, upper: list) -> None:
+        """Start from ``batch``, complete up to ``upper`` (a checkpoint's contents, see
+        :mod:`..recovery`)."""
+        self.spine.restore(batch, upper)
+
     def add_listener(self, listener: Any) -> None:
         self._listeners.append(weakref.ref(listener))
 

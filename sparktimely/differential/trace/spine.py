@@ -109,6 +109,14 @@ class Spine:
         self.merged = []
         self.pending = []
 
+    def restore(self, batch: Any, upper: list) -> None:
+        """Start from ``batch`` (the contents of a checkpoint, complete up to ``upper``) as
+        the one merged batch: readers see it whatever their physical frontier, as they saw the
+        batches it stands for before the checkpoint."""
+        self.merged = [batch] if len(batch) else []
+        self.pending = []
+        self.upper = list(upper)
+
     def __len__(self) -> int:
         return sum(len(b) for b in self.merged) + sum(len(b) for b in self.pending)
 

@@ -1,0 +1,208 @@
+"""Differential state in epoch checkpoints (``st.execute(..., checkpoint_dir=...)``).
+
+Every trace an operator writes and keeps across epochs (an arrangement's, which ``join``,
+``reduce`` and ``iterate`` read; ``reduce``'s, ``count``'s, ``distinct``'s and
+``threshold``'s output trace; the traces inside an ``iterate``) is a :class:`TraceState`, a
+keyed component of the checkpoints of :mod:`sparktimely.io`. Its snapshot is the trace's
+updates as one Arrow table: one row per key (Python updates, pickled) or per update (Arrow
+updates: the data columns, ``diff``, the time coordinates), with the route the
+arrangement's exchange uses (``stable_hash(key)``; for Arrow rows the key columns'
+``hash_rows`` shifted right by one), so a resumed run with another number of workers gets
+each key where its exchange sends it. A resumed trace starts as one batch holding those
+updates, complete up to the first epoch after the checkpoint; the operators that read it
+see it as already acknowledged (it stands for the batches they had read before), so no
+update is joined, counted or output twice.
+
+``trace.import_(scope)`` into another dataflow is not supported yet in a worker that
+checkpoints (it raises NotImplementedError naming the trace and the dataflow): the two
+dataflows checkpoint separately, and an import would need a position consistent with both.
+
+>>> import tempfile, sparktimely as st, sparktimely.differential as dd
+>>> directory = tempfile.mkdtemp()
+>>> def job(worker, epoch, words):          # this run's words, at epoch ``epoch``
+...     st.io.enable_checkpoints(worker, directory)
+...     session = dd.InputSession()
+...     counts = worker.dataflow(lambda scope: session.to_collection(scope).count()
+...                              .inner.capture(), name="counts")
+...     session.advance_to(epoch)
+...     for word in words:
+...         session.insert(word)
+...     session.close()
+...     worker.run()
+...     return counts.extract()
+>>> st.execute_directly(lambda worker: job(worker, 0, ["a", "b", "a"]))
+[(0, [(('a', 2), 0, 1), (('b', 1), 0, 1)])]
+>>> st.execute_directly(lambda worker: job(worker, 1, ["a"]))    # resumed: counts go on
+[(1, [(('a', 2), 1, -1), (('a', 3), 1, 1)])]
+"""
+from __future__ import annotations
+
+import pickle
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+import pyarrow as pa
+
+from ..hashing import stable_hash
+from ..ops.recovery import KeyedState, epoch_time, recovery_of, root_epoch
+from ..progress.timestamp import TimeKind
+from .arrow.batch import ArrowBatch, TIME_PREFIX, column_numpy
+from .trace.batch import Batch, consolidate_updates
+from .trace.handle import TraceAgent, TraceBox
+
+if TYPE_CHECKING:
+    from ..dataflow.scope import ScopeCore
+
+__all__ = ["TraceState", "checkpointing", "latest_epoch", "restore_table", "trace_table"]
+
+ROUTE = "__route"
+"""The route column of a trace's snapshot (the arrangement's exchange route of each row)."""
+ENTRY = "__entry"
+"""The column of a Python trace's snapshot: one pickled ``(key, [(val, time, diff)])`` per row."""
+KEY_PREFIX = "__key."
+"""Prefix of the key columns of an Arrow trace's snapshot (the rest are values and ``diff``)."""
+
+
+def trace_table(batches: list, operator: str) -> pa.Table:
+    """The updates of a trace's ``batches`` as one table with a :data:`ROUTE` column.
+
+    >>> b = Batch.from_updates([(("k", "v"), 0, 1)], [0], [1])
+    >>> table = trace_table([b], "Example")
+    >>> table.column_names, table.column(ROUTE).to_pylist() == [stable_hash("k")]
+    (['__route', '__entry'], True)
+    """
+    batches = [batch for batch in batches if len(batch)]
+    if not batches:
+        return pa.table({ROUTE: pa.array([], pa.uint64())})
+    if isinstance(batches[0], ArrowBatch):
+        return pa.concat_tables([_arrow_rows(batch) for batch in batches],
+                                promote_options="default")
+    per_key: dict = {}
+    for batch in batches:
+        for key, updates in batch.items():
+            present = per_key.get(key)
+            per_key[key] = updates if present is None else present + updates
+    try:
+        routes = [stable_hash(key) for key in per_key]
+    except TypeError as error:
+        raise TypeError(f"{operator}: a checkpoint routes each key by stable_hash: "
+                        f"{error}") from None
+    entries = [pickle.dumps(item, 5) for item in per_key.items()]
+    return pa.table({ROUTE: pa.array(routes, pa.uint64()), ENTRY: pa.array(entries, pa.binary())})
+
+
+def _arrow_rows(batch: ArrowBatch) -> pa.Table:
+    data = batch.data
+    keys = set(batch.key)
+    table = data.rename_columns([KEY_PREFIX + n if n in keys else n for n in data.column_names])
+    for i, coords in enumerate(batch.times):
+        table = table.append_column(f"{TIME_PREFIX}{i}", pa.array(coords))
+    return table.append_column(ROUTE, pa.array(batch.hashes >> np.uint64(1)))
+
+
+def restore_table(table: pa.Table, kind: TimeKind, upper: list) -> Any:
+    """The batch a trace resumes from: the rows of ``table`` (made by :func:`trace_table`,
+    possibly by several workers), consolidated, complete up to ``upper``; None if empty.
+
+    >>> b = Batch.from_updates([(("k", "v"), 0, 1), (("k", "w"), 1, 1)], [0], [2])
+    >>> restore_table(trace_table([b, b], "Example"), TimeKind(int), [2]).get("k")
+    [('v', 0, 2), ('w', 1, 2)]
+    """
+    if not table.num_rows:
+        return None
+    minimum = [kind.minimum()]
+    if ENTRY in table.column_names:
+        data: dict = {}
+        for blob in table.column(ENTRY).to_pylist():
+            key, updates = pickle.loads(blob)
+            present = data.get(key)
+            data[key] = updates if present is None else present + updates
+        data = {key: merged for key, updates in data.items()
+                if (merged := consolidate_updates(updates))}
+        # ``since`` differs from ``lower``: merges consolidate keys it shares with new batches
+        return Batch.from_keyed(data, minimum, upper, since=upper)
+    names = [n for n in table.column_names if n != ROUTE]
+    time_names = [n for n in names if n.startswith(TIME_PREFIX)]
+    columns = [n for n in names if n not in time_names]
+    data_table = table.select(columns).rename_columns(
+        [n[len(KEY_PREFIX):] if n.startswith(KEY_PREFIX) else n for n in columns])
+    key = [n[len(KEY_PREFIX):] for n in columns if n.startswith(KEY_PREFIX)]
+    times = np.vstack([column_numpy(table, n) for n in time_names])
+    return ArrowBatch.build(data_table, times, key, minimum, upper, kind, since=upper)
+
+
+class TraceState(KeyedState):
+    """The checkpointed state of one trace that an operator writes (see the module doc).
+
+    ``on_restore(upper)`` tells the operator, before any input, that the trace resumed
+    complete up to ``upper`` (its next batch starts there). While the dataflow runs, the
+    state keeps a handle on the trace, so that the checkpoint taken when the dataflow
+    completes (after its readers let go) still holds the trace; the handle's logical
+    compaction follows the committed epochs.
+    """
+
+    def __init__(self, scope: "ScopeCore", info: Any, box: TraceBox,
+                 on_restore: Callable[[list], None]) -> None:
+        self.box = box
+        self.time_kind = scope.kind
+        self.on_restore = on_restore
+        self._scope = scope
+        self._restored: pa.Table | None = None
+        self._keeper: TraceAgent | None = None
+        super().__init__(scope, f"{info.name}#{info.index}", info.index, self._table,
+                         self._keep, ROUTE)
+
+    def _table(self) -> pa.Table:
+        return trace_table([] if self.box.freed else self.box.spine.batches(), self.name)
+
+    def _keep(self, table: pa.Table) -> None:
+        self._restored = table
+
+    def start(self, epoch: int, limit: int | None) -> None:
+        box = self.box
+        if not box.freed:                      # no trace to keep if no reader wanted it
+            from .operators.arrange import hold_in_dataflow
+            self._keeper = TraceAgent(box)
+            self._keeper.set_physical_compaction([])
+            hold_in_dataflow(self._scope, self._keeper)
+            restored = self._restored
+            if restored is not None and restored.num_rows and epoch:
+                upper = [epoch_time(self.time_kind.minimum(), epoch)]
+                box.restore(restore_table(restored, self.time_kind, upper), upper)
+                self.on_restore(upper)
+        self._restored = None
+        super().start(epoch, limit)
+
+    def snapshot(self, epoch: int | None) -> Any:
+        table = super().snapshot(epoch)
+        if epoch is None and not self.box.freed:   # the last checkpoint: its epoch covers ours
+            self.max_epoch = max(self.max_epoch, latest_epoch(self.box.spine.batches()))
+        return table
+
+    def commit(self, epoch: int) -> None:
+        keeper = self._keeper
+        if keeper is not None and not keeper.closed:
+            keeper.set_logical_compaction([epoch_time(self.time_kind.minimum(), epoch + 1)])
+
+
+def latest_epoch(batches: list) -> int:
+    """The latest root epoch of an update in ``batches`` (-1 if none).
+
+    >>> latest_epoch([Batch.from_updates([(("k", "v"), 4, 1), (("k", "v"), 2, 1)], [0], [5])])
+    4
+    """
+    latest = -1
+    for batch in batches:
+        if not len(batch):
+            continue
+        if isinstance(batch, ArrowBatch):
+            latest = max(latest, int(batch.times[0].max()))
+        else:
+            latest = max(latest, max(root_epoch(t) for updates in batch.data.values()
+                                     for _, t, _ in updates))
+    return latest
+
+
+def checkpointing(scope: "ScopeCore") -> bool:
+    """True if the worker of ``scope`` takes epoch checkpoints."""
+    return recovery_of(scope) is not None
