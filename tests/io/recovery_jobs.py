@@ -6,7 +6,7 @@ import json
 import os
 import signal
 from collections import Counter
-from typing import Callable
+from typing import Any, Callable
 
 import pyarrow.parquet as pq
 
@@ -28,17 +28,25 @@ def write_texts(folder: str, files: int = 3, lines: int = 12, width: int = 4,
                                    for j in range(width)) + "\n")
 
 
-def epochs_of(folder: str, batch_rows: int = BATCH_ROWS, start: int = 0) -> dict[int, list[str]]:
-    """The words of each epoch: line ``i`` of every file is in epoch ``i // batch_rows``
-    (but not before ``start``)."""
+def lines_by_epoch(folder: str, batch_rows: int = BATCH_ROWS,
+                   start: int = 0) -> dict[int, list[str]]:
+    """The lines of each epoch: line ``i`` of every file is in epoch ``i // batch_rows`` (but
+    not before ``start``); the header line of a CSV file is skipped."""
     by_epoch: dict[int, list[str]] = {}
     for name in sorted(os.listdir(folder)):
         if name.startswith((".", "_")):
             continue
         with open(os.path.join(folder, name)) as lines:
-            for i, line in enumerate(lines):
-                by_epoch.setdefault(max(i // batch_rows, start), []).extend(line.split())
+            rows = lines.read().splitlines()
+        for i, line in enumerate(rows[1:] if name.endswith(".csv") else rows):
+            by_epoch.setdefault(max(i // batch_rows, start), []).append(line)
     return by_epoch
+
+
+def epochs_of(folder: str, batch_rows: int = BATCH_ROWS, start: int = 0) -> dict[int, list[str]]:
+    """The words of each epoch (see :func:`lines_by_epoch`)."""
+    return {epoch: [word for line in lines for word in line.split()]
+            for epoch, lines in lines_by_epoch(folder, batch_rows, start).items()}
 
 
 def running_counts(by_epoch: dict[int, list[str]],
@@ -88,15 +96,17 @@ def checkpointed(job: Callable, directory, every: int = 1) -> Callable:
     return run
 
 
+def sink_files(out: str) -> list[tuple[int, str]]:
+    """``(epoch, path)`` of every visible file of a DirectorySink directory, by name."""
+    return [(int(name.split("-")[1]), os.path.join(out, name)) for name in sorted(os.listdir(out))
+            if not name.startswith((".", "_"))]
+
+
 def visible(out: str) -> list[tuple[int, str, int]]:
     """``(epoch, word, count)`` of every visible file of a DirectorySink directory."""
     rows = []
-    for name in sorted(os.listdir(out)):
-        if name.startswith((".", "_")):
-            continue
-        epoch = int(name.split("-")[1])
-        path = os.path.join(out, name)
-        if name.endswith(".jsonl"):
+    for epoch, path in sink_files(out):
+        if path.endswith(".jsonl"):
             with open(path) as lines:
                 rows += [(epoch, *json.loads(line)) for line in lines]
         else:
@@ -118,19 +128,22 @@ def tree(path: str) -> dict[str, bytes]:
 
 
 class FailOnce:
-    """A hook that fails once, on ``worker`` at ``epoch``: raises (in-process workers) or
-    kills its own process with SIGKILL; ``marker`` (a file) remembers that it did."""
+    """A hook that fails once, on ``worker`` (None: whichever worker gets there first) at
+    ``epoch``: raises (in-process workers) or kills its own process with SIGKILL; ``marker``
+    (a file) remembers that it did."""
 
-    def __init__(self, marker: str, epoch: int, worker: int = 0, kill: bool = False) -> None:
+    def __init__(self, marker: str, epoch: Any, worker: int | None = 0,
+                 kill: bool = False) -> None:
         self.marker = marker
         self.epoch = epoch
         self.worker = worker
         self.kill = kill
 
-    def __call__(self, worker: st.Worker, time: int) -> None:
-        if time == self.epoch and worker.index == self.worker % worker.peers and \
+    def __call__(self, worker: st.Worker, time: Any) -> None:
+        if time == self.epoch and \
+                (self.worker is None or worker.index == self.worker % worker.peers) and \
                 not os.path.exists(self.marker):
             open(self.marker, "w").close()
             if self.kill:
                 os.kill(os.getpid(), signal.SIGKILL)
-            raise RuntimeError(f"failing on purpose at epoch {time}")
+            raise RuntimeError(f"failing on purpose at epoch {time} on worker {worker.index}")

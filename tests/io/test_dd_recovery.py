@@ -1,0 +1,94 @@
+"""Differential dataflow under epoch checkpoints, with in-process workers (1, 2 and 3, seeded
+interleavings): arrangements, reduce's output traces and iterate's inner traces are
+checkpointed and restored, so that a failure at any epoch and a rerun (at the same or another
+worker count) give the undisturbed output, which equals the oracles' recomputation. Real
+processes killed with SIGKILL are in test_dd_kill_resume.py; ``import_`` with checkpoints is
+refused (not supported yet)."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+import sparktimely as st
+from sparktimely.testing import execute_in_process
+
+import dd_recovery_jobs as jobs
+from recovery_jobs import FailOnce, checkpointed, lines_by_epoch, write_texts
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.mark.parametrize("kind", jobs.KINDS)
+def test_checkpointed_differential_jobs_equal_their_oracles(run, tmp_path, kind):
+    job = jobs.Job(kind, tmp_path)
+    out = str(tmp_path / "out")
+    run(checkpointed(lambda w: job.run(w, out), tmp_path / "ck"))
+    jobs.agrees(jobs.updates(out), job.oracle())
+    plain = str(tmp_path / "plain")
+    run(lambda w: job.run(w, plain))
+    assert jobs.consolidated(jobs.updates(plain)) == jobs.consolidated(jobs.updates(out))
+
+
+@pytest.mark.parametrize("kind", jobs.KINDS)
+@pytest.mark.parametrize("position", ["first", "middle", "last"])
+def test_a_failure_at_an_epoch_and_a_rerun_give_the_undisturbed_output(run, tmp_path, kind,
+                                                                       position):
+    job = jobs.Job(kind, tmp_path)
+    epoch = job.at(position)
+    plain = str(tmp_path / "plain")
+    run(lambda w: job.run(w, plain))
+    out = str(tmp_path / "out")
+    fail = FailOnce(str(tmp_path / "failed"), epoch, worker=None)
+    failing = checkpointed(lambda w: job.run(w, out, fail), tmp_path / "ck")
+    with pytest.raises(st.WorkerError, match="failing on purpose"):
+        run(failing)
+    run(failing)
+    assert jobs.consolidated(jobs.updates(out)) == jobs.consolidated(jobs.updates(plain))
+    jobs.agrees(jobs.updates(out), job.oracle())
+
+
+@pytest.mark.parametrize("kind", jobs.KINDS)
+@pytest.mark.parametrize("before, after", [(2, 3), (3, 1), (1, 2)])
+def test_a_rerun_at_another_worker_count_gives_the_same_output(tmp_path, kind, before, after):
+    job = jobs.Job(kind, tmp_path)
+    plain = str(tmp_path / "plain")
+    execute_in_process(lambda w: job.run(w, plain), after, seed=after)
+    out = str(tmp_path / "out")
+    fail = FailOnce(str(tmp_path / "failed"), job.at("middle"), worker=None)
+    failing = checkpointed(lambda w: job.run(w, out, fail), tmp_path / "ck")
+    with pytest.raises(st.WorkerError):
+        execute_in_process(failing, before, seed=before)
+    execute_in_process(failing, after, seed=after + 10)
+    assert jobs.consolidated(jobs.updates(out)) == jobs.consolidated(jobs.updates(plain))
+
+
+def test_files_added_between_runs_continue_from_the_restored_arrangements(run, tmp_path):
+    """A completed checkpointed word count, rerun after more files were added: the counts
+    go on from the restored traces (the last checkpoint keeps them after completion)."""
+    texts, out = str(tmp_path / "texts"), str(tmp_path / "out")
+    write_texts(texts, files=2, lines=9)
+    job = checkpointed(lambda w: jobs.wordcount(w, texts, out), tmp_path / "ck")
+    execute_in_process(job, 2, seed=5)
+    write_texts(texts, files=2, lines=7, salt=1)
+    run(job)
+    first = lines_by_epoch(texts)
+    everything = Counter()
+    for epoch in sorted(first):
+        everything.update(w for line in first[epoch] for w in line.split())
+    final = jobs.accumulated(jobs.updates(out))
+    assert final[max(final)] == (
+        Counter({("count", (w, n)): 1 for w, n in everything.items()}) +
+        Counter({("twice", w): 1 for w, n in everything.items() if n >= 2}) +
+        Counter({("distinct", w): 1 for w in everything}))
+
+
+def test_import_into_a_dataflow_that_checkpoints_is_refused_naming_trace_and_dataflow(
+        run, tmp_path):
+    edges, queries, out = str(tmp_path / "edges"), str(tmp_path / "queries"), str(tmp_path / "out")
+    jobs.write_edge_files(edges)
+    jobs.write_query_files(queries)
+    with pytest.raises(st.WorkerError, match="import_ of the trace of 'ArrangeByKey' into "
+                                             "dataflow 'queries': import_ into a dataflow "
+                                             "that checkpoints is not supported yet"):
+        run(checkpointed(lambda w: jobs.shared_queries(w, edges, queries, out), tmp_path / "ck"))
