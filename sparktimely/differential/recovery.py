@@ -137,8 +137,9 @@ class TraceState(KeyedState):
     ``on_restore(upper)`` tells the operator, before any input, that the trace resumed
     complete up to ``upper`` (its next batch starts there). While the dataflow runs, the
     state keeps a handle on the trace, so that the checkpoint taken when the dataflow
-    completes (after its readers let go) still holds the trace; the handle's logical
-    compaction follows the committed epochs.
+    completes (after its readers let go) still holds the trace. That handle never holds
+    compaction back: it listens to the trace and moves its logical compaction frontier to
+    each upper the trace seals (a checkpoint resumes every trace at one frontier anyway).
     """
 
     def __init__(self, scope: "ScopeCore", info: Any, box: TraceBox,
@@ -165,6 +166,7 @@ class TraceState(KeyedState):
             self._keeper = TraceAgent(box)
             self._keeper.set_physical_compaction([])
             hold_in_dataflow(self._scope, self._keeper)
+            box.add_listener(self)
             restored = self._restored
             if restored is not None and restored.num_rows and epoch:
                 upper = [epoch_time(self.time_kind.minimum(), epoch)]
@@ -179,10 +181,18 @@ class TraceState(KeyedState):
             self.max_epoch = max(self.max_epoch, latest_epoch(self.box.spine.batches()))
         return table
 
-    def commit(self, epoch: int) -> None:
+    # -- the trace's listener protocol (see TraceBox) -------------------------------------------
+
+    def push_batch(self, batch: Any, time: Any) -> None:
+        pass
+
+    def push_upper(self, upper: list) -> None:
         keeper = self._keeper
-        if keeper is not None and not keeper.closed:
-            keeper.set_logical_compaction([epoch_time(self.time_kind.minimum(), epoch + 1)])
+        if upper and keeper is not None and not keeper.closed:
+            keeper.set_logical_compaction(upper)
+
+    def close(self) -> None:
+        pass
 
 
 def latest_epoch(batches: list) -> int:

@@ -11,6 +11,7 @@ from collections import Counter
 import pytest
 
 import sparktimely as st
+import sparktimely.differential as dd
 from sparktimely.testing import execute_in_process
 
 import dd_recovery_jobs as jobs
@@ -92,3 +93,28 @@ def test_import_into_a_dataflow_that_checkpoints_is_refused_naming_trace_and_dat
                                              "dataflow 'queries': import_ into a dataflow "
                                              "that checkpoints is not supported yet"):
         run(checkpointed(lambda w: jobs.shared_queries(w, edges, queries, out), tmp_path / "ck"))
+
+
+def test_checkpoints_do_not_hold_a_trace_back_from_compacting(run, tmp_path):
+    """A key inserted and removed at each of 40 epochs, checkpointed once every 100 epochs
+    (so never before the end): the trace, compacted by its only reader to the epochs it
+    has passed, holds as many updates after each epoch as without checkpoints (a few, not
+    one per epoch)."""
+    def job(worker):
+        session = dd.InputSession()
+        trace = worker.dataflow(lambda scope: session.to_collection(scope).arrange_by_self()
+                                .trace, name="compacting")
+        sizes = []
+        for epoch in range(40):
+            session.advance_to(epoch)
+            session.insert("k") if epoch % 2 == 0 else session.remove("k")
+            session.flush()
+            worker.step_while(lambda: trace.read_upper() and trace.read_upper()[0] < epoch)
+            trace.set_logical_compaction(trace.read_upper())
+            trace.set_physical_compaction(trace.read_upper())
+            sizes.append(sum(len(batch) for batch in trace.batches()))
+        session.close()
+        return sizes
+    plain = run(job)
+    assert max(max(sizes) for sizes in plain) <= 8
+    assert run(checkpointed(job, tmp_path / "ck", every=100)) == plain
