@@ -97,6 +97,20 @@ class TraceHandle(TraceAgent):
         and the arranging dataflow checkpoint separately, and nothing yet keeps the import's
         position consistent with both, so ``import_`` raises NotImplementedError there
         (arrangements used within their own dataflow are checkpointed and restored).
+
+        >>> import tempfile, sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     st.io.enable_checkpoints(worker, tempfile.mkdtemp())
+        ...     trace = worker.dataflow(lambda s: dd.InputSession().to_collection(s)
+        ...                             .arrange_by_key().trace, name="arranged")
+        ...     worker.dataflow(lambda s: trace.import_(s), name="queries")
+        >>> try:
+        ...     st.execute_directly(job)
+        ... except NotImplementedError as error:
+        ...     print(error)                    # doctest: +NORMALIZE_WHITESPACE
+        import_ of the trace of 'ArrangeByKey' into dataflow 'queries': import_ into a
+        dataflow that checkpoints is not supported yet; arrange the collection inside the
+        dataflow that uses it, or run without checkpoint_dir
         """
         self._check_open("import_")
         box = self._box
