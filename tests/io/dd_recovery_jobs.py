@@ -101,14 +101,22 @@ def wordcount(worker: st.Worker, texts: str, out: str, hook: Callable | None = N
 
 def wordcount_oracle(texts: str) -> dict[int, Counter]:
     """Per epoch, the collection :func:`wordcount` should hold (recomputed from scratch)."""
-    by_epoch = lines_by_epoch(texts)
     words: Counter = Counter()
+    return replay(lines_by_epoch(texts), lambda line: words.update(line.split()),
+                  lambda: Counter({("count", (w, n)): 1 for w, n in words.items() if n} |
+                                  {("twice", w): 1 for w, n in words.items() if n >= 2} |
+                                  {("distinct", w): 1 for w, n in words.items() if n > 0}))
+
+
+def replay(by_epoch: dict[int, list[str]], apply: Callable[[str], None],
+           collection: Callable[[], Counter]) -> dict[int, Counter]:
+    """An oracle: for each epoch, ``collection()`` once ``apply(line)`` has seen the lines of
+    that epoch and all earlier ones, in order."""
     result = {}
     for epoch in range(max(by_epoch) + 1):
-        words.update(w for line in by_epoch.get(epoch, []) for w in line.split())
-        result[epoch] = Counter({("count", (w, n)): 1 for w, n in words.items() if n} |
-                                {("twice", w): 1 for w, n in words.items() if n >= 2} |
-                                {("distinct", w): 1 for w, n in words.items() if n > 0})
+        for line in by_epoch.get(epoch, []):
+            apply(line)
+        result[epoch] = collection()
     return result
 
 
@@ -123,15 +131,13 @@ def arrow_wordcount(worker: st.Worker, csvs: str, out: str, hook: Callable | Non
 
 
 def arrow_wordcount_oracle(csvs: str) -> dict[int, Counter]:
-    by_epoch = lines_by_epoch(csvs)
     words: Counter = Counter()
-    result = {}
-    for epoch in range(max(by_epoch) + 1):
-        for line in by_epoch.get(epoch, []):
-            word, diff = line.split(",")
-            words[word] += int(diff)
-        result[epoch] = Counter({(w, n): 1 for w, n in words.items() if n})
-    return result
+
+    def apply(line: str) -> None:
+        word, diff = line.split(",")
+        words[word] += int(diff)
+    return replay(lines_by_epoch(csvs), apply,
+                  lambda: Counter({(w, n): 1 for w, n in words.items() if n}))
 
 
 def _edges(lines: st.Stream) -> dd.Collection:
@@ -159,15 +165,16 @@ def reachability(worker: st.Worker, edge_files: str, out: str,
 
 
 def reachability_oracle(edge_files: str) -> dict[int, Counter]:
-    by_epoch = lines_by_epoch(edge_files)
     edges: Counter = Counter()
-    result = {}
-    for epoch in range(max(by_epoch) + 1):
-        for line in by_epoch.get(epoch, []):
-            src, dst, diff = map(int, line.split())
-            edges[(src, dst)] += diff
-        result[epoch] = Counter({node: 1 for node in bfs({e for e, n in edges.items() if n > 0})})
-    return result
+    return replay(lines_by_epoch(edge_files), lambda line: add_edge(edges, line),
+                  lambda: Counter({node: 1 for node in bfs({e for e, n in edges.items()
+                                                            if n > 0})}))
+
+
+def add_edge(edges: Counter, line: str) -> None:
+    """Apply an edge file's line ``src dst diff`` to ``edges``."""
+    src, dst, diff = map(int, line.split())
+    edges[(src, dst)] += diff
 
 
 def bfs(edges: set) -> set:
@@ -200,21 +207,25 @@ def join_count(worker: st.Worker, edge_files: str, query_files: str, out: str,
 
 
 def join_count_oracle(edge_files: str, query_files: str) -> dict[int, Counter]:
-    edge_lines, query_lines = lines_by_epoch(edge_files), lines_by_epoch(query_files)
     edges: Counter = Counter()
     keys: set = set()
-    result = {}
-    for epoch in range(max(max(edge_lines), max(query_lines)) + 1):
-        for line in edge_lines.get(epoch, []):
-            src, dst, diff = map(int, line.split())
-            edges[(src, dst)] += diff
-        keys.update(int(line) for line in query_lines.get(epoch, []))
+    edge_lines, query_lines = lines_by_epoch(edge_files), lines_by_epoch(query_files)
+    lines = {epoch: edge_lines.get(epoch, []) + query_lines.get(epoch, [])
+             for epoch in edge_lines.keys() | query_lines.keys()}
+
+    def apply(line: str) -> None:           # an edge (three numbers) or a query key (one)
+        if " " in line:
+            add_edge(edges, line)
+        else:
+            keys.add(int(line))
+
+    def collection() -> Counter:
         per_source: Counter = Counter()
         for (src, _), n in edges.items():
             if src in keys:
                 per_source[src] += n
-        result[epoch] = Counter({(src, n): 1 for src, n in per_source.items() if n})
-    return result
+        return Counter({(src, n): 1 for src, n in per_source.items() if n})
+    return replay(lines, apply, collection)
 
 
 def write_query_files(folder: str, files: int = 2, lines: int = 18, seed: int = 1) -> None:
