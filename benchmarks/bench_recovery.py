@@ -21,6 +21,10 @@
 - Checkpoint size against state size: bytes of the state files against the state in memory
   (the Arrow table's buffers; for a dict, Python's ``sys.getsizeof`` of the dict, its keys and
   values).
+- The same three for a differential job: the Arrow word count ``count(key="word")`` (its
+  arrangement and output trace are what a checkpoint holds) instead of the running totals;
+  resume against the keys of those traces (their state in memory: the Arrow buffers of the
+  traces' batches on every worker).
 """
 from __future__ import annotations
 
@@ -31,11 +35,13 @@ import sys
 import tempfile
 import time
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import sparktimely as st
+import sparktimely.differential as dd
 from examples.recoverable_wordcount import add_counts, running_totals
 from sparktimely.io import DirectorySink, FileSource, enable_checkpoints
 
@@ -64,10 +70,17 @@ def write_words(folder: str, files: int, words_per_file: int) -> None:
         name += 1
 
 
+def differential_counts(words: st.Stream) -> dd.Collection:
+    """``count(key="word")`` of the Arrow batches of ``words``, each row inserting its word."""
+    def with_diff(batch: pa.RecordBatch) -> pa.RecordBatch:
+        return batch.append_column("diff", pa.array(np.ones(batch.num_rows, np.int64)))
+    return dd.as_collection(words.map_batches(with_diff)).count(key="word")
+
+
 def wordcount_seconds(folder: str, out: str, checkpoint: str | None, every: int,
-                      batches_per_epoch: int) -> tuple[float, int]:
-    """Seconds (slower worker) of the running wordcount over ``folder``'s files, and how many
-    epochs it had."""
+                      batches_per_epoch: int, differential: bool = False) -> tuple[float, int]:
+    """Seconds (slower worker) of the running wordcount over ``folder``'s files (the
+    differential one with ``differential``), and how many epochs it had."""
     def job(worker):
         if checkpoint:
             enable_checkpoints(worker, checkpoint, every)
@@ -77,8 +90,12 @@ def wordcount_seconds(folder: str, out: str, checkpoint: str | None, every: int,
             words = scope.input_from_source(FileSource(folder, batch_rows=1 << 16,
                                                        batches_per_epoch=batches_per_epoch),
                                             "words")
-            counts = words.aggregate_batches("word", {"n": ("count", None)})
-            totals = running_totals(counts).inspect_batch(lambda t, b: epochs.append(t))
+            if differential:
+                totals = differential_counts(words).inner
+            else:
+                counts = words.aggregate_batches("word", {"n": ("count", None)})
+                totals = running_totals(counts)
+            totals = totals.inspect_batch(lambda t, b: epochs.append(t))
             totals.output_to(DirectorySink(out), "totals")
             return totals.probe()
         start = time.perf_counter()
@@ -90,7 +107,7 @@ def wordcount_seconds(folder: str, out: str, checkpoint: str | None, every: int,
     return max(seconds for seconds, _ in results), max(n for _, n in results)
 
 
-def throughput(quick: bool) -> list[Row]:
+def throughput(quick: bool, differential: bool = False) -> list[Row]:
     files, words_per_file = (4, 1 << 20) if quick else (8, 5 << 20)
     words = files * words_per_file
     base = tempfile.mkdtemp(prefix="bench-recovery-")
@@ -103,7 +120,8 @@ def throughput(quick: bool) -> list[Row]:
             out = os.path.join(base, f"out-{every}-{repeat}")
             checkpoint = os.path.join(base, f"ck-{every}-{repeat}") if every else None
             try:
-                return wordcount_seconds(folder, out, checkpoint, every or 1, per_epoch)
+                return wordcount_seconds(folder, out, checkpoint, every or 1, per_epoch,
+                                         differential)
             finally:
                 shutil.rmtree(out, ignore_errors=True)
         per_epoch = max(1, batches // 40)                       # calibrate the epoch size
@@ -125,7 +143,8 @@ def throughput(quick: bool) -> list[Row]:
                      f"checkpoint every {every} epoch{'s' * (every > 1)} "
                      f"({epochs / plain / every:.2g} per second of work)")
             goals = [Goal(">=", 0.9, "without checkpoints")] if every == 10 else []
-            rows.append(Row(f"columnar running wordcount, {WORKERS} workers: {label}", size,
+            job = "differential count(key=...)" if differential else "columnar running wordcount"
+            rows.append(Row(f"{job}, {WORKERS} workers: {label}", size,
                             "M rec/s", words / best / 1e6,
                             limits={"without checkpoints": words / plain / 1e6}, goals=goals))
         return rows
@@ -155,7 +174,9 @@ def resume(keys: int, form: str) -> tuple[float, float, int, int]:
 
             def build(scope):
                 words = scope.input_from_source(FileSource([source], batch_rows=1 << 20), "words")
-                if form == "table":
+                if form == "trace":
+                    differential_counts(words).inner.inspect_batch(lambda t, b: None)
+                elif form == "table":
                     counts = words.aggregate_batches("word", {"n": ("count", None)})
                     totals = running_totals(counts)
                     totals.inspect_batch(lambda t, b: memory.append(b.nbytes))
@@ -172,7 +193,7 @@ def resume(keys: int, form: str) -> tuple[float, float, int, int]:
         fresh = os.path.join(base, "fresh")
         runs = st.execute(lambda w: job(w, fresh), workers=WORKERS)
         state = _state_bytes(fresh)
-        memory = _memory(keys, form)
+        memory = _trace_memory(fresh) if form == "trace" else _memory(keys, form)
         resumed = []
         for r in range(REPEATS):
             copy = os.path.join(base, f"copy-{r}")
@@ -184,6 +205,16 @@ def resume(keys: int, form: str) -> tuple[float, float, int, int]:
         return min(resumed), min(empty), state, memory
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _trace_memory(directory: str) -> int:
+    """The bytes in memory of the Arrow tables the traces of the newest checkpoint in
+    ``directory`` restore from."""
+    commits = os.path.join(directory, "resume", "commits")
+    with open(os.path.join(commits, max(os.listdir(commits)))) as record:
+        files = json.load(record)["files"]
+    return sum(pa.ipc.open_file(pa.memory_map(os.path.join(directory, "resume", path)))
+               .read_all().nbytes for path in files if "Arrange" in path or "Count" in path)
 
 
 def _rows(capability, info):
@@ -209,13 +240,15 @@ def _memory(keys: int, form: str) -> int:
 
 def restore(quick: bool) -> list[Row]:
     rows = []
-    cases = [("table", 100_000), ("table", 1_000_000), ("dict", 100_000)] if quick else \
+    cases = [("table", 100_000), ("table", 1_000_000), ("dict", 100_000),
+             ("trace", 100_000), ("trace", 1_000_000)] if quick else \
         [("table", 100_000), ("table", 1_000_000), ("table", 10_000_000),
-         ("dict", 100_000), ("dict", 1_000_000)]
+         ("dict", 100_000), ("dict", 1_000_000), ("trace", 100_000), ("trace", 1_000_000)]
     for form, keys in cases:
         resumed, fresh, state, memory = resume(keys, form)
-        what = ("running totals as an Arrow table" if form == "table"
-                else "state_machine totals as a dict")
+        what = {"table": "running totals as an Arrow table",
+                "dict": "state_machine totals as a dict",
+                "trace": "differential count(key=...) traces"}[form]
         size = f"{keys:,} keys, {state / 1e6:.3g} MB"
         rows.append(Row(f"resume {what}: state in memory restored per second", size, "MB/s",
                         memory / resumed / 1e6,
@@ -239,6 +272,11 @@ def main(quick: bool = False) -> list[Section]:
                     "the three modes taken in turn (the machine is shared), "
                     "slower worker, from building the dataflow to its completion (the last "
                     "checkpoint included)."], key="recovery").print(),
+        Section("Epoch checkpoints: throughput of the differential word count, 2 worker "
+                "processes", throughput(quick, differential=True), notes=[
+                    "The same input and epochs; a diff column of ones added per batch, "
+                    "count(key=\"word\") (an arrangement and an output trace per worker, "
+                    "both in every checkpoint), its updates as Parquet files out."]).print(),
         Section("Epoch checkpoints: resume time and checkpoint size against state size, 2 "
                 "worker processes", restore(quick), notes=[
                     "restored per second: the state's bytes (in memory, or in the checkpoint) over "
