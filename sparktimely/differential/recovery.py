@@ -140,6 +140,18 @@ class TraceState(KeyedState):
     completes (after its readers let go) still holds the trace. That handle never holds
     compaction back: it listens to the trace and moves its logical compaction frontier to
     each upper the trace seals (a checkpoint resumes every trace at one frontier anyway).
+
+    >>> import glob, os, tempfile, pyarrow as pa, sparktimely as st, sparktimely.differential as dd
+    >>> directory = tempfile.mkdtemp()
+    >>> def job(worker):
+    ...     worker.dataflow(lambda s: dd.from_stream(s.to_stream([("a", 1), ("b", 2)])).count()
+    ...                     .inner.capture(), name="counts")
+    >>> _ = st.execute(job, workers=2, checkpoint_dir=directory)
+    >>> files = glob.glob(os.path.join(directory, "counts", "checkpoints", "*", "*.arrow"))
+    >>> sorted({os.path.basename(f).split(".")[0] for f in files})   # count's two traces
+    ['ArrangeBySelf%233', 'Count%234']
+    >>> sum(pa.ipc.open_file(f).read_all().num_rows for f in files if "Count" in f)
+    2
     """
 
     def __init__(self, scope: "ScopeCore", info: Any, box: TraceBox,
@@ -214,5 +226,10 @@ def latest_epoch(batches: list) -> int:
 
 
 def checkpointing(scope: "ScopeCore") -> bool:
-    """True if the worker of ``scope`` takes epoch checkpoints."""
+    """True if the worker of ``scope`` takes epoch checkpoints.
+
+    >>> import sparktimely as st
+    >>> st.example(checkpointing)
+    False
+    """
     return recovery_of(scope) is not None
