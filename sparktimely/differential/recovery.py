@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 import pyarrow as pa
 
-from ..hashing import stable_hash
+from ..hashing import hash_rows, stable_hash
 from ..ops.recovery import KeyedState, epoch_time, recovery_of, root_epoch
 from ..progress.timestamp import TimeKind
-from .arrow.batch import ArrowBatch, TIME_PREFIX, column_numpy
+from .arrow.batch import DIFF, ArrowBatch, TIME_PREFIX, column_numpy
 from .trace.batch import Batch, consolidate_updates
 from .trace.handle import TraceAgent, TraceBox
 
@@ -107,6 +107,10 @@ def restore_table(table: pa.Table, kind: TimeKind, upper: list) -> Any:
     >>> b = Batch.from_updates([(("k", "v"), 0, 1), (("k", "w"), 1, 1)], [0], [2])
     >>> restore_table(trace_table([b, b], "Example"), TimeKind(int), [2]).get("k")
     [('v', 0, 2), ('w', 1, 2)]
+    >>> a = ArrowBatch.build(pa.table({"k": ["x", "y"], "diff": [1, 1]}),
+    ...                      np.zeros((1, 2), np.int64), ["k"], [0], [1])
+    >>> restore_table(trace_table([a, a], "Example"), TimeKind(int), [1]).data.to_pydict()
+    {'k': ['x', 'y'], 'diff': [2, 2]}
     """
     if not table.num_rows:
         return None
@@ -128,7 +132,16 @@ def restore_table(table: pa.Table, kind: TimeKind, upper: list) -> Any:
         [n[len(KEY_PREFIX):] if n.startswith(KEY_PREFIX) else n for n in columns])
     key = [n[len(KEY_PREFIX):] for n in columns if n.startswith(KEY_PREFIX)]
     times = np.vstack([column_numpy(table, n) for n in time_names])
-    return ArrowBatch.build(data_table, times, key, minimum, upper, kind, since=upper)
+    return ArrowBatch.build(data_table, times, key, minimum, upper, kind, since=upper,
+                            consolidated=_distinct_rows(table, [n for n in names if n != DIFF]))
+
+
+def _distinct_rows(table: pa.Table, columns: list) -> bool:
+    """True if no two rows of ``table`` are equal in ``columns`` (their hashes all differ):
+    then the rows, each from a consolidated batch, need no consolidating (a hash of every
+    row and a sort cost a third of pyarrow's group_by); False when unsure."""
+    hashes = np.sort(hash_rows(table, columns))
+    return not np.any(hashes[1:] == hashes[:-1])
 
 
 class TraceState(KeyedState):
