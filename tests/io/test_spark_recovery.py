@@ -1,6 +1,7 @@
 """Recovery on a real local Spark (``local[2]``): ``barrier.run`` with ``checkpoint_dir`` and
 ``max_attempts`` reruns a stage whose worker was SIGKILLed at the first, a middle or the last
-epoch, resuming from its checkpoint; ``map_in_arrow`` and ``map_partitions`` resume a failed
+epoch, resuming from its checkpoint (also a differential join+count and reachability, from
+their restored traces); ``map_in_arrow`` and ``map_partitions`` resume a failed
 action mid-partition and give the undisturbed output; RecoveryError is raised itself."""
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 import pytest
 from spark_session import spark_session
 
+import dd_recovery_jobs
 import recovery_jobs
 import sparktimely as st
 import sparktimely.barrier as stb
@@ -31,7 +33,7 @@ def spark():
 def pickle_test_code_by_value():
     """Executors cannot import test modules: ship their functions by value."""
     from pyspark import cloudpickle
-    modules = [sys.modules[__name__], recovery_jobs]
+    modules = [sys.modules[__name__], recovery_jobs, dd_recovery_jobs]
     for module in modules:
         cloudpickle.register_pickle_by_value(module)
     yield
@@ -55,6 +57,17 @@ def test_run_reruns_a_killed_stage_from_its_checkpoint(spark, texts, tmp_path, e
     assert os.path.exists(tmp_path / "killed")               # the first attempt did fail
     assert visible(out) == running_counts(epochs_of(texts))
     assert not [name for name in os.listdir(out) if name.startswith("_")]
+
+
+@pytest.mark.parametrize("kind", ["join_count", "reachability"])
+def test_run_reruns_a_killed_differential_stage_from_its_traces(spark, tmp_path, kind):
+    job = dd_recovery_jobs.Job(kind, tmp_path)
+    out, directory = str(tmp_path / "out"), str(tmp_path / "ck")
+    kill = FailOnce(str(tmp_path / "killed"), job.at("middle"), worker=None, kill=True)
+    stb.run(spark, lambda w: job.run(w, out, kill), 2, checkpoint_dir=directory,
+            max_attempts=2)
+    assert os.path.exists(tmp_path / "killed")
+    dd_recovery_jobs.agrees(dd_recovery_jobs.updates(out), job.oracle())
 
 
 def test_run_raises_recovery_error_itself_and_does_not_retry_it(spark, texts, tmp_path):
