@@ -96,6 +96,10 @@ def consolidate(data: pa.Table, times: np.ndarray, hashes: Any = None
     key)."""
     if data.num_rows == 0:
         return data, times, hashes
+    if hashes is not None:
+        fast = consolidate_hashed(data, times, hashes)
+        if fast is not None:
+            return fast
     columns = [n for n in data.column_names if n != DIFF]
     time_names = [f"{TIME_PREFIX}{i}" for i in range(len(times))]
     table = data.select(columns)
@@ -113,6 +117,46 @@ def consolidate(data: pa.Table, times: np.ndarray, hashes: Any = None
     out_hashes = column_numpy(grouped, HASH) if hashes is not None else None
     result = grouped.select(columns).append_column(DIFF, grouped.column(DIFF))
     return result.combine_chunks(), out_times, out_hashes
+
+
+def consolidate_hashed(data: pa.Table, times: np.ndarray, hashes: np.ndarray
+                       ) -> tuple[pa.Table, np.ndarray, np.ndarray] | None:
+    """:func:`consolidate` for rows whose key hashes are known, sorted by (hash, time): rows
+    of equal hash and time are merged once their data are seen to be equal (compared with
+    the group's first row, on the repeated rows only), so no grouping of the data columns
+    (strings: a hash table) is needed, and the result comes out sorted by hash. None if two
+    rows of equal hash and time differ (a hash collision, or a value column): the caller
+    then groups by every column.
+
+    >>> import numpy as np, pyarrow as pa
+    >>> data = pa.table({"w": ["b", "a", "b"], "diff": [1, 1, 1]})
+    >>> out, times, hashes = consolidate_hashed(data, np.zeros((1, 3), np.int64),
+    ...                                          np.array([7, 3, 7], np.uint64))
+    >>> out.to_pydict(), hashes.tolist()
+    ({'w': ['a', 'b'], 'diff': [1, 2]}, [3, 7])
+    """
+    order = np.lexsort((*times[::-1], hashes))
+    ordered_hashes = hashes[order]
+    ordered_times = times[:, order]
+    first = np.empty(len(order), bool)
+    first[0] = True
+    np.not_equal(ordered_hashes[1:], ordered_hashes[:-1], out=first[1:])
+    for coords in ordered_times:
+        first[1:] |= coords[1:] != coords[:-1]
+    starts = np.flatnonzero(first)
+    columns = [n for n in data.column_names if n != DIFF]
+    if len(starts) < len(order):
+        repeated = np.flatnonzero(~first)
+        leaders = order[starts[np.cumsum(first)[repeated] - 1]]
+        equal = keys_equal(data.take(order[repeated]), columns, data.take(leaders), columns)
+        if equal is not None and not equal.all():
+            return None
+    sums = np.add.reduceat(column_numpy(data, DIFF)[order], starts)
+    keep = sums != 0
+    rows = order[starts[keep]]
+    result = data.select(columns).take(rows).append_column(DIFF, pa.array(sums[keep]))
+    return (result.combine_chunks(), ordered_times[:, starts[keep]],
+            ordered_hashes[starts[keep]])
 
 
 COMBINE_FROM = 4096
