@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...hashing import hash_rows
+from ...hashing import hash_array, hash_rows
 from ...progress.timestamp import Product, TimeKind
 from ..collection import DIFF
 from ..lattice import frontier_le
@@ -89,15 +89,15 @@ def constant_times(kind: TimeKind, time: Any, rows: int) -> np.ndarray:
     return out
 
 
-def consolidate(data: pa.Table, times: np.ndarray, hashes: Any = None
+def consolidate(data: pa.Table, times: np.ndarray, hashes: Any = None, key: list | None = None
                 ) -> tuple[pa.Table, np.ndarray, Any]:
     """Rows of equal data and time merged (their diffs summed), zero diffs dropped; the
     rows' key ``hashes``, if given, are carried along (grouped with, being a function of the
-    key)."""
+    ``key`` columns)."""
     if data.num_rows == 0:
         return data, times, hashes
     if hashes is not None:
-        fast = consolidate_hashed(data, times, hashes)
+        fast = consolidate_hashed(data, times, hashes, key)
         if fast is not None:
             return fast
     columns = [n for n in data.column_names if n != DIFF]
@@ -119,14 +119,14 @@ def consolidate(data: pa.Table, times: np.ndarray, hashes: Any = None
     return result.combine_chunks(), out_times, out_hashes
 
 
-def consolidate_hashed(data: pa.Table, times: np.ndarray, hashes: np.ndarray
-                       ) -> tuple[pa.Table, np.ndarray, np.ndarray] | None:
-    """:func:`consolidate` for rows whose key hashes are known, sorted by (hash, time): rows
-    of equal hash and time are merged once their data are seen to be equal (compared with
-    the group's first row, on the repeated rows only), so no grouping of the data columns
-    (strings: a hash table) is needed, and the result comes out sorted by hash. None if two
-    rows of equal hash and time differ (a hash collision, or a value column): the caller
-    then groups by every column.
+def consolidate_hashed(data: pa.Table, times: np.ndarray, hashes: np.ndarray,
+                       key: list | None = None) -> tuple[pa.Table, np.ndarray, np.ndarray] | None:
+    """:func:`consolidate` for rows whose ``key`` hashes are known, sorted by (hash, time,
+    the other columns: numbers as they are, others by their hash): rows equal in all of
+    these are merged once their data are seen to be equal (compared with the group's first
+    row, on the repeated rows only), so no grouping of the data columns (strings: a hash
+    table) is needed, and the result comes out sorted by hash. None if two rows so grouped
+    differ (a hash collision): the caller then groups by every column.
 
     >>> import numpy as np, pyarrow as pa
     >>> data = pa.table({"w": ["b", "a", "b"], "diff": [1, 1, 1]})
@@ -135,16 +135,17 @@ def consolidate_hashed(data: pa.Table, times: np.ndarray, hashes: np.ndarray
     >>> out.to_pydict(), hashes.tolist()
     ({'w': ['a', 'b'], 'diff': [1, 2]}, [3, 7])
     """
-    order = np.lexsort((*times[::-1], hashes))
+    columns = [n for n in data.column_names if n != DIFF]
+    values = [sortable(data.column(n)) for n in columns if key is not None and n not in key]
+    order = np.lexsort((*values[::-1], *times[::-1], hashes))
     ordered_hashes = hashes[order]
     ordered_times = times[:, order]
     first = np.empty(len(order), bool)
     first[0] = True
     np.not_equal(ordered_hashes[1:], ordered_hashes[:-1], out=first[1:])
-    for coords in ordered_times:
+    for coords in (*ordered_times, *(v[order] for v in values)):
         first[1:] |= coords[1:] != coords[:-1]
     starts = np.flatnonzero(first)
-    columns = [n for n in data.column_names if n != DIFF]
     if len(starts) < len(order):
         repeated = np.flatnonzero(~first)
         leaders = order[starts[np.cumsum(first)[repeated] - 1]]
@@ -157,6 +158,14 @@ def consolidate_hashed(data: pa.Table, times: np.ndarray, hashes: np.ndarray
     result = data.select(columns).take(rows).append_column(DIFF, pa.array(sums[keep]))
     return (result.combine_chunks(), ordered_times[:, starts[keep]],
             ordered_hashes[starts[keep]])
+
+
+def sortable(column: Any) -> np.ndarray:
+    """A numpy array that sorts equal values of ``column`` together: the values of an
+    integer column without nulls, else a hash of each value."""
+    if not column.null_count and pa.types.is_integer(column.type):
+        return column_numpy_of(column)
+    return hash_array(column)
 
 
 COMBINE_FROM = 4096
@@ -310,7 +319,7 @@ class ArrowBatch:
         if moved:
             times = advance_times(times, since, self.kind)
         if moved or any(b.since != b.lower for b in parts):
-            data, times, hashes = consolidate(data, times, hashes)
+            data, times, hashes = consolidate(data, times, hashes, self.key)
         return ArrowBatch.build(data, times, self.key, self.lower, parts[-1].upper, self.kind,
                                 since or self.since, consolidated=True, hashes=hashes)
 
@@ -321,7 +330,7 @@ class ArrowBatch:
     def advanced(self, frontier: list) -> "ArrowBatch":
         """This batch with its times advanced by ``frontier`` (consolidated, hashes kept)."""
         times = advance_times(self.times, frontier, self.kind)
-        data, times, hashes = consolidate(self.data, times, self.hashes)
+        data, times, hashes = consolidate(self.data, times, self.hashes, self.key)
         return ArrowBatch.build(data, times, self.key, self.lower, self.upper, self.kind,
                                 frontier, consolidated=True, hashes=hashes)
 
@@ -342,7 +351,11 @@ class ArrowBatch:
 
 
 def column_numpy(table: pa.Table | pa.RecordBatch, name: str) -> np.ndarray:
-    column = table.column(name)
+    return column_numpy_of(table.column(name))
+
+
+def column_numpy_of(column: Any) -> np.ndarray:
+    """An Arrow array or chunked array as numpy (zero-copy when it can)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     return column.to_numpy(zero_copy_only=False)
