@@ -205,13 +205,18 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
     hashes = np.concatenate([b.hashes for b in batches])
     order = np.argsort(hashes, kind="stable")
     hashes, diffs = hashes[order], column_numpy(data, DIFF)[order]
-    starts = np.flatnonzero(np.r_[True, hashes[1:] != hashes[:-1]])
+    first = np.empty(len(hashes), bool)
+    first[0] = True
+    np.not_equal(hashes[1:], hashes[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
     unique, delta = hashes[starts], np.add.reduceat(diffs, starts)
-    keys = data.select(key).take(order)
-    firsts = keys.take(starts)
-    if len(starts) < len(hashes) and not keys_equal(
-            keys, key, firsts.take(np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(hashes)]))), key).all():
-        return None                                   # a hash collision: the general path
+    keys = data.select(key)
+    firsts = keys.take(order[starts])
+    if len(starts) < len(hashes):                     # repeated hashes: the same key?
+        repeated = np.flatnonzero(~first)
+        if not keys_equal(keys.take(order[repeated]), key,
+                          firsts.take(np.cumsum(first)[repeated] - 1), key).all():
+            return None                               # a hash collision: the general path
     old = np.zeros(len(unique), np.int64)
     present = np.zeros(len(unique), bool)
     probes, counts, signs = [], [], []
@@ -225,11 +230,15 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
         probe, count, sign = np.concatenate(probes), np.concatenate(counts), np.concatenate(signs)
         by = np.lexsort((count, probe))
         probe, count, sign = probe[by], count[by], sign[by]
-        groups = np.flatnonzero(np.r_[True, (probe[1:] != probe[:-1]) | (count[1:] != count[:-1])])
+        starts_of = np.empty(len(probe), bool)
+        starts_of[0] = True
+        np.not_equal(probe[1:], probe[:-1], out=starts_of[1:])
+        starts_of[1:] |= count[1:] != count[:-1]
+        groups = np.flatnonzero(starts_of)
         net = np.add.reduceat(sign, groups)
         live = net != 0
         live_probe = probe[groups][live]
-        if np.any(net[live] != 1) or len(np.unique(live_probe)) != len(live_probe):
+        if np.any(net[live] != 1) or np.any(live_probe[1:] == live_probe[:-1]):
             return None                               # not one count per key: general path
         old[live_probe] = count[groups][live]
         present[live_probe] = True
@@ -240,10 +249,14 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
     if not len(retract) and not len(insert):
         return [], None
     rows = np.concatenate([retract, insert])
+    counts_out = np.concatenate([old[retract], new[insert]])
+    signs = np.ones(len(rows), np.int64)
+    signs[:len(retract)] = -1
+    by = np.argsort(rows, kind="stable")             # by hash: the trace batch needs no sort
+    rows, counts_out, signs = rows[by], counts_out[by], signs[by]
     table = firsts.take(rows)
-    table = table.append_column("count", pa.array(np.concatenate([old[retract], new[insert]])))
-    table = table.append_column(DIFF, pa.array(np.r_[np.full(len(retract), -1, np.int64),
-                                                     np.ones(len(insert), np.int64)]))
+    table = table.append_column("count", pa.array(counts_out))
+    table = table.append_column(DIFF, pa.array(signs))
     out = ArrowBatch.build(table, constant_times(kind, time, table.num_rows), key, lower, upper,
                            kind, consolidated=True, hashes=unique[rows])
     return [(time, _one_batch(table))], out

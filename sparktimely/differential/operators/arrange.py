@@ -513,6 +513,9 @@ class EnteredHandle:
     def set_physical_compaction(self, frontier: list) -> None:
         self._outer.set_physical_compaction(outer_frontier(frontier))
 
+    def set_compaction(self, logical: list, physical: list) -> None:
+        self._outer.set_compaction(outer_frontier(logical), outer_frontier(physical))
+
     def read_upper(self) -> list:
         return [Product(t, 0) for t in self._outer.read_upper()]
 

@@ -101,8 +101,7 @@ def maintain(trace: Any, acknowledged: list, other_frontier: list) -> None:
     if not other_frontier:
         trace.close()
         return
-    trace.set_logical_compaction(other_frontier)
-    trace.set_physical_compaction(acknowledged)
+    trace.set_compaction(other_frontier, acknowledged)
 
 
 class PythonJoiner:

@@ -176,9 +176,8 @@ def reduce_arranged(arranged: Arranged, reduction: Reduction | None, name: str,
                 source.close()
                 out_trace.close()
             else:
-                for handle in (source, out_trace):
-                    handle.set_logical_compaction(upper)
-                    handle.set_physical_compaction(upper)
+                source.set_compaction(upper, upper)
+                out_trace.set_compaction(upper, upper)
         return logic
     return Collection(arranged.stream.unary_frontier(Pipeline, name, ctor))
 

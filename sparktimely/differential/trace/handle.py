@@ -97,8 +97,12 @@ class TraceBox:
 
     def _adjust(self, old_logical: list, new_logical: list, old_physical: list,
                 new_physical: list) -> None:
-        self._logical.update_iter([(t, -1) for t in old_logical] + [(t, 1) for t in new_logical])
-        self._physical.update_iter([(t, -1) for t in old_physical] + [(t, 1) for t in new_physical])
+        if old_logical != new_logical:
+            self._logical.update_iter([(t, -1) for t in old_logical]
+                                      + [(t, 1) for t in new_logical])
+        if old_physical != new_physical:
+            self._physical.update_iter([(t, -1) for t in old_physical]
+                                       + [(t, 1) for t in new_physical])
         if not self.freed:
             self.spine.set_frontiers(self._logical.frontier(), self._physical.frontier())
 
@@ -180,6 +184,25 @@ class TraceAgent:
         if new != self._physical:
             self._box._adjust(self._logical, self._logical, self._physical, new)
             self._physical = new
+
+    def set_compaction(self, logical: list, physical: list) -> None:
+        """``set_logical_compaction(logical)`` and ``set_physical_compaction(physical)`` in
+        one adjustment of the trace (operators move both after every batch).
+
+        >>> box = TraceBox("example", [0])
+        >>> handle = TraceAgent(box)
+        >>> handle.set_compaction([4], [2]); box.logical_frontier(), box.physical_frontier()
+        ([4], [2])
+        """
+        self._check_open("set_compaction")
+        old_logical, old_physical = self._logical, self._physical
+        new_logical = old_logical if logical == old_logical else antichain_join(
+            old_logical, as_frontier(logical, "set_compaction"))
+        new_physical = old_physical if physical == old_physical else antichain_join(
+            old_physical, as_frontier(physical, "set_compaction"))
+        if new_logical != old_logical or new_physical != old_physical:
+            self._box._adjust(old_logical, new_logical, old_physical, new_physical)
+            self._logical, self._physical = new_logical, new_physical
 
     def get_logical_compaction(self) -> list:
         return list(self._logical)
