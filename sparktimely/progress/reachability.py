@@ -325,6 +325,10 @@ class Tracker:
 
     def _nested_order_key(self, depth: int):
         kinds = self._kinds
+        if depth == 1 and all(k.base is int and k.inners in ((), (int,)) for k in kinds):
+            def order_key_1(loc: int, time: Timestamp) -> tuple:   # one loop, int times
+                return (time, _TOP) if time.__class__ is int else (time.outer, time.inner)
+            return order_key_1
 
         def order_key(loc: int, time: Timestamp) -> tuple:
             kind = kinds[loc]

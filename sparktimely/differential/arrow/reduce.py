@@ -265,21 +265,23 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
 def _gather(batches: list, keys: np.ndarray, whole: list) -> tuple[Any, Any]:
     """The rows of ``batches`` whose key hash is in ``keys``, plus every row of ``whole``,
     with their key hashes as a column: ``(data, times)``, or ``(None, None)`` if none."""
-    tables, times = [], []
+    tables, times, hashes = [], [], []
     for batch in batches:
         if not len(batch):
             continue
         _, rows = batch.lookup(keys)
         if len(rows):
-            tables.append(_with_hash(batch.data.take(rows), batch.hashes[rows]))
+            tables.append(batch.data.take(rows))
             times.append(batch.times[:, rows])
+            hashes.append(batch.hashes[rows])
     for batch in whole:
-        tables.append(_with_hash(batch.data, batch.hashes))
+        tables.append(batch.data)
         times.append(batch.times)
+        hashes.append(batch.hashes)
     if not tables:
         return None, None
     data = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-    return data, np.concatenate(times, axis=1)
+    return _with_hash(data, np.concatenate(hashes)), np.concatenate(times, axis=1)
 
 
 def _with_hash(data: pa.Table, hashes: np.ndarray) -> pa.Table:
