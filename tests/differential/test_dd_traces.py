@@ -264,6 +264,21 @@ def test_spine_merges_geometrically_and_compacts():
     assert [b.data for b in spine.batches()] == [{"k": [(0, 1400, 1)]}]
 
 
+def test_traces_fed_in_lock_step_merge_in_different_rounds():
+    """Four arrangements of one dataflow get a small batch each round: their small-batch
+    merges are staggered, never two in the same round (one slow round instead of four)."""
+    spines = [Spine([0]) for _ in range(4)]
+    for spine in spines:
+        spine.set_frontiers([0], [])
+    merges_per_round = []
+    for t in range(60):
+        before = [len(s.batches()) for s in spines]
+        for spine in spines:
+            spine.insert(Batch.from_updates([(("k", t), t, 1)], [t], [t + 1]))
+        merges_per_round.append(sum(len(s.batches()) < n + 1 for s, n in zip(spines, before)))
+    assert sum(merges_per_round) >= 4 * 6 and max(merges_per_round) == 1
+
+
 def test_large_batches_merge_geometrically():
     spine = Spine([0])
     spine.set_frontiers([0], [])
