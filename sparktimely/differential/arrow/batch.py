@@ -146,7 +146,10 @@ def consolidate_hashed(data: pa.Table, times: np.ndarray, hashes: np.ndarray,
     for coords in (*ordered_times, *(v[order] for v in values)):
         first[1:] |= coords[1:] != coords[:-1]
     starts = np.flatnonzero(first)
-    if len(starts) < len(order):
+    exact = key is not None and hash_is_key(data, key, data, key) and all(
+        pa.types.is_integer(data.column(n).type) and not data.column(n).null_count
+        for n in columns if n not in key)      # the sort compared every column itself
+    if len(starts) < len(order) and not exact:
         repeated = np.flatnonzero(~first)
         leaders = order[starts[np.cumsum(first)[repeated] - 1]]
         equal = keys_equal(data.take(order[repeated]), columns, data.take(leaders), columns)
@@ -384,6 +387,23 @@ def match_sorted(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndar
     probe = np.repeat(np.arange(len(probes)), counts)
     offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
     return probe, np.repeat(lo, counts) + offsets
+
+
+def hash_is_key(left: pa.Table, left_key: list, right: pa.Table, right_key: list) -> bool:
+    """True if equal key hashes mean equal keys, so :func:`keys_equal` need not look: one
+    integer key column of the same type on both sides, without nulls (``hash_rows`` of one
+    integer column is a bijection of its 64 bits, splitmix64's finaliser).
+
+    >>> import pyarrow as pa
+    >>> t = pa.table({"k": [1, 2], "s": ["a", None]})
+    >>> hash_is_key(t, ["k"], t, ["k"]), hash_is_key(t, ["s"], t, ["s"])
+    (True, False)
+    """
+    if len(left_key) != 1 or len(right_key) != 1:
+        return False
+    a, b = left.column(left_key[0]), right.column(right_key[0])
+    return (a.type == b.type and pa.types.is_integer(a.type) and not a.null_count
+            and not b.null_count)
 
 
 def keys_equal(left: pa.Table, left_key: list, right: pa.Table, right_key: list) -> np.ndarray:

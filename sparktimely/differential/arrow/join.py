@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ...progress.timestamp import TimeKind
 from ..collection import DIFF
-from .batch import ArrowBatch, column_numpy, keys_equal, split_by_time
+from .batch import ArrowBatch, column_numpy, hash_is_key, keys_equal, split_by_time
 
 class ArrowJoiner:
     """Joins an ArrowBatch of one input with the trace batches of the other."""
@@ -43,8 +43,9 @@ class ArrowJoiner:
             if len(first.key) != len(second.key):
                 raise ValueError(f"{self.name}: the sides have {len(first.key)} and "
                                  f"{len(second.key)} key columns ({first.key}, {second.key})")
-            equal = keys_equal(left, first.key, right, second.key)
-            if not equal.all():
+            equal = None if hash_is_key(left, first.key, right, second.key) else \
+                keys_equal(left, first.key, right, second.key)
+            if equal is not None and not equal.all():
                 left, right = left.filter(equal), right.filter(equal)
                 i1, i2 = i1[equal], i2[equal]
             diffs = column_numpy(left, DIFF) * column_numpy(right, DIFF)

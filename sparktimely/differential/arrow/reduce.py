@@ -20,7 +20,7 @@ from ...progress.timestamp import TimeKind
 from ..collection import DIFF
 from ..lattice import beyond, interesting_times
 from .batch import (HASH, ZERO, ArrowBatch, column_numpy, constant_times, distinct_times,
-                    group_sum, keys_equal, time_from, times_le)
+                    group_sum, hash_is_key, keys_equal, time_from, times_le)
 
 AGGREGATES = ("count", "sum", "min", "max")
 
@@ -331,7 +331,7 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
     unique, delta = hashes[starts], np.add.reduceat(diffs, starts)
     keys = data.select(key)
     firsts = keys.take(order[starts])
-    if len(starts) < len(hashes):                     # repeated hashes: the same key?
+    if len(starts) < len(hashes) and not hash_is_key(keys, key, keys, key):   # the same key?
         repeated = np.flatnonzero(~first)
         if not keys_equal(keys.take(order[repeated]), key,
                           firsts.take(np.cumsum(first)[repeated] - 1), key).all():
