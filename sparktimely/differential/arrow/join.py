@@ -38,36 +38,35 @@ class ArrowJoiner:
             if not len(probe):
                 continue
             i1, i2 = (rows, probe) if swapped else (probe, rows)
-            left = first.data.take(i1)
-            right = second.data.take(i2)
             if len(first.key) != len(second.key):
                 raise ValueError(f"{self.name}: the sides have {len(first.key)} and "
                                  f"{len(second.key)} key columns ({first.key}, {second.key})")
-            equal = None if hash_is_key(left, first.key, right, second.key) else \
-                keys_equal(left, first.key, right, second.key)
-            if equal is not None and not equal.all():
-                left, right = left.filter(equal), right.filter(equal)
-                i1, i2 = i1[equal], i2[equal]
-            diffs = column_numpy(left, DIFF) * column_numpy(right, DIFF)
-            tables.append(self._assemble(left, first.key, right, second.key, diffs))
+            if not hash_is_key(first.data, first.key, second.data, second.key):
+                equal = keys_equal(first.data.select(first.key).take(i1), first.key,
+                                   second.data.select(second.key).take(i2), second.key)
+                if not equal.all():
+                    i1, i2 = i1[equal], i2[equal]
+            diffs = column_numpy(first.data, DIFF)[i1] * column_numpy(second.data, DIFF)[i2]
+            tables.append(self._assemble(first.data, i1, second.data, i2, second.key, diffs))
             times.append(np.maximum(first.times[:, i1], second.times[:, i2]))
         if not tables:
             return []
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         return split_by_time(table, np.concatenate(times, axis=1), self.kind)
 
-    def _assemble(self, left: pa.Table, left_key: list, right: pa.Table, right_key: list,
-                  diffs: np.ndarray) -> pa.Table:
-        columns, names = [], []
-        for name in left.column_names:
-            if name != DIFF:
-                columns.append(left.column(name))
-                names.append(name)
+    def _assemble(self, left: pa.Table, i1: np.ndarray, right: pa.Table, i2: np.ndarray,
+                  right_key: list, diffs: np.ndarray) -> pa.Table:
+        """The matched rows: ``left``'s columns at ``i1`` (its key first), then (not for a
+        semijoin) ``right``'s value columns at ``i2``, then the diffs; one ``take`` per
+        side, none for a side with nothing to contribute."""
+        names = [n for n in left.column_names if n != DIFF]
+        taken = left.select(names).take(i1)
+        columns = list(taken.columns)
         if not self.semijoin:
-            for name in right.column_names:
-                if name != DIFF and name not in right_key:
-                    columns.append(right.column(name))
-                    names.append(name + "_right" if name in names else name)
+            values = [n for n in right.column_names if n != DIFF and n not in right_key]
+            if values:
+                columns.extend(right.select(values).take(i2).columns)
+                names.extend(n + "_right" if n in names else n for n in values)
         columns.append(pa.array(diffs, pa.int64()))
         names.append(DIFF)
         return pa.Table.from_arrays(columns, names)
