@@ -104,6 +104,7 @@ _M1, _M2 = _U64(0xBF58476D1CE4E5B9), _U64(0x94D049BB133111EB)
 _BASE = _U64(0x100000001B3)          # odd multiplier of the byte polynomial
 _GOLDEN = _U64(0x9E3779B97F4A7C15)
 _NULL = _U64(0x6E756C6C6E756C6C)      # the hash of a null, in every column type
+_ARROW_INT64 = pa.int64()
 
 
 def _mix(h: np.ndarray) -> np.ndarray:
@@ -287,6 +288,8 @@ def hash_array(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
     kind = array.type
+    if kind == _ARROW_INT64 and not array.null_count:         # the usual key: no type dispatch
+        return _mix(array.to_numpy().astype(_U64))
     if _is_bytes(kind):
         h = _hash_bytes(array)
     elif pa.types.is_dictionary(kind):
