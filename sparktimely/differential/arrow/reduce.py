@@ -193,7 +193,6 @@ class ArrowReducer:
                                      hashes=column_numpy(data, HASH))
         return produced, out_batch
 
-
     # -- count and distinct over integer columns: numpy matrices ------------------------------
 
     def _integer_columns(self, in_data: pa.Table | None, out_data: pa.Table | None
@@ -207,12 +206,11 @@ class ArrowReducer:
             return None
         data = [n for n in in_data.column_names if n != DIFF]
         columns = [HASH] + self.key + [DIFF] if isinstance(spec, CountSpec) else data + [DIFF]
-        for table in (in_data, out_data):
-            if table is None:
-                continue
-            for column in table.columns:
-                if column.null_count or not pa.types.is_integer(column.type):
-                    return None
+        read = [in_data.column(n) for n in columns]
+        if out_data is not None:
+            read += out_data.columns
+        if any(c.null_count or not pa.types.is_integer(c.type) for c in read):
+            return None
         if self.out_schema is not None:
             return columns, self.out_schema
         fields = [in_data.schema.field(n) for n in columns[:-1]]
