@@ -367,13 +367,13 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
         return [], None
     rows = np.concatenate([retract, insert])
     counts_out = np.concatenate([old[retract], new[insert]])
-    signs = np.ones(len(rows), np.int64)
-    signs[:len(retract)] = -1
+    diffs_out = np.ones(len(rows), np.int64)
+    diffs_out[:len(retract)] = -1
     by = np.argsort(rows, kind="stable")             # by hash: the trace batch needs no sort
-    rows, counts_out, signs = rows[by], counts_out[by], signs[by]
+    rows, counts_out, diffs_out = rows[by], counts_out[by], diffs_out[by]
     table = firsts.take(rows)
     table = table.append_column("count", pa.array(counts_out))
-    table = table.append_column(DIFF, pa.array(signs))
+    table = table.append_column(DIFF, pa.array(diffs_out))
     out = ArrowBatch.build(table, constant_times(kind, time, table.num_rows), key, lower, upper,
                            kind, consolidated=True, hashes=unique[rows])
     return [(time, _one_batch(table))], out
