@@ -145,8 +145,8 @@ class Spine:
     def _merge_step(self) -> None:
         """At most one merge that is due: the small batches at the end once there are more
         than :data:`MAX_SMALL` (fewer the first time, see :data:`STAGGER`), else the newest
-        pair of large batches whose sizes are within a factor of two. A cascade of merges is thus spread over the following inserts
-        instead of landing on one update."""
+        pair of large batches whose sizes are within a factor of two. A cascade of merges
+        is thus spread over the following inserts instead of landing on one update."""
         merged = self.merged
         small = 0
         while small < len(merged) and len(merged[-1 - small]) < SMALL_BATCH:
