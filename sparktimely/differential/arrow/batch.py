@@ -122,7 +122,7 @@ def consolidate(data: pa.Table, times: np.ndarray, hashes: Any = None, key: list
 def consolidate_hashed(data: pa.Table, times: np.ndarray, hashes: np.ndarray,
                        key: list | None = None) -> tuple[pa.Table, np.ndarray, np.ndarray] | None:
     """:func:`consolidate` for rows whose ``key`` hashes are known, sorted by (hash, time,
-    the other columns: numbers as they are, others by their hash): rows equal in all of
+    the other columns: integers as they are, others by their hash): rows equal in all of
     these are merged once their data are seen to be equal (compared with the group's first
     row, on the repeated rows only), so no grouping of the data columns (strings: a hash
     table) is needed, and the result comes out sorted by hash. None if two rows so grouped
