@@ -1,9 +1,11 @@
 """Sealing Arrow updates into :class:`~.batch.ArrowBatch`es for an arrangement.
 
 Every row of an Arrow collection's batch is at the batch's (timely) time, so buffering is
-per batch: once the frontier passes a batch's time, it is sealed. The batches sealed together
-(per held capability) become one table with time columns, consolidated with one
-``group_by`` (large tables only), hashed by the key columns and sorted.
+per batch: once the frontier passes a batch's time, it is sealed. Every large batch is
+consolidated on its own first (its rows share one time: a ``group_by`` of the data columns
+alone); the batches sealed together (per held capability) then become one table with time
+columns (consolidated again when several add up to a large one), hashed by the key columns
+and sorted.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from ...dataflow.containers import check_schema
 from ...progress.timestamp import TimeKind, less_equal
 from ..collection import DIFF, arrow_only
 from ..lattice import antichain, beyond
-from .batch import ArrowBatch, constant_times, key_columns
+from .batch import ArrowBatch, constant_times, consolidated_rows, key_columns
 
 
 CONSOLIDATE_FROM = 4096
@@ -68,12 +70,13 @@ class ArrowArranger:
         for i, (cap_time, part) in enumerate(zip(held, parts)):
             batch_upper = antichain(list(upper) + held[i + 1:])
             if part:
-                table = pa.Table.from_batches([b for _, b in part], schema=self.schema)
+                batches = [consolidated_rows(b) for _, b in part]   # each at one time
+                table = pa.Table.from_batches(batches, schema=self.schema)
                 times = np.concatenate([constant_times(self.kind, t, b.num_rows)
-                                        for t, b in part], axis=1)
+                                        for (t, _), b in zip(part, batches)], axis=1)
                 result.append((cap_time, ArrowBatch.build(
                     table, times, list(self.key or []), lower, batch_upper, self.kind,
-                    consolidated=table.num_rows < CONSOLIDATE_FROM)))
+                    consolidated=len(part) == 1 or table.num_rows < CONSOLIDATE_FROM)))
             lower = batch_upper
         return result
 
