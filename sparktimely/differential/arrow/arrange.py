@@ -1,11 +1,10 @@
 """Sealing Arrow updates into :class:`~.batch.ArrowBatch`es for an arrangement.
 
 Every row of an Arrow collection's batch is at the batch's (timely) time, so buffering is
-per batch: once the frontier passes a batch's time, it is sealed. Every large batch is
-consolidated on its own first (its rows share one time: a ``group_by`` of the data columns
-alone); the batches sealed together (per held capability) then become one table with time
-columns (consolidated again when several add up to a large one), hashed by the key columns
-and sorted.
+per batch: once the frontier passes a batch's time, it is sealed. The batches sealed
+together (per held capability) are consolidated time by time (the rows of one time, when
+they are many, with one ``group_by`` of the data columns alone: no time columns), then
+become one table with time columns, hashed by the key columns and sorted.
 """
 from __future__ import annotations
 
@@ -18,13 +17,7 @@ from ...dataflow.containers import check_schema
 from ...progress.timestamp import TimeKind, less_equal
 from ..collection import DIFF, arrow_only
 from ..lattice import antichain, beyond
-from .batch import ArrowBatch, constant_times, consolidated_rows, key_columns
-
-
-CONSOLIDATE_FROM = 4096
-"""Sealed tables with fewer rows are not consolidated: a ``group_by`` costs more than the
-duplicates it would remove, and every reader copes with unconsolidated rows (merges
-consolidate once times are advanced)."""
+from .batch import ArrowBatch, constant_times, consolidated_rows, key_columns, table_batch
 
 
 class ArrowArranger:
@@ -70,13 +63,18 @@ class ArrowArranger:
         for i, (cap_time, part) in enumerate(zip(held, parts)):
             batch_upper = antichain(list(upper) + held[i + 1:])
             if part:
-                batches = [consolidated_rows(b) for _, b in part]   # each at one time
+                at: dict = {}
+                for time, batch in part:
+                    at.setdefault(time, []).append(batch)
+                batches = [consolidated_rows(table_batch(pa.Table.from_batches(
+                    same, schema=self.schema)) if len(same) > 1 else same[0])
+                    for same in at.values()]
                 table = pa.Table.from_batches(batches, schema=self.schema)
                 times = np.concatenate([constant_times(self.kind, t, b.num_rows)
-                                        for (t, _), b in zip(part, batches)], axis=1)
+                                        for t, b in zip(at, batches)], axis=1)
                 result.append((cap_time, ArrowBatch.build(
                     table, times, list(self.key or []), lower, batch_upper, self.kind,
-                    consolidated=len(part) == 1 or table.num_rows < CONSOLIDATE_FROM)))
+                    consolidated=True)))
             lower = batch_upper
         return result
 

@@ -172,7 +172,10 @@ def sortable(column: Any) -> np.ndarray:
 
 
 COMBINE_FROM = 4096
-"""Batches at least this long are consolidated before they are exchanged."""
+"""Batches at least this long are consolidated before they are exchanged, and when an
+arrangement seals them. Shorter ones are not: a ``group_by`` costs more than the duplicates
+it would remove, and every reader copes with unconsolidated rows (merges consolidate once
+times are advanced)."""
 
 
 def consolidated_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
