@@ -267,7 +267,7 @@ def test_spine_merges_geometrically_and_compacts():
 def test_traces_fed_in_lock_step_merge_in_different_rounds():
     """Four arrangements of one dataflow get a small batch each round: their small-batch
     merges are staggered, never two in the same round (one slow round instead of four)."""
-    spines = [Spine([0]) for _ in range(4)]
+    spines = [Spine([0], phase) for phase in range(4)]   # the traces of one dataflow
     for spine in spines:
         spine.set_frontiers([0], [])
     merges_per_round = []

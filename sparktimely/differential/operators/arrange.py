@@ -60,6 +60,18 @@ def release_dataflow(dataflow: Any) -> None:
             closeable.close()
 
 
+_TRACES: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+
+
+def trace_phase(scope: "Scope") -> int:
+    """How many traces the dataflow of ``scope`` made before this one: the phase that keeps
+    their merges apart (see ``spine.STAGGER``), the same in every run of the dataflow."""
+    dataflow = scope.dataflow
+    phase = _TRACES.get(dataflow, 0)
+    _TRACES[dataflow] = phase + 1
+    return phase
+
+
 def reader(arranged: "Arranged", scope: "Scope") -> TraceAgent:
     """A new handle on ``arranged``'s trace for an operator of ``scope``, released when the
     operator is done with it or when the dataflow is dropped."""
@@ -262,7 +274,7 @@ def arrange(collection: Collection, name: str, pairs: bool,
     """The arrangement operator behind ``arrange_by_key`` and ``arrange_by_self``."""
     scope = collection.scope
     minimum = scope.kind.minimum()
-    box = TraceBox(name, [minimum], scope.kind, scope.dataflow.worker)
+    box = TraceBox(name, [minimum], scope.kind, scope.dataflow.worker, trace_phase(scope))
     handle = TraceHandle(box)
     arranger = Arranger(name, pairs, key, scope.kind)
     pact = Exchange(_route(name, pairs, key))

@@ -29,7 +29,7 @@ from ..lattice import antichain, antichain_join, beyond, interesting_times
 from ..recovery import TraceState, checkpointing
 from ..trace.batch import Batch
 from ..trace.handle import TraceAgent, TraceBox
-from .arrange import Arranged, hold_in_dataflow, reader
+from .arrange import Arranged, hold_in_dataflow, reader, trace_phase
 
 class Reduction:
     """What a reduction does with one key: ``desired(key, updates)`` turns the key's input
@@ -115,7 +115,8 @@ def reduce_arranged(arranged: Arranged, reduction: Reduction | None, name: str,
     scope = arranged.scope
     source = reader(arranged, scope)
     minimum = [scope.kind.minimum()]
-    out_box = TraceBox(f"{name} output", minimum, scope.kind, scope.dataflow.worker)
+    out_box = TraceBox(f"{name} output", minimum, scope.kind, scope.dataflow.worker,
+                       trace_phase(scope))
     out_trace = TraceAgent(out_box)
     hold_in_dataflow(scope, out_trace)
     total = scope.kind.depth == 0 and scope.kind.base is int

@@ -35,11 +35,12 @@ class TraceBox:
     [3]
     """
 
-    def __init__(self, name: str, minimum_frontier: list, kind: Any = None, worker: Any = None) -> None:
+    def __init__(self, name: str, minimum_frontier: list, kind: Any = None, worker: Any = None,
+                 phase: int = 0) -> None:
         self.name = name
         self.kind = kind
         self.worker = worker
-        self.spine = Spine(minimum_frontier)
+        self.spine = Spine(minimum_frontier, phase)
         self._minimum = list(minimum_frontier)
         self._logical = MutableAntichain()
         self._physical = MutableAntichain()
