@@ -163,10 +163,16 @@ class MutableAntichain:
                     return []
                 self._frontier = [time]
                 return [(frontier[0], -1), (time, 1)] if frontier else [(time, 1)]
+            if not frontier:                          # nothing else is positive
+                self._frontier = [time]
+                return [(time, 1)]
             if any(less_equal(f, time) for f in frontier):
                 return []
         elif count > 0 or time not in frontier:
             return []
+        elif not counts:                              # the last time went
+            self._frontier = []
+            return [(time, -1)]
         return self._rebuild()
 
     def _rebuild(self) -> list[tuple[Timestamp, int]]:
