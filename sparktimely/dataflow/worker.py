@@ -62,6 +62,7 @@ class Dataflow:
         self.update = self.progress.update       # the hot path: a bound method, no wrapper
         self.dropped = False
         self.running = True                     # False once a step found it complete
+        self.moved = False                      # whether the last step shared or applied progress
         self.shape: list = []
         self._edges: list[tuple["OutputPort", "InputPort", "Pact"]] = []
         self.scopes: dict[tuple, str] = {}      # scope address -> name (for pictures)
@@ -196,13 +197,14 @@ class Dataflow:
             if salt_probe != hash(_SALT_PROBE):
                 self.worker._warn_salted_hash(source)
 
-    def _propagate(self) -> None:
+    def _propagate(self) -> bool:
         """Run the progress protocol: share what must be shared, and schedule the operators
-        whose input frontiers moved."""
+        whose input frontiers moved. True if it shared changes or moved a frontier."""
         batch, changed = self.progress.exchange()
         if batch is not None:
             self.worker.broadcast((PROGRESS, self.index, batch))
         self._activate_watchers(changed)
+        return batch is not None or bool(changed)
 
     def _activate_watchers(self, targets: set[int]) -> None:
         """Schedule the operators that watch the frontiers of ``targets``."""
@@ -213,9 +215,10 @@ class Dataflow:
                 self.activate(index)
 
     def step(self) -> bool:
-        """Run one round; True while the dataflow has work left (capabilities or data)."""
-        if not self.progress.quiet():
-            self._propagate()
+        """Run one round; True while the dataflow has work left (capabilities or data).
+        ``moved`` says whether this round shared or applied progress (a frontier, e.g. a
+        probe's, may have changed: the caller's loop must look before it waits)."""
+        self.moved = not self.progress.quiet() and self._propagate()
         heap = self._heap
         if heap:
             operators = self.operators
@@ -541,6 +544,8 @@ class Worker:
                     busy = True                 # operators to run or progress to apply
                 if not dataflow.step():
                     finished = True
+                if dataflow.moved:
+                    busy = True                 # a frontier may have moved: look before parking
             if finished:
                 self._dataflows = [d for d in dataflows if d.running and not d.dropped]
             if self.recovery is not None and self.recovery.after_step(busy):

@@ -644,8 +644,12 @@ class Mesh:
                 raise ValueError(f"{name}-ctl is not an initialised sparktimely mesh")
             return cls(name, ctl.u64[1], directory)
 
-    def endpoint(self, index: int, spin_us: float = 50.0, copy_below: int = 64 << 10) -> Endpoint:
-        """Worker ``index``'s endpoint, mapped into the calling process."""
+    def endpoint(self, index: int, spin_us: float = 200.0,
+                 copy_below: int = 64 << 10) -> Endpoint:
+        """Worker ``index``'s endpoint, mapped into the calling process. ``spin_us``: how long
+        ``park`` polls before it sleeps (200 us: the peer's answer in a round of two workers
+        takes 50-100 us of its Python; with a 50 us spin empty rounds of two parked workers
+        took 93 us against 47 us, measured side by side in bench_scaling)."""
         return Endpoint(self, index, spin_us, copy_below)
 
     def unlink(self) -> int:

@@ -122,6 +122,32 @@ def test_probe_per_round_across_workers():
         assert frontiers == [[1], [2], [3], [4], [5]] and done
 
 
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_step_or_park_does_not_park_after_a_step_that_moved_the_probe(workers):
+    """A step that shares this worker's own progress may move the probe the loop waits on:
+    ``step_or_park`` must let the loop look before it waits (it used to park for the next
+    message, a whole round late, and a lone worker with an activator never woke up)."""
+    def job(worker):
+        input = st.InputHandle()
+        probe = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: x)
+                                .probe())
+        worker.sync_activator_for((0, 0))       # so that even a lone worker may park
+        parked_behind = []
+        park = worker._park
+        worker._park = lambda timeout: (parked_behind.append(probe.less_than(round)),
+                                        park(timeout))
+        for round in range(1, 30):
+            input.advance_to(round)
+            while probe.less_than(round):
+                worker.step_or_park(5.0)
+        worker._park = park
+        input.close()
+        worker.step_while(lambda: not probe.done())
+        return parked_behind, probe.frontier()
+    for parked_behind, frontier in st.execute(job, workers=workers):
+        assert frontier == [] and all(parked_behind), parked_behind
+
+
 def test_worker_exception_stops_everyone_with_traceback():
     def job(worker):
         if worker.index == 1:
