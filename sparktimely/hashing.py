@@ -190,13 +190,21 @@ def _hash_bytes(values: pa.Array) -> np.ndarray:
         elif len(long):
             second = second.copy()
             second[long] = _long_words(views, long, lengths[long])
-    h = words[:, 0] + _K2                         # (so that the empty value's hash is not 0)
-    h *= _K1
-    h ^= second
-    return _finish(h)
+    h = np.empty(n, _U64)
+    scratch = np.empty(min(n, _CHUNK), _U64)
+    for start in range(0, n, _CHUNK):       # in pieces that stay in the CPU's cache
+        part, end = h[start:start + _CHUNK], start + _CHUNK
+        np.add(words[start:end, 0], _K2, out=part)  # (so that the empty value's hash is not 0)
+        part *= _K1
+        part ^= second[start:end]
+        _finish(part, scratch[:len(part)])
+    return h
 
 
 _SAMPLE = 4096
+_CHUNK = 1 << 15
+"""Rows hashed at a time: the temporaries of a piece stay in the CPU's cache, where those
+of a whole large column would be fresh memory for every pass."""
 
 
 def _repetitive(values: pa.Array) -> bool:
@@ -262,10 +270,10 @@ def _long_words(views: pa.Array, rows: np.ndarray | slice,
     return folded
 
 
-def _finish(h: np.ndarray) -> np.ndarray:
+def _finish(h: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
     """Mix a uint64 array in place so that every bit of the input moves the low bits
-    (xorshift-multiply-xorshift)."""
-    high = h >> _S32
+    (xorshift-multiply-xorshift); ``scratch``, if given, is a temporary of ``h``'s length."""
+    high = np.right_shift(h, _S32, out=scratch)
     h ^= high
     h *= _K2
     np.right_shift(h, _S29, out=high)
