@@ -141,6 +141,7 @@ class _SessionAllocator:
         self.receive: Callable[[], list[tuple[int, tuple]]] = self._receive_connecting
         self.flush: Callable[[], bool] = self._flush_connecting
         self.crowded: Callable[[], bool] = lambda: False
+        self.oversubscribed: Callable[[], bool] = lambda: False
 
     @property
     def transport(self) -> Any:
@@ -156,6 +157,7 @@ class _SessionAllocator:
             self._queued = []
             self.send, self.receive = inner.send, inner.receive
             self.flush, self.crowded = inner.flush, inner.crowded
+            self.oversubscribed = inner.oversubscribed
 
     @contextmanager
     def waiting_for_others(self):

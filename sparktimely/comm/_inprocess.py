@@ -157,6 +157,9 @@ class InProcessAllocator:
     def crowded(self) -> bool:
         return False              # workers take turns: nobody spins against anybody
 
+    def oversubscribed(self) -> bool:
+        return False
+
     def close(self) -> None:
         pass
 

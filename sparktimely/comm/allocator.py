@@ -16,8 +16,8 @@ class Allocator(Protocol):
     """What a worker needs from the communication layer.
 
     >>> from sparktimely.comm import Allocator, ShmAllocator
-    >>> [name for name in ("send", "receive", "park", "wake", "flush", "crowded", "close",
-    ...                    "abort") if not hasattr(ShmAllocator, name)]
+    >>> [name for name in ("send", "receive", "park", "wake", "flush", "crowded",
+    ...                    "oversubscribed", "close", "abort") if not hasattr(ShmAllocator, name)]
     []
     """
 
@@ -44,6 +44,10 @@ class Allocator(Protocol):
     def crowded(self) -> bool:
         """Whether this host's workers that are awake outnumber the cores this process may
         use (waiting by spinning would then take a peer's time slice)."""
+
+    def oversubscribed(self) -> bool:
+        """Whether this host has more workers than the cores this process may use (a step
+        with nothing to do should then give its core to a peer with work)."""
 
     def close(self) -> None:
         """Release the transport once everything sent has left."""
@@ -88,6 +92,9 @@ class ShmAllocator:
 
     def crowded(self) -> bool:
         return self.endpoint.crowded()
+
+    def oversubscribed(self) -> bool:
+        return self.endpoint.oversubscribed()
 
     def close(self) -> None:
         self.endpoint.close()

@@ -518,6 +518,9 @@ class ClusterAllocator:
     def crowded(self) -> bool:
         return self.endpoint is not None and self.endpoint.crowded()
 
+    def oversubscribed(self) -> bool:
+        return self.endpoint is not None and self.endpoint.oversubscribed()
+
     def flush(self) -> bool:
         written = all([link.flush() for link in self._links.values()])
         return (self.endpoint is None or self.endpoint.flush()) and written

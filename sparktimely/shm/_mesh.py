@@ -475,6 +475,11 @@ class Endpoint:
             ring.check_retained(self._epoch)
         return out
 
+    def oversubscribed(self) -> bool:
+        """Whether the mesh has more workers than this process may use cores (its CPU
+        affinity), so that some of them wait on the run queue while others run."""
+        return self.num_workers > self._cores
+
     def crowded(self) -> bool:
         """Whether more of the mesh's workers are awake than this process may use cores, so
         that waiting by spinning takes the time slice of the worker waited for."""

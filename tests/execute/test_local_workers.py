@@ -148,6 +148,43 @@ def test_step_or_park_does_not_park_after_a_step_that_moved_the_probe(workers):
         assert frontier == [] and all(parked_behind), parked_behind
 
 
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("one_core", [True, False])
+def test_an_idle_step_yields_its_core_when_the_host_has_more_workers_than_cores(workers,
+                                                                                one_core):
+    """Worker 0 holds the round back for a while; the others step with nothing to do. On
+    one core (the CPU affinity of the workers cut to one) those steps yield their time
+    slice to a peer with work; with a core for every worker they never yield."""
+    cores = len(os.sched_getaffinity(0))
+    if not one_core and cores < workers:
+        pytest.skip(f"{workers} workers need {workers} cores here, this machine has {cores}")
+
+    def job(worker):
+        yields = []
+        os.sched_yield = lambda: yields.append(1)       # this worker process's own module
+        input = st.InputHandle()
+        probe = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: x)
+                                .probe())
+        if worker.index == 0:
+            time.sleep(0.2)
+        input.advance_to(1)
+        while probe.less_than(1):
+            worker.step()
+        input.close()
+        worker.run()
+        return len(yields), probe.done()
+    allowed = os.sched_getaffinity(0)
+    if one_core:
+        os.sched_setaffinity(0, {min(allowed)})     # the workers inherit it
+    try:
+        results = st.execute(job, workers=workers)
+    finally:
+        os.sched_setaffinity(0, allowed)
+    assert all(done for _, done in results)
+    idle_yields = [n for n, _ in results[1:]]
+    assert all(idle_yields) if one_core and workers > 1 else not any(idle_yields), results
+
+
 def test_worker_exception_stops_everyone_with_traceback():
     def job(worker):
         if worker.index == 1:

@@ -169,6 +169,13 @@ def _wait_parked(mesh, me):
         return ep.park(20.0)
 
 
+def test_a_mesh_with_more_workers_than_cores_is_oversubscribed():
+    cores = len(os.sched_getaffinity(0))
+    for workers, expected in [(cores, False), (cores + 1, True)]:
+        with Mesh.create(workers, ring_bytes=RING) as mesh, mesh.endpoint(0) as ep:
+            assert ep.oversubscribed() is expected
+
+
 @pytest.mark.timeout(60)
 def test_a_mesh_with_more_awake_workers_than_cores_is_crowded(procs):
     cores = len(os.sched_getaffinity(0))
