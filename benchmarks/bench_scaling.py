@@ -19,12 +19,13 @@ measured one after the other, so they share the machine's load):
   in M records/s; the same with ``exchange`` alone at 2 workers against the whole pipeline at
   1 worker; and ``aggregate_batches`` (the operator that combines before it exchanges).
 - partitioning 1M string keys: hashing the key column and choosing each row's worker
-  (``hash_rows(batch, "word") % 2``), and the whole ``partition_batch`` with its takes.
+  as the exchange does for 2 workers, and the whole ``partition_batch`` with its takes.
 - /dev/shm taken: the peak bytes of a job's shared-memory segments (allocated blocks,
   sampled every 2 ms) while 8 and 2 workers run the natural aggregation.
 """
 from __future__ import annotations
 
+import mmap
 import os
 import secrets
 import statistics
@@ -32,12 +33,11 @@ import sys
 import threading
 import time
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 import sparktimely as st
-from sparktimely.dataflow.containers import partition_batch
+from sparktimely.dataflow.containers import _route_hashes, partition_batch
 from sparktimely.hashing import hash_rows
 from sparktimely.shm import segments
 
@@ -86,6 +86,39 @@ def _socket_process(process: int, hosts: list[str], loop: str, rounds: int) -> f
 def round_sockets(loop: str, rounds: int) -> float:
     hosts = [f"127.0.0.1:{port}" for port in _free_ports(2)]
     return max(_gather([_spawn(_socket_process, p, hosts, loop, rounds) for p in range(2)]))
+
+
+def _answer_pings(words: memoryview, count: int) -> None:
+    """The other side of :func:`shm_round_trip`: spin until ping ``i`` arrives, answer it."""
+    for i in range(1, count + 1):
+        while words[0] != i:
+            pass
+        words[1] = i
+
+
+def shm_round_trip(count: int = 5000) -> float:
+    """Median microseconds of a bare shared-memory spin ping-pong between two Python
+    processes (one 8-byte word each way, both sides polling, no engine): the physical floor
+    of one message each way between two workers' interpreters on this machine."""
+    shared = mmap.mmap(-1, 16)                  # anonymous and shared: seen by the child
+    words = memoryview(shared).cast("Q")
+    child = context.Process(target=_answer_pings, args=(words, count))
+    child.start()
+    latencies = []
+    try:
+        for i in range(1, count + 1):
+            start = time.perf_counter()
+            words[0] = i
+            while words[1] != i:
+                pass
+            latencies.append(time.perf_counter() - start)
+    finally:
+        child.join(30)
+        if child.is_alive():
+            child.kill()
+        words.release()
+        shared.close()
+    return statistics.median(latencies[count // 10:]) * 1e6
 
 
 # -- Arrow aggregation -------------------------------------------------------------------------
@@ -155,12 +188,13 @@ def grouping_limit(table: pa.Table, processes: int, repeats: int = 3) -> float:
 
 # -- partitioning ------------------------------------------------------------------------------
 
-def partitioning(n: int = 1_000_000, repeats: int = 9) -> tuple[float, float, float]:
+def partitioning(n: int = 1_000_000, repeats: int = 9) -> tuple[float, float, float, float]:
     """Milliseconds (medians) to hash 1M string keys and pick each row's worker (2 workers),
-    to partition the batch whole (hash, route, takes), and for pyarrow's C++
-    ``dictionary_encode`` of the same keys (one hash-table pass: a yardstick of the
-    machine's speed at the moment)."""
+    to partition the batch whole (hash, route, takes), the same in the pipeline's batches of
+    ``WORD_BATCH`` rows, and for pyarrow's C++ ``dictionary_encode`` of the same keys (one
+    hash-table pass: a yardstick of the machine's speed at the moment)."""
     batch = words_table(n).to_batches()[0]
+    batches = words_table(n).to_batches(max_chunksize=WORD_BATCH)
 
     def median_ms(run) -> float:
         times = []
@@ -169,10 +203,11 @@ def partitioning(n: int = 1_000_000, repeats: int = 9) -> tuple[float, float, fl
             run()
             times.append(time.perf_counter() - start)
         return statistics.median(times) * 1e3
-    route = median_ms(lambda: hash_rows(batch, "word") % np.uint64(2))
+    route = median_ms(lambda: _route_hashes(hash_rows(batch, "word"), 2))
     whole = median_ms(lambda: partition_batch(batch, "word", None, 2))
+    batched = median_ms(lambda: [partition_batch(b, "word", None, 2) for b in batches])
     encode = median_ms(lambda: pc.dictionary_encode(batch.column("word")))
-    return route, whole, encode
+    return route, whole, batched, encode
 
 
 # -- shared memory taken -----------------------------------------------------------------------
@@ -239,20 +274,22 @@ def main(quick: bool = False, runs: int = 3) -> list[Section]:
         for workers, variant in [(1, "natural"), (2, "natural"), (2, "exchange"),
                                  (1, "operator"), (2, "operator")]:
             record(f"{variant} {workers}w", aggregation(table, workers, variant))
-        route, whole, encode = partitioning()
+        route, whole, batched, encode = partitioning()
         record("hash+route ms", route)
         record("partition ms", whole)
+        record("partition batched ms", batched)
         record("dictionary_encode ms", encode)
         for processes in (1, 2):
             record(f"group alone {processes}p", grouping_limit(table, processes))
         record("pipe us", pipe_round_trip(2000))
+        record("shm spin us", shm_round_trip())
         for workers in (2, 8):
             record(f"shm {workers}w", shm_peak(table, workers))
         load.append(os.getloadavg())
     f = {name: _median(values) for name, values in figures.items()}
     size = f"{table.num_rows / 1e6:g}M words, {KEYS:,} keys"
     rows = []
-    pipe = {"Pipe round trip": f["pipe us"]}
+    pipe = {"Pipe round trip": f["pipe us"], "shm spin round trip": f["shm spin us"]}
     for loop in ("step", "park"):
         label = f"{loop} loop"
         rows += [
@@ -286,10 +323,36 @@ def main(quick: bool = False, runs: int = 3) -> list[Section]:
             goals=[Goal("<=", 10)]),
         Row("partitioning 1M string keys: partition_batch (hash, route, take)", "1M keys", "ms",
             f["partition ms"], limits={"dictionary_encode": f["dictionary_encode ms"]}),
+        Row(f"partitioning 1M string keys: partition_batch in {WORD_BATCH:,}-row batches "
+            "(as in the pipeline)", "1M keys", "ms", f["partition batched ms"],
+            limits={"group_by alone, 1 process": 1e3 / f["group alone 1p"]}),
         Row("/dev/shm taken, 8 workers (peak)", size, "MiB", f["shm 8w"],
             limits={"2 workers": f["shm 2w"]}, goals=[Goal("<=", 4, "2 workers")]),
     ]
     spread = {name: (min(v), max(v)) for name, v in figures.items()}
+    group_ms = 1e3 / f["group alone 1p"]                 # group_by of 1M words, 1 process
+    ceiling = 2 * group_ms / (group_ms + f["partition batched ms"])
+    why = [
+        f"what stands in the way of 2 workers' empty rounds at 1.5x one worker's: not the "
+        f"transport (a bare shared-memory ping-pong between two interpreters takes "
+        f"{f['shm spin us']:.2g} us), but the engine's Python on the round's critical path: "
+        f"a worker's step that shares its progress (encode, ring write, doorbell) and the "
+        f"peer's step that reads, decodes and applies it cost about as much as a whole "
+        f"one-worker round ({f['round step 1w']:.3g} us) each; both loops now take "
+        f"{f['round step 2w']:.3g} and {f['round park 2w']:.3g} us.",
+        f"more workers than cores: each extra worker adds its own steps to every round "
+        f"(n - 1 progress messages to encode, read and apply), and a worker with nothing to do "
+        f"yields its core, but the kernel hands it back at its own pace; the park loop sleeps "
+        f"on the doorbell and pays a futex wake-up per message.",
+        f"natural aggregation: each of 2 workers groups half the words but also hashes and "
+        f"splits its half (partition_batch in the pipeline's batches: "
+        f"{f['partition batched ms']:.3g} ms per 1M keys, against {group_ms:.3g} ms for "
+        f"group_by of 1M words), then copies the other worker's part through the ring, so "
+        f"even on two idle cores 2 workers can be at most {ceiling:.2f}x as fast as one "
+        f"(2 x group / (group + partition)); the rest of the gap is waiting for each other's "
+        f"parts and the other load on the machine (group_by alone in 2 processes reached "
+        f"{f['group alone 2p'] / f['group alone 1p']:.2f}x of 1 process in this run).",
+    ]
     return [Section("Scaling out (issue 16): ratios between configurations of one run", rows, notes=[
         f"median of {runs} runs; in each run the configurations follow each other. Load average "
         f"(1 min) before and after each run: " + ", ".join(f"{l[0]:.2f}" for l in load) +
@@ -297,12 +360,15 @@ def main(quick: bool = False, runs: int = 3) -> list[Section]:
         f"rounds: {rounds['step']} per configuration (a tenth more as warm-up), a fifth of that "
         "for the oversubscribed step loops; the slowest worker's median round.",
         "limits: 'Pipe round trip' is a multiprocess.Pipe ping-pong between two processes "
-        "(one message each way, no engine); 'group_by alone, N processes' is the same "
+        "(one message each way, no engine); 'shm spin round trip' is a bare shared-memory "
+        "ping-pong between two Python processes polling one 8-byte word each (no engine: "
+        "the floor of one message each way between two interpreters); 'group_by alone, N processes' is the same "
         "per-batch group_by over the words split between N forked processes running at once, "
         "no engine and no exchange (what the machine gives for the grouping itself); "
         "'dictionary_encode' is pyarrow's C++ hash-table pass over the same 1M keys.",
         "spread over the runs (min-max): " + "; ".join(
             f"{name} {lo:.3g}-{hi:.3g}" for name, (lo, hi) in spread.items()),
+        *why,
     ], key="scaling").print()]
 
 
