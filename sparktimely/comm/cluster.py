@@ -42,6 +42,7 @@ import os
 import select
 import socket
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
@@ -507,13 +508,31 @@ class ClusterAllocator:
             self._watcher.arm(self._by_fd)
             self.endpoint.park(timeout)
         else:
-            events = self._poller.poll(-1 if timeout is None else timeout)
+            events = self._spin(timeout) or self._poller.poll(
+                -1 if timeout is None else max(timeout - self.spin, 0.0))
             if any(fd == self._wakeup for fd, _ in events):
                 assert self._wakeup is not None
                 try:
                     os.eventfd_read(self._wakeup)
                 except BlockingIOError:
                     pass
+
+    spin = 200e-6
+    """Seconds a worker with only remote peers polls its sockets (yielding its core between
+    polls) before it sleeps in ``epoll``: an answer usually comes within a round's Python,
+    and waking from the kernel costs tens of microseconds more each way (empty rounds of 2
+    processes in the park loop took 129 us against 58 us stepping, measured side by side)."""
+
+    def _spin(self, timeout: float | None) -> list:
+        """Poll the sockets and the wake-up descriptor for up to ``spin`` seconds (no longer
+        than ``timeout``); the events, or an empty list."""
+        end = time.perf_counter() + (self.spin if timeout is None else min(self.spin, timeout))
+        poll = self._poller.poll
+        while True:
+            events = poll(0)
+            if events or time.perf_counter() >= end:
+                return events
+            os.sched_yield()
 
     def crowded(self) -> bool:
         return self.endpoint is not None and self.endpoint.crowded()

@@ -150,3 +150,35 @@ def test_abort_drops_the_links_at_once_and_the_peer_sees_it():
     with pytest.raises(PeerLost, match=r"lost connection to worker 0 at 127\.0\.0\.1:\d+ \(test 0\)"):
         drain(b, 2, timeout=5)
     b.abort()
+
+
+class _RecordingPoller:
+    """An epoll object that records the timeout of every ``poll``."""
+
+    def __init__(self, poller) -> None:
+        self.poller, self.timeouts = poller, []
+
+    def poll(self, timeout=-1):
+        self.timeouts.append(timeout)
+        return self.poller.poll(timeout)
+
+    def __getattr__(self, name):
+        return getattr(self.poller, name)
+
+
+def test_a_worker_with_only_remote_peers_polls_its_sockets_before_it_sleeps():
+    """``park`` first polls without blocking for ``ClusterAllocator.spin`` seconds (a peer's
+    answer usually comes sooner than the kernel wakes a sleeper), then sleeps in epoll for
+    the rest of the timeout; what arrives is received either way."""
+    a, b = pair()
+    try:
+        b._poller = recording = _RecordingPoller(b._poller)
+        b.park(0.05)                                        # nothing comes
+        *spinning, sleeping = recording.timeouts
+        assert len(spinning) > 1 and set(spinning) == {0}
+        assert 0.04 < sleeping <= 0.05 - b.spin + 1e-9
+        a.send(1, ("hi",))
+        a.flush()
+        assert drain(b, 1) == [(0, ("hi",))]
+    finally:
+        close_both([a, b])
