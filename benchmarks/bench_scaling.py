@@ -335,15 +335,18 @@ def main(quick: bool = False, runs: int = 3) -> list[Section]:
     why = [
         f"what stands in the way of 2 workers' empty rounds at 1.5x one worker's: not the "
         f"transport (a bare shared-memory ping-pong between two interpreters takes "
-        f"{f['shm spin us']:.2g} us), but the engine's Python on the round's critical path: "
-        f"a worker's step that shares its progress (encode, ring write, doorbell) and the "
-        f"peer's step that reads, decodes and applies it cost about as much as a whole "
-        f"one-worker round ({f['round step 1w']:.3g} us) each; both loops now take "
-        f"{f['round step 2w']:.3g} and {f['round park 2w']:.3g} us.",
+        f"{f['shm spin us']:.2g} us), but the engine's Python: in a round each of 2 workers "
+        f"runs the progress tracker on two batches of changes (its own and its peer's) where "
+        f"a lone worker runs it on one, and encodes, writes, reads and decodes a message "
+        f"besides, each step about as long as a whole one-worker round "
+        f"({f['round step 1w']:.3g} us); the round's critical path holds a step of each "
+        f"worker. Both loops take {f['round step 2w']:.3g} and {f['round park 2w']:.3g} us.",
         f"more workers than cores: each extra worker adds its own steps to every round "
         f"(n - 1 progress messages to encode, read and apply), and a worker with nothing to do "
         f"yields its core, but the kernel hands it back at its own pace; the park loop sleeps "
-        f"on the doorbell and pays a futex wake-up per message.",
+        f"on the doorbell and pays a futex wake-up per message. Parked over sockets, a round "
+        f"pays the kernel's wake-ups whenever an answer takes longer than the 200 us spin "
+        f"(a Pipe round trip, both sides sleeping in the kernel, took {f['pipe us']:.3g} us).",
         f"natural aggregation: each of 2 workers groups half the words but also hashes and "
         f"splits its half (partition_batch in the pipeline's batches: "
         f"{f['partition batched ms']:.3g} ms per 1M keys, against {group_ms:.3g} ms for "
