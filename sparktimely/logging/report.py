@@ -28,7 +28,7 @@ import sys
 import zlib
 from typing import Sequence
 
-from .events import MessagesEvent, ParkEvent
+from .events import MessagesEvent
 from .files import LogDirectory, read_log_directory
 from .picture import GraphvizMissing, dot_to, graph_of, to_dot
 from .summary import Summary, summarize
@@ -133,11 +133,10 @@ def _timeline(logs: LogDirectory, summary: Summary) -> str:
     height = lane_height * len(lanes) + 30
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + TIMELINE_WIDTH + 50}" '
              f'height="{height}" font-family="Helvetica" font-size="11">']
-    parks = _parked_intervals(logs)
     for row, worker in enumerate(lanes):
         y = row * lane_height + 4
         parts.append(f'<text x="4" y="{y + 15}">worker {worker}</text>')
-        for begin, stop in parks.get(worker, []):
+        for begin, stop in summary.parks.get(worker, []):
             x = left + (begin + offsets[worker] - start) * scale
             width = max((stop - begin) * scale, 0.5)
             parts.append(f'<rect x="{x:.1f}" y="{y + 18}" width="{width:.1f}" height="3" '
@@ -154,18 +153,6 @@ def _timeline(logs: LogDirectory, summary: Summary) -> str:
                      f"{_ms(tick * span / 5)} ms</text>")
     parts.append("</svg>")
     return "".join(parts)
-
-
-def _parked_intervals(logs: LogDirectory) -> dict[int, list[tuple[int, int]]]:
-    parks: dict[int, list[tuple[int, int]]] = {}
-    began: dict[int, int] = {}
-    for event in logs.events:
-        if type(event) is ParkEvent:
-            if event.is_park:
-                began[event.worker] = event.time
-            elif event.worker in began:
-                parks.setdefault(event.worker, []).append((began.pop(event.worker), event.time))
-    return parks
 
 
 def _bars(intervals: list[tuple[int, int, int]], shift: int,

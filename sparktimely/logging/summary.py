@@ -52,8 +52,9 @@ class WorkerSummary:
 @dataclass
 class Summary:
     """The sums of :func:`summarize`: ``operators`` and ``workers`` by id and index,
-    ``channels`` (channel id to records carried) and ``intervals`` (per worker, the
-    ``(start, stop, operator)`` of every scheduling, for timelines).
+    ``channels`` (channel id to records carried), ``intervals`` (per worker, the
+    ``(start, stop, operator)`` of every scheduling, for timelines) and ``parks`` (per
+    worker, the ``(start, stop)`` of every time it parked).
 
     >>> Summary().total_busy_ns()
     0
@@ -63,6 +64,7 @@ class Summary:
     channels: dict[int, int] = field(default_factory=dict)
     workers: dict[int, WorkerSummary] = field(default_factory=dict)
     intervals: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
+    parks: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
 
     def total_busy_ns(self) -> int:
         """Time spent in operators, over all workers."""
@@ -79,6 +81,10 @@ def summarize(events: Iterable) -> Summary:
     ...                      MessagesEvent(5, 0, True, 0, 0, 0, 0, 12)])
     >>> summary.channels, summary.operators[0].records_out, summary.operators[1].records_in
     ({0: 12}, 12, 12)
+    >>> from sparktimely.logging import ParkEvent
+    >>> parked = summarize([ParkEvent(10, 0, True, None), ParkEvent(30, 0, False, None)])
+    >>> parked.parks, parked.workers[0].parked_ns
+    ({0: [(10, 30)]}, 20)
     """
     summary = Summary()
     operators, workers = summary.operators, summary.workers
@@ -109,7 +115,9 @@ def summarize(events: Iterable) -> Summary:
             if event.is_park:
                 parked[event.worker] = event.time
             elif event.worker in parked:
-                worker.parked_ns += event.time - parked.pop(event.worker)
+                start = parked.pop(event.worker)
+                worker.parked_ns += event.time - start
+                summary.parks.setdefault(event.worker, []).append((start, event.time))
         elif kind is OperatesEvent:
             operators.setdefault(event.id, OperatorSummary(event.id, event.name)).name = event.name
         elif kind is ChannelsEvent:
