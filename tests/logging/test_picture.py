@@ -87,41 +87,45 @@ def test_the_dot_text_of_a_known_graph(run):
     assert run(job) == [KNOWN] * run.workers
 
 
-def test_a_scope_pictures_its_own_dataflow_while_it_is_built():
+def test_a_scope_pictures_its_own_dataflow_while_it_is_built(run):
     def job(worker):
         worker.dataflow(build, name="numbers")
         pictures = []
         worker.dataflow(lambda scope: pictures.append(to_dot(scope.to_stream([1]).scope)))
         return pictures[0]
-    dot = st.execute_directly(job)
-    assert '"op11" [label="ToStream"];' in dot and "numbers" not in dot
+    for dot in run(job):
+        assert '"op11" [label="ToStream"];' in dot and "numbers" not in dot
 
 
 @pytest.mark.timeout(60)
-def test_logs_give_the_same_picture_annotated_with_time_and_records(tmp_path):
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_logs_give_the_same_picture_annotated_with_time_and_records(tmp_path, workers):
     def job(worker):
         log_to_directory(worker, tmp_path)
         worker.dataflow(build, name="numbers")
         input = st.InputHandle()
         worker.dataflow(lambda scope: scope.input_from(input).probe())
         input.close()
-    st.execute(job, workers=2)
+    st.execute(job, workers=workers)
     logs = read_log_directory(tmp_path)
     assert graph_of(logs) == graph_of(logs.events)
     plain = to_dot(graph_of(logs))
     assert plain == KNOWN
     annotated = to_dot(logs)
-    # each of the 2 workers makes 1..9 and doubles each until it reaches 100 or more
+    # each worker makes 1..9 and doubles each until it reaches 100 or more
     doubles = [[x << k for k in range(1, 8) if (x << (k - 1)) < 100] for x in range(1, 10)]
-    mapped = 2 * sum(len(d) for d in doubles)
-    looped = 2 * sum(1 for d in doubles for y in d if y < 100)
+    mapped = workers * sum(len(d) for d in doubles)
+    looped = workers * sum(1 for d in doubles for y in d if y < 100)
+    made = workers * 9
     assert re.search(r'"op4" -> "op5" \[label="Pipeline\\n' + f"{mapped:,}" + r' records"\]',
                      annotated)
     assert re.search(r'"op5" -> "op0" \[label="Pipeline\\n' + f"{looped:,}" + r' records"\]',
                      annotated)
-    assert re.search(r'"op7" -> "op8" \[label="Exchange\\n18 records"\]', annotated)
-    assert re.search(r'"op1" \[label="ToStream\\n[0-9.e+-]+ ms, 2 runs, 18 out", '
-                     r'fillcolor="#ff[0-9a-f]{4}"\];', annotated)
+    assert re.search(r'"op7" -> "op8" \[label="Exchange\\n' + f"{made}" + r' records"\]',
+                     annotated)
+    runs = f"{workers} run{'' if workers == 1 else 's'}"            # ToStream once per worker
+    assert re.search(r'"op1" \[label="ToStream\\n[0-9.e+-]+ ms, ' + f"{runs}, {made} out"
+                     + r'", fillcolor="#ff[0-9a-f]{4}"\];', annotated)
     assert re.search(r'"op12" \[label="Probe\\n[0-9.e+-]+ ms, \d+ runs?", ', annotated)
     assert annotated.count("fillcolor=\"#ff8700\"") == 1       # the busiest operator is red
 
