@@ -70,6 +70,20 @@ def log_to_directory(worker: "Worker", directory: str | os.PathLike,
         registry.add(name, BatchLogger(EventWriter(f"{stem}.{SUFFIXES[name]}")))
 
 
+def of_lowest_worker(events: list) -> list:
+    """The events of the lowest-numbered worker among ``events`` (every worker builds the
+    same dataflows, so its operators and channels describe them all).
+
+    >>> of_lowest_worker([OperatesEvent(0, 1, 0, (0, 0), "A", "d"),
+    ...                   OperatesEvent(0, 2, 0, (0, 0), "A", "d")])
+    [OperatesEvent(time=0, worker=1, id=0, addr=(0, 0), name='A', scope='d')]
+    """
+    if not events:
+        return []
+    first = min(e.worker for e in events)
+    return [e for e in events if e.worker == first]
+
+
 @dataclass
 class LogDirectory:
     """The logs read from a directory: ``workers`` (index to what its ``.json`` says:
@@ -86,17 +100,11 @@ class LogDirectory:
 
     def operators(self) -> list[OperatesEvent]:
         """The operators, as the lowest-numbered worker logged them."""
-        return [e for e in self._first_worker() if type(e) is OperatesEvent]
+        return [e for e in of_lowest_worker(self.events) if type(e) is OperatesEvent]
 
     def channels(self) -> list[ChannelsEvent]:
         """The channels, as the lowest-numbered worker logged them."""
-        return [e for e in self._first_worker() if type(e) is ChannelsEvent]
-
-    def _first_worker(self) -> list:
-        if not self.events:
-            return []
-        first = min(e.worker for e in self.events)
-        return [e for e in self.events if e.worker == first]
+        return [e for e in of_lowest_worker(self.events) if type(e) is ChannelsEvent]
 
     def wall_offset(self, worker: int) -> int:
         """Nanoseconds to add to ``worker``'s event times to put them on one clock with the

@@ -40,7 +40,7 @@ from ..dataflow.scope import ScopeCore
 from ..dataflow.worker import Worker
 from ._hooks import structure
 from .events import ChannelsEvent, OperatesEvent
-from .files import LogDirectory
+from .files import LogDirectory, of_lowest_worker
 from .summary import Summary, summarize
 
 
@@ -77,10 +77,8 @@ class Graph:
         >>> Graph.from_events([OperatesEvent(0, 0, 0, (0, 0), "A", "d")]).scopes
         {(0,): 'd'}
         """
-        structural = [e for e in events if type(e) in (OperatesEvent, ChannelsEvent)]
-        if structural:
-            first = min(e.worker for e in structural)
-            structural = [e for e in structural if e.worker == first]
+        structural = of_lowest_worker([e for e in events
+                                       if type(e) in (OperatesEvent, ChannelsEvent)])
         operators = sorted({e.id: e for e in structural if type(e) is OperatesEvent}.values(),
                            key=lambda e: e.id)
         channels = sorted({e.id: e for e in structural if type(e) is ChannelsEvent}.values(),
