@@ -100,16 +100,13 @@ class Exchange(Pact):
         return f"Exchange({self.key or self.route!r})"
 
 
-SENDER = b"sparktimely.sender"
-"""Schema metadata key an exchange puts on the Arrow batches it sends to other workers (the
-sending worker's index), so the receiving input can name who sent what; removed on arrival."""
-
-
 class SchemaCheckedQueue(deque):
     """The queue of an exchange's input on one worker: every Arrow batch arriving, from this
     worker or another, must have the schema of the first one (metadata aside), or the exchange
     fails at once naming both schemas and the workers that sent them. Batches from one stream
-    meet here first, so a mismatch is caught before it reaches an operator."""
+    meet here first, so a mismatch is caught before it reaches an operator. This worker's own
+    parts arrive by ``append``; other workers' by :meth:`append_from`, which
+    ``Dataflow.deliver`` calls with the sender the transport names."""
 
     def __init__(self, target: "InputPort") -> None:
         super().__init__()
@@ -118,16 +115,12 @@ class SchemaCheckedQueue(deque):
         self._first: tuple[pa.Schema, int] | None = None
 
     def append(self, item: tuple) -> None:
+        self.append_from(self._me, item)
+
+    def append_from(self, sender: int, item: tuple) -> None:
+        """Queue ``item``, a ``(time, batch, count)`` that worker ``sender`` sent."""
         batch = item[1]
         if batch.__class__ is pa.RecordBatch:
-            schema = batch.schema
-            metadata = schema.metadata
-            sender = self._me
-            if metadata and SENDER in metadata:
-                metadata = dict(metadata)
-                sender = int(metadata.pop(SENDER))
-                batch = batch.replace_schema_metadata(metadata or None)
-                item = (item[0], batch, item[2])
             if self._first is None:
                 self._first = (batch.schema, sender)
             elif not batch.schema.equals(self._first[0]):
@@ -186,22 +179,15 @@ class _RemotePusher:
 
 
 class ExchangePusher(_RemotePusher):
-    """Partitions each batch by the pact's route (or key columns) across the workers; Arrow
-    parts for other workers carry this worker's index (``SENDER``) for the receiving
-    :class:`SchemaCheckedQueue`."""
+    """Partitions each batch by the pact's route (or key columns) across the workers."""
 
     def __init__(self, pact: Exchange, target: "InputPort", local: LocalPusher) -> None:
         super().__init__(target, local)
         self._route = pact.route
         self._key = pact.key
-        self._sender = str(self._me).encode()
 
     def push(self, time, batch) -> None:
         parts = partition_batch(batch, self._key, self._route, self._peers)
-        if batch.__class__ is pa.RecordBatch:
-            metadata = {**(batch.schema.metadata or {}), SENDER: self._sender}
-            parts = [part if worker == self._me else part.replace_schema_metadata(metadata)
-                     for worker, part in enumerate(parts)]
         for worker, part in enumerate(parts):
             if batch_length(part):
                 self._deliver(worker, time, part)

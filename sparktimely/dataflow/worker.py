@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..progress.exchange import ProgressExchange
 from ..progress.reachability import GraphBuilder, Tracker
 from ..progress.timestamp import TimeKind, Timestamp
+from .channels import SchemaCheckedQueue
 from .operator import Operator
 from .ports import batch_length
 
@@ -183,7 +184,11 @@ class Dataflow:
         if kind == DATA:
             _, _, location, time, batch = message
             input = self._inputs_at[location]
-            input.queue.append((time, batch, batch_length(batch)))
+            queue = input.queue
+            if queue.__class__ is SchemaCheckedQueue:       # an exchange's: names the sender
+                queue.append_from(source, (time, batch, batch_length(batch)))
+            else:
+                queue.append((time, batch, batch_length(batch)))
             self.activate(input.operator)
         elif kind == PROGRESS:
             self.progress.receive(message[2])
