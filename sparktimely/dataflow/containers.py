@@ -59,8 +59,7 @@ def partition_batch(batch: Any, key: str | Sequence[str] | None,
             return _all_to(batch, low % peers, peers)
         if low < 0 or high >= peers:
             dest = dest % peers
-        dest = dest.astype(np.uint8 if peers <= 256 else np.uint16 if peers <= 65536
-                           else np.int64)
+        dest = dest.astype(_worker_dtype(peers))
     if peers <= _TAKE_EACH:                     # a pass per destination beats a sort
         parts = []
         for worker in range(peers):
@@ -88,8 +87,13 @@ def _route_hashes(h: np.ndarray, peers: int) -> np.ndarray:
         low = h.astype(np.uint8)                                # the low byte of each hash
         low &= np.uint8(peers - 1)
         return low
-    dest = h % np.uint64(peers)
-    return dest.astype(np.uint8 if peers <= 256 else np.uint16 if peers <= 65536 else np.int64)
+    return (h % np.uint64(peers)).astype(_worker_dtype(peers))
+
+
+def _worker_dtype(peers: int) -> type:
+    """The smallest integer type that holds every worker index (a stable ``argsort`` of 8-
+    or 16-bit integers is a radix sort)."""
+    return np.uint8 if peers <= 256 else np.uint16 if peers <= 65536 else np.int64
 
 
 def _all_to(batch: pa.RecordBatch, target: int, peers: int) -> list:
