@@ -247,10 +247,6 @@ def shm_peak(table: pa.Table, workers: int) -> float:
 
 # -- the table ---------------------------------------------------------------------------------
 
-def _median(values: list[float]) -> float:
-    return statistics.median(values)
-
-
 def main(quick: bool = False, runs: int = 3) -> list[Section]:
     runs = 1 if quick else runs
     scale = 0.2 if quick else 1.0
@@ -286,7 +282,7 @@ def main(quick: bool = False, runs: int = 3) -> list[Section]:
         for workers in (2, 8):
             record(f"shm {workers}w", shm_peak(table, workers))
         load.append(os.getloadavg())
-    f = {name: _median(values) for name, values in figures.items()}
+    f = {name: statistics.median(values) for name, values in figures.items()}
     size = f"{table.num_rows / 1e6:g}M words, {KEYS:,} keys"
     rows = []
     pipe = {"Pipe round trip": f["pipe us"], "shm spin round trip": f["shm spin us"]}

@@ -24,8 +24,6 @@ from .shm import job_prefix
 for _public in (WorkerError, Seat, WorkerSession):
     _public.__module__ = __name__       # public here; defined below execute, in _session
 
-WorkerError.__module__ = __name__       # public here; defined below execute, in _supervisor
-
 
 @dataclass
 class Config:

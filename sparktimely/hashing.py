@@ -101,7 +101,6 @@ def stable_hash(value: Any) -> int:
 
 _U64 = np.uint64
 _M1, _M2 = _U64(0xBF58476D1CE4E5B9), _U64(0x94D049BB133111EB)
-_BASE = _U64(0x100000001B3)          # odd multiplier of the byte polynomial
 _GOLDEN = _U64(0x9E3779B97F4A7C15)
 _NULL = _U64(0x6E756C6C6E756C6C)      # the hash of a null, in every column type
 _ARROW_INT64 = pa.int64()
@@ -124,7 +123,7 @@ def _is_bytes(t: pa.DataType) -> bool:
             or pa.types.is_string_view(t) or pa.types.is_binary_view(t))
 
 
-_K1, _K2 = _U64(0x9E3779B97F4A7C15), _U64(0xFF51AFD7ED558CCD)
+_FMIX = _U64(0xFF51AFD7ED558CCD)   # murmur3's fmix64 multiplier
 _S29, _S32 = _U64(29), _U64(32)
 
 
@@ -194,8 +193,8 @@ def _hash_bytes(values: pa.Array) -> np.ndarray:
     scratch = np.empty(min(n, _CHUNK), _U64)
     for start in range(0, n, _CHUNK):       # in pieces that stay in the CPU's cache
         part, end = h[start:start + _CHUNK], start + _CHUNK
-        np.add(words[start:end, 0], _K2, out=part)  # (so that the empty value's hash is not 0)
-        part *= _K1
+        np.add(words[start:end, 0], _FMIX, out=part)  # (so that the empty value's hash is not 0)
+        part *= _GOLDEN
         part ^= second[start:end]
         _finish(part, scratch[:len(part)])
     return h
@@ -253,11 +252,11 @@ def _long_words(views: pa.Array, rows: np.ndarray | slice,
             short = left.min() < 8
             word = _words_at(data[index], start, np.minimum(left, 8) if short else None)
             if more is None:
-                h *= _K2
+                h *= _FMIX
                 h ^= word
                 _finish(h)
             else:
-                h[more] = _finish(h[more] * _K2 ^ word)
+                h[more] = _finish(h[more] * _FMIX ^ word)
             if left.max() <= 8:
                 break
             if short or left.min() <= 8:
@@ -275,7 +274,7 @@ def _finish(h: np.ndarray, scratch: np.ndarray | None = None) -> np.ndarray:
     (xorshift-multiply-xorshift); ``scratch``, if given, is a temporary of ``h``'s length."""
     high = np.right_shift(h, _S32, out=scratch)
     h ^= high
-    h *= _K2
+    h *= _FMIX
     np.right_shift(h, _S29, out=high)
     h ^= high
     return h

@@ -53,7 +53,7 @@ from ..shm import Endpoint, Mesh
 from .allocator import Allocator, ShmAllocator
 from .codec import decode, encode
 from .net import (FRAME, GOODBYE, MAX_FRAME, MESSAGE, PeerLost, connect_peers, connect_timeout,
-                  job_token)
+                  job_token, join_address)
 
 __all__ = ["ClusterAllocator", "WorkerAddress", "build_allocator", "host_identity",
            "sockets_forced"]
@@ -82,7 +82,7 @@ class WorkerAddress:
 
     @property
     def address(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        return join_address(self.host, self.port)
 
 
 FORCE_SOCKETS_ENV = "SPARKTIMELY_FORCE_SOCKETS"

@@ -70,6 +70,15 @@ def split_address(address: str) -> tuple[str, int]:
     return host.removeprefix("[").removesuffix("]"), int(port)
 
 
+def join_address(host: str, port: int) -> str:
+    """The ``host:port`` string of ``host`` and ``port`` (the inverse of :func:`split_address`).
+
+    >>> join_address("node-1", 2101), join_address("::1", 2102)
+    ('node-1:2101', '[::1]:2102')
+    """
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def listen(host: str, port: int = 0, backlog: int = 128) -> socket.socket:
     """A listening TCP socket bound to ``host:port`` (port 0: any free port).
 
@@ -290,7 +299,7 @@ class _Meeting:
         except OSError:
             sock.close()
             return
-        address = _format_address(remote)
+        address = join_address(*remote[:2])
         self.parties[sock] = _Party(sock, None, address,
                                     min(time.monotonic() + HANDSHAKE_TIMEOUT, self.deadline))
 
@@ -438,11 +447,6 @@ class _Meeting:
         if self.strays:
             problems.append("meanwhile " + "; ".join(self.strays[:5]))
         return "; ".join(problems)
-
-
-def _format_address(sockaddr: tuple) -> str:
-    host, port = sockaddr[0], sockaddr[1]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def recv_exact(sock: socket.socket, n: int) -> bytes | None:

@@ -430,10 +430,10 @@ class Endpoint:
             out.pending.append([b"".join(views), 0])
             out.pending_bytes += n
             self._blocked.add(target)
-        self._ctl.u32[_bell(target) + 2] = 1                     # mail for the target
         if notify:
-            self._notify(target)
+            self.post(target)
         else:
+            self._ctl.u32[_bell(target) + 2] = 1                 # mail for the target
             self._later.add(target)
 
     def try_send(self, target: int, parts: Iterable[BytesLike]) -> bool:

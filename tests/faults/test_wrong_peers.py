@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+from ports import free_ports
 
 import sparktimely as st
 from sparktimely.comm.net import FRAME, PROTOCOL_VERSION, _Handshake, job_token, listen
@@ -49,12 +50,6 @@ class Service:
             sock.close()
 
 
-def free_address() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{sock.getsockname()[1]}"
-
-
 def run_process(process: int, hostfile: list[str]) -> tuple[BaseException, float]:
     started = time.monotonic()
     with pytest.raises(ConnectionError) as caught:
@@ -67,7 +62,7 @@ def against(answer) -> tuple[BaseException, float, str]:
     """Process 1 of a job whose process 0 address is held by a service answering ``answer``
     (bytes, or a function of the connection and the job's hostfile): process 1's error, how
     long it took, and the service's address."""
-    hostfile = [None, free_address()]
+    hostfile = [None, f"127.0.0.1:{free_ports(1)[0]}"]
     service = Service(answer if not callable(answer) else lambda sock: answer(sock, hostfile))
     hostfile[0] = service.address
     try:
@@ -80,7 +75,7 @@ def against(answer) -> tuple[BaseException, float, str]:
 @pytest.mark.parametrize("process", [0, 1])
 def test_a_service_with_a_banner_is_named_with_what_it_sent(process):
     service = Service(b"SSH-2.0-OpenSSH_9.6p1 Ubuntu-3ubuntu13\r\n")
-    hostfile = [free_address(), free_address()]
+    hostfile = [f"127.0.0.1:{port}" for port in free_ports(2)]
     hostfile[1 - process] = service.address             # where the other process should be
     try:
         error, elapsed = run_process(process, hostfile)
