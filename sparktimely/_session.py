@@ -140,7 +140,6 @@ class _SessionAllocator:
         self.send: Callable[[int, tuple], None] = self._send_queued
         self.receive: Callable[[], list[tuple[int, tuple]]] = self._receive_connecting
         self.flush: Callable[[], bool] = self._flush_connecting
-        self.crowded: Callable[[], bool] = lambda: False
         self.oversubscribed: Callable[[], bool] = lambda: False
 
     @property
@@ -156,7 +155,7 @@ class _SessionAllocator:
                 inner.send(target, message)
             self._queued = []
             self.send, self.receive = inner.send, inner.receive
-            self.flush, self.crowded = inner.flush, inner.crowded
+            self.flush = inner.flush
             self.oversubscribed = inner.oversubscribed
 
     @contextmanager

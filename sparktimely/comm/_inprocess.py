@@ -154,9 +154,6 @@ class InProcessAllocator:
     def flush(self) -> bool:
         return True
 
-    def crowded(self) -> bool:
-        return False              # workers take turns: nobody spins against anybody
-
     def oversubscribed(self) -> bool:
         return False
 

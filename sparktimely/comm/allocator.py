@@ -16,7 +16,7 @@ class Allocator(Protocol):
     """What a worker needs from the communication layer.
 
     >>> from sparktimely.comm import Allocator, ShmAllocator
-    >>> [name for name in ("send", "receive", "park", "wake", "flush", "crowded",
+    >>> [name for name in ("send", "receive", "park", "wake", "flush",
     ...                    "oversubscribed", "close", "abort") if not hasattr(ShmAllocator, name)]
     []
     """
@@ -40,10 +40,6 @@ class Allocator(Protocol):
     def flush(self) -> bool:
         """Push queued output on and wake the peers it is for; True when nothing is left
         queued."""
-
-    def crowded(self) -> bool:
-        """Whether this host's workers that are awake outnumber the cores this process may
-        use (waiting by spinning would then take a peer's time slice)."""
 
     def oversubscribed(self) -> bool:
         """Whether this host has more workers than the cores this process may use (a step
@@ -89,9 +85,6 @@ class ShmAllocator:
 
     def flush(self) -> bool:
         return self.endpoint.flush()
-
-    def crowded(self) -> bool:
-        return self.endpoint.crowded()
 
     def oversubscribed(self) -> bool:
         return self.endpoint.oversubscribed()

@@ -534,9 +534,6 @@ class ClusterAllocator:
                 return events
             os.sched_yield()
 
-    def crowded(self) -> bool:
-        return self.endpoint is not None and self.endpoint.crowded()
-
     def oversubscribed(self) -> bool:
         return self.endpoint is not None and self.endpoint.oversubscribed()
 
