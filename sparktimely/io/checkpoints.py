@@ -527,8 +527,9 @@ class _Flow:
         self.phase = "running"
 
     def clean(self) -> None:
-        """Worker 0: remove what crashed runs left (temporary files, checkpoints never
-        committed) and checkpoints older than the :data:`KEEP` newest."""
+        """Worker 0, at the start and after each commit: remove what crashed runs left
+        (temporary files, checkpoints never committed) and checkpoints older than the
+        :data:`KEEP` newest."""
         storage = self.storage
         commits = posixpath.join(self.directory, "commits")
         checkpoints = posixpath.join(self.directory, "checkpoints")
@@ -734,11 +735,7 @@ class _Flow:
         self.storage.write_atomic(posixpath.join(commits, f"{sequence:012d}.json"),
                                   _serialize(record))
         self.sequence = sequence
-        for name in self.storage.names(commits):
-            match = _RECORD.match(name)
-            if match and int(match.group(1)) <= sequence - KEEP:
-                self.storage.delete(posixpath.join(commits, name))
-                self.storage.delete_dir(posixpath.join(self.directory, "checkpoints", name[:12]))
+        self.clean()
         self.in_flight = False
         if requested is not None:
             self.hold = requested + self.every
