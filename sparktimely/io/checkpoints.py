@@ -60,7 +60,7 @@ from urllib.parse import quote, unquote
 from xxhash import xxh3_128_hexdigest
 
 from ..dataflow import Pipeline, source
-from ..ops.recovery import Component, KeyedState, root_epoch
+from ..ops.recovery import Component, KeyedState, frontier_epoch, root_epoch
 from ..progress.timestamp import Product
 from ._state import decode_partitions, encode_keyed, encode_partitions, from_ipc, select_keyed, \
     to_ipc
@@ -580,13 +580,8 @@ class _Flow:
         (infinity once the dataflow has completed)."""
         tracker = self.dataflow.tracker
         assert tracker is not None
-        least = math.inf
-        for location in range(tracker.locations()):
-            for stamp in tracker.pointstamps(location).frontier():
-                epoch = root_epoch(stamp)
-                if epoch < least:
-                    least = epoch
-        return least - 1
+        return min((frontier_epoch(tracker.pointstamps(location).frontier())
+                    for location in range(tracker.locations())), default=math.inf) - 1
 
     def pointstamps(self) -> tuple:
         """Every location's pointstamp frontier (to see whether anything moves)."""
