@@ -152,11 +152,16 @@ def throughput(quick: bool, differential: bool = False) -> list[Row]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _state_bytes(directory: str) -> int:
-    """The bytes of the state files of the newest checkpoint in ``directory``."""
+def _newest_files(directory: str) -> dict[str, dict]:
+    """The state files (path: size, digest, ...) of the newest checkpoint in ``directory``."""
     commits = os.path.join(directory, "resume", "commits")
     with open(os.path.join(commits, max(os.listdir(commits)))) as record:
-        return sum(meta["size"] for meta in json.load(record)["files"].values())
+        return json.load(record)["files"]
+
+
+def _state_bytes(directory: str) -> int:
+    """The bytes of the state files of the newest checkpoint in ``directory``."""
+    return sum(meta["size"] for meta in _newest_files(directory).values())
 
 
 def resume(keys: int, form: str) -> tuple[float, float, int, int]:
@@ -210,11 +215,9 @@ def resume(keys: int, form: str) -> tuple[float, float, int, int]:
 def _trace_memory(directory: str) -> int:
     """The bytes in memory of the Arrow tables the traces of the newest checkpoint in
     ``directory`` restore from."""
-    commits = os.path.join(directory, "resume", "commits")
-    with open(os.path.join(commits, max(os.listdir(commits)))) as record:
-        files = json.load(record)["files"]
     return sum(pa.ipc.open_file(pa.memory_map(os.path.join(directory, "resume", path)))
-               .read_all().nbytes for path in files if "Arrange" in path or "Count" in path)
+               .read_all().nbytes for path in _newest_files(directory)
+               if "Arrange" in path or "Count" in path)
 
 
 def _rows(capability, info):

@@ -60,7 +60,7 @@ from urllib.parse import quote, unquote
 from xxhash import xxh3_128_hexdigest
 
 from ..dataflow import Pipeline, source
-from ..ops.recovery import Component, KeyedState, root_epoch
+from ..ops.recovery import Component, KeyedState, frontier_epoch, root_epoch
 from ..progress.timestamp import Product
 from ._state import decode_partitions, encode_keyed, encode_partitions, from_ipc, select_keyed, \
     to_ipc
@@ -527,8 +527,9 @@ class _Flow:
         self.phase = "running"
 
     def clean(self) -> None:
-        """Worker 0: remove what crashed runs left (temporary files, checkpoints never
-        committed) and checkpoints older than the :data:`KEEP` newest."""
+        """Worker 0, at the start and after each commit: remove what crashed runs left
+        (temporary files, checkpoints never committed) and checkpoints older than the
+        :data:`KEEP` newest."""
         storage = self.storage
         commits = posixpath.join(self.directory, "commits")
         checkpoints = posixpath.join(self.directory, "checkpoints")
@@ -579,13 +580,8 @@ class _Flow:
         (infinity once the dataflow has completed)."""
         tracker = self.dataflow.tracker
         assert tracker is not None
-        least = math.inf
-        for location in range(tracker.locations()):
-            for stamp in tracker.pointstamps(location).frontier():
-                epoch = root_epoch(stamp)
-                if epoch < least:
-                    least = epoch
-        return least - 1
+        return min((frontier_epoch(tracker.pointstamps(location).frontier())
+                    for location in range(tracker.locations())), default=math.inf) - 1
 
     def pointstamps(self) -> tuple:
         """Every location's pointstamp frontier (to see whether anything moves)."""
@@ -734,11 +730,7 @@ class _Flow:
         self.storage.write_atomic(posixpath.join(commits, f"{sequence:012d}.json"),
                                   _serialize(record))
         self.sequence = sequence
-        for name in self.storage.names(commits):
-            match = _RECORD.match(name)
-            if match and int(match.group(1)) <= sequence - KEEP:
-                self.storage.delete(posixpath.join(commits, name))
-                self.storage.delete_dir(posixpath.join(self.directory, "checkpoints", name[:12]))
+        self.clean()
         self.in_flight = False
         if requested is not None:
             self.hold = requested + self.every

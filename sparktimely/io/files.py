@@ -35,6 +35,7 @@ import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from ._staged import StagedEpochs, StagedFile
 from ._storage import Location, Storage
 
 __all__ = ["DirectorySink", "FileSource"]
@@ -222,14 +223,12 @@ def _record_batch(batch: Any) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.array(batch)], names=["value"])
 
 
-class _StagedFile:
-    """One epoch's file while it is written, under its staged (hidden) name."""
+class _SinkFile(StagedFile):
+    """One epoch's Parquet or JSON-lines file while it is written."""
 
     def __init__(self, storage: Storage, name: str, format: str) -> None:
-        self.storage = storage
-        self.name = name
+        super().__init__(storage, name)
         self.format = format
-        self.stream = storage.open_output(storage.path(name))
         self.writer: pq.ParquetWriter | None = None
 
     def write(self, batch: Any) -> None:
@@ -248,66 +247,28 @@ class _StagedFile:
                                  f"{self.writer.schema} of {self.name}") from None
         self.writer.write_batch(records)
 
-    def close(self) -> None:
+    def finish(self) -> None:
         if self.writer is not None:
             self.writer.close()
-        self.stream.close()
-        self.storage.sync(self.storage.path(self.name))
 
 
-class _DirectoryPart:
+class _DirectoryPart(StagedEpochs):
     """One worker's part of a :class:`DirectorySink`."""
 
     def __init__(self, sink: "DirectorySink", partition: str, state: dict | None) -> None:
-        self.sink = sink
-        self.storage = storage = sink._storage()
-        self.partition = partition
-        self.extension = _SINK_FORMATS[sink.format]
-        self.staged: dict[int, str] = dict(state["staged"]) if state else {}
-        self.writing: dict[int, _StagedFile] = {}
-        storage.makedirs(storage.root)
-        kept = set(self.staged.values())
-        for name in storage.names(storage.root):     # what a crashed run staged and no one kept
-            match = _STAGED.match(name)
-            if match and match.group(2) == partition and name not in kept:
-                storage.delete(storage.path(name))
+        self.format = sink.format
+        super().__init__(sink._storage(), partition, _SINK_FORMATS[sink.format], _STAGED, state)
 
-    def _final(self, epoch: int) -> str:
-        return f"part-{epoch:010d}-{self.partition}{self.extension}"
+    def open_file(self, name: str) -> StagedFile:
+        return _SinkFile(self.storage, name, self.format)
 
     def write(self, epoch: int, batch: Any) -> None:
-        file = self.writing.get(epoch)
-        if file is None:
-            file = self.writing[epoch] = _StagedFile(self.storage, f"_staged-{self._final(epoch)}",
-                                                     self.sink.format)
+        file = self.file(epoch)
         try:
             file.write(batch)
         except (TypeError, ValueError, pa.ArrowException) as error:
             raise type(error)(f"DirectorySink {self.storage.where}, partition "
                               f"{self.partition!r}, epoch {epoch}: {error}") from error
-
-    def _close(self, epochs: list[int]) -> None:
-        for epoch in epochs:
-            file = self.writing.pop(epoch)
-            file.close()
-            self.staged[epoch] = file.name
-
-    def snapshot(self) -> dict:
-        """Every epoch written so far is complete: close its file (staged, durable)."""
-        self._close(sorted(self.writing))
-        return {"staged": sorted(self.staged.items())}
-
-    def commit(self, epoch: int) -> None:
-        """Make epochs ``<= epoch`` visible: rename their staged files (again after a resume;
-        a staged file already renamed, or removed, is skipped)."""
-        self._close(sorted(e for e in self.writing if e <= epoch))
-        storage = self.storage
-        for staged_epoch, name in sorted(self.staged.items()):
-            if staged_epoch <= epoch:
-                if storage.exists(storage.path(name)):
-                    storage.fs.move(storage.path(name), storage.path(self._final(staged_epoch)))
-                del self.staged[staged_epoch]
-        storage.sync(storage.root)
 
 
 class DirectorySink:

@@ -31,6 +31,7 @@ from typing import Any, Callable, ContextManager, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
+from ._staged import StagedEpochs, StagedFile
 from ._storage import Location, Storage
 
 __all__ = ["TaskInput", "TaskOutput"]
@@ -119,54 +120,39 @@ _STAGED = re.compile(r"^_staged-part-(\d+)-(.+)\.arrow$")
 _FINAL = re.compile(r"^part-(\d+)-(.+)\.arrow$")
 
 
-class _TaskOutputPart:
+class _KeptBatches(StagedFile):
+    """One epoch's kept batches: an Arrow IPC stream of pickled batches."""
+
+    def __init__(self, storage: Storage, name: str) -> None:
+        super().__init__(storage, name)
+        self.writer = pa.ipc.new_stream(self.stream, _SCHEMA)
+
+    def write(self, batch: Any) -> None:
+        self.writer.write_batch(
+            pa.record_batch([pa.array([pickle.dumps(batch, 5)], pa.binary())], schema=_SCHEMA))
+
+    def finish(self) -> None:
+        self.writer.close()
+
+
+class _TaskOutputPart(StagedEpochs):
     def __init__(self, sink: TaskOutput, partition: str, state: dict | None) -> None:
         self.sink = sink
-        self.storage = storage = sink.storage
-        self.partition = partition
         self.replay = state is not None and partition == str(sink.index)
-        self.staged: dict[int, str] = dict(state["staged"]) if state else {}
-        self.writing: dict[int, tuple[str, Any, Any]] = {}   # epoch -> (name, file, writer)
-        storage.makedirs(storage.root)
-        kept = set(self.staged.values())
-        for name in storage.names(storage.root):
-            match = _STAGED.match(name)
-            if match and match.group(2) == partition and name not in kept:
-                storage.delete(storage.path(name))
+        super().__init__(sink.storage, partition, ".arrow", _STAGED, state)
+
+    def open_file(self, name: str) -> StagedFile:
+        return _KeptBatches(self.storage, name)
 
     def write(self, epoch: int, batch: Any) -> None:
         self.sink.deliver(batch)
-        if epoch not in self.writing:
-            name = f"_staged-part-{epoch:010d}-{self.partition}.arrow"
-            stream = self.storage.open_output(self.storage.path(name))
-            self.writing[epoch] = (name, stream, pa.ipc.new_stream(stream, _SCHEMA))
-        self.writing[epoch][2].write_batch(
-            pa.record_batch([pa.array([pickle.dumps(batch, 5)], pa.binary())], schema=_SCHEMA))
-
-    def snapshot(self) -> dict:
-        self._close(sorted(self.writing))
-        return {"staged": sorted(self.staged.items())}
-
-    def _close(self, epochs: list[int]) -> None:
-        for epoch in epochs:
-            name, stream, writer = self.writing.pop(epoch)
-            writer.close()
-            stream.close()
-            self.storage.sync(self.storage.path(name))
-            self.staged[epoch] = name
+        self.file(epoch).write(batch)
 
     def commit(self, epoch: int) -> None:
         """Make epochs ``<= epoch`` final; the first time after a resume, deliver again what
         they kept."""
-        self._close(sorted(e for e in self.writing if e <= epoch))
+        super().commit(epoch)
         storage = self.storage
-        for staged_epoch, name in sorted(self.staged.items()):
-            if staged_epoch <= epoch:
-                if storage.exists(storage.path(name)):
-                    storage.fs.move(storage.path(name), storage.path(
-                        f"part-{staged_epoch:010d}-{self.partition}.arrow"))
-                del self.staged[staged_epoch]
-        storage.sync(storage.root)
         if self.replay:
             self.replay = False
             finals = sorted((int(m.group(1)), name) for m, name in

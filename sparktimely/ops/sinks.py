@@ -33,6 +33,7 @@ class SinkWriter(Component):
         self.resume: dict[str, Any] | None = None
         self.part: Any = None
         self.written: set[int] = set()
+        """Epochs written and not yet committed (without checkpoints, which commit them)."""
 
     def restore(self, state: dict[str, Any]) -> None:
         """``state``: the checkpointed states of the partitions this worker resumes (its own,
@@ -65,10 +66,11 @@ class SinkWriter(Component):
         for cap, batch in self.input:
             epoch = root_epoch(cap.time)
             write(epoch, batch)
-            self.written.add(epoch)
             if epoch > self.max_epoch:
                 self.max_epoch = epoch
-        if not self.checkpointed and self.written:
+            if not self.checkpointed:
+                self.written.add(epoch)
+        if self.written:
             complete = frontier_epoch(self.input.frontier.frontier())
             done = [epoch for epoch in self.written if epoch < complete]
             if done:
