@@ -42,14 +42,14 @@ def undisturbed(texts, tmp_path):
 
 
 @pytest.mark.parametrize("epoch", [0, 4, 9], ids=["first", "middle", "last"])
-@pytest.mark.parametrize("rerun_workers", [2, 3])
+@pytest.mark.parametrize("workers, rerun_workers", [(1, 1), (2, 2), (3, 3), (2, 3)])
 def test_a_worker_killed_at_an_epoch_then_a_rerun_gives_the_undisturbed_output(
-        texts, tmp_path, undisturbed, epoch, rerun_workers):
+        texts, tmp_path, undisturbed, epoch, workers, rerun_workers):
     out, directory = str(tmp_path / "out"), str(tmp_path / "ck")
-    kill = FailOnce(str(tmp_path / "killed"), epoch, worker=1, kill=True)
+    kill = FailOnce(str(tmp_path / "killed"), epoch, worker=workers - 1, kill=True)
     job = lambda w: wordcount(w, texts, out, hook=kill)                   # noqa: E731
     with pytest.raises(st.WorkerError, match="SIGKILL"):
-        st.execute(job, workers=2, checkpoint_dir=directory)
+        st.execute(job, workers=workers, checkpoint_dir=directory)
     assert os.path.exists(tmp_path / "killed")
     st.execute(job, workers=rerun_workers, checkpoint_dir=directory)
     assert visible(out) == undisturbed
