@@ -20,7 +20,7 @@ from ...progress.timestamp import TimeKind
 from ..collection import DIFF
 from ..lattice import beyond, interesting_times
 from .batch import (HASH, ZERO, ArrowBatch, column_numpy, constant_times, distinct_times,
-                    group_sum, hash_is_key, keys_equal, time_from, times_le)
+                    group_sum, hash_is_key, keys_equal, table_batch, time_from, times_le)
 
 AGGREGATES = ("count", "sum", "min", "max")
 
@@ -184,7 +184,7 @@ class ArrowReducer:
             self.out_schema = correction.schema
             made.append(correction)
             made_times.append(constant_times(self.kind, time, correction.num_rows))
-            produced.append((time, _one_batch(correction.drop_columns([HASH]))))
+            produced.append((time, table_batch(correction.drop_columns([HASH]))))
         if not made:
             return produced, None
         data = pa.concat_tables(made)
@@ -254,7 +254,7 @@ class ArrowReducer:
         if not made:
             return [], None
         self.out_schema = schema
-        produced = [(time, _one_batch(_matrix_table(m, schema))) for m, time in zip(made, made_at)]
+        produced = [(time, table_batch(_matrix_table(m, schema))) for m, time in zip(made, made_at)]
         matrix = np.vstack(made)
         out_batch = ArrowBatch.build(_matrix_table(matrix, schema),
                                      np.concatenate(made_times, axis=1), key, lower, upper,
@@ -376,7 +376,7 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
     table = table.append_column(DIFF, pa.array(diffs_out))
     out = ArrowBatch.build(table, constant_times(kind, time, table.num_rows), key, lower, upper,
                            kind, consolidated=True, hashes=unique[rows])
-    return [(time, _one_batch(table))], out
+    return [(time, table_batch(table))], out
 
 
 def _gather(batches: list, keys: np.ndarray, whole: list) -> tuple[Any, Any]:
@@ -446,8 +446,3 @@ def _difference(wanted: pa.Table | None, have: pa.Table | None,
 def _consolidated(table: pa.Table) -> pa.Table:
     grouped = group_sum(table, [n for n in table.column_names if n != DIFF])
     return grouped.filter(pc.not_equal(grouped.column(DIFF), ZERO))
-
-
-def _one_batch(table: pa.Table) -> pa.RecordBatch:
-    batches = table.combine_chunks().to_batches()
-    return batches[0] if batches else pa.RecordBatch.from_pylist([], schema=table.schema)
