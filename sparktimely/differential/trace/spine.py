@@ -81,13 +81,9 @@ class Spine:
         if self._idle % IDLE_ADVANCES:
             return
         merged = self.merged
-        small = 0
-        while small < len(merged) and len(merged[-1 - small]) < SMALL_BATCH:
-            small += 1
+        small = self._small_tail()
         if small >= 2:
-            tail = merged[-small:]
-            del merged[-small:]
-            merged.append(tail[0].merged_all(tail[1:], self.logical))
+            self._merge_tail(small)
         elif small == 1 and self.logical and merged[-1].since != self.logical \
                 and not frontier_le(self.logical, merged[-1].since):
             merged[-1] = merged[-1].compacted(self.logical)
@@ -147,16 +143,28 @@ class Spine:
         pair of large batches whose sizes are within a factor of two. A cascade of merges
         is thus spread over the following inserts instead of landing on one update."""
         merged = self.merged
-        small = 0
-        while small < len(merged) and len(merged[-1 - small]) < SMALL_BATCH:
-            small += 1
+        small = self._small_tail()
         if small > self._max_small:
-            tail = merged[-small:]
-            del merged[-small:]
-            merged.append(tail[0].merged_all(tail[1:], self.logical))
+            self._merge_tail(small)
             self._max_small = MAX_SMALL
             return
         for i in range(len(merged) - 1, 0, -1):
             if len(merged[i]) >= SMALL_BATCH and len(merged[i - 1]) <= 2 * len(merged[i]):
                 merged[i - 1:i + 1] = [merged[i - 1].merged(merged[i], self.logical)]
                 return
+
+    def _small_tail(self) -> int:
+        """How many batches at the end of the merged part are smaller than
+        :data:`SMALL_BATCH`."""
+        merged = self.merged
+        small = 0
+        while small < len(merged) and len(merged[-1 - small]) < SMALL_BATCH:
+            small += 1
+        return small
+
+    def _merge_tail(self, count: int) -> None:
+        """The last ``count`` merged batches as one, times advanced to the logical frontier."""
+        merged = self.merged
+        tail = merged[-count:]
+        del merged[-count:]
+        merged.append(tail[0].merged_all(tail[1:], self.logical))
