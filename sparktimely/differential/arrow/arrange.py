@@ -14,9 +14,10 @@ import numpy as np
 import pyarrow as pa
 
 from ...dataflow.containers import check_schema
-from ...progress.timestamp import TimeKind, less_equal
+from ...progress.timestamp import TimeKind
 from ..collection import DIFF, arrow_only
-from ..lattice import antichain, beyond
+from ..lattice import beyond
+from ..trace.batch import capability_intervals, split_by_capabilities
 from .batch import ArrowBatch, constant_times, consolidated_rows, key_columns, table_batch
 
 
@@ -55,13 +56,10 @@ class ArrowArranger:
         self.buffered = keep
         if not ready:
             return []
-        parts: list[list] = [[] for _ in held]
-        for time, batch in ready:
-            index = max(i for i, cap in enumerate(held) if less_equal(cap, time))
-            parts[index].append((time, batch))
+        parts = split_by_capabilities(ready, held, lambda entry: entry[0])
         result = []
-        for i, (cap_time, part) in enumerate(zip(held, parts)):
-            batch_upper = antichain(list(upper) + held[i + 1:])
+        for (cap_time, part_lower, part_upper), part in zip(
+                capability_intervals(lower, upper, held), parts):
             if part:
                 at: dict = {}
                 for time, batch in part:
@@ -73,9 +71,8 @@ class ArrowArranger:
                 times = np.concatenate([constant_times(self.kind, t, b.num_rows)
                                         for t, b in zip(at, batches)], axis=1)
                 result.append((cap_time, ArrowBatch.build(
-                    table, times, list(self.key or []), lower, batch_upper, self.kind,
+                    table, times, list(self.key or []), part_lower, part_upper, self.kind,
                     consolidated=True)))
-            lower = batch_upper
         return result
 
     def pending_times(self) -> list:

@@ -26,8 +26,8 @@ from ...progress.timestamp import Product, less_equal, sort_times
 from ..collection import Collection
 from ..lattice import antichain, beyond, frontier_le
 from ..recovery import TraceState, checkpointing
-from ..trace.batch import (AdvancedBatch, Batch, Batcher, EnteredBatch, consolidate_keyed,
-                           split_by_capabilities)
+from ..trace.batch import (AdvancedBatch, Batch, Batcher, EnteredBatch, capability_intervals,
+                           consolidate_keyed, split_by_capabilities)
 from ..trace.handle import TraceAgent, TraceBox
 
 if TYPE_CHECKING:
@@ -386,16 +386,10 @@ class PythonArranger:
 
     def seal(self, lower: list, upper: list, held: list) -> list:
         """``(capability time, batch)`` for each held capability with sealed updates."""
-        ready = self.batcher.seal(upper)
-        result = []
-        parts = split_by_capabilities(ready, held, lambda u: u[1])
-        for i, (cap_time, part) in enumerate(zip(held, parts)):
-            batch_upper = antichain(list(upper) + held[i + 1:])
-            if part:
-                result.append((cap_time, Batch.from_keyed(consolidate_keyed(part), lower,
-                                                          batch_upper)))
-            lower = batch_upper
-        return result
+        parts = split_by_capabilities(self.batcher.seal(upper), held, lambda u: u[1])
+        return [(cap_time, Batch.from_keyed(consolidate_keyed(part), part_lower, part_upper))
+                for (cap_time, part_lower, part_upper), part
+                in zip(capability_intervals(lower, upper, held), parts) if part]
 
     def pending_times(self) -> list:
         return self.batcher.frontier_times()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Iterator
 
-from ...progress.timestamp import Product
+from ...progress.timestamp import Product, less_equal
 from ..lattice import advance_by, antichain, beyond, frontier_le
 
 Updates = list  # list[(val, time, diff)]
@@ -311,7 +311,6 @@ def split_by_capabilities(updates: list, caps: list, time_of: Callable[[Any], An
     parts tile the interval as in differential's batch descriptions."""
     if len(caps) == 1:
         return [updates]
-    from ..lattice import less_equal
     parts: list[list] = [[] for _ in caps]
     indexed = list(enumerate(caps))[::-1]
     for update in updates:
@@ -323,3 +322,19 @@ def split_by_capabilities(updates: list, caps: list, time_of: Callable[[Any], An
         else:
             raise AssertionError(f"update at {time!r} is before every held capability {caps}")
     return parts
+
+
+def capability_intervals(lower: list, upper: list, caps: list) -> list[tuple[Any, list, list]]:
+    """``(cap, part_lower, part_upper)`` for each capability time in ``caps`` (sorted): the
+    interval of ``[lower, upper)`` whose updates :func:`split_by_capabilities` gives ``cap``,
+    so that the batches sealed at the capabilities tile ``[lower, upper)``.
+
+    >>> capability_intervals([0], [5], [1, 3])
+    [(1, [0], [3]), (3, [3], [5])]
+    """
+    intervals = []
+    for i, cap in enumerate(caps):
+        part_upper = antichain(list(upper) + caps[i + 1:])
+        intervals.append((cap, lower, part_upper))
+        lower = part_upper
+    return intervals
