@@ -52,11 +52,7 @@ class UserReduction(Reduction):
         self.logic = logic
 
     def desired(self, key: Any, updates: list) -> dict:
-        counts: dict = {}
-        get = counts.get
-        for val, _, diff in updates:
-            counts[val] = get(val, 0) + diff
-        input = [(val, count) for val, count in counts.items() if count > 0]
+        input = [(val, count) for val, count in accumulate(updates).items() if count > 0]
         if not input:
             return {}
         try:
