@@ -23,7 +23,7 @@ from itertools import chain
 from typing import Any, Callable
 
 from ...dataflow import CapabilitySet, Pipeline
-from ...progress.timestamp import less_equal, sort_times
+from ...progress.timestamp import less_equal
 from ..collection import Collection
 from ..lattice import antichain, antichain_join, beyond, interesting_times
 from ..recovery import TraceState, checkpointing
@@ -154,11 +154,10 @@ def reduce_arranged(arranged: Arranged, reduction: Reduction | None, name: str,
             if new_upper == upper:
                 return
             lower, upper = upper, new_upper
-            held = sort_times([c.time for c in caps])
             nonlocal reducer
             if reducer is None and batches:
                 reducer = choose(batches[0])
-            if reducer is not None and any(not beyond(upper, t) for t in held):
+            if reducer is not None and any(not beyond(upper, c.time) for c in caps):
                 produced, out_batch = reducer.retire(
                     batches, source.batches_through(lower), out_trace.batches_through(lower),
                     lower, upper)
