@@ -110,8 +110,7 @@ def consolidate(data: pa.Table, times: np.ndarray, hashes: Any = None, key: list
         table = table.append_column(HASH, pa.array(hashes))
         group = [HASH] + group
     table = table.append_column(DIFF, data.column(DIFF))
-    grouped = group_sum(table, group)
-    grouped = grouped.filter(pc.not_equal(grouped.column(DIFF), ZERO))
+    grouped = nonzero_sums(table, group)
     out_times = np.vstack([column_numpy(grouped, n) for n in time_names]).reshape(
         len(times), grouped.num_rows)
     out_hashes = column_numpy(grouped, HASH) if hashes is not None else None
@@ -186,9 +185,19 @@ def consolidated_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
     columns = [n for n in batch.schema.names if n != DIFF]
     if not columns:
         return batch
-    grouped = group_sum(pa.Table.from_batches([batch]), columns)
-    grouped = grouped.filter(pc.not_equal(grouped.column(DIFF), ZERO))
+    grouped = nonzero_sums(pa.Table.from_batches([batch]), columns)
     return table_batch(grouped.select(batch.schema.names).cast(batch.schema))
+
+
+def nonzero_sums(table: pa.Table, columns: list) -> pa.Table:
+    """:func:`group_sum` without the groups whose diffs sum to zero.
+
+    >>> import pyarrow as pa
+    >>> nonzero_sums(pa.table({"k": [2, 1, 2], "diff": [1, 1, -1]}), ["k"]).to_pydict()
+    {'k': [1], 'diff': [1]}
+    """
+    grouped = group_sum(table, columns)
+    return grouped.filter(pc.not_equal(grouped.column(DIFF), ZERO))
 
 
 def group_sum(table: pa.Table, columns: list) -> pa.Table:

@@ -20,7 +20,8 @@ from ...progress.timestamp import TimeKind
 from ..collection import DIFF
 from ..lattice import beyond, interesting_times
 from .batch import (HASH, ZERO, ArrowBatch, column_numpy, constant_times, distinct_times,
-                    group_sum, hash_is_key, keys_equal, table_batch, time_from, times_le)
+                    group_sum, hash_is_key, keys_equal, nonzero_sums, table_batch, time_from,
+                    times_le)
 
 AGGREGATES = ("count", "sum", "min", "max")
 
@@ -45,9 +46,7 @@ class CountSpec(AggregateSpec):
     """The key columns and an int64 ``count`` (the summed diffs), for non-zero counts."""
 
     def desired(self, rows: pa.Table, key: list) -> pa.Table:
-        grouped = group_sum(rows, key)
-        counts = grouped.column(DIFF)
-        return grouped.select(key).append_column("count", counts).filter(pc.not_equal(counts, ZERO))
+        return nonzero_sums(rows, key).rename_columns(key + ["count"])
 
 
 class DistinctSpec(AggregateSpec):
@@ -444,5 +443,4 @@ def _difference(wanted: pa.Table | None, have: pa.Table | None,
 
 
 def _consolidated(table: pa.Table) -> pa.Table:
-    grouped = group_sum(table, [n for n in table.column_names if n != DIFF])
-    return grouped.filter(pc.not_equal(grouped.column(DIFF), ZERO))
+    return nonzero_sums(table, [n for n in table.column_names if n != DIFF])
