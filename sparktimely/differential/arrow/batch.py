@@ -216,11 +216,7 @@ def group_sum(table: pa.Table, columns: list) -> pa.Table:
         kind = column.type
         if column.null_count or not (pa.types.is_integer(kind) or pa.types.is_floating(kind)
                                      or pa.types.is_boolean(kind)):
-            grouped = table.group_by(columns, use_threads=False).aggregate([(DIFF, "sum")])
-            names = grouped.column_names
-            ordered = grouped.select(columns + [f"{DIFF}_sum"]) if names[:len(columns)] != columns \
-                else grouped
-            return ordered.rename_columns(columns + [DIFF])
+            return group_by(table, columns, [(DIFF, "sum")]).rename_columns(columns + [DIFF])
         arrays.append(column_numpy(table, name))
     diffs = column_numpy(table, DIFF)
     if not len(diffs):
@@ -234,6 +230,16 @@ def group_sum(table: pa.Table, columns: list) -> pa.Table:
     starts = np.flatnonzero(changes)
     sums = np.add.reduceat(diffs[order], starts)
     return table.select(columns).take(order[starts]).append_column(DIFF, pa.array(sums))
+
+
+def group_by(table: pa.Table, keys: list, aggregations: list) -> pa.Table:
+    """``table.group_by(keys).aggregate(aggregations)`` on one thread, key columns first
+    (pyarrow may put them last)."""
+    out = table.group_by(keys, use_threads=False).aggregate(aggregations)
+    names = out.column_names
+    if names[:len(keys)] != keys:
+        out = out.select(keys + [n for n in names if n not in keys])
+    return out
 
 
 def advance_times(times: np.ndarray, frontier: list, kind: TimeKind) -> np.ndarray:

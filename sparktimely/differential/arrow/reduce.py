@@ -20,19 +20,10 @@ from ...progress.timestamp import TimeKind
 from ..collection import DIFF
 from ..lattice import beyond, interesting_times
 from .batch import (HASH, ZERO, ArrowBatch, column_numpy, constant_times, distinct_times,
-                    group_sum, hash_is_key, keys_equal, nonzero_sums, table_batch, time_from,
-                    times_le)
+                    group_by, group_sum, hash_is_key, keys_equal, nonzero_sums, table_batch,
+                    time_from, times_le)
 
 AGGREGATES = ("count", "sum", "min", "max")
-
-
-def _group(table: pa.Table, keys: list, aggregations: list) -> pa.Table:
-    """``group_by(keys).aggregate(aggregations)`` with the key columns first."""
-    out = table.group_by(keys, use_threads=False).aggregate(aggregations)
-    names = out.column_names
-    if names[:len(keys)] != keys:
-        out = out.select(keys + [n for n in names if n not in keys])
-    return out
 
 
 class AggregateSpec:
@@ -80,7 +71,7 @@ class AggregateColumns(AggregateSpec):
             if function == "sum":
                 table = table.append_column(f"_w{i}", pc.multiply(rows.column(column), diff))
                 sums.append((f"_w{i}", "sum"))
-        grouped = _group(table, key, [(DIFF, "sum")] + sums)
+        grouped = group_by(table, key, [(DIFF, "sum")] + sums)
         present = pc.greater(grouped.column(f"{DIFF}_sum"), ZERO)
         out = grouped.select(key)
         for i, (name, (function, column)) in enumerate(self.aggs.items()):
@@ -89,10 +80,10 @@ class AggregateColumns(AggregateSpec):
             elif function == "sum":
                 out = out.append_column(name, grouped.column(f"_w{i}_sum"))
             else:
-                values = _group(rows.select(key + [column]).append_column(DIFF, diff),
+                values = group_by(rows.select(key + [column]).append_column(DIFF, diff),
                                 key + [column], [(DIFF, "sum")])
                 values = values.filter(pc.greater(values.column(f"{DIFF}_sum"), ZERO))
-                extreme = _group(values.select(key + [column]), key, [(column, function)])
+                extreme = group_by(values.select(key + [column]), key, [(column, function)])
                 out = _left_join(out, key, extreme, name, f"{column}_{function}")
         return out.filter(present)
 
