@@ -41,11 +41,6 @@ DIFF = "diff"
 """The name of the int64 column holding the diffs of an Arrow collection."""
 
 
-def is_arrow(batch: Any) -> bool:
-    """True for a pyarrow RecordBatch (an Arrow collection's batch), False for a list."""
-    return batch.__class__ is not list
-
-
 def arrow_only(operator: str, batch: Any) -> pa.RecordBatch:
     """``batch`` if it is an Arrow batch with a ``diff`` column, else a TypeError."""
     if batch.__class__ is list:

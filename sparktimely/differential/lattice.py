@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..progress.timestamp import Timestamp, join, less_equal, less_than, meet, sort_times
+from ..progress.timestamp import Timestamp, join, less_equal, meet, sort_times
 
-__all__ = ["advance_by", "antichain", "antichain_join", "antichain_meet", "beyond",
-           "frontier_le", "interesting_times", "join_all"]
+__all__ = ["advance_by", "antichain", "antichain_join", "beyond", "frontier_le",
+           "interesting_times"]
 
 
 def antichain(times: Iterable[Timestamp]) -> list:
@@ -72,15 +72,6 @@ def antichain_join(a: list, b: list) -> list:
     return antichain(join(x, y) for x in a for y in b)
 
 
-def antichain_meet(a: list, b: list) -> list:
-    """The frontier of times beyond ``a`` or ``b``.
-
-    >>> antichain_meet([2], [5])
-    [2]
-    """
-    return antichain(list(a) + list(b))
-
-
 def advance_by(time: Timestamp, frontier: list) -> Timestamp:
     """The least time equivalent to ``time`` for every observer beyond ``frontier``:
     the meet over ``f`` in ``frontier`` of ``time.join(f)`` (``time`` itself for ``[]``).
@@ -100,20 +91,6 @@ def advance_by(time: Timestamp, frontier: list) -> Timestamp:
     for f in frontier:
         joined = join(time, f)
         result = joined if result is None else meet(result, joined)
-    return result
-
-
-def join_all(times: Iterable[Timestamp]) -> Timestamp:
-    """The join of a non-empty iterable of times.
-
-    >>> from sparktimely import Product
-    >>> join_all([Product(0, 3), Product(2, 1), Product(1, 1)])
-    Product(2, 3)
-    """
-    iterator = iter(times)
-    result = next(iterator)
-    for time in iterator:
-        result = join(result, time)
     return result
 
 

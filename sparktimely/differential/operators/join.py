@@ -18,15 +18,12 @@ side's trace is released.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from ...dataflow import Pipeline
 from ..collection import Collection
 from ..lattice import join
 from .arrange import Arranged, arrange_by_key, arrange_by_self, reader
-
-if TYPE_CHECKING:
-    from ...ops import Scope
 
 JOIN_PAIR, JOIN_MAP, JOIN_MANY, JOIN_SEMI = 0, 1, 2, 3
 """How a matched pair becomes output: ``(key, (v1, v2))``, ``f(key, v1, v2)``, each item of
