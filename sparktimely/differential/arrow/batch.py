@@ -28,6 +28,7 @@ from ...hashing import hash_array, hash_rows
 from ...progress.timestamp import Product, TimeKind
 from ..collection import DIFF
 from ..lattice import frontier_le
+from ..trace.batch import entered_frontier
 
 TIME_PREFIX = "__t"
 HASH = "__hash"
@@ -360,8 +361,8 @@ class ArrowBatch:
         (one more, zero, time coordinate; the data columns are shared)."""
         times = np.vstack([self.times, np.zeros((1, self.times.shape[1]), np.int64)])
         return ArrowBatch(self.data, times, self.hashes, self.key, self.kind.nested(),
-                          [Product(t, 0) for t in self.lower], [Product(t, 0) for t in self.upper],
-                          [Product(t, 0) for t in self.since])
+                          entered_frontier(self.lower), entered_frontier(self.upper),
+                          entered_frontier(self.since))
 
     def to_record_batches(self) -> list[tuple[Any, pa.RecordBatch]]:
         """``(time, RecordBatch)`` per distinct time, holding the data columns and ``diff``."""

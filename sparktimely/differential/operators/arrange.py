@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ...dataflow import CapabilitySet, Exchange, Pipeline
 from ...hashing import hash_rows, stable_hash
-from ...progress.timestamp import Product, less_equal, sort_times
+from ...progress.timestamp import less_equal, sort_times
 from ..collection import Collection
 from ..lattice import antichain, beyond, frontier_le
 from ..recovery import TraceState, checkpointing
 from ..trace.batch import (AdvancedBatch, Batch, Batcher, EnteredBatch, capability_intervals,
-                           consolidate_keyed, split_by_capabilities)
+                           consolidate_keyed, entered_frontier, split_by_capabilities)
 from ..trace.handle import TraceAgent, TraceBox
 
 if TYPE_CHECKING:
@@ -523,7 +523,7 @@ class EnteredHandle:
         self._outer.set_compaction(outer_frontier(logical), outer_frontier(physical))
 
     def read_upper(self) -> list:
-        return [Product(t, 0) for t in self._outer.read_upper()]
+        return entered_frontier(self._outer.read_upper())
 
     def close(self) -> None:
         self._outer.close()
