@@ -46,7 +46,7 @@ def test_a_string_is_not_a_pair(workers):
 
 
 @pytest.mark.timeout(60)
-def test_an_update_before_its_batch_time_is_rejected():
+def test_an_update_before_its_batch_time_is_rejected(run):
     def job(worker):
         handle = st.InputHandle()
         probe = worker.dataflow(lambda scope: dd.as_collection(scope.input_from(handle))
@@ -58,7 +58,7 @@ def test_an_update_before_its_batch_time_is_rejected():
     with pytest.raises(st.WorkerError, match=r"ArrangeBySelf: update \('y', 3, 1\) has time 3, "
                                              r"which is not at or after the time of the batch "
                                              r"carrying it \(5\): a time went back"):
-        st.execute(job, workers=1)
+        run(job)
 
 
 def test_input_session_rejects_bad_updates_and_keeps_the_good_ones():

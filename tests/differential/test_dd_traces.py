@@ -84,7 +84,7 @@ def test_import_of_a_completed_arrangement_replays_its_history(workers):
 
 
 @pytest.mark.timeout(60)
-def test_import_of_a_stalled_arrangement_reaches_its_frontier():
+def test_import_of_a_stalled_arrangement_reaches_its_frontier(run):
     def job(worker):
         words = dd.InputSession()
 
@@ -98,13 +98,13 @@ def test_import_of_a_stalled_arrangement_reaches_its_frontier():
         words.advance_to(2)
         worker.step_while(lambda: probe.less_than(2))
         probe2 = worker.dataflow(lambda scope: trace.import_(scope).stream.probe())
-        for _ in range(4):
-            worker.step()
+        # the input stays open at 2: the import must get there from the trace alone
+        worker.step_while(lambda: probe2.less_than(2))
         frontier = probe2.frontier()
         words.close()
         worker.run()
         return frontier, trace.read_upper()
-    assert st.execute_directly(job) == ([2], [])
+    assert run(job) == [([2], [])] * run.workers
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
@@ -143,7 +143,7 @@ def test_import_after_compaction_advances_times(workers):
 
 
 @pytest.mark.timeout(60)
-def test_imported_batches_are_the_traces_own():
+def test_imported_batches_are_the_traces_own(run):
     """An import shares the trace's batches: no copy of the data."""
     def job(worker):
         data = dd.InputSession()
@@ -161,8 +161,8 @@ def test_imported_batches_are_the_traces_own():
         data.close()
         worker.run()
         return seen, trace.batches()
-    seen, held = st.execute_directly(job)
-    assert len(seen) == 1 and seen[0] is held[0]
+    for seen, held in run(job):
+        assert len(seen) == 1 and seen[0] is held[0]
 
 
 @pytest.mark.skipif(not hasattr(st.Worker, "drop_dataflow"), reason="needs worker.drop_dataflow")
@@ -186,13 +186,14 @@ def test_dropping_a_query_dataflow_releases_its_handles():
 
 
 @pytest.mark.timeout(60)
-def test_a_trace_no_handle_holds_is_freed():
+def test_a_trace_no_handle_holds_is_freed(run):
     def job(worker):
         data = dd.InputSession()
 
         trace, probe = arranged_input(worker, data)
         box = trace._box
-        data.insert((1, 1))
+        if worker.index == 0:
+            data.insert((1, 1))
         data.advance_to(1)
         worker.step_while(lambda: probe.less_than(1))
         held = len(box.spine)
@@ -203,7 +204,9 @@ def test_a_trace_no_handle_holds_is_freed():
         data.close()
         worker.run()
         return held, box.freed, len(box.spine)
-    assert st.execute_directly(job) == (1, True, 0)
+    results = run(job)
+    assert sum(held for held, _, _ in results) == 1          # the one update, at its key's worker
+    assert [(freed, left) for _, freed, left in results] == [(True, 0)] * run.workers
 
 
 @pytest.mark.timeout(60)
@@ -227,7 +230,7 @@ def test_closed_handle_errors_name_the_trace():
     assert len(errors) == 4 and all("'Knows'" in e and "closed" in e for e in errors)
 
 
-def test_read_upper_and_frontiers_only_move_forward():
+def test_read_upper_and_frontiers_only_move_forward(run):
     def job(worker):
         data = dd.InputSession()
 
@@ -243,7 +246,7 @@ def test_read_upper_and_frontiers_only_move_forward():
         worker.run()
         uppers.append(trace.read_upper())
         return uppers, logical
-    assert st.execute_directly(job) == ([[0], [3], []], [2])
+    assert run(job) == [([[0], [3], []], [2])] * run.workers
 
 
 def test_spine_merges_geometrically_and_compacts():
@@ -305,7 +308,7 @@ def test_spine_keeps_boundaries_beyond_the_physical_frontier():
 
 
 @pytest.mark.timeout(60)
-def test_operators_share_one_arrangement():
+def test_operators_share_one_arrangement(run):
     """Two joins and a reduce on one arrangement: one trace, three reader handles."""
     def job(worker):
         data = dd.InputSession()
@@ -322,7 +325,7 @@ def test_operators_share_one_arrangement():
         handles = box._handles
         data.close()
         return handles
-    assert st.execute_directly(job) == 3
+    assert run(job) == [3] * run.workers
 
 
 def imported_queries(queries: int) -> tuple:
