@@ -38,10 +38,24 @@ def accumulate_rounds(rounds: Sequence[Sequence[tuple]], through: int) -> dict:
     return {data: n for data, n in counts.items() if n}
 
 
+def send_updates(session: dd.InputSession, input: int, updates: list) -> None:
+    """How :func:`run_rounds` feeds a worker's share of a round: one ``update`` each."""
+    for data, diff in updates:
+        session.update(data, diff)
+
+
+def captured_updates(time: Any, batch: list) -> list:
+    """How :func:`run_rounds` reads a captured batch: it is a list of updates already."""
+    return batch
+
+
 def run_rounds(build: Callable[..., dd.Collection], inputs: Sequence[Sequence[Sequence[tuple]]],
-               run: Callable) -> list:
+               run: Callable, send: Callable = send_updates,
+               output: Callable = captured_updates) -> list:
     """Run ``build(scope, *collections)`` fed by ``inputs`` (per input, per round, the
-    ``(data, diff)`` updates) with ``run``; the output updates of all workers."""
+    ``(data, diff)`` updates; worker ``w`` sends those at positions ``j % peers == w`` with
+    ``send(session, input index, updates)``) with ``run``; the output updates of all
+    workers (``output(time, batch)`` of each captured batch)."""
     rounds = max(len(i) for i in inputs)
 
     def job(worker):
@@ -52,17 +66,16 @@ def run_rounds(build: Callable[..., dd.Collection], inputs: Sequence[Sequence[Se
             return output.inner.capture(), output.probe()
         captured, probe = worker.dataflow(dataflow)
         for r in range(rounds):
-            for session, per_round in zip(sessions, inputs):
+            for i, (session, per_round) in enumerate(zip(sessions, inputs)):
                 updates = per_round[r] if r < len(per_round) else []
-                for j, (data, diff) in enumerate(updates):
-                    if j % worker.peers == worker.index:
-                        session.update(data, diff)
+                send(session, i, [u for j, u in enumerate(updates)
+                                  if j % worker.peers == worker.index])
                 session.advance_to(r + 1)
             worker.step_while(lambda: probe.less_than(r + 1))
         for session in sessions:
             session.close()
         worker.step_while(lambda: not probe.done())
-        return [u for _, batch in captured.extract() for u in batch]
+        return [u for time, batch in captured.extract() for u in output(time, batch)]
     return [u for part in run(job) for u in part]
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as hs
 
 import sparktimely as st
 import sparktimely.differential as dd
-from dd_harness import accumulate, accumulate_rounds, processes
+from dd_harness import accumulate, accumulate_rounds, processes, run_rounds
 
 SETTINGS = settings(max_examples=10, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -35,32 +35,13 @@ def run_arrow(build, inputs, schemas, run):
     """``inputs[i][r]``: ``(row tuple, diff)`` updates of input ``i`` at round ``r``; each
     worker sends its share as one RecordBatch per round. Returns the output as
     ``(row tuple, time, diff)`` updates merged over the workers."""
-    rounds = max(len(i) for i in inputs)
+    def send(session, i, updates):
+        session.update_batch(to_batch(*schemas[i], updates))
 
-    def job(worker):
-        sessions = [dd.InputSession() for _ in inputs]
-
-        def dataflow(scope):
-            out = build(scope, *[s.to_collection(scope) for s in sessions])
-            return out.inner.capture(), out.probe()
-        captured, probe = worker.dataflow(dataflow)
-        for r in range(rounds):
-            for session, per_round, (names, types) in zip(sessions, inputs, schemas):
-                updates = per_round[r] if r < len(per_round) else []
-                mine = [u for j, u in enumerate(updates) if j % worker.peers == worker.index]
-                session.update_batch(to_batch(names, types, mine))
-                session.advance_to(r + 1)
-            worker.step_while(lambda: probe.less_than(r + 1))
-        for session in sessions:
-            session.close()
-        worker.step_while(lambda: not probe.done())
-        result = []
-        for time, table in captured.extract():
-            rows = table.to_pylist()
-            result += [(tuple(v for k, v in row.items() if k != "diff"), time, row["diff"])
-                       for row in rows]
-        return result
-    return [u for part in run(job) for u in part]
+    def output(time, table):
+        return [(tuple(v for k, v in row.items() if k != "diff"), time, row["diff"])
+                for row in table.to_pylist()]
+    return run_rounds(build, inputs, run, send, output)
 
 
 def check(build, oracle, inputs, schemas, run):
