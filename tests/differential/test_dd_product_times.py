@@ -11,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-import sparktimely.differential as dd
 from dd_harness import (accumulate, counts_and_distinct, join_pairs, run_product_times,
                         tagged_counts_and_distinct)
 from sparktimely import Product
