@@ -61,7 +61,7 @@ def test_an_update_before_its_batch_time_is_rejected(run):
         run(job)
 
 
-def test_input_session_rejects_bad_updates_and_keeps_the_good_ones():
+def test_input_session_rejects_bad_updates_and_keeps_the_good_ones(run):
     def job(worker):
         session = dd.InputSession()
         captured = worker.dataflow(lambda scope: session.to_collection(scope).consolidate()
@@ -79,15 +79,18 @@ def test_input_session_rejects_bad_updates_and_keeps_the_good_ones():
         session.close()
         worker.run()
         return errors, captured.extract()
-    errors, captured = st.execute_directly(job)
-    assert errors == [
-        "ValueError: InputSession.update_at('b', 1, 1): the time is before the session's time 2 "
-        "(times go forward only)",
-        "ValueError: InputSession.advance_to(1) goes backwards: the session is at time 2",
-        "TypeError: InputSession.update: the diff of 'c' must be an integer, not 0.5",
-        "TypeError: InputSession.update_at: the diff of 'd' must be an integer, not '1'",
-    ]
-    assert sorted(u for _, updates in captured for u in updates) == [("a", 0, 1), ("e", 2, 1)]
+    results = run(job)
+    for errors, _ in results:
+        assert errors == [
+            "ValueError: InputSession.update_at('b', 1, 1): the time is before the session's "
+            "time 2 (times go forward only)",
+            "ValueError: InputSession.advance_to(1) goes backwards: the session is at time 2",
+            "TypeError: InputSession.update: the diff of 'c' must be an integer, not 0.5",
+            "TypeError: InputSession.update_at: the diff of 'd' must be an integer, not '1'",
+        ]
+    workers = run.workers                       # every worker's session inserted "a" and "e"
+    assert sorted(u for _, captured in results for _, updates in captured for u in updates) \
+        == [("a", 0, workers), ("e", 2, workers)]
 
 
 def test_update_at_product_times_checks_the_partial_order():

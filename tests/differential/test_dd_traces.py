@@ -167,7 +167,7 @@ def test_imported_batches_are_the_traces_own(run):
 
 @pytest.mark.skipif(not hasattr(st.Worker, "drop_dataflow"), reason="needs worker.drop_dataflow")
 @pytest.mark.timeout(60)
-def test_dropping_a_query_dataflow_releases_its_handles():
+def test_dropping_a_query_dataflow_releases_its_handles(run):
     def job(worker):
         data = dd.InputSession()
         trace = worker.dataflow(lambda scope: data.to_collection(scope).arrange_by_key().trace)
@@ -181,8 +181,8 @@ def test_dropping_a_query_dataflow_releases_its_handles():
         data.close()
         worker.run()
         return handles_before, during, after
-    before, during, after = st.execute_directly(job)
-    assert during > before and after == before
+    for before, during, after in run(job):
+        assert during > before and after == before
 
 
 @pytest.mark.timeout(60)
@@ -210,7 +210,7 @@ def test_a_trace_no_handle_holds_is_freed(run):
 
 
 @pytest.mark.timeout(60)
-def test_closed_handle_errors_name_the_trace():
+def test_closed_handle_errors_name_the_trace(run):
     def job(worker):
         data = dd.InputSession()
         trace = worker.dataflow(lambda scope: data.to_collection(scope).arrange_by_key(
@@ -226,8 +226,8 @@ def test_closed_handle_errors_name_the_trace():
                 errors.append(str(error))
         data.close()
         return errors
-    errors = st.execute_directly(job)
-    assert len(errors) == 4 and all("'Knows'" in e and "closed" in e for e in errors)
+    for errors in run(job):
+        assert len(errors) == 4 and all("'Knows'" in e and "closed" in e for e in errors)
 
 
 def test_read_upper_and_frontiers_only_move_forward(run):
