@@ -394,15 +394,16 @@ def match_sorted(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndar
     if not len(sorted_hashes) or not len(probes):
         empty = np.empty(0, np.int64)
         return empty, empty
-    lo = np.searchsorted(sorted_hashes, probes, "left")
-    hi = np.searchsorted(sorted_hashes, probes, "right")
+    lo = sorted_hashes.searchsorted(probes)
+    hi = sorted_hashes.searchsorted(probes, "right")
     counts = hi - lo
     total = int(counts.sum())
     if total == 0:
         empty = np.empty(0, np.int64)
         return empty, empty
-    if total == len(probes) and counts.max() == 1:      # every probe matched exactly once
-        return np.arange(len(probes)), lo
+    matched = counts.nonzero()[0]
+    if total == len(matched):                           # each probe matched at most once
+        return matched, lo[matched]
     probe = np.repeat(np.arange(len(probes)), counts)
     offsets = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
     return probe, np.repeat(lo, counts) + offsets
