@@ -278,7 +278,7 @@ def distinct_times(times: np.ndarray, kind: TimeKind) -> list:
 class ArrowBatch:
     """Consolidated Arrow updates for times in ``[lower, upper)``, sorted by key hash."""
 
-    __slots__ = ("data", "times", "hashes", "key", "kind", "lower", "upper", "since")
+    __slots__ = ("data", "times", "hashes", "key", "kind", "lower", "upper", "since", "_int64")
 
     def __init__(self, data: pa.Table, times: np.ndarray, hashes: np.ndarray, key: list,
                  kind: TimeKind, lower: list, upper: list, since: list) -> None:
@@ -290,6 +290,7 @@ class ArrowBatch:
         self.lower = lower
         self.upper = upper
         self.since = since
+        self._int64: dict | None = None
 
     @classmethod
     def build(cls, data: pa.Table, times: np.ndarray, key: list, lower: list, upper: list,
@@ -316,6 +317,35 @@ class ArrowBatch:
     @property
     def diffs(self) -> np.ndarray:
         return column_numpy(self.data, DIFF)
+
+    def int64_columns(self, names: list) -> list | None:
+        """The columns ``names`` as int64 numpy arrays (unsigned ones reinterpreted), or
+        None if one of them is not an integer column without nulls. Cached: readers that
+        gather a few rows of many batches (the reduce family) convert each column once.
+
+        >>> import pyarrow as pa
+        >>> rows = pa.table({"k": [2, 1], "s": ["x", "y"], "diff": [1, 1]})
+        >>> batch = ArrowBatch.build(rows, times_for(TimeKind(int), [0, 0]), ["k"], [0], [1])
+        >>> [c.tolist() for c in batch.int64_columns(["k", "diff"])], batch.int64_columns(["s"])
+        ([[1, 2], [1, 1]], None)
+        """
+        cache = self._int64
+        if cache is None:
+            cache = self._int64 = {}
+        columns = []
+        for name in names:
+            values = cache.get(name, False)
+            if values is False:
+                column = self.data.column(name)
+                values = None
+                if pa.types.is_integer(column.type) and not column.null_count:
+                    values = column_numpy_of(column).astype(np.int64, copy=False) \
+                        if column.type != pa.uint64() else column_numpy_of(column).view(np.int64)
+                cache[name] = values
+            if values is None:
+                return None
+            columns.append(values)
+        return columns
 
     def keys(self) -> set:
         raise TypeError("an Arrow arrangement is read by key columns, not key by key")

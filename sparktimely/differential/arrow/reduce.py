@@ -19,9 +19,9 @@ import pyarrow.compute as pc
 from ...progress.timestamp import TimeKind
 from ..collection import DIFF
 from ..lattice import beyond, interesting_times
-from .batch import (HASH, ZERO, ArrowBatch, column_numpy, constant_times, distinct_times,
-                    group_by, group_sum, hash_is_key, keys_equal, nonzero_sums, table_batch,
-                    time_from, times_le)
+from .batch import (HASH, ZERO, ArrowBatch, column_numpy, constant_times, coordinates,
+                    distinct_times, group_by, group_sum, hash_is_key, keys_equal, nonzero_sums,
+                    table_batch, time_from, times_le)
 
 AGGREGATES = ("count", "sum", "min", "max")
 
@@ -140,8 +140,12 @@ class ArrowReducer:
         hashes = [b.hashes for b in batches] + [self.pending.pop(t) for t in ready]
         keys = np.unique(np.concatenate(hashes))
         new_times: Any = np.concatenate([b.times for b in batches], axis=1) if batches else None
-        in_data, in_times = _gather(history, keys, batches)
-        out_data, out_times = _gather(out_history, keys, [])
+        integers = self._gather_integers(batches, history, out_history, keys)
+        if integers is not None:
+            schema, (in_data, in_times), (out_data, out_times) = integers
+        else:
+            in_data, in_times = _gather(history, keys, batches)
+            out_data, out_times = _gather(out_history, keys, [])
         seeds = set(ready) | set(distinct_times(new_times, self.kind) if batches else [])
         future: set = set()
         if self.total:
@@ -154,9 +158,8 @@ class ArrowReducer:
         for time in future:
             present = self.pending.get(time)
             self.pending[time] = keys if present is None else np.union1d(present, keys)
-        integers = self._integer_columns(in_data, out_data)
         if integers is not None:
-            return self._evaluate_integers(integers, in_data, in_times, out_data, out_times,
+            return self._evaluate_integers(schema, in_data, in_times, out_data, out_times,
                                            times, key, lower, upper)
         produced: list = []
         made: list = []
@@ -185,38 +188,54 @@ class ArrowReducer:
 
     # -- count and distinct over integer columns: numpy matrices ------------------------------
 
-    def _integer_columns(self, in_data: pa.Table | None, out_data: pa.Table | None
-                         ) -> tuple[list, pa.Schema] | None:
-        """``(input columns, output schema)`` when ``count``/``distinct`` can evaluate with
-        numpy alone: every column read is an integer column without nulls (the usual shape
-        of a graph computation). The columns, hash first and ``diff`` last, are those the
-        spec reads; the output schema is the one the Arrow path would make."""
+    def _gather_integers(self, batches: list, history: list, out_history: list,
+                         keys: np.ndarray) -> tuple | None:
+        """``(output schema, (input rows, times), (output rows, times))`` when
+        ``count``/``distinct`` can evaluate with numpy alone: every column read is an integer
+        column without nulls (the usual shape of a graph computation). The rows of the keys
+        ``keys`` (and every row of ``batches``) are int64 matrices, one row per update: the
+        key hash, the columns the spec reads (the output's: the key columns and ``count``,
+        or every data column), the diff; ``(None, None)`` where there are none. The output
+        schema is the one the Arrow path would make (hash first, ``diff`` last). None
+        otherwise: then the Arrow path gathers and evaluates."""
         spec = self.spec
-        if in_data is None or not isinstance(spec, (CountSpec, DistinctSpec)):
+        if not isinstance(spec, (CountSpec, DistinctSpec)):
             return None
-        data = [n for n in in_data.column_names if n != DIFF]
-        columns = [HASH] + self.key + [DIFF] if isinstance(spec, CountSpec) else data + [DIFF]
-        read = [in_data.column(n) for n in columns]
-        if out_data is not None:
-            read += out_data.columns
-        if any(c.null_count or not pa.types.is_integer(c.type) for c in read):
+        sample = next((b for b in (*batches, *history) if len(b)), None)
+        if sample is None:
             return None
-        if self.out_schema is not None:
-            return columns, self.out_schema
-        fields = [in_data.schema.field(n) for n in columns[:-1]]
+        if self.out_schema is None:
+            data = sample.data.schema
+            names = self.key if isinstance(spec, CountSpec) else [n for n in data.names
+                                                                  if n != DIFF]
+            fields = [pa.field(HASH, pa.uint64())] + [data.field(n) for n in names]
+            if isinstance(spec, CountSpec):
+                fields.append(pa.field("count", pa.int64()))
+            schema = pa.schema(fields + [pa.field(DIFF, pa.int64())])
+            if any(not pa.types.is_integer(f.type) for f in schema):
+                return None
+        else:
+            schema = self.out_schema
+        read = list(schema.names[1:-1])
         if isinstance(spec, CountSpec):
-            fields.append(pa.field("count", pa.int64()))
-        return columns, pa.schema(fields + [pa.field(DIFF, pa.int64())])
+            read.pop()                                  # the input has no count column
+        in_rows = _gather_int64(history, keys, batches, read)
+        out_rows = _gather_int64(out_history, keys, [], list(schema.names[1:-1]))
+        if in_rows is None or out_rows is None:
+            return None
+        return schema, in_rows, out_rows
 
-    def _evaluate_integers(self, integers: tuple, in_data: pa.Table, in_times: np.ndarray,
-                           out_data: pa.Table | None, out_times: Any, times: list, key: list,
-                           lower: list, upper: list) -> tuple[list, ArrowBatch | None]:
-        """The evaluation loop of :meth:`retire` over int64 matrices (one row per update:
-        the hash, the data columns, the diff); same results as the Arrow path."""
-        columns, schema = integers
+    def _evaluate_integers(self, schema: pa.Schema, rows_in: np.ndarray | None,
+                           in_times: Any, rows_out: np.ndarray | None, out_times: Any,
+                           times: list, key: list, lower: list, upper: list
+                           ) -> tuple[list, ArrowBatch | None]:
+        """The evaluation loop of :meth:`retire` over the int64 matrices of
+        :meth:`_gather_integers`; same results as the Arrow path."""
         counting = isinstance(self.spec, CountSpec)
-        rows_in = _int64_matrix(in_data, columns)
-        rows_out = _int64_matrix(out_data, schema.names) if out_data is not None else None
+        width = len(schema) - 1                 # the output's columns before the diff
+        if rows_in is None:                     # only keys set aside, with no input left
+            rows_in = np.empty((0, width if counting else width + 1), np.int64)
+            in_times = np.empty((coordinates(self.kind), 0), np.int64)
         made: list = []
         made_times: list = []
         made_at: list = []
@@ -251,16 +270,6 @@ class ArrowReducer:
                                      self.kind, consolidated=True,
                                      hashes=np.ascontiguousarray(matrix[:, 0]).view(np.uint64))
         return produced, out_batch
-
-
-def _int64_matrix(table: pa.Table, columns: list) -> np.ndarray:
-    """The integer ``columns`` of ``table`` as the columns of one int64 matrix (the uint64
-    hash reinterpreted: only equality and grouping matter)."""
-    matrix = np.empty((table.num_rows, len(columns)), np.int64)
-    for i, name in enumerate(columns):
-        values = column_numpy(table, name)
-        matrix[:, i] = values.view(np.int64) if values.dtype == np.uint64 else values
-    return matrix
 
 
 def _summed(matrix: np.ndarray, width: int) -> np.ndarray:
@@ -389,6 +398,34 @@ def _gather(batches: list, keys: np.ndarray, whole: list) -> tuple[Any, Any]:
         return None, None
     data = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     return _with_hash(data, np.concatenate(hashes)), np.concatenate(times, axis=1)
+
+
+def _gather_int64(batches: list, keys: np.ndarray, whole: list, names: list
+                  ) -> tuple[Any, Any] | None:
+    """:func:`_gather` for integer columns: ``(rows, times)`` with ``rows`` an int64 matrix
+    (the key hash, the columns ``names``, the diff), ``(None, None)`` if no row matches;
+    None if a column to read is not an integer column without nulls."""
+    names = names + [DIFF]
+    parts, times = [], []
+    picks = [(b, b.lookup(keys)[1]) for b in batches if len(b)] + [(b, None) for b in whole]
+    for batch, rows in picks:
+        if rows is not None and not len(rows) or not len(batch):
+            continue
+        columns = batch.int64_columns(names)
+        if columns is None:
+            return None
+        hashes = batch.hashes.view(np.int64)
+        if rows is None:
+            parts.append(np.column_stack([hashes, *columns]))
+            times.append(batch.times)
+        else:
+            parts.append(np.column_stack([hashes[rows], *(c[rows] for c in columns)]))
+            times.append(batch.times[:, rows])
+    if not parts:
+        return None, None
+    if len(parts) == 1:
+        return parts[0], times[0]
+    return np.vstack(parts), np.concatenate(times, axis=1)
 
 
 def _with_hash(data: pa.Table, hashes: np.ndarray) -> pa.Table:
