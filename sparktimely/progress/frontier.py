@@ -168,12 +168,38 @@ class MutableAntichain:
                 return [(time, 1)]
             if any(less_equal(f, time) for f in frontier):
                 return []
-        elif count > 0 or time not in frontier:
+            kept = [f for f in frontier if not less_equal(time, f)]   # those it precedes go
+            self._frontier = kept + [time]
+            return [(f, -1) for f in frontier if f not in kept] + [(time, 1)]
+        if count > 0 or time not in frontier:
             return []
-        elif not counts:                              # the last time went
+        if not counts:                                # the last time went
             self._frontier = []
             return [(time, -1)]
-        return self._rebuild()
+        return self._retract(time)
+
+    def _retract(self, time: Timestamp) -> list[tuple[Timestamp, int]]:
+        """The frontier changes when ``time``, a frontier element, is no longer counted: the
+        other elements stay, and the minimal times among those no other element precedes
+        join them (no full rebuild, no comparison of the old and new frontiers)."""
+        positive = [t for t, c in self._counts.items() if c > 0]
+        if time.__class__ is int:                     # ints: the frontier had one element
+            if not positive:
+                self._frontier = []
+                return [(time, -1)]
+            least = min(positive)
+            self._frontier = [least]
+            return [(time, -1), (least, 1)]
+        kept = [f for f in self._frontier if f != time]
+        added: list = []
+        for candidate in positive:
+            if any(less_equal(f, candidate) for f in kept) or \
+                    any(less_equal(a, candidate) for a in added):
+                continue
+            added = [a for a in added if not less_equal(candidate, a)]
+            added.append(candidate)
+        self._frontier = kept + added
+        return [(time, -1)] + [(t, 1) for t in added]
 
     def _rebuild(self) -> list[tuple[Timestamp, int]]:
         frontier = self._frontier

@@ -188,6 +188,33 @@ def test_mutable_antichain_random_against_brute_force():
                 assert m.count_for(t) == counts[t]
 
 
+
+@pytest.mark.parametrize("make", [lambda rng: rng.randrange(6),
+                                  lambda rng: Product(rng.randrange(4), rng.randrange(4))],
+                         ids=["int", "product"])
+def test_mutable_antichain_single_updates_against_brute_force(make):
+    """``update`` (the tracker's one-change path) reports exactly the changes between the
+    frontiers of positive counts before and after, counts going transiently negative
+    included."""
+    rng = random.Random(12)
+    for trial in range(80):
+        m = MutableAntichain()
+        counts: dict = {}
+        frontier: set = set()
+        for _ in range(40):
+            t, d = make(rng), rng.choice([-2, -1, 1, 1, 2])
+            changes = m.update(t, d)
+            counts[t] = counts.get(t, 0) + d
+            positive = [u for u, c in counts.items() if c > 0]
+            new_frontier = {u for u in positive if not any(v.less_than(u) if
+                                                           isinstance(v, Product) else v < u
+                                                           for v in positive)}
+            expected = sorted([(u, -1) for u in frontier - new_frontier]
+                              + [(u, 1) for u in new_frontier - frontier])
+            assert sorted(changes) == expected
+            assert set(m.frontier()) == new_frontier and len(m.frontier()) == len(new_frontier)
+            frontier = new_frontier
+
 # -- ChangeBatch ------------------------------------------------------------------------------
 
 def test_change_batch_update_and_drain():
