@@ -25,6 +25,7 @@ implications cancel rather than sustain themselves.
 """
 from __future__ import annotations
 
+import math
 from heapq import heappop, heappush
 from typing import Any, Callable, Sequence
 
@@ -53,6 +54,9 @@ class _Top:
 
 
 _TOP = _Top()
+_AFTER_ROUNDS = math.inf
+"""What pads an outer int time to sort after every round of the loop at that time, where
+all times are ints or ``Product``s of ints (compared in C, unlike :data:`_TOP`)."""
 
 
 class CycleError(ValueError):
@@ -327,7 +331,7 @@ class Tracker:
         kinds = self._kinds
         if depth == 1 and all(k.base is int and k.inners in ((), (int,)) for k in kinds):
             def order_key_1(loc: int, time: Timestamp) -> tuple:   # one loop, int times
-                return (time, _TOP) if time.__class__ is int else (time.outer, time.inner)
+                return (time, _AFTER_ROUNDS) if time.__class__ is int else (time.outer, time.inner)
             return order_key_1
 
         def order_key(loc: int, time: Timestamp) -> tuple:
@@ -433,14 +437,14 @@ class _Worklist:
         self._key = key
 
     def push(self, location: int, time: Timestamp, delta: int) -> None:
-        key = self._key
-        heappush(self._heap, (time if key is None else key(location, time), location, time, delta))
+        key = self._key         # entries of one key and location compare by delta, not time
+        heappush(self._heap, (time if key is None else key(location, time), location, delta, time))
 
     def pop(self) -> tuple[int, Timestamp, int]:
         heap = self._heap
-        key, location, time, delta = heappop(heap)
+        key, location, delta, time = heappop(heap)
         while heap and heap[0][0] == key and heap[0][1] == location:
-            delta += heappop(heap)[3]
+            delta += heappop(heap)[2]
         return location, time, delta
 
     def __bool__(self) -> bool:
