@@ -317,15 +317,17 @@ class Tracker:
         self._tracked = 0
         depth = max((k.depth for k in self._kinds), default=0)
         bases = {k.base for k in self._kinds}
-        self._new_worklist: Callable[[], _Worklist | _PartialWorklist]
-        if depth == 0 and bases <= {int}:
-            self._new_worklist = lambda: _Worklist(None)
-        elif all(getattr(base, "__lt__") is not getattr(object, "__lt__") for base in bases):
-            key = self._nested_order_key(depth)
-            self._new_worklist = lambda: _Worklist(key)
-        else:
-            key = self._nested_order_key(depth)
-            self._new_worklist = lambda: _PartialWorklist(key)
+        # The worklist of propagate_all: a list ordered by (key, location), where the key is
+        # the time (None: the time itself) or its coordinates padded for nested scopes.
+        # A heap when times are totally ordered; else each pop scans for a least entry.
+        self._order_key: Callable[[int, Timestamp], Any] | None = None
+        self._push: Callable[[list, tuple], None] = heappush
+        self._pop: Callable[[list], tuple] = heappop
+        if not (depth == 0 and bases <= {int}):
+            self._order_key = self._nested_order_key(depth)
+            if not all(getattr(base, "__lt__") is not getattr(object, "__lt__")
+                       for base in bases):
+                self._push, self._pop = list.append, _pop_least
 
     def _nested_order_key(self, depth: int):
         kinds = self._kinds
@@ -392,21 +394,22 @@ class Tracker:
         if not self._pending:
             return changed
         pending, self._pending = self._pending, {}
-        worklist = self._new_worklist()
-        push = worklist.push
+        worklist: list = []         # (key, location, delta, time): see __init__
+        key, push, pop = self._order_key, self._push, self._pop
         pointstamps = self._pointstamps
         for (loc, time), delta in pending.items():
             if delta:
                 for t, d in pointstamps[loc].update(time, delta):
                     self._tracked += d
-                    push(loc, t, d)
+                    push(worklist, (key(loc, t) if key else t, loc, d, t))
         implications = self._implications
         is_target = self._is_target
         internal = self._internal
         edges = self._edges
-        pop = worklist.pop
         while worklist:
-            loc, time, delta = pop()
+            order, loc, delta, time = pop(worklist)
+            while worklist and worklist[0][0] == order and worklist[0][1] == loc:
+                delta += pop(worklist)[2]            # the same change, pushed more than once
             if not delta:
                 continue
             changes = implications[loc].update(time, delta)
@@ -416,74 +419,33 @@ class Tracker:
                 changed.add(loc)
                 for source, summary in internal[loc]:
                     for t, d in changes:
-                        push(source, advance(t, summary), d)
+                        t = advance(t, summary)
+                        push(worklist, (key(source, t) if key else t, source, d, t))
             else:
                 for target in edges[loc]:
                     for t, d in changes:
-                        push(target, t, d)
+                        push(worklist, (key(target, t) if key else t, target, d, t))
         return changed
 
 
-class _Worklist:
-    """Changes ``(location, time, delta)`` waiting to be pushed through the graph, handed out
-    in an order that extends the partial order of times, those for the same location and
-    time merged. A heap, ordered by the times (or by their coordinates when nested scopes
-    mix times of several depths)."""
-
-    __slots__ = ("_heap", "_key")
-
-    def __init__(self, key) -> None:
-        self._heap: list = []
-        self._key = key
-
-    def push(self, location: int, time: Timestamp, delta: int) -> None:
-        key = self._key         # entries of one key and location compare by delta, not time
-        heappush(self._heap, (time if key is None else key(location, time), location, delta, time))
-
-    def pop(self) -> tuple[int, Timestamp, int]:
-        heap = self._heap
-        key, location, delta, time = heappop(heap)
-        while heap and heap[0][0] == key and heap[0][1] == location:
-            delta += heappop(heap)[2]
-        return location, time, delta
-
-    def __bool__(self) -> bool:
-        return bool(self._heap)
-
-
-class _PartialWorklist:
-    """The :class:`_Worklist` for user time types with only ``less_equal``: each pop scans
-    for a change whose time no other pending time precedes (quadratic, but such types are
-    rare and their graphs small)."""
-
-    __slots__ = ("_items", "_key")
-
-    def __init__(self, key) -> None:
-        self._items: list = []
-        self._key = key
-
-    def push(self, location: int, time: Timestamp, delta: int) -> None:
-        self._items.append((self._key(location, time), location, time, delta))
-
-    def pop(self) -> tuple[int, Timestamp, int]:
-        items = self._items
-        best = 0
-        for i in range(1, len(items)):
-            if _coordinates_less(items[i][0], items[best][0]):
-                best = i
-        key, location, time, _ = items[best]
-        delta = 0
-        rest = []
-        for item in items:
-            if item[1] == location and item[0] == key:
-                delta += item[3]
-            else:
-                rest.append(item)
-        self._items = rest
-        return location, time, delta
-
-    def __bool__(self) -> bool:
-        return bool(self._items)
+def _pop_least(items: list) -> tuple:
+    """The worklist's pop for times with only a partial order: an entry whose key no other
+    entry's precedes, removed together with (and summed into) the entries of the same key
+    and location (quadratic, but such time types are rare and their graphs small)."""
+    best = 0
+    for i in range(1, len(items)):
+        if _coordinates_less(items[i][0], items[best][0]):
+            best = i
+    order, location, _, time = items[best]
+    delta = 0
+    rest = []
+    for item in items:
+        if item[1] == location and item[0] == order:
+            delta += item[2]
+        else:
+            rest.append(item)
+    items[:] = rest
+    return order, location, delta, time
 
 
 def _coordinates_less(a: tuple, b: tuple) -> bool:
