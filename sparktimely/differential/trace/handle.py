@@ -20,7 +20,7 @@ import weakref
 from typing import Any, Iterable
 
 from ...progress.frontier import MutableAntichain
-from ..lattice import antichain, antichain_join
+from ..lattice import antichain, antichain_join, frontier_le
 from .spine import Spine
 
 
@@ -131,6 +131,13 @@ def as_frontier(frontier: Iterable[Any], what: str) -> list:
     return times if len(times) < 2 else antichain(times)
 
 
+def _advanced(old: list, new: list) -> list:
+    """The join of a handle's frontier ``old`` and a requested ``new`` one: ``new`` itself
+    when it is at or past ``old`` (operators move their handles forward), without the
+    pairwise joins."""
+    return new if frontier_le(old, new) else antichain_join(old, new)
+
+
 class TraceAgent:
     """A reading handle on a shared trace, with its own compaction frontiers.
 
@@ -197,9 +204,9 @@ class TraceAgent:
         """
         self._check_open("set_compaction")
         old_logical, old_physical = self._logical, self._physical
-        new_logical = old_logical if logical == old_logical else antichain_join(
+        new_logical = old_logical if logical == old_logical else _advanced(
             old_logical, as_frontier(logical, "set_compaction"))
-        new_physical = old_physical if physical == old_physical else antichain_join(
+        new_physical = old_physical if physical == old_physical else _advanced(
             old_physical, as_frontier(physical, "set_compaction"))
         if new_logical != old_logical or new_physical != old_physical:
             self._box._adjust(old_logical, new_logical, old_physical, new_physical)
