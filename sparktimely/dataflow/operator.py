@@ -378,10 +378,13 @@ def source(scope: "ScopeCore[S]", name: str, ctor: Callable) -> S:
 
 
 def passthrough_operator(name: str, scope: "ScopeCore", out_scope: "ScopeCore[S]",
-                         time_map: Callable[[Timestamp], Timestamp],
-                         summary: Any) -> tuple[InputPort, S]:
-    """An operator that moves batches unchanged but re-stamps their time (enter, leave,
-    feedback). It needs no capabilities: each batch is consumed and re-sent in one step."""
+                         time_map: Callable[[Timestamp], Timestamp], summary: Any,
+                         restamp: Callable[[Any], Any] | None = None) -> tuple[InputPort, S]:
+    """An operator that moves batches but re-stamps their time (enter, leave, feedback).
+    It needs no capabilities: each batch is consumed and re-sent in one step.
+    ``restamp(batch)``, if given, replaces each batch (of the same length), e.g. to move
+    times written inside its records the way ``time_map`` moves the batch's time, without
+    a second operator (and its two progress locations) behind this one."""
     dataflow = scope.dataflow
     operator = dataflow.reserve_operator(name, scope)
     input = InputPort(dataflow, -1, operator.index, None)
@@ -399,13 +402,14 @@ def passthrough_operator(name: str, scope: "ScopeCore", out_scope: "ScopeCore[S]
         while queue:
             time, batch, count = queue.popleft()
             update(location, time, -count)
-            push(time_map(time), batch)
+            push(time_map(time), batch if restamp is None else restamp(batch))
     operator.logic = logic
     return input, out_scope._stream(output)
 
 
-def enter(stream: S, inner: "ScopeCore[S]") -> S:
-    """``stream`` inside the nested scope ``inner``."""
+def enter(stream: S, inner: "ScopeCore[S]", restamp: Callable[[Any], Any] | None = None) -> S:
+    """``stream`` inside the nested scope ``inner``; ``restamp`` as in
+    :func:`passthrough_operator` (not called when ``inner`` is a region: times stay)."""
     if inner.parent is not stream.scope:
         raise ValueError(f"enter: scope {inner.name!r} is not nested directly in the "
                          f"stream's scope {stream.scope.name!r}")
@@ -413,20 +417,22 @@ def enter(stream: S, inner: "ScopeCore[S]") -> S:
         return inner._stream(stream._port)
     summary = EnterSummary(inner.kind.minimum().inner)
     input, result = passthrough_operator("Enter", stream.scope, inner, summary.results_in,
-                                         summary)
+                                         summary, restamp)
     connect(stream.scope.dataflow, stream._port, input, Pipeline())
     return result
 
 
-def leave(stream: S) -> S:
-    """``stream`` in the scope enclosing its own."""
+def leave(stream: S, restamp: Callable[[Any], Any] | None = None) -> S:
+    """``stream`` in the scope enclosing its own; ``restamp`` as in
+    :func:`passthrough_operator` (not called when leaving a region: times stay)."""
     scope = stream.scope
     parent = scope.parent
     if parent is None:
         raise ValueError("leave: the stream is already in the dataflow's top-level scope")
     if scope.kind == parent.kind:
         return parent._stream(stream._port)
-    input, result = passthrough_operator("Leave", scope, parent, LEAVE.results_in, LEAVE)
+    input, result = passthrough_operator("Leave", scope, parent, LEAVE.results_in, LEAVE,
+                                         restamp)
     connect(scope.dataflow, stream._port, input, Pipeline())
     return result
 

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..dataflow import Pipeline
+from ..dataflow.operator import enter as enter_stream, leave as leave_stream
 from ..progress.timestamp import Product
 
 if TYPE_CHECKING:
@@ -196,26 +197,32 @@ class Collection:
     def enter(self, scope: "Scope") -> "Collection":
         """This collection inside ``scope``, a scope nested directly in its own; in an
         iterative scope every time ``t`` becomes ``Product(t, 0)``."""
-        entered = self.inner.enter(scope)
         if scope.kind.depth == self.scope.kind.depth:
-            return Collection(entered)
-        return Collection(entered)._per_batch(
-            "EnterTimes", lambda time, batch: batch if batch.__class__ is not list
-            else [(d, Product(t, 0), r) for d, t, r in batch])
+            return Collection(self.inner.enter(scope))
+        return Collection(enter_stream(self.inner, scope, _enter_records))
 
     def leave(self) -> "Collection":
         """This collection in the enclosing scope; ``Product(t, i)`` becomes ``t``, so the
         updates of every iteration accumulate."""
         parent = self.scope.parent
-        left = self.inner.leave()
         if parent is None or parent.kind.depth == self.scope.kind.depth:
-            return Collection(left)
-        return Collection(left)._per_batch(
-            "LeaveTimes", lambda time, batch: batch if batch.__class__ is not list
-            else [(d, t.outer, r) for d, t, r in batch])
+            return Collection(self.inner.leave())
+        return Collection(leave_stream(self.inner, _leave_records))
 
     def __repr__(self) -> str:
         return f"Collection(scope={self.scope.name!r})"
+
+
+def _enter_records(batch: Any) -> Any:
+    """The times inside a batch of updates entering an iterative scope (the Enter operator
+    moves the batch's own time): ``t`` becomes ``Product(t, 0)``; Arrow batches carry none."""
+    return batch if batch.__class__ is not list else [(d, Product(t, 0), r) for d, t, r in batch]
+
+
+def _leave_records(batch: Any) -> Any:
+    """The times inside a batch of updates leaving an iterative scope: ``Product(t, i)``
+    becomes ``t``."""
+    return batch if batch.__class__ is not list else [(d, t.outer, r) for d, t, r in batch]
 
 
 def as_collection(stream: "Stream") -> Collection:

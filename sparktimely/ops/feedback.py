@@ -1,7 +1,7 @@
 """Loops: ``scope.feedback``, ``scope.loop_variable`` and ``stream.connect_loop``."""
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 from ..dataflow.handles import LoopHandle
 from ..dataflow.operator import passthrough_operator
@@ -15,9 +15,12 @@ S = TypeVar("S", bound=StreamCore)
 class FeedbackScope(ScopeCore[S]):
     """``feedback`` and ``loop_variable``."""
 
-    def feedback(self, summary: Any) -> tuple[LoopHandle, S]:
+    def feedback(self, summary: Any,
+                 restamp: Callable[[Any], Any] | None = None) -> tuple[LoopHandle, S]:
         """A loop: records given to the handle come back on the stream, their time
-        advanced by ``summary`` (which must be greater than zero).
+        advanced by ``summary`` (which must be greater than zero). ``restamp(batch)``, if
+        given, replaces each batch on its way round (keeping its length), e.g. to advance
+        times written inside its records too.
 
         >>> import sparktimely as st
         >>> def build(scope):
@@ -30,13 +33,15 @@ class FeedbackScope(ScopeCore[S]):
         """
         check_summary(summary)
         input, stream = passthrough_operator(f"Feedback({summary!r})", self, self,
-                                             lambda t: advance(t, summary), summary)
+                                             lambda t: advance(t, summary), summary, restamp)
         handle = LoopHandle(self, input, summary)
         self.dataflow.add_loop(handle)
         return handle, stream
 
-    def loop_variable(self, summary: Any) -> tuple[LoopHandle, S]:
-        """A loop in a nested scope; an int ``n`` means ``Product(0, n)``.
+    def loop_variable(self, summary: Any,
+                      restamp: Callable[[Any], Any] | None = None) -> tuple[LoopHandle, S]:
+        """A loop in a nested scope; an int ``n`` means ``Product(0, n)``; ``restamp`` as
+        in :meth:`feedback`.
 
         >>> import sparktimely as st
         >>> def build(scope):
@@ -53,7 +58,7 @@ class FeedbackScope(ScopeCore[S]):
             raise ValueError("loop_variable needs a nested scope (scope.iterative(...))")
         if summary.__class__ is int:
             summary = Product(0, summary)
-        return self.feedback(summary)
+        return self.feedback(summary, restamp)
 
 
 class FeedbackOps(StreamCore):

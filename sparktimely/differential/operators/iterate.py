@@ -48,17 +48,18 @@ class Variable(Collection):
     [(0, [(1, 0, 1), (2, 0, 1), (4, 0, 1), (8, 0, 1)])]
     """
 
-    __slots__ = ("_loop", "_source", "_step", "_done")
+    __slots__ = ("_loop", "_source", "_done")
 
     def __init__(self, scope: "Scope", step: Any = 1, source: Collection | None = None) -> None:
         if scope.kind.depth == 0:
             raise ValueError("a Variable lives in an iterative scope (scope.iterative(...))")
         step = loop_summary(scope.kind.depth, step)
-        loop, stream = scope.loop_variable(step)
+        loop, stream = scope.loop_variable(                   # advances records' times too
+            step, lambda batch: batch if batch.__class__ is not list
+            else [(d, advance(t, step), r) for d, t, r in batch])
         super().__init__(stream if source is None else stream.concat(source.inner))
         self._loop = loop
         self._source = source
-        self._step = step
         self._done = False
 
     @classmethod
@@ -72,11 +73,7 @@ class Variable(Collection):
             raise RuntimeError("Variable.set was already called for this variable")
         self._done = True
         feedback = result if self._source is None else result.concat(self._source.negate())
-        step = self._step
-        advanced = feedback._per_batch(
-            "StepTimes", lambda time, batch: batch if batch.__class__ is not list
-            else [(d, advance(t, step), r) for d, t, r in batch])
-        advanced.inner.connect_loop(self._loop)
+        feedback.inner.connect_loop(self._loop)
         return result
 
 
