@@ -214,3 +214,33 @@ def test_negate_and_filter_batches_keep_diffs(run):
         return [(t, row["k"], row["diff"]) for t, batch in captured.extract()
                 for row in batch.to_pylist()]
     assert [u for part in run(job) for u in part] == [(0, 2, -3)]
+
+
+def many_rounds(columns):
+    """20 to 30 rounds of up to 5 updates: enough for the traces' small batches to merge."""
+    return hs.lists(hs.lists(hs.tuples(hs.tuples(*columns.values()), diffs), max_size=5),
+                    min_size=20, max_size=30)
+
+
+@pytest.mark.timeout(180)
+@SETTINGS
+@given(left=many_rounds({"k": hs.integers(0, 5)}),
+       right=many_rounds({"k": hs.integers(0, 5), "x": hs.integers(-2, 2)}))
+def test_arrow_join_count_through_many_small_merges(run, monkeypatch, left, right):
+    """The benchmark's shape (join, then count) over many rounds, with the spine's
+    thresholds lowered so that small batches merge often: merges that keep the batch small
+    (sorted, not consolidated), the merge that makes it large (consolidated) and geometric
+    merges of large ones all happen, and readers see repeated rows."""
+    from sparktimely.differential.trace import spine
+    monkeypatch.setattr(spine, "SMALL_BATCH", 12)
+    monkeypatch.setattr(spine, "MAX_SMALL", 3)
+
+    def oracle(a, b):
+        counts = Counter()
+        for (k1,), n1 in a.items():
+            for (k2, _), n2 in b.items():
+                if k1 == k2:
+                    counts[k1] += n1 * n2
+        return Counter({(k, n): 1 for k, n in counts.items() if n})
+    check(lambda scope, a, b: a.join(b, on="k").count(key="k"), oracle, [left, right],
+          [(["k"], [pa.int64()]), KX], run)

@@ -359,10 +359,21 @@ class ArrowBatch:
         """This batch and the adjacent ``newer`` one as one batch (see :meth:`merged_all`)."""
         return self.merged_all([newer], since)
 
-    def merged_all(self, newer: list, since: list) -> "ArrowBatch":
+    def merged_all(self, newer: list, since: list, consolidating: bool = True) -> "ArrowBatch":
         """This batch and the adjacent ``newer`` ones as one batch, times advanced by
         ``since`` (the trace's logical compaction frontier). Hashes are reused; rows are
-        consolidated only once times were advanced (before, batches hold disjoint times)."""
+        consolidated only once times were advanced (before, batches hold disjoint times),
+        and only if ``consolidating`` (else only sorted by hash: rows may repeat).
+
+        >>> import pyarrow as pa
+        >>> from sparktimely.progress.timestamp import TimeKind
+        >>> def batch(t, diff):
+        ...     return ArrowBatch.build(pa.table({"w": ["a"], "diff": [diff]}),
+        ...                             times_for(TimeKind(int), [t]), ["w"], [t], [t + 1])
+        >>> len(batch(0, 1).merged_all([batch(1, -1)], [2])), len(batch(0, 1).merged_all(
+        ...     [batch(1, -1)], [2], consolidating=False))
+        (0, 2)
+        """
         parts = [self] + list(newer)
         data = pa.concat_tables([b.data for b in parts], promote_options="none")
         times = np.concatenate([b.times for b in parts], axis=1)
@@ -370,7 +381,7 @@ class ArrowBatch:
         moved = bool(since) and not frontier_le(since, self.lower)
         if moved:
             times = advance_times(times, since, self.kind)
-        if moved or any(b.since != b.lower for b in parts):
+        if consolidating and (moved or any(b.since != b.lower for b in parts)):
             data, times, hashes = consolidate(data, times, hashes, self.key)
         return ArrowBatch.build(data, times, self.key, self.lower, parts[-1].upper, self.kind,
                                 since or self.since, consolidated=True, hashes=hashes)

@@ -69,8 +69,9 @@ class Batch:
         """This batch and the adjacent ``newer`` one as one batch (see :func:`merge`)."""
         return merge(self, newer, since)
 
-    def merged_all(self, newer: list, since: list) -> "Batch":
-        """This batch and the adjacent ``newer`` ones as one batch."""
+    def merged_all(self, newer: list, since: list, consolidating: bool = True) -> "Batch":
+        """This batch and the adjacent ``newer`` ones as one batch (always consolidated:
+        merging dicts of updates groups them anyway, whatever ``consolidating`` says)."""
         result = self
         for batch in newer:
             result = merge(result, batch, since)

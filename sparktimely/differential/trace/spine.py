@@ -9,7 +9,8 @@ was inserted, as differential's ``Spine``. Each insert performs at most one merg
 cascade is spread over the following inserts. Small batches wait for a few others and are merged
 together; an advance of the upper without a batch merges the small batches at the end, so an
 idle trace also ends up tidy. Merging advances times to the *logical compaction frontier* and
-consolidates, so updates that cancel out disappear.
+consolidates, so updates that cancel out disappear; merges of small batches into a batch
+that is still small only put them in order (see :data:`SMALL_BATCH`).
 
 >>> from sparktimely.differential.trace.batch import Batch
 >>> spine = Spine([0])
@@ -28,7 +29,11 @@ from ..lattice import frontier_le
 SMALL_BATCH = 4096
 """Batches smaller than this are not merged one by one: up to :data:`MAX_SMALL` of them wait
 at the end of the spine and are then merged in one go (a merge has a fixed cost, large for
-Arrow batches, that would otherwise dominate small updates)."""
+Arrow batches, that would otherwise dominate small updates). While their merged batch stays
+smaller than this it is not consolidated (for Arrow batches: concatenated and sorted by key
+hash, no grouping of rows): the batch at the end keeps growing by small merges, and grouping
+its rows every time would cost a multiple of the updates added. Readers cope with repeated
+rows; the merge that makes the batch large, and an idle trace's tidying, consolidate it."""
 MAX_SMALL = 8
 STAGGER = 4
 """Traces fed in lock-step (every arrangement of a dataflow gets a batch each round) would
@@ -145,7 +150,8 @@ class Spine:
         merged = self.merged
         small = self._small_tail()
         if small > self._max_small:
-            self._merge_tail(small)
+            tail = merged[-small:]
+            self._merge_tail(small, consolidating=sum(len(b) for b in tail) >= SMALL_BATCH)
             self._max_small = MAX_SMALL
             return
         for i in range(len(merged) - 1, 0, -1):
@@ -162,9 +168,10 @@ class Spine:
             small += 1
         return small
 
-    def _merge_tail(self, count: int) -> None:
-        """The last ``count`` merged batches as one, times advanced to the logical frontier."""
+    def _merge_tail(self, count: int, consolidating: bool = True) -> None:
+        """The last ``count`` merged batches as one, times advanced to the logical frontier
+        (and consolidated, if ``consolidating``)."""
         merged = self.merged
         tail = merged[-count:]
         del merged[-count:]
-        merged.append(tail[0].merged_all(tail[1:], self.logical))
+        merged.append(tail[0].merged_all(tail[1:], self.logical, consolidating))
