@@ -9,6 +9,7 @@ import sparktimely as st
 import sparktimely.differential as dd
 from dd_harness import accumulate, arranged_input
 from sparktimely.differential.trace import Batch, Spine
+from sparktimely.differential.trace.handle import TraceAgent, TraceBox
 from sparktimely.differential.trace.spine import IDLE_ADVANCES, MAX_SMALL, SMALL_BATCH
 
 EPOCHS = [
@@ -247,6 +248,32 @@ def test_read_upper_and_frontiers_only_move_forward(run):
         uppers.append(trace.read_upper())
         return uppers, logical
     assert run(job) == [([[0], [3], []], [2])] * run.workers
+
+
+def test_trace_frontiers_are_the_meet_as_handles_come_and_go():
+    """One handle (the usual case) sets the trace's frontiers alone; a second one is met
+    with it, and once it goes the first one's frontiers rule again."""
+    box = TraceBox("t", [0])
+    first = TraceAgent(box)
+    first.set_compaction([3], [2])
+    assert (box.logical_frontier(), box.physical_frontier()) == ([3], [2])
+    second = first.clone()
+    first.set_compaction([5], [4])
+    assert (box.logical_frontier(), box.physical_frontier()) == ([3], [2])
+    assert (box.spine.logical, box.spine.physical) == ([3], [2])
+    second.set_logical_compaction([4])
+    assert box.logical_frontier() == [4]
+    second.close()
+    assert (box.logical_frontier(), box.physical_frontier()) == ([5], [4])
+    first.set_compaction([6], [6])
+    assert (box.spine.logical, box.spine.physical) == ([6], [6])
+    third = first.clone()
+    first.close()
+    third.set_compaction([7], [8])
+    assert (box.logical_frontier(), box.physical_frontier()) == ([7], [8])
+    assert not box.freed
+    third.close()
+    assert box.freed and box.logical_frontier() == []
 
 
 def test_spine_merges_geometrically_and_compacts():

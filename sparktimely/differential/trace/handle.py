@@ -44,6 +44,9 @@ class TraceBox:
         self._minimum = list(minimum_frontier)
         self._logical = MutableAntichain()
         self._physical = MutableAntichain()
+        self._sole: tuple[list, list] | None = None
+        """The frontiers of the only handle, while there is one (then the antichains are
+        empty): the usual case, one operator reading, skips the counting."""
         self._handles = 0
         self._listeners: list[weakref.ref] = []
         self.freed = False
@@ -87,17 +90,30 @@ class TraceBox:
     # -- reader side -------------------------------------------------------------------------
 
     def logical_frontier(self) -> list:
-        return self._logical.frontier()
+        sole = self._sole
+        return list(sole[0]) if sole is not None else self._logical.frontier()
 
     def physical_frontier(self) -> list:
-        return self._physical.frontier()
+        sole = self._sole
+        return list(sole[1]) if sole is not None else self._physical.frontier()
 
     def _register(self, logical: list, physical: list) -> None:
         self._handles += 1
+        if self._handles == 1:
+            self._sole = ([], [])
+        elif self._sole is not None:          # a second handle: count both from now on
+            sole_logical, sole_physical = self._sole
+            self._sole = None
+            self._adjust([], sole_logical, [], sole_physical)
         self._adjust([], logical, [], physical)
 
     def _adjust(self, old_logical: list, new_logical: list, old_physical: list,
                 new_physical: list) -> None:
+        if self._sole is not None:
+            self._sole = (new_logical, new_physical)
+            if not self.freed:
+                self.spine.set_frontiers(list(new_logical), list(new_physical))
+            return
         if old_logical != new_logical:
             self._logical.update_iter([(t, -1) for t in old_logical]
                                       + [(t, 1) for t in new_logical])
@@ -110,7 +126,11 @@ class TraceBox:
     def _release(self, logical: list, physical: list) -> None:
         self._handles -= 1
         self._adjust(logical, [], physical, [])
-        if self._handles == 0:
+        if self._handles == 1 and self._sole is None:    # the remaining handle's frontiers
+            self._sole = (self._logical.frontier(), self._physical.frontier())
+            self._logical, self._physical = MutableAntichain(), MutableAntichain()
+        elif self._handles == 0:
+            self._sole = None
             self.freed = True
             self.spine.clear()
             for listener in self._live_listeners():
