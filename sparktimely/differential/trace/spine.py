@@ -154,7 +154,7 @@ class Spine:
             self._merge_tail(small, consolidating=sum(len(b) for b in tail) >= SMALL_BATCH)
             self._max_small = MAX_SMALL
             return
-        for i in range(len(merged) - 1, 0, -1):
+        for i in range(len(merged) - 1 - small, 0, -1):    # past the small tail: no pair there
             if len(merged[i]) >= SMALL_BATCH and len(merged[i - 1]) <= 2 * len(merged[i]):
                 merged[i - 1:i + 1] = [merged[i - 1].merged(merged[i], self.logical)]
                 return
