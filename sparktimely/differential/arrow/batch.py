@@ -278,7 +278,8 @@ def distinct_times(times: np.ndarray, kind: TimeKind) -> list:
 class ArrowBatch:
     """Consolidated Arrow updates for times in ``[lower, upper)``, sorted by key hash."""
 
-    __slots__ = ("data", "times", "hashes", "key", "kind", "lower", "upper", "since", "_int64")
+    __slots__ = ("data", "times", "hashes", "key", "kind", "lower", "upper", "since", "_int64",
+                 "_numpy")
 
     def __init__(self, data: pa.Table, times: np.ndarray, hashes: np.ndarray, key: list,
                  kind: TimeKind, lower: list, upper: list, since: list) -> None:
@@ -291,6 +292,7 @@ class ArrowBatch:
         self.upper = upper
         self.since = since
         self._int64: dict | None = None
+        self._numpy: dict = {}
 
     @classmethod
     def build(cls, data: pa.Table, times: np.ndarray, key: list, lower: list, upper: list,
@@ -316,7 +318,15 @@ class ArrowBatch:
 
     @property
     def diffs(self) -> np.ndarray:
-        return column_numpy(self.data, DIFF)
+        return self.numpy(DIFF)
+
+    def numpy(self, name: str) -> np.ndarray:
+        """Column ``name`` as a numpy array, made once (readers look at a batch of a trace
+        at every update; the batch never changes)."""
+        array = self._numpy.get(name)
+        if array is None:
+            array = self._numpy[name] = column_numpy(self.data, name)
+        return array
 
     def int64_columns(self, names: list) -> list | None:
         """The columns ``names`` as int64 numpy arrays (unsigned ones reinterpreted), or
@@ -436,12 +446,11 @@ def match_sorted(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndar
         empty = np.empty(0, np.int64)
         return empty, empty
     lo = sorted_hashes.searchsorted(probes)
-    hi = sorted_hashes.searchsorted(probes, "right")
-    counts = hi - lo
-    total = int(counts.sum())
-    if total == 0:
+    if not (sorted_hashes.take(lo, mode="clip") == probes).any():    # the usual miss
         empty = np.empty(0, np.int64)
         return empty, empty
+    counts = sorted_hashes.searchsorted(probes, "right") - lo
+    total = int(counts.sum())
     matched = counts.nonzero()[0]
     if total == len(matched):                           # each probe matched at most once
         return matched, lo[matched]

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ...progress.timestamp import TimeKind
 from ..collection import DIFF
-from .batch import ArrowBatch, column_numpy, hash_is_key, keys_equal, split_by_time
+from .batch import ArrowBatch, hash_is_key, keys_equal, split_by_time
 
 class ArrowJoiner:
     """Joins an ArrowBatch of one input with the trace batches of the other."""
@@ -46,7 +46,7 @@ class ArrowJoiner:
                                    second.data.select(second.key).take(i2), second.key)
                 if not equal.all():
                     i1, i2 = i1[equal], i2[equal]
-            diffs = column_numpy(first.data, DIFF)[i1] * column_numpy(second.data, DIFF)[i2]
+            diffs = first.diffs[i1] * second.diffs[i2]
             tables.append(self._assemble(first.data, i1, second.data, i2, second.key, diffs))
             times.append(np.maximum(first.times[:, i1], second.times[:, i2]))
         if not tables:

@@ -312,25 +312,34 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
     count is its old count (the output trace) plus the diffs that arrived, so the input's
     history is not read. Sorting, grouping and alignment are numpy over the key hashes; None
     (use the general path) if the batches hold several times or two keys share a hash."""
-    times = np.concatenate([b.times for b in batches], axis=1)
-    if not np.all(times == times[:, :1]):
+    key = batches[0].key
+    if len(batches) == 1:                             # an ArrowBatch is sorted by hash
+        times, data, hashes = batches[0].times, batches[0].data, batches[0].hashes
+        order = None
+        diffs = batches[0].diffs
+    else:
+        times = np.concatenate([b.times for b in batches], axis=1)
+        data = pa.concat_tables([b.data for b in batches])
+        hashes = np.concatenate([b.hashes for b in batches])
+        order = np.argsort(hashes, kind="stable")
+        hashes = hashes[order]
+        diffs = column_numpy(data, DIFF)[order]
+    if times.shape[1] > 1 and not (times == times[:, :1]).all():
         return None
     time = time_from(kind, times[:, 0])
-    key = batches[0].key
-    data = pa.concat_tables([b.data for b in batches]) if len(batches) > 1 else batches[0].data
-    hashes = np.concatenate([b.hashes for b in batches])
-    order = np.argsort(hashes, kind="stable")
-    hashes, diffs = hashes[order], column_numpy(data, DIFF)[order]
     first = np.empty(len(hashes), bool)
     first[0] = True
     np.not_equal(hashes[1:], hashes[:-1], out=first[1:])
     starts = np.flatnonzero(first)
     unique, delta = hashes[starts], np.add.reduceat(diffs, starts)
     keys = data.select(key)
-    firsts = keys.take(order[starts])
+    if order is None and len(starts) == len(hashes):
+        firsts = keys
+    else:
+        firsts = keys.take(starts if order is None else order[starts])
     if len(starts) < len(hashes) and not hash_is_key(keys, key, keys, key):   # the same key?
         repeated = np.flatnonzero(~first)
-        if not keys_equal(keys.take(order[repeated]), key,
+        if not keys_equal(keys.take(repeated if order is None else order[repeated]), key,
                           firsts.take(np.cumsum(first)[repeated] - 1), key).all():
             return None                               # a hash collision: the general path
     old = np.zeros(len(unique), np.int64)
@@ -340,8 +349,8 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
         probe, rows = batch.lookup(unique)
         if len(rows):
             probes.append(probe)
-            counts.append(column_numpy(batch.data, "count")[rows])
-            signs.append(column_numpy(batch.data, DIFF)[rows])
+            counts.append(batch.numpy("count")[rows])
+            signs.append(batch.diffs[rows])
     if probes:
         probe, count, sign = np.concatenate(probes), np.concatenate(counts), np.concatenate(signs)
         by = np.lexsort((count, probe))
