@@ -223,17 +223,22 @@ def many_rounds(columns):
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize("tiny", [2, 256])
 @SETTINGS
 @given(left=many_rounds({"k": hs.integers(0, 5)}),
        right=many_rounds({"k": hs.integers(0, 5), "x": hs.integers(-2, 2)}))
-def test_arrow_join_count_through_many_small_merges(run, monkeypatch, left, right):
+def test_arrow_join_count_through_many_small_merges(run, monkeypatch, tiny, left, right):
     """The benchmark's shape (join, then count) over many rounds, with the spine's
     thresholds lowered so that small batches merge often: merges that keep the batch small
     (sorted, not consolidated), the merge that makes it large (consolidated) and geometric
-    merges of large ones all happen, and readers see repeated rows."""
+    merges of large ones all happen, and readers see repeated rows. Readers look up the
+    trace's tiny batches together (``lookup_all``): with ``tiny`` 2, batches of up to 2 rows
+    are, larger ones one by one; with 256, every batch is tiny."""
+    from sparktimely.differential.arrow import batch
     from sparktimely.differential.trace import spine
     monkeypatch.setattr(spine, "SMALL_BATCH", 12)
     monkeypatch.setattr(spine, "MAX_SMALL", 3)
+    monkeypatch.setattr(batch, "TINY", tiny)
 
     def oracle(a, b):
         counts = Counter()

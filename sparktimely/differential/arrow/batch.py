@@ -459,6 +459,54 @@ def match_sorted(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndar
     return probe, np.repeat(lo, counts) + offsets
 
 
+TINY = 256
+"""Trace batches of at most this many rows are searched together by :func:`lookup_all`."""
+
+
+def lookup_all(batches: list, probes: np.ndarray) -> list[tuple[ArrowBatch, np.ndarray, np.ndarray]]:
+    """``(batch, probe, rows)`` for each of ``batches`` (in order) holding some of the
+    ``probes`` hashes, as :meth:`ArrowBatch.lookup` gives them. A trace ends in a few tiny
+    batches (one per recent update) that a small probe almost always misses: those are
+    checked at once, by looking their hashes up among the sorted probes, and only the ones
+    with a hit are searched.
+
+    >>> import pyarrow as pa
+    >>> from sparktimely.progress.timestamp import TimeKind
+    >>> def batch(keys):
+    ...     return ArrowBatch.build(pa.table({"k": keys, "diff": [1] * len(keys)}),
+    ...                             times_for(TimeKind(int), [0] * len(keys)), ["k"], [0], [1])
+    >>> batches = [batch([1, 2]), batch([3]), batch([2, 4])]
+    >>> probes = batches[2].hashes
+    >>> [(batches.index(b), rows.tolist()) for b, _, rows in lookup_all(batches, probes)]
+    [(0, [1]), (2, [0, 1])]
+    """
+    found = []
+    tiny = []
+    for index, batch in enumerate(batches):
+        length = len(batch)
+        if length > TINY:
+            probe, rows = batch.lookup(probes)
+            if len(rows):
+                found.append((index, batch, probe, rows))
+        elif length:
+            tiny.append((index, batch))
+    if len(tiny) > 1 and len(probes):
+        hashes = np.concatenate([batch.hashes for _, batch in tiny])
+        ordered = np.sort(probes)
+        hit = ordered.take(ordered.searchsorted(hashes), mode="clip") == hashes
+        if not hit.any():
+            tiny = []
+        else:
+            ends = np.cumsum([len(batch) for _, batch in tiny])
+            tiny = [tiny[i] for i in np.unique(ends.searchsorted(np.flatnonzero(hit), "right"))]
+    for index, batch in tiny:
+        probe, rows = batch.lookup(probes)
+        if len(rows):
+            found.append((index, batch, probe, rows))
+    found.sort(key=lambda entry: entry[0])
+    return [(batch, probe, rows) for _, batch, probe, rows in found]
+
+
 def hash_is_key(left: pa.Table, left_key: list, right: pa.Table, right_key: list) -> bool:
     """True if equal key hashes mean equal keys, so :func:`keys_equal` need not look: one
     integer key column of the same type on both sides, without nulls (``hash_rows`` of one

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ...progress.timestamp import TimeKind
 from ..collection import DIFF
-from .batch import ArrowBatch, hash_is_key, keys_equal, split_by_time
+from .batch import ArrowBatch, hash_is_key, keys_equal, lookup_all, split_by_time
 
 class ArrowJoiner:
     """Joins an ArrowBatch of one input with the trace batches of the other."""
@@ -30,13 +30,8 @@ class ArrowJoiner:
     def join(self, batch: ArrowBatch, others: list, swapped: bool, cap_time: Any) -> list:
         """``[(time, RecordBatch)]`` of every match of ``batch`` with ``others``."""
         tables, times = [], []
-        for other in others:
-            if not len(other):
-                continue
+        for other, probe, rows in lookup_all(others, batch.hashes):
             first, second = (other, batch) if swapped else (batch, other)
-            probe, rows = other.lookup(batch.hashes)
-            if not len(probe):
-                continue
             i1, i2 = (rows, probe) if swapped else (probe, rows)
             if len(first.key) != len(second.key):
                 raise ValueError(f"{self.name}: the sides have {len(first.key)} and "

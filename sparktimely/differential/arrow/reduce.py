@@ -20,7 +20,8 @@ from ...progress.timestamp import TimeKind
 from ..collection import DIFF
 from ..lattice import beyond, interesting_times
 from .batch import (HASH, ZERO, ArrowBatch, column_numpy, constant_times, coordinates,
-                    distinct_times, group_by, group_sum, hash_is_key, keys_equal, nonzero_sums,
+                    distinct_times, group_by, group_sum, hash_is_key, keys_equal, lookup_all,
+                    nonzero_sums,
                     table_batch, time_from, times_le)
 
 AGGREGATES = ("count", "sum", "min", "max")
@@ -345,12 +346,10 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
     old = np.zeros(len(unique), np.int64)
     present = np.zeros(len(unique), bool)
     probes, counts, signs = [], [], []
-    for batch in out_history:
-        probe, rows = batch.lookup(unique)
-        if len(rows):
-            probes.append(probe)
-            counts.append(batch.numpy("count")[rows])
-            signs.append(batch.diffs[rows])
+    for batch, probe, rows in lookup_all(out_history, unique):
+        probes.append(probe)
+        counts.append(batch.numpy("count")[rows])
+        signs.append(batch.diffs[rows])
     if probes:
         probe, count, sign = np.concatenate(probes), np.concatenate(counts), np.concatenate(signs)
         by = np.lexsort((count, probe))
@@ -391,14 +390,10 @@ def _gather(batches: list, keys: np.ndarray, whole: list) -> tuple[Any, Any]:
     """The rows of ``batches`` whose key hash is in ``keys``, plus every row of ``whole``,
     with their key hashes as a column: ``(data, times)``, or ``(None, None)`` if none."""
     tables, times, hashes = [], [], []
-    for batch in batches:
-        if not len(batch):
-            continue
-        _, rows = batch.lookup(keys)
-        if len(rows):
-            tables.append(batch.data.take(rows))
-            times.append(batch.times[:, rows])
-            hashes.append(batch.hashes[rows])
+    for batch, _, rows in lookup_all(batches, keys):
+        tables.append(batch.data.take(rows))
+        times.append(batch.times[:, rows])
+        hashes.append(batch.hashes[rows])
     for batch in whole:
         tables.append(batch.data)
         times.append(batch.times)
@@ -416,7 +411,7 @@ def _gather_int64(batches: list, keys: np.ndarray, whole: list, names: list
     None if a column to read is not an integer column without nulls."""
     names = names + [DIFF]
     parts, times = [], []
-    picks = [(b, b.lookup(keys)[1]) for b in batches if len(b)] + [(b, None) for b in whole]
+    picks = [(b, rows) for b, _, rows in lookup_all(batches, keys)] + [(b, None) for b in whole]
     for batch, rows in picks:
         if rows is not None and not len(rows) or not len(batch):
             continue
