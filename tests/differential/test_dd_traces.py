@@ -10,7 +10,8 @@ import sparktimely.differential as dd
 from dd_harness import accumulate, arranged_input
 from sparktimely.differential.trace import Batch, Spine
 from sparktimely.differential.trace.handle import TraceAgent, TraceBox
-from sparktimely.differential.trace.spine import IDLE_ADVANCES, MAX_SMALL, SMALL_BATCH
+from sparktimely.differential.trace.spine import (IDLE_ADVANCES, MAX_SMALL, MAX_TINY, SMALL_BATCH,
+                                                 TINY_ROWS)
 
 EPOCHS = [
     [((2, 0), 1), ((1, 0), 1), ((1, 3), 1), ((4, 2), 1)],
@@ -284,7 +285,7 @@ def test_spine_merges_geometrically_and_compacts():
     for t in range(700):
         spine.insert(Batch.from_updates([(("k", t % 7), t, 1)], [t], [t + 1]))
     sizes = [len(b) for b in spine.batches()]
-    assert sum(sizes) == 700 and len(sizes) <= MAX_SMALL + 1
+    assert sum(sizes) == 700 and len(sizes) <= MAX_TINY + 1
     spine.set_frontiers([1400], [])
     for t in range(700, 1400):
         spine.insert(Batch.from_updates([(("k", t % 7), t, -1)], [t], [t + 1]))
@@ -294,6 +295,22 @@ def test_spine_merges_geometrically_and_compacts():
     assert [b.data for b in spine.batches()] == [{"k": [(0, 1400, 1)]}]
 
 
+def test_tails_of_tiny_batches_wait_for_more_of_them():
+    """Small batches of one small update each (at most TINY_ROWS rows) merge once there
+    are more than MAX_TINY of them; larger small batches once there are more than
+    MAX_SMALL."""
+    for rows, limit in [(1, MAX_TINY), (TINY_ROWS, MAX_TINY), (TINY_ROWS + 1, MAX_SMALL)]:
+        spine = Spine([0])
+        spine.set_frontiers([0], [])
+        most = 0
+        for t in range(3 * (MAX_TINY + 1)):
+            spine.insert(Batch.from_updates([(((t, i), ()), t, 1) for i in range(rows)],
+                                            [t], [t + 1]))
+            most = max(most, len(spine.batches()))
+        assert most == limit, rows
+        assert len(spine) == rows * 3 * (MAX_TINY + 1)
+
+
 def test_traces_fed_in_lock_step_merge_in_different_rounds():
     """Four arrangements of one dataflow get a small batch each round: their small-batch
     merges are staggered, never two in the same round (one slow round instead of four)."""
@@ -301,7 +318,7 @@ def test_traces_fed_in_lock_step_merge_in_different_rounds():
     for spine in spines:
         spine.set_frontiers([0], [])
     merges_per_round = []
-    for t in range(60):
+    for t in range(7 * (MAX_TINY + 1)):       # one-update batches: a tail of MAX_TINY
         before = [len(s.batches()) for s in spines]
         for spine in spines:
             spine.insert(Batch.from_updates([(("k", t), t, 1)], [t], [t + 1]))

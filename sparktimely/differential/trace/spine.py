@@ -15,10 +15,10 @@ that is still small only put them in order (see :data:`SMALL_BATCH`).
 >>> from sparktimely.differential.trace.batch import Batch
 >>> spine = Spine([0])
 >>> spine.set_frontiers([0], [])
->>> for t in range(10):
+>>> for t in range(20):
 ...     spine.insert(Batch.from_updates([((t, 0), t, 1)], [t], [t + 1]))
->>> [len(b) for b in spine.batches()]
-[9, 1]
+>>> [len(b) for b in spine.batches()]          # MAX_TINY + 1 tiny batches merged, 3 waiting
+[17, 1, 1, 1]
 """
 from __future__ import annotations
 
@@ -35,6 +35,13 @@ hash, no grouping of rows): the batch at the end keeps growing by small merges, 
 its rows every time would cost a multiple of the updates added. Readers cope with repeated
 rows; the merge that makes the batch large, and an idle trace's tidying, consolidate it."""
 MAX_SMALL = 8
+MAX_TINY = 16
+TINY_ROWS = 64
+"""A tail of small batches whose newer ones average at most this many rows (one small update
+each, such as 10 rows of a join's input) waits for up to :data:`MAX_TINY` of them instead
+of :data:`MAX_SMALL`: readers look such tiny batches up together (the Arrow readers'
+``lookup_all``), so more of them cost little, and the tail merges land on half as many
+rounds. Tails of larger batches, which readers' keys hit more often, keep MAX_SMALL."""
 STAGGER = 4
 """Traces fed in lock-step (every arrangement of a dataflow gets a batch each round) would
 all merge their small batches in the same round, one long round among short ones: the
@@ -144,12 +151,15 @@ class Spine:
 
     def _merge_step(self) -> None:
         """At most one merge that is due: the small batches at the end once there are more
-        than :data:`MAX_SMALL` (fewer the first time, see :data:`STAGGER`), else the newest
-        pair of large batches whose sizes are within a factor of two. A cascade of merges
-        is thus spread over the following inserts instead of landing on one update."""
+        than :data:`MAX_SMALL` (:data:`MAX_TINY` tiny ones; fewer the first time, see
+        :data:`STAGGER`), else the newest pair of large batches whose sizes are within a
+        factor of two. A cascade of merges is thus spread over the following inserts
+        instead of landing on one update."""
         merged = self.merged
         small = self._small_tail()
-        if small > self._max_small:
+        if small > self._max_small and (
+                small > self._max_small + MAX_TINY - MAX_SMALL
+                or sum(len(b) for b in merged[1 - small:]) > TINY_ROWS * (small - 1)):
             tail = merged[-small:]
             self._merge_tail(small, consolidating=sum(len(b) for b in tail) >= SMALL_BATCH)
             self._max_small = MAX_SMALL
