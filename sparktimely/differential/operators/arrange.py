@@ -303,11 +303,11 @@ def arrange(collection: Collection, name: str, pairs: bool,
             frontier = input.frontier.frontier()
             if frontier == lower:
                 return
-            held = sort_times([c.time for c in caps if not beyond(frontier, c.time)])
+            held = {c.time: c for c in caps if not beyond(frontier, c.time)}
             if held:
-                for cap_time, batch in arranger.seal(lower, frontier, held):
+                for cap_time, batch in arranger.seal(lower, frontier, sort_times(list(held))):
                     box.insert(batch, cap_time)
-                    output.session(caps.delayed(cap_time)).give(batch)
+                    output.give_at(held[cap_time], [batch])
             box.seal(frontier)
             caps.downgrade(antichain(arranger.pending_times()))
             lower = frontier
