@@ -37,13 +37,15 @@ class ArrowArranger:
         if batch.__class__ is list:
             raise TypeError(f"{self.name}: this collection mixes Python updates with Arrow "
                             f"batches")
-        arrow_only(self.name, batch)
-        if batch.schema.field(DIFF).type != pa.int64():
-            raise TypeError(f"{self.name}: the '{DIFF}' column must be int64, not "
-                            f"{batch.schema.field(DIFF).type}")
-        self.schema = check_schema(self.schema, batch.schema, self.name)
-        if self.key is None:
-            self.key = key_columns(self.name, batch.schema, self.key_spec)
+        schema = batch.schema
+        if self.schema is None or not schema.equals(self.schema):   # else checked before
+            arrow_only(self.name, batch)
+            if schema.field(DIFF).type != pa.int64():
+                raise TypeError(f"{self.name}: the '{DIFF}' column must be int64, not "
+                                f"{schema.field(DIFF).type}")
+            self.schema = check_schema(self.schema, schema, self.name)
+            if self.key is None:
+                self.key = key_columns(self.name, schema, self.key_spec)
         if batch.num_rows:
             self.buffered.append((time, batch))
 

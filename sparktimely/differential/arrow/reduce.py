@@ -381,8 +381,8 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
     table = firsts.take(rows)
     table = table.append_column("count", pa.array(counts_out))
     table = table.append_column(DIFF, pa.array(diffs_out))
-    out = ArrowBatch.build(table, constant_times(kind, time, table.num_rows), key, lower, upper,
-                           kind, consolidated=True, hashes=unique[rows])
+    out = ArrowBatch(table, constant_times(kind, time, table.num_rows), unique[rows], list(key),
+                     kind, lower, upper, lower)     # rows ascending: sorted by hash already
     return [(time, table_batch(table))], out
 
 
