@@ -249,3 +249,22 @@ def test_arrow_join_count_through_many_small_merges(run, monkeypatch, tiny, left
         return Counter({(k, n): 1 for k, n in counts.items() if n})
     check(lambda scope, a, b: a.join(b, on="k").count(key="k"), oracle, [left, right],
           [(["k"], [pa.int64()]), KX], run)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind, values", [(pa.string(), ["a", "b", "c", None]),
+                                          (pa.int64(), [1, 2, 3, None])])
+@SETTINGS
+@given(data=hs.data())
+def test_arrow_count_of_keys_with_nulls_or_strings(run, kind, values, data):
+    """count's output rows are assembled from numpy for integer keys without nulls, with an
+    Arrow take otherwise (strings, nulls): both over several rounds, nulls counted as one
+    key."""
+    rows = data.draw(many_rounds({"w": hs.sampled_from(values)}))
+
+    def oracle(c):
+        counts = Counter()
+        for (w,), n in c.items():
+            counts[w] += n
+        return Counter({(w, n): 1 for w, n in counts.items() if n})
+    check(lambda scope, c: c.count(key="w"), oracle, [rows], [(["w"], [kind])], run)

@@ -25,6 +25,7 @@ from .batch import (HASH, ZERO, ArrowBatch, column_numpy, constant_times, coordi
                     table_batch, time_from, times_le)
 
 AGGREGATES = ("count", "sum", "min", "max")
+COUNT_FIELDS = [pa.field("count", pa.int64()), pa.field(DIFF, pa.int64())]
 
 
 class AggregateSpec:
@@ -362,7 +363,7 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
         net = np.add.reduceat(sign, groups)
         live = net != 0
         live_probe = probe[groups][live]
-        if np.any(net[live] != 1) or np.any(live_probe[1:] == live_probe[:-1]):
+        if (net[live] != 1).any() or (live_probe[1:] == live_probe[:-1]).any():
             return None                               # not one count per key: general path
         old[live_probe] = count[groups][live]
         present[live_probe] = True
@@ -378,9 +379,12 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
     diffs_out[:len(retract)] = -1
     by = np.argsort(rows, kind="stable")             # by hash: the trace batch needs no sort
     rows, counts_out, diffs_out = rows[by], counts_out[by], diffs_out[by]
-    table = firsts.take(rows)
-    table = table.append_column("count", pa.array(counts_out))
-    table = table.append_column(DIFF, pa.array(diffs_out))
+    if all(pa.types.is_integer(c.type) and not c.null_count for c in firsts.columns):
+        key_arrays = [pa.array(column_numpy(firsts, n)[rows]) for n in key]   # no Arrow take
+    else:
+        key_arrays = list(firsts.take(rows).columns)
+    table = pa.Table.from_arrays(key_arrays + [pa.array(counts_out), pa.array(diffs_out)],
+                                 schema=pa.schema(list(firsts.schema) + COUNT_FIELDS))
     out = ArrowBatch(table, constant_times(kind, time, table.num_rows), unique[rows], list(key),
                      kind, lower, upper, lower)     # rows ascending: sorted by hash already
     return [(time, table_batch(table))], out
