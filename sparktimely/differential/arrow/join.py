@@ -42,25 +42,25 @@ class ArrowJoiner:
                 if not equal.all():
                     i1, i2 = i1[equal], i2[equal]
             diffs = first.diffs[i1] * second.diffs[i2]
-            tables.append(self._assemble(first.data, i1, second.data, i2, second.key, diffs))
+            tables.append(self._assemble(first, i1, second, i2, diffs))
             times.append(np.maximum(first.times[:, i1], second.times[:, i2]))
         if not tables:
             return []
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         return split_by_time(table, np.concatenate(times, axis=1), self.kind)
 
-    def _assemble(self, left: pa.Table, i1: np.ndarray, right: pa.Table, i2: np.ndarray,
-                  right_key: list, diffs: np.ndarray) -> pa.Table:
+    def _assemble(self, left: ArrowBatch, i1: np.ndarray, right: ArrowBatch, i2: np.ndarray,
+                  diffs: np.ndarray) -> pa.Table:
         """The matched rows: ``left``'s columns at ``i1`` (its key first), then (not for a
-        semijoin) ``right``'s value columns at ``i2``, then the diffs; one ``take`` per
-        side, none for a side with nothing to contribute."""
-        names = [n for n in left.column_names if n != DIFF]
-        taken = left.select(names).take(i1)
-        columns = list(taken.columns)
+        semijoin) ``right``'s value columns at ``i2``, then the diffs; one gather per side
+        (:meth:`~.batch.ArrowBatch.take_columns`), none for a side with nothing to
+        contribute."""
+        names = [n for n in left.data.column_names if n != DIFF]
+        columns = left.take_columns(names, i1)
         if not self.semijoin:
-            values = [n for n in right.column_names if n != DIFF and n not in right_key]
+            values = [n for n in right.data.column_names if n != DIFF and n not in right.key]
             if values:
-                columns.extend(right.select(values).take(i2).columns)
+                columns.extend(right.take_columns(values, i2))
                 names.extend(n + "_right" if n in names else n for n in values)
         columns.append(pa.array(diffs, pa.int64()))
         names.append(DIFF)
