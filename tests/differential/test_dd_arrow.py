@@ -233,12 +233,16 @@ def test_arrow_join_count_through_many_small_merges(run, monkeypatch, tiny, left
     (sorted, not consolidated), the merge that makes it large (consolidated) and geometric
     merges of large ones all happen, and readers see repeated rows. Readers look up the
     trace's tiny batches together (``lookup_all``): with ``tiny`` 2, batches of up to 2 rows
-    are, larger ones one by one; with 256, every batch is tiny."""
-    from sparktimely.differential.arrow import batch
+    are, larger ones one by one, and the batches an arrangement seals together are combined
+    and consolidated from 3 rows on (COMBINE_FROM); with 256, every batch is tiny."""
+    from sparktimely.differential.arrow import arrange, batch
     from sparktimely.differential.trace import spine
     monkeypatch.setattr(spine, "SMALL_BATCH", 12)
     monkeypatch.setattr(spine, "MAX_SMALL", 3)
     monkeypatch.setattr(batch, "TINY", tiny)
+    if tiny == 2:
+        monkeypatch.setattr(batch, "COMBINE_FROM", 3)
+        monkeypatch.setattr(arrange, "COMBINE_FROM", 3)
 
     def oracle(a, b):
         counts = Counter()
@@ -268,3 +272,22 @@ def test_arrow_count_of_keys_with_nulls_or_strings(run, kind, values, data):
             counts[w] += n
         return Counter({(w, n): 1 for w, n in counts.items() if n})
     check(lambda scope, c: c.count(key="w"), oracle, [rows], [(["w"], [kind])], run)
+
+
+def test_arranger_consolidates_long_seals_only():
+    """An arrangement seals a long batch (or batches of one time that together are long,
+    COMBINE_FROM rows or more) consolidated; short ones as they are (readers cope)."""
+    from sparktimely.differential.arrow.arrange import ArrowArranger
+    from sparktimely.differential.arrow.batch import COMBINE_FROM
+    from sparktimely.progress.timestamp import TimeKind
+
+    def sealed(sizes):
+        arranger = ArrowArranger("Arrange", "k", TimeKind(int))
+        for size in sizes:
+            arranger.push(0, to_batch(["k"], [pa.int64()], [((i % 10,), 1) for i in range(size)]))
+        [(_, batch)] = arranger.seal([0], [1], [0])
+        return len(batch), sorted(zip(batch.data.column("k").to_pylist(), batch.diffs.tolist()))
+    long, half = COMBINE_FROM + 6, COMBINE_FROM // 2 + 3
+    assert sealed([long]) == (10, [(k, long // 10 + (k < long % 10)) for k in range(10)])
+    assert sealed([half, half])[0] == 10
+    assert sealed([6, 6])[0] == 12

@@ -18,7 +18,8 @@ from ...progress.timestamp import TimeKind
 from ..collection import DIFF, arrow_only
 from ..lattice import beyond
 from ..trace.batch import capability_intervals, split_by_capabilities
-from .batch import ArrowBatch, constant_times, consolidated_rows, key_columns, table_batch
+from .batch import (COMBINE_FROM, ArrowBatch, constant_times, consolidated_rows, key_columns,
+                    table_batch)
 
 
 class ArrowArranger:
@@ -66,12 +67,19 @@ class ArrowArranger:
                 at: dict = {}
                 for time, batch in part:
                     at.setdefault(time, []).append(batch)
-                batches = [consolidated_rows(table_batch(pa.Table.from_batches(
-                    same, schema=self.schema)) if len(same) > 1 else same[0])
-                    for same in at.values()]
+                batches: list = []
+                times_of: list = []
+                for time, same in at.items():
+                    rows = sum(b.num_rows for b in same)
+                    if len(same) > 1 and rows >= COMBINE_FROM:     # else nothing to merge
+                        same = [table_batch(pa.Table.from_batches(same, schema=self.schema))]
+                    if len(same) == 1:                             # long ones consolidated
+                        same = [consolidated_rows(same[0])]
+                        rows = same[0].num_rows
+                    batches.extend(same)
+                    times_of.append(constant_times(self.kind, time, rows))
                 table = pa.Table.from_batches(batches, schema=self.schema)
-                times = np.concatenate([constant_times(self.kind, t, b.num_rows)
-                                        for t, b in zip(at, batches)], axis=1)
+                times = np.concatenate(times_of, axis=1)
                 result.append((cap_time, ArrowBatch.build(
                     table, times, list(self.key or []), part_lower, part_upper, self.kind,
                     consolidated=True)))
