@@ -239,6 +239,8 @@ def test_arrow_join_count_through_many_small_merges(run, monkeypatch, tiny, left
     from sparktimely.differential.trace import spine
     monkeypatch.setattr(spine, "SMALL_BATCH", 12)
     monkeypatch.setattr(spine, "MAX_SMALL", 3)
+    monkeypatch.setattr(spine, "MAX_TINY", 4)
+    monkeypatch.setattr(spine, "TINY_ROWS", 2)
     monkeypatch.setattr(batch, "TINY", tiny)
     if tiny == 2:
         monkeypatch.setattr(batch, "COMBINE_FROM", 3)

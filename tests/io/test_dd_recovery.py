@@ -12,6 +12,7 @@ import pytest
 
 import sparktimely as st
 import sparktimely.differential as dd
+from sparktimely.differential.trace.spine import MAX_TINY
 from sparktimely.testing import execute_in_process
 
 import dd_recovery_jobs as jobs
@@ -116,5 +117,5 @@ def test_checkpoints_do_not_hold_a_trace_back_from_compacting(run, tmp_path):
         session.close()
         return sizes
     plain = run(job)
-    assert max(max(sizes) for sizes in plain) <= 8
+    assert max(max(sizes) for sizes in plain) <= MAX_TINY     # the spine's tail of tiny batches
     assert run(checkpointed(job, tmp_path / "ck", every=100)) == plain
