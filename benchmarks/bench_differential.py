@@ -88,8 +88,8 @@ def diffs(n: int) -> np.ndarray:
 
 # -- sparktimely ---------------------------------------------------------------------------------
 
-def timed_rounds(worker, sessions: list, probe, startup: list, bulk: list,
-                 updates: list) -> tuple:
+def load_and_update_seconds(worker, sessions: list, probe, startup: list, bulk: list,
+                            updates: list) -> tuple:
     """Send ``startup`` (one small batch per session, as the Pathway anchor's start-up row)
     at time 0 and step until the probe passes it, untimed; then time ``bulk`` (one batch per
     session) at time 1 until the probe passes it; then for each entry of ``updates`` (one
@@ -140,8 +140,9 @@ def wordcount(words: int, updates: int, workers: int) -> dict:
             for _ in range(updates + WARMUP if updates else 0)]
         def words_batch(words) -> pa.RecordBatch:
             return pa.record_batch({"word": pa.array(words), "diff": diffs(len(words))})
-        return timed_rounds(worker, [session], probe, [words_batch(["__startup__"])],
-                            [words_batch(mine)], rounds)
+        return load_and_update_seconds(worker, [session], probe,
+                                       [words_batch(["__startup__"])], [words_batch(mine)],
+                                       rounds)
     return figures(st.execute(job, workers=workers), words)
 
 
@@ -161,8 +162,8 @@ def join_count(a_rows: int, b_rows: int, updates: int, workers: int) -> dict:
         rounds = [[rows([keys.randrange(b_rows) for _ in range(10)]),
                    rows([keys.randrange(b_rows)])]
                   for _ in range(updates + WARMUP if updates else 0)]
-        return timed_rounds(worker, [a, b], probe, [rows([-1]), rows([-1])],
-                            [rows(a_keys), rows(b_keys)], rounds)
+        return load_and_update_seconds(worker, [a, b], probe, [rows([-1]), rows([-1])],
+                                       [rows(a_keys), rows(b_keys)], rounds)
     return figures(st.execute(job, workers=workers), a_rows + b_rows)
 
 
