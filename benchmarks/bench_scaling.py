@@ -89,14 +89,14 @@ def round_sockets(loop: str, rounds: int) -> float:
 
 
 def _answer_pings(words: memoryview, count: int) -> None:
-    """The other side of :func:`shm_round_trip`: spin until ping ``i`` arrives, answer it."""
+    """The other side of :func:`bare_spin_round_trip`: spin until ping ``i`` arrives, answer it."""
     for i in range(1, count + 1):
         while words[0] != i:
             pass
         words[1] = i
 
 
-def shm_round_trip(count: int = 5000) -> float:
+def bare_spin_round_trip(count: int = 5000) -> float:
     """Median microseconds of a bare shared-memory spin ping-pong between two Python
     processes (one 8-byte word each way, both sides polling, no engine): the physical floor
     of one message each way between two workers' interpreters on this machine."""
@@ -278,7 +278,7 @@ def main(quick: bool = False, runs: int = 3) -> list[Section]:
         for processes in (1, 2):
             record(f"group alone {processes}p", grouping_limit(table, processes))
         record("pipe us", pipe_round_trip(2000))
-        record("shm spin us", shm_round_trip())
+        record("shm spin us", bare_spin_round_trip())
         for workers in (2, 8):
             record(f"shm {workers}w", shm_peak(table, workers))
         load.append(os.getloadavg())
