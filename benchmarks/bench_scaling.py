@@ -193,8 +193,9 @@ def partitioning(n: int = 1_000_000, repeats: int = 9) -> tuple[float, float, fl
     to partition the batch whole (hash, route, takes), the same in the pipeline's batches of
     ``WORD_BATCH`` rows, and for pyarrow's C++ ``dictionary_encode`` of the same keys (one
     hash-table pass: a yardstick of the machine's speed at the moment)."""
-    batch = words_table(n).to_batches()[0]
-    batches = words_table(n).to_batches(max_chunksize=WORD_BATCH)
+    table = words_table(n)
+    batch = table.to_batches()[0]
+    batches = table.to_batches(max_chunksize=WORD_BATCH)
 
     def median_ms(run) -> float:
         times = []
