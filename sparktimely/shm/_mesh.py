@@ -483,7 +483,7 @@ class Endpoint:
     def crowded(self) -> bool:
         """Whether more of the mesh's workers are awake than this process may use cores, so
         that waiting by spinning takes the time slice of the worker waited for."""
-        if self.num_workers <= self._cores:
+        if not self.oversubscribed():
             return False
         u = self._ctl.u32
         awake = sum(1 for w in range(self.num_workers) if not u[_bell(w)])
