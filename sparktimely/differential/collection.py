@@ -197,16 +197,11 @@ class Collection:
     def enter(self, scope: "Scope") -> "Collection":
         """This collection inside ``scope``, a scope nested directly in its own; in an
         iterative scope every time ``t`` becomes ``Product(t, 0)``."""
-        if scope.kind.depth == self.scope.kind.depth:
-            return Collection(self.inner.enter(scope))
         return Collection(enter_stream(self.inner, scope, _enter_records))
 
     def leave(self) -> "Collection":
         """This collection in the enclosing scope; ``Product(t, i)`` becomes ``t``, so the
         updates of every iteration accumulate."""
-        parent = self.scope.parent
-        if parent is None or parent.kind.depth == self.scope.kind.depth:
-            return Collection(self.inner.leave())
         return Collection(leave_stream(self.inner, _leave_records))
 
     def __repr__(self) -> str:
