@@ -10,7 +10,7 @@
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 from .timestamp import Timestamp, less_equal, less_than
 
@@ -21,6 +21,23 @@ def _sorted(items: list) -> list:
         return sorted(items)
     except TypeError:
         return items
+
+
+def _minimal(times: list, kept: Sequence[Timestamp] = ()) -> list:
+    """The minimal elements of ``times``, in the order they come, leaving out those that an
+    element of ``kept`` (an antichain) is less than or equal to.
+
+    >>> from sparktimely.progress import Product
+    >>> _minimal([Product(1, 1), Product(0, 2), Product(1, 0), Product(3, 0)], [Product(2, 0)])
+    [Product(0, 2), Product(1, 0)]
+    """
+    least: list = []
+    for time in times:
+        if any(less_equal(f, time) for f in kept) or any(less_equal(t, time) for t in least):
+            continue
+        least = [t for t in least if not less_equal(time, t)]
+        least.append(time)
+    return least
 
 
 class Antichain:
@@ -191,13 +208,7 @@ class MutableAntichain:
             self._frontier = [least]
             return [(time, -1), (least, 1)]
         kept = [f for f in self._frontier if f != time]
-        added: list = []
-        for candidate in positive:
-            if any(less_equal(f, candidate) for f in kept) or \
-                    any(less_equal(a, candidate) for a in added):
-                continue
-            added = [a for a in added if not less_equal(candidate, a)]
-            added.append(candidate)
+        added = _minimal(positive, kept)
         self._frontier = kept + added
         return [(time, -1)] + [(t, 1) for t in added]
 
@@ -213,12 +224,7 @@ class MutableAntichain:
         positive = [t for t, c in self._counts.items() if c > 0]
         if len(positive) <= 1 or positive[0].__class__ is int:
             return [min(positive)] if positive else positive
-        frontier: list = []
-        for time in positive:
-            if not any(less_equal(f, time) for f in frontier):
-                frontier = [f for f in frontier if not less_equal(time, f)]
-                frontier.append(time)
-        return frontier
+        return _minimal(positive)
 
     def frontier(self) -> list:
         return list(self._frontier)
