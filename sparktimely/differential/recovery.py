@@ -38,7 +38,7 @@ dataflows checkpoint separately, and an import would need a position consistent 
 from __future__ import annotations
 
 import pickle
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -77,11 +77,7 @@ def trace_table(batches: list, operator: str) -> pa.Table:
     if isinstance(batches[0], ArrowBatch):
         return pa.concat_tables([_arrow_rows(batch) for batch in batches],
                                 promote_options="default")
-    per_key: dict = {}
-    for batch in batches:
-        for key, updates in batch.items():
-            present = per_key.get(key)
-            per_key[key] = updates if present is None else present + updates
+    per_key = _updates_by_key(item for batch in batches for item in batch.items())
     try:
         routes = [stable_hash(key) for key in per_key]
     except TypeError as error:
@@ -89,6 +85,16 @@ def trace_table(batches: list, operator: str) -> pa.Table:
                         f"{error}") from None
     entries = [pickle.dumps(item, 5) for item in per_key.items()]
     return pa.table({ROUTE: pa.array(routes, pa.uint64()), ENTRY: pa.array(entries, pa.binary())})
+
+
+def _updates_by_key(entries: Iterable[tuple[Any, list]]) -> dict:
+    """``(key, updates)`` pairs (from several batches or workers) as one list of updates
+    per key, concatenated in the order they come."""
+    per_key: dict = {}
+    for key, updates in entries:
+        present = per_key.get(key)
+        per_key[key] = updates if present is None else present + updates
+    return per_key
 
 
 def _arrow_rows(batch: ArrowBatch) -> pa.Table:
@@ -116,12 +122,8 @@ def restore_table(table: pa.Table, kind: TimeKind, upper: list) -> Any:
         return None
     minimum = [kind.minimum()]
     if ENTRY in table.column_names:
-        data: dict = {}
-        for blob in table.column(ENTRY).to_pylist():
-            key, updates = pickle.loads(blob)
-            present = data.get(key)
-            data[key] = updates if present is None else present + updates
-        data = {key: merged for key, updates in data.items()
+        entries = _updates_by_key(pickle.loads(blob) for blob in table.column(ENTRY).to_pylist())
+        data = {key: merged for key, updates in entries.items()
                 if (merged := consolidate_updates(updates))}
         # ``since`` differs from ``lower``: merges consolidate keys it shares with new batches
         return Batch.from_keyed(data, minimum, upper, since=upper)
