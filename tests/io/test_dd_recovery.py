@@ -63,6 +63,7 @@ def test_a_rerun_at_another_worker_count_gives_the_same_output(tmp_path, kind, b
         execute_in_process(failing, before, seed=before)
     execute_in_process(failing, after, seed=after + 10)
     assert jobs.consolidated(jobs.updates(out)) == jobs.consolidated(jobs.updates(plain))
+    jobs.agrees(jobs.updates(out), job.oracle())
 
 
 def test_files_added_between_runs_continue_from_the_restored_arrangements(run, tmp_path):
