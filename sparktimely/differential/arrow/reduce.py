@@ -419,9 +419,11 @@ def _gather_int64(batches: list, keys: np.ndarray, whole: list, names: list
     for batch, rows in picks:
         if rows is not None and not len(rows) or not len(batch):
             continue
-        columns = batch.int64_columns(names)
+        columns = batch.integer_columns(names)
         if columns is None:
             return None
+        # uint64 reinterpreted; narrower integers are widened to int64 by column_stack
+        columns = [c.view(np.int64) if c.dtype == np.uint64 else c for c in columns]
         hashes = batch.hashes.view(np.int64)
         if rows is None:
             parts.append(np.column_stack([hashes, *columns]))
