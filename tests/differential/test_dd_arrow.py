@@ -276,6 +276,21 @@ def test_arrow_count_of_keys_with_nulls_or_strings(run, kind, values, data):
     check(lambda scope, c: c.count(key="w"), oracle, [rows], [(["w"], [kind])], run)
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind, values", [(pa.int32(), [-1, 0, 2**31 - 1]),
+                                          (pa.uint64(), [0, 1, 2**63 + 1, 2**64 - 1])])
+@SETTINGS
+@given(data=hs.data())
+def test_arrow_distinct_of_narrow_and_unsigned_integers(run, kind, values, data):
+    """distinct reads integer columns as one int64 matrix (narrow ones widened, uint64 ones
+    reinterpreted) and writes them back in their own types, values beyond int64 included."""
+    rows = data.draw(many_rounds({"k": hs.sampled_from(values), "x": hs.sampled_from(values)}))
+
+    def oracle(c):
+        return Counter({row: 1 for row, n in c.items() if n > 0})
+    check(lambda scope, c: c.distinct(), oracle, [rows], [(["k", "x"], [kind, kind])], run)
+
+
 def test_arranger_consolidates_long_seals_only():
     """An arrangement seals a long batch (or batches of one time that together are long,
     COMBINE_FROM rows or more) consolidated; short ones as they are (readers cope)."""

@@ -278,8 +278,7 @@ def distinct_times(times: np.ndarray, kind: TimeKind) -> list:
 class ArrowBatch:
     """Consolidated Arrow updates for times in ``[lower, upper)``, sorted by key hash."""
 
-    __slots__ = ("data", "times", "hashes", "key", "kind", "lower", "upper", "since", "_int64",
-                 "_numpy")
+    __slots__ = ("data", "times", "hashes", "key", "kind", "lower", "upper", "since", "_numpy")
 
     def __init__(self, data: pa.Table, times: np.ndarray, hashes: np.ndarray, key: list,
                  kind: TimeKind, lower: list, upper: list, since: list) -> None:
@@ -291,7 +290,6 @@ class ArrowBatch:
         self.lower = lower
         self.upper = upper
         self.since = since
-        self._int64: dict | None = None
         self._numpy: dict = {}
 
     @classmethod
@@ -321,36 +319,34 @@ class ArrowBatch:
         return self.numpy(DIFF)
 
     def numpy(self, name: str) -> np.ndarray:
-        """Column ``name`` as a numpy array, made once (readers look at a batch of a trace
-        at every update; the batch never changes)."""
-        array = self._numpy.get(name)
-        if array is None:
-            array = self._numpy[name] = column_numpy(self.data, name)
-        return array
+        """Column ``name``, an integer column without nulls (such as ``diff``), as numpy
+        (see :meth:`integer_columns`)."""
+        columns = self.integer_columns([name])
+        if columns is None:
+            raise TypeError(f"column {name!r} of {self!r} is not an integer column without "
+                            f"nulls: {self.data.schema.field(name).type}")
+        return columns[0]
 
-    def int64_columns(self, names: list) -> list | None:
-        """The columns ``names`` as int64 numpy arrays (unsigned ones reinterpreted), or
-        None if one of them is not an integer column without nulls. Cached: readers that
-        gather a few rows of many batches (the reduce family) convert each column once.
+    def integer_columns(self, names: list) -> list | None:
+        """The columns ``names`` as numpy arrays of their own integer types, or None if one
+        of them is not an integer column without nulls. Made once per column (readers look
+        at a batch of a trace at every update and gather a few of its rows; the batch never
+        changes).
 
         >>> import pyarrow as pa
         >>> rows = pa.table({"k": [2, 1], "s": ["x", "y"], "diff": [1, 1]})
         >>> batch = ArrowBatch.build(rows, times_for(TimeKind(int), [0, 0]), ["k"], [0], [1])
-        >>> [c.tolist() for c in batch.int64_columns(["k", "diff"])], batch.int64_columns(["s"])
+        >>> [c.tolist() for c in batch.integer_columns(["k", "diff"])], batch.integer_columns(["s"])
         ([[1, 2], [1, 1]], None)
         """
-        cache = self._int64
-        if cache is None:
-            cache = self._int64 = {}
+        cache = self._numpy
         columns = []
         for name in names:
             values = cache.get(name, False)
             if values is False:
                 column = self.data.column(name)
-                values = None
-                if pa.types.is_integer(column.type) and not column.null_count:
-                    values = column_numpy_of(column).astype(np.int64, copy=False) \
-                        if column.type != pa.uint64() else column_numpy_of(column).view(np.int64)
+                values = column_numpy_of(column) if pa.types.is_integer(column.type) \
+                    and not column.null_count else None
                 cache[name] = values
             if values is None:
                 return None
@@ -369,12 +365,10 @@ class ArrowBatch:
         >>> [c.to_pylist() for c in batch.take_columns(["k", "s"], np.array([1, 1, 0]))]
         [[5, 5, 5], ['y', 'y', 'x']]
         """
-        data = self.data
-        for name in names:
-            column = data.column(name)
-            if column.null_count or not pa.types.is_integer(column.type):
-                return list(data.select(names).take(rows).columns)
-        return [pa.array(self.numpy(name)[rows]) for name in names]
+        columns = self.integer_columns(names)
+        if columns is None:
+            return list(self.data.select(names).take(rows).columns)
+        return [pa.array(values[rows]) for values in columns]
 
     def keys(self) -> set:
         raise TypeError("an Arrow arrangement is read by key columns, not key by key")

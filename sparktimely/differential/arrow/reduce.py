@@ -390,18 +390,22 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
     return [(time, table_batch(table))], out
 
 
+def _matches(batches: list, keys: np.ndarray, whole: list) -> list:
+    """``(batch, rows)``: the rows of each of ``batches`` whose key hash is in ``keys``
+    (:func:`~.batch.lookup_all`, batches without any left out), then every row of each of
+    ``whole`` (``rows`` a slice of them all)."""
+    return ([(batch, rows) for batch, _, rows in lookup_all(batches, keys)]
+            + [(batch, slice(None)) for batch in whole])
+
+
 def _gather(batches: list, keys: np.ndarray, whole: list) -> tuple[Any, Any]:
     """The rows of ``batches`` whose key hash is in ``keys``, plus every row of ``whole``,
     with their key hashes as a column: ``(data, times)``, or ``(None, None)`` if none."""
     tables, times, hashes = [], [], []
-    for batch, _, rows in lookup_all(batches, keys):
-        tables.append(batch.data.take(rows))
+    for batch, rows in _matches(batches, keys, whole):
+        tables.append(batch.data if isinstance(rows, slice) else batch.data.take(rows))
         times.append(batch.times[:, rows])
         hashes.append(batch.hashes[rows])
-    for batch in whole:
-        tables.append(batch.data)
-        times.append(batch.times)
-        hashes.append(batch.hashes)
     if not tables:
         return None, None
     data = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
@@ -415,20 +419,15 @@ def _gather_int64(batches: list, keys: np.ndarray, whole: list, names: list
     None if a column to read is not an integer column without nulls."""
     names = names + [DIFF]
     parts, times = [], []
-    picks = [(b, rows) for b, _, rows in lookup_all(batches, keys)] + [(b, None) for b in whole]
-    for batch, rows in picks:
-        if rows is not None and not len(rows) or not len(batch):
-            continue
-        columns = batch.int64_columns(names)
+    for batch, rows in _matches(batches, keys, whole):
+        columns = batch.integer_columns(names)
         if columns is None:
             return None
-        hashes = batch.hashes.view(np.int64)
-        if rows is None:
-            parts.append(np.column_stack([hashes, *columns]))
-            times.append(batch.times)
-        else:
-            parts.append(np.column_stack([hashes[rows], *(c[rows] for c in columns)]))
-            times.append(batch.times[:, rows])
+        # uint64 reinterpreted; narrower integers are widened to int64 by column_stack
+        columns = [c.view(np.int64) if c.dtype == np.uint64 else c for c in columns]
+        parts.append(np.column_stack([batch.hashes.view(np.int64)[rows],
+                                      *(c[rows] for c in columns)]))
+        times.append(batch.times[:, rows])
     if not parts:
         return None, None
     if len(parts) == 1:

@@ -194,24 +194,12 @@ class TraceAgent:
         """This handle will only ask about times at or beyond ``frontier`` (``[]``: about
         none). The trace may then coalesce earlier times. A handle's frontier never moves
         back: it becomes the join of the old and the new one."""
-        self._check_open("set_logical_compaction")
-        if frontier == self._logical:
-            return
-        new = antichain_join(self._logical, as_frontier(frontier, "set_logical_compaction"))
-        if new != self._logical:
-            self._box._adjust(self._logical, new, self._physical, self._physical)
-            self._logical = new
+        self._move(frontier, self._physical, "set_logical_compaction")
 
     def set_physical_compaction(self, frontier: Iterable[Any]) -> None:
         """This handle will not need batch boundaries before ``frontier`` (``[]``: any);
         the trace may then merge its batches up to there."""
-        self._check_open("set_physical_compaction")
-        if frontier == self._physical:
-            return
-        new = antichain_join(self._physical, as_frontier(frontier, "set_physical_compaction"))
-        if new != self._physical:
-            self._box._adjust(self._logical, self._logical, self._physical, new)
-            self._physical = new
+        self._move(self._logical, frontier, "set_physical_compaction")
 
     def set_compaction(self, logical: list, physical: list) -> None:
         """``set_logical_compaction(logical)`` and ``set_physical_compaction(physical)`` in
@@ -222,12 +210,17 @@ class TraceAgent:
         >>> handle.set_compaction([4], [2]); box.logical_frontier(), box.physical_frontier()
         ([4], [2])
         """
-        self._check_open("set_compaction")
+        self._move(logical, physical, "set_compaction")
+
+    def _move(self, logical: Iterable[Any], physical: Iterable[Any], action: str) -> None:
+        """Each frontier joined with the requested one, the trace adjusted once if either
+        moved; ``action`` names the caller in errors."""
+        self._check_open(action)
         old_logical, old_physical = self._logical, self._physical
         new_logical = old_logical if logical == old_logical else _advanced(
-            old_logical, as_frontier(logical, "set_compaction"))
+            old_logical, as_frontier(logical, action))
         new_physical = old_physical if physical == old_physical else _advanced(
-            old_physical, as_frontier(physical, "set_compaction"))
+            old_physical, as_frontier(physical, action))
         if new_logical != old_logical or new_physical != old_physical:
             self._box._adjust(old_logical, new_logical, old_physical, new_physical)
             self._logical, self._physical = new_logical, new_physical
