@@ -185,8 +185,11 @@ def test_the_next_run_sweeps_what_a_killed_run_left():
     supervisor = start("st.execute(job, workers=2)")
     try:
         children = wait_for_workers(supervisor, 2)
-        for process in [*children, psutil.Process(supervisor.pid)]:
-            process.kill()                                 # janitor included: all gone
+        everyone = [*children, psutil.Process(supervisor.pid)]   # janitor included
+        for process in everyone:        # frozen first: a supervisor that saw a worker die
+            process.suspend()           # before its own SIGKILL came would sweep on its way out
+        for process in everyone:
+            process.kill()
         supervisor.wait(10)
         psutil.wait_procs(children, timeout=5)
         left = segments_of([supervisor.pid])
