@@ -308,3 +308,43 @@ def test_arranger_consolidates_long_seals_only():
     assert sealed([long]) == (10, [(k, long // 10 + (k < long % 10)) for k in range(10)])
     assert sealed([half, half])[0] == 10
     assert sealed([6, 6])[0] == 12
+
+
+def test_arranger_consolidates_what_combiners_hashed_without_hashing(monkeypatch):
+    """At two or more workers a combiner gives each batch the hashes of its keys before the
+    exchange; the arrangement then consolidates the batches sealed together (from several
+    workers, at several times) by those hashes and never hashes a key itself."""
+    from sparktimely.differential.arrow import batch as arrow_batch
+    from sparktimely.differential.arrow.arrange import ArrowArranger
+    from sparktimely.differential.arrow.batch import COMBINE_FROM, HASH, with_key_hashes
+    from sparktimely.progress.timestamp import TimeKind
+
+    keys = COMBINE_FROM // 2 + 7
+    sent = [(0, [((f"k{i % keys}", i % 3), 1) for i in range(keys * 2)]),      # worker 0
+            (0, [((f"k{i % keys}", i % 3), -1) for i in range(keys)]),         # worker 1
+            (1, [((f"k{i}", 0), 2) for i in range(5)])]                         # a later time
+    combined = [(time, with_key_hashes("Arrange", to_batch(["w", "v"], [pa.string(), pa.int64()],
+                                                           updates), "w"))
+                for time, updates in sent]
+    assert all(HASH in b.schema.names for _, b in combined)
+
+    def no_hashing(*args):
+        raise AssertionError("the arrangement hashed keys a combiner had hashed")
+    monkeypatch.setattr(arrow_batch, "hash_rows", no_hashing)
+    arranger = ArrowArranger("Arrange", "w", TimeKind(int))
+    for time, b in combined:
+        arranger.push(time, b)
+    [(_, sealed)] = arranger.seal([0], [2], [0])
+    expected = Counter()
+    for time, updates in sent:
+        for (w, v), diff in updates:
+            expected[(w, v, time)] += diff
+    got = Counter()
+    for w, v, time, diff in zip(sealed.data.column("w").to_pylist(),
+                                sealed.data.column("v").to_pylist(), sealed.times[0].tolist(),
+                                sealed.diffs.tolist()):
+        assert (w, v, time) not in got, "the sealed batch is not consolidated"
+        got[(w, v, time)] = diff
+    assert got == Counter({k: n for k, n in expected.items() if n})
+    assert sealed.data.column_names == ["w", "v", "diff"]
+    assert (sealed.hashes[1:] >= sealed.hashes[:-1]).all()

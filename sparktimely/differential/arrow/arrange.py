@@ -4,7 +4,10 @@ Every row of an Arrow collection's batch is at the batch's (timely) time, so buf
 per batch: once the frontier passes a batch's time, it is sealed. The batches sealed
 together (per held capability) are consolidated time by time (the rows of one time, when
 they are many, with one ``group_by`` of the data columns alone: no time columns), then
-become one table with time columns, hashed by the key columns and sorted.
+become one table with time columns, hashed by the key columns and sorted. Batches that a
+combiner consolidated and hashed before the exchange (the ``HASH`` column, at two or more
+workers) are instead consolidated together by their hashes: a sort of the hashes, with no
+``group_by`` and no hashing.
 """
 from __future__ import annotations
 
@@ -18,8 +21,8 @@ from ...progress.timestamp import TimeKind
 from ..collection import DIFF, arrow_only
 from ..lattice import beyond
 from ..trace.batch import capability_intervals, split_by_capabilities
-from .batch import (COMBINE_FROM, ArrowBatch, constant_times, consolidated_rows, key_columns,
-                    table_batch)
+from .batch import (COMBINE_FROM, HASH, ArrowBatch, carried_hashes, constant_times,
+                    consolidated_rows, key_columns, table_batch)
 
 
 class ArrowArranger:
@@ -60,30 +63,38 @@ class ArrowArranger:
         if not ready:
             return []
         parts = split_by_capabilities(ready, held, lambda entry: entry[0])
-        result = []
-        for (cap_time, part_lower, part_upper), part in zip(
-                capability_intervals(lower, upper, held), parts):
-            if part:
-                at: dict = {}
-                for time, batch in part:
-                    at.setdefault(time, []).append(batch)
-                batches: list = []
-                times_of: list = []
-                for time, same in at.items():
-                    rows = sum(b.num_rows for b in same)
-                    if len(same) > 1 and rows >= COMBINE_FROM:     # else nothing to merge
-                        same = [table_batch(pa.Table.from_batches(same, schema=self.schema))]
-                    if len(same) == 1:                             # long ones consolidated
-                        same = [consolidated_rows(same[0])]
-                        rows = same[0].num_rows
-                    batches.extend(same)
-                    times_of.append(constant_times(self.kind, time, rows))
-                table = pa.Table.from_batches(batches, schema=self.schema)
-                times = np.concatenate(times_of, axis=1)
-                result.append((cap_time, ArrowBatch.build(
-                    table, times, list(self.key or []), part_lower, part_upper, self.kind,
-                    consolidated=True)))
-        return result
+        return [(cap_time, self._sealed(part, part_lower, part_upper))
+                for (cap_time, part_lower, part_upper), part
+                in zip(capability_intervals(lower, upper, held), parts) if part]
+
+    def _sealed(self, part: list, lower: list, upper: list) -> ArrowBatch:
+        """One ArrowBatch of the ``(time, batch)`` entries of ``part``."""
+        key = list(self.key or [])
+        hashes = carried_hashes([batch for _, batch in part])
+        if hashes is not None:          # consolidated by a combiner, keys hashed there
+            table = pa.Table.from_batches([b for _, b in part]).drop_columns([HASH])
+            times = np.concatenate([constant_times(self.kind, t, b.num_rows) for t, b in part],
+                                   axis=1)
+            return ArrowBatch.build(table, times, key, lower, upper, self.kind,
+                                    consolidated=len(part) == 1 or len(table) < COMBINE_FROM,
+                                    hashes=hashes)
+        at: dict = {}
+        for time, batch in part:
+            at.setdefault(time, []).append(batch)
+        batches: list = []
+        times_of: list = []
+        for time, same in at.items():
+            rows = sum(b.num_rows for b in same)
+            if len(same) > 1 and rows >= COMBINE_FROM:     # else nothing to merge
+                same = [table_batch(pa.Table.from_batches(same, schema=self.schema))]
+            if len(same) == 1:                             # long ones consolidated
+                same = [consolidated_rows(same[0])]
+                rows = same[0].num_rows
+            batches.extend(same)
+            times_of.append(constant_times(self.kind, time, rows))
+        table = pa.Table.from_batches(batches, schema=self.schema)
+        return ArrowBatch.build(table, np.concatenate(times_of, axis=1), key, lower, upper,
+                                self.kind, consolidated=True)
 
     def pending_times(self) -> list:
         return list({time for time, _ in self.buffered})

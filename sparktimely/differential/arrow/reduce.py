@@ -323,7 +323,7 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
         times = np.concatenate([b.times for b in batches], axis=1)
         data = pa.concat_tables([b.data for b in batches])
         hashes = np.concatenate([b.hashes for b in batches])
-        order = np.argsort(hashes, kind="stable")
+        order = np.argsort(hashes)                    # equal hashes: any order
         hashes = hashes[order]
         diffs = column_numpy(data, DIFF)[order]
     if times.shape[1] > 1 and not (times == times[:, :1]).all():

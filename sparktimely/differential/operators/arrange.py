@@ -212,7 +212,7 @@ def _route(name: str, pairs: bool, key: Any) -> Callable[[Any], Any]:
         if update.__class__ is not tuple:
             if update.__class__ is list or not hasattr(update, "schema"):
                 raise TypeError(f"{name}: {update!r} is not a (data, time, diff) update")
-            return hash_rows(update, arrow_key_columns(name, update, key)) >> 1
+            return key_hashes(name, update, key) >> 1
         if not pairs:
             return stable_hash(update[0])
         data = update[0]
@@ -221,6 +221,14 @@ def _route(name: str, pairs: bool, key: Any) -> Callable[[Any], Any]:
                             f"(key, val) pair")
         return stable_hash(data[0])
     return route
+
+
+def key_hashes(name: str, batch: Any, key: Any) -> Any:
+    """The hashes of an Arrow batch's key columns: the ones it carries from a combiner, else
+    computed."""
+    from ..arrow.batch import carried_hashes
+    carried = carried_hashes([batch])
+    return hash_rows(batch, arrow_key_columns(name, batch, key)) if carried is None else carried
 
 
 def arrow_key_columns(name: str, batch: Any, key: Any) -> list:
@@ -280,7 +288,7 @@ def arrange(collection: Collection, name: str, pairs: bool,
     pact = Exchange(_route(name, pairs, key))
     updates = collection.inner
     if scope.peers > 1 or checkpointing(scope):   # a checkpoint's program is the same at any
-        updates = combined(updates, name)          # number of workers
+        updates = combined(updates, name, key)     # number of workers
 
     def ctor(capability, info):
         capability.drop()
@@ -316,11 +324,12 @@ def arrange(collection: Collection, name: str, pairs: bool,
     return Arranged(stream, handle, key)
 
 
-def combined(updates: "Stream", name: str) -> "Stream":
+def combined(updates: "Stream", name: str, key: Any) -> "Stream":
     """Large Arrow batches consolidated where they are, before they are exchanged (a
-    combiner: 1M words over 10k keys cross as 10k rows); lists pass unchanged, and so does
-    everything on a single worker."""
-    from ..arrow.batch import consolidated_rows
+    combiner: 1M words over 10k keys cross as 10k rows), and every Arrow batch given the
+    hashes of its ``key`` columns, which the exchange routes by and the arrangement sorts
+    by; lists pass unchanged, and so does everything on a single worker."""
+    from ..arrow.batch import consolidated_rows, with_key_hashes
     alone = updates.scope.peers == 1
 
     def ctor(capability, info):
@@ -329,7 +338,7 @@ def combined(updates: "Stream", name: str) -> "Stream":
         def logic(input, output):
             for cap, batch in input:
                 output.give_at(cap, batch if alone or batch.__class__ is list
-                               else consolidated_rows(batch))
+                               else with_key_hashes(name, consolidated_rows(batch), key))
         return logic
     return updates.unary(Pipeline, f"{name}Combine", ctor)
 
