@@ -104,8 +104,8 @@ def load_and_update_seconds(worker, build, startup: list, bulk: list, updates: l
     session) at time 1 until the probe passes it; then for each entry of ``updates`` (one
     batch per session, worker 0 only) the time to the probe passing its round. With
     ``warm``, the worker first loads ``bulk`` the same way, untimed, into a dataflow it then
-    drops (a warm-up round: see the module's docstring). Returns (load seconds, update seconds after
-    WARMUP rounds)."""
+    drops (a warm-up round: see the module's docstring). Returns (load seconds, update
+    seconds after WARMUP rounds)."""
     def send(sessions: list, batches: list, time_now: int) -> None:
         for session, batch in zip(sessions, batches):
             session.update_batch(batch)
