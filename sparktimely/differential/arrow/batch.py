@@ -64,8 +64,6 @@ def with_key_hashes(operator: str, batch: pa.RecordBatch, key: Any) -> pa.Record
     >>> batch.schema.names, bool(carried_hashes([batch])[0] == hash_rows(batch, ["w"])[0])
     (['w', 'diff', '__hash'], True)
     """
-    if HASH in batch.schema.names:
-        return batch
     hashes = hash_rows(batch, key_columns(operator, batch.schema, key))
     return batch.append_column(HASH, pa.array(hashes, pa.uint64()))
 

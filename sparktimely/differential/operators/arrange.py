@@ -21,7 +21,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ...dataflow import CapabilitySet, Exchange, Pipeline
-from ...hashing import hash_rows, stable_hash
+from ...hashing import stable_hash
 from ...progress.timestamp import less_equal, sort_times
 from ..collection import Collection
 from ..lattice import antichain, beyond, frontier_le
@@ -204,15 +204,16 @@ class ImportFeed:
 
 # -- the arrange operator --------------------------------------------------------------------------
 
-def _route(name: str, pairs: bool, key: Any) -> Callable[[Any], Any]:
+def _route(name: str, pairs: bool) -> Callable[[Any], Any]:
     """The exchange route of an arrangement: ``stable_hash`` of the key of a Python update,
-    or one hash per row of an Arrow batch's key columns (every data column for
-    ``arrange_by_self``)."""
+    or, for an Arrow batch, the hashes of its key columns that the combiner before the
+    exchange (:func:`combined`) put in it."""
     def route(update):
         if update.__class__ is not tuple:
             if update.__class__ is list or not hasattr(update, "schema"):
                 raise TypeError(f"{name}: {update!r} is not a (data, time, diff) update")
-            return key_hashes(name, update, key) >> 1
+            from ..arrow.batch import HASH, column_numpy
+            return column_numpy(update, HASH) >> 1
         if not pairs:
             return stable_hash(update[0])
         data = update[0]
@@ -221,21 +222,6 @@ def _route(name: str, pairs: bool, key: Any) -> Callable[[Any], Any]:
                             f"(key, val) pair")
         return stable_hash(data[0])
     return route
-
-
-def key_hashes(name: str, batch: Any, key: Any) -> Any:
-    """The hashes of an Arrow batch's key columns: the ones it carries from a combiner, else
-    computed."""
-    from ..arrow.batch import carried_hashes
-    carried = carried_hashes([batch])
-    return hash_rows(batch, arrow_key_columns(name, batch, key)) if carried is None else carried
-
-
-def arrow_key_columns(name: str, batch: Any, key: Any) -> list:
-    """The key columns of an Arrow batch for arrangement ``name`` (``key`` None: every
-    column but ``diff``)."""
-    from ..arrow.batch import key_columns
-    return key_columns(name, batch.schema, key)
 
 
 def check_updates(name: str, batch: list, time: Any, pairs: bool) -> None:
@@ -285,7 +271,7 @@ def arrange(collection: Collection, name: str, pairs: bool,
     box = TraceBox(name, [minimum], scope.kind, scope.dataflow.worker, trace_phase(scope))
     handle = TraceHandle(box)
     arranger = Arranger(name, pairs, key, scope.kind)
-    pact = Exchange(_route(name, pairs, key))
+    pact = Exchange(_route(name, pairs))
     updates = collection.inner
     if scope.peers > 1 or checkpointing(scope):   # a checkpoint's program is the same at any
         updates = combined(updates, name, key)     # number of workers
