@@ -20,9 +20,8 @@ from ...progress.timestamp import TimeKind
 from ..collection import DIFF
 from ..lattice import beyond, interesting_times
 from .batch import (HASH, ZERO, ArrowBatch, column_numpy, constant_times, coordinates,
-                    distinct_times, group_by, group_sum, hash_is_key, keys_equal, lookup_all,
-                    nonzero_sums,
-                    table_batch, time_from, times_le)
+                    distinct_times, group_by, group_sum, hash_is_key, hash_order, keys_equal,
+                    lookup_all, nonzero_sums, table_batch, time_from, times_le)
 
 AGGREGATES = ("count", "sum", "min", "max")
 COUNT_FIELDS = [pa.field("count", pa.int64()), pa.field(DIFF, pa.int64())]
@@ -323,7 +322,7 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
         times = np.concatenate([b.times for b in batches], axis=1)
         data = pa.concat_tables([b.data for b in batches])
         hashes = np.concatenate([b.hashes for b in batches])
-        order = np.argsort(hashes)                    # equal hashes: any order
+        order = hash_order(hashes)                    # each batch is sorted: a few runs
         hashes = hashes[order]
         diffs = column_numpy(data, DIFF)[order]
     if times.shape[1] > 1 and not (times == times[:, :1]).all():
