@@ -159,11 +159,11 @@ def wordcount(words: int, updates: int, workers: int, warm: bool = True) -> dict
         vocab = np.array([f"w{i:05d}" for i in range(WC_KEYS)])
         mine = vocab[np.arange(worker.index, words, worker.peers) % WC_KEYS]
         rng = random.Random(1)
-        rounds = [[pa.record_batch({"word": pa.array(
-            [f"w{rng.randrange(WC_KEYS):05d}" for _ in range(WC_BATCH)]), "diff": diffs(WC_BATCH)})]
-            for _ in range(updates + WARMUP if updates else 0)]
+
         def words_batch(words) -> pa.RecordBatch:
             return pa.record_batch({"word": pa.array(words), "diff": diffs(len(words))})
+        rounds = [[words_batch([f"w{rng.randrange(WC_KEYS):05d}" for _ in range(WC_BATCH)])]
+                  for _ in range(updates + WARMUP if updates else 0)]
         return load_and_update_seconds(worker, build, [words_batch(["__startup__"])],
                                        [words_batch(mine)], rounds, warm)
     return figures(st.execute(job, workers=workers), words)
