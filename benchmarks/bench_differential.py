@@ -111,8 +111,12 @@ def load_and_update_seconds(worker, build, startup: list, bulk: list, updates: l
             session.update_batch(batch)
             session.advance_to(time_now)
 
+    def worker_0s(batches: list) -> list:
+        """``batches`` at worker 0, empty slices of them (the same schemas) at the others."""
+        return batches if worker.index == 0 else [b.slice(0, 0) for b in batches]
+
     def load(sessions: list, probe) -> float:
-        send(sessions, startup if worker.index == 0 else [b.slice(0, 0) for b in startup], 1)
+        send(sessions, worker_0s(startup), 1)
         worker.step_while(lambda: probe.less_than(1))
         started = time.perf_counter()
         send(sessions, bulk, 2)
@@ -127,9 +131,7 @@ def load_and_update_seconds(worker, build, startup: list, bulk: list, updates: l
     sessions, probe = build(worker)
     loaded = load(sessions, probe)
     seconds = []
-    for r, batches in enumerate(updates, start=3):
-        if worker.index:
-            batches = [b.slice(0, 0) for b in batches]
+    for r, batches in enumerate(map(worker_0s, updates), start=3):
         started = time.perf_counter()
         send(sessions, batches, r)
         worker.step_while(lambda: probe.less_than(r))
