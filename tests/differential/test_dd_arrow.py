@@ -19,9 +19,11 @@ SETTINGS = settings(max_examples=10, deadline=None, database=None,
 diffs = hs.sampled_from([1, 1, -1, 2])
 
 
-def rows_of(columns):
-    return hs.lists(hs.lists(hs.tuples(hs.tuples(*columns.values()), diffs), max_size=6),
-                    min_size=1, max_size=3)
+def rows_of(columns, updates=6, rounds=(1, 3)):
+    """Per round (``rounds``: the fewest and most), up to ``updates`` ``(row, diff)`` updates
+    with values drawn from the strategies in ``columns``."""
+    return hs.lists(hs.lists(hs.tuples(hs.tuples(*columns.values()), diffs), max_size=updates),
+                    min_size=rounds[0], max_size=rounds[1])
 
 
 def to_batch(names, types, updates):
@@ -218,8 +220,7 @@ def test_negate_and_filter_batches_keep_diffs(run):
 
 def many_rounds(columns):
     """20 to 30 rounds of up to 5 updates: enough for the traces' small batches to merge."""
-    return hs.lists(hs.lists(hs.tuples(hs.tuples(*columns.values()), diffs), max_size=5),
-                    min_size=20, max_size=30)
+    return rows_of(columns, updates=5, rounds=(20, 30))
 
 
 @pytest.mark.timeout(180)
