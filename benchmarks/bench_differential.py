@@ -29,13 +29,13 @@ Workloads (the data and update streams of shared/anchors/pw_incremental.py):
   on a shared machine one run's figure mostly says what the neighbours were doing. The Arrow
   path's modules (and pyarrow's group_by engine) are imported before the workers fork, so no
   run pays their one-off import (20-50 ms) inside its timing.
-- Warm-up: each load is timed after one untimed load of the same data into a dataflow the
-  worker then drops, as benchmark harnesses time after warm-up rounds; the figures "first in
-  new processes" are the same loads without it. The first load in a freshly forked worker
-  pays for first touches of memory: on this kind of machine (a VM whose host takes back
-  freed memory) a fresh 2 MB page costs 5-9 ms of kernel time to fault in (perf:
-  ``clear_page_erms`` under ``do_huge_pmd_anonymous_page``), and code pages are faulted in
-  again after the fork. Each worker pays these at the same moment, so they do not shrink
+- Warm-up: each load is timed after one untimed load of the same data into another dataflow,
+  closed and run to completion first, as benchmark harnesses time after warm-up rounds; the
+  figures "first in new processes" are the same loads without it. The first load in a
+  freshly forked worker pays for first touches of memory: on this kind of machine (a VM
+  whose host takes back freed memory) a fresh 2 MB page costs 5-9 ms of kernel time to
+  fault in (perf: ``clear_page_erms`` under ``do_huge_pmd_anonymous_page``), and code pages
+  are faulted in again after the fork. Each worker pays these at the same moment, so they do not shrink
   with more workers, and they blur what the engine does.
 
 Peers, in the same run: Pathway 0.33 through ``benchmarks/pathway_incremental.py --child MODE``
@@ -103,9 +103,9 @@ def load_and_update_seconds(worker, build, startup: list, bulk: list, updates: l
     time 0 and step until the probe passes it, untimed; then time ``bulk`` (one batch per
     session) at time 1 until the probe passes it; then for each entry of ``updates`` (one
     batch per session, worker 0 only) the time to the probe passing its round. With
-    ``warm``, the worker first loads ``bulk`` the same way, untimed, into a dataflow it then
-    drops (a warm-up round: see the module's docstring). Returns (load seconds, update
-    seconds after WARMUP rounds)."""
+    ``warm``, the worker first loads ``bulk`` the same way, untimed, into another dataflow
+    that it closes and runs to completion (a warm-up round: see the module's docstring).
+    Returns (load seconds, update seconds after WARMUP rounds)."""
     def send(sessions: list, batches: list, time_now: int) -> None:
         for session, batch in zip(sessions, batches):
             session.update_batch(batch)
