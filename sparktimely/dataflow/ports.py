@@ -23,9 +23,9 @@ BATCH_SIZE = 4096
 """Records buffered per time by an output session before they are sent as one batch."""
 
 QUEUE_LIMIT = int(os.environ.get("SPARKTIMELY_QUEUE_LIMIT", "16"))
-"""Batches that records given lazily (``Session.give_iterator``) may leave waiting in each
-consumer's queue on this worker before the producing operator yields to the scheduler; the
-default of ``OutputHandle.queue_limit``."""
+"""Batches that records given lazily (``Session.give_iterator_later``) may leave waiting in
+each consumer's queue on this worker before the producing operator yields to the scheduler;
+the default of ``OutputHandle.queue_limit``."""
 
 
 def own_copy(batch: Any) -> Any:
@@ -148,23 +148,49 @@ class Session:
             self.flush()
 
     def give_iterator(self, records: Iterable[Any]) -> None:
-        """Send every record of an iterable.
-
-        A list or tuple is sent at once. Any other iterable is consumed lazily, in batches
-        of ``BATCH_SIZE``, after the operator's logic returns: while a consumer on this
-        worker has ``output.queue_limit`` batches waiting, the operator yields to the
-        scheduler (and takes no new input) until they are consumed, so an operator that
-        produces far more than it reads runs in bounded memory. Such an iterator must not
-        depend on state the logic changes afterwards.
-        """
+        """Send every record of an iterable now, as timely's ``give_iterator`` does: the
+        iterable is consumed before this call returns, in batches of ``BATCH_SIZE`` pushed as
+        they fill, so memory stays bounded by the channel, not by the iterable."""
+        buffer = self._buffer
         if records.__class__ is list or records.__class__ is tuple:
-            buffer = self._buffer
             buffer.extend(records)
             if len(buffer) >= BATCH_SIZE:
                 self.flush()
-        else:
+            return
+        records = iter(records)
+        while True:
+            buffer.extend(islice(records, BATCH_SIZE - len(buffer)))
+            if len(buffer) < BATCH_SIZE:
+                return
             self.flush()
-            self._handle._defer(self._time, iter(records))
+            buffer = self._buffer
+
+    def give_iterator_later(self, records: Iterable[Any]) -> None:
+        """Send the records of an iterable *later*, at this session's time: it is consumed
+        after the operator's logic returns, in batches of ``BATCH_SIZE``, and while a
+        consumer on this worker has ``output.queue_limit`` batches waiting the operator
+        yields to the scheduler (taking no new input) until they are consumed. An operator
+        that produces far more than it reads (``flat_map`` uses this) then runs in bounded
+        memory.
+
+        The iterable must not depend on anything the logic changes afterwards. Python's
+        closures bind late: a generator expression reading a loop variable sees the
+        variable's value when it is consumed, not when it was given.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     def logic(output):
+        ...         with output.session(cap) as session:
+        ...             for word in ["a", "b"]:
+        ...                 session.give_iterator_later(word for _ in range(2))
+        ...                 session.give_iterator(word for _ in range(2))
+        ...         cap.drop()
+        ...     return logic
+        >>> st.example(lambda scope: st.source(scope, "Late", ctor).capture()).extract()
+        [(0, ['a', 'a', 'b', 'b', 'b', 'b', 'b', 'b'])]
+        """
+        self.flush()
+        self._handle._defer(self._time, iter(records))
 
     def give_batch(self, batch: Any) -> None:
         """Send a whole batch (a list or a pyarrow.RecordBatch) as one message; a list is
@@ -190,7 +216,7 @@ class OutputHandle:
     """An operator's handle on one of its outputs: ``with output.session(cap) as s: s.give(x)``.
 
     ``queue_limit`` bounds the batches of lazily given records waiting in each consumer on
-    this worker (see :meth:`Session.give_iterator`).
+    this worker (see :meth:`Session.give_iterator_later`).
 
     >>> import sparktimely as st
     >>> def ctor(cap, info):

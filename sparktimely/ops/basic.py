@@ -114,7 +114,7 @@ class BasicOps(StreamCore):
 
             def logic(input: Any, output: Any) -> None:
                 for cap, batch in input:
-                    output.session(cap).give_iterator(chain.from_iterable(map(f, batch)))
+                    output.session(cap).give_iterator_later(chain.from_iterable(map(f, batch)))
             return logic
         return self.unary(Pipeline, "FlatMap", ctor)
 

@@ -75,7 +75,7 @@ class InputScope(ScopeCore[S]):
             def logic(output: OutputHandle) -> None:
                 session = output.session(capability)
                 if lazy:
-                    session.give_iterator(items)
+                    session.give_iterator_later(items)
                 for batch in batches:
                     session.give_batch(batch)
                 batches.clear()

@@ -48,7 +48,7 @@ def test_queue_limit_is_set_per_output(workers):
         def ctor(cap, info):
             def logic(output):
                 output.queue_limit = 2
-                output.session(cap).give_iterator(iter(range(20 * BATCH_SIZE)))
+                output.session(cap).give_iterator_later(iter(range(20 * BATCH_SIZE)))
                 cap.drop()
             return logic
         counts = worker.dataflow(lambda scope: queue_watcher(
