@@ -44,6 +44,7 @@ class FrontierNotificator:
         self._pending: dict[Timestamp, list] = {}   # time -> [capability, request count]
         self._ready: list[Timestamp] = []           # complete pending times, latest first
         self._requested = False                     # requests since _ready was computed
+        self._available: set[Timestamp] = set()     # complete by the requester's frontiers
         for capability in capabilities:
             self.notify_at(capability)
 
@@ -59,12 +60,35 @@ class FrontierNotificator:
 
     def notify_at_frontiered(self, capability: Capability,
                              frontiers: Sequence[MutableAntichain]) -> None:
-        """Request a notification at ``capability.time``; with these ``frontiers`` it is
-        delivered by the next :meth:`next` or :meth:`for_each` if the time is complete."""
+        """Request a notification at ``capability.time``; if these ``frontiers`` have
+        passed the time it is available at once: the next :meth:`next` or :meth:`for_each`
+        delivers it whatever frontiers that call is given (timely's ``notify_at_frontiered``).
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     def ctor(cap, info):
+        ...         notificator = st.FrontierNotificator()
+        ...         def logic(input, output):
+        ...             for batch_cap, batch in input:
+        ...                 notificator.notify_at_frontiered(batch_cap.retain(), [])
+        ...             notificator.for_each([input.frontier],
+        ...                                  lambda cap, _: output.session(cap).give(cap.time))
+        ...         cap.drop()
+        ...         return logic
+        ...     early = scope.to_stream(["x"])
+        ...     return early.unary_frontier(st.Pipeline, "Early", ctor).capture()
+        >>> st.example(build).extract()
+        [(0, [0])]
+        """
         self.notify_at(capability)
+        time = capability.time
+        if not any(f.less_equal(time) for f in frontiers):
+            self._available.add(time)
 
     def _complete(self, frontiers: Sequence[MutableAntichain]) -> list[Timestamp]:
-        return [t for t in self._pending if not any(f.less_equal(t) for f in frontiers)]
+        available = self._available
+        return [t for t in self._pending
+                if t in available or not any(f.less_equal(t) for f in frontiers)]
 
     def next_count(self, frontiers: Sequence[MutableAntichain]) -> tuple[Capability, int] | None:
         """The earliest complete requested time's capability and how many requests it had,
@@ -79,6 +103,7 @@ class FrontierNotificator:
             time = ready.pop()
             entry = self._pending.pop(time, None)
             if entry is not None:
+                self._available.discard(time)
                 return entry[0], entry[1]
         return None
 

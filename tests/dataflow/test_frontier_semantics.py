@@ -147,6 +147,34 @@ def test_notify_at_while_delivering_comes_after_earlier_ready_times(run):
         (t, [t] * run.workers) for t in (2, 3, 5)]
 
 
+def test_notify_at_frontiered_delivers_by_the_frontiers_it_was_given(run):
+    """A request made complete by the frontiers given with it is delivered by the next
+    for_each, though the frontiers that call gets still hold its time: ``[]`` (no input)
+    says the time is complete, the operator's own input frontier says it is not."""
+    def job(worker):
+        seen = []
+
+        def ctor(cap, info):
+            notificator = st.FrontierNotificator()
+            cap.drop()
+
+            def logic(input, output):
+                for batch_cap, batch in input:
+                    notificator.notify_at_frontiered(batch_cap.retain(), [])
+                notificator.for_each([input.frontier], lambda cap, _: seen.append(
+                    (cap.time, input.frontier.less_equal(cap.time))))
+            return logic
+        handle = st.InputHandle()
+        worker.dataflow(lambda scope: scope.input_from(handle)
+                        .unary_frontier(st.Pipeline, "Frontiered", ctor))
+        handle.send(worker.index)
+        worker.step()
+        handle.close()
+        worker.run()
+        return seen
+    assert run(job) == [[(0, True)]] * run.workers
+
+
 def test_notifications_over_product_times_follow_the_partial_order(run):
     requested = [Product(1, 1), Product(0, 2), Product(1, 0), Product(0, 0), Product(2, 0)]
 
