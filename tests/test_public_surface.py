@@ -17,10 +17,6 @@ import pytest
 
 import sparktimely
 
-# Names of other issues' modules that still lack an example or are defined in a private
-# module. Their owners remove entries as they document them; a name not listed here must
-# pass, so nothing new slips in undocumented.
-PENDING: dict[str, set[str]] = {}
 
 def _private(dotted: str) -> bool:
     return any(part.startswith("_") for part in dotted.split("."))
@@ -49,8 +45,6 @@ def test_the_public_modules_export_the_documented_surface():
 
 @pytest.mark.parametrize("module, name", _public_names())
 def test_every_public_name_has_a_runnable_example_in_a_public_module(module, name):
-    if name in PENDING.get(module, ()):
-        pytest.skip(f"{module}.{name}: pending with its owner")
     assert not name.startswith("_")
     obj = getattr(importlib.import_module(module), name)
     doc = inspect.getdoc(obj) or ""
@@ -58,17 +52,6 @@ def test_every_public_name_has_a_runnable_example_in_a_public_module(module, nam
     origin = getattr(obj, "__module__", None) or module
     assert origin.startswith("sparktimely"), f"{module}.{name} is defined outside the package"
     assert not _private(origin), f"{module}.{name} leaks from private module {origin}"
-
-
-def test_pending_entries_are_still_needed():
-    """An entry of PENDING that passes anyway must be removed, so the list only shrinks."""
-    for module, names in PENDING.items():
-        loaded = importlib.import_module(module)
-        for name in names:
-            obj = getattr(loaded, name)
-            documented = ">>>" in (inspect.getdoc(obj) or "")
-            public = not _private(getattr(obj, "__module__", None) or module)
-            assert not (documented and public), f"{module}.{name} passes: drop it from PENDING"
 
 
 def _annotated(function) -> bool:

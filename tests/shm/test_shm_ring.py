@@ -106,19 +106,23 @@ def test_zero_copy_slot_is_reused_only_after_release():
 
 def test_retained_views_make_the_writer_roll():
     with Mesh.create(2, ring_bytes=RING) as mesh, mesh.endpoint(0) as a, mesh.endpoint(1, copy_below=0) as b:
-        kept = []
+        kept, generations = [], []
         for i in range(20):  # the reader keeps every view across recv calls
             data = bytes([i]) * 20000
             while not a.try_send(1, [data]):
                 kept += [m for _, m in b.recv()]  # sees the writer waiting: asks it to roll
             kept += [m for _, m in b.recv()]
+            if not any(seg is b._in[0].seg for seg in generations):
+                generations.append(b._in[0].seg)
         assert [bytes(m) for m in kept] == [bytes([i]) * 20000 for i in range(20)]
         assert a._out[1].gen > 0 and b._in[0].gen == a._out[1].gen
-        old = f"{mesh.name}-r0-1-g0"
-        assert old not in os.listdir("/dev/shm")  # unlinked by the reader, still mapped for `kept`
-        first = b._in[0]  # dropping the views unmaps the old generations
-        del kept
-        assert first.seg._mm is not None  # the current generation stays mapped
+        *old, current = generations
+        assert old and current is b._in[0].seg
+        assert f"{mesh.name}-r0-1-g0" not in os.listdir("/dev/shm")  # unlinked by the reader
+        assert all(seg._mm is not None for seg in old)  # ... but still mapped for `kept`
+        del kept  # dropping the views unmaps the old generations
+        assert all(seg._mm is None for seg in old)
+        assert current._mm is not None  # the current generation stays mapped
 
 
 def test_small_messages_are_copied_out():
