@@ -1,5 +1,5 @@
 """Differential dataflow: incremental word count, join + count, reachability by ``iterate`` and
-seed 003's shared arrangement, beside Pathway 0.33 and a plain-Python recompute.
+a shared arrangement queried by many dataflows, beside Pathway 0.33 and a plain-Python recompute.
 
     python -m benchmarks.bench_differential [--quick] [--no-pathway]
 
@@ -17,7 +17,7 @@ Workloads (the data and update streams of shared/anchors/pw_incremental.py):
   random graph of 100k nodes and 500k edges: time to the first fixed point, then 100
   single-edge updates alternating inserts and deletes (each deletion removes the edge
   inserted just before), after 6 warm-up updates.
-- seed 003 (Python path): ``knows`` (1M random edges) arranged once; then 1,000 query
+- shared arrangement (Python path): ``knows`` (1M random edges) arranged once; then 1,000 query
   dataflows, each ``trace.import_(scope).semijoin(query)`` for 3 keys: install + answer
   latency per query (build the dataflow, send the query, step until the probe passes), the
   query dataflow dropped after its answer; then memory growth: 1,000 more queries under
@@ -265,7 +265,7 @@ def reachability(nodes: int, edges: int, updates: int) -> dict:
 
 
 def shared_arrangement(knows: int, queries: int) -> dict:
-    """Seed 003: one arranged ``knows``, ``queries`` query dataflows importing it."""
+    """Shared arrangement: one arranged ``knows``, ``queries`` query dataflows importing it."""
     def job(worker):
         process = psutil.Process()
         gc.collect()
@@ -481,18 +481,18 @@ def main(quick: bool = False, with_pathway: bool = True) -> list[Section]:
              "Pathway: " + ("; ".join(f"{m}: {v}" for m, v in pw.items() if isinstance(v, str))
                             or "0.33 streaming, PATHWAY_THREADS=1, start-up excluded")]
     if "error" in shared:
-        notes.append(f"seed 003: {shared['error']}")
+        notes.append(f"shared arrangement: {shared['error']}")
     else:
         rows += [
-            Row("seed 003: query install + answer, median", f"{knows:,} edges, {queries:,} queries",
+            Row("shared arrangement: query install + answer, median", f"{knows:,} edges, {queries:,} queries",
                 "ms", shared["median"], {"Pathway 0.33": "cannot share an arrangement"},
                 goals=[Goal("<=", 5.0)]),
-            Row("seed 003: query install + answer, p99", f"{knows:,} edges", "ms", shared["p99"]),
-            Row("seed 003: memory growth over the queries", f"{queries:,} queries", "MB",
+            Row("shared arrangement: query install + answer, p99", f"{knows:,} edges", "ms", shared["p99"]),
+            Row("shared arrangement: memory growth over the queries", f"{queries:,} queries", "MB",
                 shared["growth_mb"], limits={"5% of the arrangement": 0.05 * shared["arranged_mb"]},
                 goals=[Goal("<=", 1.0, "5% of the arrangement")]),
         ]
-        notes.append(f"seed 003: the arrangement added {shared['arranged_mb']:.0f} MB (RSS), "
+        notes.append(f"shared arrangement: the arrangement added {shared['arranged_mb']:.0f} MB (RSS), "
                      f"loaded at {shared['load']:,.0f} edges/s (Python tuples); each query "
                      f"dataflow is dropped after its answer; memory growth: what tracemalloc "
                      f"sees still allocated after queries {queries // 10}..{queries} of a second, "

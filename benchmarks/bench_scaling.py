@@ -1,4 +1,4 @@
-"""Scaling out (issue 16): more workers must never be slower. Every figure is a ratio between
+"""Scaling out: more workers must never be slower. Every figure is a ratio between
 two configurations measured side by side in one run, on this machine.
 
     python -m benchmarks.bench_scaling [--quick] [--runs 3] [--write]
@@ -353,7 +353,7 @@ def main(quick: bool = False, runs: int = 3) -> list[Section]:
         f"parts and the other load on the machine (group_by alone in 2 processes reached "
         f"{f['group alone 2p'] / f['group alone 1p']:.2f}x of 1 process in this run).",
     ]
-    return [Section("Scaling out (issue 16): ratios between configurations of one run", rows, notes=[
+    return [Section("Scaling out: ratios between configurations of one run", rows, notes=[
         f"median of {runs} runs; in each run the configurations follow each other. Load average "
         f"(1 min) before and after each run: " + ", ".join(f"{l[0]:.2f}" for l in load) +
         f" on {os.cpu_count()} cores (other engineers' test suites share the machine).",
@@ -380,9 +380,9 @@ def write_results(section: Section) -> None:
     results = HERE / "RESULTS.md"
     text = results.read_text()
     begin, end = "<!-- bench_scaling: begin -->", "<!-- bench_scaling: end -->"
-    block = (f"{begin}\n<!-- issue 16: python -m benchmarks.bench_scaling --write, measured "
-             f"{time.strftime('%Y-%m-%d %H:%M %Z')} on {machine()}; the lead's next full run "
-             f"regenerates this. -->\n![scaling: us per empty round](results-scaling.png)\n\n"
+    block = (f"{begin}\n<!-- python -m benchmarks.bench_scaling --write, measured "
+             f"{time.strftime('%Y-%m-%d %H:%M %Z')} on {machine()}; a full run "
+             f"(python -m benchmarks) regenerates this. -->\n![scaling: us per empty round](results-scaling.png)\n\n"
              f"{section.markdown()}{end}")
     if begin in text:
         text = text[:text.index(begin)] + block + text[text.index(end) + len(end):]

@@ -1,4 +1,4 @@
-"""The faults of issue 12, injected into real jobs: how long each takes to stop, what it says,
+"""Faults injected into real jobs: how long each takes to stop, what it says,
 and what it leaves behind. Prints the Markdown table of docs/faults.md.
 
     python -m benchmarks.measure_faults [--spark]

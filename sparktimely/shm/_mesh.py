@@ -652,9 +652,9 @@ class Mesh:
     def endpoint(self, index: int, spin_us: float = 200.0,
                  copy_below: int = 64 << 10) -> Endpoint:
         """Worker ``index``'s endpoint, mapped into the calling process. ``spin_us``: how long
-        ``park`` polls before it sleeps (200 us: the peer's answer in a round of two workers
-        takes 50-100 us of its Python; with a 50 us spin empty rounds of two parked workers
-        took 93 us against 47 us, measured side by side in bench_scaling)."""
+        ``park`` polls before it sleeps: long enough for a peer's answer in a round of two
+        workers, which takes about a round of its Python (``benchmarks/bench_scaling.py``
+        compares spins)."""
         return Endpoint(self, index, spin_us, copy_below)
 
     def unlink(self) -> int:

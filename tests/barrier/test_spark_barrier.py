@@ -274,7 +274,7 @@ def test_a_failure_in_map_in_arrow_carries_the_traceback(spark):
 
 
 def test_an_error_in_build_fails_a_shuffle_feeding_stage_at_once_without_retries(spark):
-    """Faults issue, item 7: the stage feeding count()'s shuffle is not retried four times."""
+    """The stage feeding count()'s shuffle is not retried four times."""
     def build(scope, stream):
         raise ValueError("no such operator, driver side")
     identity = stb.map_in_arrow(spark.range(0, 100, 1, 2), lambda scope, s: s, "id long",
@@ -303,7 +303,7 @@ def stalling_job(worker):
 
 
 def test_a_stall_limit_on_spark_names_the_stalled_worker(spark):
-    """Faults issue, item 5, on Spark: run() and map_in_arrow take a stall limit."""
+    """On Spark, run() and map_in_arrow take a stall limit."""
     started = time.monotonic()
     with pytest.raises(st.WorkerError) as caught:
         stb.run(spark, stalling_job, 2, stall_limit=1)
@@ -417,7 +417,7 @@ def test_local_cluster_executors_share_memory(spark, tmp_path):
 
 
 def frontier_semantics_job(worker):
-    """Issue 11's behaviours in one job: the first frontier an operator sees, notification
+    """Frontier semantics in one job on Spark: the first frontier an operator sees, notification
     order with a request made while delivering, a Product-timed root loop, and a summary
     object with a default (per-process) repr."""
     class Skip:

@@ -369,7 +369,7 @@ def test_drop_dataflow_releases_it_and_runs_on_drop_callbacks(run):
 
 
 def test_dropped_dataflows_are_freed():
-    # Seed 003's pattern: many short query dataflows fed by one long-lived input handle.
+    # Shared arrangements' pattern: many short query dataflows fed by one long-lived input handle.
     def job(worker):
         handle = st.InputHandle()
         tracemalloc.start()

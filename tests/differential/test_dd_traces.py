@@ -1,6 +1,6 @@
 """Traces and their handles: imports into other dataflows (the intent of differential's
-tests/import.rs), compaction, merging (tests/trace.rs), freeing, and the handle API of
-seed 003."""
+tests/import.rs), compaction, merging (tests/trace.rs), freeing, and the handle API of shared
+arrangements."""
 import gc
 
 import pytest
@@ -435,7 +435,7 @@ def grown(snapshots: list) -> int:
 
 @pytest.mark.timeout(120)
 def test_a_thousand_imported_queries_leave_no_handle_or_copy_behind():
-    """Seed 003: 1,000 query dataflows import one arrangement and are dropped after their
+    """Shared arrangements: 1,000 query dataflows import one arrangement and are dropped after their
     answer: each got its answer from the shared batches, and afterwards the trace has its one
     handle again, no listener, and no handle or import feed is left alive."""
     arrangement, _, answered, counts, objects = imported_queries(1000)

@@ -1,5 +1,5 @@
 """Bad configuration is refused before anything starts, naming the problem and where it is
-(faults issue, item 3; the -n/-p check of issue 13)."""
+(including the -n/-p check)."""
 from __future__ import annotations
 
 import time

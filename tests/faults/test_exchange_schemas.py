@@ -1,4 +1,4 @@
-"""Faults issue, item 10: Arrow batches of different schemas from different workers entering
+"""Arrow batches of different schemas from different workers entering
 one exchange fail at the exchange, naming both schemas and both workers."""
 from __future__ import annotations
 

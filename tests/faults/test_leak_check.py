@@ -1,7 +1,6 @@
-"""Item 11 of the faults issue: the suite's leak check counts this run's segments only."""
+"""The suite's leak check counts this run's segments only."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 

@@ -1,6 +1,5 @@
-"""Faults issue, item 9: a full shared-memory directory gives an error that names the
-directory, the size asked for, the space left and how to point the engine elsewhere; and
-(issue 16) a job keeps within its bound on reserved shared memory (by default half of the
+"""A full shared-memory directory gives an error that names the directory, the size asked
+for, the space left and how to point the engine elsewhere; and a job keeps within its bound on reserved shared memory (by default half of the
 directory), so a small directory does not fail it.
 
 The directory is a real 20 MiB tmpfs, mounted in a private mount namespace (``unshare``), so
@@ -12,8 +11,6 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
-import time
 
 import pytest
 

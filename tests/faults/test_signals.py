@@ -1,4 +1,4 @@
-"""Faults issue, item 1: SIGTERM and SIGINT to the process that called ``st.execute`` stop every
+"""SIGTERM and SIGINT to the process that called ``st.execute`` stop every
 worker and leave nothing behind; handlers are installed only around a run; the start-up sweep
 removes what a crashed earlier run left."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Faults issue, item 5: an opt-in stall limit stops a job whose worker makes no progress (user
+"""An opt-in stall limit stops a job whose worker makes no progress (user
 code in an endless loop, or blocked on I/O) within the limit plus 5 s, naming the worker and
 where it is (its Python stack, from faulthandler)."""
 from __future__ import annotations

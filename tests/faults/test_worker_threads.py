@@ -1,4 +1,4 @@
-"""Faults issue, item 4: a non-daemon thread left running by user code in a worker does not
+"""A non-daemon thread left running by user code in a worker does not
 delay the end of the job; a warning names it."""
 from __future__ import annotations
 

@@ -1,10 +1,9 @@
-"""Faults issue, item 2: whatever listens at a hostfile address, a job that cannot meet its
+"""Whatever listens at a hostfile address, a job that cannot meet its
 peers there fails within 5 s with an error naming the address and what it received; frame
 lengths are bounded."""
 from __future__ import annotations
 
 import socket
-import struct
 import threading
 import time
 
