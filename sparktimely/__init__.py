@@ -7,13 +7,14 @@
 from .dataflow import (
     Capability, CapabilityError, CapabilitySet, Exchange, FrontierInterest, FrontierNotificator,
     InputCapability, InputHandle, LoopHandle, Notificator, OperatorBuilder, OperatorError,
-    OperatorInfo, Pipeline, ProbeHandle, Worker, source,
+    OperatorInfo, Pipeline, ProbeHandle, source,
 )
 from .hashing import stable_hash
 from .execute import WorkerError, example, execute, execute_directly, execute_from_args
 from .ops import (Capture, Err, EventLink, EventReader, EventWriter, Ok, Scope, Sequencer,
                   Stream, UnorderedHandle, replay_into)
 from . import logging
+from .worker import Worker
 from .progress import Antichain, ChangeBatch, CycleError, MutableAntichain, Product
 from . import io
 from .io import RecoveryError

@@ -1,7 +1,7 @@
 """Starting this process's worker processes and watching them until they finish or fail.
 
 Workers are forked (so ``func`` may be a closure or lambda); each runs in a
-``_session.WorkerSession`` and reports its result, or its error and traceback, over a pipe.
+``session.WorkerSession`` and reports its result, or its error and traceback, over a pipe.
 The supervisor joins the workers' host group first (the shared memory, ``_group``), then
 waits on the pipes, on the processes' sentinels and, in a hostfile job, on the control
 connections to the other processes' supervisors (``comm.rendezvous``): the first error,
@@ -27,10 +27,11 @@ import multiprocess
 from multiprocess.connection import wait
 
 from ._group import HostGroup
-from ._session import WorkerError, WorkerSession, join_group
+from .errors import WorkerError
+from .session import WorkerSession, join_group
 from .comm import PeerLost, WorkerAddress, connect_timeout
 from .comm.rendezvous import PeerFailed, ProcessCluster
-from .dataflow import Worker
+from .worker import Worker
 
 _PR_SET_PDEATHSIG = 1
 

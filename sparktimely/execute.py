@@ -12,17 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from . import _supervisor
-from ._session import Seat, WorkerError, WorkerSession
+from .errors import WorkerError
+from .session import Seat, WorkerSession
 from ._supervisor import signals
 from .comm import WorkerAddress
 from .comm.rendezvous import ProcessCluster
-from .dataflow import Worker
+from .worker import Worker
 from .io.checkpoints import checkpointing, reraise_recovery_error
 from .logging import observing
 from .shm import job_prefix
-
-for _public in (WorkerError, Seat, WorkerSession):
-    _public.__module__ = __name__       # public here; defined below execute, in _session
 
 
 @dataclass

@@ -25,8 +25,8 @@ import threading
 import traceback
 from typing import Any, Callable, Sequence
 
-from .comm._inprocess import Aborted, InProcessHub
-from .dataflow import Worker
+from .comm.inprocess import Aborted, InProcessHub
+from .worker import Worker
 from .execute import WorkerError
 from .ops.capture import merge_by_time
 

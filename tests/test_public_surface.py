@@ -4,7 +4,7 @@
   a docstring with a runnable example (``>>>``), defined in a module whose doctests
   ``scripts/test`` runs (``--doctest-modules`` over ``sparktimely/``).
 - Every such name is defined in a public module (no ``_`` in its dotted path), so nothing
-  leaks from a private module (``WorkerError.__module__`` is ``sparktimely.execute``).
+  leaks from a private module (``WorkerError`` is defined in ``sparktimely.errors``).
 - Names in ``__all__`` do not start with ``_``; public callables are annotated.
 """
 from __future__ import annotations

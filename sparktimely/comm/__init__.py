@@ -7,6 +7,7 @@ indexes over shared memory (one host) or sockets (many hosts).
 - ``cluster``: :func:`build_allocator`, the entry point for workers on many hosts, used by
   ``execute`` and by the Spark integration (its docstring states the contract).
 - ``rendezvous``: how the supervisors of a hostfile job meet and plan.
+- ``inprocess``: workers as threads of one process, for tests (``sparktimely.testing``).
 """
 from .allocator import Allocator, ShmAllocator
 from .cluster import (ClusterAllocator, WorkerAddress, build_allocator, host_identity,

@@ -6,7 +6,7 @@ record to worker ``route(record) % peers``. On a single worker both are a local 
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import pyarrow as pa
 
@@ -18,9 +18,11 @@ if TYPE_CHECKING:
 
 
 class LocalPusher:
-    """Delivers batches to an input queue on this worker and accounts for them."""
+    """Delivers batches to an input queue on this worker and accounts for them: the local
+    end of every channel. :meth:`observe` shows each batch it delivers to a callback
+    (timely's ``LogPusher``: batches that stay on their worker never pass the worker)."""
 
-    __slots__ = ("_queue", "_update", "_location", "_activate", "_operator")
+    __slots__ = ("_queue", "_update", "_location", "_activate", "_operator", "_observer")
 
     def __init__(self, target: "InputPort") -> None:
         self._queue = target.queue
@@ -28,12 +30,29 @@ class LocalPusher:
         self._location = target.location
         self._activate = target.dataflow.activate
         self._operator = target.operator
+        self._observer: Callable[[Any], None] | None = None
+
+    def observe(self, observer: Callable[[Any], None] | None) -> None:
+        """Call ``observer(batch)`` for every batch delivered from now on (None: stop)."""
+        self._observer = observer
 
     def push(self, time, batch) -> None:
+        if self._observer is not None:
+            self._observer(batch)
         count = batch_length(batch)
         self._update(self._location, time, count)
         self._queue.append((time, batch, count))
         self._activate(self._operator)
+
+
+class Edge(NamedTuple):
+    """A channel of a dataflow: from an output to an input through a pact; ``local`` is
+    the end that delivers on this worker (see :meth:`LocalPusher.observe`)."""
+
+    source: "OutputPort"
+    target: "InputPort"
+    pact: "Pact"
+    local: LocalPusher
 
 
 class Pact:
@@ -44,7 +63,8 @@ class Pact:
     True
     """
 
-    def connect(self, source: "OutputPort", target: "InputPort") -> None:
+    def connect(self, source: "OutputPort", target: "InputPort") -> LocalPusher:
+        """Make ``source`` feed ``target``; returns the channel's local end."""
         raise NotImplementedError
 
 
@@ -60,8 +80,10 @@ class Pipeline(Pact):
     [(0, [1])]
     """
 
-    def connect(self, source: "OutputPort", target: "InputPort") -> None:
-        source.pushers.append(LocalPusher(target))
+    def connect(self, source: "OutputPort", target: "InputPort") -> LocalPusher:
+        local = LocalPusher(target)
+        source.pushers.append(local)
+        return local
 
     def __repr__(self) -> str:
         return "Pipeline"
@@ -89,12 +111,15 @@ class Exchange(Pact):
         self.route = route
         self.key = key
 
-    def connect(self, source: "OutputPort", target: "InputPort") -> None:
+    def connect(self, source: "OutputPort", target: "InputPort") -> LocalPusher:
         if target.dataflow.peers == 1:
-            source.pushers.append(LocalPusher(target))
+            local = LocalPusher(target)
+            source.pushers.append(local)
         else:
             target.queue = SchemaCheckedQueue(target)
-            source.pushers.append(ExchangePusher(self, target, LocalPusher(target)))
+            local = LocalPusher(target)
+            source.pushers.append(ExchangePusher(self, target, local))
+        return local
 
     def __repr__(self) -> str:
         return f"Exchange({self.key or self.route!r})"
@@ -151,10 +176,11 @@ def as_pact(pact: Pact | type) -> Pact:
 class Broadcast(Pact):
     """Every record goes to every worker."""
 
-    def connect(self, source: "OutputPort", target: "InputPort") -> None:
+    def connect(self, source: "OutputPort", target: "InputPort") -> LocalPusher:
         local = LocalPusher(target)
         source.pushers.append(local if target.dataflow.peers == 1
                               else BroadcastPusher(target, local))
+        return local
 
 
 class _RemotePusher:

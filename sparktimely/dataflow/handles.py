@@ -6,7 +6,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 from ..progress.frontier import Antichain, MutableAntichain
 from ..progress.timestamp import Timestamp, less_equal
 from .capability import Capability
+from .channels import Pipeline
 from .containers import arrow_batches
+from .operator import connect
 from .ports import BATCH_SIZE, OutputPort, batch_length, own_copy
 
 R = TypeVar("R")
@@ -43,7 +45,9 @@ class InputHandle:
         self._closed = False
         self._schema = None
 
-    def _bind(self, port: OutputPort) -> None:
+    def bind(self, port: OutputPort) -> None:
+        """Feed the input operator whose output is ``port`` (what ``scope.input_from`` does
+        for each dataflow the handle feeds)."""
         if self._closed:
             raise RuntimeError("cannot connect a closed InputHandle to a dataflow")
         if self._time is None:
@@ -142,7 +146,9 @@ class ProbeHandle:
     def __init__(self) -> None:
         self._frontiers: list[MutableAntichain] = []
 
-    def _watch(self, frontier: MutableAntichain) -> None:
+    def watch(self, frontier: MutableAntichain) -> None:
+        """Report ``frontier`` too (a probe operator's input frontier; what
+        ``stream.probe_with`` adds)."""
         self._frontiers.append(frontier)
 
     def less_than(self, time: Timestamp) -> bool:
@@ -204,15 +210,14 @@ class LoopHandle:
         self._summary = summary
         self._connected = False
 
-    def _connect(self, stream: "StreamCore") -> None:
-        from .channels import Pipeline
-        from .operator import connect
+    def connect(self, stream: "StreamCore") -> None:
+        """Feed the loop from ``stream`` (what ``stream.connect_loop(handle)`` does)."""
         if self._connected:
             raise RuntimeError("this loop handle is already connected")
         if stream.scope is not self._scope:
             raise ValueError("connect_loop: the stream must be in the scope that created the loop")
         self._connected = True
-        connect(stream.scope.dataflow, stream._port, self._input, Pipeline())
+        connect(stream.scope.dataflow, stream.port, self._input, Pipeline())
 
     def _check_connected(self) -> None:
         if not self._connected:

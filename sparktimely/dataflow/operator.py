@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Sequence, TypeVar
 from ..progress.timestamp import LEAVE, EnterSummary, Timestamp, check_summary
 from .capability import Capability
 from .channels import Pact, Pipeline, as_pact
+from .notificator import Notificator
 from .ports import InputPort, OutputHandle, OutputPort
 
 if TYPE_CHECKING:
     from .scope import ScopeCore
     from .stream import StreamCore
-    from .worker import Dataflow
+    from .subgraph import Dataflow
 
 S = TypeVar("S", bound="StreamCore")
 
@@ -56,7 +57,7 @@ class OperatorInfo:
 
 
 class FrontierInterest(enum.Enum):
-    """When a change of one input's frontier schedules an operator (seed 002; set with
+    """When a change of one input's frontier schedules an operator (timely's ``FrontierInterest``; set with
     ``OperatorBuilder.set_notify_for(input, interest)``).
 
     >>> import sparktimely as st
@@ -76,7 +77,7 @@ class Operator:
     """An operator as the dataflow schedules it."""
 
     __slots__ = ("name", "index", "address", "inputs", "outputs", "handles", "logic",
-                 "watches_frontiers", "interest", "poked", "blocked", "_seen")
+                 "watches_frontiers", "interest", "poked", "blocked", "gated", "_seen")
 
     def __init__(self, name: str, index: int, address: tuple) -> None:
         self.name = name
@@ -90,6 +91,7 @@ class Operator:
         self.interest: list[FrontierInterest] | None = None   # None: as watches_frontiers says
         self.poked = True         # activated by an Activator, by asking again, or at start
         self.blocked = False      # lazily given output waits for room downstream
+        self.gated = False        # an input holds batches back (InputPort.gate)
         self._seen: list[list] = []
 
     def schedule(self) -> bool:
@@ -104,6 +106,9 @@ class Operator:
                 if not self._wanted():
                     return False
             self.poked = False
+            if self.gated:
+                for input in self.inputs:
+                    input.hold_back()
             again = self.logic() if self.logic is not None else False
             for handle in self.handles:
                 if handle._flush():
@@ -192,6 +197,7 @@ class OperatorBuilder(Generic[S]):
         # _summaries[i][o]: path summaries from input i to output o
         self._summaries: list[list[list]] = []
         self._interest: list[FrontierInterest] | None = None
+        self._notify = True
         self._built = False
 
     @property
@@ -207,6 +213,25 @@ class OperatorBuilder(Generic[S]):
     def operator_info(self) -> "OperatorInfo":
         """The operator's name, index and address."""
         return OperatorInfo(self._operator.name, self.index, self.address)
+
+    def set_notify(self, notify: bool) -> None:
+        """Whether changes of the input frontiers schedule the operator at all (timely's
+        ``set_notify``; default True). An operator without inputs, or one that only reacts
+        to data and activations, says False and is not scheduled for frontier changes.
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     builder = st.OperatorBuilder("Quiet", scope)
+        ...     input = builder.new_input(scope.to_stream([1, 2]), st.Pipeline)
+        ...     builder.set_notify(False)
+        ...     seen = []
+        ...     builder.build(lambda caps: lambda frontiers: seen.extend(b for _, b in input))
+        ...     return seen
+        >>> st.example(build)
+        [[1, 2]]
+        """
+        self._check_open()
+        self._notify = notify
 
     def set_notify_for(self, input: int, interest: FrontierInterest) -> None:
         """Whether changes of input ``input``'s frontier schedule the operator (default
@@ -283,7 +308,7 @@ class OperatorBuilder(Generic[S]):
         logic = ctor(capabilities)
         del capabilities
         operator.logic = lambda: logic(frontiers)
-        operator.watches_frontiers = True
+        operator.watches_frontiers = self._notify
         if self._interest is not None:
             operator.interest = self._interest + [FrontierInterest.ALWAYS] * (
                 len(self._inputs) - len(self._interest))
@@ -294,12 +319,12 @@ def unary_operator(stream: S, pact: Pact | type, name: str, ctor: Callable, *,
     builder = OperatorBuilder(name, stream.scope)
     input = builder.new_input(stream, pact)
     output, result = builder.new_output()
+    builder.set_notify(frontier)
 
     def build(capabilities):
         logic = ctor(capabilities[0], OperatorInfo(name, builder.index, builder.address))
         return lambda frontiers: logic(input, output)
     builder.build(build)
-    builder._operator.watches_frontiers = frontier
     return result
 
 
@@ -309,19 +334,18 @@ def binary_operator(stream1: S, stream2: S, pact1: Pact | type, pact2: Pact | ty
     input1 = builder.new_input(stream1, pact1)
     input2 = builder.new_input(stream2, pact2)
     output, result = builder.new_output()
+    builder.set_notify(frontier)
 
     def build(capabilities):
         logic = ctor(capabilities[0], OperatorInfo(name, builder.index, builder.address))
         return lambda frontiers: logic(input1, input2, output)
     builder.build(build)
-    builder._operator.watches_frontiers = frontier
     return result
 
 
 def notify_operator(streams: Sequence[S], pacts: Sequence[Pact | type], name: str,
                     init_times: Sequence[Timestamp], logic: Callable) -> S:
     """An operator with a Notificator: ``logic(*inputs, output, notificator)``."""
-    from .notificator import Notificator
     builder = OperatorBuilder(name, streams[0].scope)
     inputs = [builder.new_input(s, p) for s, p in zip(streams, pacts)]
     output, result = builder.new_output()
@@ -368,12 +392,12 @@ def source(scope: "ScopeCore[S]", name: str, ctor: Callable) -> S:
     """
     builder = OperatorBuilder(name, scope)
     output, result = builder.new_output()
+    builder.set_notify(False)
 
     def build(capabilities):
         logic = ctor(capabilities[0], OperatorInfo(name, builder.index, builder.address))
         return lambda frontiers: logic(output)
     builder.build(build)
-    builder._operator.watches_frontiers = False
     return result
 
 

@@ -17,7 +17,7 @@ from ..progress.timestamp import TimeKind, Timestamp
 from .capability import Capability, CapabilityError, InputCapability
 
 if TYPE_CHECKING:
-    from .worker import Dataflow
+    from .subgraph import Dataflow
 
 BATCH_SIZE = 4096
 """Records buffered per time by an output session before they are sent as one batch."""
@@ -75,7 +75,8 @@ class InputPort:
     ``input.frontier`` tells which times may still arrive.
     """
 
-    __slots__ = ("queue", "dataflow", "location", "operator", "frontier", "_outputs", "_summaries")
+    __slots__ = ("queue", "dataflow", "location", "operator", "frontier", "_outputs",
+                 "_summaries", "_admits", "_held")
 
     def __init__(self, dataflow: "Dataflow", location: int, operator: int,
                  frontier: Any) -> None:
@@ -86,6 +87,60 @@ class InputPort:
         self.frontier: MutableAntichain = frontier
         self._outputs: list[OutputPort] = []
         self._summaries: list[list] = []
+        self._admits: Callable[[Timestamp], bool] | None = None
+        self._held: deque = deque()
+
+    def gate(self, admits: Callable[[Timestamp], bool] | None) -> None:
+        """Hold back from the operator the batches whose time ``admits(time)`` rejects (None:
+        no gate). Held batches stay counted at this input, not consumed, so its frontier,
+        and every frontier downstream, stays at their times. After ``admits`` changes its
+        mind, :meth:`reopen` lets the batches it now admits through. Epoch checkpoints gate
+        stateful operators this way (``sparktimely.ops.recovery.EpochGate``).
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     builder = st.OperatorBuilder("Gated", scope)
+        ...     times = scope.to_stream([0, 1, 2, 3]).delay(lambda x, t: x)
+        ...     input = builder.new_input(times, st.Pipeline)
+        ...     limit, seen = [1], []
+        ...     input.gate(lambda time: time <= limit[0])
+        ...     def logic(frontiers):
+        ...         seen.extend(cap.time for cap, _ in input)
+        ...         if limit[0] == 1 and input.frontier.frontier() == [2]:  # 2 and 3 held
+        ...             seen.append("reopen")
+        ...             limit[0] = 3
+        ...             input.reopen()
+        ...     builder.build(lambda capabilities: logic)
+        ...     return seen
+        >>> st.example(build)
+        [0, 1, 'reopen', 2, 3]
+        """
+        self._admits = admits
+        self.dataflow.operators[self.operator].gated = admits is not None or bool(self._held)
+
+    def reopen(self) -> None:
+        """Move the held batches the gate now admits back to the front of the queue, in
+        their order, and schedule the operator."""
+        admits, held = self._admits, self._held
+        released = [entry for entry in held if admits is None or admits(entry[0])]
+        if released:
+            kept = [entry for entry in held if admits is not None and not admits(entry[0])]
+            held.clear()
+            held.extend(kept)
+            self.queue.extendleft(reversed(released))
+        if admits is None and not held:
+            self.dataflow.operators[self.operator].gated = False
+        self.dataflow.operators[self.operator].poked = True
+        self.dataflow.activate(self.operator)
+
+    def hold_back(self) -> None:
+        """Apply the gate to the waiting batches (the operator does, before its logic)."""
+        admits, queue = self._admits, self.queue
+        if admits is not None and queue and not all(admits(entry[0]) for entry in queue):
+            keep = [entry for entry in queue if admits(entry[0])]
+            self._held.extend(entry for entry in queue if not admits(entry[0]))
+            queue.clear()
+            queue.extend(keep)
 
     def _set_outputs(self, outputs: list[OutputPort], summaries: list[list]) -> None:
         self._outputs = outputs
@@ -235,6 +290,11 @@ class OutputHandle:
         self._sessions: list[Session] = []
         self._pending: deque[tuple[Capability, Iterator[Any]]] = deque()
         self.queue_limit = QUEUE_LIMIT
+
+    @property
+    def port(self) -> OutputPort:
+        """The output this handle sends into."""
+        return self._port
 
     @property
     def output_index(self) -> int:

@@ -3,19 +3,19 @@
 :class:`ScopeCore` is what this layer knows of a scope. The concrete ``sparktimely.Scope``
 (in :mod:`sparktimely.ops.scope`) adds the operators that start streams (``to_stream``,
 ``new_input``, ``feedback``, ...) and names the stream class its operators produce
-(``stream_class``); the worker makes root scopes through :func:`root_scope`, whose class the
-operator library registers with :func:`use_scope_class`.
+(``stream_class``); a worker makes root scopes of its ``scope_class``
+(``sparktimely.Worker``'s is ``Scope``).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Callable, ClassVar, Generic, Self, TypeVar
 
 from ..progress.timestamp import TimeKind
 from .stream import StreamCore
 
 if TYPE_CHECKING:
     from .ports import OutputPort
-    from .worker import Dataflow
+    from .subgraph import Dataflow
 
 S = TypeVar("S", bound=StreamCore)
 R = TypeVar("R")
@@ -179,18 +179,3 @@ class ScopeCore(Generic[S]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
-
-
-_root_scope_class: Callable[..., Any] = ScopeCore
-
-
-def use_scope_class(cls: type) -> None:
-    """Make :func:`root_scope` create scopes of ``cls`` (the operator library's ``Scope``)."""
-    global _root_scope_class
-    _root_scope_class = cls
-
-
-def root_scope(dataflow: "Dataflow", kind: TimeKind) -> Any:
-    """The top-level scope of ``dataflow``, of the class registered by :func:`use_scope_class`."""
-    scope: Any = _root_scope_class(dataflow, None, kind, (dataflow.index,), dataflow.name)
-    return scope

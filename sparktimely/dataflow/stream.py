@@ -24,7 +24,7 @@ class StreamCore:
     """A stream of timestamped batches produced by one operator output, in one scope.
 
     ``unary``, ``binary``, ``sink`` and their ``_frontier``/``_notify`` forms build
-    operators from user logic (seed 002); they return streams of the caller's class.
+    operators from user logic (timely's operator-writing guide); they return streams of the caller's class.
 
     >>> import sparktimely as st
     >>> def build(scope):
@@ -46,6 +46,11 @@ class StreamCore:
     def __init__(self, scope: "ScopeCore[Self]", port: "OutputPort") -> None:
         self.scope = scope
         self._port = port
+
+    @property
+    def port(self) -> "OutputPort":
+        """The operator output that produces this stream."""
+        return self._port
 
     def unary(self, pact: "Pact | type", name: str, ctor: Callable) -> Self:
         """A one-input operator: ``ctor(capability, info)`` returns ``logic(input, output)``.

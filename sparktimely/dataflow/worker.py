@@ -1,16 +1,12 @@
-"""Workers and the dataflows they run.
+"""The worker: builds dataflows and runs them step by step (timely's ``worker.rs``).
 
-A :class:`Worker` owns dataflows; each :class:`Dataflow` owns its operators, a progress
-tracker for its (flattened) graph and the set of operators waiting to be scheduled.
-``worker.step()`` runs one round: take in messages from other workers, apply progress,
-schedule what is activated (in operator order, so a pipeline runs end to end in one step),
-apply progress again, and send what was produced.
+``worker.step()`` runs one round: take in messages from other workers, run every dataflow's
+round (:class:`~.subgraph.Dataflow`: apply progress, schedule what is activated in operator
+order, so a pipeline runs end to end in one step, share progress), let the observers act,
+and send what was produced.
 
-With several workers, every worker tracks the global progress of each dataflow: the
-pointstamp changes a worker makes are shared, as one atomic batch, with every other worker
-(FIFO per sender), and each worker applies everyone's batches to its own tracker. When and
-what to share is decided by :class:`~sparktimely.progress.exchange.ProgressExchange`, a pure
-state machine; this module only moves its messages.
+:class:`WorkerCore` knows scopes as :class:`~.scope.ScopeCore`; ``sparktimely.Worker`` is the
+same worker whose dataflows are built in the operator library's ``Scope``.
 """
 from __future__ import annotations
 
@@ -19,275 +15,22 @@ import os
 import pickle
 import threading
 import time as _time
-import weakref
 from collections import deque
-from heapq import heappop, heappush
-from typing import TYPE_CHECKING, Any, Callable
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
 
-from ..progress.exchange import ProgressExchange
-from ..progress.reachability import GraphBuilder, Tracker
 from ..progress.timestamp import TimeKind, Timestamp
-from .channels import SchemaCheckedQueue
-from .operator import Operator
-from .ports import batch_length
+from .observer import ObserverFanOut, WorkerObserver
+from .scope import ScopeCore
+from .subgraph import DATA, Dataflow
 
 if TYPE_CHECKING:
     from ..comm import Allocator
-    from .channels import Pact
-    from .ports import InputPort, OutputPort
-    from .scope import ScopeCore as Scope
 
-
-DATA, PROGRESS, GRAPH = 0, 1, 2
-"""Kinds of worker-to-worker messages: ``(DATA, dataflow, location, time, batch)``,
-``(PROGRESS, dataflow, [((location, time), delta), ...])`` and
-``(GRAPH, dataflow, shape, names, salt_probe)`` (each worker's description of the dataflow
-it built, and its Python ``hash`` of a fixed string, to detect differently salted peers)."""
+S = TypeVar("S", bound=ScopeCore)
+R = TypeVar("R")
 
 logger = logging.getLogger("sparktimely")
-
-_SALT_PROBE = "sparktimely: is hash() salted alike on every worker?"
-
-
-class Dataflow:
-    """One dataflow graph on one worker: operators, progress and scheduling."""
-
-    def __init__(self, worker: "Worker", index: int, name: str) -> None:
-        self.worker = worker
-        self.index = index
-        self.name = name
-        self.peers = worker.peers
-        self.operators: list[Operator] = []
-        self.graph: GraphBuilder | None = GraphBuilder()    # None once built
-        self.tracker: Tracker                               # set when built
-        self.progress = ProgressExchange(worker.peers)
-        self.update = self.progress.update       # the hot path: a bound method, no wrapper
-        self.dropped = False
-        self.running = True                     # False once a step found it complete
-        self.moved = False                      # whether the last step shared or applied progress
-        self.shape: list = []
-        self._edges: list[tuple["OutputPort", "InputPort", "Pact"]] = []
-        self.scopes: dict[tuple, str] = {}      # scope address -> name (for pictures)
-        self._loops: list = []
-        self._on_drop: list[Callable[[], None]] = []
-        self._frontier_watchers: dict[int, int] = {}
-        self._queued: list[bool] = []
-        self._heap: list[int] = []
-        self._deferred: list[int] = []
-        self._cursor: int | None = None
-        self._inputs_at: dict[int, "InputPort"] = {}
-        self._input_handles: list = []
-
-    # -- building -------------------------------------------------------------------------
-
-    def _building(self) -> GraphBuilder:
-        """The graph being built (an error once the dataflow is built)."""
-        if self.graph is None:
-            raise RuntimeError(f"dataflow {self.name!r} is already built; "
-                               f"operators can only be added inside its build function")
-        return self.graph
-
-    def reserve_operator(self, name: str, scope: "Scope") -> Operator:
-        self._building()
-        index = len(self.operators)
-        self.scopes.setdefault(scope.address, scope.name)
-        operator = Operator(name, index, scope.address + (index,))
-        self.operators.append(operator)
-        self._queued.append(False)
-        return operator
-
-    def add_operator(self, operator: Operator, summaries: list[list[list]],
-                     input_kinds: list[TimeKind], output_kinds: list[TimeKind] | None = None) -> None:
-        """Place a reserved operator (its ports already created) into the progress graph."""
-        graph = self._building()
-        outputs = operator.outputs
-        node = graph.add_node(operator.name, len(operator.inputs), len(outputs), summaries,
-                              input_kinds, output_kinds or [port.kind for port in outputs])
-        for port, handle in enumerate(operator.inputs):
-            handle.location = graph.target(node, port)
-            handle.frontier = graph.implications(handle.location)
-            self._inputs_at[handle.location] = handle
-        for port, output in enumerate(outputs):
-            output.location = graph.source(node, port)
-        self.activate(operator.index)
-
-    def connect(self, source: "OutputPort", target: "InputPort", pact: "Pact") -> None:
-        """Feed ``target`` from ``source`` through ``pact`` (an edge of the progress graph)."""
-        pact.connect(source, target)
-        self._edges.append((source, target, pact))
-
-    def add_loop(self, handle) -> None:
-        self._loops.append(handle)
-
-    def add_input_handle(self, handle, operator: int) -> None:
-        """Remember that ``handle`` feeds operator ``operator`` (to name it if it is left
-        open). Weakly: a handle nobody references any more closes itself."""
-        self._input_handles.append((weakref.ref(handle), operator))
-
-    def on_drop(self, callback: Callable[[], None]) -> None:
-        """Run ``callback()`` if this dataflow is dropped (``Worker.drop_dataflow``)."""
-        self._on_drop.append(callback)
-
-    def finish_building(self) -> None:
-        """Compile the graph into a tracker; errors here name the offending operators."""
-        graph = self._building()
-        for handle in self._loops:
-            handle._check_connected()
-        source_ports = {loc: port for port, loc in graph._sources.items()}
-        target_ports = {loc: port for port, loc in graph._targets.items()}
-        for source, target, _ in self._edges:
-            graph.add_edge(source_ports[source.location], target_ports[target.location])
-        self.tracker = graph.build()
-        # Workers compare structure only: names may hold user objects' reprs (addresses).
-        self.shape = [(op.address, len(op.inputs), len(op.outputs)) for op in self.operators] + [
-            (source.location, target.location) for source, target, _ in self._edges]
-        self.graph = None
-        self._loops = []
-        if self.worker._log is not None:
-            self.worker._log.dataflow_built(self)
-        initial_frontiers = self.progress.start(self.tracker)
-        if self.peers > 1:       # first, so peers check the shape before anything else
-            self.worker.broadcast((GRAPH, self.index, self.shape,
-                                   [op.name for op in self.operators], hash(_SALT_PROBE)))
-        for operator in self.operators:
-            if operator.watches_frontiers:
-                for handle in operator.inputs:
-                    self._frontier_watchers[handle.location] = operator.index
-        self._activate_watchers(initial_frontiers)
-        self._propagate()
-
-    # -- progress and scheduling ----------------------------------------------------------
-
-    def acquire(self, location: int, time: Timestamp) -> None:
-        """Count a new capability. One made while the dataflow is built is made identically
-        by every worker, so it is counted once per worker without any message."""
-        if self.graph is not None:
-            self.progress.acquire_initial(location, time)
-        else:
-            self.update(location, time, 1)
-
-    def activate(self, index: int) -> None:
-        """Schedule operator ``index`` at the next opportunity."""
-        if self._queued[index]:
-            return
-        self._queued[index] = True
-        if self._cursor is not None and index <= self._cursor:
-            self._deferred.append(index)
-        else:
-            heappush(self._heap, index)
-
-    def deliver(self, source: int, message: tuple) -> None:
-        """Take in a message another worker sent for this dataflow."""
-        if self.worker._log is not None:
-            self.worker._log.received(source, message)
-        kind = message[0]
-        if kind == DATA:
-            _, _, location, time, batch = message
-            input = self._inputs_at[location]
-            queue = input.queue
-            if queue.__class__ is SchemaCheckedQueue:       # an exchange's: names the sender
-                queue.append_from(source, (time, batch, batch_length(batch)))
-            else:
-                queue.append((time, batch, batch_length(batch)))
-            self.activate(input.operator)
-        elif kind == PROGRESS:
-            self.progress.receive(message[2])
-        elif kind == GRAPH:
-            _, _, shape, names, salt_probe = message
-            if shape != self.shape:
-                raise RuntimeError(
-                    f"workers built dataflow {self.name!r} differently: worker {source} has "
-                    f"{_describe(names)}, worker {self.worker.index} has "
-                    f"{_describe([op.name for op in self.operators])}; every worker must "
-                    f"build the same dataflows in the same order")
-            if salt_probe != hash(_SALT_PROBE):
-                self.worker._warn_salted_hash(source)
-
-    def _propagate(self) -> bool:
-        """Run the progress protocol: share what must be shared, and schedule the operators
-        whose input frontiers moved. True if it shared changes or moved a frontier."""
-        batch, changed = self.progress.exchange()
-        if batch is not None:
-            self.worker.broadcast((PROGRESS, self.index, batch))
-        self._activate_watchers(changed)
-        return batch is not None or bool(changed)
-
-    def _activate_watchers(self, targets: set[int]) -> None:
-        """Schedule the operators that watch the frontiers of ``targets``."""
-        watchers = self._frontier_watchers
-        for target in targets:
-            index = watchers.get(target)
-            if index is not None:
-                self.activate(index)
-
-    def step(self) -> bool:
-        """Run one round; True while the dataflow has work left (capabilities or data).
-        ``moved`` says whether this round shared or applied progress (a frontier, e.g. a
-        probe's, may have changed: the caller's loop must look before it waits)."""
-        self.moved = not self.progress.quiet() and self._propagate()
-        heap = self._heap
-        if heap:
-            operators = self.operators
-            queued = self._queued
-            log = self.worker._log
-            try:
-                while heap:
-                    index = heappop(heap)
-                    queued[index] = False
-                    self._cursor = index
-                    if log is not None:
-                        log.schedule(self.index, index, True)
-                    if operators[index].schedule():
-                        self.activate(index)
-                    if log is not None:
-                        log.schedule(self.index, index, False)
-            finally:
-                self._cursor = None
-                for index in self._deferred:
-                    heappush(heap, index)
-                self._deferred = []
-            self._propagate()
-        if self.progress.tracking_anything() or heap:
-            return True
-        self.running = False
-        if self.worker._log is not None:
-            self.worker._log.shutdown(self)
-        return False
-
-    def drop(self) -> None:
-        """Stop this dataflow here: run the ``on_drop`` callbacks and release what it holds."""
-        self.dropped = True
-        if self.worker._log is not None:
-            self.worker._log.shutdown(self)
-        callbacks, self._on_drop = self._on_drop, []
-        for callback in callbacks:
-            callback()
-        for handle_ref, _ in self._input_handles:
-            handle = handle_ref()
-            if handle is not None:
-                handle._forget(self)
-        self.operators = []
-        self._inputs_at = {}
-        self._frontier_watchers = {}
-        self._heap = []
-        self._input_handles = []
-
-    def open_inputs(self) -> list[str]:
-        """Descriptions of the input handles that alone keep this dataflow from completing
-        (empty if anything else holds a pointstamp)."""
-        tracker = self.tracker
-        held = {location for location in range(tracker.locations())
-                if not tracker.pointstamps(location).is_empty()}
-        inputs = {}
-        for handle_ref, operator in self._input_handles:
-            handle = handle_ref()
-            if handle is not None and not handle._closed:
-                inputs[self.operators[operator].outputs[0].location] = (handle, operator)
-        if not held or not held <= inputs.keys():
-            return []
-        return [f"input handle {inputs[location][0].name!r} (operator "
-                f"{self.operators[inputs[location][1]].name!r} at address "
-                f"{self.operators[inputs[location][1]].address})" for location in sorted(held)]
 
 
 class SyncActivator:
@@ -322,7 +65,7 @@ class SyncActivator:
 
     __slots__ = ("_worker", "_dataflow", "_operator")
 
-    def __init__(self, worker: "Worker", dataflow: int, operator: int) -> None:
+    def __init__(self, worker: "WorkerCore", dataflow: int, operator: int) -> None:
         self._worker = worker
         self._dataflow = dataflow
         self._operator = operator
@@ -333,8 +76,9 @@ class SyncActivator:
         self._worker._wake()
 
 
-class Worker:
-    """A timely worker: builds dataflows and runs them step by step.
+class WorkerCore(Generic[S]):
+    """A timely worker: builds dataflows and runs them step by step. Its dataflows are
+    built in scopes of :attr:`scope_class`.
 
     >>> import sparktimely as st
     >>> def job(worker):
@@ -344,6 +88,9 @@ class Worker:
     >>> st.execute_directly(job)
     (0, 1)
     """
+
+    scope_class: type[S] = ScopeCore      # type: ignore[assignment]
+    """The class of the scopes dataflows are built in."""
 
     idle_hint_after = 2.0
     """Seconds without any work, after ``func`` returned, before :meth:`run` logs which input
@@ -365,34 +112,62 @@ class Worker:
         self._salt_warned = False
         self._remote_activations: deque = deque()
         self._alone_wakeup: threading.Event | None = None
-        self._log: Any = None            # sparktimely.logging's hooks while a log is registered
-        self._log_registry: Any = None
+        self._observers: tuple[WorkerObserver, ...] = ()
+        self._observer: WorkerObserver | None = None     # all of them as one, or None
         self.steps = 0
         """Steps taken so far (a stall watchdog reads it from another thread)."""
-        self.recovery: Any = None
-        """The checkpoint coordinator (``sparktimely.io.enable_checkpoints``), or None: told
-        of every dataflow built and called after every step."""
 
-    def dataflow(self, build: Callable[[Any], Any], *, name: str | None = None,
-                 timestamp: type = int) -> Any:
+    def dataflow(self, build: Callable[[S], R], *, name: str | None = None,
+                 timestamp: type = int) -> R:
         """Build a new dataflow with ``build(scope)`` and return what ``build`` returns.
 
         Every worker must build the same dataflows in the same order.
         """
-        from .scope import root_scope
         index = self._dataflow_count
         self._dataflow_count += 1
-        dataflow = Dataflow(self, index, name or f"dataflow-{index}")
-        scope = root_scope(dataflow, TimeKind(timestamp))
+        dataflow = Dataflow(self, index, name)
+        kind = TimeKind(timestamp)
+        scope = self.scope_class(dataflow, None, kind, (index,), dataflow.name)
         result = build(scope)
         dataflow.finish_building()
         self._dataflows.append(dataflow)
         self._built[index] = dataflow
         for source, message in self._early.pop(index, ()):
             dataflow.deliver(source, message)
-        if self.recovery is not None:
-            self.recovery.dataflow_built(dataflow, named=name is not None)
+        if self._observer is not None:
+            self._observer.dataflow_started(dataflow)
         return result
+
+    def dataflows(self) -> Mapping[int, Dataflow]:
+        """The dataflows built on this worker and not dropped, by index (a read-only view).
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     worker.dataflow(lambda scope: scope.to_stream([1]).probe(), name="one")
+        ...     return {index: d.name for index, d in worker.dataflows().items()}
+        >>> st.execute_directly(job)
+        {0: 'one'}
+        """
+        return MappingProxyType(self._built)
+
+    @property
+    def observers(self) -> tuple[WorkerObserver, ...]:
+        """The observers attached, in order (see :mod:`.observer`)."""
+        return self._observers
+
+    def add_observer(self, observer: WorkerObserver) -> None:
+        """Tell ``observer`` what this worker does from now on; it learns of the dataflows
+        built before through :meth:`dataflows`."""
+        self._set_observers(self._observers + (observer,))
+
+    def remove_observer(self, observer: WorkerObserver) -> None:
+        """Stop telling ``observer`` (attached with :meth:`add_observer`)."""
+        self._set_observers(tuple(o for o in self._observers if o is not observer))
+
+    def _set_observers(self, observers: tuple[WorkerObserver, ...]) -> None:
+        self._observers = observers
+        self._observer = (None if not observers else observers[0] if len(observers) == 1
+                          else ObserverFanOut(observers))
 
     def next_dataflow_index(self) -> int:
         """The index the next :meth:`dataflow` will get (for :meth:`drop_dataflow`)."""
@@ -429,29 +204,6 @@ class Worker:
         dataflow.drop()
         self._dataflows = [d for d in self._dataflows if d is not dataflow]
 
-    def log_register(self) -> Any:
-        """This worker's log registry (a :class:`sparktimely.logging.Registry`):
-        ``insert(name, callback)`` has ``callback(time, events)`` receive the ``"timely"``
-        events (operators, channels, scheduling, messages, shutdown, parking) or the
-        ``"timely/progress"`` ones in batches, once per step. Nothing is logged, at no cost,
-        while no callback is registered.
-
-        >>> import sparktimely as st
-        >>> def job(worker):
-        ...     events = []
-        ...     worker.log_register().insert("timely", lambda time, batch: events.extend(batch))
-        ...     worker.dataflow(lambda scope: scope.to_stream([1, 2]).map(str).probe())
-        ...     worker.run()
-        ...     return sorted({type(event).__name__ for event in events})
-        >>> st.execute_directly(job)
-        ['ChannelsEvent', 'MessagesEvent', 'OperatesEvent', 'ScheduleEvent', 'ShutdownEvent']
-        """
-        if self._log_registry is None:
-            if _log_registry_class is None:
-                raise RuntimeError("import sparktimely.logging to register logs")
-            self._log_registry = _log_registry_class(self)
-        return self._log_registry
-
     def sync_activator_for(self, address: tuple) -> SyncActivator:
         """An activator for the operator at ``address`` (its ``info.address``) that other
         threads may call; see :class:`SyncActivator`."""
@@ -470,8 +222,8 @@ class Worker:
     def send_data(self, target: int, dataflow: int, location: int, time: Timestamp,
                   batch: Any) -> None:
         """Send a batch to input ``location`` of ``dataflow`` on worker ``target``."""
-        if self._log is not None:
-            self._log.sent(target, dataflow, location, batch)
+        if self._observer is not None:
+            self._observer.sent(target, dataflow, location, batch)
         try:
             self._peer_allocator().send(target, (DATA, dataflow, location, time, batch))
         except (pickle.PicklingError, TypeError, AttributeError) as error:
@@ -486,8 +238,8 @@ class Worker:
 
     def broadcast(self, message: tuple) -> None:
         """Send ``message`` to every other worker."""
-        if self._log is not None:
-            self._log.broadcast(message)
+        if self._observer is not None:
+            self._observer.broadcast(message)
         send = self._peer_allocator().send
         for target in range(self.peers):
             if target != self.index:
@@ -523,9 +275,9 @@ class Worker:
 
         When the round found nothing to do and this host has more workers than the cores
         this process may use, it yields its time slice (``os.sched_yield``), so that a loop
-        of steps gives the core to a peer with work, such as the one it waits for. (Parking
-        on the doorbell instead, for up to a millisecond, made rounds of 3 and 4 workers on 2
-        cores 1.5-1.8x slower than yielding, measured side by side.)"""
+        of steps gives the core to a peer with work, such as the one it waits for (parking
+        on the doorbell instead keeps the core from that peer for up to the park's timeout;
+        ``benchmarks/bench_scaling.py`` measures rounds with more workers than cores)."""
         running, busy = self._step()
         if running and not busy and self._allocator is not None and \
                 self._allocator.oversubscribed():
@@ -552,16 +304,14 @@ class Worker:
                     busy = True                 # a frontier may have moved: look before parking
             if finished:
                 self._dataflows = [d for d in dataflows if d.running and not d.dropped]
-            if self.recovery is not None and self.recovery.after_step(busy):
+            if self._observer is not None and self._observer.after_step(busy):
                 busy = True
             if allocator is not None:
                 allocator.flush()
         except BaseException as error:
-            if self._log is not None:           # keep this worker's last events
-                self._log.failed(error)
+            if self._observer is not None:      # e.g. logs keep this worker's last events
+                self._observer.failed(error)
             raise
-        if self._log is not None:
-            self._log.flush()
         return bool(self._dataflows), busy
 
     def _activate_remote(self) -> None:
@@ -575,8 +325,8 @@ class Worker:
     def _park(self, timeout_seconds: float | None, idle_sleep: float = 0.0) -> None:
         """Wait up to ``timeout_seconds`` for messages from other workers or activations
         from other threads (a lone worker without such activators sleeps ``idle_sleep``)."""
-        if self._log is not None:
-            self._log.park(timeout_seconds)
+        if self._observer is not None:
+            self._observer.parked(timeout_seconds)
         if self._allocator is not None:
             self._allocator.park(timeout_seconds)
         elif self._alone_wakeup is not None:
@@ -584,8 +334,8 @@ class Worker:
             self._alone_wakeup.clear()
         elif idle_sleep:
             _time.sleep(idle_sleep)
-        if self._log is not None:
-            self._log.unpark()
+        if self._observer is not None:
+            self._observer.unparked()
 
     def step_while(self, predicate: Callable[[], bool]) -> None:
         """Step until ``predicate()`` is false (parking while there is nothing to do)."""
@@ -652,17 +402,3 @@ class Worker:
             raise RuntimeError(
                 f"worker {self.index} got messages for dataflow {index} from worker(s) "
                 f"{sources} but never built it: every worker must build the same dataflows")
-
-
-_log_registry_class: Callable[[Worker], Any] | None = None
-
-
-def use_log_registry_class(cls: Callable[[Worker], Any]) -> None:
-    """Make :meth:`Worker.log_register` create registries of ``cls`` (sparktimely.logging's
-    ``Registry``, which registers itself here: this layer does not import the ones above)."""
-    global _log_registry_class
-    _log_registry_class = cls
-
-
-def _describe(names: list[str]) -> str:
-    return f"{len(names)} operators ({', '.join(names)})"

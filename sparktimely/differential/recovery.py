@@ -247,4 +247,4 @@ def checkpointing(scope: "ScopeCore") -> bool:
     >>> st.example(checkpointing)
     False
     """
-    return recovery_of(scope) is not None
+    return recovery_of(scope.dataflow.worker) is not None

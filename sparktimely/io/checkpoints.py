@@ -1,6 +1,6 @@
 """Epoch checkpoints: aligned snapshots, one atomic commit record per checkpoint, and resume.
 
-:func:`enable_checkpoints` gives a worker a coordinator (``worker.recovery``) before it
+:func:`enable_checkpoints` gives a worker a coordinator (an observer) before it
 builds its dataflows; ``st.execute(..., checkpoint_dir=...)`` does it for every worker. Every
 dataflow then gets a small companion dataflow that carries the coordinators' messages, and
 goes through three stages (the model is Flink's aligned checkpoints and two-phase-commit
@@ -54,20 +54,23 @@ import re
 import time
 from collections import Counter, deque
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 from urllib.parse import quote, unquote
 
 from xxhash import xxh3_128_hexdigest
 
-from ..dataflow import Pipeline, source
-from ..ops.recovery import Component, KeyedState, frontier_epoch, root_epoch
+from ..dataflow import Pipeline, WorkerObserver, source
+from ..ops.recovery import Component, KeyedState, frontier_epoch, recovery_of, root_epoch
 from ..progress.timestamp import Product
 from ._state import decode_partitions, encode_keyed, encode_partitions, from_ipc, select_keyed, \
     to_ipc
 from ._storage import TEMPORARY_PREFIX, DirectoryLock, Location, Storage
 
 if TYPE_CHECKING:
-    from ..dataflow.worker import Dataflow, Worker
+    from ..dataflow.subgraph import Dataflow
+    from ..dataflow.worker import WorkerCore as Worker
+
+W = TypeVar("W", bound="Worker")
 
 __all__ = ["Checkpoints", "RecoveryError", "checkpointing", "enable_checkpoints",
            "reraise_recovery_error"]
@@ -117,35 +120,35 @@ def enable_checkpoints(worker: "Worker", checkpoint_dir: Location,
     >>> import tempfile, sparktimely as st
     >>> directory = tempfile.mkdtemp()
     >>> def job(worker):
-    ...     enable_checkpoints(worker, directory, checkpoint_every=10)
+    ...     coordinator = enable_checkpoints(worker, directory, checkpoint_every=10)
     ...     worker.dataflow(lambda scope: scope.to_stream([1]).probe(), name="one")
-    ...     return worker.recovery.every
+    ...     return coordinator.every
     >>> st.execute_directly(job)
     10
     """
     if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
         raise ValueError(f"checkpoint_every must be a positive integer, got {checkpoint_every!r}")
-    if getattr(worker, "recovery", None) is not None:
+    if recovery_of(worker) is not None:
         raise ValueError(f"worker {worker.index} already checkpoints")
     if worker.installed_dataflows():
         raise ValueError(f"worker {worker.index}: enable checkpoints before building dataflows")
     coordinator = Checkpoints(worker, Storage(checkpoint_dir), checkpoint_every)
-    worker.recovery = coordinator
+    worker.add_observer(coordinator)
     return coordinator
 
 
-def checkpointing(func: Callable[["Worker"], Any], checkpoint_dir: Location,
-                  checkpoint_every: int = 1) -> Callable[["Worker"], Any]:
+def checkpointing(func: Callable[[W], Any], checkpoint_dir: Location,
+                  checkpoint_every: int = 1) -> Callable[[W], Any]:
     """``func`` for a worker that checkpoints: it enables checkpoints, then runs ``func``
     (what ``execute`` and ``barrier.run`` do with their ``checkpoint_dir``). A worker that
     fails gives the directory's lock up at once (its process may live on, as Spark's do).
 
     >>> import tempfile, sparktimely as st
-    >>> st.execute_directly(checkpointing(lambda worker: worker.recovery.every,
+    >>> st.execute_directly(checkpointing(lambda worker: recovery_of(worker).every,
     ...                                   tempfile.mkdtemp(), 5))
     5
     """
-    def run(worker: "Worker") -> Any:
+    def run(worker: W) -> Any:
         coordinator = enable_checkpoints(worker, checkpoint_dir, checkpoint_every)
         try:
             return func(worker)
@@ -180,10 +183,10 @@ def reraise_recovery_error() -> Iterator[None]:
 _RECOVERY_ERROR = "RecoveryError: "
 
 
-class Checkpoints:
-    """One worker's checkpoint coordinator (``worker.recovery``); see the module doc.
+class Checkpoints(WorkerObserver):
+    """One worker's checkpoint coordinator, watching the worker; see the module doc.
 
-    The worker calls :meth:`dataflow_built` after building each dataflow and
+    The worker calls :meth:`dataflow_started` once each dataflow runs and
     :meth:`after_step` after each step; operators :meth:`register` their components while
     the dataflow is built.
 
@@ -213,13 +216,13 @@ class Checkpoints:
         """Take ``component`` (made while its dataflow is built) into the checkpoints."""
         self._components.setdefault(component.dataflow.index, []).append(component)
 
-    def dataflow_built(self, dataflow: "Dataflow", named: bool) -> None:
+    def dataflow_started(self, dataflow: "Dataflow") -> None:
         """Resume ``dataflow`` from its newest checkpoint, or start it afresh (see the module
         doc); raises :class:`RecoveryError` if any worker finds the checkpoint unusable."""
         if self._building_companion:
             return
         components = self._components.pop(dataflow.index, [])
-        if not named:
+        if not dataflow.named:
             raise ValueError(f"worker.dataflow: with a checkpoint directory every dataflow "
                              f"needs a name (dataflow {dataflow.index} has none): "
                              f"worker.dataflow(build, name=...)")

@@ -10,7 +10,8 @@
 - :mod:`~sparktimely.logging.picture`: the dataflow as Graphviz DOT (:func:`to_dot`), drawn
   as SVG/PNG with Graphviz's ``dot`` when installed (:func:`render`).
 - :mod:`~sparktimely.logging.display`: a live progress display (:class:`ProgressDisplay`)
-  fed by each worker's :func:`report_status`, over TCP (:class:`StatusListener`) or files.
+  fed by each worker's :func:`report_status` (:mod:`~sparktimely.logging.reporter`), over
+  TCP (:class:`StatusListener`) or files.
 - :mod:`~sparktimely.logging.observe`: a job wrapped to log to a directory and report its
   status, and the display around a run (what ``execute`` and the Spark entry point use).
 - :mod:`~sparktimely.logging.report`: the HTML profile page
@@ -26,13 +27,14 @@
 >>> st.execute_directly(job)            # 10 records from ToStream to Map, 10 from Map to Probe
 20
 """
-from .display import ProgressDisplay, StatusListener, StatusReporter, report_status
+from .display import ProgressDisplay, StatusListener
+from .reporter import StatusReporter, report_status
 from .events import (ChannelsEvent, MessagesEvent, OperatesEvent, ParkEvent, ProgressEvent,
                      ScheduleEvent, ShutdownEvent, describe)
 from .files import LogDirectory, log_to_directory, read_events, read_log_directory
 from .observe import observed, observing
 from .picture import Graph, GraphvizMissing, graph_of, has_graphviz, render, to_dot
-from .registry import BatchLogger, Logger, Registry, log_stream
+from .registry import BatchLogger, Logger, Registry, log_stream, registry_of
 from .report import render_report, write_report
 from .summary import OperatorSummary, Summary, WorkerSummary, summarize
 
@@ -42,4 +44,4 @@ __all__ = ["BatchLogger", "ChannelsEvent", "Graph", "GraphvizMissing", "LogDirec
            "StatusReporter",
            "Summary", "WorkerSummary", "describe", "graph_of", "has_graphviz", "log_stream",
            "log_to_directory", "observed", "observing", "read_events", "read_log_directory",
-           "render", "render_report", "report_status", "summarize", "to_dot", "write_report"]
+           "registry_of", "render", "render_report", "report_status", "summarize", "to_dot", "write_report"]

@@ -1,24 +1,29 @@
-"""What the worker calls while a log is registered (``worker._log``): turns its hooks into
-event records in the buffers of the registered loggers.
+"""The worker observer attached while a log is registered: turns what the worker tells its
+observers (:class:`~sparktimely.dataflow.observer.WorkerObserver`) into event records in the
+buffers of the registered loggers.
 
-The worker and its dataflows call these methods behind one ``is None`` check each, so none
-of this runs while nothing is registered. Batches that stay on their worker never pass the
-worker, so :func:`instrument` wraps the pushers of every channel's local end while logging is
-on (timely's ``LogPusher``) and :meth:`WorkerHooks.detach` puts the originals back.
+The worker and its dataflows call observers behind one ``is None`` check each, so none of
+this runs while nothing is registered. Batches that stay on their worker never pass the
+worker, so while logging is on every channel's local end shows its batches to
+:meth:`WorkerHooks.local` (``LocalPusher.observe``, timely's ``LogPusher``), until
+:meth:`WorkerHooks.detach`.
 """
 from __future__ import annotations
 
 import time as _time
 from collections import deque
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..dataflow.observer import WorkerObserver
 from ..dataflow.ports import batch_length
-from ..dataflow.worker import DATA, PROGRESS
+from ..dataflow.subgraph import DATA, PROGRESS
 from .events import (ChannelsEvent, MessagesEvent, OperatesEvent, ParkEvent, ProgressEvent,
                      ScheduleEvent, ShutdownEvent, describe)
 
 if TYPE_CHECKING:
-    from ..dataflow.worker import Dataflow
+    from ..dataflow.channels import LocalPusher
+    from ..dataflow.subgraph import Dataflow
 
 RECENT = 16
 """How many of a worker's last events a failure's traceback lists."""
@@ -37,7 +42,7 @@ def structure(dataflow: "Dataflow", first_operator: int, first_channel: int, wor
     outputs = {id(port): (op.index, number)
                for op in operators for number, port in enumerate(op.outputs)}
     channels = []
-    for number, (source, target, pact) in enumerate(dataflow._edges):
+    for number, (source, target, pact, _) in enumerate(dataflow.edges):
         operator = operators[target.operator]
         source_op, source_port = outputs.get(id(source), (-1, 0))
         channels.append(ChannelsEvent(
@@ -55,22 +60,7 @@ def _index_of(items: list, item: Any) -> int:
     return -1
 
 
-class _LoggedPusher:
-    """Logs each batch a channel delivers on its own worker, then delivers it."""
-
-    __slots__ = ("_inner", "_hooks", "_channel")
-
-    def __init__(self, inner: Any, hooks: "WorkerHooks", channel: int) -> None:
-        self._inner = inner
-        self._hooks = hooks
-        self._channel = channel
-
-    def push(self, time: Any, batch: Any) -> None:
-        self._hooks.local(self._channel, batch)
-        self._inner.push(time, batch)
-
-
-class WorkerHooks:
+class WorkerHooks(WorkerObserver):
     """One worker's logging hooks (see the module doc); ``timely`` and ``progress`` are the
     buffers of the ``"timely"`` and ``"timely/progress"`` loggers, or None."""
 
@@ -90,7 +80,7 @@ class WorkerHooks:
         self._channels: dict[tuple[int, int], int] = {}   # (dataflow, input location) -> id
         self._locations: dict[int, dict[int, tuple[int, int, bool]]] = {}
         self._sequence: dict[tuple, int] = {}
-        self._undo: list[tuple[Any, Any, Any]] = []
+        self._observed: list[LocalPusher] = []     # channel ends showing us their batches
 
     def now(self) -> int:
         return self.clock() - self.origin
@@ -107,7 +97,8 @@ class WorkerHooks:
         base, first_channel = self._next_operator, self._next_channel
         self._bases[dataflow.index] = base
         self._next_operator += len(dataflow.operators)
-        self._next_channel += len(dataflow._edges)
+        edges = dataflow.edges
+        self._next_channel += len(edges)
         operates, channels = structure(dataflow, base, first_channel, self.worker, self.now())
         for event in operates:
             self.names[event.id] = event.name
@@ -120,37 +111,21 @@ class WorkerHooks:
                 locations[input.location] = (base + op.index, port, True)
             for port, output in enumerate(op.outputs):
                 locations[output.location] = (base + op.index, port, False)
-        for number, (_, target, _) in enumerate(dataflow._edges):
-            self._channels[(dataflow.index, target.location)] = first_channel + number
-        self._instrument(dataflow)
-
-    def _instrument(self, dataflow: "Dataflow") -> None:
-        """Wrap the local end of every channel of ``dataflow`` in a :class:`_LoggedPusher`."""
-        for source, target, _ in dataflow._edges:
-            channel = self._channels[(dataflow.index, target.location)]
-            for position, pusher in enumerate(source.pushers):
-                if getattr(pusher, "_location", None) != target.location:
-                    continue
-                local = getattr(pusher, "_local", None)
-                if local is None:
-                    source.pushers[position] = _LoggedPusher(pusher, self, channel)
-                    self._undo.append((source.pushers, position, pusher))
-                else:
-                    pusher._local = _LoggedPusher(local, self, channel)
-                    self._undo.append((pusher, "_local", local))
+        for number, edge in enumerate(edges):
+            channel = first_channel + number
+            self._channels[(dataflow.index, edge.target.location)] = channel
+            edge.local.observe(partial(self.local, channel))
+            self._observed.append(edge.local)
 
     def detach(self) -> None:
-        """Put back the pushers :meth:`_instrument` wrapped."""
-        for owner, key, original in reversed(self._undo):
-            if isinstance(key, str):
-                setattr(owner, key, original)
-            else:
-                owner[key] = original
-        self._undo = []
+        """Stop the channel ends showing their batches to :meth:`local`."""
+        for local in self._observed:
+            local.observe(None)
+        self._observed = []
 
     # -- what the worker reports ------------------------------------------------------------
 
-    def schedule(self, dataflow: int, index: int, is_start: bool) -> None:
+    def scheduled(self, dataflow: int, index: int, is_start: bool) -> None:
         buffer = self.timely
         if buffer is not None:
             buffer.append(_new(ScheduleEvent, (self.clock() - self.origin, self.worker,
@@ -198,7 +173,7 @@ class WorkerHooks:
         return ProgressEvent(self.now(), self.worker, is_send, source, dataflow,
                              self._next(("progress", dataflow, source)), messages, internal)
 
-    def shutdown(self, dataflow: "Dataflow") -> None:
+    def dataflow_finished(self, dataflow: "Dataflow") -> None:
         buffer = self.timely
         if buffer is not None:
             now, base = self.now(), self._bases.get(dataflow.index)
@@ -206,11 +181,11 @@ class WorkerHooks:
                 buffer += [ShutdownEvent(now, self.worker, base + op.index)
                            for op in dataflow.operators]
 
-    def park(self, timeout: float | None) -> None:
+    def parked(self, timeout: float | None) -> None:
         if self.timely is not None:
             self.timely.append(ParkEvent(self.now(), self.worker, True, timeout))
 
-    def unpark(self) -> None:
+    def unparked(self) -> None:
         if self.timely is not None:
             self.timely.append(ParkEvent(self.now(), self.worker, False, None))
 
@@ -218,6 +193,11 @@ class WorkerHooks:
 
     flush: Callable[[], None]
     """Hand the buffered events to the callbacks (set by the registry)."""
+
+    def after_step(self, busy: bool) -> bool:
+        """Deliver the step's events, once per step."""
+        self.flush()
+        return False
 
     def remember(self, batch: list) -> None:
         """Keep a delivered ``"timely"`` batch (the last few) for :meth:`failed`."""

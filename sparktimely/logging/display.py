@@ -3,10 +3,8 @@ worker's CPU and memory.
 
 Two halves, because workers are processes (and, on Spark, on other hosts):
 
-- in each worker, a :class:`StatusReporter` (:func:`report_status`) reads the worker's
-  ``"timely"`` log and its probes and, every ``interval`` seconds, sends the worker's status
-  to a display's address (one JSON line over TCP), writes it as ``status-{index}.json`` in a
-  directory (atomically) or as a plain line to a stream;
+- in each worker, a :class:`~.reporter.StatusReporter` (:mod:`.reporter`) publishes the
+  worker's status;
 - in the process that started them, a :class:`ProgressDisplay` gathers those statuses (its
   :class:`StatusListener`, or the files of a directory) and redraws a few lines in place on
   a terminal, or prints a plain line every ``plain_every`` seconds when its stream is not a
@@ -34,173 +32,7 @@ import socket
 import sys
 import threading
 import time as _time
-from typing import IO, TYPE_CHECKING, Any
-
-import psutil
-
-from .events import ChannelsEvent, MessagesEvent, OperatesEvent
-
-if TYPE_CHECKING:
-    from ..dataflow.worker import Worker
-
-
-class StatusReporter:
-    """A worker's side of the display: a ``"timely"`` log callback that counts the records
-    entering the dataflows (sent by operators without inputs) and, every ``interval``
-    seconds, publishes :meth:`status` to a display's ``address`` (``(host, port)``), to
-    ``directory`` and/or as a line on ``stream``.
-
-    >>> import sparktimely as st
-    >>> def job(worker):
-    ...     reporter = report_status(worker, interval=3600)
-    ...     worker.dataflow(lambda scope: scope.to_stream(range(5)).map(str).probe())
-    ...     worker.run()
-    ...     return reporter.status()["records"], reporter.status()["probes"]
-    >>> st.execute_directly(job)
-    (5, [['dataflow-0', 2, '[]']])
-    """
-
-    def __init__(self, worker: "Worker", directory: str | os.PathLike | None = None,
-                 stream: IO[str] | None = None, interval: float = 1.0,
-                 address: tuple[str, int] | None = None) -> None:
-        self._worker = worker
-        self._directory = None if directory is None else os.fspath(directory)
-        self._stream = stream
-        self._sender = None if address is None else _StatusSender(address)
-        self._interval = interval
-        self._next = 0.0
-        self._process = psutil.Process()
-        times = self._process.cpu_times()
-        self._started = [_time.time(), times.user + times.system]
-        self._targets: set[int] = set()
-        self._sources: set[int] = set()
-        self._entry: set[int] = set()
-        self._channels: dict[int, int] = {}
-        self._previous: dict[int, dict] = {}
-        self.records = 0
-
-    def __call__(self, time: int, batch: list) -> None:
-        entry = self._entry
-        for event in batch:
-            kind = type(event)
-            if kind is MessagesEvent:
-                if event.is_send and event.channel in entry:
-                    self.records += event.length
-            elif kind is OperatesEvent or kind is ChannelsEvent:
-                self._learn(event)
-        now = _time.monotonic()
-        if now >= self._next:
-            self._next = now + self._interval
-            self.publish()
-
-    def _learn(self, event: Any) -> None:
-        if type(event) is OperatesEvent:
-            self._sources.add(event.id)
-        else:
-            self._channels[event.id] = event.source[0]
-            self._targets.add(event.target[0])
-        sources = self._sources - self._targets
-        self._entry.clear()                      # in place: __call__ holds on to the set
-        self._entry.update(channel for channel, source in self._channels.items()
-                           if source in sources)
-
-    def status(self, done: bool = False) -> dict:
-        """This worker's status: ``worker``, ``pid``, ``wall`` (time.time()), ``records``
-        (entered so far), ``cpu`` (seconds used), ``rss`` (bytes), ``probes`` (per probe
-        operator: dataflow name, operator index, frontier as text), ``done`` and
-        ``started`` (``wall`` and ``cpu`` when reporting began)."""
-        probes = []
-        for index in sorted(self._worker._built):
-            dataflow = self._worker._built[index]
-            for operator in dataflow.operators:
-                if operator.name == "Probe" and operator.inputs:
-                    frontier = operator.inputs[0].frontier
-                    probes.append([dataflow.name, operator.index,
-                                   repr(frontier.frontier() if frontier is not None else [])])
-        times = self._process.cpu_times()
-        return {"worker": self._worker.index, "pid": os.getpid(), "wall": _time.time(),
-                "records": self.records, "cpu": times.user + times.system,
-                "rss": self._process.memory_info().rss, "probes": probes, "done": done,
-                "started": self._started}
-
-    def publish(self, done: bool = False) -> None:
-        """Publish the status now (to the display, the directory, the stream)."""
-        status = self.status(done)
-        if self._sender is not None:
-            self._sender.send(status)
-        if self._directory is not None:
-            path = os.path.join(self._directory, f"status-{status['worker']}.json")
-            with open(path + ".tmp", "w") as file:
-                json.dump(status, file)
-            os.replace(path + ".tmp", path)
-        if self._stream is not None:
-            self._stream.write(plain_line([status], self._previous, None) + "\n")
-            self._stream.flush()
-        self._previous = {status["worker"]: status}
-
-    def close(self) -> None:
-        """The log is removed: publish a last status, marked done (and hang up)."""
-        self.publish(done=True)
-        if self._sender is not None:
-            self._sender.close()
-
-
-class _StatusSender:
-    """A worker's connection to a display's :class:`StatusListener`, made at the first
-    status. The display is a convenience: if it cannot be reached, or stops taking
-    statuses, the worker says so once on stderr (where the display would have been) and
-    goes on without it."""
-
-    TIMEOUT = 2.0
-    """Seconds allowed for connecting and for sending one status."""
-
-    def __init__(self, address: tuple[str, int]) -> None:
-        self._address = (address[0], int(address[1]))
-        self._socket: socket.socket | None = None
-        self._failed = False
-
-    def send(self, status: dict) -> None:
-        if self._failed:
-            return
-        try:
-            if self._socket is None:
-                self._socket = socket.create_connection(self._address, self.TIMEOUT)
-            self._socket.sendall(json.dumps(status).encode() + b"\n")
-        except OSError as error:
-            self._failed = True
-            self.close()
-            host, port = self._address
-            print(f"sparktimely: worker {status['worker']} cannot send its status to the "
-                  f"progress display at {host}:{port} ({error}); the job goes on without it",
-                  file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self._socket is not None:
-            self._socket.close()
-            self._socket = None
-
-
-def report_status(worker: "Worker", directory: str | os.PathLike | None = None,
-                  stream: IO[str] | None = None, interval: float = 1.0,
-                  address: tuple[str, int] | None = None) -> StatusReporter:
-    """Have ``worker`` publish its status for a :class:`ProgressDisplay` (to its
-    ``address``, or to ``directory``) or as plain lines (to ``stream``), every ``interval``
-    seconds while it works, and once more, marked done, when its log is removed.
-
-    >>> import io, sparktimely as st
-    >>> out = io.StringIO()
-    >>> def job(worker):
-    ...     report_status(worker, stream=out, interval=0)
-    ...     worker.dataflow(lambda scope: scope.to_stream([1, 2]).probe())
-    ...     worker.run()
-    ...     worker.log_register().close()            # a last status, marked done
-    >>> st.execute_directly(job)
-    >>> print(out.getvalue().splitlines()[-1])                   # doctest: +ELLIPSIS
-    sparktimely: 1 worker, ... done; probe dataflow-0/1: done; worker 0: cpu ... 2 records done
-    """
-    reporter = StatusReporter(worker, directory, stream, interval, address)
-    worker.log_register().add("timely", reporter)
-    return reporter
+from typing import IO, Any
 
 
 def _megabytes(rss: float) -> str:
@@ -279,7 +111,7 @@ class StatusListener:
     """Where workers, on this host or others, send their statuses: a TCP listener on
     ``host`` (any free port; all interfaces if ``host`` cannot be bound) at ``address``,
     keeping the latest status of each worker (one JSON object per line, as
-    :func:`report_status` with ``address`` sends them). :meth:`poll` reads what has
+    :func:`~.reporter.report_status` with ``address`` sends them). :meth:`poll` reads what has
     arrived; a :class:`ProgressDisplay` polls it from its thread.
 
     >>> listener = StatusListener()
@@ -405,10 +237,12 @@ class ProgressDisplay:
     shows the final state once more, with rates over the whole run.
 
     Without ``directory``, it listens on ``host`` (a :class:`StatusListener`) while the
-    block runs: have each worker ``report_status(worker, address=display.address)``. With a
+    block runs: have each worker ``report_status(worker, address=display.address)``
+    (:mod:`.reporter`). With a
     ``directory``, it reads the ``status-N.json`` files workers write there instead.
 
     >>> import io, sparktimely as st
+    >>> from sparktimely.logging import report_status
     >>> out = io.StringIO()
     >>> def reporting_to(address):
     ...     def job(worker):
@@ -532,5 +366,4 @@ class ProgressDisplay:
                 self._listener = None
 
 
-__all__ = ["ProgressDisplay", "StatusListener", "StatusReporter", "plain_line", "render_lines",
-           "report_status"]
+__all__ = ["ProgressDisplay", "StatusListener", "plain_line", "render_lines"]

@@ -30,10 +30,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..ops.capture import EventReader, EventWriter
 from .events import ChannelsEvent, OperatesEvent, ProgressEvent
-from .registry import BatchLogger
+from .registry import BatchLogger, registry_of
 
 if TYPE_CHECKING:
-    from ..dataflow.worker import Worker
+    from ..dataflow.worker import WorkerCore as Worker
 
 SUFFIXES = {"timely": "timely", "timely/progress": "progress"}
 
@@ -61,7 +61,7 @@ def log_to_directory(worker: "Worker", directory: str | os.PathLike,
             number = os.path.basename(path).split(".")[0].removeprefix("worker-")
             if number.isdigit() and int(number) >= worker.peers:
                 os.remove(path)
-    registry = worker.log_register()
+    registry = registry_of(worker)
     stem = os.path.join(directory, f"worker-{worker.index}")
     with open(stem + ".json", "w") as meta:
         json.dump({"worker": worker.index, "peers": worker.peers, "pid": os.getpid(),

@@ -20,20 +20,24 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import IO, TYPE_CHECKING, Any, Callable, Iterator
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 
-from .display import ProgressDisplay, report_status
+from .display import ProgressDisplay
+from .reporter import report_status
 from .files import log_to_directory
+from .registry import registry_of
 
 if TYPE_CHECKING:
-    from ..dataflow.worker import Worker
+    from ..dataflow.worker import WorkerCore as Worker
+
+W = TypeVar("W", bound="Worker")
 
 
-def observed(func: Callable[["Worker"], Any], *, log_dir: str | os.PathLike | None = None,
+def observed(func: Callable[[W], Any], *, log_dir: str | os.PathLike | None = None,
              status_address: tuple[str, int] | None = None,
              status_dir: str | os.PathLike | None = None,
              status_stream: IO[str] | None = None,
-             interval: float = 1.0) -> Callable[["Worker"], Any]:
+             interval: float = 1.0) -> Callable[[W], Any]:
     """``func`` wrapped so that each worker writes its logs to ``log_dir`` and/or publishes
     its status to a display at ``status_address``, to ``status_dir`` or to
     ``status_stream``; the wrapper steps the worker until its dataflows complete and closes
@@ -49,22 +53,22 @@ def observed(func: Callable[["Worker"], Any], *, log_dir: str | os.PathLike | No
     """
     reports = status_address is not None or status_dir is not None or status_stream is not None
 
-    def observed_job(worker: "Worker") -> Any:
+    def observed_job(worker: W) -> Any:
         if log_dir is not None:
             log_to_directory(worker, log_dir)
         if reports:
             report_status(worker, status_dir, status_stream, interval, status_address)
         result = func(worker)
         worker.run()
-        worker.log_register().close()
+        registry_of(worker).close()
         return result
     return observed_job
 
 
 @contextlib.contextmanager
-def observing(func: Callable[["Worker"], Any], *, log_dir: str | os.PathLike | None = None,
+def observing(func: Callable[[W], Any], *, log_dir: str | os.PathLike | None = None,
               progress: bool = False, stream: IO[str] | None = None,
-              interval: float = 1.0, host: str = "localhost") -> Iterator[Callable[["Worker"], Any]]:
+              interval: float = 1.0, host: str = "localhost") -> Iterator[Callable[[W], Any]]:
     """Yields the job to run: ``func`` itself when nothing is asked for; otherwise
     :func:`observed` with the logs in ``log_dir`` and, with ``progress``, statuses sent
     every ``interval`` seconds to a :class:`~sparktimely.logging.display.ProgressDisplay`

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..dataflow.scope import ScopeCore
-from ..dataflow.worker import Worker
+from ..dataflow.worker import WorkerCore as Worker
 from ._hooks import structure
 from .events import ChannelsEvent, OperatesEvent
 from .files import LogDirectory, of_lowest_worker
@@ -106,7 +106,7 @@ def graph_of(source: Any) -> Graph:
         return Graph.from_events(source.events)
     if isinstance(source, (Worker, ScopeCore)):
         worker = source if isinstance(source, Worker) else source.dataflow.worker
-        dataflows = dict(worker._built)
+        dataflows = dict(worker.dataflows())
         if isinstance(source, ScopeCore):
             dataflows[source.dataflow.index] = source.dataflow
         events: list = []

@@ -16,15 +16,15 @@ it a sparktimely stream that a dataflow can process (:func:`log_stream`).
 from __future__ import annotations
 
 import time as _time
+import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..dataflow.worker import use_log_registry_class
 from ..ops.capture import EventLink
 from ._hooks import WorkerHooks
 
 if TYPE_CHECKING:
     from ..dataflow.scope import ScopeCore
-    from ..dataflow.worker import Worker
+    from ..dataflow.worker import WorkerCore
 
 Callback = Callable[[int, list], Any]
 
@@ -91,7 +91,7 @@ class Registry:
     [0, 1, 2]
     """
 
-    def __init__(self, worker: "Worker") -> None:
+    def __init__(self, worker: "WorkerCore") -> None:
         self._worker = worker
         self.worker = worker.index
         """The index of the worker whose logs these are."""
@@ -190,19 +190,20 @@ class Registry:
         if not loggers:
             if self._hooks is not None:
                 self._hooks.detach()
+                self._worker.remove_observer(self._hooks)
                 self._hooks = None
-            self._worker._log = None
             return
         hooks = self._hooks
         if hooks is None:
             hooks = self._hooks = WorkerHooks(self.worker, self.origin_ns)
             hooks.flush = self.flush
-            for index in sorted(self._worker._built):
-                hooks.dataflow_built(self._worker._built[index])
+            dataflows = self._worker.dataflows()
+            for index in sorted(dataflows):
+                hooks.dataflow_built(dataflows[index])
+            self._worker.add_observer(hooks)
         timely, progress = loggers.get("timely"), loggers.get("timely/progress")
         hooks.timely = None if timely is None else timely.buffer
         hooks.progress = None if progress is None else progress.buffer
-        self._worker._log = hooks
 
 
 class BatchLogger:
@@ -262,10 +263,24 @@ def log_stream(scope: "ScopeCore", name: str = "timely") -> Any:
     ['Capture', 'Filter', 'Map', 'Map', 'Probe', 'Replay', 'ToStream']
     """
     link = EventLink()
-    scope.dataflow.worker.log_register().insert(name, BatchLogger(link))
+    registry_of(scope.dataflow.worker).insert(name, BatchLogger(link))
     return link.replay_into(scope)
 
 
-use_log_registry_class(Registry)
+_registries: "weakref.WeakKeyDictionary[WorkerCore, Registry]" = weakref.WeakKeyDictionary()
 
-__all__ = ["BatchLogger", "Logger", "Registry", "log_stream"]
+
+def registry_of(worker: "WorkerCore") -> Registry:
+    """``worker``'s log registry (what ``worker.log_register()`` returns), made on first use.
+
+    >>> import sparktimely as st
+    >>> st.execute_directly(lambda worker: registry_of(worker) is worker.log_register())
+    True
+    """
+    registry = _registries.get(worker)
+    if registry is None:
+        registry = _registries[worker] = Registry(worker)
+    return registry
+
+
+__all__ = ["BatchLogger", "Logger", "Registry", "log_stream", "registry_of"]

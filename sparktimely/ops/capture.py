@@ -230,6 +230,7 @@ def replay_into(sources: Iterable[EventSource], scope: ScopeCore[S]) -> S:
     sources = list(sources)
     builder = OperatorBuilder("Replay", scope)
     output, stream = builder.new_output()
+    builder.set_notify(False)
     minimum = scope.kind.minimum()
 
     def ctor(capabilities: list[Capability]) -> Callable[[list], bool]:
@@ -268,7 +269,6 @@ def replay_into(sources: Iterable[EventSource], scope: ScopeCore[S]) -> S:
             return bool(held)                 # poll the logs until the replay is complete
         return logic
     builder.build_reschedule(ctor)
-    builder._operator.watches_frontiers = False
     return stream
 
 
@@ -289,7 +289,7 @@ class CaptureOps(StreamCore):
         def logic(input: Any) -> None:
             for _ in input:
                 pass
-        handle._watch(sink_operator(self, Pipeline, "Probe", logic).frontier)
+        handle.watch(sink_operator(self, Pipeline, "Probe", logic).frontier)
         return self
 
     def probe(self) -> ProbeHandle:

@@ -78,4 +78,4 @@ class FeedbackOps(StreamCore):
         >>> st.example(build).extract()
         [(0, [1])]
         """
-        handle._connect(self)
+        handle.connect(self)

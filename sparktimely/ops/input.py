@@ -130,13 +130,13 @@ class InputScope(ScopeCore[S]):
             raise ValueError("inputs can only be created in a dataflow's top-level scope")
         builder = OperatorBuilder("Input", self)
         _, stream = builder.new_output()
+        builder.set_notify(False)
 
         def ctor(capabilities: list[Capability]) -> Callable[[list], None]:
             capabilities[0].drop()
             return lambda frontiers: None
         builder.build(ctor)
-        builder._operator.watches_frontiers = False
-        handle._bind(stream._port)
+        handle.bind(stream.port)
         self.dataflow.add_input_handle(handle, builder.index)
         return stream
 
@@ -164,13 +164,13 @@ class InputScope(ScopeCore[S]):
             raise ValueError("inputs can only be created in a dataflow's top-level scope")
         builder = OperatorBuilder("UnorderedInput", self)
         output, stream = builder.new_output()
+        builder.set_notify(False)
         held: list[Capability] = []
 
         def ctor(capabilities: list[Capability]) -> Callable[[list], None]:
             held.append(capabilities[0])
             return lambda frontiers: None
         builder.build(ctor)
-        builder._operator.watches_frontiers = False
-        return (UnorderedHandle(output._port, 0), held[0]), stream
+        return (UnorderedHandle(output.port, 0), held[0]), stream
 
 

@@ -3,8 +3,9 @@
 A checkpoint of root epoch ``e`` holds, for every *component* of a dataflow (a source, a sink,
 an operator with keyed state), its state after exactly the inputs at epochs ``<= e``. This
 module is the operator library's side of that contract; the coordinator that decides when to
-checkpoint, writes the files and restores them lives in :mod:`sparktimely.io` and finds the
-components through ``worker.recovery`` (None when the worker does not checkpoint).
+checkpoint, writes the files and restores them lives in :mod:`sparktimely.io`, watches the
+worker as one of its observers, and is found by :func:`recovery_of` (None when the worker
+does not checkpoint).
 
 - :class:`Component`: registered with the coordinator while the dataflow is built; restored,
   started, snapshot at a checkpoint epoch and committed by it.
@@ -21,8 +22,7 @@ components through ``worker.recovery`` (None when the worker does not checkpoint
 """
 from __future__ import annotations
 
-from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
@@ -30,7 +30,8 @@ from ..hashing import stable_hash
 from ..progress.timestamp import Product, Timestamp
 
 if TYPE_CHECKING:
-    from ..dataflow.worker import Dataflow
+    from ..dataflow.subgraph import Dataflow
+    from ..dataflow.worker import WorkerCore
 
 S = TypeVar("S", bound=StreamCore)
 
@@ -69,70 +70,56 @@ def frontier_epoch(frontier: list) -> float:
     return min((root_epoch(t) for t in frontier), default=float("inf"))
 
 
+@runtime_checkable
 class Recovery(Protocol):
-    """The checkpoint coordinator as operators see it (``worker.recovery``)."""
+    """The checkpoint coordinator as operators see it: one of the worker's observers."""
 
     def register(self, component: "Component") -> None:
         """Take ``component`` into this worker's checkpoints of its dataflow."""
 
 
-def recovery_of(scope: ScopeCore) -> Recovery | None:
-    """The checkpoint coordinator of the scope's worker, or None if it does not checkpoint."""
-    return getattr(scope.dataflow.worker, "recovery", None)
+def recovery_of(worker: "WorkerCore") -> Recovery | None:
+    """The checkpoint coordinator watching ``worker``, or None if it does not checkpoint.
+
+    >>> import sparktimely as st
+    >>> st.execute_directly(recovery_of) is None
+    True
+    """
+    return next((observer for observer in worker.observers if isinstance(observer, Recovery)),
+                None)
 
 
 class EpochGate:
-    """Holds back from one operator the input batches of root epochs after ``limit``.
+    """Holds back from one operator the input batches of root epochs after ``limit``, through
+    its input ports' gates (``InputPort.gate``).
 
     Held batches stay counted at the operator's inputs (they are not consumed), so the
     operator's input frontiers, and every frontier downstream, stay at their times: a held
     epoch is never complete. ``limit`` None lets everything through; :data:`HOLD_ALL` holds
-    everything. Installed around the operator's logic once the dataflow is built.
+    everything. Installed once the dataflow is built.
     """
 
-    __slots__ = ("limit", "_dataflow", "_index", "_held")
+    __slots__ = ("limit", "_dataflow", "_operator")
 
     def __init__(self, dataflow: "Dataflow", operator: int, limit: int | None) -> None:
         self.limit = limit
         self._dataflow = dataflow
-        self._index = operator
-        self._held: list[deque] = []
+        self._operator = operator
 
     def install(self) -> None:
-        """Wrap the (built) operator's logic so that it only sees batches up to ``limit``."""
-        operator = self._dataflow.operators[self._index]
-        logic, ports = operator.logic, operator.inputs
-        assert logic is not None, "the operator is built"
-        self._held = [deque() for _ in ports]
+        """Gate the (built) operator's inputs so that it only sees batches up to ``limit``."""
+        for port in self._dataflow.operators[self._operator].inputs:
+            port.gate(self._admits)
 
-        def gated() -> Any:
-            limit = self.limit
-            if limit is not None:
-                for port, held in zip(ports, self._held):
-                    queue = port.queue
-                    if queue and any(root_epoch(entry[0]) > limit for entry in queue):
-                        keep = [entry for entry in queue if root_epoch(entry[0]) <= limit]
-                        held.extend(entry for entry in queue if root_epoch(entry[0]) > limit)
-                        queue.clear()
-                        queue.extend(keep)
-            return logic()
-        operator.logic = gated
+    def _admits(self, time: Timestamp) -> bool:
+        limit = self.limit
+        return limit is None or root_epoch(time) <= limit
 
     def release(self, limit: int | None) -> None:
         """Let batches up to ``limit`` (all with None) through, and schedule the operator."""
         self.limit = limit
-        operator = self._dataflow.operators[self._index]
-        for port, held in zip(operator.inputs, self._held):
-            if not held:
-                continue
-            released = [entry for entry in held if limit is None or root_epoch(entry[0]) <= limit]
-            if released:
-                kept = [entry for entry in held if limit is not None and root_epoch(entry[0]) > limit]
-                held.clear()
-                held.extend(kept)
-                port.queue.extendleft(reversed(released))
-        operator.poked = True
-        self._dataflow.activate(self._index)
+        for port in self._dataflow.operators[self._operator].inputs:
+            port.reopen()
 
 
 class Component:
@@ -151,7 +138,7 @@ class Component:
         self.name = name
         self.dataflow = scope.dataflow
         self.operator = operator
-        coordinator = recovery_of(scope)
+        coordinator = recovery_of(scope.dataflow.worker)
         self.checkpointed = coordinator is not None
         self.gate = EpochGate(scope.dataflow, operator, HOLD_ALL) if gated and coordinator else None
         self.max_epoch = -1
@@ -160,7 +147,7 @@ class Component:
             coordinator.register(self)
 
     def install(self) -> None:
-        """The dataflow is built: put the gate (if any) around the operator's logic."""
+        """The dataflow is built: gate the operator's inputs (if it is gated)."""
         if self.gate is not None:
             self.gate.install()
 

@@ -4,7 +4,7 @@ start streams (inputs, loops, concatenation) over
 :class:`~sparktimely.ops.stream.Stream`."""
 from __future__ import annotations
 
-from ..dataflow.scope import ScopeCore, use_scope_class
+from ..dataflow.scope import ScopeCore
 from .concat import ConcatScope
 from .feedback import FeedbackScope
 from .input import InputScope
@@ -24,5 +24,3 @@ class Scope(InputScope[Stream], FeedbackScope[Stream], ConcatScope[Stream], Sour
 
     stream_class = Stream
 
-
-use_scope_class(Scope)

@@ -10,7 +10,7 @@ from ..dataflow.channels import Broadcast
 from ..dataflow.ports import OutputHandle
 
 if TYPE_CHECKING:
-    from ..dataflow import Worker
+    from ..dataflow import WorkerCore as Worker
     from ..dataflow.scope import ScopeCore
 
 

@@ -214,6 +214,7 @@ class SourceScope(ScopeCore[S]):
                                 f"{needed}() (see sparktimely.io for the source protocol)")
         builder: OperatorBuilder = OperatorBuilder(name, self)
         output, stream = builder.new_output()
+        builder.set_notify(False)
         activator = self.activator_for(builder.address)
         reader = SourceReader(self, name, source, builder.index, output, activator.activate)
 
@@ -221,5 +222,4 @@ class SourceScope(ScopeCore[S]):
             reader.capability = capabilities[0]
             return lambda frontiers: reader.run()
         builder.build(ctor)
-        builder._operator.watches_frontiers = False
         return stream

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import math
 from heapq import heappop, heappush
-from typing import Any, Callable, Sequence
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence
 
 from .frontier import MutableAntichain
 from .timestamp import (Product, TimeKind, Timestamp, advance, check_summary, is_identity,
@@ -121,6 +122,16 @@ class GraphBuilder:
                 self._kinds.append(kinds[port])
                 self._frontiers.append(MutableAntichain())
         return node
+
+    @property
+    def sources(self) -> Mapping[tuple[int, int], int]:
+        """The location id of every ``(node, output port)`` (a read-only view)."""
+        return MappingProxyType(self._sources)
+
+    @property
+    def targets(self) -> Mapping[tuple[int, int], int]:
+        """The location id of every ``(node, input port)`` (a read-only view)."""
+        return MappingProxyType(self._targets)
 
     def source(self, node: int, port: int) -> int:
         """The location id of output ``port`` of ``node`` (stable from ``add_node`` on)."""

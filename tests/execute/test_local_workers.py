@@ -8,7 +8,7 @@ import pytest
 from segment_leaks import segments_of
 
 import sparktimely as st
-from sparktimely.dataflow.worker import PROGRESS
+from sparktimely.dataflow.subgraph import PROGRESS
 from sparktimely.shm import sweep_stale
 from examples.bfs import bfs, random_graph, reference_bfs
 from examples.distinct import distinct

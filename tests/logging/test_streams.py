@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 
 import sparktimely as st
-from sparktimely.dataflow.channels import LocalPusher
 from sparktimely.logging import MessagesEvent, OperatesEvent, ScheduleEvent, log_stream
 from sparktimely.testing import consolidate
 
@@ -58,32 +57,27 @@ def test_a_log_registered_after_building_sees_the_dataflow_and_its_messages(run)
     assert sent == RECORDS
 
 
-def test_removing_the_last_log_puts_the_channels_back_and_stops_logging(run):
+def test_removing_the_last_log_stops_logging_and_detaches_the_observer(run):
     def job(worker):
         input = st.InputHandle()
-        ports = []
-
-        def build(scope):
-            stream = scope.input_from(input)
-            ports.append(stream._port)
-            return stream.map(str).probe()
-        probe = worker.dataflow(build)
+        probe = worker.dataflow(lambda scope: scope.input_from(input).map(str).probe())
         registry = worker.log_register()
         events = []
         registry.insert("timely", lambda time, batch: events.extend(batch))
-        wrapped = type(ports[0].pushers[0]).__name__
+        watched = len(worker.observers)
         input.send(1)
         input.advance_to(1)
         worker.step_while(lambda: probe.less_than(1))
+        local = sum(1 for e in events if type(e) is MessagesEvent and e.source == e.target)
         registry.remove("timely")
         logged = len(events)
         input.send(2)
         input.close()
         worker.run()
-        return wrapped, type(ports[0].pushers[0]), worker._log, len(events) == logged
-    for wrapped, pusher, hooks, quiet in run(job):
-        assert wrapped == "_LoggedPusher" and pusher is LocalPusher
-        assert hooks is None and quiet
+        return watched, local, worker.observers, len(events) == logged
+    for watched, local, observers, quiet in run(job):
+        assert watched == 1 and local >= 2      # Input -> Map and Map -> Probe, on its worker
+        assert observers == () and quiet
 
 
 def test_schedule_events_of_a_log_stream_name_its_own_operators():

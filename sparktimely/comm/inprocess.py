@@ -27,11 +27,20 @@ class Aborted(BaseException):
 
 
 class Stalled(RuntimeError):
-    """No worker of an in-process run did anything for ``stall_seconds``."""
+    """No worker of an in-process run did anything for ``stall_seconds``.
+
+    >>> issubclass(Stalled, RuntimeError)
+    True
+    """
 
 
 class InProcessHub:
-    """Queues between ``workers`` in-process workers and the baton they share."""
+    """Queues between ``workers`` in-process workers and the baton they share.
+
+    >>> from sparktimely.testing import execute_in_process
+    >>> execute_in_process(lambda worker: (worker.index, worker.peers), 2, seed=7)
+    [(0, 2), (1, 2)]
+    """
 
     def __init__(self, workers: int, seed: int, stall_seconds: float = 10.0) -> None:
         self.workers = workers
@@ -126,7 +135,12 @@ class InProcessHub:
 
 
 class InProcessAllocator:
-    """Worker ``index``'s side of an :class:`InProcessHub` (the ``Allocator`` protocol)."""
+    """Worker ``index``'s side of an :class:`InProcessHub` (the ``Allocator`` protocol).
+
+    >>> allocator = InProcessHub(3, seed=0).allocator(1)
+    >>> allocator.index, allocator.peers
+    (1, 3)
+    """
 
     def __init__(self, hub: InProcessHub, index: int) -> None:
         self.hub = hub

@@ -1,0 +1,303 @@
+"""A dataflow on one worker: its operators, its progress and its scheduling (timely's
+``subgraph.rs``; the worker that runs dataflows is :mod:`.worker`).
+
+Every worker tracks the global progress of each dataflow: the pointstamp changes a worker
+makes are shared, as one atomic batch, with every other worker (FIFO per sender), and each
+worker applies everyone's batches to its own tracker. When and what to share is decided by
+:class:`~sparktimely.progress.exchange.ProgressExchange`, a pure state machine; this module
+only moves its messages, through the worker.
+
+>>> import sparktimely as st
+>>> def job(worker):
+...     worker.dataflow(lambda scope: scope.to_stream([1]).map(str).probe(), name="pipeline")
+...     [dataflow] = worker.dataflows().values()
+...     return dataflow.name, [op.name for op in dataflow.operators], len(dataflow.edges)
+>>> st.execute_directly(job)
+('pipeline', ['ToStream', 'Map', 'Probe'], 2)
+"""
+from __future__ import annotations
+
+import weakref
+from heapq import heappop, heappush
+from typing import TYPE_CHECKING, Callable
+
+from ..progress.exchange import ProgressExchange
+from ..progress.reachability import GraphBuilder, Tracker
+from ..progress.timestamp import TimeKind, Timestamp
+from .channels import Edge, SchemaCheckedQueue
+from .operator import Operator
+from .ports import batch_length
+
+if TYPE_CHECKING:
+    from .channels import Pact
+    from .ports import InputPort, OutputPort
+    from .scope import ScopeCore as Scope
+    from .worker import WorkerCore
+
+
+DATA, PROGRESS, GRAPH = 0, 1, 2
+"""Kinds of worker-to-worker messages: ``(DATA, dataflow, location, time, batch)``,
+``(PROGRESS, dataflow, [((location, time), delta), ...])`` and
+``(GRAPH, dataflow, shape, names, salt_probe)`` (each worker's description of the dataflow
+it built, and its Python ``hash`` of a fixed string, to detect differently salted peers)."""
+
+SALT_PROBE = "sparktimely: is hash() salted alike on every worker?"
+
+
+class Dataflow:
+    """One dataflow graph on one worker: operators, progress and scheduling.
+
+    >>> import sparktimely as st
+    >>> def job(worker):
+    ...     worker.dataflow(lambda scope: scope.to_stream([1]).probe(), name="small")
+    ...     dataflow = worker.dataflows()[0]
+    ...     return dataflow.index, dataflow.name, dataflow.named, len(dataflow.operators)
+    >>> st.execute_directly(job)
+    (0, 'small', True, 2)
+    """
+
+    def __init__(self, worker: "WorkerCore", index: int, name: str | None = None) -> None:
+        self.worker = worker
+        self.index = index
+        self.name = name or f"dataflow-{index}"
+        self.named = name is not None           # the user named it (checkpoints need names)
+        self.peers = worker.peers
+        self.operators: list[Operator] = []
+        self.graph: GraphBuilder | None = GraphBuilder()    # None once built
+        self.tracker: Tracker                               # set when built
+        self.progress = ProgressExchange(worker.peers)
+        self.update = self.progress.update       # the hot path: a bound method, no wrapper
+        self.dropped = False
+        self.running = True                     # False once a step found it complete
+        self.moved = False                      # whether the last step shared or applied progress
+        self.shape: list = []
+        self._edges: list[Edge] = []
+        self.scopes: dict[tuple, str] = {}      # scope address -> name (for pictures)
+        self._loops: list = []
+        self._on_drop: list[Callable[[], None]] = []
+        self._frontier_watchers: dict[int, int] = {}
+        self._queued: list[bool] = []
+        self._heap: list[int] = []
+        self._deferred: list[int] = []
+        self._cursor: int | None = None
+        self._inputs_at: dict[int, "InputPort"] = {}
+        self._input_handles: list = []
+
+    # -- building -------------------------------------------------------------------------
+
+    def _building(self) -> GraphBuilder:
+        """The graph being built (an error once the dataflow is built)."""
+        if self.graph is None:
+            raise RuntimeError(f"dataflow {self.name!r} is already built; "
+                               f"operators can only be added inside its build function")
+        return self.graph
+
+    def reserve_operator(self, name: str, scope: "Scope") -> Operator:
+        self._building()
+        index = len(self.operators)
+        self.scopes.setdefault(scope.address, scope.name)
+        operator = Operator(name, index, scope.address + (index,))
+        self.operators.append(operator)
+        self._queued.append(False)
+        return operator
+
+    def add_operator(self, operator: Operator, summaries: list[list[list]],
+                     input_kinds: list[TimeKind], output_kinds: list[TimeKind] | None = None) -> None:
+        """Place a reserved operator (its ports already created) into the progress graph."""
+        graph = self._building()
+        outputs = operator.outputs
+        node = graph.add_node(operator.name, len(operator.inputs), len(outputs), summaries,
+                              input_kinds, output_kinds or [port.kind for port in outputs])
+        for port, handle in enumerate(operator.inputs):
+            handle.location = graph.target(node, port)
+            handle.frontier = graph.implications(handle.location)
+            self._inputs_at[handle.location] = handle
+        for port, output in enumerate(outputs):
+            output.location = graph.source(node, port)
+        self.activate(operator.index)
+
+    def connect(self, source: "OutputPort", target: "InputPort", pact: "Pact") -> None:
+        """Feed ``target`` from ``source`` through ``pact`` (an edge of the progress graph)."""
+        self._edges.append(Edge(source, target, pact, pact.connect(source, target)))
+
+    @property
+    def edges(self) -> tuple[Edge, ...]:
+        """The channels between this dataflow's operators, in the order they were made."""
+        return tuple(self._edges)
+
+    def add_loop(self, handle) -> None:
+        self._loops.append(handle)
+
+    def add_input_handle(self, handle, operator: int) -> None:
+        """Remember that ``handle`` feeds operator ``operator`` (to name it if it is left
+        open). Weakly: a handle nobody references any more closes itself."""
+        self._input_handles.append((weakref.ref(handle), operator))
+
+    def on_drop(self, callback: Callable[[], None]) -> None:
+        """Run ``callback()`` if this dataflow is dropped (``Worker.drop_dataflow``)."""
+        self._on_drop.append(callback)
+
+    def finish_building(self) -> None:
+        """Compile the graph into a tracker; errors here name the offending operators."""
+        graph = self._building()
+        for handle in self._loops:
+            handle._check_connected()
+        source_ports = {loc: port for port, loc in graph.sources.items()}
+        target_ports = {loc: port for port, loc in graph.targets.items()}
+        for source, target, _, _ in self._edges:
+            graph.add_edge(source_ports[source.location], target_ports[target.location])
+        self.tracker = graph.build()
+        # Workers compare structure only: names may hold user objects' reprs (addresses).
+        self.shape = [(op.address, len(op.inputs), len(op.outputs)) for op in self.operators] + [
+            (source.location, target.location) for source, target, _, _ in self._edges]
+        self.graph = None
+        self._loops = []
+        if self.worker._observer is not None:
+            self.worker._observer.dataflow_built(self)
+        initial_frontiers = self.progress.start(self.tracker)
+        if self.peers > 1:       # first, so peers check the shape before anything else
+            self.worker.broadcast((GRAPH, self.index, self.shape,
+                                   [op.name for op in self.operators], hash(SALT_PROBE)))
+        for operator in self.operators:
+            if operator.watches_frontiers:
+                for handle in operator.inputs:
+                    self._frontier_watchers[handle.location] = operator.index
+        self._activate_watchers(initial_frontiers)
+        self._propagate()
+
+    # -- progress and scheduling ----------------------------------------------------------
+
+    def acquire(self, location: int, time: Timestamp) -> None:
+        """Count a new capability. One made while the dataflow is built is made identically
+        by every worker, so it is counted once per worker without any message."""
+        if self.graph is not None:
+            self.progress.acquire_initial(location, time)
+        else:
+            self.update(location, time, 1)
+
+    def activate(self, index: int) -> None:
+        """Schedule operator ``index`` at the next opportunity."""
+        if self._queued[index]:
+            return
+        self._queued[index] = True
+        if self._cursor is not None and index <= self._cursor:
+            self._deferred.append(index)
+        else:
+            heappush(self._heap, index)
+
+    def deliver(self, source: int, message: tuple) -> None:
+        """Take in a message another worker sent for this dataflow."""
+        if self.worker._observer is not None:
+            self.worker._observer.received(source, message)
+        kind = message[0]
+        if kind == DATA:
+            _, _, location, time, batch = message
+            input = self._inputs_at[location]
+            queue = input.queue
+            if queue.__class__ is SchemaCheckedQueue:       # an exchange's: names the sender
+                queue.append_from(source, (time, batch, batch_length(batch)))
+            else:
+                queue.append((time, batch, batch_length(batch)))
+            self.activate(input.operator)
+        elif kind == PROGRESS:
+            self.progress.receive(message[2])
+        elif kind == GRAPH:
+            _, _, shape, names, salt_probe = message
+            if shape != self.shape:
+                raise RuntimeError(
+                    f"workers built dataflow {self.name!r} differently: worker {source} has "
+                    f"{_describe(names)}, worker {self.worker.index} has "
+                    f"{_describe([op.name for op in self.operators])}; every worker must "
+                    f"build the same dataflows in the same order")
+            if salt_probe != hash(SALT_PROBE):
+                self.worker._warn_salted_hash(source)
+
+    def _propagate(self) -> bool:
+        """Run the progress protocol: share what must be shared, and schedule the operators
+        whose input frontiers moved. True if it shared changes or moved a frontier."""
+        batch, changed = self.progress.exchange()
+        if batch is not None:
+            self.worker.broadcast((PROGRESS, self.index, batch))
+        self._activate_watchers(changed)
+        return batch is not None or bool(changed)
+
+    def _activate_watchers(self, targets: set[int]) -> None:
+        """Schedule the operators that watch the frontiers of ``targets``."""
+        watchers = self._frontier_watchers
+        for target in targets:
+            index = watchers.get(target)
+            if index is not None:
+                self.activate(index)
+
+    def step(self) -> bool:
+        """Run one round; True while the dataflow has work left (capabilities or data).
+        ``moved`` says whether this round shared or applied progress (a frontier, e.g. a
+        probe's, may have changed: the caller's loop must look before it waits)."""
+        self.moved = not self.progress.quiet() and self._propagate()
+        heap = self._heap
+        if heap:
+            operators = self.operators
+            queued = self._queued
+            observer = self.worker._observer
+            try:
+                while heap:
+                    index = heappop(heap)
+                    queued[index] = False
+                    self._cursor = index
+                    if observer is not None:
+                        observer.scheduled(self.index, index, True)
+                    if operators[index].schedule():
+                        self.activate(index)
+                    if observer is not None:
+                        observer.scheduled(self.index, index, False)
+            finally:
+                self._cursor = None
+                for index in self._deferred:
+                    heappush(heap, index)
+                self._deferred = []
+            self._propagate()
+        if self.progress.tracking_anything() or heap:
+            return True
+        self.running = False
+        if self.worker._observer is not None:
+            self.worker._observer.dataflow_finished(self)
+        return False
+
+    def drop(self) -> None:
+        """Stop this dataflow here: run the ``on_drop`` callbacks and release what it holds."""
+        self.dropped = True
+        if self.worker._observer is not None:
+            self.worker._observer.dataflow_finished(self)
+        callbacks, self._on_drop = self._on_drop, []
+        for callback in callbacks:
+            callback()
+        for handle_ref, _ in self._input_handles:
+            handle = handle_ref()
+            if handle is not None:
+                handle._forget(self)
+        self.operators = []
+        self._inputs_at = {}
+        self._frontier_watchers = {}
+        self._heap = []
+        self._input_handles = []
+
+    def open_inputs(self) -> list[str]:
+        """Descriptions of the input handles that alone keep this dataflow from completing
+        (empty if anything else holds a pointstamp)."""
+        tracker = self.tracker
+        held = {location for location in range(tracker.locations())
+                if not tracker.pointstamps(location).is_empty()}
+        inputs = {}
+        for handle_ref, operator in self._input_handles:
+            handle = handle_ref()
+            if handle is not None and not handle._closed:
+                inputs[self.operators[operator].outputs[0].location] = (handle, operator)
+        if not held or not held <= inputs.keys():
+            return []
+        return [f"input handle {inputs[location][0].name!r} (operator "
+                f"{self.operators[inputs[location][1]].name!r} at address "
+                f"{self.operators[inputs[location][1]].address})" for location in sorted(held)]
+
+
+def _describe(names: list[str]) -> str:
+    return f"{len(names)} operators ({', '.join(names)})"
