@@ -54,18 +54,17 @@ class TraceBox:
     # -- writer side -------------------------------------------------------------------------
 
     def insert(self, batch: Any, time: Any) -> None:
-        """Add a batch the arrangement sent at capability ``time``."""
-        if self.freed:
-            return
-        self.spine.insert(batch)
+        """Add a batch the arrangement sent at capability ``time``; listeners get it even
+        once the trace is freed (an import follows the arrangement, not the handles)."""
+        if not self.freed:
+            self.spine.insert(batch)
         for listener in self._live_listeners():
             listener.push_batch(batch, time)
 
     def seal(self, upper: list) -> None:
         """No more updates will come at times not beyond ``upper``."""
-        if self.freed:
-            return
-        self.spine.advance_upper(upper)
+        if not self.freed:
+            self.spine.advance_upper(upper)
         for listener in self._live_listeners():
             listener.push_upper(upper)
 
@@ -133,9 +132,6 @@ class TraceBox:
             self._sole = None
             self.freed = True
             self.spine.clear()
-            for listener in self._live_listeners():
-                listener.close()          # nothing more will come: imports let go
-            self._listeners = []
 
     def __repr__(self) -> str:
         return (f"TraceBox({self.name!r}, {len(self.spine)} updates, upper {self.spine.upper}, "
