@@ -190,6 +190,40 @@ def test_dropping_a_query_dataflow_releases_its_handles(run):
         assert during > before and after == before
 
 
+@pytest.mark.parametrize("closed_first", [False, True])
+@pytest.mark.timeout(30)
+def test_dropping_the_arranging_dataflow_completes_its_imports(run, closed_first):
+    """Once the arrangement's dataflow is dropped nothing more comes, so the trace is sealed
+    at the empty frontier (as differential's TraceWriter when dropped): its imports complete
+    with what it had, whether or not a handle on it is still open."""
+    def job(worker):
+        data = dd.InputSession()
+        index = worker.next_dataflow_index()
+        trace, _ = arranged_input(worker, data)
+
+        def query(scope):
+            imported = trace.import_(scope).as_collection()
+            return imported.inner.capture(), imported.probe()
+        captured, done = worker.dataflow(query)
+        if worker.index == 0:
+            data.insert((1, "a"))
+        data.advance_to(1)
+        worker.step_while(lambda: done.less_than(1))
+        upper = None
+        if closed_first:
+            trace.close()
+        worker.drop_dataflow(index)
+        if not closed_first:
+            upper = trace.read_upper()
+        data.insert((2, "b"))
+        data.close()
+        worker.run()
+        return upper, [u for _, batch in captured.extract() for u in batch]
+    results = run(job)
+    assert [upper for upper, _ in results] == [None if closed_first else []] * run.workers
+    assert [u for _, updates in results for u in updates] == [((1, "a"), 0, 1)]
+
+
 @pytest.mark.timeout(60)
 def test_a_trace_no_handle_holds_is_freed(run):
     def job(worker):

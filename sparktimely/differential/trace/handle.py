@@ -63,10 +63,21 @@ class TraceBox:
 
     def seal(self, upper: list) -> None:
         """No more updates will come at times not beyond ``upper``."""
-        if not self.freed:
-            self.spine.advance_upper(upper)
+        self.spine.advance_upper(upper)        # freed: no batches, the upper still moves
         for listener in self._live_listeners():
             listener.push_upper(upper)
+
+    def drop_writer(self) -> None:
+        """The arrangement writing this trace is gone (its dataflow was dropped): nothing
+        more will come, so the trace is sealed at ``[]`` and imports complete, as
+        differential's ``TraceWriter`` seals its trace when dropped.
+
+        >>> box = TraceBox("example", [0])
+        >>> box.drop_writer(); TraceAgent(box).read_upper()
+        []
+        """
+        if self.spine.upper:
+            self.seal([])
 
     def restore(self, batch: Any, upper: list) -> None:
         """Start from ``batch``, complete up to ``upper`` (a checkpoint's contents, see
