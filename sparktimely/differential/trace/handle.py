@@ -5,7 +5,8 @@ operator) inserts batches and seals frontiers; readers hold :class:`TraceAgent` 
 Each handle carries two frontiers: *logical compaction* (the handle will only ask about times
 at or beyond it) and *physical compaction* (the batch boundaries it still needs). The trace
 compacts to the meet of all handles' frontiers; once no handle is left it frees its batches.
-Listeners (imports into other dataflows) are told of every batch and frontier as they come.
+Listeners (imports into other dataflows) are told of every batch and frontier as they come,
+whatever the handles do: they follow the arrangement until their own dataflow is dropped.
 
 >>> box = TraceBox("example", [0])
 >>> handle = TraceAgent(box)
