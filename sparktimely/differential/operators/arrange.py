@@ -269,6 +269,7 @@ def arrange(collection: Collection, name: str, pairs: bool,
     scope = collection.scope
     minimum = scope.kind.minimum()
     box = TraceBox(name, [minimum], scope.kind, scope.dataflow.worker, trace_phase(scope))
+    scope.on_drop(box.drop_writer)
     handle = TraceHandle(box)
     arranger = Arranger(name, pairs, key, scope.kind)
     pact = Exchange(_route(name, pairs))

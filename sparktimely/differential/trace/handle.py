@@ -5,7 +5,8 @@ operator) inserts batches and seals frontiers; readers hold :class:`TraceAgent` 
 Each handle carries two frontiers: *logical compaction* (the handle will only ask about times
 at or beyond it) and *physical compaction* (the batch boundaries it still needs). The trace
 compacts to the meet of all handles' frontiers; once no handle is left it frees its batches.
-Listeners (imports into other dataflows) are told of every batch and frontier as they come.
+Listeners (imports into other dataflows) are told of every batch and frontier as they come,
+whatever the handles do: they follow the arrangement until their own dataflow is dropped.
 
 >>> box = TraceBox("example", [0])
 >>> handle = TraceAgent(box)
@@ -54,20 +55,30 @@ class TraceBox:
     # -- writer side -------------------------------------------------------------------------
 
     def insert(self, batch: Any, time: Any) -> None:
-        """Add a batch the arrangement sent at capability ``time``."""
-        if self.freed:
-            return
-        self.spine.insert(batch)
+        """Add a batch the arrangement sent at capability ``time``; listeners get it even
+        once the trace is freed (an import follows the arrangement, not the handles)."""
+        if not self.freed:
+            self.spine.insert(batch)
         for listener in self._live_listeners():
             listener.push_batch(batch, time)
 
     def seal(self, upper: list) -> None:
         """No more updates will come at times not beyond ``upper``."""
-        if self.freed:
-            return
-        self.spine.advance_upper(upper)
+        self.spine.advance_upper(upper)        # freed: no batches, the upper still moves
         for listener in self._live_listeners():
             listener.push_upper(upper)
+
+    def drop_writer(self) -> None:
+        """The arrangement writing this trace is gone (its dataflow was dropped): nothing
+        more will come, so the trace is sealed at ``[]`` and imports complete, as
+        differential's ``TraceWriter`` seals its trace when dropped.
+
+        >>> box = TraceBox("example", [0])
+        >>> box.drop_writer(); TraceAgent(box).read_upper()
+        []
+        """
+        if self.spine.upper:
+            self.seal([])
 
     def restore(self, batch: Any, upper: list) -> None:
         """Start from ``batch``, complete up to ``upper`` (a checkpoint's contents, see
@@ -133,9 +144,6 @@ class TraceBox:
             self._sole = None
             self.freed = True
             self.spine.clear()
-            for listener in self._live_listeners():
-                listener.close()          # nothing more will come: imports let go
-            self._listeners = []
 
     def __repr__(self) -> str:
         return (f"TraceBox({self.name!r}, {len(self.spine)} updates, upper {self.spine.upper}, "
