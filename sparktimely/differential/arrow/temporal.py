@@ -77,7 +77,8 @@ class ArrowHeld:
             parts.append(negated(batch if live.all() else batch.filter(pa.array(live))))
             times.append(end[live])
         if parts:
-            self._hold(pa.Table.from_batches(parts), np.concatenate(times))
+            self._hold(parts[0] if len(parts) == 1 else pa.Table.from_batches(parts),
+                       times[0] if len(times) == 1 else np.concatenate(times))
         if not now.any():
             return None
         return batch if now.all() else batch.filter(pa.array(now))
@@ -97,9 +98,11 @@ class ArrowHeld:
                              f"are ints)")
         return column_numpy(batch, name).astype(np.int64, copy=False)
 
-    def _hold(self, rows: pa.Table, times: np.ndarray) -> None:
-        order = np.argsort(times, kind="stable")
-        run = Run(table_batch(rows.take(order)), times[order])
+    def _hold(self, rows: pa.Table | pa.RecordBatch, times: np.ndarray) -> None:
+        if len(times) > 1 and (times[1:] < times[:-1]).any():
+            order = np.argsort(times, kind="stable")
+            rows, times = rows.take(order), times[order]
+        run = Run(table_batch(rows), times)
         heapq.heappush(self.heap, (int(run.times[0]), self.sequence, run))
         self.sequence += 1
 
