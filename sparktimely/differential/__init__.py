@@ -30,6 +30,7 @@ from .operators import arrange as _arrange
 from .operators import iterate as _iterate
 from .operators import join as _join
 from .operators import reduce as _reduce
+from .operators import temporal as _temporal
 from .operators.arrange import Arranged, TraceHandle
 from .operators.iterate import Variable
 
@@ -46,6 +47,7 @@ _COLLECTION_METHODS = {
     "distinct": _reduce.distinct,
     "threshold": _reduce.threshold,
     "iterate": _iterate.iterate,
+    "active_between": _temporal.active_between,
 }
 _ARRANGED_METHODS = {
     "join_core": _join.join_core,

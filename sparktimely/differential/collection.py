@@ -61,6 +61,16 @@ def python_only(operator: str, hint: str, batch: Any) -> list:
     return batch
 
 
+def negated(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """An Arrow batch of updates with its ``diff`` column negated.
+
+    >>> negated(pa.record_batch({"x": ["a"], DIFF: [2]})).to_pydict()
+    {'x': ['a'], 'diff': [-2]}
+    """
+    index = batch.schema.get_field_index(DIFF)
+    return batch.set_column(index, DIFF, pc.negate(batch.column(index)))
+
+
 class Collection:
     """A stream of ``(data, time, diff)`` updates (or Arrow batches with a ``diff`` column).
 
@@ -142,9 +152,7 @@ class Collection:
         def transform(time, batch):
             if batch.__class__ is list:
                 return [(d, t, -r) for d, t, r in batch]
-            batch = arrow_only("negate", batch)
-            index = batch.schema.get_field_index(DIFF)
-            return batch.set_column(index, DIFF, pc.negate(batch.column(index)))
+            return negated(arrow_only("negate", batch))
         return self._per_batch("Negate", transform)
 
     def map_batches(self, f: Callable[[pa.RecordBatch], pa.RecordBatch]) -> "Collection":

@@ -1,2 +1,2 @@
-"""The stateful operators: arrange, join, reduce and iterate (added to ``Collection`` and
-``Arranged`` as methods by :mod:`sparktimely.differential`)."""
+"""The stateful operators: arrange, join, reduce, iterate and active_between (added to
+``Collection`` and ``Arranged`` as methods by :mod:`sparktimely.differential`)."""
