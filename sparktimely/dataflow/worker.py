@@ -38,11 +38,14 @@ if TYPE_CHECKING:
     from .scope import ScopeCore as Scope
 
 
-DATA, PROGRESS, GRAPH = 0, 1, 2
+DATA, PROGRESS, GRAPH, FINISHED = 0, 1, 2, 3
 """Kinds of worker-to-worker messages: ``(DATA, dataflow, location, time, batch)``,
-``(PROGRESS, dataflow, [((location, time), delta), ...])`` and
-``(GRAPH, dataflow, shape, names, salt_probe)`` (each worker's description of the dataflow
-it built, and its Python ``hash`` of a fixed string, to detect differently salted peers)."""
+``(PROGRESS, dataflow, [((location, time), delta), ...])``,
+``(GRAPH, dataflow, name, shape, operator_names, salt_probe)`` (each worker's description of
+the dataflow it built, and its Python ``hash`` of a fixed string, to detect differently salted
+peers) and
+``(FINISHED, None, built)``: a worker's last word, the number of dataflows it built (it builds
+no more). Its dataflow slot is None, so it never reaches a dataflow's ``deliver``."""
 
 logger = logging.getLogger("sparktimely")
 
@@ -147,7 +150,7 @@ class Dataflow:
             self.worker._log.dataflow_built(self)
         initial_frontiers = self.progress.start(self.tracker)
         if self.peers > 1:       # first, so peers check the shape before anything else
-            self.worker.broadcast((GRAPH, self.index, self.shape,
+            self.worker.broadcast((GRAPH, self.index, self.name, self.shape,
                                    [op.name for op in self.operators], hash(_SALT_PROBE)))
         for operator in self.operators:
             if operator.watches_frontiers:
@@ -193,7 +196,7 @@ class Dataflow:
         elif kind == PROGRESS:
             self.progress.receive(message[2])
         elif kind == GRAPH:
-            _, _, shape, names, salt_probe = message
+            _, _, _, shape, names, salt_probe = message
             if shape != self.shape:
                 raise RuntimeError(
                     f"workers built dataflow {self.name!r} differently: worker {source} has "
@@ -362,6 +365,7 @@ class Worker:
         self._dropped: set[int] = set()            # their late messages are discarded
         self._early: dict[int, list[tuple[int, tuple]]] = {}
         self._dataflow_count = 0
+        self._finished_peers: dict[int, int] = {}  # peer -> how many dataflows it built
         self._salt_warned = False
         self._remote_activations: deque = deque()
         self._alone_wakeup: threading.Event | None = None
@@ -383,6 +387,8 @@ class Worker:
         index = self._dataflow_count
         self._dataflow_count += 1
         dataflow = Dataflow(self, index, name or f"dataflow-{index}")
+        if self._finished_peers:
+            self._check_built_by_finished(dataflow)
         scope = root_scope(dataflow, TimeKind(timestamp))
         result = build(scope)
         dataflow.finish_building()
@@ -503,9 +509,24 @@ class Worker:
             dataflow = self._built.get(message[1])
             if dataflow is not None:
                 dataflow.deliver(source, message)
+            elif message[0] == FINISHED:
+                self._finished_peers[source] = message[2]
+                for built in self._built.values():
+                    self._check_built_by_finished(built)
             elif message[1] not in self._dropped:
                 self._early.setdefault(message[1], []).append((source, message))
         return bool(messages)
+
+    def _check_built_by_finished(self, dataflow: Dataflow) -> None:
+        """Fail if a worker that has finished never built ``dataflow`` (built here): its
+        initial capabilities, counted here for every worker, would never be retired."""
+        for peer, built in sorted(self._finished_peers.items()):
+            if dataflow.index >= built:
+                raise RuntimeError(
+                    f"worker {peer} never built dataflow {dataflow.index} ({dataflow.name!r}), "
+                    f"which worker {self.index} built: worker {peer} finished after building "
+                    f"{built} dataflow{'' if built == 1 else 's'}; every worker must build the "
+                    f"same dataflows in the same order")
 
     def _warn_salted_hash(self, peer: int) -> None:
         if not self._salt_warned:
@@ -628,7 +649,33 @@ class Worker:
                 self._hint_open_inputs(hinted)
             if not busy:
                 self._park(0.25, idle_sleep=0.001)
+        self._flush_all()
+
+    def finish(self) -> None:
+        """A worker's last word, once its function has returned and :meth:`run` has completed
+        its dataflows: fails if messages came for a dataflow this worker never built; else
+        tells every other worker how many dataflows it built (it builds no more) and sends
+        everything. A worker still running a dataflow this one never built then fails naming
+        it, instead of waiting forever for this worker's part. ``WorkerSession`` calls it as
+        the worker leaves, and so does ``sparktimely.testing.execute_in_process``.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     if worker.index == 0:          # worker 1 builds nothing
+        ...         worker.dataflow(lambda scope: scope.to_stream([1]).probe())
+        >>> try:
+        ...     st.execute(job, workers=2)
+        ... except st.WorkerError as error:
+        ...     print("worker 1 never built dataflow 0" in error.message)
+        True
+        """
         self._check_all_built()
+        if self._allocator is not None:
+            self.broadcast((FINISHED, None, self._dataflow_count))
+            self._flush_all()
+
+    def _flush_all(self) -> None:
+        """Send every message queued for other workers (parking while they make room)."""
         if self._allocator is not None:
             while not self._allocator.flush():
                 self._allocator.park(0.01)
@@ -649,9 +696,12 @@ class Worker:
     def _check_all_built(self) -> None:
         for index, messages in self._early.items():
             sources = sorted({source for source, _ in messages})
+            names = {message[2] for _, message in messages if message[0] == GRAPH}
+            named = f" ({' or '.join(map(repr, sorted(names)))})" if names else ""
             raise RuntimeError(
-                f"worker {self.index} got messages for dataflow {index} from worker(s) "
-                f"{sources} but never built it: every worker must build the same dataflows")
+                f"worker {self.index} never built dataflow {index}{named}, for which it got "
+                f"messages from worker(s) {sources}: every worker must build the same "
+                f"dataflows in the same order")
 
 
 _log_registry_class: Callable[[Worker], Any] | None = None
