@@ -5,6 +5,7 @@ record to worker ``route(record) % peers``. On a single worker both are a local 
 """
 from __future__ import annotations
 
+import reprlib
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
@@ -122,7 +123,19 @@ class Exchange(Pact):
         return local
 
     def __repr__(self) -> str:
-        return f"Exchange({self.key or self.route!r})"
+        if self.route is None:
+            return f"Exchange(key={self.key!r})"
+        return f"Exchange(route={route_name(self.route)})"
+
+
+def route_name(route: Callable[[Any], Any]) -> str:
+    """How errors name a route: its qualified name, else its repr.
+
+    >>> import sparktimely as st
+    >>> route_name(st.stable_hash), st.Exchange(lambda x: x), st.Exchange(key="k")
+    ('stable_hash', Exchange(route=<lambda>), Exchange(key='k'))
+    """
+    return getattr(route, "__qualname__", None) or repr(route)
 
 
 class SchemaCheckedQueue(deque):
@@ -209,14 +222,61 @@ class ExchangePusher(_RemotePusher):
 
     def __init__(self, pact: Exchange, target: "InputPort", local: LocalPusher) -> None:
         super().__init__(target, local)
+        self._pact = pact
+        self._target = target
         self._route = pact.route
         self._key = pact.key
 
     def push(self, time, batch) -> None:
-        parts = partition_batch(batch, self._key, self._route, self._peers)
+        try:
+            parts = partition_batch(batch, self._key, self._route, self._peers)
+        except (TypeError, ValueError, KeyError) as error:
+            explained = self._explain(batch, error)
+            if explained is None:
+                raise
+            raise explained from error
         for worker, part in enumerate(parts):
             if batch_length(part):
                 self._deliver(worker, time, part)
+
+    def _explain(self, batch: Any, error: Exception) -> Exception | None:
+        """The error of a batch this exchange could not partition, naming the exchange: for
+        records, the first whose route is not an int and what the route returned (checked
+        only now, so routing costs nothing more while it works); for Arrow batches, the
+        error partitioning gave. None when there is nothing to add (the route itself failed)."""
+        target = self._target
+        operator = target.dataflow.operators[target.operator]
+        port = f"input {operator.inputs.index(target)} of " if len(operator.inputs) > 1 else ""
+        where = (f"the exchange into {port}operator {operator.name!r} (address "
+                 f"{operator.address}) by {self._pact!r}")
+        if batch.__class__ is not list:
+            if type(error) not in (TypeError, ValueError, KeyError):
+                return None
+            message = error.args[0] if isinstance(error, KeyError) and error.args else error
+            return type(error)(f"{where}: {message}")
+        if self._route is None:
+            return None
+        workers = range(self._peers)
+        for record in batch:
+            try:
+                value = self._route(record)
+            except Exception:
+                return None
+            try:
+                workers[value % self._peers]            # what routing does with the value
+            except TypeError:
+                return TypeError(
+                    f"{where} cannot route the record {_short(record)}: its route returned "
+                    f"{_short(value)} (a {type(value).__name__}); a route must return an int "
+                    f"(the record goes to worker route(record) % peers), e.g. "
+                    f"st.stable_hash(key)")
+        return None
+
+
+_shortening = reprlib.Repr()
+_shortening.maxstring = _shortening.maxother = 80
+_short = _shortening.repr
+"""The repr of a record or value in an error message, cut short if long."""
 
 
 class BroadcastPusher(_RemotePusher):
