@@ -115,7 +115,7 @@ class Exchange(Pact):
     def connect(self, source: "OutputPort", target: "InputPort") -> LocalPusher:
         if target.dataflow.peers == 1:
             local = LocalPusher(target)
-            source.pushers.append(local)
+            source.pushers.append(LoneExchangePusher(self, target, local))
         else:
             target.queue = SchemaCheckedQueue(target)
             local = LocalPusher(target)
@@ -217,29 +217,26 @@ class _RemotePusher:
             self._send(worker, self._dataflow, self._location, time, part)
 
 
-class ExchangePusher(_RemotePusher):
-    """Partitions each batch by the pact's route (or key columns) across the workers."""
+class _Routing:
+    """What an exchange's pushers share: partitioning by the pact, and an error naming the
+    exchange, the record and the route's value when a batch cannot be routed."""
 
-    def __init__(self, pact: Exchange, target: "InputPort", local: LocalPusher) -> None:
-        super().__init__(target, local)
+    def __init__(self, pact: Exchange, target: "InputPort") -> None:
         self._pact = pact
         self._target = target
         self._route = pact.route
         self._key = pact.key
 
-    def push(self, time, batch) -> None:
+    def _partition(self, batch: Any, peers: int) -> list:
         try:
-            parts = partition_batch(batch, self._key, self._route, self._peers)
+            return partition_batch(batch, self._key, self._route, peers)
         except (TypeError, ValueError, KeyError) as error:
-            explained = self._explain(batch, error)
+            explained = self._explain(batch, error, peers)
             if explained is None:
                 raise
             raise explained from error
-        for worker, part in enumerate(parts):
-            if batch_length(part):
-                self._deliver(worker, time, part)
 
-    def _explain(self, batch: Any, error: Exception) -> Exception | None:
+    def _explain(self, batch: Any, error: Exception, peers: int) -> Exception | None:
         """The error of a batch this exchange could not partition, naming the exchange: for
         records, the first whose route is not an int and what the route returned (checked
         only now, so routing costs nothing more while it works); for Arrow batches, the
@@ -256,14 +253,14 @@ class ExchangePusher(_RemotePusher):
             return type(error)(f"{where}: {message}")
         if self._route is None:
             return None
-        workers = range(self._peers)
+        workers = range(peers)
         for record in batch:
             try:
                 value = self._route(record)
             except Exception:
                 return None
             try:
-                workers[value % self._peers]            # what routing does with the value
+                workers[value % peers]                  # what routing does with the value
             except TypeError:
                 return TypeError(
                     f"{where} cannot route the record {_short(record)}: its route returned "
@@ -271,6 +268,33 @@ class ExchangePusher(_RemotePusher):
                     f"(the record goes to worker route(record) % peers), e.g. "
                     f"st.stable_hash(key)")
         return None
+
+
+class ExchangePusher(_RemotePusher, _Routing):
+    """Partitions each batch by the pact's route (or key columns) across the workers."""
+
+    def __init__(self, pact: Exchange, target: "InputPort", local: LocalPusher) -> None:
+        _RemotePusher.__init__(self, target, local)
+        _Routing.__init__(self, pact, target)
+
+    def push(self, time, batch) -> None:
+        for worker, part in enumerate(self._partition(batch, self._peers)):
+            if batch_length(part):
+                self._deliver(worker, time, part)
+
+
+class LoneExchangePusher(_Routing):
+    """An exchange on a single worker: nothing moves (as in timely), but the first record
+    (or row) of each batch is routed, so a route that gives no worker fails at one worker as
+    it does at several, for one route call per batch."""
+
+    def __init__(self, pact: Exchange, target: "InputPort", local: LocalPusher) -> None:
+        super().__init__(pact, target)
+        self._local = local
+
+    def push(self, time, batch) -> None:
+        self._partition(batch[:1] if batch.__class__ is list else batch.slice(0, 1), 1)
+        self._local.push(time, batch)
 
 
 _shortening = reprlib.Repr()
