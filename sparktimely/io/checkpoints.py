@@ -46,22 +46,19 @@ Layout of ``checkpoint_dir`` (every path component URL-quoted)::
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 import posixpath
-import re
 import time
 from collections import Counter, deque
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 from urllib.parse import quote, unquote
 
-from xxhash import xxh3_128_hexdigest
-
 from ..dataflow import Pipeline, source
 from ..ops.recovery import Component, KeyedState, frontier_epoch, root_epoch
 from ..progress.timestamp import Product
+from . import _commit_record as records
 from ._state import decode_partitions, encode_keyed, encode_partitions, from_ipc, select_keyed, \
     to_ipc
 from ._storage import TEMPORARY_PREFIX, DirectoryLock, Location, Storage
@@ -72,7 +69,6 @@ if TYPE_CHECKING:
 __all__ = ["Checkpoints", "RecoveryError", "checkpointing", "enable_checkpoints",
            "reraise_recovery_error"]
 
-FORMAT = "sparktimely-checkpoint/1"
 KEEP = 2
 """Commit records (and their state files) kept: the newest and the one before it."""
 
@@ -81,7 +77,6 @@ STALL_SECONDS = 10.0
 checkpoint epoch before they are let through for the rest of the run (see
 :meth:`_Flow.watch_stall`)."""
 
-_RECORD = re.compile(r"^(\d{12})\.json$")
 _ALL = -1
 logger = logging.getLogger("sparktimely")
 
@@ -317,15 +312,6 @@ class Checkpoints:
         self.flows = []
 
 
-def _serialize(record: dict) -> bytes:
-    """A commit record's bytes: one canonical layout, so that any change to them shows."""
-    return json.dumps(record, indent=1, sort_keys=True).encode()
-
-
-def _digest(record: dict) -> str:
-    return xxh3_128_hexdigest(json.dumps(record, sort_keys=True).encode())
-
-
 class _Flow:
     """The checkpoints of one dataflow on one worker."""
 
@@ -410,18 +396,19 @@ class _Flow:
             self.restored = self.read_states(record)
             self.record = record
             return ("ok", record["sequence"])
-        except RecoveryError as error:
+        except (RecoveryError, records.RecordError) as error:
             return ("error", str(error))
 
     def newest_record(self) -> dict | None:
         commits = posixpath.join(self.directory, "commits")
-        sequences = [int(m.group(1)) for m in map(_RECORD.match, self.storage.names(commits)) if m]
+        sequences = [s for s in map(records.sequence_of, self.storage.names(commits))
+                     if s is not None]
         if not sequences:
             if self.checkpoints.started == 1:
                 others = [unquote(name) for name in self.storage.names(self.storage.root)
                           if not name.startswith(("_", ".")) and
-                          any(map(_RECORD.match, self.storage.names(
-                              self.storage.path(name, "commits"))))]
+                          any(records.sequence_of(record) is not None for record in
+                              self.storage.names(self.storage.path(name, "commits")))]
                 if others:
                     held = ", ".join(repr(name) for name in others)
                     raise RecoveryError(
@@ -429,52 +416,21 @@ class _Flow:
                         f"dataflow {held}, not of this program's first dataflow {self.name!r}")
             return None
         sequence = max(sequences)
-        path = posixpath.join(commits, f"{sequence:012d}.json")
-        data = bytes(self.storage.read(path))
-        try:
-            record = json.loads(data)
-        except ValueError as error:
-            raise RecoveryError(f"commit record {path} is corrupt: it is not JSON ({error})")
-        if not isinstance(record, dict) or record.get("format") != FORMAT:
-            raise RecoveryError(f"commit record {path} is corrupt: it is not a {FORMAT} record")
-        if data != _serialize(record):
-            raise RecoveryError(f"commit record {path} is corrupt: its bytes are not those "
-                                f"written (whitespace or layout changed)")
-        checksum = record.pop("checksum", None)
-        if checksum != _digest(record):
-            raise RecoveryError(f"commit record {path} is corrupt: its contents do not match "
-                                f"its XXH3-128 digest {checksum}")
-        if record.get("sequence") != sequence:
-            raise RecoveryError(f"commit record {path} is corrupt: it says it is number "
-                                f"{record.get('sequence')}")
-        return record
+        path = posixpath.join(commits, records.name(sequence))
+        return records.parse(bytes(self.storage.read(path)), path, sequence)
 
     def check_program(self, record: dict) -> None:
         """Raise :class:`RecoveryError` naming the first difference between the checkpointed
         program and this one."""
-        where = f"checkpoint of dataflow {self.name!r} in {self.storage.where}"
-        if record["dataflow"] != self.name:
-            raise RecoveryError(f"{where} is of dataflow {record['dataflow']!r}")
-        theirs, ours = record["operators"], [op.name for op in self.dataflow.operators]
-        if theirs != ours:
-            for i, (a, b) in enumerate(zip(theirs, ours)):
-                if a != b:
-                    raise RecoveryError(f"{where} is of another program: its operator {i} is "
-                                        f"{a!r}, this program's is {b!r}")
-            raise RecoveryError(f"{where} is of another program: it has {len(theirs)} "
-                                f"operators ({', '.join(theirs)}), this program has "
-                                f"{len(ours)} ({', '.join(ours)})")
-        mine = [[c.name, c.kind] for c in self.components]
-        if record["components"] != mine:
-            raise RecoveryError(f"{where} is of another program: its checkpointed parts are "
-                                f"{record['components']}, this program's are {mine}")
+        records.check_program(record, f"checkpoint of dataflow {self.name!r} in "
+                                      f"{self.storage.where}", self.name,
+                              [op.name for op in self.dataflow.operators],
+                              [[c.name, c.kind] for c in self.components])
 
     def read_states(self, record: dict) -> dict[str, Any]:
         """The decoded state of each component, as this worker resumes it."""
         old, peers, index = record["workers"], self.worker.peers, self.worker.index
-        files: dict[str, dict] = {}
-        for path, meta in record["files"].items():
-            files.setdefault(meta["component"], {})[meta["worker"]] = (path, meta)
+        files = records.files_by_component(record)
         states: dict[str, Any] = {}
         for component in self.components:
             if component.kind == "keyed":
@@ -500,12 +456,7 @@ class _Flow:
         except FileNotFoundError:
             raise RecoveryError(f"checkpoint file {full} (of {meta['component']!r}, worker "
                                 f"{meta['worker']}) named by the commit record is missing")
-        digest = xxh3_128_hexdigest(data)
-        if data.size != meta["size"] or digest != meta["xxh3_128"]:
-            raise RecoveryError(f"checkpoint file {full} (of {meta['component']!r}, worker "
-                                f"{meta['worker']}) is corrupt: {data.size} bytes, XXH3-128 "
-                                f"{digest}; the commit record says {meta['size']} bytes, "
-                                f"{meta['xxh3_128']}")
+        records.check_file(data, meta, full)
         return from_ipc(data)
 
     def start(self) -> None:
@@ -536,9 +487,9 @@ class _Flow:
         storage.makedirs(commits)
         storage.makedirs(checkpoints)
         for name in storage.names(commits):
-            match = _RECORD.match(name)
+            sequence = records.sequence_of(name)
             if name.startswith(TEMPORARY_PREFIX) or (
-                    match and int(match.group(1)) <= self.sequence - KEEP):
+                    sequence is not None and sequence <= self.sequence - KEEP):
                 storage.delete(posixpath.join(commits, name))
         for name in storage.names(checkpoints):
             if name.isdigit() and not self.sequence - KEEP < int(name) <= self.sequence:
@@ -700,9 +651,7 @@ class _Flow:
             data = to_ipc(table)
             name = f"{quote(component.name, safe='')}.w{index:05d}.arrow"
             storage.write(posixpath.join(directory, name), data)
-            files[f"{relative}/{name}"] = {"size": data.size, "worker": index,
-                                           "component": component.name,
-                                           "xxh3_128": xxh3_128_hexdigest(data)}
+            files[f"{relative}/{name}"] = records.file_entry(data, index, component.name)
         storage.sync(directory)
         storage.sync(posixpath.dirname(directory))
         limit = None if epoch is None or self.ungated else epoch + self.every
@@ -718,17 +667,15 @@ class _Flow:
         self.reports = {}
         sequence, requested = reports[0][1], self.requested
         final = requested is None
-        epoch = max([self.epoch] + [report[4] for report in reports]) if final else requested
-        record = {"format": FORMAT, "dataflow": self.name, "sequence": sequence,
-                  "epoch": epoch, "complete": final, "workers": self.worker.peers,
-                  "checkpoint_every": self.every,
-                  "operators": [op.name for op in self.dataflow.operators],
-                  "components": [[c.name, c.kind] for c in self.components],
-                  "files": {path: meta for report in reports for path, meta in report[3].items()}}
-        record["checksum"] = _digest(record)
+        epoch = max([self.epoch] + [report[4] for report in reports]) if requested is None \
+            else requested
+        record = records.build(self.name, sequence, epoch, final, self.worker.peers, self.every,
+                               [op.name for op in self.dataflow.operators],
+                               [[c.name, c.kind] for c in self.components],
+                               [report[3] for report in reports])
         commits = posixpath.join(self.directory, "commits")
-        self.storage.write_atomic(posixpath.join(commits, f"{sequence:012d}.json"),
-                                  _serialize(record))
+        self.storage.write_atomic(posixpath.join(commits, records.name(sequence)),
+                                  records.serialize(record))
         self.sequence = sequence
         self.clean()
         self.in_flight = False
