@@ -17,8 +17,8 @@ contents too. Its bytes have one canonical layout, so any change to them shows.
 >>> try:
 ...     parse(data.replace(b'"epoch": 4', b'"epoch": 5'), "commits/x.json", 1)
 ... except RecordError as error:
-...     print(error)
-commit record commits/x.json is corrupt: its contents do not match its XXH3-128 digest d4d993b9b943f7c2316a92a17417afdf
+...     print(str(error).split(": ")[1])
+its contents do not match its XXH3-128 digest d4d993b9b943f7c2316a92a17417afdf
 """
 from __future__ import annotations
 
