@@ -284,16 +284,20 @@ class ExchangePusher(_RemotePusher, _Routing):
 
 
 class LoneExchangePusher(_Routing):
-    """An exchange on a single worker: nothing moves (as in timely), but the first record
-    (or row) of each batch is routed, so a route that gives no worker fails at one worker as
-    it does at several, for one route call per batch."""
+    """An exchange on a single worker: nothing moves (as in timely), but the first record of
+    each batch of records is routed, and an Arrow batch must have the key columns, so a route
+    that gives no worker fails at one worker as it does at several, for one route call per
+    batch. (An Arrow route is not called: it may read what only several workers add.)"""
 
     def __init__(self, pact: Exchange, target: "InputPort", local: LocalPusher) -> None:
         super().__init__(pact, target)
         self._local = local
 
     def push(self, time, batch) -> None:
-        self._partition(batch[:1] if batch.__class__ is list else batch.slice(0, 1), 1)
+        if batch.__class__ is list:
+            self._partition(batch[:1], 1)
+        elif self._key is not None:
+            self._partition(batch.slice(0, 1), 1)
         self._local.push(time, batch)
 
 
