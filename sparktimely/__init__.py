@@ -3,7 +3,20 @@
 >>> import sparktimely as st
 >>> st.example(lambda scope: scope.to_stream(range(5)).map(lambda x: x * 2).capture()).extract()
 [(0, [0, 2, 4, 6, 8])]
+
+``st.__version__`` is the installed distribution's version ("0+unknown" in a source checkout
+that was never installed):
+
+>>> st.__version__ == "0+unknown" or st.__version__[0].isdigit()
+True
 """
+from importlib import metadata as _metadata
+
+try:
+    __version__ = _metadata.version("sparktimely")
+except _metadata.PackageNotFoundError:
+    __version__ = "0+unknown"
+
 from .dataflow import (
     Capability, CapabilityError, CapabilitySet, Exchange, FrontierInterest, FrontierNotificator,
     InputCapability, InputHandle, LoopHandle, Notificator, OperatorBuilder, OperatorError,
