@@ -23,7 +23,8 @@ from .dataflow import (
     OperatorInfo, Pipeline, ProbeHandle, Worker, source,
 )
 from .hashing import stable_hash
-from .execute import WorkerError, example, execute, execute_directly, execute_from_args
+from .execute import (WorkerError, example, execute, execute_directly, execute_from_args,
+                      timely_parser)
 from .ops import (Capture, Err, EventLink, EventReader, EventWriter, Ok, Scope, Sequencer,
                   Stream, UnorderedHandle, replay_into)
 from . import logging
@@ -38,5 +39,5 @@ __all__ = [
     "MutableAntichain", "Notificator", "Ok", "OperatorBuilder", "OperatorError", "OperatorInfo",
     "Pipeline", "ProbeHandle", "Product", "RecoveryError", "Scope", "Sequencer", "Stream", "UnorderedHandle",
     "Worker", "WorkerError", "example", "execute", "execute_directly", "execute_from_args",
-    "replay_into", "source", "stable_hash",
+    "replay_into", "source", "stable_hash", "timely_parser",
 ]

@@ -102,11 +102,13 @@ def test_off_by_default(tmp_path, capfd, monkeypatch):
     assert os.listdir(tmp_path) == []                 # no log files either
 
 
-def test_flag_errors_name_the_flag():
-    with pytest.raises(ValueError, match="--progress takes no value, got '--progress=yes'"):
-        st.execute_from_args(["--progress=yes"], lambda worker: None)
-    with pytest.raises(ValueError, match="--log-dir needs a value"):
-        st.execute_from_args(["--log-dir"], lambda worker: None)
+def test_flag_errors_name_the_flag(capsys):
+    for argv, error in ((["--progress=yes"], "argument --progress: ignored explicit argument "
+                                             "'yes'"),
+                        (["--log-dir"], "argument --log-dir: expected one argument")):
+        with pytest.raises(SystemExit, match="^2$"):
+            st.execute_from_args(argv, lambda worker: None)
+        assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: {error}")
 
 
 @pytest.mark.timeout(180)
