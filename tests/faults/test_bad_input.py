@@ -2,9 +2,13 @@
 (faults issue, item 3; the -n/-p check of issue 13)."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
+from ports import free_ports
 
 import sparktimely as st
 
@@ -31,3 +35,30 @@ def test_several_processes_without_a_process_index_say_which_flag_is_missing(cap
         assert capsys.readouterr().err.splitlines()[-1].endswith(
             f": error: -n/--processes {processes} needs -p/--process: this process's index, "
             f"0..{processes - 1}")
+
+
+@pytest.mark.timeout(60)
+def test_a_host_that_does_not_resolve_stops_every_process_at_once(tmp_path):
+    """Each process of the job names the unknown host within seconds, the one that would
+    listen there and the one that would connect to it alike (not after the 60 s timeout)."""
+    port, other = free_ports(2)
+    hosts = [f"no-such-host.invalid:{port}", f"127.0.0.1:{other}"]
+    script = ("import sys, sparktimely as st\n"
+              f"st.execute(lambda worker: None, processes=2, process=int(sys.argv[1]), "
+              f"hostfile={hosts!r})\n")
+    started = time.monotonic()
+    runs = [subprocess.Popen([sys.executable, "-c", script, str(process)], text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=dict(os.environ, SPARKTIMELY_CONNECT_TIMEOUT="60"))
+            for process in (0, 1)]
+    try:
+        errors = [run.communicate(timeout=30)[1] for run in runs]
+    finally:
+        for run in runs:
+            run.kill()
+    assert time.monotonic() - started < 15
+    for run, error in zip(runs, errors):
+        assert run.returncode == 1
+        assert error.splitlines()[-1].startswith(
+            f"ConnectionError: the hostfile address of process 0, no-such-host.invalid:{port}, "
+            f"names a host that does not resolve ("), error
