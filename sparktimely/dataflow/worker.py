@@ -24,6 +24,7 @@ from collections import deque
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..hashing import calls_hash
 from ..progress.exchange import ProgressExchange
 from ..progress.reachability import GraphBuilder, Tracker
 from ..progress.timestamp import TimeKind, Timestamp
@@ -200,8 +201,14 @@ class Dataflow:
                     f"{_describe(names)}, worker {self.worker.index} has "
                     f"{_describe([op.name for op in self.operators])}; every worker must "
                     f"build the same dataflows in the same order")
-            if salt_probe != hash(_SALT_PROBE):
+            if salt_probe != hash(_SALT_PROBE) and self.worker.index == 0 and \
+                    any(calls_hash(route) for route in self._routes()):
                 self.worker._warn_salted_hash(source)
+
+    def _routes(self) -> list[Callable[[Any], Any]]:
+        """The route functions of this dataflow's exchanges."""
+        return [route for _, _, pact in self._edges
+                if callable(route := getattr(pact, "route", None))]
 
     def _propagate(self) -> bool:
         """Run the progress protocol: share what must be shared, and schedule the operators
@@ -508,13 +515,17 @@ class Worker:
         return bool(messages)
 
     def _warn_salted_hash(self, peer: int) -> None:
+        """Once per job (worker 0 sees every peer's salt): a route of this job calls hash()
+        and worker ``peer``'s process salts it differently."""
         if not self._salt_warned:
             self._salt_warned = True
             logger.warning(
-                "worker %d: Python's hash() of strings differs on worker %d (its process has "
-                "another PYTHONHASHSEED): routes built on hash() send one key to several "
-                "workers. Route with sparktimely.stable_hash, or set PYTHONHASHSEED alike "
-                "for every process.", self.index, peer)
+                "sparktimely: Python's hash() of strings differs between the processes of "
+                "this job (worker %d's and worker %d's, another PYTHONHASHSEED), and a route "
+                "calls hash(): it sends one key to different workers in different processes. "
+                "Route with sparktimely.stable_hash instead; or give every process the same "
+                "PYTHONHASHSEED (e.g. PYTHONHASHSEED=0), which also silences this warning.",
+                self.index, peer)
 
     # -- running -----------------------------------------------------------------------------
 
