@@ -4,8 +4,8 @@
 :func:`~sparktimely.logging.files.log_to_directory` wrote and writes ``LOGDIR/profile.html``:
 the dataflow picture annotated with time and records (SVG when Graphviz is installed, the
 DOT text otherwise), a table of operators by time spent, a table of workers (busy, parked),
-the records each worker sent each other, and a timeline per worker of which operator ran
-when. The page has no scripts and loads nothing from elsewhere.
+the records that crossed between workers (what stayed on a worker apart), and a timeline per
+worker of which operator ran when. The page has no scripts and loads nothing from elsewhere.
 
 >>> import os, tempfile, sparktimely as st
 >>> from sparktimely.logging import log_to_directory
@@ -28,7 +28,7 @@ import sys
 import zlib
 from typing import Sequence
 
-from .events import MessagesEvent
+from .events import ChannelsEvent, MessagesEvent
 from .files import LogDirectory, read_log_directory
 from .picture import GraphvizMissing, dot_to, graph_of, to_dot
 from .summary import Summary, summarize
@@ -106,17 +106,32 @@ def _workers_table(logs: LogDirectory, summary: Summary) -> str:
 
 
 def _traffic_table(logs: LogDirectory) -> str:
-    sent: dict[tuple[int, int], int] = {}
+    """Records that crossed from worker to worker (by exchanges and broadcasts), and apart
+    from them what stayed on its worker: routed to itself by an exchange, or passed along a
+    pipeline (which never leaves its worker)."""
+    pacts = {event.id: event.pact for event in logs.events if type(event) is ChannelsEvent}
+    crossed: dict[tuple[int, int], int] = {}
+    routed: dict[int, int] = {}
+    piped: dict[int, int] = {}
     for event in logs.events:
         if type(event) is MessagesEvent and event.is_send:
-            key = (event.source, event.target)
-            sent[key] = sent.get(key, 0) + event.length
+            source, target = event.source, event.target
+            if source != target:
+                crossed[source, target] = crossed.get((source, target), 0) + event.length
+            else:
+                stayed = piped if pacts.get(event.channel) == "Pipeline" else routed
+                stayed[source] = stayed.get(source, 0) + event.length
     workers = sorted(logs.workers)
     head = "".join(f"<th>to {w}</th>" for w in workers)
-    rows = "".join(f"<tr><th>from {s}</th>" + "".join(f"<td>{sent.get((s, t), 0):,}</td>"
-                                                      for t in workers) + "</tr>"
-                   for s in workers)
-    return f'<table id="traffic"><tr><th></th>{head}</tr>{rows}</table>'
+    rows = "".join(
+        f"<tr><th>from {s}</th>"
+        + "".join(f"<td>{crossed.get((s, t), 0):,}</td>" if s != t else "<td>&#8212;</td>"
+                  for t in workers)
+        + f"<td>{sum(crossed.get((s, t), 0) for t in workers):,}</td>"
+        f"<td>{routed.get(s, 0):,}</td><td>{piped.get(s, 0):,}</td></tr>"
+        for s in workers)
+    return (f'<table id="traffic"><tr><th></th>{head}<th>to other workers</th>'
+            f"<th>routed to itself</th><th>along pipelines</th></tr>{rows}</table>")
 
 
 def _timeline(logs: LogDirectory, summary: Summary) -> str:
@@ -193,7 +208,10 @@ def render_report(logs: LogDirectory, title: str = "sparktimely profile") -> str
         f"<h2>Dataflow</h2>{_picture(logs, summary)}"
         f"<h2>Operators</h2>{_operators_table(logs, summary)}"
         f"<h2>Workers</h2>{_workers_table(logs, summary)}"
-        f"<h2>Records sent between workers</h2>{_traffic_table(logs)}"
+        f"<h2>Records sent between workers</h2>"
+        f'<p class="note">Records that crossed from one worker to another (exchanges, '
+        f"broadcasts). Records that stayed on their worker are counted apart: routed to it "
+        f"by an exchange, or passed along a pipeline.</p>{_traffic_table(logs)}"
         f"<h2>Timeline</h2>"
         f'<p class="note">Which operator each worker ran when (grey: parked, waiting for '
         f"work). Workers are aligned by their wall clocks.</p>{_timeline(logs, summary)}"

@@ -137,13 +137,16 @@ def test_a_hostfile_jobs_logs_render_in_the_profile(tmp_path):
     assert [(int(row[0]), int(row[2])) for row in page.tables["workers"][1:]] == sorted(
         pids.items())
     traffic = page.tables["traffic"]
-    assert traffic[0] == ["", "to 0", "to 1", "to 2", "to 3"]
+    assert traffic[0] == ["", "to 0", "to 1", "to 2", "to 3", "to other workers",
+                          "routed to itself", "along pipelines"]
     for source in range(4):
-        for target in range(4):
-            if source != target:           # the diagonal adds the workers' local channels
-                expected = sum(1 for r in range(launched_job.ROUNDS)
-                               for x in launched_job.records(source, r) if x % 4 == target)
-                assert int(traffic[1 + source][1 + target].replace(",", "")) == expected
+        routed = Counter(x % 4 for r in range(launched_job.ROUNDS)
+                         for x in launched_job.records(source, r))
+        assert [int(cell.replace(",", "").replace("\u2014", "-1"))
+                for cell in traffic[1 + source][1:]] == [
+            *(routed[target] if target != source else -1 for target in range(4)),
+            SENT - routed[source], routed[source],
+            2 * len(launched_job.expected_received(source, 4))]   # what it got, twice
     assert all(f">worker {w}</text>" in (logs / "profile.html").read_text() for w in range(4))
 
 

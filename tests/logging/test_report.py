@@ -103,11 +103,14 @@ def test_the_profile_command_writes_a_page_whose_tables_match_the_run(logdir):
     assert abs(sum(float(row[5].rstrip("%")) for row in operators.values()) - 100) < 0.5
     assert [row[0] for row in page.tables["workers"][1:]] == ["0", "1"]
     traffic = page.tables["traffic"]
-    assert traffic[0] == ["", "to 0", "to 1"]
-    # worker 0 sends its own share three times (exchange, map, probe channels) and worker
-    # 1's share once; worker 1 sends its share twice, to itself
-    assert traffic[1] == ["from 0", f"{3 * share[0]:,}", f"{share[1]:,}"]
-    assert traffic[2] == ["from 1", "0", f"{2 * share[1]:,}"]
+    assert traffic[0] == ["", "to 0", "to 1", "to other workers", "routed to itself",
+                          "along pipelines"]
+    # only worker 0 has records: its exchange sends worker 1's share across and routes its
+    # own share to itself; then each worker passes its share along two pipelines (to Map,
+    # to Probe), which never leave the worker
+    assert traffic[1] == ["from 0", "\u2014", f"{share[1]:,}", f"{share[1]:,}",
+                          f"{share[0]:,}", f"{2 * share[0]:,}"]
+    assert traffic[2] == ["from 1", "0", "\u2014", "0", "0", f"{2 * share[1]:,}"]
 
 
 def test_a_missing_directory_is_named(tmp_path):
