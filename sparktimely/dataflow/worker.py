@@ -439,7 +439,7 @@ class Worker:
     def log_register(self) -> Any:
         """This worker's log registry (a :class:`sparktimely.logging.Registry`):
         ``insert(name, callback)`` has ``callback(time, events)`` receive the ``"timely"``
-        events (operators, channels, scheduling, messages, shutdown, parking) or the
+        events (operators, channels, scheduling, messages, shutdown, parking, steps) or the
         ``"timely/progress"`` ones in batches, once per step. Nothing is logged, at no cost,
         while no callback is registered.
 
@@ -449,9 +449,11 @@ class Worker:
         ...     worker.log_register().insert("timely", lambda time, batch: events.extend(batch))
         ...     worker.dataflow(lambda scope: scope.to_stream([1, 2]).map(str).probe())
         ...     worker.run()
+        ...     worker.log_register().remove("timely")
         ...     return sorted({type(event).__name__ for event in events})
-        >>> st.execute_directly(job)
-        ['ChannelsEvent', 'MessagesEvent', 'OperatesEvent', 'ScheduleEvent', 'ShutdownEvent']
+        >>> st.execute_directly(job)                    # doctest: +NORMALIZE_WHITESPACE
+        ['ChannelsEvent', 'MessagesEvent', 'OperatesEvent', 'ScheduleEvent', 'ShutdownEvent',
+         'StepsEvent']
         """
         if self._log_registry is None:
             if _log_registry_class is None:
@@ -546,9 +548,14 @@ class Worker:
     def _step(self) -> tuple[bool, bool]:
         """One round; returns (still running, whether there was anything to do)."""
         self.steps += 1
+        log = self._log
+        if log is not None:
+            log.step_began()
         try:
             allocator = self._allocator
             busy = allocator is not None and self._receive(allocator)
+            if log is not None:
+                log.step_received()
             if self._remote_activations:
                 busy = True
                 self._activate_remote()
@@ -563,15 +570,20 @@ class Worker:
                     busy = True                 # a frontier may have moved: look before parking
             if finished:
                 self._dataflows = [d for d in dataflows if d.running and not d.dropped]
+            if log is not None:
+                log.step_computed()
             if self.recovery is not None and self.recovery.after_step(busy):
                 busy = True
             if allocator is not None:
+                if log is not None:
+                    log.step_sending()
                 allocator.flush()
         except BaseException as error:
             if self._log is not None:           # keep this worker's last events
                 self._log.failed(error)
             raise
         if self._log is not None:
+            self._log.step_ended()
             self._log.flush()
         return bool(self._dataflows), busy
 
