@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import weakref
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from ..hashing import calls_hash
 from ..progress.exchange import ProgressExchange
 from ..progress.reachability import GraphBuilder, Tracker
 from ..progress.timestamp import TimeKind, Timestamp
@@ -212,8 +213,14 @@ class Dataflow:
                     f"{_describe(names)}, worker {self.worker.index} has "
                     f"{_describe([op.name for op in self.operators])}; every worker must "
                     f"build the same dataflows in the same order")
-            if salt_probe != hash(SALT_PROBE):
+            if salt_probe != hash(SALT_PROBE) and self.worker.index == 0 and \
+                    any(calls_hash(route) for route in self._routes()):
                 self.worker._warn_salted_hash(source)
+
+    def _routes(self) -> list[Callable[[Any], Any]]:
+        """The route functions of this dataflow's exchanges."""
+        return [route for edge in self._edges
+                if callable(route := getattr(edge.pact, "route", None))]
 
     def _propagate(self) -> bool:
         """Run the progress protocol: share what must be shared, and schedule the operators

@@ -278,13 +278,17 @@ class WorkerCore(Generic[S]):
                     f"same dataflows in the same order")
 
     def _warn_salted_hash(self, peer: int) -> None:
+        """Once per job (worker 0 sees every peer's salt): a route of this job calls hash()
+        and worker ``peer``'s process salts it differently."""
         if not self._salt_warned:
             self._salt_warned = True
             logger.warning(
-                "worker %d: Python's hash() of strings differs on worker %d (its process has "
-                "another PYTHONHASHSEED): routes built on hash() send one key to several "
-                "workers. Route with sparktimely.stable_hash, or set PYTHONHASHSEED alike "
-                "for every process.", self.index, peer)
+                "sparktimely: Python's hash() of strings differs between the processes of "
+                "this job (worker %d's and worker %d's, another PYTHONHASHSEED), and a route "
+                "calls hash(): it sends one key to different workers in different processes. "
+                "Route with sparktimely.stable_hash instead; or give every process the same "
+                "PYTHONHASHSEED (e.g. PYTHONHASHSEED=0), which also silences this warning.",
+                self.index, peer)
 
     # -- running -----------------------------------------------------------------------------
 
@@ -305,9 +309,14 @@ class WorkerCore(Generic[S]):
     def _step(self) -> tuple[bool, bool]:
         """One round; returns (still running, whether there was anything to do)."""
         self.steps += 1
+        observer = self._observer
+        if observer is not None:
+            observer.step_began()
         try:
             allocator = self._allocator
             busy = allocator is not None and self._receive(allocator)
+            if observer is not None:
+                observer.step_received()
             if self._remote_activations:
                 busy = True
                 self._activate_remote()
@@ -322,14 +331,21 @@ class WorkerCore(Generic[S]):
                     busy = True                 # a frontier may have moved: look before parking
             if finished:
                 self._dataflows = [d for d in dataflows if d.running and not d.dropped]
-            if self._observer is not None and self._observer.after_step(busy):
-                busy = True
+            observer = self._observer           # attached during the step, maybe
+            if observer is not None:
+                observer.step_computed()
+                if observer.after_step(busy):
+                    busy = True
             if allocator is not None:
+                if observer is not None:
+                    observer.step_sending()
                 allocator.flush()
         except BaseException as error:
             if self._observer is not None:      # e.g. logs keep this worker's last events
                 self._observer.failed(error)
             raise
+        if observer is not None:
+            observer.step_ended()
         return bool(self._dataflows), busy
 
     def _activate_remote(self) -> None:

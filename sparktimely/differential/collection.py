@@ -92,6 +92,12 @@ class Collection:
 
     @property
     def scope(self) -> "Scope":
+        """The scope this collection lives in.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda scope: dd.from_stream(scope.to_stream([1])).scope is scope)
+        True
+        """
         return self.inner.scope
 
     def _per_batch(self, name: str, transform: Callable[[Any, Any], Any]) -> "Collection":
@@ -122,14 +128,26 @@ class Collection:
         return self._per_batch("Map", transform)
 
     def flat_map(self, f: Callable[[Any], Iterable[Any]]) -> "Collection":
-        """Each ``data`` becomes the items of ``f(data)``, each with the update's diff."""
+        """Each ``data`` becomes the items of ``f(data)``, each with the update's diff.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream(["a b", "b"])).flat_map(str.split)
+        ...            .consolidate().inner.capture()).extract()
+        [(0, [('a', 0, 1), ('b', 0, 2)])]
+        """
         def transform(time, batch):
             return [(y, t, r) for d, t, r in python_only("flat_map", "map_batches", batch)
                     for y in f(d)]
         return self._per_batch("FlatMap", transform)
 
     def filter(self, predicate: Callable[[Any], bool]) -> "Collection":
-        """Keeps the updates whose ``data`` satisfies ``predicate``."""
+        """Keeps the updates whose ``data`` satisfies ``predicate``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream([1, 2, 3, 4])).filter(lambda x: x > 2)
+        ...            .inner.capture()).extract()
+        [(0, [(3, 0, 1), (4, 0, 1)])]
+        """
         def transform(time, batch):
             return [u for u in python_only("filter", "filter_batches", batch) if predicate(u[0])]
         return self._per_batch("Filter", transform)
@@ -148,7 +166,12 @@ class Collection:
         return self._per_batch("Explode", transform)
 
     def negate(self) -> "Collection":
-        """Every diff negated: the collection subtracted instead of added."""
+        """Every diff negated: the collection subtracted instead of added.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream(["x"])).negate().inner.capture()).extract()
+        [(0, [('x', 0, -1)])]
+        """
         def transform(time, batch):
             if batch.__class__ is list:
                 return [(d, t, -r) for d, t, r in batch]
@@ -157,7 +180,17 @@ class Collection:
 
     def map_batches(self, f: Callable[[pa.RecordBatch], pa.RecordBatch]) -> "Collection":
         """Arrow collections: each RecordBatch becomes ``f(batch)``, which must keep an
-        int64 ``diff`` column (rows keep the batch's time)."""
+        int64 ``diff`` column (rows keep the batch's time).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> import pyarrow as pa, pyarrow.compute as pc
+        >>> def build(scope):
+        ...     rows = dd.from_stream(scope.to_stream(pa.table({"x": [1, 2]})))
+        ...     return rows.map_batches(lambda b: b.set_column(0, "x", pc.multiply(b["x"], 10))
+        ...                             ).inner.capture()
+        >>> st.example(build).extract()[0][1].to_pydict()
+        {'x': [10, 20], 'diff': [1, 1]}
+        """
         def transform(time, batch):
             out = f(arrow_only("map_batches", batch))
             if not isinstance(out, pa.RecordBatch) or DIFF not in out.schema.names:
@@ -167,13 +200,29 @@ class Collection:
         return self._per_batch("MapBatches", transform)
 
     def filter_batches(self, mask: Callable[[pa.RecordBatch], Any]) -> "Collection":
-        """Arrow collections: keeps the rows where ``mask(batch)`` is true."""
+        """Arrow collections: keeps the rows where ``mask(batch)`` is true.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> import pyarrow as pa, pyarrow.compute as pc
+        >>> def build(scope):
+        ...     rows = dd.from_stream(scope.to_stream(pa.table({"x": [1, 2, 3]})))
+        ...     return rows.filter_batches(lambda b: pc.greater(b["x"], 1)).inner.capture()
+        >>> st.example(build).extract()[0][1].to_pydict()
+        {'x': [2, 3], 'diff': [1, 1]}
+        """
         return self._per_batch("FilterBatches",
                                lambda time, batch: arrow_only("filter_batches", batch)
                                .filter(mask(batch)))
 
     def inspect(self, f: Callable[[tuple], None]) -> "Collection":
-        """Calls ``f((data, time, diff))`` for every update, passing updates on unchanged."""
+        """Calls ``f((data, time, diff))`` for every update, passing updates on unchanged.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> seen = []
+        >>> _ = st.example(lambda s: dd.from_stream(s.to_stream("ab")).inspect(seen.append).probe())
+        >>> seen
+        [('a', 0, 1), ('b', 0, 1)]
+        """
         def transform(time, batch):
             for update in python_only("inspect", "inspect_batch", batch):
                 f(update)
@@ -181,7 +230,15 @@ class Collection:
         return self._per_batch("Inspect", transform)
 
     def inspect_batch(self, f: Callable[[Any, Any], None]) -> "Collection":
-        """Calls ``f(time, batch)`` for every batch (a list of updates or a RecordBatch)."""
+        """Calls ``f(time, batch)`` for every batch (a list of updates or a RecordBatch).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> sizes = []
+        >>> _ = st.example(lambda s: dd.from_stream(s.to_stream("abc"))
+        ...                .inspect_batch(lambda time, batch: sizes.append((time, len(batch)))).probe())
+        >>> sizes
+        [(0, 3)]
+        """
         def transform(time, batch):
             f(time, batch)
             return batch
@@ -190,26 +247,72 @@ class Collection:
     # -- plumbing ----------------------------------------------------------------------------
 
     def concat(self, other: "Collection") -> "Collection":
-        """The updates of both collections (the sum of the two multisets)."""
+        """The updates of both collections (the sum of the two multisets).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     a, b = dd.from_stream(scope.to_stream("ab")), dd.from_stream(scope.to_stream("b"))
+        ...     return a.concat(b).consolidate().inner.capture()
+        >>> st.example(build).extract()
+        [(0, [('a', 0, 1), ('b', 0, 2)])]
+        """
         return Collection(self.inner.concat(other.inner))
 
     def probe(self) -> "ProbeHandle":
-        """A probe on this collection's frontier."""
+        """A probe on this collection's frontier.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     session = dd.InputSession()
+        ...     probe = worker.dataflow(lambda scope: session.to_collection(scope).count().probe())
+        ...     session.insert("a"); session.advance_to(1)
+        ...     worker.step_while(lambda: probe.less_than(1))       # time 0 is now final
+        ...     return probe.less_than(1), probe.less_than(2)
+        >>> st.execute_directly(job)
+        (False, True)
+        """
         return self.inner.probe()
 
     def probe_with(self, handle: "ProbeHandle") -> "Collection":
-        """Adds this collection's frontier to ``handle``; returns the collection."""
+        """Adds this collection's frontier to ``handle``; returns the collection.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     session, probe = dd.InputSession(), st.ProbeHandle()
+        ...     worker.dataflow(lambda scope: session.to_collection(scope).count().probe_with(probe))
+        ...     session.advance_to(3)
+        ...     worker.step_while(lambda: probe.less_than(3))
+        ...     return probe.frontier()
+        >>> st.execute_directly(job)
+        [3]
+        """
         self.inner.probe_with(handle)
         return self
 
     def enter(self, scope: "Scope") -> "Collection":
         """This collection inside ``scope``, a scope nested directly in its own; in an
-        iterative scope every time ``t`` becomes ``Product(t, 0)``."""
+        iterative scope every time ``t`` becomes ``Product(t, 0)``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     numbers = dd.from_stream(scope.to_stream([1]))
+        ...     return scope.iterative(lambda inner: numbers.enter(inner).inner.capture())
+        >>> st.example(build).extract()
+        [(Product(0, 0), [(1, Product(0, 0), 1)])]
+        """
         return Collection(enter_stream(self.inner, scope, _enter_records))
 
     def leave(self) -> "Collection":
         """This collection in the enclosing scope; ``Product(t, i)`` becomes ``t``, so the
-        updates of every iteration accumulate."""
+        updates of every iteration accumulate.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     numbers = dd.from_stream(scope.to_stream([1]))
+        ...     return scope.iterative(lambda inner: numbers.enter(inner).map(lambda x: -x).leave())
+        >>> st.example(lambda scope: build(scope).inner.capture()).extract()
+        [(0, [(-1, 0, 1)])]
+        """
         return Collection(leave_stream(self.inner, _leave_records))
 
     def __repr__(self) -> str:

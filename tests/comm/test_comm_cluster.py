@@ -20,6 +20,7 @@ from segment_leaks import segments_of
 
 import comm_jobs
 import sparktimely as st
+from sparktimely.execute import config_from_args
 from sparktimely.shm import sweep_stale
 from examples.bfs import random_graph, reference_bfs
 
@@ -219,11 +220,11 @@ def test_configuration_errors_are_reported_before_anything_starts(tmp_path):
     port = free_ports(1)[0]
     hostfile = tmp_path / "hosts"
     hostfile.write_text(f"127.0.0.1:{port}\n127.0.0.1:{port + 1}\n")
-    with pytest.raises(ValueError, match="-n 2 needs -p/--process"):
-        st.execute_from_args(["-n", "2", "-h", str(hostfile)], lambda worker: None)
+    with pytest.raises(ValueError, match="-n/--processes 2 needs -p/--process"):
+        config_from_args(["-n", "2", "-h", str(hostfile)])
     hostfile.write_text(f"127.0.0.1:{port}\n127.0.0.1\n")
     with pytest.raises(ValueError, match="line 2: '127.0.0.1' is not host:port"):
-        st.execute_from_args(["-n", "2", "-p", "0", "-h", str(hostfile)], lambda worker: None)
+        config_from_args(["-n", "2", "-p", "0", "-h", str(hostfile)])
     with pytest.raises(ValueError, match="process 2 has none"):
         st.execute(lambda worker: None, processes=3, process=0,
                    hostfile=[f"127.0.0.1:{port}", f"127.0.0.1:{port + 1}"])

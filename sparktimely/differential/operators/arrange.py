@@ -417,6 +417,13 @@ class Arranged:
 
     @property
     def scope(self) -> "Scope":
+        """The scope of the arrangement's stream.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda scope: dd.from_stream(scope.to_stream([1])).arrange_by_self()
+        ...            .scope is scope)
+        True
+        """
         return self.stream.scope
 
     def as_collection(self, f: Callable[[Any, Any], Any] | None = None) -> Collection:
@@ -546,7 +553,13 @@ def arrange_by_key(collection: Collection, key: str | Sequence[str] | None = Non
 
 def arrange_by_self(collection: Collection, name: str = "ArrangeBySelf") -> Arranged:
     """Arranges the data themselves as keys (with the unit value ``()``; Arrow: every data
-    column is part of the key)."""
+    column is part of the key).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream(["b", "a", "b"])).arrange_by_self()
+        ...            .as_collection().inner.capture()).extract()
+        [(0, [(('a', ()), 0, 1), (('b', ()), 0, 2)])]
+        """
     return arrange(collection, name, False, None)
 
 

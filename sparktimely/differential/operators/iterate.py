@@ -64,11 +64,36 @@ class Variable(Collection):
 
     @classmethod
     def new_from(cls, collection: Collection, step: Any = 1) -> "Variable":
-        """A variable starting as ``collection`` (of the iterative scope)."""
+        """A variable starting as ``collection`` (of the iterative scope).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     def loop(inner):
+        ...         start = dd.from_stream(scope.to_stream([5])).enter(inner)
+        ...         countdown = dd.Variable.new_from(start)         # starts as {5}
+        ...         lower = countdown.map(lambda x: x - 1).filter(lambda x: x >= 3)
+        ...         return countdown.set(start.concat(lower).distinct()).leave()
+        ...     return scope.iterative(loop).consolidate().inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(3, 0, 1), (4, 0, 1), (5, 0, 1)])]
+        """
         return cls(collection.scope, step, collection)
 
     def set(self, result: Collection) -> Collection:
-        """Define the variable as ``result`` one round later; returns ``result``."""
+        """Define the variable as ``result`` one round later; returns ``result``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     def loop(inner):
+        ...         edges = dd.from_stream(scope.to_stream([(1, 2), (2, 3)])).enter(inner)
+        ...         reach = dd.Variable(inner)                      # starts empty
+        ...         by_end = reach.map(lambda path: (path[1], path[0]))
+        ...         step = by_end.join_map(edges, lambda mid, src, dst: (src, dst))
+        ...         return reach.set(edges.concat(step).distinct()).leave()
+        ...     return scope.iterative(loop).consolidate().inner.capture()
+        >>> st.example(build).extract()
+        [(0, [((1, 2), 0, 1), ((1, 3), 0, 1), ((2, 3), 0, 1)])]
+        """
         if self._done:
             raise RuntimeError("Variable.set was already called for this variable")
         self._done = True

@@ -150,7 +150,16 @@ class PythonJoiner:
 def join_collections(collection: Collection, other: Collection, on: Any = None) -> Collection:
     """``(key, (v1, v2))`` for every pair of ``(key, v1)`` here and ``(key, v2)`` in
     ``other`` (Arrow collections: ``on`` names the key column(s); the result has the key,
-    then this side's other columns, then the other side's, and ``diff``)."""
+    then this side's other columns, then the other side's, and ``diff``).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     ages = dd.from_stream(scope.to_stream([("ann", 31), ("bob", 27)]))
+        ...     towns = dd.from_stream(scope.to_stream([("ann", "Oslo")]))
+        ...     return ages.join(towns).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(('ann', (31, 'Oslo')), 0, 1)])]
+        """
     return join_core(arrange_by_key(collection, on), arrange_by_key(other, on), None, JOIN_PAIR,
                      "Join")
 
@@ -172,7 +181,15 @@ def join_map(collection: Collection, other: Collection,
 
 def semijoin_arranged(arranged: Arranged, keys: Collection | Arranged) -> Collection:
     """The ``(key, val)`` of ``arranged`` whose key is in ``keys`` (multiplicities
-    multiply)."""
+    multiply).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     pairs = dd.from_stream(scope.to_stream([(1, "a"), (2, "b")])).arrange_by_key()
+        ...     return pairs.semijoin(dd.from_stream(scope.to_stream([1]))).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [((1, 'a'), 0, 1)])]
+        """
     arranged_keys = keys if isinstance(keys, Arranged) else arrange_by_self(keys)
     return join_core(arranged, arranged_keys, None, JOIN_SEMI, "Semijoin")
 

@@ -300,7 +300,18 @@ def reduce(collection_or_arranged: Any, logic: Callable[[Any, list, list], None]
 
 def count(collection_or_arranged: Any, key: Any = None) -> Collection:
     """``(x, n)`` for each ``x`` with non-zero count ``n`` (Arrow: rows of the ``key``
-    columns, default every data column, with an int64 ``count`` column)."""
+    columns, default every data column, with an int64 ``count`` column).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream("abca")).count().inner.capture()).extract()
+        [(0, [(('a', 2), 0, 1), (('b', 1), 0, 1), (('c', 1), 0, 1)])]
+        >>> import pyarrow as pa
+        >>> def build(scope):
+        ...     rows = dd.from_stream(scope.to_stream(pa.table({"word": ["a", "b", "a"]})))
+        ...     return rows.count(key="word").inner.capture()
+        >>> sorted(st.example(build).extract()[0][1].to_pylist(), key=lambda row: row["word"])
+        [{'word': 'a', 'count': 2, 'diff': 1}, {'word': 'b', 'count': 1, 'diff': 1}]
+        """
     from ..arrow.reduce import count_spec
     by_key = key is not None
     return reduce_arranged(_arranged(collection_or_arranged, by_key, key), CountReduction(),
