@@ -156,7 +156,6 @@ class ArrowPanes(PaneWindows):
         late, rows = _late(rows, too_late)
         if late:
             relative = relative[~too_late]
-        self.done = time
         if not rows.num_rows:
             return late, []
         partials = self.aggregates.partials(

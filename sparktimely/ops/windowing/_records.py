@@ -28,7 +28,8 @@ def event_time(time_of: Callable[[Any], Any], record: Any) -> int:
 class PaneWindows:
     """What tumbling and sliding windows keep whatever the records: which windows hold data
     and close when (``closing``: close time -> window number), the windows containing a
-    pane, and the latest time applied (which a checkpoint records, see :meth:`reschedule`)."""
+    pane, and the latest time completed (which a checkpoint records, see
+    :meth:`reschedule`)."""
 
     def __init__(self, kind: Sliding, lateness: int) -> None:
         self.kind = kind
@@ -53,7 +54,9 @@ class PaneWindows:
 
     def _closing(self, time: int) -> tuple[int, range, int] | None:
         """The window closing at ``time`` (if any): its number, its panes and the first pane
-        of the next window (panes before it belong to closed windows only)."""
+        of the next window (panes before it belong to closed windows only). Every time the
+        operator completes passes here, after its records are applied."""
+        self.done = time
         i = self.closing.pop(time, None)
         if i is None:
             return None
@@ -66,7 +69,7 @@ class PaneWindows:
 
     def reschedule(self, panes: Iterable[int], done: int | None) -> None:
         """After a restore: every window of a restored pane closing after ``done`` (the
-        latest time any worker of the checkpointed run had applied) is still open; those
+        latest time any worker of the checkpointed run had completed) is still open; those
         closing by then were closed where they were."""
         if done is not None:
             for j in panes:
@@ -110,7 +113,6 @@ class Panes(PaneWindows):
                     new += self._schedule(j, time)
                 k = None if key is None else key(record)
                 pane[k] = add(pane.get(k), record, e, time)
-        self.done = time
         return ([late] if late else []), new
 
     def close(self, time: int) -> list:

@@ -28,6 +28,7 @@ from ...dataflow import Exchange, Notificator, OperatorBuilder
 from ...dataflow.capability import Capability
 from ...dataflow.stream import StreamCore
 from ...hashing import stable_hash
+from ...progress.frontier import MutableAntichain
 from .._stash import PerTime
 from ..recovery import KeyedState
 from ._columns import HASH, NONE_ROUTE, Aggregates, ArrowPanes, ArrowSessions
@@ -154,13 +155,33 @@ class WindowOps(StreamCore):
         late_output, late = builder.new_output()
         activate = self.scope.activator_for(builder.address).activate
         stash: PerTime[_Stashed] = PerTime(_Stashed)
+        minimum = self.scope.kind.minimum()
+        state = KeyedState(self.scope, f"Window#{builder.index}", builder.index,
+                           engine.snapshot, engine.restore, route)
+        # With checkpoints, times after the epoch the checkpoint gate lets through wait (as
+        # input batches do), so that a snapshot holds the windows as they were then.
+        gate, gated = state.gate, MutableAntichain()
+        gated_at: list[int] = []
+
+        def follow_gate() -> None:
+            assert gate is not None
+            wanted = [] if gate.limit is None else [gate.limit + 1]
+            if wanted != gated_at:
+                gated.update_iter([(t, -1) for t in gated_at] + [(t, 1) for t in wanted])
+                gated_at[:] = wanted
 
         def ctor(capabilities: list[Capability]) -> Callable[[list], None]:
-            notificator = Notificator([input.frontier], activate)
-            starting = capabilities        # held until the first run (a restore needs them)
+            notificator = Notificator([input.frontier] if gate is None else
+                                      [input.frontier, gated], activate)
+            # Held while the input frontier is at the minimum (which holds the outputs there
+            # anyway): a resumed run restores the windows meanwhile, before its sources start,
+            # and their close times are asked for from these capabilities.
+            starting = capabilities
 
             def logic(frontiers: list) -> None:
-                if starting:
+                if gate is not None:
+                    follow_gate()
+                if starting and not input.frontier.less_equal(minimum):
                     for close in engine.pending():
                         notificator.notify_at(starting[0].delayed(close))
                     for capability in starting:
@@ -187,8 +208,6 @@ class WindowOps(StreamCore):
                         results_output.give_at(held, closed)
             return logic
         builder.build(ctor)
-        KeyedState(self.scope, f"Window#{builder.index}", builder.index, engine.snapshot,
-                   engine.restore, route)
         return WindowOut(results, late)
 
 
