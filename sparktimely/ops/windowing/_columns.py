@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from ...hashing import hash_rows, stable_hash
 from ..arrow import AGGREGATES, group_rows
-from ._records import PaneWindows
+from ._records import PaneWindows, each_time
 from .kinds import Session, Sliding
 
 HASH = "__hash"
@@ -147,6 +147,7 @@ class ArrowPanes(PaneWindows):
         self.keys = keys
         self.aggregates = aggregates
         self.panes: dict[int, list[pa.RecordBatch]] = {}
+        """Per pane, batches of partial rows, each with one row per key it holds."""
 
     def apply(self, time: int, batches: Iterable[pa.RecordBatch]) -> tuple[list, list[int]]:
         kind, keys = self.kind, self.keys
@@ -179,7 +180,10 @@ class ArrowPanes(PaneWindows):
                     held[:] = [self.aggregates.merged(held, keys)]
         return late, new
 
-    def close(self, time: int) -> pa.RecordBatch | None:
+    def close(self, times: list[int]) -> list[tuple[int, pa.RecordBatch]]:
+        return each_time(self._close, times)
+
+    def _close(self, time: int) -> pa.RecordBatch | None:
         closing = self._closing(time)
         if closing is None:
             return None
@@ -189,8 +193,8 @@ class ArrowPanes(PaneWindows):
             del self.panes[j]
         if not parts:
             return None
-        window = self.kind.window(i)
-        return self.aggregates.finish(self.aggregates.merged(parts, self.keys), *window)
+        merged = parts[0] if len(parts) == 1 else self.aggregates.merged(parts, self.keys)
+        return self.aggregates.finish(merged, *self.kind.window(i))
 
     def snapshot(self) -> pa.Table:
         """The partial rows with their ``__pane``, the ``__done`` time and ``__hash``."""
@@ -209,9 +213,9 @@ class ArrowPanes(PaneWindows):
             return
         panes = table.column("__pane").to_numpy()
         columns = self.keys + self.aggregates.names
-        for j in np.unique(panes):
-            self.panes.setdefault(int(j), []).append(
-                _one_batch(table.filter(pa.array(panes == j)).select(columns)))
+        for j in np.unique(panes):       # one partial row per key, as each pane's parts have
+            self.panes.setdefault(int(j), []).append(self.aggregates.merged(
+                table.filter(pa.array(panes == j)).select(columns), self.keys))
         self.reschedule(self.panes, int(pc.max(table.column("__done")).as_py()))
 
 
@@ -337,18 +341,27 @@ class ArrowSessions:
         touched = np.isin(_numpy(self.open, HASH), hashes)
         return self.open.filter(touched), self.open.filter(~touched)
 
-    def close(self, time: int) -> pa.RecordBatch | None:
-        if time not in self.closing:
-            return None
-        self.closing.discard(time)
+    def close(self, times: list[int]) -> list[tuple[int, pa.RecordBatch]]:
+        """The sessions closing at ``times`` (every complete close time up to the last),
+        in one pass: finished together, then sliced by close time."""
+        if not any(time in self.closing for time in times):
+            return []
+        self.closing.difference_update(times)
         assert self.open is not None
-        ends = _numpy(self.open, "__end")
-        closed = ends - 1 + self.lateness <= time
+        closes = _numpy(self.open, "__end") - 1 + self.lateness
+        closed = closes <= times[-1]
         if not closed.any():
-            return None
+            return []
         done = self.open.filter(closed)
         self.open = self.open.filter(~closed)
-        return self.aggregates.finish(done, _numpy(done, "__start"), _numpy(done, "__end"))
+        closes = closes[closed]
+        order = np.argsort(closes, kind="stable")
+        results = self.aggregates.finish(done, _numpy(done, "__start"),
+                                         _numpy(done, "__end")).take(pa.array(order))
+        closes = closes[order]
+        starts = np.flatnonzero(np.r_[True, closes[1:] != closes[:-1]])
+        return [(int(closes[a]), results.slice(a, b - a))
+                for a, b in zip(starts, np.r_[starts[1:], len(closes)])]
 
     def pending(self) -> list[int]:
         return list(self.closing)

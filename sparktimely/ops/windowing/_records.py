@@ -3,8 +3,9 @@ sessions per key for session windows.
 
 An engine holds one worker's windows. The operator hands it each complete timely time's
 records in time order (:meth:`apply`, which returns the late records, as a list of batches,
-and the close times it newly needs notifications for) and then closes the windows whose close time
-(``end - 1 + lateness``) is that time (:meth:`close`). Its state for checkpoints is a dict
+and the close times it newly needs notifications for) and closes the windows whose close time
+(``end - 1 + lateness``) is complete (:meth:`close`, for the complete times up to the next
+time with records, together, each result batch with its time). Its state for checkpoints is a dict
 by key (:meth:`snapshot`, :meth:`restore`); :meth:`pending` lists the close times of the
 windows it holds.
 """
@@ -14,6 +15,12 @@ from typing import Any, Callable, Iterable
 
 from .aggregations import Aggregation
 from .kinds import Session, Sliding, Window
+
+
+def each_time(close: Callable[[int], Any], times: list[int]) -> list[tuple[int, Any]]:
+    """``(time, close(time))`` for each of ``times`` (in order) whose batch is not empty."""
+    closed = [(time, close(time)) for time in times]
+    return [(time, batch) for time, batch in closed if batch is not None and len(batch)]
 
 
 def event_time(time_of: Callable[[Any], Any], record: Any) -> int:
@@ -115,7 +122,10 @@ class Panes(PaneWindows):
                 pane[k] = add(pane.get(k), record, e, time)
         return ([late] if late else []), new
 
-    def close(self, time: int) -> list:
+    def close(self, times: list[int]) -> list[tuple[int, list]]:
+        return each_time(self._close, times)
+
+    def _close(self, time: int) -> list:
         closing = self._closing(time)
         if closing is None:
             return []
@@ -218,7 +228,10 @@ class Sessions:
                 self.sessions[k] = kept
         return ([late] if late else []), new
 
-    def close(self, time: int) -> list:
+    def close(self, times: list[int]) -> list[tuple[int, list]]:
+        return each_time(self._close, times)
+
+    def _close(self, time: int) -> list:
         keys = self.closing.pop(time, None)
         if not keys:
             return []

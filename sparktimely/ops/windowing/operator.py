@@ -182,8 +182,8 @@ class WindowOps(StreamCore):
                 if gate is not None:
                     follow_gate()
                 if starting and not input.frontier.less_equal(minimum):
-                    for close in engine.pending():
-                        notificator.notify_at(starting[0].delayed(close))
+                    for time in engine.pending():
+                        notificator.notify_at(starting[0].delayed(time))
                     for capability in starting:
                         capability.drop()
                     starting.clear()
@@ -192,20 +192,30 @@ class WindowOps(StreamCore):
                     if stashed.late is None:
                         stashed.late = cap.retain_for_output(1)
                     stashed.batches.append(batch)
+                closing: list[Capability] = []      # complete times since the last records
                 for held, _ in notificator:
-                    time = held.time
-                    complete = stash.pop(time)
+                    complete = stash.pop(held.time)
                     if complete is not None:
-                        too_late, closes = engine.apply(time, complete.batches)
-                        for close in closes:
-                            notificator.notify_at(held.delayed(close))
+                        close_windows(closing)
+                        too_late, closes = engine.apply(held.time, complete.batches)
+                        for time in closes:
+                            notificator.notify_at(held.delayed(time))
                         assert complete.late is not None
                         for batch in too_late:
                             late_output.give_at(complete.late, batch)
                         complete.late.drop()
-                    closed = engine.close(time)
-                    if closed is not None and len(closed):
-                        results_output.give_at(held, closed)
+                    closing.append(held)
+                close_windows(closing)
+
+            def close_windows(closing: list[Capability]) -> None:
+                """Close the windows of these complete times (after the records of each)."""
+                if closing:
+                    held = {capability.time: capability for capability in closing}
+                    for time, batch in engine.close(list(held)):
+                        results_output.give_at(held[time], batch)
+                    for capability in closing:
+                        capability.drop()
+                    closing.clear()
             return logic
         builder.build(ctor)
         return WindowOut(results, late)
