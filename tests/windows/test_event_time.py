@@ -11,7 +11,7 @@ import pytest
 import sparktimely as st
 import sparktimely.windows as win
 from sparktimely.testing import consolidate
-from window_oracle import aggregation, key_of, model, model_value, time_of
+from window_oracle import aggregation, key_of, model, model_value, time_of, watermarked
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -55,15 +55,6 @@ def arrivals(count: int, disorder: int, seed: int) -> list:
     rng = random.Random(seed)
     return [(i, rng.choice("xy"), 100 + i - rng.randint(0, disorder), rng.randrange(10))
             for i in range(count)]
-
-
-def watermarked(records: list, out_of_order: int) -> list:
-    """``(timely_time, record)``: the time an EventTimeInput sends each record at."""
-    time, entries = 0, []
-    for record in records:
-        entries.append((time, record))
-        time = max(time, time_of(record) - out_of_order)
-    return entries
 
 
 @pytest.mark.parametrize("disorder, late", [(4, False), (20, True)], ids=["within", "beyond"])

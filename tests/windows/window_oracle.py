@@ -179,6 +179,16 @@ def _sessions(gap: int, ordered: list, lateness: int, key) -> tuple[dict, list]:
     return closed, late
 
 
+def watermarked(records: list, out_of_order: int) -> list:
+    """``(timely_time, record)``: the time an EventTimeInput sends each of ``records`` at,
+    sent in this order through one input."""
+    time, entries = 0, []
+    for record in records:
+        entries.append((time, record))
+        time = max(time, time_of(record) - out_of_order)
+    return entries
+
+
 def share(entries: list, worker, rng: random.Random) -> list:
     """This worker's entries: each entry's worker is drawn from ``rng`` (the same on every
     worker), then sorted by timely time with ties shuffled."""
