@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
@@ -109,3 +110,21 @@ def test_arrival_order_and_batching_never_change_arrow_results(run, entries, kin
         kind, time_of="ts", key="key", aggregate=ARROW_AGGREGATE, lateness=lateness),
         seed=seed, arrow=True)
     assert (results, late) == model(kind, entries, lateness, arrow_value)
+
+
+@pytest.mark.parametrize("kind, expected", [
+    (win.Tumbling(10), [(9, "<null>", 0, 5), (9, "a", 0, 1), (39, "a", 30, 4)]),
+    (win.Session(5), [(5, "a", 1, 1), (7, "<null>", 2, 5), (34, "a", 30, 4)]),
+], ids=["tumbling", "session"])
+def test_arrow_rows_with_a_null_key_form_one_group(run, kind, expected):
+    rows = pa.table({"k": ["a", None, None, "a"], "ts": [1, 2, 3, 30], "v": [1, 2, 3, 4]})
+
+    def job(worker):
+        mine = rows.take(list(range(worker.index, rows.num_rows, worker.peers)))
+        results = worker.dataflow(lambda scope: scope.to_stream(mine).window(
+            kind, time_of="ts", key="k", aggregate={"s": ("sum", "v")}).results.capture())
+        worker.run()
+        return results.extract()
+    found = sorted((t, row["k"] or "<null>", row["window_start"], row["s"])
+                   for part in run(job) for t, table in part for row in table.to_pylist())
+    assert found == expected
