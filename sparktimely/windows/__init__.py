@@ -25,14 +25,17 @@ minimum of every worker's input), so a window's result is exact once the frontie
 ...             aggregate=win.max(lambda r: r[2]))
 ...         return out.results.capture(), out.late.capture()
 ...     results, late = worker.dataflow(build)
-...     for ts, sensor, value in [(1, "a", 3), (8, "a", 5), (16, "a", 1), (4, "a", 9), (30, "a", 2)]:
-...         readings.send((ts, sensor, value), ts)
+...     for reading in [(1, "a", 3), (8, "a", 5), (16, "a", 1), (4, "a", 9), (30, "a", 2)]:
+...         readings.send(reading, reading[0])
 ...     readings.close()
 ...     worker.run()
 ...     return results.extract(), late.extract()
 >>> results, late = st.execute_directly(job)
->>> results
-[(9, [('a', Window(start=0, end=10), 5)]), (19, [('a', Window(start=10, end=20), 1)]), (39, [('a', Window(start=30, end=40), 2)])]
+>>> for time, maxima in results:
+...     print(time, maxima)
+9 [('a', Window(start=0, end=10), 5)]
+19 [('a', Window(start=10, end=20), 1)]
+39 [('a', Window(start=30, end=40), 2)]
 >>> late                     # sent when the watermark was already 16 - 5 = 11
 [(11, [(4, 'a', 9)])]
 """

@@ -79,7 +79,8 @@ def test_arrow_time_columns_must_be_integers_without_nulls():
     ({"window_end": ("max", "v")}, ValueError, "aggregate 'window_end': the name of an output "
                                                "column is taken"),
     ({"s": "sum"}, TypeError, "aggregate 's' must be \\(op, in_column\\), got 'sum'"),
-    ("count", TypeError, "aggregate must be a win.count\\(\\), win.sum\\(\\), ... or an Arrow dict"),
+    ("count", TypeError, "aggregate must be a win.count\\(\\), win.sum\\(\\), ... or an "
+                         "Arrow dict"),
 ])
 def test_bad_arrow_aggregates_are_named(aggregate, error, message):
     table = pa.table({"ts": [1], "v": [1]})

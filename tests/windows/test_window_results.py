@@ -17,8 +17,8 @@ from window_oracle import (AGGREGATIONS, ARROW_AGGREGATE, aggregation, arrow_val
 
 pytestmark = pytest.mark.timeout(120)
 
-KINDS = [win.Tumbling(5), win.Tumbling(4, offset=-3), win.Sliding(6, 2), win.Sliding(7, 3, offset=1),
-         win.Sliding(5, 5), win.Session(3)]
+KINDS = [win.Tumbling(5), win.Tumbling(4, offset=-3), win.Sliding(6, 2),
+         win.Sliding(7, 3, offset=1), win.Sliding(5, 5), win.Session(3)]
 
 
 def entries_with_disorder(count: int = 60, seed: int = 7) -> list:

@@ -219,9 +219,11 @@ def feed(worker, handle: st.InputHandle, entries: list, rng: random.Random,
 
 
 def to_table(records: list) -> pa.Table:
+    """Records as a table with columns ``id, key, ts, value``."""
     columns = list(zip(*records)) if records else [[], [], [], []]
-    return pa.table({"id": pa.array(columns[0], pa.int64()), "key": pa.array(columns[1], pa.string()),
-                     "ts": pa.array(columns[2], pa.int64()), "value": pa.array(columns[3], pa.int64())})
+    types = [pa.int64(), pa.string(), pa.int64(), pa.int64()]
+    return pa.table({name: pa.array(column, type) for name, column, type
+                     in zip(["id", "key", "ts", "value"], columns, types)})
 
 
 def run_window(run, entries: list, window: Callable[[Any], Any], seed: int = 0,

@@ -11,10 +11,31 @@ windows it holds.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Protocol
 
 from .aggregations import Aggregation
 from .kinds import Session, Sliding, Window
+
+
+class Engine(Protocol):
+    """What the window operator asks of an engine (see the module doc)."""
+
+    def apply(self, time: int, batches: list) -> tuple[list, list[int]]:
+        """Apply the records of complete time ``time``: the late ones (a list of batches),
+        and the close times later than ``time`` that now need a notification."""
+
+    def close(self, times: list[int]) -> list[tuple[int, Any]]:
+        """Close the windows whose close times are among the complete ``times`` (in
+        order): ``(time, batch of results)`` pairs."""
+
+    def pending(self) -> list[int]:
+        """The close times of the windows held (after a restore, to ask for them again)."""
+
+    def snapshot(self) -> Any:
+        """The open windows as keyed state (a dict by key, or a Table with a route)."""
+
+    def restore(self, state: Any) -> None:
+        """Take the open windows of a checkpoint (this worker's keys)."""
 
 
 def each_time(close: Callable[[int], Any], times: list[int]) -> list[tuple[int, Any]]:

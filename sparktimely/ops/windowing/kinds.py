@@ -47,8 +47,8 @@ class Sliding:
     of event time) and merges a window's panes when it closes, so a record costs one update
     whatever ``size / slide`` is.
 
-    >>> Sliding(300, 60).windows_of(130)
-    [Window(start=-120, end=180), Window(start=-60, end=240), Window(start=0, end=300), Window(start=60, end=360), Window(start=120, end=420)]
+    >>> [tuple(w) for w in Sliding(300, 60).windows_of(130)]
+    [(-120, 180), (-60, 240), (0, 300), (60, 360), (120, 420)]
     >>> Sliding(10, 20)
     Traceback (most recent call last):
     ...

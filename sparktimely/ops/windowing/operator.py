@@ -15,8 +15,10 @@ own time. Window state is keyed operator state for epoch checkpoints.
 ...     out = clicks.window(Tumbling(10), time_of=lambda r: r[1], aggregate=count(),
 ...                         key=lambda r: r[0])
 ...     return out.results.capture()
->>> st.example(build).extract()
-[(9, [('ann', Window(start=0, end=10), 1), ('bob', Window(start=0, end=10), 1)]), (19, [('ann', Window(start=10, end=20), 1)])]
+>>> for time, results in st.example(build).extract():
+...     print(time, results)
+9 [('ann', Window(start=0, end=10), 1), ('bob', Window(start=0, end=10), 1)]
+19 [('ann', Window(start=10, end=20), 1)]
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from ...progress.frontier import MutableAntichain
 from .._stash import PerTime
 from ..recovery import KeyedState
 from ._columns import HASH, NONE_ROUTE, Aggregates, ArrowPanes, ArrowSessions
-from ._records import Panes, Sessions
+from ._records import Engine, Panes, Sessions
 from .aggregations import Aggregation
 from .kinds import Session, Sliding
 
@@ -49,7 +51,8 @@ class WindowOut(NamedTuple, Generic[S]):
     >>> from sparktimely.ops.windowing.aggregations import sum
     >>> def build(scope):
     ...     readings = scope.to_stream([(1, 5), (2, 7)]).delay(lambda r, t: 10 * (r[0] - 1))
-    ...     out = readings.window(Tumbling(10), time_of=lambda r: r[0], aggregate=sum(lambda r: r[1]))
+    ...     out = readings.window(Tumbling(10), time_of=lambda r: r[0],
+    ...                           aggregate=sum(lambda r: r[1]))
     ...     return out.results.capture(), out.late.capture()
     >>> [captured.extract() for captured in st.example(build)]
     [[(9, [(None, Window(start=0, end=10), 5)])], [(10, [(2, 7)])]]
@@ -106,8 +109,11 @@ class WindowOps(StreamCore):
         ...     out = scope.to_stream(rows).window(win.Sliding(10, 5), time_of="ts", key="sensor",
         ...                                        aggregate={"avg": ("mean", "v")})
         ...     return out.results.capture()
-        >>> [(t, table.sort_by("sensor").to_pylist()) for t, table in st.example(build).extract()]
-        [(4, [{'sensor': 'a', 'window_start': -5, 'window_end': 5, 'avg': 2.0}]), (9, [{'sensor': 'a', 'window_start': 0, 'window_end': 10, 'avg': 2.0}, {'sensor': 'b', 'window_start': 0, 'window_end': 10, 'avg': 5.0}]), (14, [{'sensor': 'b', 'window_start': 5, 'window_end': 15, 'avg': 5.0}])]
+        >>> for time, table in st.example(build).extract():
+        ...     print(time, table.sort_by("sensor").to_pydict())
+        4 {'sensor': ['a'], 'window_start': [-5], 'window_end': [5], 'avg': [2.0]}
+        9 {'sensor': ['a', 'b'], 'window_start': [0, 0], 'window_end': [10, 10], 'avg': [2.0, 5.0]}
+        14 {'sensor': ['b'], 'window_start': [5], 'window_end': [15], 'avg': [5.0]}
         """
         if not isinstance(kind, (Sliding, Session)):
             raise TypeError(f"window: kind must be win.Tumbling, win.Sliding or win.Session, "
@@ -118,37 +124,14 @@ class WindowOps(StreamCore):
         if times.depth or times.base is not int:
             raise TypeError(f"window: the stream's timely times must be ints (watermarks), "
                             f"not those of scope {self.scope.name!r}")
-        engine: Any
         if isinstance(aggregate, dict):
-            if not isinstance(time_of, str):
-                raise TypeError("window: with an Arrow aggregate dict, time_of names the "
-                                "time column")
-            names = [] if key is None else [key] if isinstance(key, str) else \
-                list(key) if isinstance(key, (list, tuple)) else [key]
-            keys = [k for k in names if isinstance(k, str)]
-            if len(keys) != len(names):
-                raise TypeError(f"window: with an Arrow aggregate dict, key names columns, "
-                                f"got {key!r}")
-            arrow = Aggregates(aggregate, keys)
-            engine = (ArrowSessions if isinstance(kind, Session) else ArrowPanes)(
-                kind, time_of, keys, arrow, lateness)  # type: ignore[arg-type]
-            pact = Exchange(key=keys) if keys else Exchange(_unkeyed_rows)
-            route: Callable[[Any], int] | str = HASH
-        elif isinstance(aggregate, Aggregation):
-            if not callable(time_of) or not (key is None or callable(key)):
-                raise TypeError("window: on Python records time_of and key are functions of "
-                                "the record (column names go with an Arrow aggregate dict)")
-            engine = (Sessions if isinstance(kind, Session) else Panes)(
-                kind, time_of, key, aggregate, lateness)  # type: ignore[arg-type]
-            pact = Exchange(lambda record: NONE_ROUTE) if key is None else Exchange(
-                lambda record: stable_hash(key(record)))
-            route = stable_hash
-        else:
-            raise TypeError(f"window: aggregate must be a win.count(), win.sum(), ... or an "
-                            f"Arrow dict {{out: (op, column)}}, got {aggregate!r}")
-        return self._window(pact, engine, route)
+            return self._window(*_arrow_engine(kind, time_of, key, aggregate, lateness))
+        if isinstance(aggregate, Aggregation):
+            return self._window(*_records_engine(kind, time_of, key, aggregate, lateness))
+        raise TypeError(f"window: aggregate must be a win.count(), win.sum(), ... or an "
+                        f"Arrow dict {{out: (op, column)}}, got {aggregate!r}")
 
-    def _window(self, pact: Exchange, engine: Any, route: Callable[[Any], int] | str) -> Any:
+    def _window(self, pact: Exchange, engine: Engine, route: Callable[[Any], int] | str) -> Any:
         builder = OperatorBuilder("Window", self.scope)
         input = builder.new_input(self, pact)
         results_output, results = builder.new_output()
@@ -219,6 +202,35 @@ class WindowOps(StreamCore):
             return logic
         builder.build(ctor)
         return WindowOut(results, late)
+
+
+def _arrow_engine(kind: Sliding | Session, time_of: Any, key: Any, aggregate: dict,
+                  lateness: int) -> tuple[Exchange, Engine, str]:
+    """The exchange, engine and checkpoint route of a window over Arrow batches."""
+    if not isinstance(time_of, str):
+        raise TypeError("window: with an Arrow aggregate dict, time_of names the time column")
+    names = [] if key is None else [key] if isinstance(key, str) else \
+        list(key) if isinstance(key, (list, tuple)) else [key]
+    keys = [k for k in names if isinstance(k, str)]
+    if len(keys) != len(names):
+        raise TypeError(f"window: with an Arrow aggregate dict, key names columns, got {key!r}")
+    engine: Engine = (ArrowSessions(kind, time_of, keys, Aggregates(aggregate, keys), lateness)
+              if isinstance(kind, Session) else
+              ArrowPanes(kind, time_of, keys, Aggregates(aggregate, keys), lateness))
+    return Exchange(key=keys) if keys else Exchange(_unkeyed_rows), engine, HASH
+
+
+def _records_engine(kind: Sliding | Session, time_of: Any, key: Any, aggregate: Aggregation,
+                    lateness: int) -> tuple[Exchange, Engine, Callable[[Any], int]]:
+    """The exchange, engine and checkpoint route of a window over Python records."""
+    if not callable(time_of) or not (key is None or callable(key)):
+        raise TypeError("window: on Python records time_of and key are functions of the "
+                        "record (column names go with an Arrow aggregate dict)")
+    engine: Engine = (Sessions(kind, time_of, key, aggregate, lateness) if isinstance(kind, Session)
+              else Panes(kind, time_of, key, aggregate, lateness))
+    pact = Exchange(lambda record: NONE_ROUTE) if key is None else Exchange(
+        lambda record: stable_hash(key(record)))
+    return pact, engine, stable_hash
 
 
 def _unkeyed_rows(batch: Any) -> Any:
