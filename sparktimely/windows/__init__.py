@@ -62,6 +62,11 @@ class EventTimeInput(InputHandle):
     watermark and the frontier is their minimum, so an idle worker's input holds every
     window back until it is advanced or closed.
 
+    Records go out in one batch per time: when every record moves the watermark, every
+    record is a batch of its own, and each time costs the window operator a notification.
+    For throughput, send a batch with ``send_batch`` and then ``advance_to`` its watermark
+    (``st.io.FileSource(..., event_time=...)`` does that per file batch).
+
     >>> import sparktimely as st
     >>> import sparktimely.windows as win
     >>> def job(worker):
