@@ -44,8 +44,9 @@ def check_python(run, kind, name, lateness, entries=ENTRIES, keyed=True, seed=0)
         lateness=lateness), seed=seed)
     results = [(t, sorted((k, w, canonical(name, v, times)) for k, w, v in rs))
                for t, rs in results]
-    assert (results, late) == model(kind, entries, lateness,
-                                    lambda records: model_value(name, records), keyed)
+    assert (results, late) == model(
+        kind, entries, lateness,
+        lambda records: canonical(name, model_value(name, records), times), keyed)
 
 
 @pytest.mark.parametrize("name", AGGREGATIONS)

@@ -228,17 +228,15 @@ def _differs(column: pa.ChunkedArray) -> np.ndarray:
             if len(column) > 1 else np.zeros(0, bool))
 
 
-def merge_intervals(keys: list[pa.ChunkedArray], begin: np.ndarray, end: np.ndarray,
-                    sessions: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Intervals ``[begin, end)`` per key (the first ``sessions`` are open sessions, the
-    others records) merged where they overlap: the session number of each interval, and per
-    session its start, its end and whether it holds an open session.
+def merge_intervals(keys: list[pa.ChunkedArray], begin: np.ndarray,
+                    end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Intervals ``[begin, end)`` per key merged where they overlap: the session number of
+    each interval, and per session its start and its end.
 
-    >>> number, start, stop, held = merge_intervals(
-    ...     [pa.chunked_array([["a", "a", "b", "a"]])], np.array([0, 12, 3, 4]),
-    ...     np.array([5, 17, 8, 9]), 1)
-    >>> number.tolist(), start.tolist(), stop.tolist(), held.tolist()
-    ([0, 1, 2, 0], [0, 12, 3], [9, 17, 8], [True, False, False])
+    >>> number, start, stop = merge_intervals([pa.chunked_array([["a", "a", "b", "a"]])],
+    ...                                       np.array([0, 12, 3, 4]), np.array([5, 17, 8, 9]))
+    >>> number.tolist(), start.tolist(), stop.tolist()
+    ([0, 1, 2, 0], [0, 12, 3], [9, 17, 8])
     """
     rows = len(begin)
     if keys:
@@ -264,8 +262,7 @@ def merge_intervals(keys: list[pa.ChunkedArray], begin: np.ndarray, end: np.ndar
     firsts = np.flatnonzero(starts)
     number = np.empty(rows, np.int64)
     number[order] = np.cumsum(starts) - 1
-    return (number, begin[firsts], np.maximum.reduceat(end, firsts),
-            np.logical_or.reduceat(order < sessions, firsts))
+    return number, begin[firsts], np.maximum.reduceat(end, firsts)
 
 
 def _numpy(table: pa.Table, column: str) -> np.ndarray:
@@ -293,17 +290,19 @@ class ArrowSessions:
         begin = event_times(rows, self.time_of)
         sessions, rest = self._touched(key_hashes(rows, keys))
         m = sessions.num_rows if sessions is not None else 0
-        if sessions is not None and m:
-            number, start, stop, held = merge_intervals(
+        if sessions is not None and m:     # open sessions first, then the records
+            number, start, stop = merge_intervals(
                 [pa.chunked_array(sessions.column(k).chunks + rows.column(k).chunks,
                                   rows.schema.field(k).type) for k in keys],
                 np.concatenate([_numpy(sessions, "__start"), begin]),
-                np.concatenate([_numpy(sessions, "__end"), begin + self.gap]), m)
+                np.concatenate([_numpy(sessions, "__end"), begin + self.gap]))
         else:
-            number, start, stop, held = merge_intervals(
-                [rows.column(k) for k in keys], begin, begin + self.gap, 0)
+            number, start, stop = merge_intervals([rows.column(k) for k in keys], begin,
+                                                  begin + self.gap)
         closes = stop - 1 + self.lateness
-        late_sessions = ~held & (closes < time)
+        # Closed before ``time``: only sessions of records alone (an open session closes at
+        # ``time`` or later, and merging only moves that later); their records are late.
+        late_sessions = closes < time
         records = number[m:]
         late, rows = _late(rows, late_sessions[records])
         parts = [aggregates.partials(

@@ -235,7 +235,7 @@ class Sessions:
                     component[2].append(session)
             for start, end, sessions, records in components:
                 close = end - 1 + lateness
-                if not sessions and close < time:
+                if close < time:       # records alone (an open session closes at time or later)
                     late += [record for _, record in records]
                     continue
                 acc = sessions[0][2] if sessions else None
