@@ -41,6 +41,8 @@ EXPECTED = {                  # a line of each program's output when it ran as t
     "dd_queries.py": "1000 queries over 100,000 edges: median",
     "recoverable_wordcount.py": "recoverable_wordcount: 2 text file(s) in IN, 1000 lines of "
                                 "each per epoch",
+    "sensor_windows.py": "s0 mean  [00:00, 01:00): ",
+    "fraud_sessions.py": "late transaction ",
 }
 BAD_VALUE = {"simple.py": (["-w", "abc"], "unrecognized arguments: -w abc"),
              "loopdemo.py": (["abc"], "argument N: invalid int value: 'abc'"),

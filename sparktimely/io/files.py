@@ -31,6 +31,7 @@ import re
 from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -74,12 +75,14 @@ def _rechunk(batches: Iterator[pa.RecordBatch], rows: int,
 
 class _FilePart:
     """One file being read: its batches from a position on; the position is
-    ``(batches read, byte offset, lines read)`` (the offset and lines for line formats)."""
+    ``(batches read, byte offset, lines read)`` (the offset and lines for line formats), and
+    the watermark reached when the source takes epochs from event times."""
 
     def __init__(self, source: "FileSource", path: str, position: tuple | None) -> None:
         self.source = source
         self.path = path
-        self.done, self.offset, self.lines = position or (0, 0, 0)
+        self.done, self.offset, self.lines = (position or (0, 0, 0))[:3]
+        self.watermark = position[3] if position and len(position) > 3 else 0
         fs, file_path = source._filesystem_for(path)
         self.file = fs.open_input_file(file_path)
         rows = source.batch_rows
@@ -122,12 +125,41 @@ class _FilePart:
 
     def next_batch(self) -> tuple[int, Any]:
         batch = next(self.batches)
-        epoch = self.done // self.source.batches_per_epoch
         self.done += 1
+        if self.source.event_time is None:
+            return (self.done - 1) // self.source.batches_per_epoch, batch
+        epoch = self.watermark
+        latest = self._latest_event_time(batch)
+        if latest is not None:
+            self.watermark = max(self.watermark, latest - self.source.out_of_order)
         return epoch, batch
 
-    def snapshot(self) -> tuple[int, int, int]:
-        return self.done, self.offset, self.lines
+    def _latest_event_time(self, batch: Any) -> int | None:
+        """The greatest event time in ``batch`` (None if it has none)."""
+        column = self.source.event_time
+        if isinstance(batch, pa.RecordBatch):
+            if column not in batch.schema.names:
+                raise ValueError(f"FileSource: {self.path} has no event time column "
+                                 f"{column!r} (columns {', '.join(batch.schema.names)})")
+            times = batch.column(column)
+            if not pa.types.is_integer(times.type):
+                raise TypeError(f"FileSource: {self.path}: event time column {column!r} is "
+                                f"{times.type}, not an integer type")
+            return pc.max(times).as_py()
+        latest = None
+        for record in batch:
+            value = record.get(column) if isinstance(record, dict) else None
+            if value.__class__ is not int:
+                raise TypeError(f"FileSource: {self.path}: the event time {column!r} of "
+                                f"{record!r} is {value!r}, not an int")
+            if latest is None or value > latest:
+                latest = value
+        return latest
+
+    def snapshot(self) -> tuple[int, ...]:
+        if self.source.event_time is None:
+            return self.done, self.offset, self.lines
+        return self.done, self.offset, self.lines, self.watermark
 
 
 def _parses(line: bytes) -> bool:
@@ -158,17 +190,40 @@ class FileSource:
     >>> captured = st.example(lambda scope: scope.input_from_source(source, "numbers").capture())
     >>> [(epoch, table.column("x").to_pylist()) for epoch, table in captured.extract()]
     [(0, [0, 1]), (1, [2, 3]), (2, [4])]
+
+    With ``event_time="column"`` (an int column of Parquet or CSV rows, a key of JSON
+    lines) epochs follow the data's event times instead, as a ``win.EventTimeInput`` does:
+    each batch is at the file's watermark when it is read, ``max(earlier event times) -
+    out_of_order`` (0 at first), so the frontier over all files is the global watermark of
+    event-time windows. The watermark moves between batches (``batch_rows`` sets how
+    often), and positions include it.
+
+    >>> pq.write_table(pa.table({"ts": [100, 104, 101, 130, 90]}), path)
+    >>> source = FileSource([path], batch_rows=2, event_time="ts", out_of_order=5)
+    >>> captured = st.example(lambda scope: scope.input_from_source(source, "events").capture())
+    >>> [(epoch, table.column("ts").to_pylist()) for epoch, table in captured.extract()]
+    [(0, [100, 104]), (99, [101, 130]), (125, [90])]
     """
 
     def __init__(self, paths: Location | Sequence[Any], format: str = "parquet",
-                 batch_rows: int = 65536, batches_per_epoch: int = 1) -> None:
+                 batch_rows: int = 65536, batches_per_epoch: int = 1, *,
+                 event_time: str | None = None, out_of_order: int = 0) -> None:
         _check_format(format, _SOURCE_FORMATS, "FileSource")
         for name, value in (("batch_rows", batch_rows), ("batches_per_epoch", batches_per_epoch)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"FileSource: {name} must be a positive integer, got {value!r}")
+        if not isinstance(out_of_order, int) or out_of_order < 0:
+            raise ValueError(f"FileSource: out_of_order must be a non-negative integer, got "
+                             f"{out_of_order!r}")
+        if event_time is not None and (format == "text" or batches_per_epoch != 1):
+            raise ValueError(f"FileSource: event_time={event_time!r} takes epochs from a "
+                             f"column or key of the records, so it needs a format other than "
+                             f"text and no batches_per_epoch")
         self.format = format
         self.batch_rows = batch_rows
         self.batches_per_epoch = batches_per_epoch
+        self.event_time = event_time
+        self.out_of_order = out_of_order
         self._filesystem: pafs.FileSystem | None = None
         if isinstance(paths, tuple) and len(paths) == 2 and isinstance(paths[0], pafs.FileSystem):
             self._filesystem, paths = paths

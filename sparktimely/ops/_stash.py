@@ -58,3 +58,9 @@ class PerTime(Generic[V]):
 
     def __len__(self) -> int:
         return len(self._states)
+
+    def pop(self, time: Any) -> V | None:
+        """The state of ``time``, removed; None if none was started. For operators that
+        also ask for notifications of their own (at times without input) and so take the
+        notifications themselves instead of through :meth:`completed`."""
+        return self._states.pop(time, None)

@@ -51,15 +51,22 @@ def _per_batch(stream: StreamCore, name: str,
     return stream.unary(Pipeline, name, ctor)
 
 
-def _group(batches: list, keys: list[str], specs: list[tuple], names: list[str]) -> pa.RecordBatch:
-    """The batches grouped by ``keys`` and aggregated by ``specs``, as one RecordBatch with
-    the key columns and then one column per spec, named ``names``."""
-    out = pa.Table.from_batches(batches).group_by(keys, use_threads=False).aggregate(specs)
+def group_rows(rows: list | pa.Table, keys: list[str], specs: list[tuple],
+               names: list[str]) -> pa.RecordBatch:
+    """The rows (a list of RecordBatches, or a Table) grouped by ``keys`` and aggregated by
+    ``specs`` (``group_by`` specs ``(column, function)``), as one RecordBatch with the key
+    columns and then one column per spec, named ``names``.
+
+    >>> group_rows(pa.table({"k": ["a", "b", "a"], "x": [1, 2, 3]}), ["k"], [("x", "sum")],
+    ...            ["total"]).to_pydict()
+    {'k': ['a', 'b'], 'total': [4, 2]}
+    """
+    table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches(rows)
+    out = table.group_by(keys, use_threads=False).aggregate(specs)
     columns = [column.combine_chunks() for column in out.columns]
     if out.column_names[:len(keys)] != keys:       # older pyarrow puts the keys last
         columns = columns[len(specs):] + columns[:len(specs)]
     return pa.RecordBatch.from_arrays(columns, keys + names)
-
 
 
 class ArrowOps(StreamCore):
@@ -152,11 +159,11 @@ class ArrowOps(StreamCore):
 
         def reduce(batches: list) -> pa.RecordBatch:
             """Partial rows folded into one partial row per key."""
-            return _group(batches, keys, list(zip(names, final)), names)
+            return group_rows(batches, keys, list(zip(names, final)), names)
 
         def finish(batches: list) -> pa.RecordBatch:
             if not combine:
-                return _group(batches, keys, partial, list(aggs))
+                return group_rows(batches, keys, partial, list(aggs))
             reduced = reduce(batches)
             columns = iter(reduced.columns[len(keys):])
             outputs = [pc.divide(pc.cast(next(columns), pa.float64()), next(columns))
@@ -175,7 +182,7 @@ class ArrowOps(StreamCore):
                         waiting.setdefault(cap.time, (cap, []))[1].append(
                             _arrow(batch, "aggregate_batches"))
                     for cap, batches in waiting.values():
-                        output.give_at(cap, _group(batches, keys, partial, names))
+                        output.give_at(cap, group_rows(batches, keys, partial, names))
                 return logic
             source = self.unary(Pipeline, "AggregatePartial", pre)
         pending: PerTime[list] = PerTime(list)

@@ -19,13 +19,14 @@ from .exchange import ExchangeOps
 from .feedback import FeedbackOps
 from .sinks import SinkOps
 from .timing import TimingOps
+from .windowing.operator import WindowOps
 
 if TYPE_CHECKING:
     from .scope import Scope
 
 
 class Stream(BasicOps, ConcatOps, ExchangeOps, TimingOps, AggregationOps, CaptureOps,
-             FeedbackOps, EnterLeaveOps, ArrowOps, SinkOps, StreamCore):
+             FeedbackOps, EnterLeaveOps, ArrowOps, SinkOps, WindowOps, StreamCore):
     """A stream of timestamped batches produced by one operator output, in one scope.
 
     >>> import sparktimely as st

@@ -75,6 +75,48 @@ def test_a_file_is_read_in_fixed_batches_and_resumes_from_any_position(files, fo
         assert [(e, rows_of(b)) for e, b in read_all(resumed)] == batches[k:]
 
 
+@pytest.mark.parametrize("format", ["parquet", "csv", "jsonl"])
+def test_event_times_give_each_batch_the_watermark_before_it_and_positions_keep_it(files, format):
+    """Column ``n`` (0, 1, ..., 22) as event times: each batch of 5 is at the greatest
+    earlier event time minus 4 (0 at first); a resumed read continues with that watermark."""
+    source = FileSource([files[format]], format=format, batch_rows=5, event_time="n",
+                        out_of_order=4)
+    part = source.open(files[format], None)
+    positions, batches = [part.snapshot()], []
+    while True:
+        try:
+            epoch, batch = part.next_batch()
+        except StopIteration:
+            break
+        batches.append((epoch, rows_of(batch)))
+        positions.append(part.snapshot())
+    assert [epoch for epoch, _ in batches] == [0, 0, 5, 10, 15]
+    assert [len(p) for p in positions] == [4] * 6 and positions[-1][3] == 22 - 4
+    for k, position in enumerate(positions):
+        resumed = source.open(files[format], position)
+        assert [(e, rows_of(b)) for e, b in read_all(resumed)] == batches[k:]
+
+
+def test_event_times_are_checked_and_named(files, tmp_path):
+    with pytest.raises(ValueError, match="needs a format other than text and no batches_per"):
+        FileSource([files["text"]], format="text", event_time="n")
+    with pytest.raises(ValueError, match="needs a format other than text and no batches_per"):
+        FileSource([files["csv"]], format="csv", batches_per_epoch=2, event_time="n")
+    with pytest.raises(ValueError, match="out_of_order must be a non-negative integer, got -2"):
+        FileSource([files["csv"]], format="csv", event_time="n", out_of_order=-2)
+    part = FileSource([files["parquet"]], event_time="when").open(files["parquet"], None)
+    with pytest.raises(ValueError, match="has no event time column 'when' \\(columns n, word"):
+        part.next_batch()
+    part = FileSource([files["parquet"]], event_time="word").open(files["parquet"], None)
+    with pytest.raises(TypeError, match="event time column 'word' is string, not an integer"):
+        part.next_batch()
+    path = tmp_path / "times.jsonl"
+    path.write_text('{"ts": 1}\n{"ts": "noon"}\n')
+    part = FileSource([str(path)], format="jsonl", event_time="ts").open(str(path), None)
+    with pytest.raises(TypeError, match="the event time 'ts' of {'ts': 'noon'} is 'noon', not"):
+        part.next_batch()
+
+
 def test_a_jsonl_line_that_is_not_json_is_named_with_its_line_number(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"a": 1}\n\n{"a": 2}\n{"a": \n')

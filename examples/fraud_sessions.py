@@ -1,0 +1,120 @@
+"""Per-card spending sessions over card transactions, with an alert when a session's spend
+passes a threshold.
+
+Each Parquet file is one payment terminal's transactions (``id``, ``card``, ``ts`` in epoch
+milliseconds, ``amount`` in cents) in the order the terminal sent them: event times mostly
+rising, some a few seconds behind, a few half an hour behind. ``FileSource(event_time="ts",
+out_of_order=10_000)`` reads each file as a partition and sends each batch at that file's
+watermark (its greatest event time so far minus 10 s); the frontier over all files is the
+global watermark.
+
+Session windows per card (``win.Session``: transactions less than 5 minutes apart) sum
+the spend on the Arrow batches (``group_by``, no Python per row). When the watermark passes
+a session's end, its total comes out once; a session over ``THRESHOLD`` is an alert.
+Transactions too late for any open session are reported instead of silently dropped.
+
+    python examples/fraud_sessions.py -w 2          (writes its data to a temporary directory)
+    python examples/fraud_sessions.py --folder DIR -w 2   (reads the Parquet files in DIR)
+"""
+from __future__ import annotations
+
+import os
+import random
+import sys
+import tempfile
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+import sparktimely as st
+import sparktimely.windows as win
+from sparktimely.io import FileSource
+
+GAP = 5 * 60_000                  # a session ends after 5 minutes without a transaction
+THRESHOLD = 150_000               # cents: an alert for a session spending more than 1500.00
+CARDS = [f"card{i:03d}" for i in range(150)]
+
+
+def write_transactions(folder: str, terminals: int = 3, rows: int = 240,
+                       seed: int = 7) -> None:
+    """One Parquet file per terminal. Transactions come every 0-40 s (event time) from a
+    random card; one card per terminal has a burst of large ones; one transaction in 40
+    arrives 30 minutes after its event time, others up to 8 s after."""
+    os.makedirs(folder, exist_ok=True)
+    rng = random.Random(seed)
+    for terminal in range(terminals):
+        ts, sent = 0, []
+        burst = CARDS[terminal * 50]
+        for i in range(rows):
+            ts += rng.randrange(40_000)
+            bursting = rows // 3 <= i < rows // 3 + 12
+            card = burst if bursting else rng.choice(CARDS)
+            amount = rng.randrange(20_000, 40_000) if bursting else rng.randrange(500, 9_000)
+            delay = 30 * 60_000 if i % 40 == 39 else rng.randrange(8_000)
+            sent.append((ts + delay, terminal * 10_000 + i, card, ts, amount))
+        sent.sort()
+        pq.write_table(pa.table({"id": [s[1] for s in sent], "card": [s[2] for s in sent],
+                                 "ts": [s[3] for s in sent], "amount": [s[4] for s in sent]}),
+                       os.path.join(folder, f"terminal-{terminal}.parquet"))
+
+
+def fraud_sessions(worker: st.Worker, folder: str) -> dict[str, list]:
+    """This worker's reports for the files in ``folder``: ``sessions`` and
+    ``alerts`` as ``(time, card, start, end, spent, transactions)``, ``late`` as
+    ``(time, id)``."""
+    reports: dict[str, list] = {"sessions": [], "alerts": [], "late": []}
+
+    def rows(name: str, columns: list[str]):
+        def keep(time, batch):
+            reports[name] += [(time, *row) for row in zip(*(batch.column(c).to_pylist()
+                                                           for c in columns))]
+        return keep
+
+    def build(scope):
+        transactions = scope.input_from_source(
+            FileSource(folder, batch_rows=20, event_time="ts", out_of_order=10_000),
+            "transactions")
+        sessions = transactions.window(win.Session(GAP), time_of="ts", key="card",
+                                       aggregate={"spent": ("sum", "amount"),
+                                                  "transactions": ("count", None)})
+        summary = ["card", "window_start", "window_end", "spent", "transactions"]
+        sessions.results.inspect_batch(rows("sessions", summary))
+        (sessions.results.filter_batches(lambda b: pc.greater(b.column("spent"), THRESHOLD))
+         .inspect_batch(rows("alerts", summary)))
+        sessions.late.inspect_batch(rows("late", ["id"]))
+    worker.dataflow(build)
+    worker.run()
+    return reports
+
+
+def clock(ms: int) -> str:
+    return f"{ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d}"
+
+
+def report(parts: list[dict[str, list]]) -> list[str]:
+    """The lines to print: alerts, then how many sessions, then the late transactions."""
+    alerts, sessions, late = (sorted(r for part in parts for r in part[name])
+                              for name in ("alerts", "sessions", "late"))
+    return ([f"ALERT {card}: {spent / 100:.2f} in {n} transactions, {clock(start)} to "
+             f"{clock(end - GAP)}" for _, card, start, end, spent, n in alerts] +
+            [f"{len(sessions)} sessions, {len(alerts)} over {THRESHOLD / 100:.2f}"] +
+            [f"late transaction {id} (arrived at watermark {clock(time)})" for time, id in late])
+
+
+def main(argv: list[str]) -> list[str]:
+    parser = st.timely_parser(description=__doc__)
+    parser.add_argument("--folder", metavar="DIR", help="the Parquet files to read (default: "
+                        "write sample transactions to a temporary folder)")
+    options = parser.parse_args(argv)
+    folder = options.folder
+    if folder is None:
+        folder = tempfile.mkdtemp(prefix="transactions-")
+        write_transactions(folder)
+    elif not os.path.isdir(folder):
+        parser.error(f"argument --folder: {folder!r} is not a directory")
+    return report(st.execute_from_args(options, lambda worker: fraud_sessions(worker, folder)))
+
+
+if __name__ == "__main__":
+    print("\n".join(main(sys.argv[1:])))

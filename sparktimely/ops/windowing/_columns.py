@@ -1,0 +1,378 @@
+"""The window engines for Arrow batches: the same windows as :mod:`._records`, computed with
+numpy and pyarrow kernels over whole batches (no Python per row).
+
+- Tumbling and sliding: each row's pane is ``(time - offset) // gcd(size, slide)``; a time's
+  rows are grouped by key and pane (``group_by``) into partial aggregates kept per pane; a
+  closing window groups its panes' partials by key.
+- Sessions: a time's rows and the open sessions of their keys are sorted by key and start;
+  a running maximum of the ends (over ranks, per key) finds where a new session begins, and
+  one ``group_by`` over session numbers merges the partials.
+
+Partials: ``count`` and ``sum`` add up, ``min`` and ``max`` take theirs, ``mean`` keeps a sum
+and a count. State for checkpoints is a Table routed by its ``__hash`` column (the key
+columns' :func:`~sparktimely.hashing.hash_rows`, as the exchange before the operator routes
+rows).
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...hashing import hash_rows, stable_hash
+from ..arrow import AGGREGATES, group_rows
+from ._records import PaneWindows, each_time
+from .kinds import Session, Sliding
+
+HASH = "__hash"
+"""The route column of an engine's checkpointed state."""
+NONE_ROUTE = stable_hash(None)
+"""The route of every row when the window has no key (as for Python records without one)."""
+_COMPACT_EVERY = 16     # partial batches kept per pane before they are merged into one
+
+
+class Aggregates:
+    """An Arrow ``aggregate`` dict ``{out: (op, in_column)}`` as partial, merging and final
+    steps, over the key columns ``keys``."""
+
+    def __init__(self, aggregate: dict, keys: list[str]) -> None:
+        self.keys = keys
+        self.ops: list[tuple[str, str]] = []
+        partial: list[tuple] = []
+        merging: list[str] = []
+        for out, spec in aggregate.items():
+            if not (isinstance(spec, tuple) and len(spec) == 2):
+                raise TypeError(f"window: aggregate {out!r} must be (op, in_column), got "
+                                f"{spec!r}")
+            op, column = spec
+            if op not in AGGREGATES:
+                raise ValueError(f"window: aggregate {out!r}: unknown op {op!r} (known: "
+                                 f"{', '.join(AGGREGATES)})")
+            if column is None and op != "count":
+                raise ValueError(f"window: aggregate {out!r}: {op!r} needs an input column")
+            if out in keys or out in ("window_start", "window_end"):
+                raise ValueError(f"window: aggregate {out!r}: the name of an output column "
+                                 f"is taken (by a key or window_start/window_end)")
+            if op == "mean":
+                partial += [(column, "sum"), (column, "count")]
+                merging += ["sum", "sum"]
+            elif op == "count":
+                partial.append(([], "count_all") if column is None else (column, "count"))
+                merging.append("sum")
+            else:
+                partial.append((column, op))
+                merging.append(op)
+            self.ops.append((out, op))
+        if not self.ops:
+            raise ValueError("window: aggregate names no output column")
+        self.names = [f"__p{i}" for i in range(len(partial))]
+        self.partial = partial
+        self.merging = list(zip(self.names, merging))
+
+    def partials(self, rows: pa.Table, by: list[str]) -> pa.RecordBatch:
+        """Input rows grouped by ``by``: its columns, then the partial columns."""
+        return group_rows(rows, by, self.partial, self.names)
+
+    def merged(self, partials: list | pa.Table, by: list[str]) -> pa.RecordBatch:
+        """Partial rows merged per ``by``: its columns, then the partial columns."""
+        return group_rows(partials, by, self.merging, self.names)
+
+    def finish(self, partials: pa.RecordBatch | pa.Table, start: np.ndarray | int,
+               end: np.ndarray | int) -> pa.RecordBatch:
+        """Results from partial rows (key columns, then partial columns): the keys,
+        ``window_start``, ``window_end`` and the output columns."""
+        rows = partials.num_rows
+        columns = [partials.column(k) for k in self.keys]
+        parts = iter(partials.column(name) for name in self.names)
+        outputs = []
+        for _, op in self.ops:
+            column = next(parts)
+            outputs.append(pc.divide(pc.cast(column, pa.float64()), next(parts))
+                           if op == "mean" else column)
+        bounds = [pa.array(np.broadcast_to(np.asarray(b, np.int64), rows)) for b in (start, end)]
+        return pa.RecordBatch.from_arrays(
+            [_array(c) for c in columns + bounds + outputs],
+            self.keys + ["window_start", "window_end"] + [out for out, _ in self.ops])
+
+
+def _array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+def event_times(rows: pa.Table, column: str) -> np.ndarray:
+    """The int64 event times of ``rows`` (the error names the column, or the first row whose
+    time is null)."""
+    if column not in rows.schema.names:
+        raise KeyError(f"window: time column {column!r} is not in the batch (columns "
+                       f"{', '.join(rows.schema.names)})")
+    times = rows.column(column)
+    if not pa.types.is_integer(times.type):
+        first = rows.slice(0, 1).to_pylist()
+        raise TypeError(f"window: time column {column!r} is {times.type}, not an integer "
+                        f"type (first row: {first[0] if first else None})")
+    if times.null_count:
+        row = int(np.flatnonzero(pc.is_null(times).to_numpy(zero_copy_only=False))[0])
+        raise TypeError(f"window: time column {column!r} is null in row "
+                        f"{rows.slice(row, 1).to_pylist()[0]}")
+    return times.to_numpy().astype(np.int64, copy=False)
+
+
+def key_hashes(rows: pa.Table | pa.RecordBatch, keys: list[str]) -> np.ndarray:
+    """Each row's route: the hash of its key columns (the same for every row without keys)."""
+    if keys:
+        return hash_rows(rows, keys)
+    return np.full(rows.num_rows, NONE_ROUTE, np.uint64)
+
+
+def _one_batch(table: pa.Table) -> pa.RecordBatch:
+    return table.combine_chunks().to_batches()[0]
+
+
+def _late(rows: pa.Table, late: np.ndarray) -> tuple[list, pa.Table]:
+    """The late rows as a list of (at most one) batch, and the other rows."""
+    if not late.any():
+        return [], rows
+    return [_one_batch(rows.filter(late))], rows.filter(~late)
+
+
+class ArrowPanes(PaneWindows):
+    """Tumbling and sliding windows of Arrow rows: per pane, partial rows by key."""
+
+    def __init__(self, kind: Sliding, time_of: str, keys: list[str], aggregates: Aggregates,
+                 lateness: int) -> None:
+        super().__init__(kind, lateness)
+        self.time_of = time_of
+        self.keys = keys
+        self.aggregates = aggregates
+        self.panes: dict[int, list[pa.RecordBatch]] = {}
+        """Per pane, batches of partial rows, each with one row per key it holds."""
+
+    def apply(self, time: int, batches: Iterable[pa.RecordBatch]) -> tuple[list, list[int]]:
+        kind, keys = self.kind, self.keys
+        rows = pa.Table.from_batches(list(batches))
+        relative = event_times(rows, self.time_of) - kind.offset
+        too_late = time > self.last_close + relative // kind.slide * kind.slide
+        late, rows = _late(rows, too_late)
+        if late:
+            relative = relative[~too_late]
+        if not rows.num_rows:
+            return late, []
+        partials = self.aggregates.partials(
+            rows.append_column("__pane", pa.array(relative // kind.pane)), keys + ["__pane"])
+        panes = partials.column(len(keys)).to_numpy()
+        order = np.argsort(panes, kind="stable")
+        partials = partials.take(pa.array(order)).drop_columns(["__pane"])
+        panes = panes[order]
+        starts = np.flatnonzero(np.r_[True, panes[1:] != panes[:-1]])
+        new: list[int] = []
+        for begin, end in zip(starts, np.r_[starts[1:], len(panes)]):
+            j = int(panes[begin])
+            part = partials.slice(begin, end - begin)
+            held = self.panes.get(j)
+            if held is None:
+                self.panes[j] = [part]
+                new += self._schedule(j, time)
+            else:
+                held.append(part)
+                if len(held) >= _COMPACT_EVERY:
+                    held[:] = [self.aggregates.merged(held, keys)]
+        return late, new
+
+    def close(self, times: list[int]) -> list[tuple[int, pa.RecordBatch]]:
+        return each_time(self._close, times)
+
+    def _close(self, time: int) -> pa.RecordBatch | None:
+        closing = self._closing(time)
+        if closing is None:
+            return None
+        i, window_panes, following = closing
+        parts = [part for j in window_panes for part in self.panes.get(j, ())]
+        for j in [j for j in self.panes if j < following]:
+            del self.panes[j]
+        if not parts:
+            return None
+        merged = parts[0] if len(parts) == 1 else self.aggregates.merged(parts, self.keys)
+        return self.aggregates.finish(merged, *self.kind.window(i))
+
+    def snapshot(self) -> pa.Table:
+        """The partial rows with their ``__pane``, the ``__done`` time and ``__hash``."""
+        if not self.panes:
+            return pa.table({HASH: pa.array([], pa.uint64())})
+        tables = [pa.Table.from_batches(parts).append_column(
+                      "__pane", pa.array(np.full(sum(p.num_rows for p in parts), j, np.int64)))
+                  for j, parts in self.panes.items()]
+        table = pa.concat_tables(tables)
+        table = table.append_column("__done", pa.array(np.full(table.num_rows, self.done,
+                                                               np.int64)))
+        return table.append_column(HASH, pa.array(key_hashes(table, self.keys)))
+
+    def restore(self, table: pa.Table) -> None:
+        if not table.num_rows:
+            return
+        panes = table.column("__pane").to_numpy()
+        columns = self.keys + self.aggregates.names
+        for j in np.unique(panes):       # one partial row per key, as each pane's parts have
+            self.panes.setdefault(int(j), []).append(self.aggregates.merged(
+                table.filter(pa.array(panes == j)).select(columns), self.keys))
+        self.reschedule(self.panes, int(pc.max(table.column("__done")).as_py()))
+
+
+def _differs(column: pa.ChunkedArray) -> np.ndarray:
+    """Whether each value differs from the one before it (nulls equal each other)."""
+    after, before = column.slice(1), column.slice(0, len(column) - 1)
+    unequal = pc.fill_null(pc.not_equal(after, before), True)
+    both_null = pc.and_(pc.is_null(after), pc.is_null(before))
+    return (pc.and_not(unequal, both_null).to_numpy(zero_copy_only=False)
+            if len(column) > 1 else np.zeros(0, bool))
+
+
+def merge_intervals(keys: list[pa.ChunkedArray], begin: np.ndarray,
+                    end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Intervals ``[begin, end)`` per key merged where they overlap: the session number of
+    each interval, and per session its start and its end.
+
+    >>> number, start, stop = merge_intervals([pa.chunked_array([["a", "a", "b", "a"]])],
+    ...                                       np.array([0, 12, 3, 4]), np.array([5, 17, 8, 9]))
+    >>> number.tolist(), start.tolist(), stop.tolist()
+    ([0, 1, 2, 0], [0, 12, 3], [9, 17, 8])
+    """
+    rows = len(begin)
+    if keys:
+        order = pc.sort_indices(
+            pa.table({**{f"k{i}": k for i, k in enumerate(keys)}, "begin": begin}),
+            sort_keys=[(f"k{i}", "ascending") for i in range(len(keys))] +
+                      [("begin", "ascending")]).to_numpy()
+    else:
+        order = np.argsort(begin, kind="stable")
+    begin, end = begin[order], end[order]
+    new_key = np.zeros(rows, bool)
+    new_key[0] = True
+    taken = pa.array(order)
+    for column in keys:
+        new_key[1:] |= _differs(column.take(taken))
+    # A session starts where an interval begins at or after the furthest end so far of its
+    # key: a running maximum over ranks offset by key, so that keys never reach each other.
+    values, ranks = np.unique(np.concatenate([begin, end]), return_inverse=True)
+    offset = np.cumsum(new_key) * np.int64(len(values) + 1)
+    reach = np.maximum.accumulate(offset + ranks[rows:])
+    starts = np.ones(rows, bool)
+    starts[1:] = offset[1:] + ranks[1:rows] >= reach[:-1]
+    firsts = np.flatnonzero(starts)
+    number = np.empty(rows, np.int64)
+    number[order] = np.cumsum(starts) - 1
+    return number, begin[firsts], np.maximum.reduceat(end, firsts)
+
+
+def _numpy(table: pa.Table, column: str) -> np.ndarray:
+    return table.column(column).to_numpy()
+
+
+class ArrowSessions:
+    """Session windows of Arrow rows: the open sessions as one Table (key columns,
+    ``__start``, ``__end``, partial columns, ``__hash``)."""
+
+    def __init__(self, kind: Session, time_of: str, keys: list[str], aggregates: Aggregates,
+                 lateness: int) -> None:
+        self.gap = kind.gap
+        self.time_of = time_of
+        self.keys = keys
+        self.aggregates = aggregates
+        self.lateness = lateness
+        self.open: pa.Table | None = None
+        self.closing: set[int] = set()
+        self.columns = keys + ["__start", "__end"] + aggregates.names + [HASH]
+
+    def apply(self, time: int, batches: Iterable[pa.RecordBatch]) -> tuple[list, list[int]]:
+        keys, aggregates = self.keys, self.aggregates
+        rows = pa.Table.from_batches(list(batches))
+        begin = event_times(rows, self.time_of)
+        sessions, rest = self._touched(key_hashes(rows, keys))
+        m = sessions.num_rows if sessions is not None else 0
+        if sessions is not None and m:     # open sessions first, then the records
+            number, start, stop = merge_intervals(
+                [pa.chunked_array(sessions.column(k).chunks + rows.column(k).chunks,
+                                  rows.schema.field(k).type) for k in keys],
+                np.concatenate([_numpy(sessions, "__start"), begin]),
+                np.concatenate([_numpy(sessions, "__end"), begin + self.gap]))
+        else:
+            number, start, stop = merge_intervals([rows.column(k) for k in keys], begin,
+                                                  begin + self.gap)
+        closes = stop - 1 + self.lateness
+        # Closed before ``time``: only sessions of records alone (an open session closes at
+        # ``time`` or later, and merging only moves that later); their records are late.
+        late_sessions = closes < time
+        records = number[m:]
+        late, rows = _late(rows, late_sessions[records])
+        parts = [aggregates.partials(
+            rows.append_column("__n", pa.array(records[~late_sessions[records]])),
+            keys + ["__n"])] if rows.num_rows else []
+        if sessions is not None and m:
+            parts.append(pa.RecordBatch.from_arrays(
+                [_array(sessions.column(k)) for k in keys] + [pa.array(number[:m])] +
+                [_array(sessions.column(name)) for name in aggregates.names],
+                keys + ["__n"] + aggregates.names))
+        if not parts:
+            return late, []
+        merged = aggregates.merged(parts, keys + ["__n"])
+        n = merged.column(len(keys)).to_numpy()
+        opened = pa.Table.from_arrays(
+            [merged.column(k) for k in keys] + [pa.array(start[n]), pa.array(stop[n])] +
+            [merged.column(name) for name in aggregates.names] +
+            [pa.array(key_hashes(merged, keys))], self.columns)
+        self.open = opened if rest is None else pa.concat_tables([rest, opened])
+        if self.open.column(0).num_chunks > _COMPACT_EVERY:
+            self.open = self.open.combine_chunks()
+        new = []
+        for close in np.unique(closes[n]).tolist():
+            if close not in self.closing:
+                self.closing.add(close)
+                if close > time:
+                    new.append(close)
+        return late, new
+
+    def _touched(self, hashes: np.ndarray) -> tuple[pa.Table | None, pa.Table | None]:
+        """The open sessions whose key hash is among ``hashes`` (a hash shared by another
+        key only adds a session that stays as it is), and the others."""
+        if self.open is None:
+            return None, None
+        touched = np.isin(_numpy(self.open, HASH), hashes)
+        return self.open.filter(touched), self.open.filter(~touched)
+
+    def close(self, times: list[int]) -> list[tuple[int, pa.RecordBatch]]:
+        """The sessions closing at ``times`` (every complete close time up to the last),
+        in one pass: finished together, then sliced by close time."""
+        if not any(time in self.closing for time in times):
+            return []
+        self.closing.difference_update(times)
+        assert self.open is not None
+        closes = _numpy(self.open, "__end") - 1 + self.lateness
+        closed = closes <= times[-1]
+        if not closed.any():
+            return []
+        done = self.open.filter(closed)
+        self.open = self.open.filter(~closed)
+        closes = closes[closed]
+        order = np.argsort(closes, kind="stable")
+        results = self.aggregates.finish(done, _numpy(done, "__start"),
+                                         _numpy(done, "__end")).take(pa.array(order))
+        closes = closes[order]
+        starts = np.flatnonzero(np.r_[True, closes[1:] != closes[:-1]])
+        return [(int(closes[a]), results.slice(a, b - a))
+                for a, b in zip(starts, np.r_[starts[1:], len(closes)])]
+
+    def pending(self) -> list[int]:
+        return list(self.closing)
+
+    def snapshot(self) -> pa.Table:
+        """The open sessions (with their ``__hash``)."""
+        if self.open is None:
+            return pa.table({HASH: pa.array([], pa.uint64())})
+        return self.open
+
+    def restore(self, table: pa.Table) -> None:
+        if not table.num_rows:
+            return
+        self.open = table.select(self.columns).combine_chunks()
+        self.closing = set((_numpy(self.open, "__end") - 1 + self.lateness).tolist())

@@ -1,0 +1,285 @@
+"""The window engines for Python records: panes for tumbling and sliding windows, open
+sessions per key for session windows.
+
+An engine holds one worker's windows. The operator hands it each complete timely time's
+records in time order (:meth:`apply`, which returns the late records, as a list of batches,
+and the close times it newly needs notifications for) and closes the windows whose close time
+(``end - 1 + lateness``) is complete (:meth:`close`, for the complete times up to the next
+time with records, together, each result batch with its time). Its state for checkpoints is a dict
+by key (:meth:`snapshot`, :meth:`restore`); :meth:`pending` lists the close times of the
+windows it holds.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Protocol
+
+from .aggregations import Aggregation
+from .kinds import Session, Sliding, Window
+
+
+class Engine(Protocol):
+    """What the window operator asks of an engine (see the module doc)."""
+
+    def apply(self, time: int, batches: list) -> tuple[list, list[int]]:
+        """Apply the records of complete time ``time``: the late ones (a list of batches),
+        and the close times later than ``time`` that now need a notification."""
+
+    def close(self, times: list[int]) -> list[tuple[int, Any]]:
+        """Close the windows whose close times are among the complete ``times`` (in
+        order): ``(time, batch of results)`` pairs."""
+
+    def pending(self) -> list[int]:
+        """The close times of the windows held (after a restore, to ask for them again)."""
+
+    def snapshot(self) -> Any:
+        """The open windows as keyed state (a dict by key, or a Table with a route)."""
+
+    def restore(self, state: Any) -> None:
+        """Take the open windows of a checkpoint (this worker's keys)."""
+
+
+def each_time(close: Callable[[int], Any], times: list[int]) -> list[tuple[int, Any]]:
+    """``(time, close(time))`` for each of ``times`` (in order) whose batch is not empty."""
+    closed = [(time, close(time)) for time in times]
+    return [(time, batch) for time, batch in closed if batch is not None and len(batch)]
+
+
+def event_time(time_of: Callable[[Any], Any], record: Any) -> int:
+    """``time_of(record)``, which must be an int (the error names the record)."""
+    value = time_of(record)
+    if value.__class__ is not int:
+        raise TypeError(f"window: time_of({record!r}) returned {value!r} "
+                        f"({type(value).__name__}), not an int event time")
+    return value
+
+
+class PaneWindows:
+    """What tumbling and sliding windows keep whatever the records: which windows hold data
+    and close when (``closing``: close time -> window number), the windows containing a
+    pane, and the latest time completed (which a checkpoint records, see
+    :meth:`reschedule`)."""
+
+    def __init__(self, kind: Sliding, lateness: int) -> None:
+        self.kind = kind
+        self.lateness = lateness
+        self.closing: dict[int, int] = {}
+        self.done: int | None = None
+        self.last_close = kind.offset + kind.size - 1 + lateness
+        """The close time of window 0 (window ``i`` closes ``i * slide`` later)."""
+
+    def _schedule(self, pane: int, after: int) -> list[int]:
+        """Note the close times ``>= after`` of the windows containing ``pane``; returns
+        those new and later than ``after``."""
+        kind, closing, new = self.kind, self.closing, []
+        start = pane * kind.pane
+        for i in range((start - kind.size) // kind.slide + 1, start // kind.slide + 1):
+            close = self.last_close + i * kind.slide
+            if close >= after and close not in closing:
+                closing[close] = i
+                if close > after:
+                    new.append(close)
+        return new
+
+    def _closing(self, time: int) -> tuple[int, range, int] | None:
+        """The window closing at ``time`` (if any): its number, its panes and the first pane
+        of the next window (panes before it belong to closed windows only). Every time the
+        operator completes passes here, after its records are applied."""
+        self.done = time
+        i = self.closing.pop(time, None)
+        if i is None:
+            return None
+        kind = self.kind
+        first = i * kind.slide // kind.pane
+        return i, range(first, first + kind.size // kind.pane), (i + 1) * kind.slide // kind.pane
+
+    def pending(self) -> list[int]:
+        return list(self.closing)
+
+    def reschedule(self, panes: Iterable[int], done: int | None) -> None:
+        """After a restore: every window of a restored pane closing after ``done`` (the
+        latest time any worker of the checkpointed run had completed) is still open; those
+        closing by then were closed where they were."""
+        if done is not None:
+            for j in panes:
+                self._schedule(j, done + 1)
+            self.done = done
+
+
+class Panes(PaneWindows):
+    """Tumbling and sliding windows of Python records: per pane (``kind.pane`` of event
+    time) and key, one partial aggregate; a window's value merges its panes' partials when
+    it closes. A pane is dropped when the last window containing it closes."""
+
+    def __init__(self, kind: Sliding, time_of: Callable[[Any], Any],
+                 key: Callable[[Any], Any] | None, aggregation: Aggregation,
+                 lateness: int) -> None:
+        super().__init__(kind, lateness)
+        self.time_of = time_of
+        self.key = key
+        self.aggregation = aggregation
+        self.panes: dict[int, dict[Any, Any]] = {}
+
+    def apply(self, time: int, batches: Iterable[list]) -> tuple[list, list[int]]:
+        kind, panes, key, add, time_of = (self.kind, self.panes, self.key,
+                                          self.aggregation.add, self.time_of)
+        offset, slide, width, last_close = kind.offset, kind.slide, kind.pane, self.last_close
+        late: list = []
+        new: list[int] = []
+        for batch in batches:
+            for record in batch:
+                e = time_of(record)
+                if e.__class__ is not int:
+                    e = event_time(time_of, record)
+                relative = e - offset
+                if time > last_close + relative // slide * slide:
+                    late.append(record)
+                    continue
+                j = relative // width
+                pane = panes.get(j)
+                if pane is None:
+                    pane = panes[j] = {}
+                    new += self._schedule(j, time)
+                k = None if key is None else key(record)
+                pane[k] = add(pane.get(k), record, e, time)
+        return ([late] if late else []), new
+
+    def close(self, times: list[int]) -> list[tuple[int, list]]:
+        return each_time(self._close, times)
+
+    def _close(self, time: int) -> list:
+        closing = self._closing(time)
+        if closing is None:
+            return []
+        i, window_panes, following = closing
+        panes, merge = self.panes, self.aggregation.merge
+        merged: dict = {}
+        for j in window_panes:
+            for k, acc in panes.get(j, {}).items():
+                merged[k] = acc if k not in merged else merge(merged[k], acc)
+        for j in [j for j in panes if j < following]:
+            del panes[j]
+        window, result = self.kind.window(i), self.aggregation.result
+        return [(k, window, result(acc)) for k, acc in merged.items()]
+
+    def snapshot(self) -> dict:
+        """``{key: (latest time applied, {pane: partial})}``."""
+        state: dict = {}
+        for j, pane in self.panes.items():
+            for k, acc in pane.items():
+                state.setdefault(k, (self.done, {}))[1][j] = acc
+        return state
+
+    def restore(self, state: dict) -> None:
+        for k, (_, accs) in state.items():
+            for j, acc in accs.items():
+                self.panes.setdefault(j, {})[k] = acc
+        self.reschedule(self.panes, max((d for d, _ in state.values() if d is not None),
+                                        default=None))
+
+
+class Sessions:
+    """Session windows: per key, the open sessions ``[start, end, partial]`` sorted by
+    start. At each time a key's open sessions and its records merge as a set."""
+
+    def __init__(self, kind: Session, time_of: Callable[[Any], Any],
+                 key: Callable[[Any], Any] | None, aggregation: Aggregation,
+                 lateness: int) -> None:
+        self.gap = kind.gap
+        self.time_of = time_of
+        self.key = key
+        self.aggregation = aggregation
+        self.lateness = lateness
+        self.sessions: dict[Any, list[list]] = {}
+        self.closing: dict[int, set] = {}      # close time -> keys with a session closing then
+
+    def _schedule(self, close: int, k: Any, time: int, new: list[int]) -> None:
+        keys = self.closing.get(close)
+        if keys is None:
+            keys = self.closing[close] = set()
+            if close > time:
+                new.append(close)
+        keys.add(k)
+
+    def apply(self, time: int, batches: Iterable[list]) -> tuple[list, list[int]]:
+        key, time_of, gap = self.key, self.time_of, self.gap
+        by_key: dict[Any, list] = {}
+        for batch in batches:
+            for record in batch:
+                e = time_of(record)
+                if e.__class__ is not int:
+                    e = event_time(time_of, record)
+                k = None if key is None else key(record)
+                items = by_key.get(k)
+                if items is None:
+                    by_key[k] = [(e, e + gap, None, record)]
+                else:
+                    items.append((e, e + gap, None, record))
+        late: list = []
+        new: list[int] = []
+        add, merge, lateness = self.aggregation.add, self.aggregation.merge, self.lateness
+        for k, items in by_key.items():
+            items += [(s[0], s[1], s, None) for s in self.sessions.get(k, ())]
+            items.sort(key=_start)
+            kept: list[list] = []
+            components: list[list] = []
+            for start, end, session, record in items:
+                if components and start < components[-1][1]:
+                    component = components[-1]
+                    component[1] = max(component[1], end)
+                else:
+                    component = [start, end, [], []]
+                    components.append(component)
+                if session is None:
+                    component[3].append((start, record))
+                else:
+                    component[2].append(session)
+            for start, end, sessions, records in components:
+                close = end - 1 + lateness
+                if close < time:       # records alone (an open session closes at time or later)
+                    late += [record for _, record in records]
+                    continue
+                acc = sessions[0][2] if sessions else None
+                for session in sessions[1:]:
+                    acc = merge(acc, session[2])
+                for e, record in records:
+                    acc = add(acc, record, e, time)
+                kept.append([start, end, acc])
+                self._schedule(close, k, time, new)
+            if kept:
+                self.sessions[k] = kept
+        return ([late] if late else []), new
+
+    def close(self, times: list[int]) -> list[tuple[int, list]]:
+        return each_time(self._close, times)
+
+    def _close(self, time: int) -> list:
+        keys = self.closing.pop(time, None)
+        if not keys:
+            return []
+        result, last_end, out = self.aggregation.result, time + 1 - self.lateness, []
+        for k in keys:
+            sessions = self.sessions.get(k, ())
+            out += [(k, Window(s, e), result(acc)) for s, e, acc in sessions if e <= last_end]
+            kept = [s for s in sessions if s[1] > last_end]
+            if kept:
+                self.sessions[k] = kept
+            else:
+                self.sessions.pop(k, None)
+        return out
+
+    def pending(self) -> list[int]:
+        return list(self.closing)
+
+    def snapshot(self) -> dict:
+        """``{key: [(start, end, partial), ...]}``: the open sessions."""
+        return {k: [tuple(s) for s in sessions] for k, sessions in self.sessions.items()}
+
+    def restore(self, state: dict) -> None:
+        for k, sessions in state.items():
+            self.sessions[k] = [list(s) for s in sessions]
+            for _, end, _ in sessions:
+                self.closing.setdefault(end - 1 + self.lateness, set()).add(k)
+
+
+def _start(item: tuple) -> int:
+    return item[0]

@@ -1,0 +1,238 @@
+"""``stream.window``: event-time windows over a stream whose timely times are watermarks.
+
+The operator exchanges records by key, stashes each timely time's records until the time is
+complete and applies them in time order (so results never depend on arrival order,
+batching or the number of workers), holding a capability for the close time
+``end - 1 + lateness`` of every window that holds data; when that time is complete the
+window's result is sent at it. Records that count in no open window go to ``.late`` at their
+own time. Window state is keyed operator state for epoch checkpoints.
+
+>>> import sparktimely as st
+>>> from sparktimely.ops.windowing.kinds import Tumbling
+>>> from sparktimely.ops.windowing.aggregations import count
+>>> def build(scope):
+...     clicks = scope.to_stream([("ann", 3), ("bob", 5), ("ann", 12)])
+...     out = clicks.window(Tumbling(10), time_of=lambda r: r[1], aggregate=count(),
+...                         key=lambda r: r[0])
+...     return out.results.capture()
+>>> for time, results in st.example(build).extract():
+...     print(time, results)
+9 [('ann', Window(start=0, end=10), 1), ('bob', Window(start=0, end=10), 1)]
+19 [('ann', Window(start=10, end=20), 1)]
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Generic, NamedTuple, Self, Sequence, TypeVar
+
+import numpy as np
+
+from ...dataflow import Exchange, Notificator, OperatorBuilder
+from ...dataflow.capability import Capability
+from ...dataflow.stream import StreamCore
+from ...hashing import stable_hash
+from ...progress.frontier import MutableAntichain
+from .._stash import PerTime
+from ..recovery import KeyedState
+from ._columns import HASH, NONE_ROUTE, Aggregates, ArrowPanes, ArrowSessions
+from ._records import Engine, Panes, Sessions
+from .aggregations import Aggregation
+from .kinds import Session, Sliding
+
+S = TypeVar("S", bound=StreamCore)
+
+
+class WindowOut(NamedTuple, Generic[S]):
+    """What ``stream.window`` returns: ``results``, the stream of each closed window's
+    result, and ``late``, the records that counted in no window (unchanged, at their own
+    timely times).
+
+    >>> import sparktimely as st
+    >>> from sparktimely.ops.windowing.kinds import Tumbling
+    >>> from sparktimely.ops.windowing.aggregations import sum
+    >>> def build(scope):
+    ...     readings = scope.to_stream([(1, 5), (2, 7)]).delay(lambda r, t: 10 * (r[0] - 1))
+    ...     out = readings.window(Tumbling(10), time_of=lambda r: r[0],
+    ...                           aggregate=sum(lambda r: r[1]))
+    ...     return out.results.capture(), out.late.capture()
+    >>> [captured.extract() for captured in st.example(build)]
+    [[(9, [(None, Window(start=0, end=10), 5)])], [(10, [(2, 7)])]]
+    """
+
+    results: S
+    late: S
+
+
+class _Stashed:
+    """The records of one timely time, waiting for it to complete, and a capability of the
+    late output at that time."""
+
+    __slots__ = ("batches", "late")
+
+    def __init__(self) -> None:
+        self.batches: list = []
+        self.late: Capability | None = None
+
+
+class WindowOps(StreamCore):
+    """``window``: event-time windows with results at the watermark."""
+
+    __slots__ = ()
+
+    def window(self, kind: Sliding | Session, *, time_of: Callable[[Any], Any] | str,
+               aggregate: Aggregation | dict,
+               key: Callable[[Any], Any] | str | Sequence[str] | None = None,
+               lateness: int = 0) -> WindowOut[Self]:
+        """Event-time windows (``sparktimely.windows``: ``Tumbling``, ``Sliding`` or
+        ``Session``) per key, aggregated, with results at the watermark.
+
+        The stream's timely times are watermarks (ints). ``time_of(record)`` is a record's
+        event time (an int); ``key(record)`` its key (default: every record has the key
+        None), which routes it by :func:`~sparktimely.stable_hash`. A window is closed once
+        the input frontier has passed ``end - 1 + lateness``; its result
+        ``(key, Window(start, end), value)`` is then sent once, at timely time
+        ``end - 1 + lateness``. Records are applied in timely-time order; a record at time
+        ``t`` counts in each of its windows still open at ``t``. Session windows merge per
+        key and never reopen once closed. A record that counts in no window goes to
+        ``.late`` unchanged, at its own time. ``aggregate`` is a ``win.count()``,
+        ``win.sum(f)``, ... (see :mod:`sparktimely.ops.windowing.aggregations`).
+
+        On Arrow batches, ``time_of`` and ``key`` name columns (``key`` may be a list) and
+        ``aggregate`` is a dict ``{out_column: (op, in_column)}`` with ops ``"count"``
+        (``in_column`` may be None), ``"sum"``, ``"min"``, ``"max"``, ``"mean"``; results
+        are RecordBatches with the key columns, ``window_start``, ``window_end`` and the
+        output columns, and ``.late`` carries the late rows.
+
+        >>> import pyarrow as pa, sparktimely as st
+        >>> import sparktimely.windows as win
+        >>> def build(scope):
+        ...     rows = pa.table({"sensor": ["a", "a", "b"], "ts": [1, 4, 7], "v": [1.0, 3.0, 5.0]})
+        ...     out = scope.to_stream(rows).window(win.Sliding(10, 5), time_of="ts", key="sensor",
+        ...                                        aggregate={"avg": ("mean", "v")})
+        ...     return out.results.capture()
+        >>> for time, table in st.example(build).extract():
+        ...     print(time, table.sort_by("sensor").to_pydict())
+        4 {'sensor': ['a'], 'window_start': [-5], 'window_end': [5], 'avg': [2.0]}
+        9 {'sensor': ['a', 'b'], 'window_start': [0, 0], 'window_end': [10, 10], 'avg': [2.0, 5.0]}
+        14 {'sensor': ['b'], 'window_start': [5], 'window_end': [15], 'avg': [5.0]}
+        """
+        if not isinstance(kind, (Sliding, Session)):
+            raise TypeError(f"window: kind must be win.Tumbling, win.Sliding or win.Session, "
+                            f"got {kind!r}")
+        if lateness.__class__ is not int or lateness < 0:
+            raise ValueError(f"window: lateness must be a non-negative int, got {lateness!r}")
+        times = self.scope.kind
+        if times.depth or times.base is not int:
+            raise TypeError(f"window: the stream's timely times must be ints (watermarks), "
+                            f"not those of scope {self.scope.name!r}")
+        if isinstance(aggregate, dict):
+            return self._window(*_arrow_engine(kind, time_of, key, aggregate, lateness))
+        if isinstance(aggregate, Aggregation):
+            return self._window(*_records_engine(kind, time_of, key, aggregate, lateness))
+        raise TypeError(f"window: aggregate must be a win.count(), win.sum(), ... or an "
+                        f"Arrow dict {{out: (op, column)}}, got {aggregate!r}")
+
+    def _window(self, pact: Exchange, engine: Engine, route: Callable[[Any], int] | str) -> Any:
+        builder = OperatorBuilder("Window", self.scope)
+        input = builder.new_input(self, pact)
+        results_output, results = builder.new_output()
+        late_output, late = builder.new_output()
+        activate = self.scope.activator_for(builder.address).activate
+        stash: PerTime[_Stashed] = PerTime(_Stashed)
+        minimum = self.scope.kind.minimum()
+        state = KeyedState(self.scope, f"Window#{builder.index}", builder.index,
+                           engine.snapshot, engine.restore, route)
+        # With checkpoints, times after the epoch the checkpoint gate lets through wait (as
+        # input batches do), so that a snapshot holds the windows as they were then.
+        gate, gated = state.gate, MutableAntichain()
+        gated_at: list[int] = []
+
+        def follow_gate() -> None:
+            assert gate is not None
+            wanted = [] if gate.limit is None else [gate.limit + 1]
+            if wanted != gated_at:
+                gated.update_iter([(t, -1) for t in gated_at] + [(t, 1) for t in wanted])
+                gated_at[:] = wanted
+
+        def ctor(capabilities: list[Capability]) -> Callable[[list], None]:
+            notificator = Notificator([input.frontier] if gate is None else
+                                      [input.frontier, gated], activate)
+            # Held while the input frontier is at the minimum (which holds the outputs there
+            # anyway): a resumed run restores the windows meanwhile, before its sources start,
+            # and their close times are asked for from these capabilities.
+            starting = capabilities
+
+            def logic(frontiers: list) -> None:
+                if gate is not None:
+                    follow_gate()
+                if starting and not input.frontier.less_equal(minimum):
+                    for time in engine.pending():
+                        notificator.notify_at(starting[0].delayed(time))
+                    for capability in starting:
+                        capability.drop()
+                    starting.clear()
+                for cap, batch in input:
+                    stashed = stash.at(cap, notificator)
+                    if stashed.late is None:
+                        stashed.late = cap.retain_for_output(1)
+                    stashed.batches.append(batch)
+                closing: list[Capability] = []      # complete times since the last records
+                for held, _ in notificator:
+                    complete = stash.pop(held.time)
+                    if complete is not None:
+                        close_windows(closing)
+                        too_late, closes = engine.apply(held.time, complete.batches)
+                        for time in closes:
+                            notificator.notify_at(held.delayed(time))
+                        assert complete.late is not None
+                        for batch in too_late:
+                            late_output.give_at(complete.late, batch)
+                        complete.late.drop()
+                    closing.append(held)
+                close_windows(closing)
+
+            def close_windows(closing: list[Capability]) -> None:
+                """Close the windows of these complete times (after the records of each)."""
+                if closing:
+                    held = {capability.time: capability for capability in closing}
+                    for time, batch in engine.close(list(held)):
+                        results_output.give_at(held[time], batch)
+                    for capability in closing:
+                        capability.drop()
+                    closing.clear()
+            return logic
+        builder.build(ctor)
+        return WindowOut(results, late)
+
+
+def _arrow_engine(kind: Sliding | Session, time_of: Any, key: Any, aggregate: dict,
+                  lateness: int) -> tuple[Exchange, Engine, str]:
+    """The exchange, engine and checkpoint route of a window over Arrow batches."""
+    if not isinstance(time_of, str):
+        raise TypeError("window: with an Arrow aggregate dict, time_of names the time column")
+    names = [] if key is None else [key] if isinstance(key, str) else \
+        list(key) if isinstance(key, (list, tuple)) else [key]
+    keys = [k for k in names if isinstance(k, str)]
+    if len(keys) != len(names):
+        raise TypeError(f"window: with an Arrow aggregate dict, key names columns, got {key!r}")
+    engine: Engine = (ArrowSessions(kind, time_of, keys, Aggregates(aggregate, keys), lateness)
+              if isinstance(kind, Session) else
+              ArrowPanes(kind, time_of, keys, Aggregates(aggregate, keys), lateness))
+    return Exchange(key=keys) if keys else Exchange(_unkeyed_rows), engine, HASH
+
+
+def _records_engine(kind: Sliding | Session, time_of: Any, key: Any, aggregate: Aggregation,
+                    lateness: int) -> tuple[Exchange, Engine, Callable[[Any], int]]:
+    """The exchange, engine and checkpoint route of a window over Python records."""
+    if not callable(time_of) or not (key is None or callable(key)):
+        raise TypeError("window: on Python records time_of and key are functions of the "
+                        "record (column names go with an Arrow aggregate dict)")
+    engine: Engine = (Sessions(kind, time_of, key, aggregate, lateness) if isinstance(kind, Session)
+              else Panes(kind, time_of, key, aggregate, lateness))
+    pact = Exchange(lambda record: NONE_ROUTE) if key is None else Exchange(
+        lambda record: stable_hash(key(record)))
+    return pact, engine, stable_hash
+
+
+def _unkeyed_rows(batch: Any) -> Any:
+    """The route of each row of an Arrow batch when the window has no key."""
+    return np.full(batch.num_rows, NONE_ROUTE, np.uint64)

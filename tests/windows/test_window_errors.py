@@ -1,0 +1,111 @@
+"""Bad window definitions and bad records are refused with an error naming the parameter,
+the record, the column or the op."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import sparktimely as st
+import sparktimely.windows as win
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: win.Tumbling(0), "Tumbling: size must be positive, got 0"),
+    (lambda: win.Tumbling(-5), "Tumbling: size must be positive, got -5"),
+    (lambda: win.Sliding(10, 0), "Sliding: slide must be positive, got 0"),
+    (lambda: win.Sliding(0, 5), "Sliding: size must be positive, got 0"),
+    (lambda: win.Sliding(10, 11), r"Sliding: slide must be at most size \(10\), got 11"),
+    (lambda: win.Session(0), "Session: gap must be positive, got 0"),
+], ids=["size-0", "size-negative", "slide-0", "sliding-size-0", "slide-over-size", "gap-0"])
+def test_window_kinds_refuse_sizes_slides_and_gaps_out_of_range(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_window_kinds_refuse_non_int_parameters():
+    with pytest.raises(TypeError, match="Tumbling: size must be an int, got 2.5"):
+        win.Tumbling(2.5)
+    with pytest.raises(TypeError, match="Sliding: offset must be an int, got '1'"):
+        win.Sliding(4, 2, offset="1")
+
+
+def failure(build) -> str:
+    """The message of what running ``build`` raised, with the causes it wraps."""
+    with pytest.raises(Exception) as caught:
+        st.example(build)
+    messages, error = [], caught.value
+    while error is not None:
+        messages.append(str(error))
+        error = error.__cause__
+    return " | ".join(messages)
+
+
+def test_a_negative_lateness_is_refused():
+    with pytest.raises(ValueError, match="lateness must be a non-negative int, got -1"):
+        st.example(lambda scope: scope.to_stream([1]).window(
+            win.Tumbling(5), time_of=lambda r: r, aggregate=win.count(), lateness=-1))
+
+
+def test_a_non_int_event_time_names_the_record():
+    message = failure(lambda scope: scope.to_stream([("a", 1), ("b", "noon")]).window(
+        win.Tumbling(5), time_of=lambda r: r[1], aggregate=win.count()).results.capture())
+    assert "time_of(('b', 'noon')) returned 'noon' (str), not an int event time" in message
+    message = failure(lambda scope: scope.to_stream([("a", 1.0)]).window(
+        win.Session(5), time_of=lambda r: r[1], aggregate=win.count()).results.capture())
+    assert "time_of(('a', 1.0)) returned 1.0 (float)" in message
+
+
+def test_arrow_time_columns_must_be_integers_without_nulls():
+    floats = pa.table({"ts": [1.5, 2.0], "v": [1, 2]})
+    message = failure(lambda scope: scope.to_stream(floats).window(
+        win.Tumbling(5), time_of="ts", aggregate={"n": ("count", None)}).results.capture())
+    assert "time column 'ts' is double, not an integer type (first row: {'ts': 1.5, 'v': 1})" \
+        in message
+    nulls = pa.table({"ts": [1, None], "v": [1, 2]})
+    message = failure(lambda scope: scope.to_stream(nulls).window(
+        win.Session(5), time_of="ts", aggregate={"n": ("count", None)}).results.capture())
+    assert "time column 'ts' is null in row {'ts': None, 'v': 2}" in message
+    message = failure(lambda scope: scope.to_stream(nulls).window(
+        win.Tumbling(5), time_of="when", aggregate={"n": ("count", None)}).results.capture())
+    assert "time column 'when' is not in the batch (columns ts, v)" in message
+
+
+@pytest.mark.parametrize("aggregate, error, message", [
+    ({"m": ("median", "v")}, ValueError, "aggregate 'm': unknown op 'median' \\(known: sum, "
+                                         "count, min, max, mean\\)"),
+    ({"s": ("sum", None)}, ValueError, "aggregate 's': 'sum' needs an input column"),
+    ({"window_end": ("max", "v")}, ValueError, "aggregate 'window_end': the name of an output "
+                                               "column is taken"),
+    ({"s": "sum"}, TypeError, "aggregate 's' must be \\(op, in_column\\), got 'sum'"),
+    ("count", TypeError, "aggregate must be a win.count\\(\\), win.sum\\(\\), ... or an "
+                         "Arrow dict"),
+])
+def test_bad_arrow_aggregates_are_named(aggregate, error, message):
+    table = pa.table({"ts": [1], "v": [1]})
+    with pytest.raises(error, match=message):
+        st.example(lambda scope: scope.to_stream(table).window(
+            win.Tumbling(5), time_of="ts", aggregate=aggregate))
+
+
+def test_mixing_python_and_arrow_forms_is_refused():
+    with pytest.raises(TypeError, match="on Python records time_of and key are functions"):
+        st.example(lambda scope: scope.to_stream([1]).window(
+            win.Tumbling(5), time_of="ts", aggregate=win.count()))
+    with pytest.raises(TypeError, match="with an Arrow aggregate dict, time_of names the time"):
+        st.example(lambda scope: scope.to_stream([1]).window(
+            win.Tumbling(5), time_of=lambda r: r, aggregate={"n": ("count", None)}))
+    with pytest.raises(TypeError, match="kind must be win.Tumbling, win.Sliding or win.Session"):
+        st.example(lambda scope: scope.to_stream([1]).window(
+            5, time_of=lambda r: r, aggregate=win.count()))
+
+
+def test_windows_need_int_timely_times():
+    def build(scope):
+        def inner(loop):
+            loop.to_stream([1]).window(win.Tumbling(5), time_of=lambda r: r,
+                                       aggregate=win.count())
+        scope.iterative(inner)
+    with pytest.raises(TypeError, match="timely times must be ints"):
+        st.example(build)

@@ -1,0 +1,131 @@
+"""``stream.window`` over Python records and Arrow batches, at 1, 2 and 3 workers, against
+the brute-force model of window_oracle.py: every kind and aggregation, out-of-order event
+times, lateness, session merging, and results that do not depend on how records are split
+over workers, ordered within a time or batched."""
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
+
+import sparktimely.windows as win
+from window_oracle import (AGGREGATIONS, ARROW_AGGREGATE, aggregation, arrow_value, canonical,
+                           key_of, model, model_value, run_window, time_of)
+
+pytestmark = pytest.mark.timeout(120)
+
+KINDS = [win.Tumbling(5), win.Tumbling(4, offset=-3), win.Sliding(6, 2),
+         win.Sliding(7, 3, offset=1), win.Sliding(5, 5), win.Session(3)]
+
+
+def entries_with_disorder(count: int = 60, seed: int = 7) -> list:
+    """``(timely_time, (id, key, event_time, value))``: event times mostly near their timely
+    time, some far behind it (late for small lateness) and some ahead."""
+    rng = random.Random(seed)
+    entries = []
+    for i in range(count):
+        t = rng.randrange(0, 30)
+        e = t + rng.choice([0, 0, 1, 3, -1, -2, -4, -9])
+        entries.append((t, (i, rng.choice("abc"), e, rng.randrange(-5, 10))))
+    return entries
+
+
+ENTRIES = entries_with_disorder()
+TIMES = {record[0]: t for t, record in ENTRIES}
+
+
+def check_python(run, kind, name, lateness, entries=ENTRIES, keyed=True, seed=0):
+    times = {record[0]: t for t, record in entries}
+    results, late = run_window(run, entries, lambda s: s.window(
+        kind, time_of=time_of, key=key_of if keyed else None, aggregate=aggregation(name),
+        lateness=lateness), seed=seed)
+    results = [(t, sorted((k, w, canonical(name, v, times)) for k, w, v in rs))
+               for t, rs in results]
+    assert (results, late) == model(
+        kind, entries, lateness,
+        lambda records: canonical(name, model_value(name, records), times), keyed)
+
+
+@pytest.mark.parametrize("name", AGGREGATIONS)
+@pytest.mark.parametrize("kind", KINDS, ids=repr)
+def test_every_kind_and_aggregation_of_python_records(run, kind, name):
+    check_python(run, kind, name, lateness=0)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=repr)
+@pytest.mark.parametrize("lateness", [4, 6])
+def test_lateness_keeps_windows_open_longer(run, kind, lateness):
+    check_python(run, kind, "collect", lateness)
+    assert model(kind, ENTRIES, lateness, len)[1] != model(kind, ENTRIES, 0, len)[1]
+
+
+@pytest.mark.parametrize("kind", [win.Tumbling(5), win.Session(4)], ids=repr)
+def test_without_a_key_every_record_has_the_key_none(run, kind):
+    check_python(run, kind, "sum", lateness=1, keyed=False)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=repr)
+@pytest.mark.parametrize("key", ["key", None, ["key", "id"]], ids=["key", "no-key", "two-keys"])
+def test_every_kind_of_arrow_batches(run, kind, key):
+    results, late = run_window(run, ENTRIES, lambda s: s.window(
+        kind, time_of="ts", key=key, aggregate=ARROW_AGGREGATE, lateness=1), arrow=True)
+    if isinstance(key, list):
+        expected = model(kind, [(t, (r[0], (r[1], r[0]), *r[2:])) for t, r in ENTRIES], 1,
+                         arrow_value)
+        expected = (expected[0], [(t, sorted((r[0], r[1][0], *r[2:]) for r in rs))
+                                  for t, rs in expected[1]])
+    else:
+        expected = model(kind, ENTRIES, 1, arrow_value, keyed=key is not None)
+    assert (results, late) == expected
+
+
+SETTINGS = settings(max_examples=40, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.function_scoped_fixture])
+kinds = hs.one_of(
+    hs.builds(win.Tumbling, hs.integers(1, 6), hs.integers(-5, 5)),
+    hs.integers(1, 6).flatmap(lambda slide: hs.builds(
+        win.Sliding, hs.integers(slide, 12), hs.just(slide), hs.integers(-5, 5))),
+    hs.builds(win.Session, hs.integers(1, 5)))
+entries = hs.lists(hs.tuples(hs.integers(0, 12), hs.sampled_from("ab"), hs.integers(-6, 3),
+                             hs.integers(-3, 3)), max_size=30).map(
+    lambda drawn: [(t, (i, k, t + d, v)) for i, (t, k, d, v) in enumerate(drawn)])
+
+
+@SETTINGS
+@given(entries=entries, kind=kinds, lateness=hs.integers(0, 3),
+       name=hs.sampled_from(AGGREGATIONS), seed=hs.integers(0, 2 ** 16))
+def test_arrival_order_and_batching_never_change_python_results(run, entries, kind, lateness,
+                                                               name, seed):
+    check_python(run, kind, name, lateness, entries, seed=seed)
+
+
+@SETTINGS
+@given(entries=entries, kind=kinds, lateness=hs.integers(0, 3), seed=hs.integers(0, 2 ** 16))
+def test_arrival_order_and_batching_never_change_arrow_results(run, entries, kind, lateness,
+                                                              seed):
+    results, late = run_window(run, entries, lambda s: s.window(
+        kind, time_of="ts", key="key", aggregate=ARROW_AGGREGATE, lateness=lateness),
+        seed=seed, arrow=True)
+    assert (results, late) == model(kind, entries, lateness, arrow_value)
+
+
+@pytest.mark.parametrize("kind, expected", [
+    (win.Tumbling(10), [(9, "<null>", 0, 5), (9, "a", 0, 1), (39, "a", 30, 4)]),
+    (win.Session(5), [(5, "a", 1, 1), (7, "<null>", 2, 5), (34, "a", 30, 4)]),
+], ids=["tumbling", "session"])
+def test_arrow_rows_with_a_null_key_form_one_group(run, kind, expected):
+    rows = pa.table({"k": ["a", None, None, "a"], "ts": [1, 2, 3, 30], "v": [1, 2, 3, 4]})
+
+    def job(worker):
+        mine = rows.take(list(range(worker.index, rows.num_rows, worker.peers)))
+        results = worker.dataflow(lambda scope: scope.to_stream(mine).window(
+            kind, time_of="ts", key="k", aggregate={"s": ("sum", "v")}).results.capture())
+        worker.run()
+        return results.extract()
+    found = sorted((t, row["k"] or "<null>", row["window_start"], row["s"])
+                   for part in run(job) for t, table in part for row in table.to_pylist())
+    assert found == expected
