@@ -4,25 +4,18 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import deque
 from contextlib import contextmanager
 from functools import partial
-from itertools import islice
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
-from .. import InputHandle, Pipeline, Worker
-from ..io.checkpoints import RecoveryError, checkpointing, enable_checkpoints, \
-    reraise_recovery_error
-from ..io.tasks import TaskInput, TaskOutput
-from ..logging import log_to_directory, observing
+from .. import Worker
+from ..io.checkpoints import RecoveryError, checkpointing, reraise_recovery_error
+from ..logging import observing
 from ._cancel import StageCanceller, driver_host
 from ._ship import EnvironmentMissing, on_executor, parse_missing, ship
-from ._task import BarrierWorker, parse_crash, parse_failure, run_in_task
+from ._task import TaskOptions, arrow_task, parse_crash, parse_failure, records_task, run_task
 
 __all__ = ["BarrierSetupError", "check_resources", "map_in_arrow", "map_partitions", "run"]
-
-RECORDS_PER_BATCH = 4096
-"""How many of a Spark partition's records ``map_partitions`` hands its worker as one batch."""
 
 JOB_GROUP = "sparktimely"
 """The Spark job group of ``run``'s jobs when the caller has not set one: see them with
@@ -188,7 +181,7 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
         func = checkpointing(func, checkpoint_dir, checkpoint_every)
     with observing(func, log_dir=_log_dir(log_dir), progress=progress,
                    host=driver_host(sc)) as job, _job_described(sc, description):
-        task = on_executor(partial(_run_task, job, list(args), timeout, stall_limit))
+        task = on_executor(partial(run_task, job, list(args), timeout, stall_limit))
         for attempt in range(1, max_attempts + 1):
             rdd = (sc.parallelize(range(num_workers), num_workers).barrier()
                    .mapPartitions(task).setName(description))
@@ -244,12 +237,6 @@ def _job_described(sc, description: str):
             sc.setLocalProperty(key, value)
 
 
-def _run_task(func, args, timeout, stall_limit, partition) -> Iterator[tuple[int, Any]]:
-    from pyspark import BarrierTaskContext
-    context = BarrierTaskContext.get()
-    yield context.partitionId(), run_in_task(func, args, timeout, stall_limit, context)
-
-
 # -- map_partitions and map_in_arrow ---------------------------------------------------------
 
 def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
@@ -282,12 +269,10 @@ def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
     workers = rdd.getNumPartitions()
     _check(rdd.context, workers)
     ship(rdd.context)
-    canceller = StageCanceller.address_for(rdd.context)
-    checkpoint = None if checkpoint_dir is None else (checkpoint_dir, checkpoint_every)
-    return rdd.barrier().mapPartitions(on_executor(
-        partial(_records_task, build,
-                (timeout, stall_limit, canceller, _log_dir(log_dir), checkpoint)))
-    ).setName(f"sparktimely: map_partitions {_name_of(build)} on {workers} workers")
+    options = TaskOptions(timeout, stall_limit, StageCanceller.address_for(rdd.context),
+                          _log_dir(log_dir), checkpoint_dir, checkpoint_every)
+    return rdd.barrier().mapPartitions(on_executor(partial(records_task, build, options))
+                                       ).setName(f"sparktimely: map_partitions {_name_of(build)} on {workers} workers")
 
 
 def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
@@ -313,10 +298,9 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
         _check(spark, num_workers)
         df = df.repartition(num_workers)
     ship(spark)
-    canceller = StageCanceller.address_for(_context(spark))
-    checkpoint = None if checkpoint_dir is None else (checkpoint_dir, checkpoint_every)
-    task = on_executor(partial(_arrow_task, build, arrow_schema,
-                               (timeout, stall_limit, canceller, _log_dir(log_dir), checkpoint)))
+    options = TaskOptions(timeout, stall_limit, StageCanceller.address_for(_context(spark)),
+                          _log_dir(log_dir), checkpoint_dir, checkpoint_every)
+    task = on_executor(partial(arrow_task, build, arrow_schema, options))
     try:
         return df.mapInArrow(task, spark_schema, barrier=True)
     except ImportError:
@@ -353,128 +337,3 @@ def _schemas(spark, schema):
     return schema, to_arrow_schema(schema)
 
 
-def _records_task(build, options: tuple, records: Iterable[Any]) -> Iterator[Any]:
-    records = iter(records)                     # may be a range or list, not an iterator
-    chunks = iter(lambda: list(islice(records, RECORDS_PER_BATCH)), [])
-    for batch in _stream_task(build, chunks, options):
-        if batch.__class__ is list:
-            yield from batch
-        else:
-            yield from zip(*(column.to_pylist() for column in batch.columns))
-
-
-def _arrow_task(build, schema, options: tuple, batches: Iterable[Any]) -> Iterator[Any]:
-    for batch in _stream_task(build, (b for b in batches if b.num_rows), options):
-        yield _as_arrow(batch, schema)
-
-
-def _stream_task(build, chunks: Iterable[Any], options: tuple) -> Iterator[Any]:
-    """Feed ``chunks`` into the worker's input at time 0 and yield the output batches as
-    they appear (the worker keeps running between them). The dataflow is built before the
-    worker meets the others (at its first step). ``options`` are the timeout, the stall
-    limit, the driver's stage canceller, the log directory and the checkpoint directory and
-    interval (or None: see :func:`_checkpointed_task`)."""
-    timeout, stall_limit, canceller, log_dir, checkpoint = options
-    barrier = BarrierWorker(timeout=timeout, stall_limit=stall_limit, canceller=canceller)
-    if checkpoint is not None:
-        yield from _checkpointed_task(build, chunks, barrier, log_dir, *checkpoint)
-        return
-    handle = InputHandle()
-    output: deque = deque()
-
-    def dataflow(scope):
-        result = build(scope, scope.input_from(handle))
-        if result is not None:
-            result.sink(Pipeline, "ToSpark",
-                        lambda input: output.extend(batch for _, batch in input))
-
-    with barrier as worker, _logging_to(worker, log_dir):
-        worker.dataflow(dataflow, name="barrier-task")
-        chunks = iter(chunks)
-        while True:
-            with barrier.waiting_for_spark():
-                chunk = next(chunks, None)
-            if chunk is None:
-                break
-            handle.send_batch(chunk)
-            worker.step()
-            yield from _drain(output, barrier)
-        handle.close()
-        while worker.step_or_park(1.0):
-            yield from _drain(output, barrier)
-        worker.run()
-        yield from _drain(output, barrier)
-
-
-def _checkpointed_task(build, chunks: Iterable[Any], barrier: BarrierWorker, log_dir,
-                       checkpoint_dir, checkpoint_every: int) -> Iterator[Any]:
-    """``_stream_task`` with checkpoints: chunk ``i`` is at time ``i``, read as a source
-    (``io.tasks.TaskInput``) that a resumed task skips to its position; the output goes
-    through a sink that keeps it with the checkpoints and gives the kept epochs again on
-    resume (``io.tasks.TaskOutput``)."""
-    output: deque = deque()
-    with barrier as worker, _logging_to(worker, log_dir):
-        coordinator = enable_checkpoints(worker, checkpoint_dir, checkpoint_every)
-        try:
-            def dataflow(scope):
-                chunked = TaskInput(chunks, worker.index, barrier.waiting_for_spark)
-                result = build(scope, scope.input_from_source(chunked, "spark-input"))
-                if result is not None:
-                    result.output_to(TaskOutput(checkpoint_dir, output.append, worker.index,
-                                                ["barrier-task", "output"]), "spark-output")
-            worker.dataflow(dataflow, name="barrier-task")
-            while worker.step_or_park(1.0):
-                yield from _drain(output, barrier)
-            worker.run()
-            yield from _drain(output, barrier)
-        finally:
-            coordinator.close()
-
-
-def _drain(output: deque, barrier: BarrierWorker) -> Iterator[Any]:
-    while output:
-        with barrier.waiting_for_spark():
-            yield output.popleft()
-
-
-@contextmanager
-def _logging_to(worker: Worker, log_dir: str | None):
-    """The worker logs to ``log_dir`` (if any) in the block; its files are completed and
-    closed at the end, whatever happens (the task's process is reused)."""
-    if log_dir is None:
-        yield
-        return
-    log_to_directory(worker, log_dir)
-    try:
-        yield
-    finally:
-        worker.log_register().close()
-
-
-def _as_arrow(batch, schema):
-    """One output batch as a RecordBatch of ``schema``."""
-    import pyarrow as pa
-    if isinstance(batch, pa.RecordBatch):
-        if batch.schema.equals(schema):
-            return batch
-        names = batch.schema.names
-        if set(schema.names) <= set(names):
-            batch = batch.select(schema.names)
-        elif len(names) == len(schema):
-            batch = batch.rename_columns(schema.names)
-        else:
-            raise ValueError(f"an output batch has columns {names}, but the schema asks for "
-                             f"{schema.names}")
-        return batch.cast(schema)
-    rows = batch
-    if rows and isinstance(rows[0], dict):
-        return pa.RecordBatch.from_pylist(rows, schema=schema)
-    if len(schema) == 1 and rows and not isinstance(rows[0], (tuple, list)):
-        rows = [(row,) for row in rows]
-    columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in schema]
-    if len(columns) != len(schema):
-        raise ValueError(f"output records have {len(columns)} fields, but the schema has "
-                         f"{len(schema)}: {schema.names}")
-    return pa.RecordBatch.from_arrays(
-        [pa.array(column, type=field.type) for column, field in zip(columns, schema)],
-        schema=schema)

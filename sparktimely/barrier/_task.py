@@ -19,14 +19,23 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Callable, Sequence
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from .. import Worker
+from .. import InputHandle, Pipeline, Worker
 from ..execute import Seat, WorkerError, WorkerSession, run_workers
+from ..io.checkpoints import enable_checkpoints
+from ..io.tasks import TaskInput, TaskOutput
+from ..logging import log_to_directory
 from ._cancel import CancelAddress
 from ._plan import TaskAddress, TaskPlan
 
-__all__ = ["BarrierWorker", "TaskFailed", "parse_crash", "parse_failure", "run_in_task"]
+__all__ = ["BarrierWorker", "RECORDS_PER_BATCH", "TaskFailed", "TaskOptions", "arrow_task", "as_arrow",
+           "parse_crash", "parse_failure", "records_task", "run_in_task", "run_task",
+           "stream_task"]
 
 PEER_LOST_GRACE = 3.0
 """Seconds a worker that lost a remote peer waits before failing its own task, so that the
@@ -221,3 +230,170 @@ class BarrierWorker:
             self.timings.update({"all_gather": session.timings.get("plan", 0.0),
                                  "connect": session.timings.get("connect", 0.0),
                                  "finish": time.perf_counter() - started})
+
+
+# -- the tasks the driver's forms run ---------------------------------------------------------
+
+RECORDS_PER_BATCH = 4096
+"""How many of a Spark partition's records ``map_partitions`` hands its worker as one batch."""
+
+
+def run_task(func, args: Sequence[str], timeout: float | None, stall_limit: float | None,
+             partition: Iterable[Any]) -> Iterator[tuple[int, Any]]:
+    """The task of ``barrier.run``: ``(partition, func(worker))`` of this task's worker."""
+    from pyspark import BarrierTaskContext
+    context = BarrierTaskContext.get()
+    yield context.partitionId(), run_in_task(func, args, timeout, stall_limit, context)
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """What the driver tells each task of ``map_partitions`` and ``map_in_arrow``.
+
+    >>> TaskOptions(stall_limit=5.0).checkpoint_dir is None
+    True
+    """
+
+    timeout: float | None = None
+    """Seconds allowed for connecting the workers (None: the default)."""
+    stall_limit: float | None = None
+    """Seconds without a step (waiting for Spark aside) before the worker is stopped."""
+    canceller: CancelAddress | None = None
+    """The driver's stage canceller (see :mod:`._cancel`), None without one."""
+    log_dir: str | None = None
+    """Where the worker writes its log files, resolved on the driver."""
+    checkpoint_dir: Any = None
+    """The checkpoint directory, or None for no checkpoints."""
+    checkpoint_every: int = 1
+    """Checkpoint every this many epochs (input batches)."""
+
+
+def records_task(build, options: TaskOptions, records: Iterable[Any]) -> Iterator[Any]:
+    """The task of ``map_partitions``: the partition's records, in batches, through the
+    dataflow ``build`` makes; yields its output records (an Arrow row as a tuple)."""
+    records = iter(records)                     # may be a range or list, not an iterator
+    chunks = iter(lambda: list(islice(records, RECORDS_PER_BATCH)), [])
+    for batch in stream_task(build, chunks, options):
+        if batch.__class__ is list:
+            yield from batch
+        else:
+            yield from zip(*(column.to_pylist() for column in batch.columns))
+
+
+def arrow_task(build, schema, options: TaskOptions, batches: Iterable[Any]) -> Iterator[Any]:
+    """The task of ``map_in_arrow``: the partition's Arrow batches through the dataflow
+    ``build`` makes; yields its output as RecordBatches of ``schema``."""
+    for batch in stream_task(build, (b for b in batches if b.num_rows), options):
+        yield as_arrow(batch, schema)
+
+
+def stream_task(build, chunks: Iterable[Any], options: TaskOptions) -> Iterator[Any]:
+    """Feed ``chunks`` into the worker's input at time 0 and yield the output batches as
+    they appear (the worker keeps running between them). The dataflow is built before the
+    worker meets the others (at its first step). With a checkpoint directory, see
+    :func:`_checkpointed_task`."""
+    barrier = BarrierWorker(timeout=options.timeout, stall_limit=options.stall_limit,
+                            canceller=options.canceller)
+    if options.checkpoint_dir is not None:
+        yield from _checkpointed_task(build, chunks, barrier, options)
+        return
+    handle = InputHandle()
+    output: deque = deque()
+
+    def dataflow(scope):
+        result = build(scope, scope.input_from(handle))
+        if result is not None:
+            result.sink(Pipeline, "ToSpark",
+                        lambda input: output.extend(batch for _, batch in input))
+
+    with barrier as worker, _logging_to(worker, options.log_dir):
+        worker.dataflow(dataflow, name="barrier-task")
+        chunks = iter(chunks)
+        while True:
+            with barrier.waiting_for_spark():
+                chunk = next(chunks, None)
+            if chunk is None:
+                break
+            handle.send_batch(chunk)
+            worker.step()
+            yield from _drain(output, barrier)
+        handle.close()
+        while worker.step_or_park(1.0):
+            yield from _drain(output, barrier)
+        worker.run()
+        yield from _drain(output, barrier)
+
+
+def _checkpointed_task(build, chunks: Iterable[Any], barrier: BarrierWorker,
+                       options: TaskOptions) -> Iterator[Any]:
+    """``stream_task`` with checkpoints: chunk ``i`` is at time ``i``, read as a source
+    (``io.tasks.TaskInput``) that a resumed task skips to its position; the output goes
+    through a sink that keeps it with the checkpoints and gives the kept epochs again on
+    resume (``io.tasks.TaskOutput``)."""
+    output: deque = deque()
+    directory = options.checkpoint_dir
+    with barrier as worker, _logging_to(worker, options.log_dir):
+        coordinator = enable_checkpoints(worker, directory, options.checkpoint_every)
+        try:
+            def dataflow(scope):
+                chunked = TaskInput(chunks, worker.index, barrier.waiting_for_spark)
+                result = build(scope, scope.input_from_source(chunked, "spark-input"))
+                if result is not None:
+                    result.output_to(TaskOutput(directory, output.append, worker.index,
+                                                ["barrier-task", "output"]), "spark-output")
+            worker.dataflow(dataflow, name="barrier-task")
+            while worker.step_or_park(1.0):
+                yield from _drain(output, barrier)
+            worker.run()
+            yield from _drain(output, barrier)
+        finally:
+            coordinator.close()
+
+
+def _drain(output: deque, barrier: BarrierWorker) -> Iterator[Any]:
+    while output:
+        with barrier.waiting_for_spark():
+            yield output.popleft()
+
+
+@contextmanager
+def _logging_to(worker: Worker, log_dir: str | None):
+    """The worker logs to ``log_dir`` (if any) in the block; its files are completed and
+    closed at the end, whatever happens (the task's process is reused)."""
+    if log_dir is None:
+        yield
+        return
+    log_to_directory(worker, log_dir)
+    try:
+        yield
+    finally:
+        worker.log_register().close()
+
+
+def as_arrow(batch, schema):
+    """One output batch as a RecordBatch of ``schema``."""
+    import pyarrow as pa
+    if isinstance(batch, pa.RecordBatch):
+        if batch.schema.equals(schema):
+            return batch
+        names = batch.schema.names
+        if set(schema.names) <= set(names):
+            batch = batch.select(schema.names)
+        elif len(names) == len(schema):
+            batch = batch.rename_columns(schema.names)
+        else:
+            raise ValueError(f"an output batch has columns {names}, but the schema asks for "
+                             f"{schema.names}")
+        return batch.cast(schema)
+    rows = batch
+    if rows and isinstance(rows[0], dict):
+        return pa.RecordBatch.from_pylist(rows, schema=schema)
+    if len(schema) == 1 and rows and not isinstance(rows[0], (tuple, list)):
+        rows = [(row,) for row in rows]
+    columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in schema]
+    if len(columns) != len(schema):
+        raise ValueError(f"output records have {len(columns)} fields, but the schema has "
+                         f"{len(schema)}: {schema.names}")
+    return pa.RecordBatch.from_arrays(
+        [pa.array(column, type=field.type) for column, field in zip(columns, schema)],
+        schema=schema)

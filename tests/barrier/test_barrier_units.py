@@ -13,7 +13,7 @@ import pytest
 import sparktimely as st
 from sparktimely.barrier import (BarrierSetupError, TaskAddress, TaskPlan, check_resources,
                                  parse_failure)
-from sparktimely.barrier._api import _as_arrow
+from sparktimely.barrier._task import as_arrow
 from sparktimely.barrier._task import TaskFailed, format_failure
 from sparktimely.barrier.submit import JavaMissing, load_function, require_java
 
@@ -81,15 +81,15 @@ SCHEMA = pa.schema([("word", pa.string()), ("count", pa.int64())])
 
 
 def test_output_records_become_batches_of_the_schema():
-    assert _as_arrow([("a", 1), ("b", 2)], SCHEMA).to_pylist() == [
+    assert as_arrow([("a", 1), ("b", 2)], SCHEMA).to_pylist() == [
         {"word": "a", "count": 1}, {"word": "b", "count": 2}]
-    assert _as_arrow([{"count": 3, "word": "c"}], SCHEMA).to_pylist() == [{"word": "c", "count": 3}]
+    assert as_arrow([{"count": 3, "word": "c"}], SCHEMA).to_pylist() == [{"word": "c", "count": 3}]
     batch = pa.RecordBatch.from_pydict({"count": pa.array([1], pa.int32()), "word": ["x"], "extra": [0]})
-    assert _as_arrow(batch, SCHEMA).schema == SCHEMA
+    assert as_arrow(batch, SCHEMA).schema == SCHEMA
     one = pa.schema([("n", pa.int64())])
-    assert _as_arrow([1, 2], one).column(0).to_pylist() == [1, 2]
+    assert as_arrow([1, 2], one).column(0).to_pylist() == [1, 2]
     with pytest.raises(ValueError, match="fields"):
-        _as_arrow([("a", 1, 2)], SCHEMA)
+        as_arrow([("a", 1, 2)], SCHEMA)
 
 
 # -- entry point helpers -----------------------------------------------------------------------
