@@ -28,7 +28,7 @@ dynamic allocation (both checked up front, :class:`BarrierSetupError`).
 
 The executors need not have sparktimely installed: it travels with the job as a zip of the
 package (``addPyFile``, once per application; :mod:`._ship`). Its compiled dependencies
-(numpy, pyarrow, xxhash, multiprocess, psutil) cannot: every task checks them before
+(numpy, pyarrow, multiprocess, psutil) cannot: every task checks them before
 anything else, and an executor without them fails the job with :class:`EnvironmentMissing`,
 naming what is missing, the executor and its Python, and how to ship an environment
 (Spark's ``--archives`` with a packed virtualenv).

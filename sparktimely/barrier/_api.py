@@ -142,9 +142,9 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
     and traceback (or the signal that killed it), Spark's own error chained. Too few task
     slots or dynamic allocation raise :class:`BarrierSetupError` before anything runs.
     sparktimely itself goes to the executors with the job (a zip of the package, once per
-    application); executors whose Python lacks numpy or pyarrow (or xxhash, multiprocess,
-    psutil) raise :class:`sparktimely.barrier.EnvironmentMissing`, naming the executor and
-    how to ship an environment.
+    application); executors whose Python lacks numpy or pyarrow (or multiprocess, psutil)
+    raise :class:`sparktimely.barrier.EnvironmentMissing`, naming the executor and how to
+    ship an environment.
 
     ``log_dir``: each worker writes its log files (``worker-N.*``) to this directory on its
     executor's host, made if missing; a relative path is resolved against the driver's

@@ -4,8 +4,9 @@ On a real cluster the executors run a Python of their own, which usually has no 
 (``spark.pyspark.python`` set in a running session does not reach them). sparktimely is pure
 Python: :func:`ship` adds a zip of this very package to the SparkContext (``addPyFile``, once
 per application), so every task imports the driver's sparktimely, whatever the executors
-have installed. Its dependencies (numpy, pyarrow, xxhash, multiprocess, psutil) are compiled
-code and cannot travel that way. :func:`on_executor` wraps a task function so that, before
+have installed. Its dependencies (numpy, pyarrow, multiprocess, psutil) are compiled code and
+cannot travel that way (``xxhash`` is optional: without it ``sparktimely._xxh3`` computes
+the same hashes). :func:`on_executor` wraps a task function so that, before
 anything of sparktimely is imported there, it checks that they import, and otherwise fails
 with one error naming what is missing, on which executor host and which Python, and how to
 ship an environment; the driver turns that error into :class:`EnvironmentMissing`.
@@ -22,7 +23,7 @@ from typing import Any, Callable
 __all__ = ["EnvironmentMissing", "REQUIRED", "on_executor", "package_zip", "parse_missing",
            "ship"]
 
-REQUIRED = ("numpy", "pyarrow", "xxhash", "multiprocess", "psutil")
+REQUIRED = ("numpy", "pyarrow", "multiprocess", "psutil")
 """What sparktimely imports on an executor besides itself and pyspark."""
 
 REMEDY = ("install them for that Python on every node, or ship an environment: pack a "

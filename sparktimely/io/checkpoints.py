@@ -57,9 +57,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 from urllib.parse import quote, unquote
 
-from xxhash import xxh3_128_hexdigest
-
 from ..dataflow import Pipeline, source
+from ..hashing import xxh3_128_hexdigest
 from ..ops.recovery import Component, KeyedState, frontier_epoch, root_epoch
 from ..progress.timestamp import Product
 from ._state import decode_partitions, encode_keyed, encode_partitions, from_ipc, select_keyed, \
