@@ -31,7 +31,7 @@ try:
 except ImportError:             # a host with only the core packages: the same values, in Python
     from ._xxh3 import xxh3_64_intdigest, xxh3_128_hexdigest
 
-__all__ = ["hash_array", "hash_rows", "stable_hash", "xxh3_128_hexdigest"]
+__all__ = ["hash_array", "hash_rows", "stable_hash"]
 
 _MASK = (1 << 64) - 1
 _SEED_STR, _SEED_BYTES, _SEED_INT, _SEED_BIG, _SEED_FLOAT = 1, 2, 3, 4, 5

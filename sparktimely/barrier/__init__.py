@@ -40,13 +40,13 @@ Environment (on the executors, e.g. through ``spark.executorEnv.NAME``):
 from ._api import BarrierSetupError, check_resources, map_in_arrow, map_partitions, run
 from ._plan import TaskAddress, TaskPlan
 from ._ship import EnvironmentMissing, package_zip, ship
-from ._task import BarrierWorker, TaskFailed, parse_failure
+from ._task import BarrierWorker, ExecutorLost, TaskFailed, parse_failure, parse_lost_executor
 
 for _public in (BarrierSetupError, check_resources, map_in_arrow, map_partitions, run,
-                TaskAddress, TaskPlan, BarrierWorker, TaskFailed, parse_failure,
-                EnvironmentMissing, package_zip, ship):
+                TaskAddress, TaskPlan, BarrierWorker, ExecutorLost, TaskFailed, parse_failure,
+                parse_lost_executor, EnvironmentMissing, package_zip, ship):
     _public.__module__ = __name__       # public here; defined in the private modules
 
-__all__ = ["BarrierSetupError", "BarrierWorker", "EnvironmentMissing", "TaskAddress",
-           "TaskFailed", "TaskPlan", "check_resources", "map_in_arrow", "map_partitions",
-           "package_zip", "parse_failure", "run", "ship"]
+__all__ = ["BarrierSetupError", "BarrierWorker", "EnvironmentMissing", "ExecutorLost",
+           "TaskAddress", "TaskFailed", "TaskPlan", "check_resources", "map_in_arrow",
+           "map_partitions", "package_zip", "parse_failure", "parse_lost_executor", "run", "ship"]

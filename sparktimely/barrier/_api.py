@@ -3,17 +3,19 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from contextlib import contextmanager
 from functools import partial
 from typing import Any, Callable, Sequence
 
 from .. import Worker
-from ..io.checkpoints import RecoveryError, checkpointing, reraise_recovery_error
+from ..io.checkpoints import RecoveryError, checkpointing, committed_epochs, \
+    reraise_recovery_error
 from ..logging import observing
 from ._cancel import StageCanceller, driver_host
+from ._resources import BarrierSetupError, check, check_resources, context_of, wait_for_slots
 from ._ship import EnvironmentMissing, on_executor, parse_missing, ship
-from ._task import TaskOptions, arrow_task, parse_crash, parse_failure, records_task, run_task
+from ._task import ExecutorLost, TaskOptions, arrow_task, parse_crash, parse_failure, \
+    parse_lost_executor, records_task, run_task
 
 __all__ = ["BarrierSetupError", "check_resources", "map_in_arrow", "map_partitions", "run"]
 
@@ -24,93 +26,11 @@ JOB_GROUP = "sparktimely"
 
 logger = logging.getLogger("sparktimely")
 
-SLOT_WAIT = 60.0
-"""Seconds to wait for executors to register when a cluster (not ``local``) has too few task
-slots for a barrier stage, before giving up with :class:`BarrierSetupError`."""
-
-
-class BarrierSetupError(RuntimeError):
-    """Spark cannot run the barrier stage: too few task slots, or dynamic allocation is on.
-
-    >>> import sparktimely.barrier as stb
-    >>> try:
-    ...     stb.check_resources(4, 2, "local[2]", False)
-    ... except stb.BarrierSetupError as error:
-    ...     print(str(error).split(",")[0])
-    4 sparktimely workers need 4 barrier tasks running at once
-    """
-
-
-def check_resources(num_workers: int, slots: int | None, master: str,
-                    dynamic_allocation: bool) -> None:
-    """Raise :class:`BarrierSetupError` unless ``num_workers`` barrier tasks can run at once.
-
-    >>> check_resources(2, 2, "local[2]", False)
-    >>> check_resources(3, 2, "local[2]", False)
-    Traceback (most recent call last):
-    ...
-    sparktimely.barrier.BarrierSetupError: 3 sparktimely workers need 3 barrier tasks running at once, but this Spark application has 2 task slots (master local[2]): ask for fewer workers or for more cores (local[N], or spark.executor.instances x spark.executor.cores / spark.task.cpus)
-    """
-    if not isinstance(num_workers, int) or num_workers < 1:
-        raise ValueError(f"num_workers must be a positive integer, got {num_workers!r}")
-    if dynamic_allocation and not _local(master):
-        raise BarrierSetupError(
-            "Spark runs barrier stages only without dynamic allocation, and "
-            "spark.dynamicAllocation.enabled is true: start the application with "
-            "--conf spark.dynamicAllocation.enabled=false and a fixed number of executors "
-            "(spark.executor.instances)")
-    if slots is not None and num_workers > slots:
-        raise BarrierSetupError(
-            f"{num_workers} sparktimely workers need {num_workers} barrier tasks running at "
-            f"once, but this Spark application has {slots} task slots (master {master}): ask "
-            f"for fewer workers or for more cores (local[N], or spark.executor.instances x "
-            f"spark.executor.cores / spark.task.cpus)")
-
-
-def _local(master: str) -> bool:
-    """Spark's local mode (one JVM, fixed slots); ``local-cluster`` is a real cluster."""
-    return master == "local" or master.startswith("local[")
-
-
-def _context(spark):
-    """The SparkContext of a SparkSession or SparkContext; None under Spark Connect."""
-    if hasattr(spark, "parallelize"):
-        return spark
-    try:
-        return spark.sparkContext
-    except Exception:                                  # Spark Connect has no SparkContext
-        return None
-
-
-def _slots(sc) -> int | None:
-    """Task slots the scheduler can run at once (what Spark's own barrier check uses)."""
-    try:
-        jsc = sc._jsc.sc()
-        return int(jsc.maxNumConcurrentTasks(jsc.resourceProfileManager().defaultResourceProfile()))
-    except Exception:
-        return None
-
-
-def _check(spark, num_workers: int) -> None:
-    sc = _context(spark)
-    if sc is None:
-        dynamic = str(spark.conf.get("spark.dynamicAllocation.enabled", "false")).lower() == "true"
-        check_resources(num_workers, None, "remote", dynamic)
-        return
-    conf = sc.getConf()
-    dynamic = conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true"
-    slots = _slots(sc)
-    if slots is not None and slots < num_workers and not _local(sc.master):
-        deadline = time.monotonic() + SLOT_WAIT          # executors may still be registering
-        while slots < num_workers and time.monotonic() < deadline:
-            time.sleep(1.0)
-            slots = _slots(sc) or 0
-    check_resources(num_workers, slots, sc.master, dynamic)
-
-
 @contextmanager
-def _worker_errors():
-    """Turn a Spark job failure caused by a worker into :class:`sparktimely.WorkerError`."""
+def _worker_errors(checkpoint_dir: Any = None):
+    """Turn a Spark job failure caused by a worker into :class:`sparktimely.WorkerError` (an
+    :class:`ExecutorLost` when the worker's executor died, saying what ``checkpoint_dir``
+    offers to resume from)."""
     try:
         yield
     except Exception as error:
@@ -118,10 +38,31 @@ def _worker_errors():
             text = str(error)
         except Exception:
             raise error from None
-        failure = parse_missing(text) or parse_failure(text) or parse_crash(text)
+        failure = (parse_missing(text) or parse_failure(text) or parse_lost_executor(text)
+                   or parse_crash(text))
         if failure is None:
             raise
+        if isinstance(failure, ExecutorLost):
+            failure = failure.with_note(_resume_note(checkpoint_dir))
         raise failure from error
+
+
+def _resume_note(checkpoint_dir: Any) -> str:
+    """What a later run could resume from, after a lost executor.
+
+    >>> _resume_note(None)
+    '; there is no checkpoint to resume from (give checkpoint_dir, and max_attempts above 1 to resume at once)'
+    """
+    if checkpoint_dir is None:
+        return ("; there is no checkpoint to resume from (give checkpoint_dir, and "
+                "max_attempts above 1 to resume at once)")
+    epochs = {name: epoch for name, epoch in committed_epochs(checkpoint_dir).items()
+              if epoch is not None}
+    if not epochs:
+        return f"; no checkpoint was committed in {checkpoint_dir} yet"
+    after = ", ".join(f"dataflow {name!r} after epoch {epoch}" for name, epoch in epochs.items())
+    return (f"; a run with checkpoint_dir {checkpoint_dir} resumes from its last checkpoint "
+            f"({after})")
 
 
 # -- run -------------------------------------------------------------------------------------
@@ -155,39 +96,48 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
     Spark job is described as ``sparktimely: run module:function on N workers`` (what the
     Spark UI shows for the job and its stage; the RDD has that name too) and, unless the
     caller set a job group, is in the group ``"sparktimely"``; the caller's settings are
-    restored afterwards. (Spark's own console progress bar, when on, draws on the same
-    stderr: turn it off with ``spark.ui.showConsoleProgress=false``.)
+    restored afterwards; Spark's logs name the job by that description too. With
+    ``progress``, Spark's own console progress bar (on by default in a Python driver) is
+    stopped for the application, so the two never draw over each other. While the stage
+    runs, Spark's driver-side loggers that would repeat a failing task's traceback once per
+    task (:data:`QUIETED`) are off: the failure is raised once, here.
 
     ``checkpoint_dir`` and ``checkpoint_every``: as for ``sparktimely.execute`` (the
     directory must be one every executor reaches, such as ``hdfs://`` or ``s3://`` on a
     cluster); :class:`sparktimely.RecoveryError` is raised itself. Spark never retries a
     barrier stage whose result comes back to the driver: with ``max_attempts`` N, a failed
-    stage is run again, up to N times in all, resuming from the last checkpoint.
+    stage is run again, up to N times in all, resuming from the last checkpoint (once the
+    cluster has replaced a lost executor). A worker whose executor was lost raises
+    :class:`ExecutorLost` (a ``WorkerError`` naming the worker, the executor and Spark's
+    reason, and saying whether a checkpoint exists to resume from).
 
     >>> import sparktimely.barrier as stb
     >>> stb.run(spark, lambda worker: (worker.index, worker.peers), 2)   # doctest: +SKIP
     [(0, 2), (1, 2)]
     """
-    sc = _context(spark)
+    sc = context_of(spark)
     if sc is None:
         raise TypeError("sparktimely.barrier.run needs a classic SparkSession or SparkContext "
                         "(under Spark Connect use map_in_arrow)")
     if not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"max_attempts must be a positive integer, got {max_attempts!r}")
-    _check(sc, num_workers)
+    check(sc, num_workers)
     ship(sc)
     description = f"sparktimely: run {_name_of(func)} on {num_workers} workers"
     if checkpoint_dir is not None:
         func = checkpointing(func, checkpoint_dir, checkpoint_every)
+    if progress:
+        _stop_spark_progress_bar(sc)
     with observing(func, log_dir=_log_dir(log_dir), progress=progress,
-                   host=driver_host(sc)) as job, _job_described(sc, description):
+                   host=driver_host(sc)) as job, _job_described(sc, description), \
+            _failures_told_once(sc):
         task = on_executor(partial(run_task, job, list(args), timeout, stall_limit))
         for attempt in range(1, max_attempts + 1):
             rdd = (sc.parallelize(range(num_workers), num_workers).barrier()
                    .mapPartitions(task).setName(description))
             try:
-                with reraise_recovery_error(), _worker_errors():
-                    pairs = rdd.collect()
+                with reraise_recovery_error(), _worker_errors(checkpoint_dir):
+                    pairs = _collect(rdd, description)
                 break
             except (RecoveryError, BarrierSetupError, EnvironmentMissing):
                 raise
@@ -197,6 +147,7 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
                 logger.warning("barrier.run: attempt %d of %d failed (%s); running the stage "
                                "again%s", attempt, max_attempts, error,
                                " from its last checkpoint" if checkpoint_dir is not None else "")
+                wait_for_slots(sc, num_workers)       # a lost executor is being replaced
     return [result for _, result in sorted(pairs, key=lambda pair: pair[0])]
 
 
@@ -237,6 +188,56 @@ def _job_described(sc, description: str):
             sc.setLocalProperty(key, value)
 
 
+def _collect(rdd, description: str) -> list:
+    """``rdd.collect()`` with ``description`` as the Spark job's call site (what Spark's logs
+    and UI name the job and its stage by, instead of the line of this file)."""
+    from pyspark.traceback_utils import SCCallSiteSync
+    site = SCCallSiteSync(rdd.context)
+    site._call_site = description                     # pyspark takes the caller's line
+    with site:
+        return rdd.collect()
+
+
+QUIETED = ("org.apache.spark.scheduler.TaskSetManager", "org.apache.spark.executor.Executor",
+           "org.apache.spark.scheduler.TaskSchedulerImpl")
+"""Spark's loggers that repeat a failed task's error (with its Python traceback, once per
+task) on the driver's console: off while ``run`` runs, which reports the failure itself."""
+
+
+@contextmanager
+def _failures_told_once(sc):
+    """:data:`QUIETED` loggers off in the block (the levels come back after). The failures
+    stay in Spark's UI, event log and executor logs."""
+    try:
+        jvm = sc._jvm
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        levels = {name: jvm.org.apache.logging.log4j.LogManager.getLogger(name).getLevel()
+                  for name in QUIETED}
+        for name in QUIETED:
+            configurator.setLevel(name, jvm.org.apache.logging.log4j.Level.OFF)
+    except Exception:                                  # not log4j 2: leave Spark's logs be
+        yield
+        return
+    try:
+        yield
+    finally:
+        for name, level in levels.items():
+            configurator.setLevel(name, level)
+
+
+def _stop_spark_progress_bar(sc) -> None:
+    """Stop Spark's console progress bar (``spark.ui.showConsoleProgress``, on by default in
+    a Python driver), which would draw over sparktimely's display on the same stderr."""
+    try:
+        bar = sc._jsc.sc().progressBar()
+        if bar.isDefined():
+            bar.get().stop()
+            logger.info("sparktimely: Spark's console progress bar is stopped for this "
+                        "application; the progress display replaces it")
+    except Exception:
+        pass
+
+
 # -- map_partitions and map_in_arrow ---------------------------------------------------------
 
 def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
@@ -267,7 +268,7 @@ def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
     >>> counts = stb.map_partitions(lines, lambda scope, s: s.flat_map(str.split).count())  # doctest: +SKIP
     """
     workers = rdd.getNumPartitions()
-    _check(rdd.context, workers)
+    check(rdd.context, workers)
     ship(rdd.context)
     options = TaskOptions(timeout, stall_limit, StageCanceller.address_for(rdd.context),
                           _log_dir(log_dir), checkpoint_dir, checkpoint_every)
@@ -285,20 +286,31 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
     ``build(scope, stream)`` returns the stream whose batches become the output rows.
     Output batches may be ``pyarrow.RecordBatch`` (cast to ``schema``) or lists of tuples or
     dicts. ``schema`` is a DDL string, a ``StructType`` or a ``pyarrow.Schema``. One worker
-    runs per partition of ``df``; ``num_workers`` repartitions ``df`` to that many first
-    (and checks the cluster can run them at once). Lazy, like ``mapInArrow``; errors,
-    ``stall_limit``, ``log_dir``, ``checkpoint_dir`` and ``checkpoint_every`` as for
-    :func:`map_partitions`.
+    runs per partition of ``df``; ``num_workers`` repartitions ``df`` to that many first.
+    Either way the cluster's slots are checked here, before anything is submitted
+    (:class:`BarrierSetupError`). Under Spark Connect ``num_workers`` is required: the client
+    cannot know ``df``'s partitions before it runs, and a barrier stage with more tasks than
+    slots can shut the server's SparkContext down for every client. Lazy, like
+    ``mapInArrow``; errors, ``stall_limit``, ``log_dir``, ``checkpoint_dir`` and
+    ``checkpoint_every`` as for :func:`map_partitions`.
 
     >>> out = stb.map_in_arrow(df, build, "word string, count long", num_workers=2)  # doctest: +SKIP
     """
     spark = df.sparkSession
     spark_schema, arrow_schema = _schemas(spark, schema)
     if num_workers is not None:
-        _check(spark, num_workers)
+        check(spark, num_workers)
         df = df.repartition(num_workers)
+    elif context_of(spark) is None:
+        raise BarrierSetupError(
+            "under Spark Connect, map_in_arrow needs num_workers=N (the DataFrame is "
+            "repartitioned to N): the number of partitions of the DataFrame is not known "
+            "before it runs, and a barrier stage with more tasks than free task slots can "
+            "shut the Spark Connect server's SparkContext down")
+    else:
+        check(spark, df.rdd.getNumPartitions())
     ship(spark)
-    options = TaskOptions(timeout, stall_limit, StageCanceller.address_for(_context(spark)),
+    options = TaskOptions(timeout, stall_limit, StageCanceller.address_for(context_of(spark)),
                           _log_dir(log_dir), checkpoint_dir, checkpoint_every)
     task = on_executor(partial(arrow_task, build, arrow_schema, options))
     try:

@@ -33,8 +33,8 @@ from ..logging import log_to_directory
 from ._cancel import CancelAddress
 from ._plan import TaskAddress, TaskPlan
 
-__all__ = ["BarrierWorker", "RECORDS_PER_BATCH", "TaskFailed", "TaskOptions", "arrow_task", "as_arrow",
-           "parse_crash", "parse_failure", "records_task", "run_in_task", "run_task",
+__all__ = ["BarrierWorker", "ExecutorLost", "RECORDS_PER_BATCH", "TaskFailed", "TaskOptions", "arrow_task", "as_arrow",
+           "parse_crash", "parse_failure", "parse_lost_executor", "records_task", "run_in_task", "run_task",
            "stream_task"]
 
 PEER_LOST_GRACE = 3.0
@@ -90,6 +90,57 @@ def parse_crash(text: str) -> WorkerError | None:
     return WorkerError(int(task[1] or task[2]), f"the Python process of its Spark task died "
                                                 f"({crash[0]}): killed by a signal, or it "
                                                 f"exited")
+
+
+_LOST = re.compile(r"ExecutorLostFailure \(executor (\S+) exited ([^)]*)\)\s*Reason: ([^\n]*)")
+_LOST_HOST = re.compile(r"Lost (?:task|executor) [^\n]*?\(([^\s()]+) executor (\S+?)\)")
+
+
+class ExecutorLost(WorkerError):
+    """The Spark executor running a worker's task was lost (its JVM died, or its host went
+    away), so the worker died with it: names the worker, the executor (and its host when
+    Spark said) and Spark's reason. A ``WorkerError``, so code catching those catches it.
+
+    >>> from sparktimely.barrier import parse_lost_executor
+    >>> lost = parse_lost_executor("Stage failed because barrier task ResultTask(0, 1) "
+    ...     "finished unsuccessfully.\\nExecutorLostFailure (executor 3 exited caused by one "
+    ...     "of the running tasks) Reason: Command exited with code 137")
+    >>> lost.index, lost.executor, str(lost)
+    (1, '3', 'worker 1 failed: its Spark executor 3 was lost (Command exited with code 137)')
+    """
+
+    def __init__(self, index: int, executor: str, reason: str, host: str | None = None,
+                 note: str = "") -> None:
+        where = f"executor {executor}" + (f" on {host}" if host else "")
+        super().__init__(index, f"its Spark {where} was lost ({reason}){note}")
+        self.executor, self.reason, self.host, self.note = executor, reason, host, note
+
+    def with_note(self, note: str) -> "ExecutorLost":
+        """The same error with ``note`` (say, what a checkpoint offers) after the reason."""
+        return ExecutorLost(self.index, self.executor, self.reason, self.host, note)
+
+    def __reduce__(self):
+        return (ExecutorLost, (self.index, self.executor, self.reason, self.host, self.note))
+
+
+def parse_lost_executor(text: str) -> ExecutorLost | None:
+    """The :class:`ExecutorLost` a Spark job failure describes (the failed barrier task's
+    partition is the worker), or None.
+
+    >>> parse_lost_executor("Lost task 0.0 in stage 2.0 (TID 7) (10.0.0.5 executor 4): "
+    ...                     "ExecutorLostFailure (executor 4 exited caused by one of the "
+    ...                     "running tasks) Reason: Container killed").host
+    '10.0.0.5'
+    >>> parse_lost_executor("Job aborted: ValueError") is None
+    True
+    """
+    lost, task = _LOST.search(text), _TASK.search(text)
+    if lost is None or task is None:
+        return None
+    executor = lost[1]
+    hosts = [m[1] for m in _LOST_HOST.finditer(text) if m[2] == executor]
+    return ExecutorLost(int(task[1] or task[2]), executor, lost[3].strip() or lost[2],
+                        hosts[0] if hosts else None)
 
 
 class TaskFailed(RuntimeError):

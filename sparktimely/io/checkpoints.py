@@ -68,8 +68,8 @@ from ._storage import TEMPORARY_PREFIX, DirectoryLock, Location, Storage
 if TYPE_CHECKING:
     from ..dataflow.worker import Dataflow, Worker
 
-__all__ = ["Checkpoints", "RecoveryError", "checkpointing", "enable_checkpoints",
-           "reraise_recovery_error"]
+__all__ = ["Checkpoints", "RecoveryError", "checkpointing", "committed_epochs",
+           "enable_checkpoints", "reraise_recovery_error"]
 
 FORMAT = "sparktimely-checkpoint/1"
 KEEP = 2
@@ -177,6 +177,32 @@ def reraise_recovery_error() -> Iterator[None]:
 
 
 _RECOVERY_ERROR = "RecoveryError: "
+
+
+def committed_epochs(checkpoint_dir: Location) -> dict[str, int | None]:
+    """The epoch of the newest commit record of each dataflow checkpointed in
+    ``checkpoint_dir`` (empty when there is none, or no such directory): what a run with
+    this directory would resume after; None for a dataflow whose run completed. Reads only;
+    does not check the files.
+
+    >>> import tempfile, sparktimely as st
+    >>> directory = tempfile.mkdtemp()
+    >>> def job(worker):
+    ...     enable_checkpoints(worker, directory)
+    ...     worker.dataflow(lambda scope: scope.to_stream([("a", 1)]).state_machine(
+    ...         lambda key, value, total: (False, [value])).probe(), name="totals")
+    >>> committed_epochs(directory), st.execute_directly(job), committed_epochs(directory)
+    ({}, None, {'totals': None})
+    """
+    storage = Storage(checkpoint_dir)
+    epochs: dict[str, int | None] = {}
+    for name in storage.names(storage.root):
+        commits = storage.path(name, "commits")
+        sequences = [m.group(1) for m in map(_RECORD.match, storage.names(commits)) if m]
+        if sequences:
+            record = json.loads(bytes(storage.read(posixpath.join(commits, f"{max(sequences)}.json"))))
+            epochs[unquote(name)] = None if record["complete"] else record["epoch"]
+    return epochs
 
 
 class Checkpoints:
