@@ -41,8 +41,8 @@ def _pinned(*names: str) -> list[str]:
 
 def _requirements(kind: str) -> list[str]:
     if kind == "nodes":
-        return _pinned("numpy", "pyarrow", "psutil", "multiprocess") + ["pandas>=2.2"]
-    return _pinned("numpy") + ["pandas>=2.2", "grpcio>=1.67", "grpcio-status>=1.67",
+        return _pinned("numpy", "pyarrow", "psutil", "multiprocess") + ["pandas>=2.2,<3"]
+    return _pinned("numpy") + ["pandas>=2.2,<3", "grpcio>=1.67", "grpcio-status>=1.67",
                                "googleapis-common-protos>=1.65", "zstandard>=0.25"]
 
 

@@ -11,7 +11,7 @@ from .. import Worker
 from ..io.checkpoints import RecoveryError, checkpointing, committed_epochs, \
     reraise_recovery_error
 from ..logging import observing
-from ._cancel import StageCanceller, driver_host
+from ._cancel import FailureMemo, StageCanceller, driver_host
 from ._resources import BarrierSetupError, check, check_resources, context_of, wait_for_slots
 from ._ship import EnvironmentMissing, on_executor, parse_missing, ship
 from ._task import ExecutorLost, TaskOptions, arrow_task, parse_crash, parse_failure, \
@@ -270,8 +270,8 @@ def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
     workers = rdd.getNumPartitions()
     check(rdd.context, workers)
     ship(rdd.context)
-    options = TaskOptions(timeout, stall_limit, StageCanceller.address_for(rdd.context),
-                          _log_dir(log_dir), checkpoint_dir, checkpoint_every)
+    options = _task_options(rdd.context, timeout, stall_limit, log_dir, checkpoint_dir,
+                            checkpoint_every)
     return rdd.barrier().mapPartitions(on_executor(partial(records_task, build, options))
                                        ).setName(f"sparktimely: map_partitions {_name_of(build)} on {workers} workers")
 
@@ -310,8 +310,8 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
     else:
         check(spark, df.rdd.getNumPartitions())
     ship(spark)
-    options = TaskOptions(timeout, stall_limit, StageCanceller.address_for(context_of(spark)),
-                          _log_dir(log_dir), checkpoint_dir, checkpoint_every)
+    options = _task_options(context_of(spark), timeout, stall_limit, log_dir, checkpoint_dir,
+                            checkpoint_every)
     task = on_executor(partial(arrow_task, build, arrow_schema, options))
     try:
         return df.mapInArrow(task, spark_schema, barrier=True)
@@ -319,6 +319,16 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
         if not hasattr(df, "_jdf"):
             raise
         return _map_in_arrow_without_pandas(df, task, spark_schema)
+
+
+def _task_options(sc, timeout, stall_limit, log_dir, checkpoint_dir,
+                  checkpoint_every) -> TaskOptions:
+    """The lazy forms' task options: with the driver's stage canceller when there is a
+    SparkContext, else (Spark Connect) with a failure memo (see :mod:`._cancel`)."""
+    canceller = StageCanceller.address_for(sc)
+    return TaskOptions(timeout=timeout, stall_limit=stall_limit, canceller=canceller,
+                       memo=None if canceller else FailureMemo.new(), log_dir=_log_dir(log_dir),
+                       checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every)
 
 
 def _map_in_arrow_without_pandas(df, task, schema):

@@ -30,7 +30,7 @@ from ..execute import Seat, WorkerError, WorkerSession, run_workers
 from ..io.checkpoints import enable_checkpoints
 from ..io.tasks import TaskInput, TaskOutput
 from ..logging import log_to_directory
-from ._cancel import CancelAddress
+from ._cancel import CancelAddress, FailureMemo
 from ._plan import TaskAddress, TaskPlan
 
 __all__ = ["BarrierWorker", "ExecutorLost", "RECORDS_PER_BATCH", "TaskFailed", "TaskOptions", "arrow_task", "as_arrow",
@@ -224,15 +224,17 @@ class BarrierWorker:
     (default ``$SPARKTIMELY_CONNECT_TIMEOUT`` or 60 s), ``stall_limit`` stops a worker that
     makes no progress for that many seconds (time spent in :meth:`waiting_for_spark` aside).
     The ``allGather`` happens at the worker's first step. With ``canceller`` (the driver's,
-    see :mod:`._cancel`), a failure in user code cancels the stage, so Spark does not retry it.
+    see :mod:`._cancel`), a failure in user code cancels the stage, so Spark does not retry it;
+    with a ``memo`` instead, the failure is left there and a retried attempt of the stage
+    that finds it fails with it at once (raising :class:`TaskFailed` on entering).
     """
 
     def __init__(self, context=None, args: Sequence[str] = (), timeout: float | None = None,
-                 stall_limit: float | None = None,
-                 canceller: CancelAddress | None = None) -> None:
+                 stall_limit: float | None = None, canceller: CancelAddress | None = None,
+                 memo: FailureMemo | None = None) -> None:
         self.context = _barrier_context(context)
         self.args, self.timeout, self.stall_limit = list(args), timeout, stall_limit
-        self.canceller = canceller
+        self.canceller, self.memo = canceller, memo
         self.plan: TaskPlan | None = None
         self.timings: dict[str, float] = {}
         """Seconds spent in each phase: ``bind`` (listener), ``all_gather`` (Spark's barrier
@@ -242,6 +244,10 @@ class BarrierWorker:
     def __enter__(self) -> Worker:
         started = time.perf_counter()
         context = self.context
+        if self.memo is not None:          # an earlier attempt of this stage failed here?
+            known = parse_failure(self.memo.recall(context.stageId()) or "")
+            if known is not None:
+                raise TaskFailed(known.index, known.message, known.traceback)
         seat = _seat(context)
         self.timings["bind"] = time.perf_counter() - started
 
@@ -271,11 +277,14 @@ class BarrierWorker:
             session.__exit__(kind, error, trace)
         except WorkerError as failure:
             text = format_failure(failure.index, failure.message, failure.traceback)
-            if (self.canceller is not None and failure.index == self.context.partitionId()
-                    and isinstance(error, Exception) and not isinstance(error, OSError)):
-                self.canceller.cancel(self.context.stageId(), "an error in user code fails "
-                                      "every attempt alike, so the stage is not retried: "
-                                      + text)
+            if (failure.index == self.context.partitionId() and isinstance(error, Exception)
+                    and not isinstance(error, OSError)):            # an error in user code
+                if self.canceller is not None:
+                    self.canceller.cancel(self.context.stageId(), "an error in user code "
+                                          "fails every attempt alike, so the stage is not "
+                                          "retried: " + text)
+                elif self.memo is not None:
+                    self.memo.record(self.context.stageId(), text)
             raise TaskFailed(failure.index, failure.message, failure.traceback) from None
         finally:
             self.timings.update({"all_gather": session.timings.get("plan", 0.0),
@@ -311,6 +320,8 @@ class TaskOptions:
     """Seconds without a step (waiting for Spark aside) before the worker is stopped."""
     canceller: CancelAddress | None = None
     """The driver's stage canceller (see :mod:`._cancel`), None without one."""
+    memo: FailureMemo | None = None
+    """Where a failure in user code is left for the stage's retries, without a canceller."""
     log_dir: str | None = None
     """Where the worker writes its log files, resolved on the driver."""
     checkpoint_dir: Any = None
@@ -344,7 +355,7 @@ def stream_task(build, chunks: Iterable[Any], options: TaskOptions) -> Iterator[
     worker meets the others (at its first step). With a checkpoint directory, see
     :func:`_checkpointed_task`."""
     barrier = BarrierWorker(timeout=options.timeout, stall_limit=options.stall_limit,
-                            canceller=options.canceller)
+                            canceller=options.canceller, memo=options.memo)
     if options.checkpoint_dir is not None:
         yield from _checkpointed_task(build, chunks, barrier, options)
         return
