@@ -201,14 +201,29 @@ def connect_server(directory: Path, master: str, executors_python: str) -> Itera
         daemons.stop()
 
 
-def drive(script: str, directory: Path, python: str = sys.executable, timeout: float = 240,
+def drive(script: str, directory: Path, python: str = sys.executable, timeout: float = 300,
           args: tuple[str, ...] = (), **env: str) -> subprocess.CompletedProcess:
     """Run ``script`` (Python source) as a driver program in ``directory`` with ``python``,
-    the environment of :func:`environment` plus ``env``; fails the test on a timeout."""
+    the environment of :func:`environment` plus ``env``, in a process group of its own
+    (killed with its JVM on a timeout, which fails the test)."""
     path = directory / "driver.py"
     path.write_text(script)
+    return run_command([python, str(path), *args], directory, timeout, **env)
+
+
+def run_command(command: list[str], directory: Path, timeout: float = 300,
+                **env: str) -> subprocess.CompletedProcess:
+    """``command`` as :func:`drive` runs a driver."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=directory, env=environment(**env),
+                               start_new_session=True)
     try:
-        return subprocess.run([python, str(path), *args], capture_output=True, text=True,
-                              timeout=timeout, cwd=directory, env=environment(**env))
-    except subprocess.TimeoutExpired as error:
-        pytest.fail(f"the driver did not finish in {timeout} s: {error.stderr!r:.3000}")
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        out, err = process.communicate()
+        pytest.fail(f"{command[-1]} did not finish in {timeout} s:\n{err[-3000:]}")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)     # whatever it left behind
+    return subprocess.CompletedProcess(command, process.returncode, out, err)

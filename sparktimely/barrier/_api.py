@@ -297,7 +297,6 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
     >>> out = stb.map_in_arrow(df, build, "word string, count long", num_workers=2)  # doctest: +SKIP
     """
     spark = df.sparkSession
-    spark_schema, arrow_schema = _schemas(spark, schema)
     if num_workers is not None:
         check(spark, num_workers)
         df = df.repartition(num_workers)
@@ -309,6 +308,7 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
             "shut the Spark Connect server's SparkContext down")
     else:
         check(spark, df.rdd.getNumPartitions())
+    spark_schema, arrow_schema = _schemas(spark, schema)
     ship(spark)
     options = _task_options(context_of(spark), timeout, stall_limit, log_dir, checkpoint_dir,
                             checkpoint_every)

@@ -1,7 +1,9 @@
 """Getting sparktimely to Spark's executors, and saying clearly what they lack.
 
 On a real cluster the executors run a Python of their own, which usually has no sparktimely
-(``spark.pyspark.python`` set in a running session does not reach them). sparktimely is pure
+(``spark.pyspark.python`` given when the application starts chooses it: :func:`ship` sees to
+it that pyspark, which reads only ``PYSPARK_PYTHON``, uses it; set in a running session it
+does not reach them). sparktimely is pure
 Python: :func:`ship` adds a zip of this very package to the SparkContext (``addPyFile``, once
 per application), so every task imports the driver's sparktimely, whatever the executors
 have installed. Its dependencies (numpy, pyarrow, multiprocess, psutil) are compiled code and
@@ -27,9 +29,10 @@ REQUIRED = ("numpy", "pyarrow", "multiprocess", "psutil")
 """What sparktimely imports on an executor besides itself and pyspark."""
 
 REMEDY = ("install them for that Python on every node, or ship an environment: pack a "
-          "virtualenv that has them with venv-pack (or conda-pack) and give it to Spark with "
-          "--archives env.tar.gz#env --conf spark.pyspark.python=./env/bin/python "
-          "(see sparktimely's README, 'On a real cluster')")
+          "virtualenv that has them (venv-pack -o env.tar.gz) and start the application with "
+          "--conf spark.archives=env.tar.gz#env --conf spark.pyspark.python=./env/bin/python "
+          "(with spark-submit add --conf spark.pyspark.driver.python=$(which python), so the "
+          "driver keeps its own Python; see sparktimely's README, 'On a real cluster')")
 
 _MISSING = re.compile(r"sparktimely cannot run on executor [^\n]*")
 
@@ -103,6 +106,7 @@ def ship(spark: Any) -> None:
     sc = spark if hasattr(spark, "addPyFile") else _context_of(spark)
     path = package_zip()
     if sc is not None:
+        _executors_python(sc)
         application = sc.applicationId
         if _shipped.get(application) != path:
             sc.addPyFile(path)
@@ -112,6 +116,15 @@ def ship(spark: Any) -> None:
         if _shipped.get(key) != path:
             spark.addArtifacts(path, pyfile=True)
             _shipped[key] = path
+
+
+def _executors_python(sc: Any) -> None:
+    """Let ``spark.pyspark.python``, given when the application started, choose the
+    executors' Python: pyspark itself takes it only from ``PYSPARK_PYTHON`` in the driver's
+    environment (under ``spark-submit``, which sets that from the conf, both agree)."""
+    chosen = sc.getConf().get("spark.pyspark.python", None)
+    if chosen and "PYSPARK_PYTHON" not in os.environ and sc.pythonExec != chosen:
+        sc.pythonExec = chosen
 
 
 def _context_of(spark: Any) -> Any:

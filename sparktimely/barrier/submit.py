@@ -128,16 +128,25 @@ def _send_by_value(function: Callable) -> None:
 
 
 def _positive(kind: type) -> Callable[[str], float]:
-    """An argparse type: a number of ``kind`` above 0."""
+    """An argparse type: a number of ``kind`` (int or float) above 0.
+
+    >>> _positive(int)("3"), _positive(float)("0.5")
+    (3, 0.5)
+    >>> _positive(int)("abc")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected a whole number above 0, got 'abc'
+    """
+    what = "a whole number" if kind is int else "a number"
+
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a {kind.__name__} above 0, got {text!r}")
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"expected a {kind.__name__} above 0, got {text!r}")
+            value = None
+        if value is None or not value > 0:
+            raise argparse.ArgumentTypeError(f"expected {what} above 0, got {text!r}")
         return value
-    parse.__name__ = f"positive {kind.__name__}"
     return parse
 
 
