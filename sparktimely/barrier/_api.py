@@ -27,10 +27,10 @@ JOB_GROUP = "sparktimely"
 logger = logging.getLogger("sparktimely")
 
 @contextmanager
-def _worker_errors(checkpoint_dir: Any = None):
+def _worker_errors(sc=None, checkpoint_dir: Any = None):
     """Turn a Spark job failure caused by a worker into :class:`sparktimely.WorkerError` (an
-    :class:`ExecutorLost` when the worker's executor died, saying what ``checkpoint_dir``
-    offers to resume from)."""
+    :class:`ExecutorLost` when the worker's executor died, naming its host as SparkContext
+    ``sc`` knew it and saying what ``checkpoint_dir`` offers to resume from)."""
     try:
         yield
     except Exception as error:
@@ -43,8 +43,18 @@ def _worker_errors(checkpoint_dir: Any = None):
         if failure is None:
             raise
         if isinstance(failure, ExecutorLost):
-            failure = failure.with_note(_resume_note(checkpoint_dir))
+            failure = failure.with_note(_resume_note(checkpoint_dir),
+                                        _executor_host(sc, failure.executor))
         raise failure from error
+
+
+def _executor_host(sc, executor: str) -> str | None:
+    """The host of executor ``executor`` (also a lost one) in Spark's status store."""
+    try:
+        summary = sc._jsc.sc().statusStore().executorSummary(executor)
+        return str(summary.hostPort()).rpartition(":")[0]
+    except Exception:
+        return None
 
 
 def _resume_note(checkpoint_dir: Any) -> str:
@@ -136,7 +146,7 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
             rdd = (sc.parallelize(range(num_workers), num_workers).barrier()
                    .mapPartitions(task).setName(description))
             try:
-                with reraise_recovery_error(), _worker_errors(checkpoint_dir):
+                with reraise_recovery_error(), _worker_errors(sc, checkpoint_dir):
                     pairs = _collect(rdd, description)
                 break
             except (RecoveryError, BarrierSetupError, EnvironmentMissing):

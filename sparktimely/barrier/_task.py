@@ -115,9 +115,10 @@ class ExecutorLost(WorkerError):
         super().__init__(index, f"its Spark {where} was lost ({reason}){note}")
         self.executor, self.reason, self.host, self.note = executor, reason, host, note
 
-    def with_note(self, note: str) -> "ExecutorLost":
-        """The same error with ``note`` (say, what a checkpoint offers) after the reason."""
-        return ExecutorLost(self.index, self.executor, self.reason, self.host, note)
+    def with_note(self, note: str, host: str | None = None) -> "ExecutorLost":
+        """The same error with ``note`` (say, what a checkpoint offers) after the reason, and
+        ``host`` if it did not name one."""
+        return ExecutorLost(self.index, self.executor, self.reason, self.host or host, note)
 
     def __reduce__(self):
         return (ExecutorLost, (self.index, self.executor, self.reason, self.host, self.note))
