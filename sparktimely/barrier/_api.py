@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from contextlib import contextmanager
 from functools import partial
 from typing import Any, Callable, Sequence
@@ -209,30 +210,56 @@ def _collect(rdd, description: str) -> list:
 
 
 QUIETED = ("org.apache.spark.scheduler.TaskSetManager", "org.apache.spark.executor.Executor",
-           "org.apache.spark.scheduler.TaskSchedulerImpl")
+           "org.apache.spark.scheduler.TaskSchedulerImpl", "org.apache.spark.rpc.netty.NettyRpcEnv",
+           "org.apache.spark.api.python.PythonRunner")
 """Spark's loggers that repeat a failed task's error (with its Python traceback, once per
 task) on the driver's console: off while ``run`` runs, which reports the failure itself."""
 
 
 @contextmanager
 def _failures_told_once(sc):
-    """:data:`QUIETED` loggers off in the block (the levels come back after). The failures
-    stay in Spark's UI, event log and executor logs."""
+    """:data:`QUIETED` loggers off in the block; afterwards each is as it was (a logger with
+    no configuration of its own gets none again: Spark's shell filter, which keeps INFO
+    lines off a Python driver's console, lets through those of configured loggers). The
+    failures stay in Spark's UI, event log and executor logs."""
     try:
         jvm = sc._jvm
+        level = jvm.org.apache.logging.log4j.Level
+        context = jvm.org.apache.logging.log4j.LogManager.getContext(False)
+        config = context.getConfiguration()
+        before = {name: config.getLoggerConfig(name).getLevel()
+                  if config.getLoggers().containsKey(name) else None for name in QUIETED}
         configurator = jvm.org.apache.logging.log4j.core.config.Configurator
-        levels = {name: jvm.org.apache.logging.log4j.LogManager.getLogger(name).getLevel()
-                  for name in QUIETED}
         for name in QUIETED:
-            configurator.setLevel(name, jvm.org.apache.logging.log4j.Level.OFF)
+            configurator.setLevel(name, level.OFF)
     except Exception:                                  # not log4j 2: leave Spark's logs be
         yield
         return
     try:
         yield
+    except BaseException:
+        _wait_for_stages_to_end(sc)        # the failed stage's other tasks, being killed
+        raise
     finally:
-        for name, level in levels.items():
-            configurator.setLevel(name, level)
+        for name, previous in before.items():
+            if previous is None:
+                config.removeLogger(name)
+            else:
+                configurator.setLevel(name, previous)
+        context.updateLoggers()
+
+
+def _wait_for_stages_to_end(sc, seconds: float = 10.0) -> None:
+    """Wait (``seconds`` at most) until no executor of SparkContext ``sc`` runs a task."""
+    deadline = time.monotonic() + seconds
+    tracker = sc._jsc.sc().statusTracker()
+    try:
+        while (any(info.numRunningTasks() for info in tracker.getExecutorInfos())
+               and time.monotonic() < deadline):
+            time.sleep(0.1)
+        time.sleep(0.2)                          # the last status update's log lines
+    except Exception:
+        pass
 
 
 def _stop_spark_progress_bar(sc) -> None:

@@ -28,11 +28,12 @@ __all__ = ["EnvironmentMissing", "REQUIRED", "on_executor", "package_zip", "pars
 REQUIRED = ("numpy", "pyarrow", "multiprocess", "psutil")
 """What sparktimely imports on an executor besides itself and pyspark."""
 
-REMEDY = ("install them for that Python on every node, or ship an environment: pack a "
-          "virtualenv that has them (venv-pack -o env.tar.gz) and start the application with "
-          "--conf spark.archives=env.tar.gz#env --conf spark.pyspark.python=./env/bin/python "
-          "(with spark-submit add --conf spark.pyspark.driver.python=$(which python), so the "
-          "driver keeps its own Python; see sparktimely's README, 'On a real cluster')")
+REMEDY = ("install them for that Python on every node, or ship an environment: a virtualenv "
+          "that has them, packed with its links followed (tar czhf env.tar.gz -C VENV bin "
+          "include lib pyvenv.cfg) or with conda-pack, given to the application with --conf "
+          "spark.archives=env.tar.gz#env --conf spark.pyspark.python=./env/bin/python (with "
+          "spark-submit add --conf spark.pyspark.driver.python=$(which python), so the driver "
+          "keeps its own Python; see sparktimely's README, 'On a real cluster')")
 
 _MISSING = re.compile(r"sparktimely cannot run on executor [^\n]*")
 
@@ -49,11 +50,27 @@ class EnvironmentMissing(RuntimeError):
     """
 
 
+_NO_PYTHON = re.compile(r'Cannot run program "([^"]*)"(?: \(in directory "[^"]*"\))?: ([^\n]*)')
+
+
 def parse_missing(text: str) -> EnvironmentMissing | None:
     """The :class:`EnvironmentMissing` an executor reported in ``text`` (a Spark error
-    message), or None."""
+    message), or None; also when Spark could not start the executors' Python at all.
+
+    >>> print(parse_missing('java.io.IOException: Cannot run program "./env/bin/python": '
+    ...                     'error=2, No such file or directory'))    # doctest: +ELLIPSIS
+    sparktimely cannot run on the executors: their Python ./env/bin/python does not start (error=2, No such file or directory): give spark.pyspark.python a Python ...
+    """
     match = _MISSING.search(text)
-    return EnvironmentMissing(match[0].rstrip()) if match else None
+    if match:
+        return EnvironmentMissing(match[0].rstrip())
+    match = _NO_PYTHON.search(text)
+    if match:
+        return EnvironmentMissing(
+            f"sparktimely cannot run on the executors: their Python {match[1]} does not start "
+            f"({match[2].strip()}): give spark.pyspark.python a Python that every executor's "
+            f"host has, or {REMEDY.partition(', or ')[2]}")
+    return None
 
 
 _zip: str | None = None

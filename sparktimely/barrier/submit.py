@@ -245,8 +245,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ours = SparkSession.getActiveSession() is None        # else the caller's to stop
     try:
         spark = _session(options)
-    except JavaMissing as error:
-        print(f"sparktimely-submit: {error}", file=sys.stderr)
+    except Exception as error:                    # no Java, or Spark refused to start
+        print(f"sparktimely-submit: the Spark driver did not start: {_java_said(error)}",
+              file=sys.stderr)
         return 2
     try:
         return _run(spark, function, options)
@@ -281,6 +282,9 @@ def _run(spark, function: Callable, options) -> int:
             told += "\n" + user_traceback(error.traceback)
         print(told, file=sys.stderr)
         return 1
+    except Exception as error:                    # Spark's own failure, not a worker's
+        print(f"sparktimely-submit: the Spark job failed: {_java_said(error)}", file=sys.stderr)
+        return 1
     print(f"sparktimely-submit: {workers} workers ran {options.target} in "
           f"{time.perf_counter() - started:.2f} s (one barrier stage)", file=sys.stderr)
     if options.log_dir is not None:
@@ -293,6 +297,19 @@ def _run(spark, function: Callable, options) -> int:
             print(f"worker {index}: {result!r}")
     sys.stdout.flush()
     return 0
+
+
+def _java_said(error: BaseException) -> str:
+    """What a failure says, without the Java stack a Py4J error carries.
+
+    >>> _java_said(ValueError("no"))
+    'ValueError: no'
+    """
+    java = getattr(error, "java_exception", None)
+    if java is None:
+        return f"{type(error).__name__}: {error}"
+    lines = [line for line in str(java.toString()).splitlines() if line.strip()]
+    return " ".join(line.strip() for line in lines[:3])
 
 
 _FRAME = re.compile(r'  File "([^"]*)", line \d+, in ')

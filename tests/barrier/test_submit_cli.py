@@ -87,7 +87,8 @@ def test_a_failing_worker_is_told_once_with_its_operator_and_traceback(tmp_path)
                               cwd=str(tmp_path), timeout=280)
     assert done.returncode == 1, done.stderr[-3000:]
     err = done.stderr
-    assert err.count("ZeroDivisionError: division by zero") == 2     # the report and its cause
+    # once in the report's first line, once as the cause, once in the operator's error
+    assert err.count("ZeroDivisionError: division by zero") == 3, err
     [report] = [line for line in err.splitlines() if line.startswith("sparktimely-submit:")]
     assert report.endswith("failed: OperatorError: operator 'Map' (address (0, 1)) raised "
                            "ZeroDivisionError: division by zero")
@@ -98,3 +99,15 @@ def test_a_failing_worker_is_told_once_with_its_operator_and_traceback(tmp_path)
     assert "TaskSetManager" not in err and "ERROR Executor" not in err
     assert "PythonException" not in err and "Py4J" not in err
     assert len(traceback.splitlines()) <= 25, traceback
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_a_driver_spark_refuses_to_start_is_one_line_and_status_2(tmp_path):
+    done = sparktimely_submit("--master", "local[1]", "--conf",
+                              f"spark.archives={tmp_path / 'missing.tar.gz'}#env",
+                              "examples.pagerank:job", timeout=280)
+    assert done.returncode == 2, done.stderr[-3000:]
+    [told] = [line for line in done.stderr.splitlines() if line.startswith("sparktimely-submit")]
+    assert told.startswith("sparktimely-submit: the Spark driver did not start: "), told
+    assert "missing.tar.gz" in told and "Traceback" not in done.stderr
