@@ -329,7 +329,9 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
     cannot know ``df``'s partitions before it runs, and a barrier stage with more tasks than
     slots can shut the server's SparkContext down for every client. Lazy, like
     ``mapInArrow``; errors, ``stall_limit``, ``log_dir``, ``checkpoint_dir`` and
-    ``checkpoint_every`` as for :func:`map_partitions`.
+    ``checkpoint_every`` as for :func:`map_partitions`. Spark's plans and its UI's SQL tab
+    (also under Spark Connect) call the Python function ``sparktimely: map_in_arrow
+    module:function on N workers``.
 
     >>> out = stb.map_in_arrow(df, build, "word string, count long", num_workers=2)  # doctest: +SKIP
     """
@@ -349,7 +351,9 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
     ship(spark)
     options = _task_options(context_of(spark), timeout, stall_limit, log_dir, checkpoint_dir,
                             checkpoint_every)
-    task = on_executor(partial(arrow_task, build, arrow_schema, options))
+    workers = f" on {num_workers} workers" if num_workers is not None else ""
+    task = on_executor(partial(arrow_task, build, arrow_schema, options),
+                       f"sparktimely: map_in_arrow {_name_of(build)}{workers}")
     try:
         return df.mapInArrow(task, spark_schema, barrier=True)
     except ImportError:

@@ -151,11 +151,12 @@ def _context_of(spark: Any) -> Any:
         return None
 
 
-def on_executor(task: Callable) -> Callable:
+def on_executor(task: Callable, name: str | None = None) -> Callable:
     """``task`` wrapped for an executor: the wrapper is pickled by value and imports nothing
     of sparktimely until it has checked :data:`REQUIRED` there (the task travels as bytes
     unpickled after the check). An executor that lacks any raises one RuntimeError naming
-    them, the host and the Python, and :data:`REMEDY`.
+    them, the host and the Python, and :data:`REMEDY`. ``name`` becomes the wrapper's name
+    (what Spark's plans and UI call a Python UDF).
 
     >>> on_executor(lambda partition: sum(partition))(range(5))
     10
@@ -186,4 +187,6 @@ def on_executor(task: Callable) -> Callable:
                                f"package shipped with addPyFile did not arrive, or the job's "
                                f"own modules are not on the executors (--py-files)") from error
         return function(*args)
+    if name is not None:
+        sparktimely_task.__name__ = sparktimely_task.__qualname__ = name
     return sparktimely_task
