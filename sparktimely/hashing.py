@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from .progress.timestamp import Product
 
-try:
+try:                            # (xxh3_128_hexdigest: the checkpoints' file digests)
     from xxhash import xxh3_64_intdigest, xxh3_128_hexdigest
 except ImportError:             # a host with only the core packages: the same values, in Python
     from ._xxh3 import xxh3_64_intdigest, xxh3_128_hexdigest

@@ -12,7 +12,6 @@ import os
 import re
 import sys
 import textwrap
-import time
 from collections import Counter
 from pathlib import Path
 
