@@ -273,6 +273,8 @@ def spark_faults() -> list[tuple[str, tuple[float, str, int, int]]]:
              settled(lambda: stb.run(spark, killed, 2))),
             ("Spark run(): worker 1 in an endless loop, stall_limit=1",
              settled(lambda: stb.run(spark, stuck, 2, stall_limit=1))),
+            ("Spark run(): 3 workers on 2 task slots (was a 60 s wait)",
+             settled(lambda: stb.run(spark, raising, 3))),
             ("Spark map_in_arrow(...).count(): error in build (was 11 s: 4 attempts)",
              settled(lambda: named(lambda: stb.map_in_arrow(
                  spark.range(0, 100, 1, 2), bad_build, "id long", num_workers=2).count())))]

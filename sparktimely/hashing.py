@@ -8,7 +8,10 @@ workers and keyed results would be wrong. :func:`stable_hash` hashes Python valu
 (strings from Arrow's 16-byte views and then 8 bytes at a time, never a pass per byte and
 never a dictionary per batch, unless long values repeat a lot).
 Each path is deterministic on its own; the two are different functions (a key travelling as a
-Python object and the same key in an Arrow column need not hash alike).
+Python object and the same key in an Arrow column need not hash alike). :func:`stable_hash` is
+built on XXH3, from the ``xxhash`` package where it is installed and otherwise from
+``sparktimely._xxh3`` (Python and numpy, the same values, slower): a Spark executor whose Python
+lacks ``xxhash`` routes every key as the driver does.
 
 >>> stable_hash("apple") == stable_hash("apple"), 0 <= stable_hash(("apple", 3)) < 2 ** 64
 (True, True)
@@ -25,9 +28,12 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from xxhash import xxh3_64_intdigest
-
 from .progress.timestamp import Product
+
+try:                            # (xxh3_128_hexdigest: the checkpoints' file digests)
+    from xxhash import xxh3_64_intdigest, xxh3_128_hexdigest
+except ImportError:             # a host with only the core packages: the same values, in Python
+    from ._xxh3 import xxh3_64_intdigest, xxh3_128_hexdigest
 
 __all__ = ["calls_hash", "hash_array", "hash_rows", "stable_hash"]
 

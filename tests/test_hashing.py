@@ -1,20 +1,31 @@
-"""st.stable_hash: the same value hashes alike in every process (unlike salted ``hash``)."""
+"""st.stable_hash: the same value hashes alike in every process (unlike salted ``hash``), and
+on hosts without the xxhash package (the Python XXH3 gives xxhash's values)."""
 import os
 import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as strategies
 
 import sparktimely as st
+from sparktimely import _xxh3
 
 VALUES = [0, 1, -1, 2 ** 63 - 1, -2 ** 63, 2 ** 100, -2 ** 100, True, False, 1.5, -0.0, 3.0,
           float("inf"), "", "word", "naïve ☃", b"", b"bytes", None, (), (1, "a"), ((1, 2), (3,)),
           st.Product(3, 4), st.Product(st.Product(1, 2), 5)]
 
 
-def hashes_in_fresh_interpreter(seed: str) -> list[int]:
-    code = ("import sparktimely as st; from tests.test_hashing import VALUES; "
-            "print([st.stable_hash(v) for v in VALUES])")
+LONG_VALUES = ["w" * 200, "λ" * 300, b"\x00" * 5000, tuple(range(50)), 2 ** 2000]
+
+
+def hashes_in_fresh_interpreter(seed: str, without_xxhash: bool = False) -> list[int]:
+    code = ("import sparktimely as st; from tests.test_hashing import VALUES, LONG_VALUES; "
+            "print([st.stable_hash(v) for v in VALUES + LONG_VALUES])")
+    if without_xxhash:                   # as on a host where `import xxhash` fails
+        code = ("import sys; sys.modules['xxhash'] = None; " + code +
+                "; import sparktimely.hashing as h; assert h.xxh3_64_intdigest.__module__ == "
+                "'sparktimely._xxh3'")
     env = dict(os.environ, PYTHONHASHSEED=seed)
     out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
                          capture_output=True, text=True).stdout
@@ -23,7 +34,7 @@ def hashes_in_fresh_interpreter(seed: str) -> list[int]:
 
 @pytest.mark.timeout(60)
 def test_same_hashes_in_interpreters_with_different_salts():
-    here = [st.stable_hash(v) for v in VALUES]
+    here = [st.stable_hash(v) for v in VALUES + LONG_VALUES]
     assert hashes_in_fresh_interpreter("1") == here
     assert hashes_in_fresh_interpreter("2") == here
     assert all(0 <= h < 2 ** 64 for h in here)
@@ -56,3 +67,35 @@ def test_unhashable_types_are_named():
         st.stable_hash({"a": 1})
     with pytest.raises(TypeError, match="cannot hash a list"):
         st.stable_hash(("ok", [1]))
+
+
+@pytest.mark.timeout(60)
+def test_same_hashes_on_a_host_without_xxhash():
+    assert hashes_in_fresh_interpreter("3", without_xxhash=True) == [
+        st.stable_hash(v) for v in VALUES + LONG_VALUES]
+
+
+# Lengths around every path of XXH3 (0, 1-3, 4-8, 9-16, 17-128, 129-240, longer: partial and
+# whole 1 KiB blocks), seeds around the 32- and 64-bit edges.
+LENGTHS = strategies.sampled_from([0, 1, 2, 3, 4, 7, 8, 9, 15, 16, 17, 32, 33, 64, 65, 96, 97,
+                                   127, 128, 129, 159, 160, 239, 240, 241, 255, 256, 1023, 1024,
+                                   1025, 1088, 2048, 2049, 3333])
+SEEDS = strategies.sampled_from([0, 1, 5, 2 ** 31, 2 ** 32 - 1, 2 ** 32, 2 ** 63 + 12345,
+                                 2 ** 64 - 1]) | strategies.integers(0, 2 ** 64 - 1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(length=LENGTHS | strategies.integers(0, 5000), seed=SEEDS, data=strategies.data())
+def test_the_python_xxh3_gives_the_values_of_xxhash(length, seed, data):
+    import xxhash                       # here, not above: the module is imported without it
+    payload = data.draw(strategies.binary(min_size=length, max_size=length))
+    assert _xxh3.xxh3_64_intdigest(payload, seed) == xxhash.xxh3_64_intdigest(payload, seed)
+    assert _xxh3.xxh3_128_hexdigest(payload, seed) == xxhash.xxh3_128_hexdigest(payload, seed)
+
+
+def test_the_python_xxh3_takes_buffers_and_large_inputs():
+    import xxhash
+    data = bytes(range(256)) * 4099                   # over a MiB: several block chunks
+    assert _xxh3.xxh3_128_hexdigest(memoryview(data)) == xxhash.xxh3_128_hexdigest(data)
+    import pyarrow as pa                              # checkpoints hash Arrow buffers
+    assert _xxh3.xxh3_64_intdigest(pa.py_buffer(data), 7) == xxhash.xxh3_64_intdigest(data, 7)

@@ -28,7 +28,7 @@ dynamic allocation (both checked up front, :class:`BarrierSetupError`).
 
 The executors need not have sparktimely installed: it travels with the job as a zip of the
 package (``addPyFile``, once per application; :mod:`._ship`). Its compiled dependencies
-(numpy, pyarrow, xxhash, multiprocess, psutil) cannot: every task checks them before
+(numpy, pyarrow, multiprocess, psutil) cannot: every task checks them before
 anything else, and an executor without them fails the job with :class:`EnvironmentMissing`,
 naming what is missing, the executor and its Python, and how to ship an environment
 (Spark's ``--archives`` with a packed virtualenv).
@@ -47,13 +47,13 @@ require("pyspark", "spark", "sparktimely.barrier")
 from ._api import BarrierSetupError, check_resources, map_in_arrow, map_partitions, run
 from ._plan import TaskAddress, TaskPlan
 from ._ship import EnvironmentMissing, package_zip, ship
-from ._task import BarrierWorker, TaskFailed, parse_failure
+from ._task import BarrierWorker, ExecutorLost, TaskFailed, parse_failure, parse_lost_executor
 
 for _public in (BarrierSetupError, check_resources, map_in_arrow, map_partitions, run,
-                TaskAddress, TaskPlan, BarrierWorker, TaskFailed, parse_failure,
-                EnvironmentMissing, package_zip, ship):
+                TaskAddress, TaskPlan, BarrierWorker, ExecutorLost, TaskFailed, parse_failure,
+                parse_lost_executor, EnvironmentMissing, package_zip, ship):
     _public.__module__ = __name__       # public here; defined in the private modules
 
-__all__ = ["BarrierSetupError", "BarrierWorker", "EnvironmentMissing", "TaskAddress",
-           "TaskFailed", "TaskPlan", "check_resources", "map_in_arrow", "map_partitions",
-           "package_zip", "parse_failure", "run", "ship"]
+__all__ = ["BarrierSetupError", "BarrierWorker", "EnvironmentMissing", "ExecutorLost",
+           "TaskAddress", "TaskFailed", "TaskPlan", "check_resources", "map_in_arrow",
+           "map_partitions", "package_zip", "parse_failure", "parse_lost_executor", "run", "ship"]

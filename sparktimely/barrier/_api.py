@@ -4,25 +4,21 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections import deque
 from contextlib import contextmanager
 from functools import partial
-from itertools import islice
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
-from .. import InputHandle, Pipeline, Worker
-from ..io.checkpoints import RecoveryError, checkpointing, enable_checkpoints, \
+from .. import Worker
+from ..io.checkpoints import RecoveryError, checkpointing, committed_epochs, \
     reraise_recovery_error
-from ..io.tasks import TaskInput, TaskOutput
-from ..logging import log_to_directory, observing
-from ._cancel import StageCanceller, driver_host
+from ..logging import observing
+from ._cancel import FailureMemo, StageCanceller, driver_host
+from ._resources import BarrierSetupError, check, check_resources, context_of, wait_for_slots
 from ._ship import EnvironmentMissing, on_executor, parse_missing, ship
-from ._task import BarrierWorker, parse_crash, parse_failure, run_in_task
+from ._task import ExecutorLost, TaskOptions, arrow_task, parse_crash, parse_failure, \
+    parse_lost_executor, records_task, run_task
 
 __all__ = ["BarrierSetupError", "check_resources", "map_in_arrow", "map_partitions", "run"]
-
-RECORDS_PER_BATCH = 4096
-"""How many of a Spark partition's records ``map_partitions`` hands its worker as one batch."""
 
 JOB_GROUP = "sparktimely"
 """The Spark job group of ``run``'s jobs when the caller has not set one: see them with
@@ -31,93 +27,11 @@ JOB_GROUP = "sparktimely"
 
 logger = logging.getLogger("sparktimely")
 
-SLOT_WAIT = 60.0
-"""Seconds to wait for executors to register when a cluster (not ``local``) has too few task
-slots for a barrier stage, before giving up with :class:`BarrierSetupError`."""
-
-
-class BarrierSetupError(RuntimeError):
-    """Spark cannot run the barrier stage: too few task slots, or dynamic allocation is on.
-
-    >>> import sparktimely.barrier as stb
-    >>> try:
-    ...     stb.check_resources(4, 2, "local[2]", False)
-    ... except stb.BarrierSetupError as error:
-    ...     print(str(error).split(",")[0])
-    4 sparktimely workers need 4 barrier tasks running at once
-    """
-
-
-def check_resources(num_workers: int, slots: int | None, master: str,
-                    dynamic_allocation: bool) -> None:
-    """Raise :class:`BarrierSetupError` unless ``num_workers`` barrier tasks can run at once.
-
-    >>> check_resources(2, 2, "local[2]", False)
-    >>> check_resources(3, 2, "local[2]", False)
-    Traceback (most recent call last):
-    ...
-    sparktimely.barrier.BarrierSetupError: 3 sparktimely workers need 3 barrier tasks running at once, but this Spark application has 2 task slots (master local[2]): ask for fewer workers or for more cores (local[N], or spark.executor.instances x spark.executor.cores / spark.task.cpus)
-    """
-    if not isinstance(num_workers, int) or num_workers < 1:
-        raise ValueError(f"num_workers must be a positive integer, got {num_workers!r}")
-    if dynamic_allocation and not _local(master):
-        raise BarrierSetupError(
-            "Spark runs barrier stages only without dynamic allocation, and "
-            "spark.dynamicAllocation.enabled is true: start the application with "
-            "--conf spark.dynamicAllocation.enabled=false and a fixed number of executors "
-            "(spark.executor.instances)")
-    if slots is not None and num_workers > slots:
-        raise BarrierSetupError(
-            f"{num_workers} sparktimely workers need {num_workers} barrier tasks running at "
-            f"once, but this Spark application has {slots} task slots (master {master}): ask "
-            f"for fewer workers or for more cores (local[N], or spark.executor.instances x "
-            f"spark.executor.cores / spark.task.cpus)")
-
-
-def _local(master: str) -> bool:
-    """Spark's local mode (one JVM, fixed slots); ``local-cluster`` is a real cluster."""
-    return master == "local" or master.startswith("local[")
-
-
-def _context(spark):
-    """The SparkContext of a SparkSession or SparkContext; None under Spark Connect."""
-    if hasattr(spark, "parallelize"):
-        return spark
-    try:
-        return spark.sparkContext
-    except Exception:                                  # Spark Connect has no SparkContext
-        return None
-
-
-def _slots(sc) -> int | None:
-    """Task slots the scheduler can run at once (what Spark's own barrier check uses)."""
-    try:
-        jsc = sc._jsc.sc()
-        return int(jsc.maxNumConcurrentTasks(jsc.resourceProfileManager().defaultResourceProfile()))
-    except Exception:
-        return None
-
-
-def _check(spark, num_workers: int) -> None:
-    sc = _context(spark)
-    if sc is None:
-        dynamic = str(spark.conf.get("spark.dynamicAllocation.enabled", "false")).lower() == "true"
-        check_resources(num_workers, None, "remote", dynamic)
-        return
-    conf = sc.getConf()
-    dynamic = conf.get("spark.dynamicAllocation.enabled", "false").lower() == "true"
-    slots = _slots(sc)
-    if slots is not None and slots < num_workers and not _local(sc.master):
-        deadline = time.monotonic() + SLOT_WAIT          # executors may still be registering
-        while slots < num_workers and time.monotonic() < deadline:
-            time.sleep(1.0)
-            slots = _slots(sc) or 0
-    check_resources(num_workers, slots, sc.master, dynamic)
-
-
 @contextmanager
-def _worker_errors():
-    """Turn a Spark job failure caused by a worker into :class:`sparktimely.WorkerError`."""
+def _worker_errors(sc=None, checkpoint_dir: Any = None):
+    """Turn a Spark job failure caused by a worker into :class:`sparktimely.WorkerError` (an
+    :class:`ExecutorLost` when the worker's executor died, naming its host as SparkContext
+    ``sc`` knew it and saying what ``checkpoint_dir`` offers to resume from)."""
     try:
         yield
     except Exception as error:
@@ -125,10 +39,41 @@ def _worker_errors():
             text = str(error)
         except Exception:
             raise error from None
-        failure = parse_missing(text) or parse_failure(text) or parse_crash(text)
+        failure = (parse_missing(text) or parse_failure(text) or parse_lost_executor(text)
+                   or parse_crash(text))
         if failure is None:
             raise
+        if isinstance(failure, ExecutorLost):
+            failure = failure.with_note(_resume_note(checkpoint_dir),
+                                        _executor_host(sc, failure.executor))
         raise failure from error
+
+
+def _executor_host(sc, executor: str) -> str | None:
+    """The host of executor ``executor`` (also a lost one) in Spark's status store."""
+    try:
+        summary = sc._jsc.sc().statusStore().executorSummary(executor)
+        return str(summary.hostPort()).rpartition(":")[0]
+    except Exception:
+        return None
+
+
+def _resume_note(checkpoint_dir: Any) -> str:
+    """What a later run could resume from, after a lost executor.
+
+    >>> _resume_note(None)
+    '; there is no checkpoint to resume from (give checkpoint_dir, and max_attempts above 1 to resume at once)'
+    """
+    if checkpoint_dir is None:
+        return ("; there is no checkpoint to resume from (give checkpoint_dir, and "
+                "max_attempts above 1 to resume at once)")
+    epochs = {name: epoch for name, epoch in committed_epochs(checkpoint_dir).items()
+              if epoch is not None}
+    if not epochs:
+        return f"; no checkpoint was committed in {checkpoint_dir} yet"
+    after = ", ".join(f"dataflow {name!r} after epoch {epoch}" for name, epoch in epochs.items())
+    return (f"; a run with checkpoint_dir {checkpoint_dir} resumes from its last checkpoint "
+            f"({after})")
 
 
 # -- run -------------------------------------------------------------------------------------
@@ -149,9 +94,9 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
     and traceback (or the signal that killed it), Spark's own error chained. Too few task
     slots or dynamic allocation raise :class:`BarrierSetupError` before anything runs.
     sparktimely itself goes to the executors with the job (a zip of the package, once per
-    application); executors whose Python lacks numpy or pyarrow (or xxhash, multiprocess,
-    psutil) raise :class:`sparktimely.barrier.EnvironmentMissing`, naming the executor and
-    how to ship an environment.
+    application); executors whose Python lacks numpy or pyarrow (or multiprocess, psutil)
+    raise :class:`sparktimely.barrier.EnvironmentMissing`, naming the executor and how to
+    ship an environment.
 
     ``log_dir``: each worker writes its log files (``worker-N.*``) to this directory on its
     executor's host, made if missing; a relative path is resolved against the driver's
@@ -162,39 +107,48 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
     Spark job is described as ``sparktimely: run module:function on N workers`` (what the
     Spark UI shows for the job and its stage; the RDD has that name too) and, unless the
     caller set a job group, is in the group ``"sparktimely"``; the caller's settings are
-    restored afterwards. (Spark's own console progress bar, when on, draws on the same
-    stderr: turn it off with ``spark.ui.showConsoleProgress=false``.)
+    restored afterwards; Spark's logs name the job by that description too. With
+    ``progress``, Spark's own console progress bar (on by default in a Python driver) is
+    stopped for the application, so the two never draw over each other. While the stage
+    runs, Spark's driver-side loggers that would repeat a failing task's traceback once per
+    task (:data:`QUIETED`) are off: the failure is raised once, here.
 
     ``checkpoint_dir`` and ``checkpoint_every``: as for ``sparktimely.execute`` (the
     directory must be one every executor reaches, such as ``hdfs://`` or ``s3://`` on a
     cluster); :class:`sparktimely.RecoveryError` is raised itself. Spark never retries a
     barrier stage whose result comes back to the driver: with ``max_attempts`` N, a failed
-    stage is run again, up to N times in all, resuming from the last checkpoint.
+    stage is run again, up to N times in all, resuming from the last checkpoint (once the
+    cluster has replaced a lost executor). A worker whose executor was lost raises
+    :class:`ExecutorLost` (a ``WorkerError`` naming the worker, the executor and Spark's
+    reason, and saying whether a checkpoint exists to resume from).
 
     >>> import sparktimely.barrier as stb
     >>> stb.run(spark, lambda worker: (worker.index, worker.peers), 2)   # doctest: +SKIP
     [(0, 2), (1, 2)]
     """
-    sc = _context(spark)
+    sc = context_of(spark)
     if sc is None:
         raise TypeError("sparktimely.barrier.run needs a classic SparkSession or SparkContext "
                         "(under Spark Connect use map_in_arrow)")
     if not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"max_attempts must be a positive integer, got {max_attempts!r}")
-    _check(sc, num_workers)
+    check(sc, num_workers)
     ship(sc)
     description = f"sparktimely: run {_name_of(func)} on {num_workers} workers"
     if checkpoint_dir is not None:
         func = checkpointing(func, checkpoint_dir, checkpoint_every)
+    if progress:
+        _stop_spark_progress_bar(sc)
     with observing(func, log_dir=_log_dir(log_dir), progress=progress,
-                   host=driver_host(sc)) as job, _job_described(sc, description):
-        task = on_executor(partial(_run_task, job, list(args), timeout, stall_limit))
+                   host=driver_host(sc)) as job, _job_described(sc, description), \
+            _failures_told_once(sc):
+        task = on_executor(partial(run_task, job, list(args), timeout, stall_limit))
         for attempt in range(1, max_attempts + 1):
             rdd = (sc.parallelize(range(num_workers), num_workers).barrier()
                    .mapPartitions(task).setName(description))
             try:
-                with reraise_recovery_error(), _worker_errors():
-                    pairs = rdd.collect()
+                with reraise_recovery_error(), _worker_errors(sc, checkpoint_dir):
+                    pairs = _collect(rdd, description)
                 break
             except (RecoveryError, BarrierSetupError, EnvironmentMissing):
                 raise
@@ -204,6 +158,7 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
                 logger.warning("barrier.run: attempt %d of %d failed (%s); running the stage "
                                "again%s", attempt, max_attempts, error,
                                " from its last checkpoint" if checkpoint_dir is not None else "")
+                wait_for_slots(sc, num_workers)       # a lost executor is being replaced
     return [result for _, result in sorted(pairs, key=lambda pair: pair[0])]
 
 
@@ -244,10 +199,80 @@ def _job_described(sc, description: str):
             sc.setLocalProperty(key, value)
 
 
-def _run_task(func, args, timeout, stall_limit, partition) -> Iterator[tuple[int, Any]]:
-    from pyspark import BarrierTaskContext
-    context = BarrierTaskContext.get()
-    yield context.partitionId(), run_in_task(func, args, timeout, stall_limit, context)
+def _collect(rdd, description: str) -> list:
+    """``rdd.collect()`` with ``description`` as the Spark job's call site (what Spark's logs
+    and UI name the job and its stage by, instead of the line of this file)."""
+    from pyspark.traceback_utils import SCCallSiteSync
+    site = SCCallSiteSync(rdd.context)
+    site._call_site = description                     # pyspark takes the caller's line
+    with site:
+        return rdd.collect()
+
+
+QUIETED = ("org.apache.spark.scheduler.TaskSetManager", "org.apache.spark.executor.Executor",
+           "org.apache.spark.scheduler.TaskSchedulerImpl", "org.apache.spark.rpc.netty.NettyRpcEnv",
+           "org.apache.spark.api.python.PythonRunner")
+"""Spark's loggers that repeat a failed task's error (with its Python traceback, once per
+task) on the driver's console: off while ``run`` runs, which reports the failure itself."""
+
+
+@contextmanager
+def _failures_told_once(sc):
+    """:data:`QUIETED` loggers off in the block; afterwards each is as it was (a logger with
+    no configuration of its own gets none again: Spark's shell filter, which keeps INFO
+    lines off a Python driver's console, lets through those of configured loggers). The
+    failures stay in Spark's UI, event log and executor logs."""
+    try:
+        jvm = sc._jvm
+        level = jvm.org.apache.logging.log4j.Level
+        context = jvm.org.apache.logging.log4j.LogManager.getContext(False)
+        config = context.getConfiguration()
+        before = {name: config.getLoggerConfig(name).getLevel()
+                  if config.getLoggers().containsKey(name) else None for name in QUIETED}
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        for name in QUIETED:
+            configurator.setLevel(name, level.OFF)
+    except Exception:                                  # not log4j 2: leave Spark's logs be
+        yield
+        return
+    try:
+        yield
+    except BaseException:
+        _wait_for_stages_to_end(sc)        # the failed stage's other tasks, being killed
+        raise
+    finally:
+        for name, previous in before.items():
+            if previous is None:
+                config.removeLogger(name)
+            else:
+                configurator.setLevel(name, previous)
+        context.updateLoggers()
+
+
+def _wait_for_stages_to_end(sc, seconds: float = 10.0) -> None:
+    """Wait (``seconds`` at most) until no executor of SparkContext ``sc`` runs a task."""
+    deadline = time.monotonic() + seconds
+    tracker = sc._jsc.sc().statusTracker()
+    try:
+        while (any(info.numRunningTasks() for info in tracker.getExecutorInfos())
+               and time.monotonic() < deadline):
+            time.sleep(0.1)
+        time.sleep(0.2)                          # the last status update's log lines
+    except Exception:
+        pass
+
+
+def _stop_spark_progress_bar(sc) -> None:
+    """Stop Spark's console progress bar (``spark.ui.showConsoleProgress``, on by default in
+    a Python driver), which would draw over sparktimely's display on the same stderr."""
+    try:
+        bar = sc._jsc.sc().progressBar()
+        if bar.isDefined():
+            bar.get().stop()
+            logger.info("sparktimely: Spark's console progress bar is stopped for this "
+                        "application; the progress display replaces it")
+    except Exception:
+        pass
 
 
 # -- map_partitions and map_in_arrow ---------------------------------------------------------
@@ -280,14 +305,12 @@ def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
     >>> counts = stb.map_partitions(lines, lambda scope, s: s.flat_map(str.split).count())  # doctest: +SKIP
     """
     workers = rdd.getNumPartitions()
-    _check(rdd.context, workers)
+    check(rdd.context, workers)
     ship(rdd.context)
-    canceller = StageCanceller.address_for(rdd.context)
-    checkpoint = None if checkpoint_dir is None else (checkpoint_dir, checkpoint_every)
-    return rdd.barrier().mapPartitions(on_executor(
-        partial(_records_task, build,
-                (timeout, stall_limit, canceller, _log_dir(log_dir), checkpoint)))
-    ).setName(f"sparktimely: map_partitions {_name_of(build)} on {workers} workers")
+    options = _task_options(rdd.context, timeout, stall_limit, log_dir, checkpoint_dir,
+                            checkpoint_every)
+    return rdd.barrier().mapPartitions(on_executor(partial(records_task, build, options))
+                                       ).setName(f"sparktimely: map_partitions {_name_of(build)} on {workers} workers")
 
 
 def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
@@ -300,29 +323,53 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
     ``build(scope, stream)`` returns the stream whose batches become the output rows.
     Output batches may be ``pyarrow.RecordBatch`` (cast to ``schema``) or lists of tuples or
     dicts. ``schema`` is a DDL string, a ``StructType`` or a ``pyarrow.Schema``. One worker
-    runs per partition of ``df``; ``num_workers`` repartitions ``df`` to that many first
-    (and checks the cluster can run them at once). Lazy, like ``mapInArrow``; errors,
-    ``stall_limit``, ``log_dir``, ``checkpoint_dir`` and ``checkpoint_every`` as for
-    :func:`map_partitions`.
+    runs per partition of ``df``; ``num_workers`` repartitions ``df`` to that many first.
+    Either way the cluster's slots are checked here, before anything is submitted
+    (:class:`BarrierSetupError`). Under Spark Connect ``num_workers`` is required: the client
+    cannot know ``df``'s partitions before it runs, and a barrier stage with more tasks than
+    slots can shut the server's SparkContext down for every client. Lazy, like
+    ``mapInArrow``; errors, ``stall_limit``, ``log_dir``, ``checkpoint_dir`` and
+    ``checkpoint_every`` as for :func:`map_partitions`. Spark's plans and its UI's SQL tab
+    (also under Spark Connect) call the Python function ``sparktimely: map_in_arrow
+    module:function on N workers``.
 
     >>> out = stb.map_in_arrow(df, build, "word string, count long", num_workers=2)  # doctest: +SKIP
     """
     spark = df.sparkSession
-    spark_schema, arrow_schema = _schemas(spark, schema)
     if num_workers is not None:
-        _check(spark, num_workers)
+        check(spark, num_workers)
         df = df.repartition(num_workers)
+    elif context_of(spark) is None:
+        raise BarrierSetupError(
+            "under Spark Connect, map_in_arrow needs num_workers=N (the DataFrame is "
+            "repartitioned to N): the number of partitions of the DataFrame is not known "
+            "before it runs, and a barrier stage with more tasks than free task slots can "
+            "shut the Spark Connect server's SparkContext down")
+    else:
+        check(spark, df.rdd.getNumPartitions())
+    spark_schema, arrow_schema = _schemas(spark, schema)
     ship(spark)
-    canceller = StageCanceller.address_for(_context(spark))
-    checkpoint = None if checkpoint_dir is None else (checkpoint_dir, checkpoint_every)
-    task = on_executor(partial(_arrow_task, build, arrow_schema,
-                               (timeout, stall_limit, canceller, _log_dir(log_dir), checkpoint)))
+    options = _task_options(context_of(spark), timeout, stall_limit, log_dir, checkpoint_dir,
+                            checkpoint_every)
+    workers = f" on {num_workers} workers" if num_workers is not None else ""
+    task = on_executor(partial(arrow_task, build, arrow_schema, options),
+                       f"sparktimely: map_in_arrow {_name_of(build)}{workers}")
     try:
         return df.mapInArrow(task, spark_schema, barrier=True)
     except ImportError:
         if not hasattr(df, "_jdf"):
             raise
         return _map_in_arrow_without_pandas(df, task, spark_schema)
+
+
+def _task_options(sc, timeout, stall_limit, log_dir, checkpoint_dir,
+                  checkpoint_every) -> TaskOptions:
+    """The lazy forms' task options: with the driver's stage canceller when there is a
+    SparkContext, else (Spark Connect) with a failure memo (see :mod:`._cancel`)."""
+    canceller = StageCanceller.address_for(sc)
+    return TaskOptions(timeout=timeout, stall_limit=stall_limit, canceller=canceller,
+                       memo=None if canceller else FailureMemo.new(), log_dir=_log_dir(log_dir),
+                       checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every)
 
 
 def _map_in_arrow_without_pandas(df, task, schema):
@@ -353,128 +400,3 @@ def _schemas(spark, schema):
     return schema, to_arrow_schema(schema)
 
 
-def _records_task(build, options: tuple, records: Iterable[Any]) -> Iterator[Any]:
-    records = iter(records)                     # may be a range or list, not an iterator
-    chunks = iter(lambda: list(islice(records, RECORDS_PER_BATCH)), [])
-    for batch in _stream_task(build, chunks, options):
-        if batch.__class__ is list:
-            yield from batch
-        else:
-            yield from zip(*(column.to_pylist() for column in batch.columns))
-
-
-def _arrow_task(build, schema, options: tuple, batches: Iterable[Any]) -> Iterator[Any]:
-    for batch in _stream_task(build, (b for b in batches if b.num_rows), options):
-        yield _as_arrow(batch, schema)
-
-
-def _stream_task(build, chunks: Iterable[Any], options: tuple) -> Iterator[Any]:
-    """Feed ``chunks`` into the worker's input at time 0 and yield the output batches as
-    they appear (the worker keeps running between them). The dataflow is built before the
-    worker meets the others (at its first step). ``options`` are the timeout, the stall
-    limit, the driver's stage canceller, the log directory and the checkpoint directory and
-    interval (or None: see :func:`_checkpointed_task`)."""
-    timeout, stall_limit, canceller, log_dir, checkpoint = options
-    barrier = BarrierWorker(timeout=timeout, stall_limit=stall_limit, canceller=canceller)
-    if checkpoint is not None:
-        yield from _checkpointed_task(build, chunks, barrier, log_dir, *checkpoint)
-        return
-    handle = InputHandle()
-    output: deque = deque()
-
-    def dataflow(scope):
-        result = build(scope, scope.input_from(handle))
-        if result is not None:
-            result.sink(Pipeline, "ToSpark",
-                        lambda input: output.extend(batch for _, batch in input))
-
-    with barrier as worker, _logging_to(worker, log_dir):
-        worker.dataflow(dataflow, name="barrier-task")
-        chunks = iter(chunks)
-        while True:
-            with barrier.waiting_for_spark():
-                chunk = next(chunks, None)
-            if chunk is None:
-                break
-            handle.send_batch(chunk)
-            worker.step()
-            yield from _drain(output, barrier)
-        handle.close()
-        while worker.step_or_park(1.0):
-            yield from _drain(output, barrier)
-        worker.run()
-        yield from _drain(output, barrier)
-
-
-def _checkpointed_task(build, chunks: Iterable[Any], barrier: BarrierWorker, log_dir,
-                       checkpoint_dir, checkpoint_every: int) -> Iterator[Any]:
-    """``_stream_task`` with checkpoints: chunk ``i`` is at time ``i``, read as a source
-    (``io.tasks.TaskInput``) that a resumed task skips to its position; the output goes
-    through a sink that keeps it with the checkpoints and gives the kept epochs again on
-    resume (``io.tasks.TaskOutput``)."""
-    output: deque = deque()
-    with barrier as worker, _logging_to(worker, log_dir):
-        coordinator = enable_checkpoints(worker, checkpoint_dir, checkpoint_every)
-        try:
-            def dataflow(scope):
-                chunked = TaskInput(chunks, worker.index, barrier.waiting_for_spark)
-                result = build(scope, scope.input_from_source(chunked, "spark-input"))
-                if result is not None:
-                    result.output_to(TaskOutput(checkpoint_dir, output.append, worker.index,
-                                                ["barrier-task", "output"]), "spark-output")
-            worker.dataflow(dataflow, name="barrier-task")
-            while worker.step_or_park(1.0):
-                yield from _drain(output, barrier)
-            worker.run()
-            yield from _drain(output, barrier)
-        finally:
-            coordinator.close()
-
-
-def _drain(output: deque, barrier: BarrierWorker) -> Iterator[Any]:
-    while output:
-        with barrier.waiting_for_spark():
-            yield output.popleft()
-
-
-@contextmanager
-def _logging_to(worker: Worker, log_dir: str | None):
-    """The worker logs to ``log_dir`` (if any) in the block; its files are completed and
-    closed at the end, whatever happens (the task's process is reused)."""
-    if log_dir is None:
-        yield
-        return
-    log_to_directory(worker, log_dir)
-    try:
-        yield
-    finally:
-        worker.log_register().close()
-
-
-def _as_arrow(batch, schema):
-    """One output batch as a RecordBatch of ``schema``."""
-    import pyarrow as pa
-    if isinstance(batch, pa.RecordBatch):
-        if batch.schema.equals(schema):
-            return batch
-        names = batch.schema.names
-        if set(schema.names) <= set(names):
-            batch = batch.select(schema.names)
-        elif len(names) == len(schema):
-            batch = batch.rename_columns(schema.names)
-        else:
-            raise ValueError(f"an output batch has columns {names}, but the schema asks for "
-                             f"{schema.names}")
-        return batch.cast(schema)
-    rows = batch
-    if rows and isinstance(rows[0], dict):
-        return pa.RecordBatch.from_pylist(rows, schema=schema)
-    if len(schema) == 1 and rows and not isinstance(rows[0], (tuple, list)):
-        rows = [(row,) for row in rows]
-    columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in schema]
-    if len(columns) != len(schema):
-        raise ValueError(f"output records have {len(columns)} fields, but the schema has "
-                         f"{len(schema)}: {schema.names}")
-    return pa.RecordBatch.from_arrays(
-        [pa.array(column, type=field.type) for column, field in zip(columns, schema)],
-        schema=schema)

@@ -14,15 +14,21 @@ sends it its stage id and the failure text (with a per-driver token), and the th
 ``SparkContext.cancelStage`` with that text: the job fails at once, and its error message
 carries the worker's failure (which :func:`._task.parse_failure` reads back). Failures that
 a retry may cure (a lost peer, a connection or disk problem) are not sent. Under Spark
-Connect there is no SparkContext to cancel through; Spark's retries then apply.
+Connect there is no SparkContext to cancel through (and the executors cannot reach the
+client): there the failing task leaves its failure text in a :class:`FailureMemo` on its
+host, and the tasks of the stage's next attempts that find it fail with it at once, before
+running anything of the job, so Spark's retries cost only their scheduling.
 """
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import socket
+import tempfile
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 _MAX_REQUEST = 1 << 20
 
@@ -97,3 +103,62 @@ class StageCanceller:
                     sock.sendall(b"!")
                 except Exception:
                     pass                                 # not ours, or Spark has gone
+
+
+MEMO_LIFETIME = 3600.0
+"""Seconds a :class:`FailureMemo` entry is kept on an executor's host."""
+
+
+@dataclass(frozen=True)
+class FailureMemo:
+    """Failure texts of one lazy form's stages (``token`` is made once on the driver), kept
+    in files in the executor host's temporary directory: what a stage's next attempt fails
+    with at once when no canceller can stop the retries.
+
+    >>> memo = FailureMemo.new()
+    >>> memo.record(7, "sparktimely worker 1 failed: ...")
+    >>> memo.recall(7), memo.recall(8)
+    ('sparktimely worker 1 failed: ...', None)
+    >>> memo.forget(7)
+    """
+
+    token: str = field(default_factory=lambda: secrets.token_hex(8))
+
+    @classmethod
+    def new(cls) -> FailureMemo:
+        return cls()
+
+    @staticmethod
+    def _directory() -> str:
+        return os.path.join(tempfile.gettempdir(), f"sparktimely-failures-{os.getuid()}")
+
+    def _path(self, stage: int) -> str:
+        return os.path.join(self._directory(), f"{self.token}-{stage}")
+
+    def record(self, stage: int, text: str) -> None:
+        """Keep ``text`` for ``stage`` (best effort), and drop entries past their lifetime."""
+        try:
+            os.makedirs(self._directory(), exist_ok=True)
+            partial = f"{self._path(stage)}.{os.getpid()}"
+            with open(partial, "w") as file:
+                file.write(text)
+            os.replace(partial, self._path(stage))
+            for entry in os.scandir(self._directory()):
+                if entry.stat().st_mtime < time.time() - MEMO_LIFETIME:
+                    os.unlink(entry.path)
+        except OSError:
+            pass
+
+    def recall(self, stage: int) -> str | None:
+        """The text kept for ``stage`` on this host, or None."""
+        try:
+            with open(self._path(stage)) as file:
+                return file.read()
+        except OSError:
+            return None
+
+    def forget(self, stage: int) -> None:
+        try:
+            os.unlink(self._path(stage))
+        except OSError:
+            pass

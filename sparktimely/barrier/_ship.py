@@ -1,11 +1,14 @@
 """Getting sparktimely to Spark's executors, and saying clearly what they lack.
 
 On a real cluster the executors run a Python of their own, which usually has no sparktimely
-(``spark.pyspark.python`` set in a running session does not reach them). sparktimely is pure
+(``spark.pyspark.python`` given when the application starts chooses it: :func:`ship` sees to
+it that pyspark, which reads only ``PYSPARK_PYTHON``, uses it; set in a running session it
+does not reach them). sparktimely is pure
 Python: :func:`ship` adds a zip of this very package to the SparkContext (``addPyFile``, once
 per application), so every task imports the driver's sparktimely, whatever the executors
-have installed. Its dependencies (numpy, pyarrow, xxhash, multiprocess, psutil) are compiled
-code and cannot travel that way. :func:`on_executor` wraps a task function so that, before
+have installed. Its dependencies (numpy, pyarrow, multiprocess, psutil) are compiled code and
+cannot travel that way (``xxhash`` is optional: without it ``sparktimely._xxh3`` computes
+the same hashes). :func:`on_executor` wraps a task function so that, before
 anything of sparktimely is imported there, it checks that they import, and otherwise fails
 with one error naming what is missing, on which executor host and which Python, and how to
 ship an environment; the driver turns that error into :class:`EnvironmentMissing`.
@@ -22,13 +25,15 @@ from typing import Any, Callable
 __all__ = ["EnvironmentMissing", "REQUIRED", "on_executor", "package_zip", "parse_missing",
            "ship"]
 
-REQUIRED = ("numpy", "pyarrow", "xxhash", "multiprocess", "psutil")
+REQUIRED = ("numpy", "pyarrow", "multiprocess", "psutil")
 """What sparktimely imports on an executor besides itself and pyspark."""
 
-REMEDY = ("install them for that Python on every node, or ship an environment: pack a "
-          "virtualenv that has them with venv-pack (or conda-pack) and give it to Spark with "
-          "--archives env.tar.gz#env --conf spark.pyspark.python=./env/bin/python "
-          "(see sparktimely's README, 'On a real cluster')")
+REMEDY = ("install them for that Python on every node, or ship an environment: a virtualenv "
+          "that has them, packed with its links followed (tar czhf env.tar.gz -C VENV bin "
+          "include lib pyvenv.cfg) or with conda-pack, given to the application with --conf "
+          "spark.archives=env.tar.gz#env --conf spark.pyspark.python=./env/bin/python (with "
+          "spark-submit add --conf spark.pyspark.driver.python=$(which python), so the driver "
+          "keeps its own Python; see sparktimely's README, 'On a real cluster')")
 
 _MISSING = re.compile(r"sparktimely cannot run on executor [^\n]*")
 
@@ -45,11 +50,27 @@ class EnvironmentMissing(RuntimeError):
     """
 
 
+_NO_PYTHON = re.compile(r'Cannot run program "([^"]*)"(?: \(in directory "[^"]*"\))?: ([^\n]*)')
+
+
 def parse_missing(text: str) -> EnvironmentMissing | None:
     """The :class:`EnvironmentMissing` an executor reported in ``text`` (a Spark error
-    message), or None."""
+    message), or None; also when Spark could not start the executors' Python at all.
+
+    >>> print(parse_missing('java.io.IOException: Cannot run program "./env/bin/python": '
+    ...                     'error=2, No such file or directory'))    # doctest: +ELLIPSIS
+    sparktimely cannot run on the executors: their Python ./env/bin/python does not start (error=2, No such file or directory): give spark.pyspark.python a Python ...
+    """
     match = _MISSING.search(text)
-    return EnvironmentMissing(match[0].rstrip()) if match else None
+    if match:
+        return EnvironmentMissing(match[0].rstrip())
+    match = _NO_PYTHON.search(text)
+    if match:
+        return EnvironmentMissing(
+            f"sparktimely cannot run on the executors: their Python {match[1]} does not start "
+            f"({match[2].strip()}): give spark.pyspark.python a Python that every executor's "
+            f"host has, or {REMEDY.partition(', or ')[2]}")
+    return None
 
 
 _zip: str | None = None
@@ -102,6 +123,7 @@ def ship(spark: Any) -> None:
     sc = spark if hasattr(spark, "addPyFile") else _context_of(spark)
     path = package_zip()
     if sc is not None:
+        _executors_python(sc)
         application = sc.applicationId
         if _shipped.get(application) != path:
             sc.addPyFile(path)
@@ -113,6 +135,15 @@ def ship(spark: Any) -> None:
             _shipped[key] = path
 
 
+def _executors_python(sc: Any) -> None:
+    """Let ``spark.pyspark.python``, given when the application started, choose the
+    executors' Python: pyspark itself takes it only from ``PYSPARK_PYTHON`` in the driver's
+    environment (under ``spark-submit``, which sets that from the conf, both agree)."""
+    chosen = sc.getConf().get("spark.pyspark.python", None)
+    if chosen and "PYSPARK_PYTHON" not in os.environ and sc.pythonExec != chosen:
+        sc.pythonExec = chosen
+
+
 def _context_of(spark: Any) -> Any:
     try:
         return spark.sparkContext
@@ -120,11 +151,12 @@ def _context_of(spark: Any) -> Any:
         return None
 
 
-def on_executor(task: Callable) -> Callable:
+def on_executor(task: Callable, name: str | None = None) -> Callable:
     """``task`` wrapped for an executor: the wrapper is pickled by value and imports nothing
     of sparktimely until it has checked :data:`REQUIRED` there (the task travels as bytes
     unpickled after the check). An executor that lacks any raises one RuntimeError naming
-    them, the host and the Python, and :data:`REMEDY`.
+    them, the host and the Python, and :data:`REMEDY`. ``name`` becomes the wrapper's name
+    (what Spark's plans and UI call a Python UDF).
 
     >>> on_executor(lambda partition: sum(partition))(range(5))
     10
@@ -155,4 +187,6 @@ def on_executor(task: Callable) -> Callable:
                                f"package shipped with addPyFile did not arrive, or the job's "
                                f"own modules are not on the executors (--py-files)") from error
         return function(*args)
+    if name is not None:
+        sparktimely_task.__name__ = sparktimely_task.__qualname__ = name
     return sparktimely_task

@@ -19,14 +19,23 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Callable, Sequence
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from .. import Worker
+from .. import InputHandle, Pipeline, Worker
 from ..execute import Seat, WorkerError, WorkerSession, run_workers
-from ._cancel import CancelAddress
+from ..io.checkpoints import enable_checkpoints
+from ..io.tasks import TaskInput, TaskOutput
+from ..logging import log_to_directory
+from ._cancel import CancelAddress, FailureMemo
 from ._plan import TaskAddress, TaskPlan
 
-__all__ = ["BarrierWorker", "TaskFailed", "parse_crash", "parse_failure", "run_in_task"]
+__all__ = ["BarrierWorker", "ExecutorLost", "RECORDS_PER_BATCH", "TaskFailed", "TaskOptions", "arrow_task", "as_arrow",
+           "parse_crash", "parse_failure", "parse_lost_executor", "records_task", "run_in_task", "run_task",
+           "stream_task"]
 
 PEER_LOST_GRACE = 3.0
 """Seconds a worker that lost a remote peer waits before failing its own task, so that the
@@ -81,6 +90,58 @@ def parse_crash(text: str) -> WorkerError | None:
     return WorkerError(int(task[1] or task[2]), f"the Python process of its Spark task died "
                                                 f"({crash[0]}): killed by a signal, or it "
                                                 f"exited")
+
+
+_LOST = re.compile(r"ExecutorLostFailure \(executor (\S+) exited ([^)]*)\)\s*Reason: ([^\n]*)")
+_LOST_HOST = re.compile(r"Lost (?:task|executor) [^\n]*?\(([^\s()]+) executor (\S+?)\)")
+
+
+class ExecutorLost(WorkerError):
+    """The Spark executor running a worker's task was lost (its JVM died, or its host went
+    away), so the worker died with it: names the worker, the executor (and its host when
+    Spark said) and Spark's reason. A ``WorkerError``, so code catching those catches it.
+
+    >>> from sparktimely.barrier import parse_lost_executor
+    >>> lost = parse_lost_executor("Stage failed because barrier task ResultTask(0, 1) "
+    ...     "finished unsuccessfully.\\nExecutorLostFailure (executor 3 exited caused by one "
+    ...     "of the running tasks) Reason: Command exited with code 137")
+    >>> lost.index, lost.executor, str(lost)
+    (1, '3', 'worker 1 failed: its Spark executor 3 was lost (Command exited with code 137)')
+    """
+
+    def __init__(self, index: int, executor: str, reason: str, host: str | None = None,
+                 note: str = "") -> None:
+        where = f"executor {executor}" + (f" on {host}" if host else "")
+        super().__init__(index, f"its Spark {where} was lost ({reason}){note}")
+        self.executor, self.reason, self.host, self.note = executor, reason, host, note
+
+    def with_note(self, note: str, host: str | None = None) -> "ExecutorLost":
+        """The same error with ``note`` (say, what a checkpoint offers) after the reason, and
+        ``host`` if it did not name one."""
+        return ExecutorLost(self.index, self.executor, self.reason, self.host or host, note)
+
+    def __reduce__(self):
+        return (ExecutorLost, (self.index, self.executor, self.reason, self.host, self.note))
+
+
+def parse_lost_executor(text: str) -> ExecutorLost | None:
+    """The :class:`ExecutorLost` a Spark job failure describes (the failed barrier task's
+    partition is the worker), or None.
+
+    >>> parse_lost_executor("Lost task 0.0 in stage 2.0 (TID 7) (10.0.0.5 executor 4): "
+    ...                     "ExecutorLostFailure (executor 4 exited caused by one of the "
+    ...                     "running tasks) Reason: Container killed").host
+    '10.0.0.5'
+    >>> parse_lost_executor("Job aborted: ValueError") is None
+    True
+    """
+    lost, task = _LOST.search(text), _TASK.search(text)
+    if lost is None or task is None:
+        return None
+    executor = lost[1]
+    hosts = [m[1] for m in _LOST_HOST.finditer(text) if m[2] == executor]
+    return ExecutorLost(int(task[1] or task[2]), executor, lost[3].strip() or lost[2],
+                        hosts[0] if hosts else None)
 
 
 class TaskFailed(RuntimeError):
@@ -164,15 +225,17 @@ class BarrierWorker:
     (default ``$SPARKTIMELY_CONNECT_TIMEOUT`` or 60 s), ``stall_limit`` stops a worker that
     makes no progress for that many seconds (time spent in :meth:`waiting_for_spark` aside).
     The ``allGather`` happens at the worker's first step. With ``canceller`` (the driver's,
-    see :mod:`._cancel`), a failure in user code cancels the stage, so Spark does not retry it.
+    see :mod:`._cancel`), a failure in user code cancels the stage, so Spark does not retry it;
+    with a ``memo`` instead, the failure is left there and a retried attempt of the stage
+    that finds it fails with it at once (raising :class:`TaskFailed` on entering).
     """
 
     def __init__(self, context=None, args: Sequence[str] = (), timeout: float | None = None,
-                 stall_limit: float | None = None,
-                 canceller: CancelAddress | None = None) -> None:
+                 stall_limit: float | None = None, canceller: CancelAddress | None = None,
+                 memo: FailureMemo | None = None) -> None:
         self.context = _barrier_context(context)
         self.args, self.timeout, self.stall_limit = list(args), timeout, stall_limit
-        self.canceller = canceller
+        self.canceller, self.memo = canceller, memo
         self.plan: TaskPlan | None = None
         self.timings: dict[str, float] = {}
         """Seconds spent in each phase: ``bind`` (listener), ``all_gather`` (Spark's barrier
@@ -182,6 +245,10 @@ class BarrierWorker:
     def __enter__(self) -> Worker:
         started = time.perf_counter()
         context = self.context
+        if self.memo is not None:          # an earlier attempt of this stage failed here?
+            known = parse_failure(self.memo.recall(context.stageId()) or "")
+            if known is not None:
+                raise TaskFailed(known.index, known.message, known.traceback)
         seat = _seat(context)
         self.timings["bind"] = time.perf_counter() - started
 
@@ -211,13 +278,185 @@ class BarrierWorker:
             session.__exit__(kind, error, trace)
         except WorkerError as failure:
             text = format_failure(failure.index, failure.message, failure.traceback)
-            if (self.canceller is not None and failure.index == self.context.partitionId()
-                    and isinstance(error, Exception) and not isinstance(error, OSError)):
-                self.canceller.cancel(self.context.stageId(), "an error in user code fails "
-                                      "every attempt alike, so the stage is not retried: "
-                                      + text)
+            if (failure.index == self.context.partitionId() and isinstance(error, Exception)
+                    and not isinstance(error, OSError)):            # an error in user code
+                if self.canceller is not None:
+                    self.canceller.cancel(self.context.stageId(), "an error in user code "
+                                          "fails every attempt alike, so the stage is not "
+                                          "retried: " + text)
+                elif self.memo is not None:
+                    self.memo.record(self.context.stageId(), text)
             raise TaskFailed(failure.index, failure.message, failure.traceback) from None
         finally:
             self.timings.update({"all_gather": session.timings.get("plan", 0.0),
                                  "connect": session.timings.get("connect", 0.0),
                                  "finish": time.perf_counter() - started})
+
+
+# -- the tasks the driver's forms run ---------------------------------------------------------
+
+RECORDS_PER_BATCH = 4096
+"""How many of a Spark partition's records ``map_partitions`` hands its worker as one batch."""
+
+
+def run_task(func, args: Sequence[str], timeout: float | None, stall_limit: float | None,
+             partition: Iterable[Any]) -> Iterator[tuple[int, Any]]:
+    """The task of ``barrier.run``: ``(partition, func(worker))`` of this task's worker."""
+    from pyspark import BarrierTaskContext
+    context = BarrierTaskContext.get()
+    yield context.partitionId(), run_in_task(func, args, timeout, stall_limit, context)
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """What the driver tells each task of ``map_partitions`` and ``map_in_arrow``.
+
+    >>> TaskOptions(stall_limit=5.0).checkpoint_dir is None
+    True
+    """
+
+    timeout: float | None = None
+    """Seconds allowed for connecting the workers (None: the default)."""
+    stall_limit: float | None = None
+    """Seconds without a step (waiting for Spark aside) before the worker is stopped."""
+    canceller: CancelAddress | None = None
+    """The driver's stage canceller (see :mod:`._cancel`), None without one."""
+    memo: FailureMemo | None = None
+    """Where a failure in user code is left for the stage's retries, without a canceller."""
+    log_dir: str | None = None
+    """Where the worker writes its log files, resolved on the driver."""
+    checkpoint_dir: Any = None
+    """The checkpoint directory, or None for no checkpoints."""
+    checkpoint_every: int = 1
+    """Checkpoint every this many epochs (input batches)."""
+
+
+def records_task(build, options: TaskOptions, records: Iterable[Any]) -> Iterator[Any]:
+    """The task of ``map_partitions``: the partition's records, in batches, through the
+    dataflow ``build`` makes; yields its output records (an Arrow row as a tuple)."""
+    records = iter(records)                     # may be a range or list, not an iterator
+    chunks = iter(lambda: list(islice(records, RECORDS_PER_BATCH)), [])
+    for batch in stream_task(build, chunks, options):
+        if batch.__class__ is list:
+            yield from batch
+        else:
+            yield from zip(*(column.to_pylist() for column in batch.columns))
+
+
+def arrow_task(build, schema, options: TaskOptions, batches: Iterable[Any]) -> Iterator[Any]:
+    """The task of ``map_in_arrow``: the partition's Arrow batches through the dataflow
+    ``build`` makes; yields its output as RecordBatches of ``schema``."""
+    for batch in stream_task(build, (b for b in batches if b.num_rows), options):
+        yield as_arrow(batch, schema)
+
+
+def stream_task(build, chunks: Iterable[Any], options: TaskOptions) -> Iterator[Any]:
+    """Feed ``chunks`` into the worker's input at time 0 and yield the output batches as
+    they appear (the worker keeps running between them). The dataflow is built before the
+    worker meets the others (at its first step). With a checkpoint directory, see
+    :func:`_checkpointed_task`."""
+    barrier = BarrierWorker(timeout=options.timeout, stall_limit=options.stall_limit,
+                            canceller=options.canceller, memo=options.memo)
+    if options.checkpoint_dir is not None:
+        yield from _checkpointed_task(build, chunks, barrier, options)
+        return
+    handle = InputHandle()
+    output: deque = deque()
+
+    def dataflow(scope):
+        result = build(scope, scope.input_from(handle))
+        if result is not None:
+            result.sink(Pipeline, "ToSpark",
+                        lambda input: output.extend(batch for _, batch in input))
+
+    with barrier as worker, _logging_to(worker, options.log_dir):
+        worker.dataflow(dataflow, name="barrier-task")
+        chunks = iter(chunks)
+        while True:
+            with barrier.waiting_for_spark():
+                chunk = next(chunks, None)
+            if chunk is None:
+                break
+            handle.send_batch(chunk)
+            worker.step()
+            yield from _drain(output, barrier)
+        handle.close()
+        while worker.step_or_park(1.0):
+            yield from _drain(output, barrier)
+        worker.run()
+        yield from _drain(output, barrier)
+
+
+def _checkpointed_task(build, chunks: Iterable[Any], barrier: BarrierWorker,
+                       options: TaskOptions) -> Iterator[Any]:
+    """``stream_task`` with checkpoints: chunk ``i`` is at time ``i``, read as a source
+    (``io.tasks.TaskInput``) that a resumed task skips to its position; the output goes
+    through a sink that keeps it with the checkpoints and gives the kept epochs again on
+    resume (``io.tasks.TaskOutput``)."""
+    output: deque = deque()
+    directory = options.checkpoint_dir
+    with barrier as worker, _logging_to(worker, options.log_dir):
+        coordinator = enable_checkpoints(worker, directory, options.checkpoint_every)
+        try:
+            def dataflow(scope):
+                chunked = TaskInput(chunks, worker.index, barrier.waiting_for_spark)
+                result = build(scope, scope.input_from_source(chunked, "spark-input"))
+                if result is not None:
+                    result.output_to(TaskOutput(directory, output.append, worker.index,
+                                                ["barrier-task", "output"]), "spark-output")
+            worker.dataflow(dataflow, name="barrier-task")
+            while worker.step_or_park(1.0):
+                yield from _drain(output, barrier)
+            worker.run()
+            yield from _drain(output, barrier)
+        finally:
+            coordinator.close()
+
+
+def _drain(output: deque, barrier: BarrierWorker) -> Iterator[Any]:
+    while output:
+        with barrier.waiting_for_spark():
+            yield output.popleft()
+
+
+@contextmanager
+def _logging_to(worker: Worker, log_dir: str | None):
+    """The worker logs to ``log_dir`` (if any) in the block; its files are completed and
+    closed at the end, whatever happens (the task's process is reused)."""
+    if log_dir is None:
+        yield
+        return
+    log_to_directory(worker, log_dir)
+    try:
+        yield
+    finally:
+        worker.log_register().close()
+
+
+def as_arrow(batch, schema):
+    """One output batch as a RecordBatch of ``schema``."""
+    import pyarrow as pa
+    if isinstance(batch, pa.RecordBatch):
+        if batch.schema.equals(schema):
+            return batch
+        names = batch.schema.names
+        if set(schema.names) <= set(names):
+            batch = batch.select(schema.names)
+        elif len(names) == len(schema):
+            batch = batch.rename_columns(schema.names)
+        else:
+            raise ValueError(f"an output batch has columns {names}, but the schema asks for "
+                             f"{schema.names}")
+        return batch.cast(schema)
+    rows = batch
+    if rows and isinstance(rows[0], dict):
+        return pa.RecordBatch.from_pylist(rows, schema=schema)
+    if len(schema) == 1 and rows and not isinstance(rows[0], (tuple, list)):
+        rows = [(row,) for row in rows]
+    columns: list[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in schema]
+    if len(columns) != len(schema):
+        raise ValueError(f"output records have {len(columns)} fields, but the schema has "
+                         f"{len(schema)}: {schema.names}")
+    return pa.RecordBatch.from_arrays(
+        [pa.array(column, type=field.type) for column, field in zip(columns, schema)],
+        schema=schema)

@@ -2,30 +2,42 @@
 
 The executors need neither sparktimely nor the job's module installed: sparktimely travels
 as a zip of the package, the module that defines the function by value (with the job). They
-need numpy and pyarrow (ship an environment with ``--archives``, see the README).
+need numpy, pyarrow, psutil and multiprocess (ship an environment with ``spark.archives``,
+see the README).
 
 The function is a timely worker function, as for ``sparktimely.execute``: it gets a
 ``Worker`` (``worker.index``, ``worker.peers``, ``worker.args`` = the arguments after
-``module:function``) and runs on ``-w N`` Spark barrier tasks at once. Its return values come
-back to the driver and are printed: strings as they are, anything else as
-``worker I: repr``; ``None`` prints nothing. A failing worker prints its traceback and
-exits with status 1.
+``module:function``, all of them: flags there are the job's, and a ``--`` before
+``module:function`` ends this command's flags) and runs on ``-w N`` Spark barrier tasks at
+once. Its return values come back to the driver and are printed: strings as they are,
+anything else as ``worker I: repr``; ``None`` prints nothing. A failing worker is reported
+once: which worker, its error (the operator, for an error in one) and its traceback, with
+the frames inside sparktimely left out; the exit status is then 1. A setup error (too many
+workers, dynamic allocation, executors without numpy...) is one line and exit status 2, as
+is a bad flag (with the usage).
 
-While the job runs, a live display on stderr shows each probe's frontier (the epochs
-done), records/s and every worker's CPU and memory: redrawn in place on a terminal, a plain
-line every 10 s (and at the end) otherwise; ``--no-progress`` turns it off. ``--log-dir DIR``
-has every worker write its log files to ``DIR`` on its executor's host, for
-``python -m sparktimely.profile DIR`` (see ``sparktimely.barrier.run``). The Spark UI shows
-the job as ``sparktimely: run module:function on N workers``.
+``--checkpoint-dir DIR``, ``--checkpoint-every N`` and ``--max-attempts N`` are
+``sparktimely.barrier.run``'s checkpoint options: a stage that fails (say, an executor was
+lost) runs again from its last checkpoint, up to N times. ``--stall-limit SECONDS`` stops a
+worker that makes no progress for that long. While the job runs, a live display on stderr
+shows each probe's frontier (the epochs done), records/s and every worker's CPU and memory:
+redrawn in place on a terminal, a plain line every 10 s (and at the end) otherwise;
+``--no-progress`` turns it off (``--progress``, the default, turns Spark's own console bar
+off, so that they do not draw over each other). ``--log-dir DIR`` has every worker write its
+log files to ``DIR`` on its executor's host, for ``python -m sparktimely.profile DIR``. The
+Spark UI and logs name the job ``sparktimely: run module:function on N workers``.
 
 On its own, it starts the Spark driver itself (``--master``, default Spark's own, and
-``--conf KEY=VALUE``)::
+``--conf KEY=VALUE``), in this Python. ``--conf spark.pyspark.python=PYTHON`` (a path on the
+executors' hosts, or ``./env/bin/python`` with ``--conf spark.archives=env.tar.gz#env``) is
+the executors' Python; without it a local master's executors run this Python::
 
     sparktimely-submit --master 'local[2]' -w 2 examples.pagerank:job --edges edges.parquet
     python -m sparktimely.barrier.submit -w 2 mypkg.jobs:main ...
 
 With ``spark-submit`` (the cluster manager's options then go to spark-submit, and this file is
-the application; ``sparktimely-submit --path`` prints its location)::
+the application; ``sparktimely-submit --path`` prints its location; spark-submit starts the
+driver with ``spark.pyspark.driver.python``, else ``spark.pyspark.python``)::
 
     spark-submit --master yarn --num-executors 4 --executor-cores 2 \\
         "$(sparktimely-submit --path)" -w 8 mypkg.jobs:main --input hdfs:///data
@@ -115,29 +127,75 @@ def _send_by_value(function: Callable) -> None:
         cloudpickle.register_pickle_by_value(module)
 
 
+def _positive(kind: type) -> Callable[[str], float]:
+    """An argparse type: a number of ``kind`` (int or float) above 0.
+
+    >>> _positive(int)("3"), _positive(float)("0.5")
+    (3, 0.5)
+    >>> _positive(int)("abc")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: expected a whole number above 0, got 'abc'
+    """
+    what = "a whole number" if kind is int else "a number"
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not value > 0:
+            raise argparse.ArgumentTypeError(f"expected {what} above 0, got {text!r}")
+        return value
+    return parse
+
+
+def _setting(text: str) -> tuple[str, str]:
+    """An argparse type: ``KEY=VALUE``."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sparktimely-submit",
-        description="Run a sparktimely worker function on Spark, one barrier task per worker.")
-    parser.add_argument("-w", "--workers", type=int, default=None,
+        usage="%(prog)s [options] module:function [job arguments...]",
+        description="Run a sparktimely worker function on Spark, one barrier task per worker. "
+                    "Every argument after module:function goes to the job (worker.args).")
+    parser.add_argument("-w", "--workers", type=_positive(int), default=None,
                         help="number of workers (barrier tasks); default: all task slots")
     parser.add_argument("--master", help="Spark master when starting the driver here "
                                          "(ignored under spark-submit)")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                        help="Spark configuration for the driver started here")
+                        type=_setting, help="Spark configuration for the driver started here; "
+                        "spark.pyspark.python is the executors' Python")
     parser.add_argument("--name", default=None, help="application name")
-    parser.add_argument("--timeout", type=float, default=None,
+    parser.add_argument("--timeout", type=_positive(float), default=None, metavar="SECONDS",
                         help="seconds allowed for the workers to connect (default 60)")
-    parser.add_argument("--no-progress", dest="progress", action="store_false",
-                        help="no live progress display on stderr")
+    parser.add_argument("--stall-limit", type=_positive(float), default=None,
+                        metavar="SECONDS", help="stop a worker that makes no progress for "
+                                                "this long")
+    parser.add_argument("--checkpoint-dir", metavar="DIR", default=None,
+                        help="checkpoint to DIR (one every executor reaches) and resume from "
+                             "it")
+    parser.add_argument("--checkpoint-every", type=_positive(int), default=1, metavar="N",
+                        help="checkpoint every N epochs (default 1)")
+    parser.add_argument("--max-attempts", type=_positive(int), default=1, metavar="N",
+                        help="run a failed stage again, from its last checkpoint, up to N "
+                             "times in all (default 1)")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
+                        help="a live progress display on stderr (default: on)")
     parser.add_argument("--log-dir", metavar="DIR", default=None,
                         help="each worker writes its log files to DIR on its executor's host "
                              "(for python -m sparktimely.profile DIR)")
     parser.add_argument("--path", action="store_true",
                         help="print the path of this file (the application for spark-submit)")
-    parser.add_argument("target", nargs="?", help="module:function, called with each worker")
-    parser.add_argument("args", nargs=argparse.REMAINDER,
-                        help="arguments for the job (worker.args)")
+    parser.add_argument("target", nargs="?", metavar="module:function",
+                        help="the worker function to run")
+    parser.add_argument("args", nargs=argparse.REMAINDER, metavar="job arguments",
+                        help=argparse.SUPPRESS)
     return parser
 
 
@@ -147,15 +205,18 @@ def _session(options):
     builder = SparkSession.builder.appName(options.name or f"sparktimely {options.target}")
     if options.master and not under_submit:
         builder = builder.master(options.master)
-    confs = dict(item.split("=", 1) for item in options.conf)
+    confs = dict(options.conf)
     master = options.master or confs.get("spark.master") or ""
     if not under_submit:
         require_java()
-        if master.startswith("local") or not master:
-            confs.setdefault("spark.pyspark.python", sys.executable)
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        executors = confs.get("spark.pyspark.python")
+        if executors:           # pyspark takes the executors' Python from here, not the conf
+            os.environ["PYSPARK_PYTHON"] = executors
+        elif master.startswith("local") or not master:
+            confs["spark.pyspark.python"] = os.environ.setdefault("PYSPARK_PYTHON",
+                                                                  sys.executable)
     if options.progress:                        # Spark's own bar would draw over ours
-        confs.setdefault("spark.ui.showConsoleProgress", "false")
+        confs["spark.ui.showConsoleProgress"] = "false"
     for key, value in confs.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
@@ -168,23 +229,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     /.../sparktimely/barrier/submit.py
     0
     """
-    options = _parser().parse_args(argv)
+    parser = _parser()
+    options = parser.parse_args(argv)
     if options.path:
         print(os.path.abspath(__file__))
         return 0
     if not options.target:
-        _parser().error("a module:function to run is required")
+        parser.error("a module:function to run is required")
     try:
-        for item in options.conf:
-            if "=" not in item:
-                raise ValueError(f"--conf takes KEY=VALUE, got {item!r}")
         function = load_function(options.target)
-        _send_by_value(function)
-        from pyspark.sql import SparkSession
-        ours = SparkSession.getActiveSession() is None        # else the caller's to stop
+    except (ValueError, TypeError, ImportError, AttributeError) as error:
+        parser.error(f"cannot run {options.target}: {type(error).__name__}: {error}")
+    _send_by_value(function)
+    from pyspark.sql import SparkSession
+    ours = SparkSession.getActiveSession() is None        # else the caller's to stop
+    try:
         spark = _session(options)
-    except (JavaMissing, ValueError, TypeError, ImportError, AttributeError) as error:
-        print(f"sparktimely-submit: {error}", file=sys.stderr)
+    except Exception as error:                    # no Java, or Spark refused to start
+        print(f"sparktimely-submit: the Spark driver did not start: {_java_said(error)}",
+              file=sys.stderr)
         return 2
     try:
         return _run(spark, function, options)
@@ -195,18 +258,32 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(spark, function: Callable, options) -> int:
     from ..execute import WorkerError
-    from ._api import BarrierSetupError, _slots, run
+    from ..io.checkpoints import RecoveryError
+    from ._api import BarrierSetupError, run
+    from ._resources import slots_of
     from ._ship import EnvironmentMissing
-    workers = options.workers or _slots(spark.sparkContext) or spark.sparkContext.defaultParallelism
+    workers = options.workers or slots_of(spark.sparkContext) or spark.sparkContext.defaultParallelism
     started = time.perf_counter()
     try:
         results = run(spark, function, workers, args=options.args, timeout=options.timeout,
-                      log_dir=options.log_dir, progress=options.progress)
+                      stall_limit=options.stall_limit, log_dir=options.log_dir,
+                      progress=options.progress, checkpoint_dir=options.checkpoint_dir,
+                      checkpoint_every=options.checkpoint_every,
+                      max_attempts=options.max_attempts)
     except (BarrierSetupError, EnvironmentMissing) as error:
         print(f"sparktimely-submit: {error}", file=sys.stderr)
         return 2
+    except RecoveryError as error:
+        print(f"sparktimely-submit: {error}", file=sys.stderr)
+        return 1
     except WorkerError as error:
-        print(f"sparktimely-submit: {error}\n{error.traceback}", file=sys.stderr)
+        told = f"sparktimely-submit: {error}"
+        if error.traceback:
+            told += "\n" + user_traceback(error.traceback)
+        print(told, file=sys.stderr)
+        return 1
+    except Exception as error:                    # Spark's own failure, not a worker's
+        print(f"sparktimely-submit: the Spark job failed: {_java_said(error)}", file=sys.stderr)
         return 1
     print(f"sparktimely-submit: {workers} workers ran {options.target} in "
           f"{time.perf_counter() - started:.2f} s (one barrier stage)", file=sys.stderr)
@@ -220,6 +297,75 @@ def _run(spark, function: Callable, options) -> int:
             print(f"worker {index}: {result!r}")
     sys.stdout.flush()
     return 0
+
+
+def _java_said(error: BaseException) -> str:
+    """What a failure says, without the Java stack a Py4J error carries.
+
+    >>> _java_said(ValueError("no"))
+    'ValueError: no'
+    """
+    java = getattr(error, "java_exception", None)
+    if java is None:
+        return f"{type(error).__name__}: {error}"
+    lines = [line for line in str(java.toString()).splitlines() if line.strip()]
+    return " ".join(line.strip() for line in lines[:3])
+
+
+_FRAME = re.compile(r'  File "([^"]*)", line \d+, in ')
+
+
+def user_traceback(text: str) -> str:
+    """A worker's traceback with the frames inside sparktimely (its package, or the zip it
+    travels to executors in) cut to one line per run of them, and without the events a
+    worker's log adds as a note (they are in ``--log-dir``'s files).
+
+    >>> print(user_traceback('''Traceback (most recent call last):
+    ...   File "/tmp/userFiles/sparktimely-0e9.zip/sparktimely/dataflow/worker.py", line 9, in step
+    ...     op.schedule()
+    ...   File "/home/me/job.py", line 3, in <lambda>
+    ...     1 / 0
+    ... ZeroDivisionError: division by zero
+    ... sparktimely.logging: the last 2 of the 2 events worker 0 logged:
+    ...      1.0 ms  w0  start Map'''))
+    Traceback (most recent call last):
+      ... (1 frame inside sparktimely)
+      File "/home/me/job.py", line 3, in <lambda>
+        1 / 0
+    ZeroDivisionError: division by zero
+    """
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    lines = text.splitlines()
+    cut = next((i for i, line in enumerate(lines)
+                if line.startswith("sparktimely.logging: the last ")), len(lines))
+    kept: list[str] = []
+    hidden = 0
+    index = 0
+    while index < cut:
+        line = lines[index]
+        frame = _FRAME.match(line)
+        if frame is None:
+            if hidden:
+                kept.append(f"  ... ({hidden} frame{'s' if hidden > 1 else ''} inside "
+                            f"sparktimely)")
+                hidden = 0
+            kept.append(line)
+            index += 1
+            continue
+        end = index + 1                          # the frame's source lines follow it
+        while end < cut and lines[end].startswith("    "):
+            end += 1
+        path = frame[1]
+        if path.startswith(package + os.sep) or re.search(r"sparktimely[^/]*\.zip/", path):
+            hidden += 1
+        else:
+            if hidden:
+                kept.append(f"  ... ({hidden} frame{'s' if hidden > 1 else ''} inside "
+                            f"sparktimely)")
+                hidden = 0
+            kept.extend(lines[index:end])
+        index = end
+    return "\n".join(kept)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import json
 import re
 from typing import Any, Iterable
 
-from xxhash import xxh3_128_hexdigest
+from ..hashing import xxh3_128_hexdigest
 
 FORMAT = "sparktimely-checkpoint/1"
 _NAME = re.compile(r"^(\d{12})\.json$")

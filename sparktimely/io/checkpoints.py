@@ -81,8 +81,8 @@ if TYPE_CHECKING:
 
 W = TypeVar("W", bound="Worker")
 
-__all__ = ["Checkpoints", "RecoveryError", "checkpointing", "enable_checkpoints",
-           "reraise_recovery_error"]
+__all__ = ["Checkpoints", "RecoveryError", "checkpointing", "committed_epochs",
+           "enable_checkpoints", "reraise_recovery_error"]
 
 KEEP = 2
 """Commit records (and their state files) kept: the newest and the one before it."""
@@ -187,6 +187,33 @@ def reraise_recovery_error() -> Iterator[None]:
 
 
 _RECOVERY_ERROR = "RecoveryError: "
+
+
+def committed_epochs(checkpoint_dir: Location) -> dict[str, int | None]:
+    """The epoch of the newest commit record of each dataflow checkpointed in
+    ``checkpoint_dir`` (empty when there is none, or no such directory): what a run with
+    this directory would resume after; None for a dataflow whose run completed. Reads only;
+    does not check the files.
+
+    >>> import tempfile, sparktimely as st
+    >>> directory = tempfile.mkdtemp()
+    >>> def job(worker):
+    ...     enable_checkpoints(worker, directory)
+    ...     worker.dataflow(lambda scope: scope.to_stream([("a", 1)]).state_machine(
+    ...         lambda key, value, total: (False, [value])).probe(), name="totals")
+    >>> committed_epochs(directory), st.execute_directly(job), committed_epochs(directory)
+    ({}, None, {'totals': None})
+    """
+    storage = Storage(checkpoint_dir)
+    epochs: dict[str, int | None] = {}
+    for name in storage.names(storage.root):
+        commits = storage.path(name, "commits")
+        sequences = [s for s in map(records.sequence_of, storage.names(commits)) if s is not None]
+        if sequences:
+            path = posixpath.join(commits, records.name(max(sequences)))
+            record = records.parse(bytes(storage.read(path)), path, max(sequences))
+            epochs[unquote(name)] = None if record["complete"] else record["epoch"]
+    return epochs
 
 
 class Checkpoints(WorkerObserver):

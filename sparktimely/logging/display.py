@@ -41,10 +41,13 @@ def _megabytes(rss: float) -> str:
 
 def _rates(statuses: list[dict], before: dict[int, dict]) -> tuple[float | None, dict]:
     """Records/s over all workers and CPU share per worker, against earlier statuses (or,
-    for a worker not seen before, since it began reporting)."""
+    for a worker not seen before, or begun again since, as in a retried Spark stage, since
+    it began reporting)."""
     records, seconds, cpu = 0.0, 0.0, {}
     for status in statuses:
         old = before.get(status["worker"])
+        if old is not None and old.get("started") != status.get("started"):
+            old = None                                   # another run of this worker index
         if old is None and status.get("started"):
             wall, used = status["started"]
             old = {"wall": wall, "records": 0, "cpu": used}

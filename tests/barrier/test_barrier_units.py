@@ -13,7 +13,7 @@ import pytest
 import sparktimely as st
 from sparktimely.barrier import (BarrierSetupError, TaskAddress, TaskPlan, check_resources,
                                  parse_failure)
-from sparktimely.barrier._api import _as_arrow
+from sparktimely.barrier._task import as_arrow
 from sparktimely.barrier._task import TaskFailed, format_failure
 from sparktimely.barrier.submit import JavaMissing, load_function, require_java
 
@@ -81,15 +81,15 @@ SCHEMA = pa.schema([("word", pa.string()), ("count", pa.int64())])
 
 
 def test_output_records_become_batches_of_the_schema():
-    assert _as_arrow([("a", 1), ("b", 2)], SCHEMA).to_pylist() == [
+    assert as_arrow([("a", 1), ("b", 2)], SCHEMA).to_pylist() == [
         {"word": "a", "count": 1}, {"word": "b", "count": 2}]
-    assert _as_arrow([{"count": 3, "word": "c"}], SCHEMA).to_pylist() == [{"word": "c", "count": 3}]
+    assert as_arrow([{"count": 3, "word": "c"}], SCHEMA).to_pylist() == [{"word": "c", "count": 3}]
     batch = pa.RecordBatch.from_pydict({"count": pa.array([1], pa.int32()), "word": ["x"], "extra": [0]})
-    assert _as_arrow(batch, SCHEMA).schema == SCHEMA
+    assert as_arrow(batch, SCHEMA).schema == SCHEMA
     one = pa.schema([("n", pa.int64())])
-    assert _as_arrow([1, 2], one).column(0).to_pylist() == [1, 2]
+    assert as_arrow([1, 2], one).column(0).to_pylist() == [1, 2]
     with pytest.raises(ValueError, match="fields"):
-        _as_arrow([("a", 1, 2)], SCHEMA)
+        as_arrow([("a", 1, 2)], SCHEMA)
 
 
 # -- entry point helpers -----------------------------------------------------------------------
@@ -124,3 +124,66 @@ def test_submit_path_and_usage():
     done = subprocess.run([sys.executable, "-m", "sparktimely.barrier.submit", "--path"],
                           cwd=ROOT, capture_output=True, text=True, timeout=50)
     assert done.returncode == 0 and done.stdout.strip().endswith("sparktimely/barrier/submit.py")
+
+
+# -- slots before submitting ------------------------------------------------------------------
+
+class ScriptedContext:
+    """A SparkContext as the slot check sees it: its slots follow ``script`` (seconds since
+    the check began -> slots), its application started ``age`` seconds ago."""
+
+    def __init__(self, script: list[tuple[float, int]], age: float,
+                 dynamic: bool = False) -> None:
+        import time
+        self.script, self.began, self.master = script, time.monotonic(), "spark://m:7077"
+        self.startTime = int((time.time() - age) * 1000)
+        self.dynamic = dynamic
+        self._jsc = self
+
+    def parallelize(self):                       # makes it a SparkContext to context_of
+        raise AssertionError
+
+    def sc(self):
+        return self
+
+    def resourceProfileManager(self):
+        return self
+
+    def defaultResourceProfile(self):
+        return None
+
+    def maxNumConcurrentTasks(self, profile) -> int:
+        import time
+        now = time.monotonic() - self.began
+        return [slots for at, slots in self.script if at <= now][-1]
+
+    def getConf(self):
+        return {"spark.dynamicAllocation.enabled": "true" if self.dynamic else "false"}
+
+
+@pytest.mark.timeout(60)
+def test_a_young_application_is_given_until_its_executors_stop_registering():
+    import time
+
+    from sparktimely.barrier._resources import SETTLE, check
+    registering = [(0.0, 0), (1.0, 1), (2.0, 2)]         # executors come during 2 s
+    started = time.monotonic()
+    check(ScriptedContext(registering, age=1.0), 2)      # waits for the second, no longer
+    assert 1.5 < time.monotonic() - started < 3.5
+    started = time.monotonic()
+    with pytest.raises(BarrierSetupError, match="has 2 task slots"):
+        check(ScriptedContext(registering, age=1.0), 3)  # none comes for SETTLE s: refused
+    assert 2.0 + SETTLE - 0.5 < time.monotonic() - started < 2.0 + SETTLE + 1.5
+
+
+@pytest.mark.timeout(60)
+def test_an_old_application_or_dynamic_allocation_is_refused_at_once():
+    import time
+
+    from sparktimely.barrier._resources import check
+    started = time.monotonic()
+    with pytest.raises(BarrierSetupError, match="has 2 task slots"):
+        check(ScriptedContext([(0.0, 2), (0.5, 3)], age=120.0), 3)
+    with pytest.raises(BarrierSetupError, match="dynamic allocation"):
+        check(ScriptedContext([(0.0, 0)], age=1.0, dynamic=True), 2)
+    assert time.monotonic() - started < 0.5

@@ -158,6 +158,8 @@ def test_executors_without_numpy_or_pyarrow_fail_with_one_error_naming_them(tmp_
     import socket
     assert line.startswith(f"RESULT sparktimely cannot run on executor {socket.gethostname()} "
                            f"(Python {pythons['empty']}, 3."), line
-    for name in ("numpy", "pyarrow", "xxhash", "multiprocess", "psutil"):
+    for name in ("numpy", "pyarrow", "multiprocess", "psutil"):
         assert f"{name} (No module named '{name}')" in line
-    assert "--archives env.tar.gz#env --conf spark.pyspark.python=./env/bin/python" in line
+    assert ("--conf spark.archives=env.tar.gz#env --conf spark.pyspark.python=./env/bin/python "
+            "(with spark-submit add --conf spark.pyspark.driver.python=$(which python)") in line
+    assert "tar czhf env.tar.gz -C VENV bin include lib pyvenv.cfg" in line

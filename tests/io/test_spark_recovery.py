@@ -16,7 +16,7 @@ import dd_recovery_jobs
 import recovery_jobs
 import sparktimely as st
 import sparktimely.barrier as stb
-from sparktimely.barrier._api import RECORDS_PER_BATCH
+from sparktimely.barrier._task import RECORDS_PER_BATCH
 from recovery_jobs import FailOnce, epochs_of, running_counts, visible, wordcount, write_texts
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]

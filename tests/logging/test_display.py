@@ -99,6 +99,18 @@ def test_rates_come_from_successive_statuses():
         "records; worker 1: cpu 75% rss 0 MB 6,000 records")
 
 
+def test_a_worker_begun_again_counts_from_its_new_start_not_below_zero():
+    """A retried Spark stage runs worker 0 again: its counters start over, and its rate is
+    taken from its new start, not against the previous run's larger counts."""
+    before = {0: {"worker": 0, "wall": 100.0, "records": 9_000, "cpu": 30.0, "rss": 0,
+                  "probes": [], "done": False, "started": [50.0, 0.5]}}
+    again = [{"worker": 0, "wall": 104.0, "records": 2_000, "cpu": 1.5, "rss": 0,
+              "probes": [], "done": False, "started": [103.0, 0.5]}]
+    assert render_lines(again, before, 30.0)[:2] == [
+        "sparktimely  30.0 s  1 worker  2,000 records/s",
+        "  worker 0: cpu 100%  rss     0 MB  2,000 records"]
+
+
 @pytest.mark.timeout(60)
 def test_a_worker_that_cannot_reach_the_display_says_so_once_and_goes_on(capfd):
     import socket

@@ -1,0 +1,113 @@
+"""``sparktimely-submit`` as a user meets it: the command line run in a subprocess, its exit
+status and what it prints. Its flags follow argparse's conventions (``--help``, unknown
+flags, bad values), arguments after ``module:function`` are the job's, and a failing worker
+is reported once."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from sparktimely.barrier import submit
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def sparktimely_submit(*args: str, cwd: str = ROOT, timeout: float = 60):
+    return subprocess.run([sys.executable, "-m", "sparktimely.barrier.submit", *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=timeout)
+
+
+@pytest.mark.timeout(60)
+def test_help_prints_usage_and_runs_nothing():
+    done = sparktimely_submit("--help")
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout.startswith("usage: sparktimely-submit [options] module:function")
+    for flag in ("--checkpoint-dir", "--checkpoint-every", "--max-attempts", "--stall-limit",
+                 "--log-dir", "--progress, --no-progress", "--conf KEY=VALUE"):
+        assert flag in done.stdout, flag
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args, error", [
+    (["--wrokers", "3", "examples.pagerank:job"], "unrecognized arguments: --wrokers"),
+    (["-w", "abc", "examples.pagerank:job"],
+     "argument -w/--workers: expected a whole number above 0, got 'abc'"),
+    (["-w", "0", "examples.pagerank:job"],
+     "argument -w/--workers: expected a whole number above 0, got '0'"),
+    (["--stall-limit", "-1", "examples.pagerank:job"],
+     "argument --stall-limit: expected a number above 0, got '-1'"),
+    (["--max-attempts", "two", "examples.pagerank:job"],
+     "argument --max-attempts: expected a whole number above 0, got 'two'"),
+    (["--conf", "spark.ui.enabled", "examples.pagerank:job"],
+     "argument --conf: expected KEY=VALUE, got 'spark.ui.enabled'"),
+    (["-w", "2"], "a module:function to run is required"),
+    (["nosuch.module:job"], "cannot run nosuch.module:job: ModuleNotFoundError: No module "
+                            "named 'nosuch'"),
+    (["examples.pagerank:nosuch"], "cannot run examples.pagerank:nosuch: AttributeError: "),
+])
+def test_a_bad_flag_or_value_is_one_line_with_the_usage_and_status_2(args, error):
+    done = sparktimely_submit(*args)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    usage, message = done.stderr.strip().split("\n")
+    assert usage.startswith("usage: sparktimely-submit [options] module:function")
+    assert message.startswith(f"sparktimely-submit: error: {error}"), message
+
+
+def test_arguments_after_the_function_or_a_double_dash_go_to_the_job_untouched():
+    parse = submit._parser().parse_args
+    assert parse(["-w", "2", "m:f", "--edges", "x", "-w", "3"]).args == [
+        "--edges", "x", "-w", "3"]
+    options = parse(["-w", "2", "--", "m:f", "--help"])
+    assert (options.workers, options.target, options.args) == (2, "m:f", ["--help"])
+    options = parse(["m:f", "--", "--x"])
+    assert (options.target, options.args) == ("m:f", ["--x"])
+    options = parse(["--no-progress", "--checkpoint-dir", "ck", "--checkpoint-every", "3",
+                     "--max-attempts", "2", "--stall-limit", "1.5", "m:f"])
+    assert (options.progress, options.checkpoint_dir, options.checkpoint_every,
+            options.max_attempts, options.stall_limit) == (False, "ck", 3, 2, 1.5)
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_a_failing_worker_is_told_once_with_its_operator_and_traceback(tmp_path):
+    """A ``1/0`` in a ``map`` under ``--master local[2]``: one report (which worker, which
+    operator, the worker's traceback with the user's frames), none of Spark's per-task
+    copies of it, exit status 1."""
+    (tmp_path / "failing.py").write_text(textwrap.dedent("""
+        def job(worker):
+            worker.dataflow(lambda scope: scope.to_stream(range(10)).map(lambda x: 1 / 0).probe())
+            worker.run()
+    """))
+    done = sparktimely_submit("--master", "local[2]", "-w", "2", "failing:job",
+                              cwd=str(tmp_path), timeout=280)
+    assert done.returncode == 1, done.stderr[-3000:]
+    err = done.stderr
+    # once in the report's first line, once as the cause, once in the operator's error
+    assert err.count("ZeroDivisionError: division by zero") == 3, err
+    [report] = [line for line in err.splitlines() if line.startswith("sparktimely-submit:")]
+    assert report.endswith("failed: OperatorError: operator 'Map' (address (0, 1)) raised "
+                           "ZeroDivisionError: division by zero")
+    traceback = err[err.index(report):]
+    assert 'failing.py", line 3, in <lambda>' in traceback
+    assert 'failing.py", line 4, in job' in traceback
+    assert "frames inside sparktimely" in traceback
+    assert "TaskSetManager" not in err and "ERROR Executor" not in err
+    assert "PythonException" not in err and "Py4J" not in err
+    assert len(traceback.splitlines()) <= 25, traceback
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_a_driver_spark_refuses_to_start_is_one_line_and_status_2(tmp_path):
+    done = sparktimely_submit("--master", "local[1]", "--conf",
+                              f"spark.archives={tmp_path / 'missing.tar.gz'}#env",
+                              "examples.pagerank:job", timeout=280)
+    assert done.returncode == 2, done.stderr[-3000:]
+    [told] = [line for line in done.stderr.splitlines() if line.startswith("sparktimely-submit")]
+    assert told.startswith("sparktimely-submit: the Spark driver did not start: "), told
+    assert "missing.tar.gz" in told and "Traceback" not in done.stderr
