@@ -31,34 +31,10 @@ from ..trace.batch import (AdvancedBatch, Batch, Batcher, EnteredBatch, capabili
 from ..trace.handle import TraceAgent, TraceBox
 
 if TYPE_CHECKING:
-    from ...dataflow.scope import ScopeCore
     from ...ops import Scope, Stream
 
 
 # -- handles and dataflow lifetimes --------------------------------------------------------------
-
-_HELD: "weakref.WeakKeyDictionary[Any, list]" = weakref.WeakKeyDictionary()
-
-
-def hold_in_dataflow(scope: "ScopeCore", closeable: Any) -> None:
-    """Close ``closeable`` (a handle, an import) when the dataflow of ``scope`` is dropped."""
-    dataflow = scope.dataflow
-    held = _HELD.get(dataflow)
-    if held is None:
-        held = _HELD[dataflow] = []
-        on_drop = getattr(scope, "on_drop", None)
-        if on_drop is not None:
-            on_drop(lambda: release_dataflow(dataflow))
-    held.append(weakref.ref(closeable))
-
-
-def release_dataflow(dataflow: Any) -> None:
-    """Close every trace handle and import the dataflow holds (its ``on_drop`` callback)."""
-    for ref in _HELD.pop(dataflow, []):
-        closeable = ref()
-        if closeable is not None:
-            closeable.close()
-
 
 _TRACES: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
 
@@ -76,7 +52,7 @@ def reader(arranged: "Arranged", scope: "Scope") -> TraceAgent:
     """A new handle on ``arranged``'s trace for an operator of ``scope``, released when the
     operator is done with it or when the dataflow is dropped."""
     handle = arranged.trace.clone()
-    hold_in_dataflow(scope, handle)
+    scope.hold(handle)
     return handle
 
 
@@ -140,9 +116,9 @@ class TraceHandle(TraceAgent):
         if scope.kind.depth:
             raise ValueError("import_ needs a dataflow's top-level scope")
         handle = TraceHandle(box, self._logical, box.physical_frontier())
-        hold_in_dataflow(scope, handle)
+        scope.hold(handle)
         feed = ImportFeed(box, handle.get_logical_compaction())
-        hold_in_dataflow(scope, feed)
+        scope.hold(feed)
 
         def ctor(capability, info):
             caps = CapabilitySet([capability])
@@ -474,7 +450,7 @@ class Arranged:
                     output.give_at(cap, [entered_batch(b) for b in batches])
             return logic
         handle = EnteredHandle(self.trace.clone())
-        hold_in_dataflow(scope, handle)
+        scope.hold(handle)
         return Arranged(stream.unary(Pipeline, "EnterArranged", ctor), handle, self.key)
 
     def __repr__(self) -> str:

@@ -29,7 +29,7 @@ from ..lattice import antichain, antichain_join, beyond, interesting_times
 from ..recovery import TraceState, checkpointing
 from ..trace.batch import Batch
 from ..trace.handle import TraceAgent, TraceBox
-from .arrange import Arranged, hold_in_dataflow, reader, trace_phase
+from .arrange import Arranged, reader, trace_phase
 
 class Reduction:
     """What a reduction does with one key: ``desired(key, updates)`` turns the key's input
@@ -114,7 +114,7 @@ def reduce_arranged(arranged: Arranged, reduction: Reduction | None, name: str,
     out_box = TraceBox(f"{name} output", minimum, scope.kind, scope.dataflow.worker,
                        trace_phase(scope))
     out_trace = TraceAgent(out_box)
-    hold_in_dataflow(scope, out_trace)
+    scope.hold(out_trace)
     total = scope.kind.depth == 0 and scope.kind.base is int
     reducer: Any = None
 
