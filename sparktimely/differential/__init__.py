@@ -24,7 +24,7 @@ other dataflows of the same worker, share instead of copying (see ``Arranged.tra
 >>> st.execute_directly(job)
 [(0, [((1, 2), 0, 1)]), (1, [((1, 1), 1, 1), ((1, 2), 1, -1)])]
 """
-from .collection import DIFF, Collection, as_collection, concatenate, from_stream
+from .collection import Collection, as_collection, concatenate, from_stream
 from .input import InputSession
 from .operators import arrange as _arrange
 from .operators import iterate as _iterate

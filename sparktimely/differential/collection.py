@@ -33,33 +33,11 @@ import pyarrow.compute as pc
 from ..dataflow import Pipeline
 from ..dataflow.operator import enter as enter_stream, leave as leave_stream
 from ..progress.timestamp import Product
+from .updates import DIFF, arrow_only, python_only
 
 if TYPE_CHECKING:
     from ..dataflow import ProbeHandle
     from ..ops import Scope, Stream
-
-DIFF = "diff"
-"""The name of the int64 column holding the diffs of an Arrow collection."""
-
-
-def arrow_only(operator: str, batch: Any) -> pa.RecordBatch:
-    """``batch`` if it is an Arrow batch with a ``diff`` column, else a TypeError."""
-    if batch.__class__ is list:
-        raise TypeError(f"{operator} works on Arrow collections (RecordBatches with a "
-                        f"'{DIFF}' column); this collection carries Python updates")
-    if DIFF not in batch.schema.names:
-        raise TypeError(f"{operator}: the Arrow batch has no '{DIFF}' column (columns: "
-                        f"{', '.join(batch.schema.names)})")
-    return batch
-
-
-def python_only(operator: str, hint: str, batch: Any) -> list:
-    """``batch`` if it is a list of updates, else a TypeError naming the Arrow alternative."""
-    if batch.__class__ is not list:
-        raise TypeError(f"{operator} runs a Python function per update; this collection "
-                        f"carries Arrow batches: use {hint}")
-    return batch
-
 
 class Collection:
     """A stream of ``(data, time, diff)`` updates (or Arrow batches with a ``diff`` column).

@@ -20,9 +20,11 @@ import weakref
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ...dataflow import CapabilitySet, Exchange, Pipeline
+from ...dataflow import CapabilitySet, Exchange, Pipeline, source
 from ...hashing import stable_hash
 from ...progress.timestamp import less_equal, sort_times
+from ..arrow.arrange import ArrowArranger
+from ..arrow.batch import HASH, column_numpy, consolidated_rows, with_key_hashes
 from ..collection import Collection
 from ..lattice import antichain, beyond, frontier_le
 from ..recovery import TraceState, checkpointing
@@ -136,7 +138,6 @@ class TraceHandle(TraceAgent):
                 if feed.closed and not caps.is_empty():
                     caps.drop()
             return logic
-        from ...dataflow import source
         stream = source(scope, name, ctor)
         return Arranged(stream, handle)
 
@@ -188,7 +189,6 @@ def _route(name: str, pairs: bool) -> Callable[[Any], Any]:
         if update.__class__ is not tuple:
             if update.__class__ is list or not hasattr(update, "schema"):
                 raise TypeError(f"{name}: {update!r} is not a (data, time, diff) update")
-            from ..arrow.batch import HASH, column_numpy
             return column_numpy(update, HASH) >> 1
         if not pairs:
             return stable_hash(update[0])
@@ -291,7 +291,6 @@ def combined(updates: "Stream", name: str, key: Any) -> "Stream":
     combiner: 1M words over 10k keys cross as 10k rows), and every Arrow batch given the
     hashes of its ``key`` columns, which the exchange routes by and the arrangement sorts
     by; lists pass unchanged, and so does everything on a single worker."""
-    from ..arrow.batch import consolidated_rows, with_key_hashes
     alone = updates.scope.peers == 1
 
     def ctor(capability, info):
@@ -325,7 +324,6 @@ class Arranger:
                                     f"this collection carries Python updates")
                 inner = PythonArranger(self.name, self.pairs)
             else:
-                from ..arrow.arrange import ArrowArranger
                 if self.pairs and self.key is None:
                     raise TypeError(f"{self.name}: an Arrow collection is arranged by "
                                     f"columns: use arrange_by_key(key='column')")

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ...dataflow import Pipeline
+from ..arrow.join import ArrowJoiner
 from ..collection import Collection
 from ..lattice import join
 from .arrange import Arranged, arrange_by_key, arrange_by_self, reader
@@ -54,7 +55,6 @@ def join_core(arranged1: Arranged, arranged2: Arranged, f: Callable | None = Non
 
     def choose(batch: Any) -> Any:
         if hasattr(batch, "to_record_batches"):
-            from ..arrow.join import ArrowJoiner
             if mode not in (JOIN_PAIR, JOIN_SEMI):
                 raise TypeError(f"{name}: Arrow arrangements join on columns "
                                 f"(join(other, on=...), semijoin); no per-pair function")

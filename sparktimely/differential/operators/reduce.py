@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 from ...dataflow import CapabilitySet, Pipeline
 from ...progress.timestamp import less_equal
+from ..arrow.reduce import ArrowReducer, aggregate_spec, count_spec, distinct_spec
 from ..collection import Collection
 from ..lattice import antichain, antichain_join, beyond, interesting_times
 from ..recovery import TraceState, checkpointing
@@ -127,7 +128,6 @@ def reduce_arranged(arranged: Arranged, reduction: Reduction | None, name: str,
         if arrow_spec is None:
             raise TypeError(f"{name}: this arrangement holds Arrow batches; use the Arrow "
                             f"aggregations (reduce(aggs=...), count(), distinct())")
-        from ..arrow.reduce import ArrowReducer
         return ArrowReducer(name, arrow_spec, scope.kind)
 
     def ctor(capability, info):
@@ -287,7 +287,6 @@ def reduce(collection_or_arranged: Any, logic: Callable[[Any, list, list], None]
     [(0, [(('a', 7), 0, 1), (('b', 1), 0, 1)])]
     """
     if aggs is not None:
-        from ..arrow.reduce import aggregate_spec
         if logic is not None:
             raise TypeError("reduce takes either logic (Python) or aggs (Arrow), not both")
         return reduce_arranged(_arranged(collection_or_arranged, True, key), None, "Reduce",
@@ -301,7 +300,6 @@ def reduce(collection_or_arranged: Any, logic: Callable[[Any, list, list], None]
 def count(collection_or_arranged: Any, key: Any = None) -> Collection:
     """``(x, n)`` for each ``x`` with non-zero count ``n`` (Arrow: rows of the ``key``
     columns, default every data column, with an int64 ``count`` column)."""
-    from ..arrow.reduce import count_spec
     by_key = key is not None
     return reduce_arranged(_arranged(collection_or_arranged, by_key, key), CountReduction(),
                            "Count", count_spec())
@@ -327,7 +325,6 @@ def distinct(collection_or_arranged: Any) -> Collection:
     ...            .inner.capture()).extract()
     [(0, [('a', 0, 1), ('b', 0, 1)])]
     """
-    from ..arrow.reduce import distinct_spec
     return reduce_arranged(_arranged(collection_or_arranged, False),
                            ThresholdReduction(_distinct), "Distinct", distinct_spec())
 
