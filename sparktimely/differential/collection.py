@@ -1,4 +1,4 @@
-"""Collections: timely streams of updates, and the operators that need no state.
+"""Collections and arrangements: the user-facing classes of differential dataflow.
 
 A collection is a multiset that changes over time, written as a stream of *updates*
 ``(data, time, diff)``: at time ``time`` the multiplicity of ``data`` changes by the integer
@@ -21,10 +21,17 @@ inputs accumulated to that time, however many workers run it.
 
 Arrow collections carry ``pyarrow.RecordBatch``es with the data columns and an int64
 ``diff`` column; every row of a batch is at the batch's (timely) time.
+
+:class:`Collection` has the operators (those that need no state run per batch here; the
+stateful ones arrange the collection and call the machinery of :mod:`.operators`), an
+:class:`Arranged` collection those that read its index, and :class:`Reducible` is what the
+two share. This module holds all the classes that make each other (a collection arranges
+into an ``Arranged``, which gives collections back), so that none of them is patched in.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import (TYPE_CHECKING, Any, Callable, Generic, Iterable, Protocol, Sequence,
+                    TypeVar)
 
 import numpy as np
 import pyarrow as pa
@@ -33,11 +40,24 @@ import pyarrow.compute as pc
 from ..dataflow import Pipeline
 from ..dataflow.operator import enter as enter_stream, leave as leave_stream
 from ..progress.timestamp import Product
+from .arrow.reduce import count_spec, distinct_spec
+from .operators.arrange import (EnteredHandle, KeyColumns, TraceReader, arrange_stream,
+                                as_collection_stream, check_importable, entered_stream,
+                                import_stream)
+from .operators.iterate import loop_variable
+from .operators.join import JOIN_MANY, JOIN_MAP, JOIN_PAIR, JOIN_SEMI, join_core_stream
+from .operators.reduce import (CountReduction, ThresholdReduction, distinct_count,
+                               reduce_stream, user_reduction)
+from .trace.handle import TraceAgent
 from .updates import DIFF, arrow_only, python_only
 
 if TYPE_CHECKING:
     from ..dataflow import ProbeHandle
     from ..ops import Scope, Stream
+
+Trace_co = TypeVar("Trace_co", bound=TraceReader, covariant=True)
+"""The type of an arrangement's trace (``TraceHandle``, or a view from a nested scope)."""
+
 
 class Collection:
     """A stream of ``(data, time, diff)`` updates (or Arrow batches with a ``diff`` column).
@@ -60,6 +80,12 @@ class Collection:
 
     @property
     def scope(self) -> "Scope":
+        """The scope of the collection's stream.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream([1])).scope.name)
+        'dataflow-0'
+        """
         return self.inner.scope
 
     def _per_batch(self, name: str, transform: Callable[[Any, Any], Any]) -> "Collection":
@@ -90,14 +116,26 @@ class Collection:
         return self._per_batch("Map", transform)
 
     def flat_map(self, f: Callable[[Any], Iterable[Any]]) -> "Collection":
-        """Each ``data`` becomes the items of ``f(data)``, each with the update's diff."""
+        """Each ``data`` becomes the items of ``f(data)``, each with the update's diff.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream(["a b"])).flat_map(str.split)
+        ...            .inner.capture()).extract()
+        [(0, [('a', 0, 1), ('b', 0, 1)])]
+        """
         def transform(time, batch):
             return [(y, t, r) for d, t, r in python_only("flat_map", "map_batches", batch)
                     for y in f(d)]
         return self._per_batch("FlatMap", transform)
 
     def filter(self, predicate: Callable[[Any], bool]) -> "Collection":
-        """Keeps the updates whose ``data`` satisfies ``predicate``."""
+        """Keeps the updates whose ``data`` satisfies ``predicate``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream([1, 2, 3])).filter(lambda x: x > 1)
+        ...            .inner.capture()).extract()
+        [(0, [(2, 0, 1), (3, 0, 1)])]
+        """
         def transform(time, batch):
             return [u for u in python_only("filter", "filter_batches", batch) if predicate(u[0])]
         return self._per_batch("Filter", transform)
@@ -116,7 +154,13 @@ class Collection:
         return self._per_batch("Explode", transform)
 
     def negate(self) -> "Collection":
-        """Every diff negated: the collection subtracted instead of added."""
+        """Every diff negated: the collection subtracted instead of added.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream(["x"])).negate()
+        ...            .inner.capture()).extract()
+        [(0, [('x', 0, -1)])]
+        """
         def transform(time, batch):
             if batch.__class__ is list:
                 return [(d, t, -r) for d, t, r in batch]
@@ -127,7 +171,16 @@ class Collection:
 
     def map_batches(self, f: Callable[[pa.RecordBatch], pa.RecordBatch]) -> "Collection":
         """Arrow collections: each RecordBatch becomes ``f(batch)``, which must keep an
-        int64 ``diff`` column (rows keep the batch's time)."""
+        int64 ``diff`` column (rows keep the batch's time).
+
+        >>> import pyarrow as pa, pyarrow.compute as pc, sparktimely as st
+        >>> import sparktimely.differential as dd
+        >>> def build(scope):
+        ...     rows = dd.from_stream(scope.to_stream(pa.table({"x": [1, 2]})))
+        ...     return rows.map_batches(lambda b: b.set_column(0, "x", pc.multiply(b["x"], 10)))
+        >>> st.example(lambda s: build(s).inner.capture()).extract()[0][1].to_pydict()
+        {'x': [10, 20], 'diff': [1, 1]}
+        """
         def transform(time, batch):
             out = f(arrow_only("map_batches", batch))
             if not isinstance(out, pa.RecordBatch) or DIFF not in out.schema.names:
@@ -137,13 +190,27 @@ class Collection:
         return self._per_batch("MapBatches", transform)
 
     def filter_batches(self, mask: Callable[[pa.RecordBatch], Any]) -> "Collection":
-        """Arrow collections: keeps the rows where ``mask(batch)`` is true."""
+        """Arrow collections: keeps the rows where ``mask(batch)`` is true.
+
+        >>> import pyarrow as pa, pyarrow.compute as pc, sparktimely as st
+        >>> import sparktimely.differential as dd
+        >>> def build(scope):
+        ...     rows = dd.from_stream(scope.to_stream(pa.table({"x": [1, 2, 3]})))
+        ...     return rows.filter_batches(lambda b: pc.greater(b["x"], 1)).inner.capture()
+        >>> st.example(build).extract()[0][1].to_pydict()
+        {'x': [2, 3], 'diff': [1, 1]}
+        """
         return self._per_batch("FilterBatches",
                                lambda time, batch: arrow_only("filter_batches", batch)
                                .filter(mask(batch)))
 
     def inspect(self, f: Callable[[tuple], None]) -> "Collection":
-        """Calls ``f((data, time, diff))`` for every update, passing updates on unchanged."""
+        """Calls ``f((data, time, diff))`` for every update, passing updates on unchanged.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> _ = st.example(lambda s: dd.from_stream(s.to_stream(["a"])).inspect(print))
+        ('a', 0, 1)
+        """
         def transform(time, batch):
             for update in python_only("inspect", "inspect_batch", batch):
                 f(update)
@@ -151,7 +218,13 @@ class Collection:
         return self._per_batch("Inspect", transform)
 
     def inspect_batch(self, f: Callable[[Any, Any], None]) -> "Collection":
-        """Calls ``f(time, batch)`` for every batch (a list of updates or a RecordBatch)."""
+        """Calls ``f(time, batch)`` for every batch (a list of updates or a RecordBatch).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> _ = st.example(lambda s: dd.from_stream(s.to_stream(["a", "b"]))
+        ...                .inspect_batch(lambda time, batch: print(time, len(batch))))
+        0 2
+        """
         def transform(time, batch):
             f(time, batch)
             return batch
@@ -160,27 +233,258 @@ class Collection:
     # -- plumbing ----------------------------------------------------------------------------
 
     def concat(self, other: "Collection") -> "Collection":
-        """The updates of both collections (the sum of the two multisets)."""
+        """The updates of both collections (the sum of the two multisets).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     words = dd.from_stream(scope.to_stream(["a"]))
+        ...     return words.concat(words).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [('a', 0, 1), ('a', 0, 1)])]
+        """
         return Collection(self.inner.concat(other.inner))
 
     def probe(self) -> "ProbeHandle":
-        """A probe on this collection's frontier."""
+        """A probe on this collection's frontier.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream([1])).probe()).done()
+        True
+        """
         return self.inner.probe()
 
     def probe_with(self, handle: "ProbeHandle") -> "Collection":
-        """Adds this collection's frontier to ``handle``; returns the collection."""
+        """Adds this collection's frontier to ``handle``; returns the collection.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> probe = st.ProbeHandle()
+        >>> _ = st.example(lambda s: dd.from_stream(s.to_stream([1])).probe_with(probe))
+        >>> probe.done()
+        True
+        """
         self.inner.probe_with(handle)
         return self
 
     def enter(self, scope: "Scope") -> "Collection":
         """This collection inside ``scope``, a scope nested directly in its own; in an
-        iterative scope every time ``t`` becomes ``Product(t, 0)``."""
+        iterative scope every time ``t`` becomes ``Product(t, 0)``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     words = dd.from_stream(scope.to_stream(["a"]))
+        ...     return scope.iterative(lambda inner: words.enter(inner).inspect(print).leave())
+        >>> _ = st.example(build)
+        ('a', Product(0, 0), 1)
+        """
         return Collection(enter_stream(self.inner, scope, _enter_records))
 
     def leave(self) -> "Collection":
         """This collection in the enclosing scope; ``Product(t, i)`` becomes ``t``, so the
-        updates of every iteration accumulate."""
+        updates of every iteration accumulate.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     words = dd.from_stream(scope.to_stream(["a"]))
+        ...     return scope.iterative(lambda inner: words.enter(inner).leave()).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [('a', 0, 1)])]
+        """
         return Collection(leave_stream(self.inner, _leave_records))
+
+    # -- arrangements ------------------------------------------------------------------------
+
+    def arrange_by_key(self, key: KeyColumns = None,
+                       name: str = "ArrangeByKey") -> "Arranged[TraceHandle]":
+        """Arranges ``(key, val)`` updates by key (Arrow collections: by the ``key``
+        column(s), the other columns being the value): each worker indexes the updates of
+        the keys it owns, once their times are complete, in a trace other operators share.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     pairs = dd.from_stream(scope.to_stream([("a", 1), ("b", 2), ("a", 1)]))
+        ...     return pairs.arrange_by_key().as_collection().inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(('a', 1), 0, 2), (('b', 2), 0, 1)])]
+        >>> st.example(lambda s: dd.from_stream(s.to_stream([5])).arrange_by_key())
+        Traceback (most recent call last):
+        ...
+        sparktimely.dataflow.operator.OperatorError: operator 'ArrangeByKey' (address (0, 2)) raised TypeError: ArrangeByKey: the data 5 of update (5, 0, 1) is not a (key, val) pair
+        """
+        return self._arranged(name, True, key)
+
+    def arrange_by_self(self, name: str = "ArrangeBySelf") -> "Arranged[TraceHandle]":
+        """Arranges the data themselves as keys (with the unit value ``()``; Arrow: every
+        data column is part of the key).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream(["b", "a"])).arrange_by_self()
+        ...            .as_collection().inner.capture()).extract()
+        [(0, [(('a', ()), 0, 1), (('b', ()), 0, 1)])]
+        """
+        return self._arranged(name, False, None)
+
+    def _arranged(self, name: str, pairs: bool, key: KeyColumns) -> "Arranged[TraceHandle]":
+        stream, box = arrange_stream(self.inner, name, pairs, key)
+        return Arranged(stream, TraceHandle(box), key)
+
+    def consolidate(self) -> "Collection":
+        """The same collection with the diffs of equal ``(data, time)`` summed and zeros
+        dropped, each update once its time is complete (data are exchanged by
+        ``stable_hash``; Arrow batches by every data column).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     words = dd.from_stream(scope.to_stream(["a", "b", "a"]))
+        ...     return words.concat(words.filter(lambda w: w == "b").negate()).consolidate()
+        >>> st.example(lambda s: build(s).inner.capture()).extract()
+        [(0, [('a', 0, 2)])]
+        """
+        return self.arrange_by_self("Consolidate").as_collection(lambda k, _: k)
+
+    # -- joins -------------------------------------------------------------------------------
+
+    def join(self, other: "Collection", on: KeyColumns = None) -> "Collection":
+        """``(key, (v1, v2))`` for every pair of ``(key, v1)`` here and ``(key, v2)`` in
+        ``other``, at the join of their times with the product of their diffs (Arrow
+        collections: ``on`` names the key column(s); the result has the key, then this
+        side's other columns, then the other side's, and ``diff``).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     names = dd.from_stream(scope.to_stream([(1, "ann"), (2, "bob")]))
+        ...     pets = dd.from_stream(scope.to_stream([(1, "cat"), (1, "dog")]))
+        ...     return names.join(pets).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [((1, ('ann', 'cat')), 0, 1), ((1, ('ann', 'dog')), 0, 1)])]
+        """
+        return Collection(join_core_stream(self.arrange_by_key(on), other.arrange_by_key(on),
+                                           None, JOIN_PAIR, "Join"))
+
+    def join_map(self, other: "Collection", f: Callable[[Any, Any, Any], Any]) -> "Collection":
+        """``f(key, v1, v2)`` for every matching pair.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     a = dd.from_stream(scope.to_stream([("x", 2)]))
+        ...     b = dd.from_stream(scope.to_stream([("x", 5)]))
+        ...     return a.join_map(b, lambda k, v1, v2: v1 * v2).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(10, 0, 1)])]
+        """
+        return Collection(join_core_stream(self.arrange_by_key(), other.arrange_by_key(), f,
+                                           JOIN_MAP, "JoinMap"))
+
+    def semijoin(self, keys: "Collection | Arranged[Any]", on: KeyColumns = None) -> "Collection":
+        """The ``(key, val)`` updates whose key is in ``keys`` (multiplicities multiply).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     pairs = dd.from_stream(scope.to_stream([(1, "a"), (2, "b")]))
+        ...     return pairs.semijoin(dd.from_stream(scope.to_stream([2]))).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [((2, 'b'), 0, 1)])]
+        """
+        return self.arrange_by_key(on).semijoin(keys)
+
+    def antijoin(self, keys: "Collection", on: KeyColumns = None) -> "Collection":
+        """The ``(key, val)`` updates whose key is not in ``keys`` (``keys`` should hold each
+        key at most once, e.g. after ``distinct()``).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     pairs = dd.from_stream(scope.to_stream([(1, "a"), (2, "b")]))
+        ...     return pairs.antijoin(dd.from_stream(scope.to_stream([2]))).consolidate()
+        >>> st.example(lambda s: build(s).inner.capture()).extract()
+        [(0, [((1, 'a'), 0, 1)])]
+        """
+        return self.concat(self.semijoin(keys, on).negate())
+
+    # -- reductions --------------------------------------------------------------------------
+
+    def reduce(self, logic: Callable[[Any, list, list], None] | None = None, *,
+               key: KeyColumns = None, aggs: dict | None = None) -> "Collection":
+        """``(key, val)`` for the output of ``logic(key, input, output)`` on each key's
+        values: ``input`` lists ``(val, count)`` (positive counts, sorted by val), ``logic``
+        appends ``(val, diff)`` pairs to ``output``.
+
+        Arrow collections aggregate instead: ``reduce(key="k", aggs={"total": ("sum", "x")})``
+        gives one row per key with the ``key`` columns and one column per aggregation
+        (``sum``, ``count``, ``min``, ``max``; ``("count", None)`` counts rows).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def largest(key, input, output):
+        ...     output.append((input[-1][0], 1))
+        >>> def build(scope):
+        ...     pairs = dd.from_stream(scope.to_stream([("a", 3), ("a", 7), ("b", 1)]))
+        ...     return pairs.reduce(largest).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(('a', 7), 0, 1), (('b', 1), 0, 1)])]
+        """
+        reduction, spec = user_reduction(logic, aggs)
+        return Collection(reduce_stream(self.arrange_by_key(key=key), reduction, "Reduce", spec))
+
+    def count(self, key: KeyColumns = None) -> "Collection":
+        """``(x, n)`` for each ``x`` with non-zero count ``n`` (Arrow: rows of the ``key``
+        columns, default every data column, with an int64 ``count`` column).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     return dd.from_stream(scope.to_stream("abracadabra")).count().inner.capture()
+        >>> [sorted(d for d, t, r in updates) for t, updates in st.example(build).extract()]
+        [[('a', 5), ('b', 2), ('c', 1), ('d', 1), ('r', 2)]]
+        """
+        arranged = self.arrange_by_self() if key is None else self.arrange_by_key(key=key)
+        return arranged.count()
+
+    def distinct(self) -> "Collection":
+        """Each ``x`` with a positive count, once (Arrow: each distinct row).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream("aab")).distinct()
+        ...            .inner.capture()).extract()
+        [(0, [('a', 0, 1), ('b', 0, 1)])]
+        """
+        return self.arrange_by_self().distinct()
+
+    def threshold(self, f: Callable[[Any, int], int]) -> "Collection":
+        """Each ``x`` with multiplicity ``f(x, count)`` (``f`` is called for non-zero counts).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream("aab")).threshold(
+        ...     lambda x, n: n * 10).inner.capture()).extract()
+        [(0, [('a', 0, 20), ('b', 0, 10)])]
+        """
+        return self.arrange_by_self().threshold(f)
+
+    # -- iteration ---------------------------------------------------------------------------
+
+    def iterate(self, f: Callable[["Collection"], "Collection"]) -> "Collection":
+        """The fixed point of ``f`` started from this collection: ``f`` gets the collection
+        of the current round (in a nested iterative scope) and returns the next round's; the
+        result is the limit, back in this collection's scope. Outer collections used inside
+        ``f`` must be entered: ``other.enter(x.scope)``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     edges = dd.from_stream(scope.to_stream([(1, 2), (2, 3), (3, 1), (4, 5)]))
+        ...     roots = dd.from_stream(scope.to_stream([1]))
+        ...     def step(reach):
+        ...         inner = edges.enter(reach.scope)
+        ...         return reach.map(lambda n: (n, ())).join_map(inner, lambda n, _, m: m) \\
+        ...             .concat(roots.enter(reach.scope)).distinct()
+        ...     return roots.iterate(step).consolidate().inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(1, 0, 1), (2, 0, 1), (3, 0, 1)])]
+        """
+        def build(inner: "Scope") -> Collection:
+            variable = Variable.new_from(self.enter(inner))
+            result = f(variable)
+            if not isinstance(result, Collection):
+                raise TypeError(f"iterate: f must return a Collection, not "
+                                f"{type(result).__name__}")
+            variable.set(result)
+            return result.leave()
+        return self.scope.iterative(build)
 
     def __repr__(self) -> str:
         return f"Collection(scope={self.scope.name!r})"
@@ -196,6 +500,321 @@ def _leave_records(batch: Any) -> Any:
     """The times inside a batch of updates leaving an iterative scope: ``Product(t, i)``
     becomes ``t``."""
     return batch if batch.__class__ is not list else [(d, t.outer, r) for d, t, r in batch]
+
+
+class Arranged(Generic[Trace_co]):
+    """An arrangement: ``stream`` (the sealed batches, as they are made) and ``trace`` (a
+    :class:`TraceHandle` on the worker's shared index of them; inside an iterative scope it
+    entered, a view of the enclosing scope's trace).
+
+    ``key`` names the key column(s) of an Arrow arrangement (None for Python updates).
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> def build(scope):
+    ...     pairs = dd.from_stream(scope.to_stream([("a", 1), ("a", 2), ("b", 3)]))
+    ...     arranged = pairs.arrange_by_key()          # one index, read by both operators
+    ...     sizes = arranged.count()
+    ...     largest = arranged.reduce(lambda key, vals, out: out.append((vals[-1][0], 1)))
+    ...     return sizes.concat(largest).inner.capture()
+    >>> st.example(build).extract()
+    [(0, [(('a', 2), 0, 1), (('a', 2), 0, 1), (('b', 1), 0, 1), (('b', 3), 0, 1)])]
+    """
+
+    def __init__(self, stream: "Stream", trace: Trace_co, key: KeyColumns = None) -> None:
+        self.stream = stream
+        self.trace = trace
+        self.key = key
+
+    @property
+    def scope(self) -> "Scope":
+        """The scope of the arrangement's stream.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream([1])).arrange_by_self().scope.name)
+        'dataflow-0'
+        """
+        return self.stream.scope
+
+    def as_collection(self, f: Callable[[Any, Any], Any] | None = None) -> Collection:
+        """The arranged updates as a collection of ``f(key, val)`` (default ``(key, val)``;
+        an Arrow arrangement gives its rows back as RecordBatches and takes no ``f``).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream([3, 1])).arrange_by_self()
+        ...            .as_collection(lambda k, _: k * 2).inner.capture()).extract()
+        [(0, [(2, 0, 1), (6, 0, 1)])]
+        """
+        return Collection(as_collection_stream(self.stream, f))
+
+    def enter(self, scope: "Scope") -> "Arranged[TraceReader]":
+        """This arrangement inside ``scope``, nested directly in its own: in an iterative
+        scope its times read as ``Product(t, 0)``. The batches and the trace are shared
+        with the enclosing scope (read through views), not copied.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     edges = dd.from_stream(scope.to_stream([(1, 2), (2, 3)])).arrange_by_key()
+        ...     roots = dd.from_stream(scope.to_stream([1]))
+        ...     def step(reach):
+        ...         inner = edges.enter(reach.scope)
+        ...         return (inner.join_core(reach.arrange_by_self(), lambda n, m, _: [m])
+        ...                 .concat(roots.enter(reach.scope)).distinct())
+        ...     return roots.iterate(step).consolidate().inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(1, 0, 1), (2, 0, 1), (3, 0, 1)])]
+        """
+        stream = self.stream.enter(scope)
+        if scope.kind.depth == self.scope.kind.depth:
+            return Arranged(stream, self.trace, self.key)
+        handle = EnteredHandle(self.trace.clone())
+        scope.hold(handle)
+        return Arranged(entered_stream(stream), handle, self.key)
+
+    # -- joins -------------------------------------------------------------------------------
+
+    def join_core(self, other: "Arranged[Any]",
+                  f: Callable[[Any, Any, Any], Iterable[Any]]) -> Collection:
+        """Joins two arrangements of the same scope by key: each new batch of one side
+        meets the other side's trace as that side has delivered it so far, so each pair of
+        updates meets once. A pair ``(v1, t1, d1)``, ``(v2, t2, d2)`` of one key gives the
+        items of ``f(key, v1, v2)`` at ``t1.join(t2)`` with diff ``d1 * d2``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     a = dd.from_stream(scope.to_stream([(1, 2)])).arrange_by_key()
+        ...     b = dd.from_stream(scope.to_stream([(1, 3)])).arrange_by_key()
+        ...     return a.join_core(b, lambda k, x, y: [x + y, x * y]).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(5, 0, 1), (6, 0, 1)])]
+        """
+        return Collection(join_core_stream(self, other, f, JOIN_MANY, "JoinCore"))
+
+    def semijoin(self, keys: "Collection | Arranged[Any]") -> Collection:
+        """The ``(key, val)`` of this arrangement whose key is in ``keys`` (a collection of
+        keys, or an arrangement of them by themselves; multiplicities multiply).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     pairs = dd.from_stream(scope.to_stream([(1, "a"), (2, "b")])).arrange_by_key()
+        ...     return pairs.semijoin(dd.from_stream(scope.to_stream([1]))).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [((1, 'a'), 0, 1)])]
+        """
+        arranged_keys = keys if isinstance(keys, Arranged) else keys.arrange_by_self()
+        return Collection(join_core_stream(self, arranged_keys, None, JOIN_SEMI, "Semijoin"))
+
+    # -- reductions --------------------------------------------------------------------------
+
+    def reduce(self, logic: Callable[[Any, list, list], None] | None = None, *,
+               aggs: dict | None = None) -> Collection:
+        """``(key, val)`` for the output of ``logic(key, input, output)`` on each key's
+        values, as :meth:`Collection.reduce` (Arrow arrangements: ``aggs``, per key).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     pairs = dd.from_stream(scope.to_stream([("a", 3), ("a", 7)])).arrange_by_key()
+        ...     return pairs.reduce(lambda k, vals, out: out.append((len(vals), 1)))
+        >>> st.example(lambda s: build(s).inner.capture()).extract()
+        [(0, [(('a', 2), 0, 1)])]
+        """
+        reduction, spec = user_reduction(logic, aggs)
+        return Collection(reduce_stream(self, reduction, "Reduce", spec))
+
+    def count(self) -> Collection:
+        """``(key, n)`` for each key with ``n`` (non-zero) updates summed (Arrow: rows of
+        the key columns with an int64 ``count`` column).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     pairs = dd.from_stream(scope.to_stream([("a", 3), ("a", 7), ("b", 1)]))
+        ...     return pairs.arrange_by_key().count().inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(('a', 2), 0, 1), (('b', 1), 0, 1)])]
+        """
+        return Collection(reduce_stream(self, CountReduction(), "Count", count_spec()))
+
+    def distinct(self) -> Collection:
+        """Each key with a positive count, once (Arrow: each distinct row).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream("aab")).arrange_by_self()
+        ...            .distinct().inner.capture()).extract()
+        [(0, [('a', 0, 1), ('b', 0, 1)])]
+        """
+        return Collection(reduce_stream(self, ThresholdReduction(distinct_count), "Distinct",
+                                        distinct_spec()))
+
+    def threshold(self, f: Callable[[Any, int], int]) -> Collection:
+        """Each key with multiplicity ``f(key, count)`` (``f`` is called for non-zero
+        counts).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream("aab")).arrange_by_self()
+        ...            .threshold(lambda x, n: n - 1).inner.capture()).extract()
+        [(0, [('a', 0, 1)])]
+        """
+        return Collection(reduce_stream(self, ThresholdReduction(f), "Threshold"))
+
+    def __repr__(self) -> str:
+        return f"Arranged({self.trace.name!r})"
+
+
+class Reducible(Protocol):
+    """What collections and arranged collections both offer, as differential's
+    ``CountTotal`` and ``Threshold`` traits are implemented for both: the reductions and
+    ``semijoin``. A collection arranges itself first (``count`` and ``distinct`` by the
+    whole data, ``reduce`` by key); an arrangement reduces its own index, by its key.
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> def counted(data: dd.Reducible) -> dd.Collection:
+    ...     return data.count()
+    >>> def build(scope):
+    ...     pairs = dd.from_stream(scope.to_stream([("a", 1), ("a", 2)]))
+    ...     return (counted(pairs).inner.capture(),
+    ...             counted(pairs.arrange_by_key()).inner.capture())
+    >>> [captured.extract() for captured in st.example(build)]
+    [[(0, [((('a', 1), 1), 0, 1), ((('a', 2), 1), 0, 1)])], [(0, [(('a', 2), 0, 1)])]]
+    """
+
+    def reduce(self, logic: Callable[[Any, list, list], None] | None = None, *,
+               aggs: dict | None = None) -> Collection:
+        """``(key, val)`` for the output of ``logic(key, input, output)`` per key."""
+        ...
+
+    def count(self) -> Collection:
+        """``(x, n)`` for each ``x`` (a record, or an arrangement's key) counted ``n``."""
+        ...
+
+    def distinct(self) -> Collection:
+        """Each ``x`` with a positive count, once."""
+        ...
+
+    def threshold(self, f: Callable[[Any, int], int]) -> Collection:
+        """Each ``x`` with multiplicity ``f(x, count)``."""
+        ...
+
+    def semijoin(self, keys: "Collection | Arranged[Any]") -> Collection:
+        """The ``(key, val)`` whose key is in ``keys``."""
+        ...
+
+
+class TraceHandle(TraceAgent):
+    """A handle on an arrangement's trace (``arranged.trace``), usable from other dataflows
+    of the same worker.
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> def job(worker):
+    ...     knows = dd.InputSession()
+    ...     trace = worker.dataflow(lambda s: knows.to_collection(s).arrange_by_key().trace)
+    ...     knows.insert((1, "ann")); knows.insert((2, "bob")); knows.advance_to(1)
+    ...     worker.step_while(lambda: trace.read_upper() == [0])
+    ...     query = dd.InputSession()
+    ...     found = worker.dataflow(lambda s: trace.import_(s).semijoin(query.to_collection(s))
+    ...                             .inner.capture())
+    ...     query.advance_to(1); query.insert(2); query.close(); knows.close()
+    ...     worker.run()
+    ...     return found.extract()
+    >>> st.execute_directly(job)
+    [(1, [((2, 'bob'), 1, 1)])]
+    """
+
+    def import_(self, scope: "Scope", name: str = "Import") -> "Arranged[TraceHandle]":
+        """This trace as an arrangement in ``scope`` (a dataflow of the same worker): its
+        contents so far, advanced to this handle's logical compaction frontier, then every
+        new batch as the arrangement seals it. The batches are shared, not copied.
+
+        Not yet in a worker that takes epoch checkpoints (``checkpoint_dir``): the importing
+        and the arranging dataflow checkpoint separately, and nothing yet keeps the import's
+        position consistent with both, so ``import_`` raises NotImplementedError there
+        (arrangements used within their own dataflow are checkpointed and restored).
+
+        >>> import tempfile, sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     st.io.enable_checkpoints(worker, tempfile.mkdtemp())
+        ...     trace = worker.dataflow(lambda s: dd.InputSession().to_collection(s)
+        ...                             .arrange_by_key().trace, name="arranged")
+        ...     worker.dataflow(lambda s: trace.import_(s), name="queries")
+        >>> try:
+        ...     st.execute_directly(job)
+        ... except NotImplementedError as error:
+        ...     print(error)                    # doctest: +NORMALIZE_WHITESPACE
+        import_ of the trace of 'ArrangeByKey' into dataflow 'queries': import_ into a
+        dataflow that checkpoints is not supported yet; arrange the collection inside the
+        dataflow that uses it, or run without checkpoint_dir
+        """
+        self._check_open("import_")
+        box = self._box
+        check_importable(box, scope)
+        handle = TraceHandle(box, self._logical, box.physical_frontier())
+        scope.hold(handle)
+        return Arranged(import_stream(box, handle.get_logical_compaction(), scope, name),
+                        handle)
+
+
+class Variable(Collection):
+    """A collection in an iterative scope whose definition is given later with
+    :meth:`set`; ``step`` (an int ``n`` means ``Product(0, n)``) is how far each round
+    advances the time.
+
+    ``Variable(scope)`` starts empty; ``Variable.new_from(collection)`` starts as
+    ``collection`` (which must be in the iterative scope).
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> def build(scope):
+    ...     def loop(inner):
+    ...         seed = dd.from_stream(scope.to_stream([1])).enter(inner)
+    ...         powers = dd.Variable.new_from(seed)
+    ...         grown = powers.map(lambda x: x * 2).filter(lambda x: x <= 8)
+    ...         return powers.set(seed.concat(grown).distinct()).leave()
+    ...     return scope.iterative(loop).consolidate().inner.capture()
+    >>> st.example(build).extract()
+    [(0, [(1, 0, 1), (2, 0, 1), (4, 0, 1), (8, 0, 1)])]
+    """
+
+    __slots__ = ("_loop", "_source", "_done")
+
+    def __init__(self, scope: "Scope", step: Any = 1, source: Collection | None = None) -> None:
+        loop, stream = loop_variable(scope, step)
+        super().__init__(stream if source is None else stream.concat(source.inner))
+        self._loop = loop
+        self._source = source
+        self._done = False
+
+    @classmethod
+    def new_from(cls, collection: Collection, step: Any = 1) -> "Variable":
+        """A variable starting as ``collection`` (of the iterative scope).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     def loop(inner):
+        ...         start = dd.from_stream(scope.to_stream([5])).enter(inner)
+        ...         down = dd.Variable.new_from(start)
+        ...         return down.set(down.map(lambda x: max(x - 2, 0)).distinct()).leave()
+        ...     return scope.iterative(loop).consolidate().inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(0, 0, 1)])]
+        """
+        return cls(collection.scope, step, collection)
+
+    def set(self, result: Collection) -> Collection:
+        """Define the variable as ``result`` one round later; returns ``result``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     def loop(inner):
+        ...         looped = dd.Variable(inner)
+        ...         start = dd.from_stream(scope.to_stream(["x"])).enter(inner)
+        ...         return looped.set(start).leave()
+        ...     return scope.iterative(loop).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [('x', 0, 1)])]
+        """
+        if self._done:
+            raise RuntimeError("Variable.set was already called for this variable")
+        self._done = True
+        feedback = result if self._source is None else result.concat(self._source.negate())
+        feedback.inner.connect_loop(self._loop)
+        return result
 
 
 def as_collection(stream: "Stream") -> Collection:

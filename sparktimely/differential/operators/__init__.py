@@ -1,2 +1,2 @@
-"""The stateful operators: arrange, join, reduce and iterate (added to ``Collection`` and
-``Arranged`` as methods by :mod:`sparktimely.differential`)."""
+"""The machinery of the stateful operators on streams and traces: arrange, join, reduce
+and iterate (the methods of ``Collection`` and ``Arranged`` in :mod:`..collection` call it)."""
