@@ -386,7 +386,7 @@ class Collection:
         """
         return self.arrange_by_key(on).semijoin(keys)
 
-    def antijoin(self, keys: "Collection", on: KeyColumns = None) -> "Collection":
+    def antijoin(self, keys: "Collection | Arranged[Any]", on: KeyColumns = None) -> "Collection":
         """The ``(key, val)`` updates whose key is not in ``keys`` (``keys`` should hold each
         key at most once, e.g. after ``distinct()``).
 

@@ -88,7 +88,7 @@ def reader(trace: TraceReader, scope: "Scope") -> TraceReader:
     return handle
 
 
-# -- imports into other dataflows -------------------------------------------------------------------
+# -- imports into other dataflows ------------------------------------------------------------------
 
 def check_importable(box: TraceBox, scope: "Scope") -> None:
     """Raise the error that keeps ``box``'s trace from being imported into ``scope``, if any:
