@@ -1,7 +1,11 @@
 """Differential dataflow: incremental word count, join + count, reachability by ``iterate`` and
-a shared arrangement queried by many dataflows, beside Pathway 0.33 and a plain-Python recompute.
+a shared arrangement queried by many dataflows, beside Pathway 0.33 and a plain-Python
+recompute; and a sliding count by ``active_between`` beside Pathway's ``windowby`` (a section
+of its own).
 
-    python -m benchmarks.bench_differential [--quick] [--no-pathway]
+    python -m benchmarks.bench_differential [--quick] [--no-pathway] [--sliding]
+
+``--sliding`` runs the sliding-count section alone.
 
 Workloads (the data and update streams of shared/anchors/pw_incremental.py):
 
@@ -23,6 +27,15 @@ Workloads (the data and update streams of shared/anchors/pw_incremental.py):
   query dataflow dropped after its answer; then memory growth: 1,000 more queries under
   tracemalloc, what stays allocated after the first tenth, against the RSS the arrangement
   added (RSS itself hides the growth: memory freed while loading is reused).
+- sliding count (its own section): ``active_between(t, t + 100k)`` then ``count`` per key,
+  on Python records and on Arrow rows (start and end columns), 1 worker. 100k events over
+  1,000 keys with times spread over ``[0, 100k)`` arrive at time 100k (all inside the
+  window); then 1,000 single events, one per time unit, after 50 warm-up events: each
+  round inserts one event and retracts those whose window ended then (one on average).
+  Latency: from sending the event to the probe passing its time. Pathway's peer
+  (``pathway_incremental.py --child sliding``, the same events): ``windowby(t,
+  sliding(hop=20k, duration=100k, origin=0), instance=key)`` with a count per window, the
+  latency from pushing an event to its 5 windows' counts seen at the output.
 - 2 workers / 1 worker: the word count and join loads again with 2 worker processes, each
   sending half of the input. Every load figure is the best of LOAD_RUNS runs (1 and 2 workers
   taking turns; the 1-worker ones include the latency run's load): a load lasts 10-200 ms, and
@@ -67,6 +80,7 @@ import sparktimely as st
 import sparktimely.differential as dd  # with the Arrow path's modules
 
 from ._util import Goal, Row, Section
+from .pathway_incremental import sliding_data
 
 HERE = Path(__file__).resolve().parent
 QUICK = 10                          # --quick divides the sizes by this
@@ -74,6 +88,7 @@ WC_WORDS, WC_KEYS, WC_UPDATES, WC_BATCH, WARMUP = 1_000_000, 10_007, 1_000, 100,
 J_A, J_B, J_UPDATES = 1_000_000, 100_000, 1_000
 G_NODES, G_EDGES, G_UPDATES, G_WARMUP = 100_000, 500_000, 100, 6
 KNOWS, QUERIES = 1_000_000, 1_000
+SL_EVENTS, SL_KEYS, SL_WINDOW, SL_UPDATES = 100_000, 1_000, 100_000, 1_000
 LOAD_RUNS = 3                       # loads: the best of this many runs (plus the latency run's)
 
 
@@ -261,6 +276,74 @@ def reachability(nodes: int, edges: int, updates: int) -> dict:
     return {"first": first, "median": median, "p99": p99, "reachable": got}
 
 
+def sliding_count(events: int, window: int, updates: int, arrow: bool) -> dict:
+    """``active_between`` sliding count per key (Python records, or Arrow rows with start and
+    end columns): the bulk (``events`` with times in ``[0, window)``, all inside the window)
+    arrives at time ``window``; then one event per time unit, each expiring whatever left the
+    window at that time. Load: events per second to the probe passing the bulk's time;
+    latency: from sending an event to the probe passing its time (its key's count, and those
+    of the keys of expired events, are then final). The counts at the end are checked
+    against a count from scratch."""
+    bulk, rounds = sliding_data(events, SL_KEYS, window, updates + WARMUP)
+
+    def job(worker):
+        session = dd.InputSession()
+        changes: Counter = Counter()            # (key, count) -> multiplicity, summed
+
+        def build(scope):
+            events = session.to_collection(scope)
+            if arrow:
+                counts = events.active_between("start", "end").count(key="key")
+                counts.inspect_batch(lambda time, b: changes.update(
+                    {(k, n): d for k, n, d in zip(*(b.column(c).to_pylist()
+                                                    for c in ("key", "count", "diff")))}))
+            else:
+                counts = events.active_between(lambda e: e[1], lambda e: e[1] + window) \
+                    .map(lambda e: e[0]).count()
+                counts.inspect_batch(lambda time, b: [changes.update({kn: d})
+                                                      for kn, _, d in b])
+            return counts.probe()
+        probe = worker.dataflow(build)
+
+        def send(batch: list) -> None:
+            if arrow:
+                keys, times = (np.array(c, np.int64).reshape(-1) for c in zip(*batch))
+                session.update_batch(pa.record_batch({"key": keys, "start": times,
+                                                      "end": times + window,
+                                                      "diff": diffs(len(batch))}))
+            else:
+                for event in batch:
+                    session.insert(event)
+        send([(-1, 0)])                          # start-up, untimed: one event at time 0
+        session.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+        session.advance_to(window)
+        started = time.perf_counter()
+        send(bulk)
+        session.advance_to(window + 1)
+        worker.step_while(lambda: probe.less_than(window + 1))
+        load = time.perf_counter() - started
+        seconds = []
+        for i, event in enumerate(rounds):
+            started = time.perf_counter()
+            send([event])
+            session.advance_to(event[1] + 1)
+            worker.step_while(lambda: probe.less_than(event[1] + 1))
+            if i >= WARMUP:
+                seconds.append(time.perf_counter() - started)
+        session.close()
+        final = {kn for kn, n in changes.items() if n}
+        return load, seconds, final
+    load, seconds, final = st.execute(job, workers=1)[0]
+    last = rounds[-1][1]
+    want = Counter(k for k, t in bulk + rounds if last - window < t <= last)
+    if final != set(want.items()):
+        raise AssertionError(f"sliding count ({'Arrow' if arrow else 'Python'}): the counts "
+                             f"at time {last} differ from a count from scratch")
+    median, p99 = latency(seconds)
+    return {"load": events / load, "median": median, "p99": p99}
+
+
 def shared_arrangement(knows: int, queries: int) -> dict:
     """Shared arrangement: one arranged ``knows``, ``queries`` query dataflows importing it."""
     def job(worker):
@@ -372,7 +455,7 @@ def pathway_python() -> str | None:
 
 
 def pathway(mode: str, quick: bool) -> dict | str:
-    """Pathway's figures for ``mode`` (wordcount, join, reach), or why there are none."""
+    """Pathway's figures for ``mode`` (wordcount, join, reach, sliding), or why there are none."""
     python = pathway_python()
     if python is None:
         return "missing (no .pwvenv: pip install 'pathway==0.33.*' in a separate venv)"
@@ -496,8 +579,50 @@ def main(quick: bool = False, with_pathway: bool = True) -> list[Section]:
                      f"untimed pass")
     section = Section("Differential dataflow: incremental updates beside Pathway 0.33", rows,
                       notes, key="differential")
-    return [section.print()]
+    return [section.print(), sliding_section(quick, with_pathway)]
+
+
+def sliding_section(quick: bool = False, with_pathway: bool = True) -> Section:
+    """``active_between`` sliding count per key beside Pathway's ``windowby`` sliding window."""
+    scale = QUICK if quick else 1
+    events, window, updates = SL_EVENTS // scale, SL_WINDOW // scale, SL_UPDATES // scale
+    result = pathway("sliding", quick) if with_pathway else "not run (--no-pathway)"
+
+    def pw_value(f) -> float | str:
+        if isinstance(result, str):
+            return result
+        try:
+            return float(f(result))
+        except (KeyError, TypeError, ZeroDivisionError):
+            return "failed: no figure"
+    peer = "Pathway 0.33 windowby"
+    pw_load = pw_value(lambda r: events / r["bulk_s"])
+    pw_median = pw_value(lambda r: r["update"]["median_ms"])
+    pw_p99 = pw_value(lambda r: r["update"]["p99_ms"])
+    size = f"{events:,} events, {SL_KEYS:,} keys"
+    rows = []
+    for arrow, label in ((False, "Python records"), (True, "Arrow rows")):
+        figures = sliding_count(events, window, updates, arrow)
+        rows += [
+            Row(f"sliding count load ({label})", size, "events/s", figures["load"],
+                {peer: pw_load}),
+            Row(f"sliding count, single event, median ({label})", size, "ms",
+                figures["median"], {peer: pw_median}, goals=[Goal("<=", 1.0, peer)]),
+            Row(f"sliding count, single event, p99 ({label})", size, "ms", figures["p99"],
+                {peer: pw_p99}),
+        ]
+    notes = [f"ours: active_between(t, t + {window:,}).count() per key, 1 worker, every "
+             f"time unit a time of its own (each round also retracts the events whose window "
+             f"ended); Pathway: windows of {window:,} every {window // 5:,} (each event in 5), "
+             f"PATHWAY_THREADS=1, start-up excluded; final counts checked against a count from "
+             f"scratch",
+             "Pathway: " + (result if isinstance(result, str) else "0.33 streaming, same events")]
+    return Section("Differential temporal filter: a sliding count beside Pathway's windowby",
+                   rows, notes, key="differential-sliding").print()
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv, with_pathway="--no-pathway" not in sys.argv)
+    if "--sliding" in sys.argv:
+        sliding_section(quick="--quick" in sys.argv, with_pathway="--no-pathway" not in sys.argv)
+    else:
+        main(quick="--quick" in sys.argv, with_pathway="--no-pathway" not in sys.argv)

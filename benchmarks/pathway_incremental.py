@@ -6,7 +6,7 @@ Incremental-computation anchor: Pathway (Python API on a Rust differential-dataf
 in streaming mode, against plain-Python recompute-from-scratch on the same data.
 
     python3 -m venv .pwvenv && .pwvenv/bin/pip install "pathway==0.33.*"
-    .pwvenv/bin/python pw_incremental.py [--quick] [--only wordcount,join,reach,csv]
+    .pwvenv/bin/python pw_incremental.py [--quick] [--only wordcount,join,reach,csv,sliding]
 
 Pathway runs with its documented streaming API only: every input is a
 ``pw.io.python.ConnectorSubject`` read with ``pw.io.python.read`` (a ``csv`` row reads the bulk
@@ -29,6 +29,10 @@ Workloads:
        on a random directed graph of 100k nodes and 500k edges, then 100 single-edge
        insertions, each from a reachable node to an unreachable one (so every insertion changes
        the output and its arrival can be seen).
+ (iv)  sliding count: ``windowby(t, window=pw.temporal.sliding(hop=20k, duration=100k,
+       origin=0), instance=key)`` counting events per key and window; 100k events over 1,000
+       keys with times in the first window's span, then 1,000 single events, one per time unit
+       after it (each changes its key's count in its 5 windows).
 Baselines (same data, this process): recompute from scratch per update with collections.Counter
 / dicts / a deque BFS, timed on a sample of the updates; and the per-update cost of a plain
 incremental dict update, for scale.
@@ -57,6 +61,22 @@ WARMUP = 50 // SCALE or 5         # update batches pushed and not counted, (i) a
 REACH_WARMUP = 5                   # insertions not counted, (iii)
 CSV_COMMIT_MS = 100                # autocommit of the csv reader (python subjects commit explicitly)
 WAIT = 120.0                       # seconds an output may take before the workload is failed
+SL_EVENTS, SL_KEYS, SL_UPDATES = 100_000 // SCALE, 1_000, 1_000 // SCALE
+SL_WINDOW, SL_HOP = 100_000 // SCALE, 20_000 // SCALE
+
+
+def sliding_data(events, keys, window, updates):
+    """Events ``(key, time)`` of the sliding count: ``events`` with times in ``[0, window)``
+    (sorted), then ``updates`` events one per time unit from ``window`` on."""
+    rng = random.Random(6)
+    times = sorted(rng.randrange(window) for _ in range(events))
+    bulk = [(rng.randrange(keys), t) for t in times]
+    return bulk, [(rng.randrange(keys), window + i) for i in range(updates)]
+
+
+def sliding_starts(t, duration, hop):
+    """The starts of the sliding windows (origin 0) that hold time ``t``."""
+    return range(max(0, (t - duration) // hop + 1) * hop, t // hop * hop + 1, hop)
 
 
 def words_data():
@@ -136,6 +156,7 @@ class Output:
     and tells the driver when a condition holds at the end of a time."""
 
     def __init__(self, key, value=None):
+        """``key``: a column name, or a tuple of names (then rows are keyed by tuples)."""
         self.key, self.value = key, value
         self.rows, self.total = {}, 0
         self.check, self.seen_at = None, None
@@ -143,7 +164,7 @@ class Output:
         self.times = 0
 
     def on_change(self, key, row, time, is_addition):
-        k = row[self.key]
+        k = tuple(row[c] for c in self.key) if isinstance(self.key, tuple) else row[self.key]
         c = row[self.value] if self.value else 1
         if is_addition:
             self.rows[k] = c
@@ -387,6 +408,59 @@ def run_workload(mode):
         reach = pw.iterate(step, reach=pw.iterate_universe(roots), edges=edges)["reach"]
         pw.io.subscribe(reach, on_change=out.on_change, on_time_end=out.on_time_end)
 
+    elif mode == "sliding":
+        bulk, updates = sliding_data(SL_EVENTS, SL_KEYS, SL_WINDOW, WARMUP + SL_UPDATES)
+        t_build = time_now()
+        out = Output(("key", "start"), "count")
+        expected = Counter()
+
+        class Event(pw.Schema):
+            key: int
+            t: int
+
+        def add(key, t):
+            for start in sliding_starts(t, SL_WINDOW, SL_HOP):
+                expected[(key, start)] += 1
+
+        class Events(pw.io.python.ConnectorSubject):
+            def run(self):
+                try:
+                    # start-up: one event of key -1 at time 0
+                    startup(self, out, {"key": -1, "t": 0}, lambda: out.rows.get((-1, 0)) == 1)
+                    add(-1, 0)
+                    for key, t in bulk:
+                        add(key, t)
+                    want, windows = sum(expected.values()), len(expected)
+                    out.expect(lambda: out.total == want and len(out.rows) == windows)
+                    t = time_now()
+                    for key, at in bulk:
+                        self.next(key=key, t=at)
+                    t_pushed = time_now()
+                    self.commit()
+                    done = out.wait("bulk load")
+                    res["bulk_push_s"], res["bulk_s"] = t_pushed - t, done - t
+
+                    def expectation(event):
+                        add(*event)
+                        want = {(event[0], s): expected[(event[0], s)]
+                                for s in sliding_starts(event[1], SL_WINDOW, SL_HOP)}
+                        return lambda: all(out.rows.get(w) == c for w, c in want.items())
+
+                    def push(event):
+                        self.next(key=event[0], t=event[1])
+                        self.commit()
+                    measure_updates(out, updates, push, expectation, "update")
+                except BaseException as e:
+                    res["error"] = f"{type(e).__name__}: {e}"
+
+        events = pw.io.python.read(Events(), schema=Event)
+        counts = events.windowby(
+            events.t, window=pw.temporal.sliding(hop=SL_HOP, duration=SL_WINDOW, origin=0),
+            instance=events.key,
+        ).reduce(key=pw.this._pw_instance, start=pw.this._pw_window_start,
+                 count=pw.reducers.count())
+        pw.io.subscribe(counts, on_change=out.on_change, on_time_end=out.on_time_end)
+
     def finish(mode):
         import shutil
         shutil.rmtree(CSV_DIR, ignore_errors=True)
@@ -459,6 +533,16 @@ def baselines():
         adj[u].append(v)
         t = time_now(); bfs(adj, G_NODES); rec.append(time_now() - t)
     b["reach_recompute"] = rec
+
+    bulk, updates = sliding_data(SL_EVENTS, SL_KEYS, SL_WINDOW, 3)
+
+    def window_counts(events):
+        return Counter((k, s) for k, t in events for s in sliding_starts(t, SL_WINDOW, SL_HOP))
+    rec = []
+    for event in updates:
+        bulk.append(event)
+        t = time_now(); window_counts(bulk); rec.append(time_now() - t)
+    b["sliding_recompute"] = rec
     return b
 
 
@@ -497,7 +581,8 @@ def main():
     only = None
     if "--only" in sys.argv:
         only = sys.argv[sys.argv.index("--only") + 1].split(",")
-    modes = [m for m in ("wordcount", "csv", "join", "reach") if only is None or m in only]
+    modes = [m for m in ("wordcount", "csv", "join", "reach", "sliding")
+             if only is None or m in only]
     started = time_now()
     results = {}
     for mode in modes:
@@ -592,6 +677,20 @@ def main():
                          speedup(m, ms(base["reach_recompute"]))))
             rows.append(("(iii) reachability, pw.iterate", "  same, p99 ms", fmt(p),
                          fmt(p99(base["reach_recompute"])), speedup(p, p99(base["reach_recompute"]))))
+
+    if "sliding" in results and "bulk_s" in results["sliding"]:
+        r = results["sliding"]
+        label = "(iv) sliding count, windowby"
+        rows.append((label, f"bulk load {SL_EVENTS:,} events ({SL_KEYS:,} keys, windows of "
+                     f"{SL_WINDOW:,} every {SL_HOP:,}), events/s", fmt(SL_EVENTS / r["bulk_s"]),
+                     "-", "-"))
+        if "update" in r:
+            m, p = upd(r)
+            rows.append((label, "single event, median ms", fmt(m),
+                         fmt(ms(base["sliding_recompute"])) + " (Counter from scratch)",
+                         speedup(m, ms(base["sliding_recompute"]))))
+            rows.append((label, "  same, p99 ms", fmt(p), fmt(p99(base["sliding_recompute"])),
+                         speedup(p, p99(base["sliding_recompute"]))))
 
     threads = any_r.get("threads", "?")
     print(f"\nPathway {any_r.get('pathway', '?')} streaming (PATHWAY_THREADS={threads}) vs plain "

@@ -4,14 +4,12 @@ Edges are split across workers and exchanged by source node; proposed distances 
 around a loop (one iteration per BFS level) and each node keeps the first distance that
 reaches it. Notifications make sure a level is complete before it is expanded.
 
-    python -m examples.bfs -w2 -- --nodes 1000 --edges 5000
+    python examples/bfs.py -w2 --nodes 1000 --edges 5000
 """
 import random
-import sys
 from collections import defaultdict
 
 import sparktimely as st
-from sparktimely.execute import config_from_args
 
 
 def random_graph(nodes: int, edges: int, seed: int = 7) -> list[tuple[int, int]]:
@@ -93,17 +91,17 @@ def bfs(worker: st.Worker, edges: list[tuple[int, int]], root: int = 0) -> dict[
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    nodes = int(args[args.index("--nodes") + 1]) if "--nodes" in args else 1000
-    count = int(args[args.index("--edges") + 1]) if "--edges" in args else 5000
-    graph = random_graph(nodes, count)
-    config = config_from_args(args)
-    parts = st.execute_from_args(args, lambda worker: bfs(worker, graph))
+    parser = st.timely_parser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=1000, help="nodes of the random graph")
+    parser.add_argument("--edges", type=int, default=5000, help="edges of the random graph")
+    options = parser.parse_args()
+    graph = random_graph(options.nodes, options.edges)
+    parts = st.execute_from_args(options, lambda worker: bfs(worker, graph))
     distances = {k: v for part in parts for k, v in part.items()}
     # this process's workers own the nodes routed to them (node % peers)
-    peers = config.workers * config.processes
-    mine = range(config.process * config.workers, (config.process + 1) * config.workers)
+    peers = options.workers * options.processes
+    mine = range(options.process * options.workers, (options.process + 1) * options.workers)
     expected = {k: v for k, v in reference_bfs(graph, 0).items() if k % peers in mine}
     assert distances == expected
-    print(f"process {config.process}: its workers reached {len(distances)} of {nodes} nodes, "
-          f"as plain Python does; deepest level {max(distances.values(), default=0)}")
+    print(f"process {options.process}: its workers reached {len(distances)} of {options.nodes} "
+          f"nodes, as plain Python does; deepest level {max(distances.values(), default=0)}")

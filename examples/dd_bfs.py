@@ -5,18 +5,21 @@ its neighbours' plus one (``join_map`` then ``reduce``). Each round a few edges 
 a few earlier ones deleted; the distances are updated incrementally, a deleted edge retracting
 the distances derived through it. Every round is checked against a BFS from scratch.
 
-    python -m examples.dd_bfs -w2 -- --nodes 2000 --edges 6000 --rounds 5
+    python examples/dd_bfs.py -w2 --nodes 2000 --edges 6000 --rounds 5
 """
 from __future__ import annotations
 
+import os
 import random
 import sys
 from collections import defaultdict
 
 import sparktimely as st
 import sparktimely.differential as dd
-from examples.bfs import reference_bfs
-from sparktimely.execute import config_from_args
+
+if __package__ in (None, ""):          # run as a file: its sibling examples.bfs is a module away
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from examples.bfs import reference_bfs  # noqa: E402
 
 
 def distances(edges: dd.Collection, roots: dd.Collection) -> dd.Collection:
@@ -69,12 +72,15 @@ def bfs(worker: st.Worker, rounds: list[list[tuple]]) -> list[tuple]:
     return changes
 
 
-def main(args: list[str]) -> None:
-    def option(name: str, default: int) -> int:
-        return int(args[args.index(name) + 1]) if name in args else default
-    rounds = edge_rounds(option("--nodes", 1000), option("--edges", 3000), option("--rounds", 4))
-    parts = st.execute_from_args(args, lambda worker: bfs(worker, rounds))
-    if config_from_args(args).process != 0:
+def main(argv: list[str] | None = None) -> None:
+    parser = st.timely_parser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=1000, help="nodes of the random graph")
+    parser.add_argument("--edges", type=int, default=3000, help="edges at first")
+    parser.add_argument("--rounds", type=int, default=4, help="rounds of edge changes")
+    options = parser.parse_args(argv)
+    rounds = edge_rounds(options.nodes, options.edges, options.rounds)
+    parts = st.execute_from_args(options, lambda worker: bfs(worker, rounds))
+    if options.process != 0:
         print("worker 0's process checks the distances against BFS from scratch")
         return
     changes = [change for part in parts for change in part]
@@ -94,4 +100,4 @@ def main(args: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -6,12 +6,11 @@ people (``semijoin`` with a query set), prints how long installing and answering
 dropped; meanwhile ``knows`` keeps changing. Every query reads the one shared index: nothing is
 copied, however many queries there are.
 
-    python -m examples.dd_queries -- --edges 100000 --queries 1000
+    python examples/dd_queries.py --edges 100000 --queries 1000
 """
 from __future__ import annotations
 
 import random
-import sys
 import time
 
 import sparktimely as st
@@ -62,11 +61,13 @@ def queries(worker: st.Worker, edges: int, rounds: int, report=print) -> list[fl
     return latencies
 
 
-def main(args: list[str]) -> None:
-    def option(name: str, default: int) -> int:
-        return int(args[args.index(name) + 1]) if name in args else default
-    edges, rounds = option("--edges", 100_000), option("--queries", 1000)
-    parts = st.execute_from_args(args, lambda worker: queries(worker, edges, rounds))
+def main(argv: list[str] | None = None) -> None:
+    parser = st.timely_parser(description=__doc__)
+    parser.add_argument("--edges", type=int, default=100_000, help="size of knows")
+    parser.add_argument("--queries", type=int, default=1000, help="query dataflows to install")
+    options = parser.parse_args(argv)
+    edges, rounds = options.edges, options.queries
+    parts = st.execute_from_args(options, lambda worker: queries(worker, edges, rounds))
     slowest = [max(per_round) for per_round in zip(*parts)]
     slowest.sort()
     print(f"{rounds} queries over {edges:,} edges: median {slowest[len(slowest) // 2] * 1e3:.2f} ms, "
@@ -74,4 +75,4 @@ def main(args: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

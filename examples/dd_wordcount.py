@@ -5,11 +5,9 @@ every word is maintained by ``count()``, which only touches the words that chang
 printed at each round is the *change* to the counts: a word's old count retracted (-1) and its
 new count added (+1).
 
-    python -m examples.dd_wordcount -w2
+    python examples/dd_wordcount.py -w2
 """
 from __future__ import annotations
-
-import sys
 
 import sparktimely as st
 import sparktimely.differential as dd
@@ -46,8 +44,9 @@ def wordcount(worker: st.Worker, rounds: list[list[str]] = ROUNDS) -> list[tuple
     return [(time, data, diff) for data, time, diff in changes]
 
 
-def main(args: list[str]) -> None:
-    parts = st.execute_from_args(args, wordcount)
+def main(argv: list[str] | None = None) -> None:
+    parts = st.execute_from_args(st.timely_parser(description=__doc__).parse_args(argv),
+                                 wordcount)
     changes = sorted(change for part in parts for change in part)
     for round in range(len(ROUNDS)):
         shown = [f"{word}={count}({diff:+d})" for time, (word, count), diff in changes
@@ -56,4 +55,4 @@ def main(args: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -10,8 +10,8 @@
 4. prints the top ranks and the time per iteration, then numpy's on one thread (reading the
    same Parquet files) for comparison.
 
-    scripts/demo                                 # or: python -m examples.demo
-    python -m examples.demo --nodes 20000 --edges 200000 --iterations 20
+    scripts/demo                                 # or: python examples/demo.py
+    python examples/demo.py --nodes 20000 --edges 200000 --iterations 20
 """
 from __future__ import annotations
 
@@ -23,9 +23,13 @@ import time
 
 from sparktimely.barrier import submit
 
+if __package__ in (None, ""):          # run as a file: the job is examples.pagerank:job
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m examples.demo", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=100_000)
     parser.add_argument("--edges", type=int, default=1_000_000)
     parser.add_argument("--iterations", type=int, default=10)

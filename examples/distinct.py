@@ -1,9 +1,7 @@
 """timely's "distinct": each worker sends a few values; duplicates vanish after an exchange.
 
-    python -m examples.distinct -w2   # worker 0 prints 0 2 4, worker 1 prints 1 3 5 7
+    python examples/distinct.py -w2   # worker 0 prints 0 2 4, worker 1 prints 1 3 5 7
 """
-import sys
-
 import sparktimely as st
 
 DATA = {0: [0, 1, 2, 2, 2, 3, 3, 4], 1: [0, 0, 3, 4, 4, 5, 7, 7]}
@@ -41,4 +39,4 @@ def distinct(worker: st.Worker) -> list[int]:
 
 
 if __name__ == "__main__":
-    st.execute_from_args(sys.argv[1:], distinct)
+    st.execute_from_args(st.timely_parser(description=__doc__).parse_args(), distinct)

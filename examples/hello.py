@@ -1,9 +1,7 @@
 """timely's "hello": ten rounds of input on worker 0, exchanged by value.
 
-    python -m examples.hello -w2      # worker 0 sees the even values, worker 1 the odd ones
+    python examples/hello.py -w2      # worker 0 sees the even values, worker 1 the odd ones
 """
-import sys
-
 import sparktimely as st
 
 
@@ -28,4 +26,4 @@ def hello(worker: st.Worker) -> list[int]:
 
 
 if __name__ == "__main__":
-    st.execute_from_args(sys.argv[1:], hello)
+    st.execute_from_args(st.timely_parser(description=__doc__).parse_args(), hello)

@@ -3,9 +3,9 @@
 Each number is stepped (n -> n/2 or 3n+1) around a feedback edge whose summary advances the
 time by 1, until it reaches 1; the time at which a number leaves the loop is its step count.
 
-    python -m examples.loopdemo 27 97
+    python examples/loopdemo.py 27 97
 """
-import sys
+import argparse
 
 import sparktimely as st
 
@@ -29,5 +29,9 @@ def collatz_steps(seeds: list[int]) -> list[tuple[int, int]]:
 
 
 if __name__ == "__main__":
-    for steps, seed in collatz_steps([int(a) for a in sys.argv[1:]] or [27, 97, 871]):
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("seeds", nargs="*", type=int, default=[27, 97, 871], metavar="N",
+                        help="the numbers to follow to 1 (default: 27 97 871)")
+    for steps, seed in collatz_steps(parser.parse_args().seeds):
         print(f"{seed} reaches 1 after {steps} steps")

@@ -11,7 +11,7 @@ The update is the one of Spark's example and of ``shared/anchors/pr_anchor.py``:
 
 Run it on local worker processes::
 
-    python -m examples.pagerank -w2 -- --nodes 100000 --edges 1000000 --iterations 10
+    python examples/pagerank.py -w2 --nodes 100000 --edges 1000000 --iterations 10
 
 or as a Spark application, one barrier task per worker, reading a Parquet edge list
 (columns ``src``, ``dst``)::
@@ -22,7 +22,7 @@ or as a Spark application, one barrier task per worker, reading a Parquet edge l
 """
 from __future__ import annotations
 
-import sys
+import argparse
 import time
 from typing import Any, Sequence
 
@@ -261,26 +261,44 @@ def format_report(summary: dict, header: str = "") -> str:
     return "\n".join(lines)
 
 
-def _option(args: list[str], name: str, default: str) -> str:
-    return args[args.index(name) + 1] if name in args else default
+def job_options(args: list[str]) -> argparse.Namespace:
+    """The spark-submit job's arguments (``worker.args``): ``--edges PATH`` (required),
+    ``--iterations N`` (10), ``--top K`` (10); ValueError naming what is wrong.
+
+    >>> job_options(["--edges", "e.parquet", "--top", "3"]).top
+    3
+    >>> job_options(["--edges", "e.parquet", "--iterations", "many"])
+    Traceback (most recent call last):
+    ValueError: examples.pagerank:job: argument --iterations: invalid int value: 'many'
+    """
+    parser = argparse.ArgumentParser(prog="examples.pagerank:job", add_help=False,
+                                     allow_abbrev=False, exit_on_error=False)
+    parser.add_argument("--edges", metavar="PATH")
+    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--top", type=int, default=10)
+    usage = "it takes --edges PATH (a Parquet edge list), --iterations N, --top K"
+    try:
+        options, unknown = parser.parse_known_args(args)
+    except argparse.ArgumentError as error:
+        raise ValueError(f"{parser.prog}: {error}") from None
+    if unknown:
+        raise ValueError(f"{parser.prog}: unrecognized arguments: {' '.join(unknown)} ({usage})")
+    if not options.edges:
+        raise ValueError(f"{parser.prog} needs --edges PATH ({usage})")
+    return options
 
 
 def job(worker: st.Worker) -> str | None:
-    """The spark-submit job: ``--edges PATH`` (Parquet, columns src and dst),
-    ``--iterations N`` (10), ``--top K`` (10). Worker 0 returns the report."""
-    args = worker.args
-    path = _option(args, "--edges", "")
-    if not path:
-        raise ValueError("examples.pagerank:job needs --edges PATH (a Parquet edge list)")
+    """The spark-submit job (arguments: :func:`job_options`). Worker 0 returns the report."""
+    options = job_options(worker.args)
     started = time.perf_counter()
-    edges = read_edges(path, worker.index, worker.peers)
+    edges = read_edges(options.edges, worker.index, worker.peers)
     loaded = time.perf_counter() - started
-    summary = pagerank_worker(worker, edges, int(_option(args, "--iterations", "10")),
-                              int(_option(args, "--top", "10")))
+    summary = pagerank_worker(worker, edges, options.iterations, options.top)
     if summary is None:
         return None
     return format_report(summary, f"{worker.peers} workers; worker 0 read its share of "
-                                  f"{path} in {loaded:.2f} s")
+                                  f"{options.edges} in {loaded:.2f} s")
 
 
 def pagerank_dataframe(df, iterations: int = 10, num_workers: int | None = None):
@@ -292,16 +310,17 @@ def pagerank_dataframe(df, iterations: int = 10, num_workers: int | None = None)
 
 
 if __name__ == "__main__":
-    argv = sys.argv[1:]
-    nodes = int(_option(argv, "--nodes", "100000"))
-    count = int(_option(argv, "--edges", "1000000"))
-    iterations = int(_option(argv, "--iterations", "10"))
-    src, dst = generate_graph(nodes, count)
+    parser = st.timely_parser(description=__doc__)
+    parser.add_argument("--nodes", type=int, default=100_000, help="nodes of the random graph")
+    parser.add_argument("--edges", type=int, default=1_000_000, help="its edges")
+    parser.add_argument("--iterations", type=int, default=10)
+    options = parser.parse_args()
+    src, dst = generate_graph(options.nodes, options.edges)
 
     def local(worker):
         mine = slice(worker.index, None, worker.peers)
         edges = [pa.RecordBatch.from_arrays([pa.array(src[mine]), pa.array(dst[mine])],
                                             names=["src", "dst"])]
-        return pagerank_worker(worker, edges, iterations)
-    summary = st.execute_from_args(argv, local)[0]
+        return pagerank_worker(worker, edges, options.iterations)
+    summary = st.execute_from_args(options, local)[0]
     print(format_report(summary) if summary is not None else "worker 0's process reports")

@@ -10,13 +10,13 @@ total of every word counted in it. A ``DirectorySink`` writes one Parquet file p
 epoch, ``part-<epoch>-<worker>.parquet`` with columns ``word`` and ``total``; a file appears
 only once its epoch is checkpointed.
 
-    python -m examples.recoverable_wordcount INPUT_DIR OUTPUT_DIR --checkpoint-dir CKPT -w2
+    python examples/recoverable_wordcount.py INPUT_DIR OUTPUT_DIR --checkpoint-dir CKPT -w2
 
 Files added to INPUT_DIR later are read by the next run (after the epochs already done).
 """
 from __future__ import annotations
 
-import sys
+import os
 from typing import Any
 
 import pyarrow as pa
@@ -107,17 +107,71 @@ def _words(capability: Any) -> Any:
     return logic
 
 
-def main(argv: list[str]) -> None:
-    def job(worker: st.Worker) -> None:
-        if len(worker.args) < 2:
-            raise SystemExit("usage: python -m examples.recoverable_wordcount INPUT_DIR "
-                             "OUTPUT_DIR [--checkpoint-dir DIR] [--lines-per-epoch N] [-w N]")
-        rest = worker.args[2:]
-        per_epoch = int(rest[rest.index("--lines-per-epoch") + 1]) \
-            if "--lines-per-epoch" in rest else LINES_PER_EPOCH
-        wordcount(worker, worker.args[0], worker.args[1], per_epoch)
-    st.execute_from_args(argv, job)
+def written(output_dir: str) -> dict[int, int]:
+    """The files visible in ``output_dir``: epoch -> how many (one per worker that wrote).
+
+    >>> import tempfile, pathlib
+    >>> folder = tempfile.mkdtemp()
+    >>> for name in ("part-0000000003-0.parquet", "part-0000000003-1.parquet", "_staged-x"):
+    ...     _ = (pathlib.Path(folder) / name).write_text("")
+    >>> written(folder)
+    {3: 2}
+    """
+    epochs: dict[int, int] = {}
+    names = os.listdir(output_dir) if os.path.isdir(output_dir) else []
+    for name in names:
+        parts = name.split("-")
+        if name.startswith("part-") and len(parts) == 3 and parts[1].isdigit():
+            epochs[int(parts[1])] = epochs.get(int(parts[1]), 0) + 1
+    return epochs
+
+
+def summary(options: Any, before: dict[int, int], after: dict[int, int]) -> str:
+    """What a run did, for its user: what it read, which files it wrote where, for which
+    epochs, and where its checkpoints are."""
+    files = FileSource(options.input, format="text").partitions()
+    new = {epoch: n - before.get(epoch, 0) for epoch, n in after.items()
+           if n > before.get(epoch, 0)}
+    lines = [f"recoverable_wordcount: {len(files)} text file(s) in {options.input}, "
+             f"{options.lines_per_epoch} lines of each per epoch"]
+    if before:
+        lines.append(f"  {options.output} already held epochs {min(before)}..{max(before)}: "
+                     f"this run went on after them")
+    if new:
+        lines.append(f"  wrote {sum(new.values())} file(s) to {options.output} for epochs "
+                     f"{min(new)}..{max(new)}: part-<epoch>-<worker>.parquet, columns word "
+                     f"and total (the running totals of the words counted in that epoch)")
+    else:
+        lines.append(f"  wrote nothing new to {options.output}: every epoch was done already")
+    if options.checkpoint_dir is not None:
+        lines.append(f"  checkpoints in {options.checkpoint_dir}: a rerun with the same "
+                     f"--checkpoint-dir goes on after epoch {max(after, default=0)} "
+                     f"(files added to {options.input} are read then)")
+    else:
+        lines.append("  no --checkpoint-dir: a rerun starts over")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = st.timely_parser(description=__doc__)
+    parser.add_argument("input", metavar="INPUT_DIR", help="a directory of text files")
+    parser.add_argument("output", metavar="OUTPUT_DIR",
+                        help="where the Parquet files go (made when missing)")
+    parser.add_argument("--lines-per-epoch", type=int, default=LINES_PER_EPOCH, metavar="N",
+                        help=f"lines of each file per epoch (default {LINES_PER_EPOCH})")
+    options = parser.parse_args(argv)
+    if not os.path.isdir(options.input):
+        parser.error(f"the input directory {options.input} does not exist"
+                     if not os.path.exists(options.input) else
+                     f"{options.input} is not a directory")
+    if options.lines_per_epoch < 1:
+        parser.error(f"--lines-per-epoch must be a positive integer, got "
+                     f"{options.lines_per_epoch}")
+    before = written(options.output)
+    st.execute_from_args(options, lambda worker: wordcount(
+        worker, options.input, options.output, options.lines_per_epoch))
+    print(summary(options, before, written(options.output)))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -1,7 +1,9 @@
 """timely's "simple" example: ten rounds of input, each record printed with its time.
 
-    python -m examples.simple
+    python examples/simple.py
 """
+import argparse
+
 import sparktimely as st
 
 
@@ -20,5 +22,8 @@ def main() -> list:
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter
+                            ).parse_args()         # --help, and no arguments
     for time, record in main():
         print(f"seen: {record} at time {time}")

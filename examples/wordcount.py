@@ -3,10 +3,8 @@
 Lines go in round by round; words are exchanged by a stable hash so each word is counted
 on one worker, which reports the word's new running total once the round is complete.
 
-    python -m examples.wordcount -w2
+    python examples/wordcount.py -w2
 """
-import sys
-
 import sparktimely as st
 
 TEXT = ["the quick brown fox", "jumps over the lazy dog", "the dog barks",
@@ -57,6 +55,7 @@ def wordcount(worker: st.Worker, lines: list[str] = TEXT) -> list[tuple[int, str
 
 
 if __name__ == "__main__":
-    for reports in st.execute_from_args(sys.argv[1:], wordcount):
+    options = st.timely_parser(description=__doc__).parse_args()
+    for reports in st.execute_from_args(options, wordcount):
         for round, word, count in reports:
             print(f"round {round}: {word} seen {count} times")

@@ -1,9 +1,11 @@
-# Shared set-up for scripts/demo and scripts/test: one virtual environment in .venv,
-# created with Python 3.11 when missing, and the project installed into it (editable)
-# whenever setup.cfg is newer than the last install.
+# Shared set-up for scripts/demo, scripts/test and scripts/bench: one virtual environment in
+# .venv, created with Python 3.11 when missing, and the project installed into it (editable)
+# with the extras the calling script names in EXTRAS (e.g. "test,spark"), whenever setup.cfg
+# is newer than the last install of those extras.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${SPARKTIMELY_VENV:-$ROOT/.venv}"
+EXTRAS="${EXTRAS:?the script sourcing _env.sh sets EXTRAS}"
 PY="${PYTHON:-}"
 if [ -z "$PY" ]; then
   for cand in python3.11 python3; do
@@ -14,11 +16,11 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "sparktimely: creating $VENV with $("$PY" --version 2>&1)" >&2
   "$PY" -m venv "$VENV"
 fi
-STAMP="$VENV/.sparktimely-installed"
+STAMP="$VENV/.sparktimely-installed-${EXTRAS//,/-}"
 if [ ! -f "$STAMP" ] || [ "$ROOT/setup.cfg" -nt "$STAMP" ]; then
-  echo "sparktimely: installing the project and its test dependencies into $VENV" >&2
+  echo "sparktimely: installing the project with its extras [$EXTRAS] into $VENV" >&2
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
-  "$VENV/bin/python" -m pip install --quiet -e "$ROOT[test]"
+  "$VENV/bin/python" -m pip install --quiet -e "$ROOT[$EXTRAS]"
   touch "$STAMP"
 fi
 export PATH="$VENV/bin:$PATH"

@@ -6,10 +6,13 @@ its listener before anyone knows the plan.
 """
 from __future__ import annotations
 
+import argparse
+import difflib
 import os
 import socket
+import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from . import _supervisor
 from .errors import WorkerError
@@ -111,25 +114,179 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
     return addresses
 
 
-_FLAGS = {"-w": "workers", "--workers": "workers", "--threads": "workers",
-          "-n": "processes", "--processes": "processes",
-          "-p": "process", "--process": "process",
-          "-h": "hostfile", "--hostfile": "hostfile", "--stall-limit": "stall_limit",
-          "--log-dir": "log_dir", "--checkpoint-dir": "checkpoint_dir",
-          "--checkpoint-every": "checkpoint_every"}
-_SWITCHES = {"--progress": "progress"}          # flags without a value
+_TIMELY = ("workers", "processes", "process", "hostfile", "stall_limit", "log_dir", "progress",
+           "checkpoint_dir", "checkpoint_every")
+"""The settings timely's flags set (their ``dest`` in a :func:`timely_parser`)."""
+
+
+def timely_parser(prog: str | None = None, description: str | None = None,
+                  **kwargs: Any) -> argparse.ArgumentParser:
+    """An ``argparse.ArgumentParser`` that knows timely's flags, for a program to add its own
+    to: ``-w/--workers/--threads N``, ``-n/--processes N``, ``-p/--process I``,
+    ``-h/--hostfile FILE`` (so ``--help`` alone asks for help), ``--stall-limit SECONDS``,
+    ``--log-dir DIR``, ``--progress``, ``--checkpoint-dir DIR``, ``--checkpoint-every N``.
+    Everything after the first ``--`` is not parsed: it is ``options.args``, which
+    :func:`execute_from_args` hands to the workers as ``worker.args``. ``prog`` defaults to
+    how the program was started (``python -m package.module`` for a module); other keywords
+    go to ``ArgumentParser`` (abbreviated long flags are off unless ``allow_abbrev=True``, and
+    ``description`` is shown as written, so a module's docstring serves).
+
+    Parse with it as with any parser (``--help`` prints the flags and exits with status 0; a
+    bad value, an unknown flag, or ``-n 2`` without ``-p`` prints ``prog: error: ...`` with
+    the usage and exits with status 2), then hand the options to :func:`execute_from_args`:
+
+    >>> import sparktimely as st
+    >>> parser = st.timely_parser(prog="rounds", description="Count rounds.")
+    >>> _ = parser.add_argument("--rounds", type=int, default=3)
+    >>> options = parser.parse_args(["-w2", "--rounds", "5", "--", "--verbose"])
+    >>> options.workers, options.rounds, options.args
+    (2, 5, ['--verbose'])
+    >>> st.execute_from_args(options, lambda worker: (worker.index, options.rounds, worker.args))
+    [(0, 5, ['--verbose']), (1, 5, ['--verbose'])]
+    """
+    kwargs.setdefault("allow_abbrev", False)
+    kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+    parser = _TimelyParser(prog=prog or _program(), description=description, add_help=False,
+                           **kwargs)
+    timely = parser.add_argument_group(
+        "timely", "where the workers run (arguments after -- go to the program as worker.args)")
+    timely.add_argument("-w", "--workers", "--threads", type=_positive, default=1,
+                        metavar="N", help="worker processes in this process (default 1)")
+    timely.add_argument("-n", "--processes", type=_positive, default=1, metavar="N",
+                        help="processes in the job (default 1)")
+    timely.add_argument("-p", "--process", type=_index, default=None, metavar="I",
+                        help="this process's index, 0..N-1 (needed with -n N > 1)")
+    timely.add_argument("-h", "--hostfile", type=_hostfile, default=None, metavar="FILE",
+                        help="one host:port per process (default localhost:2101, 2102, ...)")
+    timely.add_argument("--stall-limit", type=_seconds, default=None, metavar="SECONDS",
+                        help="stop the job when a worker takes no step for this long")
+    timely.add_argument("--log-dir", default=None, metavar="DIR",
+                        help="each worker writes its log files there "
+                             "(then: python -m sparktimely.profile DIR)")
+    timely.add_argument("--progress", action="store_true",
+                        help="show a live progress display on stderr")
+    timely.add_argument("--checkpoint-dir", default=None, metavar="DIR",
+                        help="checkpoint there, and resume from the last checkpoint")
+    timely.add_argument("--checkpoint-every", type=_positive, default=1, metavar="N",
+                        help="checkpoint every N epochs (default 1)")
+    parser.add_argument("--help", action="help", help="show this help and exit")
+    return parser
+
+
+class _TimelyParser(argparse.ArgumentParser):
+    """Leaves what follows the first ``--`` unparsed, in ``options.args``, and reports timely
+    settings that do not fit together (``-n 2`` without ``-p``) as errors of the command line
+    (as ValueError when made with ``exit_on_error=False``)."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        args = list(sys.argv[1:] if args is None else args)
+        rest: list[str] = []
+        if "--" in args:
+            at = args.index("--")
+            args, rest = args[:at], args[at + 1:]
+        options, unknown = super().parse_known_args(args, namespace)
+        options.args = rest
+        try:
+            options.process = _config(options, rest).process
+        except ValueError as error:
+            self.error(str(error))
+        return options, unknown
+
+    def error(self, message: str) -> NoReturn:
+        if not self.exit_on_error:
+            raise ValueError(message)
+        super().error(message)
+
+
+def _program() -> str:
+    """How this program was started, for its usage line: ``python -m package.module`` when
+    run with ``-m``, else the script's name."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name:
+        return f"python -m {spec.name.removesuffix('.__main__')}"
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _index(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a process index (0, 1, ...), got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return value
+
+
+def _hostfile(path: str) -> list[str]:
+    try:
+        return parse_hostfile(path)
+    except OSError as error:
+        raise argparse.ArgumentTypeError(f"cannot read hostfile {path}: "
+                                         f"{error.strerror or error}") from None
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _config(options: argparse.Namespace, args: Sequence[str]) -> Config:
+    """The :class:`Config` of parsed timely options; ValueError if they do not fit together."""
+    values = {name: getattr(options, name) for name in _TIMELY}
+    if values["process"] is None:
+        if values["processes"] > 1:
+            raise ValueError(f"-n/--processes {values['processes']} needs -p/--process: this "
+                             f"process's index, 0..{values['processes'] - 1}")
+        values["process"] = 0
+    return Config(**values, args=list(args))
+
+
+def _misspelt(unknown: Sequence[str]) -> str | None:
+    """An error for the first of ``unknown`` that looks like a timely flag mistyped
+    (``--wrokers``, ``--work``, ``--log_dir``), or None."""
+    flags = [flag for action in timely_parser()._actions for flag in action.option_strings
+             if flag.startswith("--") and flag != "--help"]
+    for argument in unknown:
+        name = argument.partition("=")[0]
+        if not name.startswith("--") or len(name) < 4:
+            continue
+        close = [flag for flag in flags if flag.startswith(name)] or \
+            difflib.get_close_matches(name, flags, n=1, cutoff=0.85)
+        if close:
+            return (f"unrecognized argument {name}: did you mean {close[0]}? (arguments for "
+                    f"the program go after --, or declare them on sparktimely.timely_parser())")
+    return None
 
 
 def config_from_args(argv: Sequence[str]) -> Config:
-    """Read timely's flags from ``argv``; everything else is left in ``config.args``. A ``--``
-    ends timely's flags: what follows goes to ``config.args`` as it is.
+    """Read timely's flags (see :func:`timely_parser`) from ``argv``; other arguments are left
+    in ``config.args``, and so is everything after a ``--``, as it is. Raises ValueError for a
+    bad value or for settings that do not fit together (:func:`execute_from_args` reports
+    them as ``prog: error: ...`` instead).
 
     >>> config_from_args(["-w", "2", "--input", "x.txt"])
     Config(workers=2, processes=1, process=0, hostfile=None, args=['--input', 'x.txt'])
     >>> config_from_args(["-w2", "--", "-w", "9"]).args
     ['-w', '9']
-    >>> config_from_args(["-w3", "--processes=1"]).workers
-    3
     >>> config = config_from_args(["--log-dir", "logs", "--progress", "-w2"])
     >>> config.log_dir, config.progress, config.workers
     ('logs', True, 2)
@@ -137,63 +294,16 @@ def config_from_args(argv: Sequence[str]) -> Config:
     10
     >>> config_from_args(["-n", "2"])
     Traceback (most recent call last):
-    ValueError: -n 2 needs -p/--process: this process's index, 0..1
+    ValueError: -n/--processes 2 needs -p/--process: this process's index, 0..1
+    >>> config_from_args(["-w", "two"])
+    Traceback (most recent call last):
+    ValueError: argument -w/--workers/--threads: expected a positive integer, got 'two'
     """
-    values: dict[str, Any] = {}
-    given: dict[str, str] = {}           # the spelling of each flag, for errors
-    rest: list[str] = []
-    argv = list(argv)
-    i = 0
-    while i < len(argv):
-        arg = argv[i]
-        if arg == "--":
-            rest += argv[i + 1:]
-            break
-        if arg.startswith("--"):
-            flag, eq, inline = arg.partition("=")
-        elif len(arg) > 2 and arg[:2] in _FLAGS:            # -w2, like getopts
-            flag, eq, inline = arg[:2], "=", arg[2:]
-        else:
-            flag, eq, inline = arg, "", ""
-        if flag in _SWITCHES:
-            if eq:
-                raise ValueError(f"{flag} takes no value, got {arg!r}")
-            values[_SWITCHES[flag]] = True
-            i += 1
-            continue
-        name = _FLAGS.get(flag)
-        if name is None:
-            rest.append(arg)
-            i += 1
-            continue
-        if eq:
-            value = inline
-        elif i + 1 < len(argv):
-            value = argv[i + 1]
-            i += 1
-        else:
-            raise ValueError(f"{flag} needs a value")
-        i += 1
-        given[name] = flag
-        if name == "hostfile":
-            values[name] = parse_hostfile(value)
-        elif name in ("log_dir", "checkpoint_dir"):
-            values[name] = value
-        elif name == "stall_limit":
-            try:
-                values[name] = float(value)
-            except ValueError:
-                raise ValueError(f"{flag} needs a number of seconds, got {value!r}") from None
-        else:
-            try:
-                values[name] = int(value)
-            except ValueError:
-                raise ValueError(f"{flag} needs an integer, got {value!r}") from None
-    processes = values.get("processes", 1)
-    if processes > 1 and "process" not in values:
-        raise ValueError(f"{given['processes']} {processes} needs -p/--process: this "
-                         f"process's index, 0..{processes - 1}")
-    return Config(**values, args=rest)
+    try:
+        options, unknown = timely_parser(exit_on_error=False).parse_known_args(argv)
+    except argparse.ArgumentError as error:
+        raise ValueError(str(error)) from None
+    return _config(options, [*unknown, *options.args])
 
 
 def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int = 1,
@@ -250,18 +360,42 @@ def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int =
     return _run(func, config)
 
 
-def execute_from_args(argv: Sequence[str], func: Callable[[Worker], Any]) -> list[Any]:
-    """:func:`execute` configured from timely's command-line flags
-    (``-w/--workers/--threads``, ``-n/--processes``, ``-p/--process``, ``-h/--hostfile``,
-    and ``--stall-limit SECONDS``, ``--log-dir DIR``, ``--progress``, ``--checkpoint-dir
-    DIR``, ``--checkpoint-every N``); other arguments are left for the program in
-    ``worker.args``.
+def execute_from_args(argv: Sequence[str] | argparse.Namespace,
+                      func: Callable[[Worker], Any]) -> list[Any]:
+    """:func:`execute` configured from a command line, as timely's ``execute_from_args``:
+    ``argv`` is the arguments (``sys.argv[1:]``), or the options a :func:`timely_parser`
+    parsed from them.
+
+    Given the arguments, it reads timely's flags (``-w/--workers/--threads``,
+    ``-n/--processes``, ``-p/--process``, ``-h/--hostfile``, ``--stall-limit SECONDS``,
+    ``--log-dir DIR``, ``--progress``, ``--checkpoint-dir DIR``, ``--checkpoint-every N``) and
+    leaves every other argument for the program, in order, in ``worker.args`` (and everything
+    after a ``--``, untouched). ``--help`` prints timely's flags and exits with status 0; a
+    bad value (``-w abc``), settings that do not fit together (``-n 2`` without ``-p``) or a
+    mistyped timely flag (``--wrokers``) print ``prog: error: ...`` with the usage and exit
+    with status 2, before any worker starts.
+
+    A program with flags of its own declares them on a :func:`timely_parser`, parses, and
+    passes the options: then an unknown flag is an error too, ``--help`` lists the program's
+    flags with timely's, and ``worker.args`` holds what followed ``--``.
 
     >>> import sparktimely as st
     >>> st.execute_from_args(["-w", "2", "extra"], lambda worker: worker.args)
     [['extra'], ['extra']]
     """
-    return _run(func, config_from_args(argv))
+    if isinstance(argv, argparse.Namespace):
+        options, args = argv, getattr(argv, "args", None)
+        if args is None or not all(hasattr(options, name) for name in _TIMELY):
+            raise TypeError("execute_from_args: these options lack timely's settings "
+                            "(workers, processes, ...): parse with sparktimely.timely_parser()")
+    else:
+        parser = timely_parser()
+        options, unknown = parser.parse_known_args(argv)
+        problem = _misspelt(unknown)
+        if problem is not None:
+            parser.error(problem)
+        args = [*unknown, *options.args]
+    return _run(func, _config(options, args))
 
 
 def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
@@ -347,4 +481,4 @@ def example(build: Callable[[Any], Any]) -> Any:
 
 __all__ = ["Config", "Seat", "WorkerAddress", "WorkerError", "WorkerSession",
            "config_from_args", "example", "execute", "execute_directly", "execute_from_args",
-           "parse_hostfile", "run_workers"]
+           "parse_hostfile", "run_workers", "timely_parser"]

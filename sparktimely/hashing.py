@@ -15,7 +15,11 @@ Python object and the same key in an Arrow column need not hash alike).
 """
 from __future__ import annotations
 
+import builtins
+import dis
+import functools
 import struct
+import types
 from typing import Any, Sequence
 
 import numpy as np
@@ -25,7 +29,7 @@ from xxhash import xxh3_64_intdigest
 
 from .progress.timestamp import Product
 
-__all__ = ["hash_array", "hash_rows", "stable_hash"]
+__all__ = ["calls_hash", "hash_array", "hash_rows", "stable_hash"]
 
 _MASK = (1 << 64) - 1
 _SEED_STR, _SEED_BYTES, _SEED_INT, _SEED_BIG, _SEED_FLOAT = 1, 2, 3, 4, 5
@@ -95,6 +99,63 @@ def stable_hash(value: Any) -> int:
                 return stable_hash(base(value))
     raise TypeError(f"stable_hash cannot hash a {cls.__name__} ({value!r:.60}): use ints, "
                     f"strings, bytes, floats, None, tuples of these or Product")
+
+
+# -- routes that use the salted hash ------------------------------------------------------
+
+def calls_hash(function: Any) -> bool:
+    """Whether ``function`` (a route) calls Python's salted built-in ``hash``, directly or
+    through the functions it names (globals, module attributes, closures, ``partial``), as
+    far as can be seen without running it: workers whose ``hash`` differs warn only about a
+    dataflow with such a route. Methods called on the records are not followed.
+
+    >>> calls_hash(lambda word: hash(word)), calls_hash(hash)
+    (True, True)
+    >>> calls_hash(lambda kv: stable_hash(kv[0])), calls_hash(lambda x: x % 7)
+    (False, False)
+    """
+    return _calls_hash(function, set())
+
+
+_FOLLOWED = 200
+"""How many functions :func:`calls_hash` looks through before it assumes the worst."""
+
+
+def _calls_hash(function: Any, seen: set[int]) -> bool:
+    if function is builtins.hash:
+        return True
+    if id(function) in seen or function is stable_hash or isinstance(function, type):
+        return False
+    if len(seen) >= _FOLLOWED:
+        return True                 # too much to look through: it may
+    seen.add(id(function))
+    if isinstance(function, functools.partial):
+        return any(_calls_hash(f, seen) for f in (function.func, *function.args) if callable(f))
+    function = getattr(function, "__func__", function)              # a bound method
+    code = getattr(function, "__code__", None)
+    if code is None:                # compiled code other than hash; or a callable object
+        call = getattr(type(function), "__call__", None)
+        return hasattr(call, "__code__") and _calls_hash(call, seen)
+    cells = [cell.cell_contents for cell in function.__closure__ or ()
+             if cell.cell_contents is not None]
+    named = dict(vars(builtins), **getattr(function, "__globals__", {}))
+    modules = [value for value in named.values() if isinstance(value, types.ModuleType)]
+    codes, referred = [code], list(cells)
+    while codes:
+        for instruction in dis.get_instructions(codes.pop()):
+            name = instruction.argval
+            if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF"):
+                if name == "hash":
+                    return True
+                referred.append(named.get(name))
+            elif instruction.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+                if name == "__hash__":
+                    return True
+                referred += [getattr(module, name, None) for module in modules]
+            elif instruction.opname == "LOAD_CONST" and isinstance(name, types.CodeType):
+                codes.append(name)
+    return any(_calls_hash(f, seen) for f in referred
+               if callable(f) and not isinstance(f, types.ModuleType))
 
 
 # -- Arrow columns -------------------------------------------------------------------------

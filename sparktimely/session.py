@@ -11,7 +11,8 @@
 3. The ``Worker`` runs the job. A plan given as a function is asked for at the worker's first
    step (Spark's ``allGather``), so the dataflows are built, and a mistake in building them
    fails, before anyone waits for anyone.
-4. Leaving normally says goodbye to every peer; leaving with an error records the failure for
+4. Leaving normally tells every peer how many dataflows the worker built (``Worker.finish``)
+   and says goodbye; leaving with an error records the failure for
    the host group (its other workers stop at their next park with it), drops every link and
    raises :class:`sparktimely.WorkerError` carrying the first failure.
 
@@ -285,6 +286,8 @@ class WorkerSession:
         if error is None:
             try:
                 if self._allocator is not None:
+                    assert self.worker is not None
+                    self.worker.finish()               # peers learn what it built
                     self._allocator.close()            # flush, remote goodbyes
                 self._release(failed=False)
             except BaseException as failure:

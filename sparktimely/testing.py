@@ -59,6 +59,7 @@ def execute_in_process(func: Callable[[Worker], Any], workers: int = 1, seed: in
             worker = Worker(index, workers, list(args), hub.allocator(index))
             results[index] = func(worker)
             worker.run()
+            worker.finish()
         except Aborted:
             pass
         except BaseException as error:

@@ -36,7 +36,7 @@ class Worker(WorkerCore[Scope]):
     def log_register(self) -> Registry:
         """This worker's log registry (a :class:`sparktimely.logging.Registry`):
         ``insert(name, callback)`` has ``callback(time, events)`` receive the ``"timely"``
-        events (operators, channels, scheduling, messages, shutdown, parking) or the
+        events (operators, channels, scheduling, messages, shutdown, parking, steps) or the
         ``"timely/progress"`` ones in batches, once per step. Nothing is logged, at no cost,
         while no callback is registered.
 
@@ -46,8 +46,10 @@ class Worker(WorkerCore[Scope]):
         ...     worker.log_register().insert("timely", lambda time, batch: events.extend(batch))
         ...     worker.dataflow(lambda scope: scope.to_stream([1, 2]).map(str).probe())
         ...     worker.run()
+        ...     worker.log_register().remove("timely")
         ...     return sorted({type(event).__name__ for event in events})
-        >>> st.execute_directly(job)
-        ['ChannelsEvent', 'MessagesEvent', 'OperatesEvent', 'ScheduleEvent', 'ShutdownEvent']
+        >>> st.execute_directly(job)                    # doctest: +NORMALIZE_WHITESPACE
+        ['ChannelsEvent', 'MessagesEvent', 'OperatesEvent', 'ScheduleEvent', 'ShutdownEvent',
+         'StepsEvent']
         """
         return registry_of(self)

@@ -91,3 +91,17 @@ def test_private_modules_are_named_so():
     private (``_name``): every public module is importable on its own and documented."""
     for module in _public_modules():
         assert module.__doc__, f"{module.__name__} has no module docstring"
+
+
+def test_the_differential_layers_methods_have_runnable_examples():
+    """docs/API.md's promise, for the classes users call most: every public method and
+    property of a collection, an input session, an arrangement and a trace handle shows a
+    runnable example (``help(dd.Collection.join)``)."""
+    import sparktimely.differential as dd
+    missing = [f"{cls.__name__}.{name}"
+               for cls in (dd.Collection, dd.InputSession, dd.Arranged, dd.TraceHandle,
+                           dd.Variable)
+               for name, member in inspect.getmembers(cls)
+               if not name.startswith("_") and (callable(member) or isinstance(member, property))
+               and ">>>" not in (inspect.getdoc(member) or "")]
+    assert missing == []

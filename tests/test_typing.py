@@ -66,7 +66,8 @@ def job(worker: st.Worker) -> None:
         pairs = edges.to_collection(scope)
         arranged = pairs.arrange_by_key()
         reached = pairs.map(lambda edge: edge[1]).iterate(lambda nodes: nodes.distinct())
-        counted(pairs).concat(counted(arranged)).concat(reached).join(pairs).probe()
+        window = pairs.active_between(lambda edge: edge[0], lambda edge: edge[0] + 10)
+        counted(window).concat(counted(arranged)).concat(reached).join(pairs).probe()
         arranged.join_core(arranged, lambda key, a, b: [a]).conut()
         lines = scope.input_from_source(FileSource("in", format="text"), "lines")
         lines.output_to(DirectorySink("out"), "out")
@@ -80,11 +81,11 @@ def job(worker: st.Worker) -> None:
 @pytest.mark.timeout(300)
 def test_mypy_sees_the_differential_operators(tmp_path):
     """The stateful operators are real methods of ``dd.Collection`` and ``dd.Arranged``
-    (``join``, ``count``, ``iterate``, ``join_core``, ``trace.import_``), ``dd.Reducible``
-    takes either, and the built-in sources and sinks are ``Source`` and ``Sink``: mypy
-    accepts all of them and finds the one misspelt operator."""
+    (``join``, ``count``, ``iterate``, ``active_between``, ``join_core``, ``trace.import_``),
+    ``dd.Reducible`` takes either, and the built-in sources and sinks are ``Source`` and
+    ``Sink``: mypy accepts all of them and finds the one misspelt operator."""
     result = mypy_on(DIFFERENTIAL_PROGRAM_WITH_A_TYPO, tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert ('job.py:19: error: "Collection" has no attribute "conut"; maybe "count"?'
+    assert ('job.py:20: error: "Collection" has no attribute "conut"; maybe "count"?'
             in result.stdout), result.stdout
     assert "Found 1 error" in result.stdout, result.stdout

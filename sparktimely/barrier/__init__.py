@@ -36,7 +36,14 @@ naming what is missing, the executor and its Python, and how to ship an environm
 Environment (on the executors, e.g. through ``spark.executorEnv.NAME``):
 ``SPARKTIMELY_CONNECT_TIMEOUT`` (seconds allowed for connecting, default 60) and
 ``SPARKTIMELY_FORCE_SOCKETS=1`` (every task a host of its own: sockets only).
+
+Spark is an extra: ``pip install 'sparktimely[spark]'`` (without pyspark, importing this
+package fails with one line saying so).
 """
+from .._extras import require
+
+require("pyspark", "spark", "sparktimely.barrier")
+
 from ._api import BarrierSetupError, check_resources, map_in_arrow, map_partitions, run
 from ._plan import TaskAddress, TaskPlan
 from ._ship import EnvironmentMissing, package_zip, ship

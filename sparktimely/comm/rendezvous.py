@@ -2,8 +2,9 @@
 
 ``ProcessCluster.join`` runs in each process's supervisor before it forks its workers:
 
-1. Listen on this process's hostfile address, and bind one listener per local worker (any
-   free port; each forked worker inherits its own).
+1. Check that every host of the hostfile resolves (all processes report a mistyped name at
+   once). Listen on this process's hostfile address, and bind one listener per local worker
+   (any free port; each forked worker inherits its own).
 2. Connect to the lower-indexed processes and accept the higher ones (``net.connect_peers``:
    retried until the timeout, errors name the unreachable ``host:port``).
 3. Exchange a hello: worker count, host identity (``cluster.host_identity``), the worker
@@ -72,6 +73,7 @@ class ProcessCluster:
         return self
 
     def _meet(self, force_sockets: bool, timeout: float) -> None:
+        self._check_hosts()
         address = self.hostfile[self.process]
         host, port = split_address(address)
         try:
@@ -110,6 +112,19 @@ class ProcessCluster:
         self.plan = [WorkerAddress(split_address(self.hostfile[q])[0], hellos[q]["ports"][local],
                                    groups[q], f"process {q}", meshes[q])
                      for q in range(len(self.hostfile)) for local in range(self.workers)]
+
+    def _check_hosts(self) -> None:
+        """Every host the hostfile names must resolve. Every process checks every address
+        before it listens, so a mistyped name stops them all at once, each naming it (rather
+        than the one process that listens there at once and the others after the timeout)."""
+        for q, address in enumerate(self.hostfile):
+            host, port = split_address(address)
+            try:
+                socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            except socket.gaierror as error:
+                raise ConnectionError(f"the hostfile address of process {q}, {address}, names "
+                                      f"a host that does not resolve ({error.strerror or error})"
+                                      ) from None
 
     def _expect(self, q: int, deadline: float) -> tuple:
         sock = self.controls[q]

@@ -5,6 +5,7 @@ record to worker ``route(record) % peers``. On a single worker both are a local 
 """
 from __future__ import annotations
 
+import reprlib
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
@@ -114,7 +115,7 @@ class Exchange(Pact):
     def connect(self, source: "OutputPort", target: "InputPort") -> LocalPusher:
         if target.dataflow.peers == 1:
             local = LocalPusher(target)
-            source.pushers.append(local)
+            source.pushers.append(LoneExchangePusher(self, target, local))
         else:
             target.queue = SchemaCheckedQueue(target)
             local = LocalPusher(target)
@@ -122,7 +123,19 @@ class Exchange(Pact):
         return local
 
     def __repr__(self) -> str:
-        return f"Exchange({self.key or self.route!r})"
+        if self.route is None:
+            return f"Exchange(key={self.key!r})"
+        return f"Exchange(route={route_name(self.route)})"
+
+
+def route_name(route: Callable[[Any], Any]) -> str:
+    """How errors name a route: its qualified name, else its repr.
+
+    >>> import sparktimely as st
+    >>> route_name(st.stable_hash), st.Exchange(lambda x: x), st.Exchange(key="k")
+    ('stable_hash', Exchange(route=<lambda>), Exchange(key='k'))
+    """
+    return getattr(route, "__qualname__", None) or repr(route)
 
 
 class SchemaCheckedQueue(deque):
@@ -204,19 +217,94 @@ class _RemotePusher:
             self._send(worker, self._dataflow, self._location, time, part)
 
 
-class ExchangePusher(_RemotePusher):
-    """Partitions each batch by the pact's route (or key columns) across the workers."""
+class _Routing:
+    """What an exchange's pushers share: partitioning by the pact, and an error naming the
+    exchange, the record and the route's value when a batch cannot be routed."""
 
-    def __init__(self, pact: Exchange, target: "InputPort", local: LocalPusher) -> None:
-        super().__init__(target, local)
+    def __init__(self, pact: Exchange, target: "InputPort") -> None:
+        self._pact = pact
+        self._target = target
         self._route = pact.route
         self._key = pact.key
 
+    def _partition(self, batch: Any, peers: int) -> list:
+        try:
+            return partition_batch(batch, self._key, self._route, peers)
+        except (TypeError, ValueError, KeyError) as error:
+            explained = self._explain(batch, error, peers)
+            if explained is None:
+                raise
+            raise explained from error
+
+    def _explain(self, batch: Any, error: Exception, peers: int) -> Exception | None:
+        """The error of a batch this exchange could not partition, naming the exchange: for
+        records, the first whose route is not an int and what the route returned (checked
+        only now, so routing costs nothing more while it works); for Arrow batches, the
+        error partitioning gave. None when there is nothing to add (the route itself failed)."""
+        target = self._target
+        operator = target.dataflow.operators[target.operator]
+        port = f"input {operator.inputs.index(target)} of " if len(operator.inputs) > 1 else ""
+        where = (f"the exchange into {port}operator {operator.name!r} (address "
+                 f"{operator.address}) by {self._pact!r}")
+        if batch.__class__ is not list:
+            if type(error) not in (TypeError, ValueError, KeyError):
+                return None
+            message = error.args[0] if isinstance(error, KeyError) and error.args else error
+            return type(error)(f"{where}: {message}")
+        if self._route is None:
+            return None
+        workers = range(peers)
+        for record in batch:
+            try:
+                value = self._route(record)
+            except Exception:
+                return None
+            try:
+                workers[value % peers]                  # what routing does with the value
+            except TypeError:
+                return TypeError(
+                    f"{where} cannot route the record {_short(record)}: its route returned "
+                    f"{_short(value)} (a {type(value).__name__}); a route must return an int "
+                    f"(the record goes to worker route(record) % peers), e.g. "
+                    f"st.stable_hash(key)")
+        return None
+
+
+class ExchangePusher(_RemotePusher, _Routing):
+    """Partitions each batch by the pact's route (or key columns) across the workers."""
+
+    def __init__(self, pact: Exchange, target: "InputPort", local: LocalPusher) -> None:
+        _RemotePusher.__init__(self, target, local)
+        _Routing.__init__(self, pact, target)
+
     def push(self, time, batch) -> None:
-        parts = partition_batch(batch, self._key, self._route, self._peers)
-        for worker, part in enumerate(parts):
+        for worker, part in enumerate(self._partition(batch, self._peers)):
             if batch_length(part):
                 self._deliver(worker, time, part)
+
+
+class LoneExchangePusher(_Routing):
+    """An exchange on a single worker: nothing moves (as in timely), but the first record of
+    each batch of records is routed, and an Arrow batch must have the key columns, so a route
+    that gives no worker fails at one worker as it does at several, for one route call per
+    batch. (An Arrow route is not called: it may read what only several workers add.)"""
+
+    def __init__(self, pact: Exchange, target: "InputPort", local: LocalPusher) -> None:
+        super().__init__(pact, target)
+        self._local = local
+
+    def push(self, time, batch) -> None:
+        if batch.__class__ is list:
+            self._partition(batch[:1], 1)
+        elif self._key is not None:
+            self._partition(batch.slice(0, 1), 1)
+        self._local.push(time, batch)
+
+
+_shortening = reprlib.Repr()
+_shortening.maxstring = _shortening.maxother = 80
+_short = _shortening.repr
+"""The repr of a record or value in an error message, cut short if long."""
 
 
 class BroadcastPusher(_RemotePusher):

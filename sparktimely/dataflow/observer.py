@@ -72,10 +72,26 @@ class WorkerObserver:
     def unparked(self) -> None:
         """The worker stopped waiting."""
 
+    def step_began(self) -> None:
+        """A step begins."""
+
+    def step_received(self) -> None:
+        """The step took in what other workers sent."""
+
+    def step_computed(self) -> None:
+        """The step ran its dataflows' rounds."""
+
     def after_step(self, busy: bool) -> bool:
-        """A step ended (it had work if ``busy``), before its messages are flushed; True if
-        the observer did something that needs the worker to look again before it parks."""
+        """The step's dataflows are done (they had work if ``busy``); its messages are not
+        sent yet. True if the observer did something that needs the worker to look again
+        before it parks (epoch checkpoints advance their protocol here)."""
         return False
+
+    def step_sending(self) -> None:
+        """The step hands its messages to the transport."""
+
+    def step_ended(self) -> None:
+        """The step is over (logs deliver its events here)."""
 
     def failed(self, error: BaseException) -> None:
         """A step is failing with ``error``."""
@@ -125,8 +141,28 @@ class ObserverFanOut(WorkerObserver):
         for observer in self.observers:
             observer.unparked()
 
+    def step_began(self) -> None:
+        for observer in self.observers:
+            observer.step_began()
+
+    def step_received(self) -> None:
+        for observer in self.observers:
+            observer.step_received()
+
+    def step_computed(self) -> None:
+        for observer in self.observers:
+            observer.step_computed()
+
     def after_step(self, busy: bool) -> bool:
         return any([observer.after_step(busy) for observer in self.observers])
+
+    def step_sending(self) -> None:
+        for observer in self.observers:
+            observer.step_sending()
+
+    def step_ended(self) -> None:
+        for observer in self.observers:
+            observer.step_ended()
 
     def failed(self, error: BaseException) -> None:
         for observer in self.observers:

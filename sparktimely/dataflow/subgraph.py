@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import weakref
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from ..hashing import calls_hash
 from ..progress.exchange import ProgressExchange
 from ..progress.reachability import GraphBuilder, Tracker
 from ..progress.timestamp import TimeKind, Timestamp
@@ -35,11 +36,14 @@ if TYPE_CHECKING:
     from .worker import WorkerCore
 
 
-DATA, PROGRESS, GRAPH = 0, 1, 2
+DATA, PROGRESS, GRAPH, FINISHED = 0, 1, 2, 3
 """Kinds of worker-to-worker messages: ``(DATA, dataflow, location, time, batch)``,
-``(PROGRESS, dataflow, [((location, time), delta), ...])`` and
-``(GRAPH, dataflow, shape, names, salt_probe)`` (each worker's description of the dataflow
-it built, and its Python ``hash`` of a fixed string, to detect differently salted peers)."""
+``(PROGRESS, dataflow, [((location, time), delta), ...])``,
+``(GRAPH, dataflow, name, shape, operator_names, salt_probe)`` (each worker's description of
+the dataflow it built, and its Python ``hash`` of a fixed string, to detect differently salted
+peers) and
+``(FINISHED, None, built)``: a worker's last word, the number of dataflows it built (it builds
+no more). Its dataflow slot is None, so it never reaches a dataflow's ``deliver``."""
 
 SALT_PROBE = "sparktimely: is hash() salted alike on every worker?"
 
@@ -169,7 +173,7 @@ class Dataflow:
             self.worker._observer.dataflow_built(self)
         initial_frontiers = self.progress.start(self.tracker)
         if self.peers > 1:       # first, so peers check the shape before anything else
-            self.worker.broadcast((GRAPH, self.index, self.shape,
+            self.worker.broadcast((GRAPH, self.index, self.name, self.shape,
                                    [op.name for op in self.operators], hash(SALT_PROBE)))
         for operator in self.operators:
             if operator.watches_frontiers:
@@ -215,15 +219,21 @@ class Dataflow:
         elif kind == PROGRESS:
             self.progress.receive(message[2])
         elif kind == GRAPH:
-            _, _, shape, names, salt_probe = message
+            _, _, _, shape, names, salt_probe = message
             if shape != self.shape:
                 raise RuntimeError(
                     f"workers built dataflow {self.name!r} differently: worker {source} has "
                     f"{_describe(names)}, worker {self.worker.index} has "
                     f"{_describe([op.name for op in self.operators])}; every worker must "
                     f"build the same dataflows in the same order")
-            if salt_probe != hash(SALT_PROBE):
+            if salt_probe != hash(SALT_PROBE) and self.worker.index == 0 and \
+                    any(calls_hash(route) for route in self._routes()):
                 self.worker._warn_salted_hash(source)
+
+    def _routes(self) -> list[Callable[[Any], Any]]:
+        """The route functions of this dataflow's exchanges."""
+        return [route for edge in self._edges
+                if callable(route := getattr(edge.pact, "route", None))]
 
     def _propagate(self) -> bool:
         """Run the progress protocol: share what must be shared, and schedule the operators

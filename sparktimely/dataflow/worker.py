@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
 from ..progress.timestamp import TimeKind, Timestamp
 from .observer import ObserverFanOut, WorkerObserver
 from .scope import ScopeCore
-from .subgraph import DATA, Dataflow
+from .subgraph import DATA, FINISHED, GRAPH, Dataflow
 
 if TYPE_CHECKING:
     from ..comm import Allocator
@@ -109,6 +109,7 @@ class WorkerCore(Generic[S]):
         self._dropped: set[int] = set()            # their late messages are discarded
         self._early: dict[int, list[tuple[int, tuple]]] = {}
         self._dataflow_count = 0
+        self._finished_peers: dict[int, int] = {}  # peer -> how many dataflows it built
         self._salt_warned = False
         self._remote_activations: deque = deque()
         self._alone_wakeup: threading.Event | None = None
@@ -126,6 +127,8 @@ class WorkerCore(Generic[S]):
         index = self._dataflow_count
         self._dataflow_count += 1
         dataflow = Dataflow(self, index, name)
+        if self._finished_peers:
+            self._check_built_by_finished(dataflow)
         kind = TimeKind(timestamp)
         scope = self.scope_class(dataflow, None, kind, (index,), dataflow.name)
         result = build(scope)
@@ -255,18 +258,37 @@ class WorkerCore(Generic[S]):
             dataflow = self._built.get(message[1])
             if dataflow is not None:
                 dataflow.deliver(source, message)
+            elif message[0] == FINISHED:
+                self._finished_peers[source] = message[2]
+                for built in self._built.values():
+                    self._check_built_by_finished(built)
             elif message[1] not in self._dropped:
                 self._early.setdefault(message[1], []).append((source, message))
         return bool(messages)
 
+    def _check_built_by_finished(self, dataflow: Dataflow) -> None:
+        """Fail if a worker that has finished never built ``dataflow`` (built here): its
+        initial capabilities, counted here for every worker, would never be retired."""
+        for peer, built in sorted(self._finished_peers.items()):
+            if dataflow.index >= built:
+                raise RuntimeError(
+                    f"worker {peer} never built dataflow {dataflow.index} ({dataflow.name!r}), "
+                    f"which worker {self.index} built: worker {peer} finished after building "
+                    f"{built} dataflow{'' if built == 1 else 's'}; every worker must build the "
+                    f"same dataflows in the same order")
+
     def _warn_salted_hash(self, peer: int) -> None:
+        """Once per job (worker 0 sees every peer's salt): a route of this job calls hash()
+        and worker ``peer``'s process salts it differently."""
         if not self._salt_warned:
             self._salt_warned = True
             logger.warning(
-                "worker %d: Python's hash() of strings differs on worker %d (its process has "
-                "another PYTHONHASHSEED): routes built on hash() send one key to several "
-                "workers. Route with sparktimely.stable_hash, or set PYTHONHASHSEED alike "
-                "for every process.", self.index, peer)
+                "sparktimely: Python's hash() of strings differs between the processes of "
+                "this job (worker %d's and worker %d's, another PYTHONHASHSEED), and a route "
+                "calls hash(): it sends one key to different workers in different processes. "
+                "Route with sparktimely.stable_hash instead; or give every process the same "
+                "PYTHONHASHSEED (e.g. PYTHONHASHSEED=0), which also silences this warning.",
+                self.index, peer)
 
     # -- running -----------------------------------------------------------------------------
 
@@ -287,9 +309,14 @@ class WorkerCore(Generic[S]):
     def _step(self) -> tuple[bool, bool]:
         """One round; returns (still running, whether there was anything to do)."""
         self.steps += 1
+        observer = self._observer
+        if observer is not None:
+            observer.step_began()
         try:
             allocator = self._allocator
             busy = allocator is not None and self._receive(allocator)
+            if observer is not None:
+                observer.step_received()
             if self._remote_activations:
                 busy = True
                 self._activate_remote()
@@ -304,14 +331,21 @@ class WorkerCore(Generic[S]):
                     busy = True                 # a frontier may have moved: look before parking
             if finished:
                 self._dataflows = [d for d in dataflows if d.running and not d.dropped]
-            if self._observer is not None and self._observer.after_step(busy):
-                busy = True
+            observer = self._observer           # attached during the step, maybe
+            if observer is not None:
+                observer.step_computed()
+                if observer.after_step(busy):
+                    busy = True
             if allocator is not None:
+                if observer is not None:
+                    observer.step_sending()
                 allocator.flush()
         except BaseException as error:
             if self._observer is not None:      # e.g. logs keep this worker's last events
                 self._observer.failed(error)
             raise
+        if observer is not None:
+            observer.step_ended()
         return bool(self._dataflows), busy
 
     def _activate_remote(self) -> None:
@@ -378,7 +412,33 @@ class WorkerCore(Generic[S]):
                 self._hint_open_inputs(hinted)
             if not busy:
                 self._park(0.25, idle_sleep=0.001)
+        self._flush_all()
+
+    def finish(self) -> None:
+        """A worker's last word, once its function has returned and :meth:`run` has completed
+        its dataflows: fails if messages came for a dataflow this worker never built; else
+        tells every other worker how many dataflows it built (it builds no more) and sends
+        everything. A worker still running a dataflow this one never built then fails naming
+        it, instead of waiting forever for this worker's part. ``WorkerSession`` calls it as
+        the worker leaves, and so does ``sparktimely.testing.execute_in_process``.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     if worker.index == 0:          # worker 1 builds nothing
+        ...         worker.dataflow(lambda scope: scope.to_stream([1]).probe())
+        >>> try:
+        ...     st.execute(job, workers=2)
+        ... except st.WorkerError as error:
+        ...     print("worker 1 never built dataflow 0" in error.message)
+        True
+        """
         self._check_all_built()
+        if self._allocator is not None:
+            self.broadcast((FINISHED, None, self._dataflow_count))
+            self._flush_all()
+
+    def _flush_all(self) -> None:
+        """Send every message queued for other workers (parking while they make room)."""
         if self._allocator is not None:
             while not self._allocator.flush():
                 self._allocator.park(0.01)
@@ -399,6 +459,9 @@ class WorkerCore(Generic[S]):
     def _check_all_built(self) -> None:
         for index, messages in self._early.items():
             sources = sorted({source for source, _ in messages})
+            names = {message[2] for _, message in messages if message[0] == GRAPH}
+            named = f" ({' or '.join(map(repr, sorted(names)))})" if names else ""
             raise RuntimeError(
-                f"worker {self.index} got messages for dataflow {index} from worker(s) "
-                f"{sources} but never built it: every worker must build the same dataflows")
+                f"worker {self.index} never built dataflow {index}{named}, for which it got "
+                f"messages from worker(s) {sources}: every worker must build the same "
+                f"dataflows in the same order")

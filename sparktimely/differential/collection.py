@@ -35,7 +35,6 @@ from typing import (TYPE_CHECKING, Any, Callable, Generic, Iterable, Protocol, S
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..dataflow import Pipeline
 from ..dataflow.operator import enter as enter_stream, leave as leave_stream
@@ -48,8 +47,9 @@ from .operators.iterate import loop_variable
 from .operators.join import JOIN_MANY, JOIN_MAP, JOIN_PAIR, JOIN_SEMI, join_core_stream
 from .operators.reduce import (CountReduction, ThresholdReduction, distinct_count,
                                reduce_stream, user_reduction)
+from .operators.temporal import TimeOf, active_between_stream
 from .trace.handle import TraceAgent
-from .updates import DIFF, arrow_only, python_only
+from .updates import DIFF, arrow_only, negated, python_only
 
 if TYPE_CHECKING:
     from ..dataflow import ProbeHandle
@@ -80,11 +80,11 @@ class Collection:
 
     @property
     def scope(self) -> "Scope":
-        """The scope of the collection's stream.
+        """The scope this collection lives in.
 
         >>> import sparktimely as st, sparktimely.differential as dd
-        >>> st.example(lambda s: dd.from_stream(s.to_stream([1])).scope.name)
-        'dataflow-0'
+        >>> st.example(lambda scope: dd.from_stream(scope.to_stream([1])).scope is scope)
+        True
         """
         return self.inner.scope
 
@@ -119,9 +119,9 @@ class Collection:
         """Each ``data`` becomes the items of ``f(data)``, each with the update's diff.
 
         >>> import sparktimely as st, sparktimely.differential as dd
-        >>> st.example(lambda s: dd.from_stream(s.to_stream(["a b"])).flat_map(str.split)
-        ...            .inner.capture()).extract()
-        [(0, [('a', 0, 1), ('b', 0, 1)])]
+        >>> st.example(lambda s: dd.from_stream(s.to_stream(["a b", "b"])).flat_map(str.split)
+        ...            .consolidate().inner.capture()).extract()
+        [(0, [('a', 0, 1), ('b', 0, 2)])]
         """
         def transform(time, batch):
             return [(y, t, r) for d, t, r in python_only("flat_map", "map_batches", batch)
@@ -132,9 +132,9 @@ class Collection:
         """Keeps the updates whose ``data`` satisfies ``predicate``.
 
         >>> import sparktimely as st, sparktimely.differential as dd
-        >>> st.example(lambda s: dd.from_stream(s.to_stream([1, 2, 3])).filter(lambda x: x > 1)
+        >>> st.example(lambda s: dd.from_stream(s.to_stream([1, 2, 3, 4])).filter(lambda x: x > 2)
         ...            .inner.capture()).extract()
-        [(0, [(2, 0, 1), (3, 0, 1)])]
+        [(0, [(3, 0, 1), (4, 0, 1)])]
         """
         def transform(time, batch):
             return [u for u in python_only("filter", "filter_batches", batch) if predicate(u[0])]
@@ -164,21 +164,20 @@ class Collection:
         def transform(time, batch):
             if batch.__class__ is list:
                 return [(d, t, -r) for d, t, r in batch]
-            batch = arrow_only("negate", batch)
-            index = batch.schema.get_field_index(DIFF)
-            return batch.set_column(index, DIFF, pc.negate(batch.column(index)))
+            return negated(arrow_only("negate", batch))
         return self._per_batch("Negate", transform)
 
     def map_batches(self, f: Callable[[pa.RecordBatch], pa.RecordBatch]) -> "Collection":
         """Arrow collections: each RecordBatch becomes ``f(batch)``, which must keep an
         int64 ``diff`` column (rows keep the batch's time).
 
-        >>> import pyarrow as pa, pyarrow.compute as pc, sparktimely as st
-        >>> import sparktimely.differential as dd
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> import pyarrow as pa, pyarrow.compute as pc
         >>> def build(scope):
         ...     rows = dd.from_stream(scope.to_stream(pa.table({"x": [1, 2]})))
-        ...     return rows.map_batches(lambda b: b.set_column(0, "x", pc.multiply(b["x"], 10)))
-        >>> st.example(lambda s: build(s).inner.capture()).extract()[0][1].to_pydict()
+        ...     return rows.map_batches(lambda b: b.set_column(0, "x", pc.multiply(b["x"], 10))
+        ...                             ).inner.capture()
+        >>> st.example(build).extract()[0][1].to_pydict()
         {'x': [10, 20], 'diff': [1, 1]}
         """
         def transform(time, batch):
@@ -192,8 +191,8 @@ class Collection:
     def filter_batches(self, mask: Callable[[pa.RecordBatch], Any]) -> "Collection":
         """Arrow collections: keeps the rows where ``mask(batch)`` is true.
 
-        >>> import pyarrow as pa, pyarrow.compute as pc, sparktimely as st
-        >>> import sparktimely.differential as dd
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> import pyarrow as pa, pyarrow.compute as pc
         >>> def build(scope):
         ...     rows = dd.from_stream(scope.to_stream(pa.table({"x": [1, 2, 3]})))
         ...     return rows.filter_batches(lambda b: pc.greater(b["x"], 1)).inner.capture()
@@ -237,10 +236,10 @@ class Collection:
 
         >>> import sparktimely as st, sparktimely.differential as dd
         >>> def build(scope):
-        ...     words = dd.from_stream(scope.to_stream(["a"]))
-        ...     return words.concat(words).inner.capture()
+        ...     a, b = dd.from_stream(scope.to_stream("ab")), dd.from_stream(scope.to_stream("b"))
+        ...     return a.concat(b).consolidate().inner.capture()
         >>> st.example(build).extract()
-        [(0, [('a', 0, 1), ('a', 0, 1)])]
+        [(0, [('a', 0, 1), ('b', 0, 2)])]
         """
         return Collection(self.inner.concat(other.inner))
 
@@ -248,8 +247,14 @@ class Collection:
         """A probe on this collection's frontier.
 
         >>> import sparktimely as st, sparktimely.differential as dd
-        >>> st.example(lambda s: dd.from_stream(s.to_stream([1])).probe()).done()
-        True
+        >>> def job(worker):
+        ...     session = dd.InputSession()
+        ...     probe = worker.dataflow(lambda scope: session.to_collection(scope).count().probe())
+        ...     session.insert("a"); session.advance_to(1)
+        ...     worker.step_while(lambda: probe.less_than(1))       # time 0 is now final
+        ...     return probe.less_than(1), probe.less_than(2)
+        >>> st.execute_directly(job)
+        (False, True)
         """
         return self.inner.probe()
 
@@ -257,10 +262,14 @@ class Collection:
         """Adds this collection's frontier to ``handle``; returns the collection.
 
         >>> import sparktimely as st, sparktimely.differential as dd
-        >>> probe = st.ProbeHandle()
-        >>> _ = st.example(lambda s: dd.from_stream(s.to_stream([1])).probe_with(probe))
-        >>> probe.done()
-        True
+        >>> def job(worker):
+        ...     session, probe = dd.InputSession(), st.ProbeHandle()
+        ...     worker.dataflow(lambda scope: session.to_collection(scope).count().probe_with(probe))
+        ...     session.advance_to(3)
+        ...     worker.step_while(lambda: probe.less_than(3))
+        ...     return probe.frontier()
+        >>> st.execute_directly(job)
+        [3]
         """
         self.inner.probe_with(handle)
         return self
@@ -271,10 +280,10 @@ class Collection:
 
         >>> import sparktimely as st, sparktimely.differential as dd
         >>> def build(scope):
-        ...     words = dd.from_stream(scope.to_stream(["a"]))
-        ...     return scope.iterative(lambda inner: words.enter(inner).inspect(print).leave())
-        >>> _ = st.example(build)
-        ('a', Product(0, 0), 1)
+        ...     numbers = dd.from_stream(scope.to_stream([1]))
+        ...     return scope.iterative(lambda inner: numbers.enter(inner).inner.capture())
+        >>> st.example(build).extract()
+        [(Product(0, 0), [(1, Product(0, 0), 1)])]
         """
         return Collection(enter_stream(self.inner, scope, _enter_records))
 
@@ -284,10 +293,10 @@ class Collection:
 
         >>> import sparktimely as st, sparktimely.differential as dd
         >>> def build(scope):
-        ...     words = dd.from_stream(scope.to_stream(["a"]))
-        ...     return scope.iterative(lambda inner: words.enter(inner).leave()).inner.capture()
-        >>> st.example(build).extract()
-        [(0, [('a', 0, 1)])]
+        ...     numbers = dd.from_stream(scope.to_stream([1]))
+        ...     return scope.iterative(lambda inner: numbers.enter(inner).map(lambda x: -x).leave())
+        >>> st.example(lambda scope: build(scope).inner.capture()).extract()
+        [(0, [(-1, 0, 1)])]
         """
         return Collection(leave_stream(self.inner, _leave_records))
 
@@ -308,7 +317,7 @@ class Collection:
         >>> st.example(lambda s: dd.from_stream(s.to_stream([5])).arrange_by_key())
         Traceback (most recent call last):
         ...
-        sparktimely.dataflow.operator.OperatorError: operator 'ArrangeByKey' (address (0, 2)) raised TypeError: ArrangeByKey: the data 5 of update (5, 0, 1) is not a (key, val) pair
+        sparktimely.dataflow.operator.OperatorError: operator 'FromStream' (address (0, 1)) raised TypeError: ArrangeByKey: the data 5 of update (5, 0, 1) is not a (key, val) pair
         """
         return self._arranged(name, True, key)
 
@@ -317,9 +326,9 @@ class Collection:
         data column is part of the key).
 
         >>> import sparktimely as st, sparktimely.differential as dd
-        >>> st.example(lambda s: dd.from_stream(s.to_stream(["b", "a"])).arrange_by_self()
+        >>> st.example(lambda s: dd.from_stream(s.to_stream(["b", "a", "b"])).arrange_by_self()
         ...            .as_collection().inner.capture()).extract()
-        [(0, [(('a', ()), 0, 1), (('b', ()), 0, 1)])]
+        [(0, [(('a', ()), 0, 1), (('b', ()), 0, 2)])]
         """
         return self._arranged(name, False, None)
 
@@ -428,10 +437,15 @@ class Collection:
         columns, default every data column, with an int64 ``count`` column).
 
         >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream("abca")).count()
+        ...            .inner.capture()).extract()
+        [(0, [(('a', 2), 0, 1), (('b', 1), 0, 1), (('c', 1), 0, 1)])]
+        >>> import pyarrow as pa
         >>> def build(scope):
-        ...     return dd.from_stream(scope.to_stream("abracadabra")).count().inner.capture()
-        >>> [sorted(d for d, t, r in updates) for t, updates in st.example(build).extract()]
-        [[('a', 5), ('b', 2), ('c', 1), ('d', 1), ('r', 2)]]
+        ...     rows = dd.from_stream(scope.to_stream(pa.table({"word": ["a", "b", "a"]})))
+        ...     return rows.count(key="word").inner.capture()
+        >>> sorted(st.example(build).extract()[0][1].to_pylist(), key=lambda row: row["word"])
+        [{'word': 'a', 'count': 2, 'diff': 1}, {'word': 'b', 'count': 1, 'diff': 1}]
         """
         arranged = self.arrange_by_self() if key is None else self.arrange_by_key(key=key)
         return arranged.count()
@@ -486,6 +500,43 @@ class Collection:
             return result.leave()
         return self.scope.iterative(build)
 
+    # -- time ---------------------------------------------------------------------------------
+
+    def active_between(self, start_of: TimeOf, end_of: TimeOf) -> "Collection":
+        """Each record ``x`` present from time ``start_of(x)`` until time ``end_of(x)``:
+        inserted at ``max(start_of(x), its own time)`` and removed at ``end_of(x)`` when that
+        is later (never present otherwise); an update with diff ``d`` contributes ``d`` over
+        that span. ``start_of`` and ``end_of`` return ints (times are ints). On Arrow
+        collections they are the names of two integer columns instead.
+
+        ``collection.active_between(lambda r: r.ts, lambda r: r.ts + 300).count()`` counts
+        the records of the last 300 time units, and corrects itself when late or retracted
+        records arrive.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     readings = dd.from_stream(scope.to_stream([("a", 1), ("b", 4)]))
+        ...     return readings.active_between(lambda r: r[1], lambda r: r[1] + 3).inner.capture()
+        >>> for time, updates in st.example(build).extract():
+        ...     print(time, updates)
+        1 [(('a', 1), 1, 1)]
+        4 [(('a', 1), 4, -1), (('b', 4), 4, 1)]
+        7 [(('b', 4), 7, -1)]
+
+        On an Arrow collection (rows of a batch are at the batch's time):
+
+        >>> import pyarrow as pa
+        >>> def build(scope):
+        ...     rows = pa.record_batch({"id": [1, 2], "from": [0, 2], "until": [2, 9],
+        ...                             "diff": [1, 1]})
+        ...     return dd.as_collection(scope.to_stream([rows])).active_between("from", "until") \\
+        ...         .inner.capture()
+        >>> [(time, table.to_pydict()["id"], table.to_pydict()["diff"])
+        ...  for time, table in st.example(build).extract()]
+        [(0, [1], [1]), (2, [1, 2], [-1, 1]), (9, [2], [-1])]
+        """
+        return Collection(active_between_stream(self.inner, start_of, end_of))
+
     def __repr__(self) -> str:
         return f"Collection(scope={self.scope.name!r})"
 
@@ -530,8 +581,9 @@ class Arranged(Generic[Trace_co]):
         """The scope of the arrangement's stream.
 
         >>> import sparktimely as st, sparktimely.differential as dd
-        >>> st.example(lambda s: dd.from_stream(s.to_stream([1])).arrange_by_self().scope.name)
-        'dataflow-0'
+        >>> st.example(lambda scope: dd.from_stream(scope.to_stream([1])).arrange_by_self()
+        ...            .scope is scope)
+        True
         """
         return self.stream.scope
 
@@ -788,11 +840,12 @@ class Variable(Collection):
         >>> def build(scope):
         ...     def loop(inner):
         ...         start = dd.from_stream(scope.to_stream([5])).enter(inner)
-        ...         down = dd.Variable.new_from(start)
-        ...         return down.set(down.map(lambda x: max(x - 2, 0)).distinct()).leave()
+        ...         countdown = dd.Variable.new_from(start)         # starts as {5}
+        ...         lower = countdown.map(lambda x: x - 1).filter(lambda x: x >= 3)
+        ...         return countdown.set(start.concat(lower).distinct()).leave()
         ...     return scope.iterative(loop).consolidate().inner.capture()
         >>> st.example(build).extract()
-        [(0, [(0, 0, 1)])]
+        [(0, [(3, 0, 1), (4, 0, 1), (5, 0, 1)])]
         """
         return cls(collection.scope, step, collection)
 
@@ -802,12 +855,14 @@ class Variable(Collection):
         >>> import sparktimely as st, sparktimely.differential as dd
         >>> def build(scope):
         ...     def loop(inner):
-        ...         looped = dd.Variable(inner)
-        ...         start = dd.from_stream(scope.to_stream(["x"])).enter(inner)
-        ...         return looped.set(start).leave()
-        ...     return scope.iterative(loop).inner.capture()
+        ...         edges = dd.from_stream(scope.to_stream([(1, 2), (2, 3)])).enter(inner)
+        ...         reach = dd.Variable(inner)                      # starts empty
+        ...         by_end = reach.map(lambda path: (path[1], path[0]))
+        ...         step = by_end.join_map(edges, lambda mid, src, dst: (src, dst))
+        ...         return reach.set(edges.concat(step).distinct()).leave()
+        ...     return scope.iterative(loop).consolidate().inner.capture()
         >>> st.example(build).extract()
-        [(0, [('x', 0, 1)])]
+        [(0, [((1, 2), 0, 1), ((1, 3), 0, 1), ((2, 3), 0, 1)])]
         """
         if self._done:
             raise RuntimeError("Variable.set was already called for this variable")

@@ -57,26 +57,86 @@ class InputSession:
         self._buffer: list = []
 
     def to_collection(self, scope: "Scope") -> Collection:
-        """The collection of this session's updates, in ``scope`` (a top-level scope)."""
+        """The collection of this session's updates, in ``scope`` (a top-level scope).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     session = dd.InputSession()
+        ...     out = worker.dataflow(lambda scope: session.to_collection(scope).inner.capture())
+        ...     session.insert("a")
+        ...     session.close()
+        ...     worker.run()
+        ...     return [update for _, updates in out.extract() for update in updates]
+        >>> st.execute_directly(job)
+        [('a', 0, 1)]
+        """
         collection = as_collection(scope.input_from(self._handle))
         if self._time is None:
             self._time = scope.kind.minimum()
         return collection
 
     def time(self) -> Timestamp:
-        """The time of updates made now."""
+        """The time of updates made now.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     session = dd.InputSession()
+        ...     worker.dataflow(lambda scope: session.to_collection(scope).probe())
+        ...     before = session.time()
+        ...     session.advance_to(5)
+        ...     session.close()
+        ...     return before, session.time()
+        >>> st.execute_directly(job)
+        (0, 5)
+        """
         return self._handle.time() if self._time is None else self._time
 
     def insert(self, data: Any) -> None:
-        """Add one ``data``."""
+        """Add one ``data``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     session = dd.InputSession()
+        ...     out = worker.dataflow(lambda scope: session.to_collection(scope).inner.capture())
+        ...     session.insert("a"); session.insert("a")
+        ...     session.close()
+        ...     worker.run()
+        ...     return [update for _, updates in out.extract() for update in updates]
+        >>> st.execute_directly(job)
+        [('a', 0, 1), ('a', 0, 1)]
+        """
         self.update(data, 1)
 
     def remove(self, data: Any) -> None:
-        """Remove one ``data``."""
+        """Remove one ``data``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     session = dd.InputSession()
+        ...     out = worker.dataflow(lambda scope: session.to_collection(scope).inner.capture())
+        ...     session.insert("a"); session.advance_to(1); session.remove("a")
+        ...     session.close()
+        ...     worker.run()
+        ...     return [update for _, updates in out.extract() for update in updates]
+        >>> st.execute_directly(job)
+        [('a', 0, 1), ('a', 1, -1)]
+        """
         self.update(data, -1)
 
     def update(self, data: Any, diff: int) -> None:
-        """Change the multiplicity of ``data`` by the integer ``diff``."""
+        """Change the multiplicity of ``data`` by the integer ``diff``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     session = dd.InputSession()
+        ...     out = worker.dataflow(lambda scope: session.to_collection(scope).inner.capture())
+        ...     session.update("a", 3); session.update("b", -1)
+        ...     session.close()
+        ...     worker.run()
+        ...     return [update for _, updates in out.extract() for update in updates]
+        >>> st.execute_directly(job)
+        [('a', 0, 3), ('b', 0, -1)]
+        """
         if diff.__class__ is not int:
             raise TypeError(f"InputSession.update: the diff of {data!r} must be an integer, "
                             f"not {diff!r}")
@@ -86,7 +146,19 @@ class InputSession:
 
     def update_at(self, data: Any, time: Timestamp, diff: int) -> None:
         """Change the multiplicity of ``data`` by ``diff`` at ``time``, which must not be
-        before the session's time."""
+        before the session's time.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     session = dd.InputSession()
+        ...     out = worker.dataflow(lambda scope: session.to_collection(scope).inner.capture())
+        ...     session.update_at("later", 7, 1)
+        ...     session.close()
+        ...     worker.run()
+        ...     return [update for _, updates in out.extract() for update in updates]
+        >>> st.execute_directly(job)
+        [('later', 7, 1)]
+        """
         if diff.__class__ is not int:
             raise TypeError(f"InputSession.update_at: the diff of {data!r} must be an "
                             f"integer, not {diff!r}")
@@ -100,7 +172,20 @@ class InputSession:
 
     def update_batch(self, batch: Any) -> None:
         """Arrow collections: send a ``pyarrow.RecordBatch`` (or Table) whose int64
-        ``diff`` column holds each row's diff, at the session's time."""
+        ``diff`` column holds each row's diff, at the session's time.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> import pyarrow as pa
+        >>> def job(worker):
+        ...     session = dd.InputSession()
+        ...     out = worker.dataflow(lambda scope: session.to_collection(scope).inner.capture())
+        ...     session.update_batch(pa.table({"word": ["a", "b"], "diff": [2, -1]}))
+        ...     session.close()
+        ...     worker.run()
+        ...     return [table.to_pydict() for _, table in out.extract()]
+        >>> st.execute_directly(job)
+        [{'word': ['a', 'b'], 'diff': [2, -1]}]
+        """
         names = batch.schema.names
         if DIFF not in names:
             raise ValueError(f"InputSession.update_batch: the batch has no '{DIFF}' column "
@@ -120,13 +205,39 @@ class InputSession:
             self._handle.send_batch(buffer)
 
     def flush(self) -> None:
-        """Hand buffered updates to the dataflows and tell them the session's time."""
+        """Hand buffered updates to the dataflows and tell them the session's time.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     session = dd.InputSession()
+        ...     seen = []
+        ...     worker.dataflow(lambda scope: session.to_collection(scope).inspect(seen.append).probe())
+        ...     session.insert("a")
+        ...     worker.step(); before = list(seen)         # still buffered in the session
+        ...     session.flush(); worker.step()
+        ...     session.close()
+        ...     return before, seen
+        >>> st.execute_directly(job)
+        ([], [('a', 0, 1)])
+        """
         self._send()
         self._handle.flush()
 
     def advance_to(self, time: Timestamp) -> None:
         """Move the session's time forward to ``time`` (sending what is buffered): every
-        earlier time can then complete."""
+        earlier time can then complete.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     session = dd.InputSession()
+        ...     probe = worker.dataflow(lambda scope: session.to_collection(scope).probe())
+        ...     session.advance_to(2)
+        ...     worker.step_while(lambda: probe.less_than(2))    # times 0 and 1 are complete
+        ...     session.close()
+        ...     return probe.frontier()
+        >>> st.execute_directly(job)
+        [2]
+        """
         now = self.time()
         if time.__class__ is not now.__class__ or not less_equal(now, time):
             raise ValueError(f"InputSession.advance_to({time!r}) goes backwards: the session "
@@ -136,7 +247,18 @@ class InputSession:
         self._time = time
 
     def close(self) -> None:
-        """Send what is buffered and end the input: its collections can complete."""
+        """Send what is buffered and end the input: its collections can complete.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     session = dd.InputSession()
+        ...     probe = worker.dataflow(lambda scope: session.to_collection(scope).probe())
+        ...     session.close()
+        ...     worker.run()                                    # completes: the input has ended
+        ...     return probe.done()
+        >>> st.execute_directly(job)
+        True
+        """
         self._send()
         self._handle.close()
 

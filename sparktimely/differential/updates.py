@@ -1,6 +1,7 @@
 """What a collection's batches hold: lists of ``(data, time, diff)`` updates, or Arrow
 ``RecordBatch``es whose int64 ``diff`` column holds each row's diff (every row at the
-batch's time); and the checks operators make before treating a batch as one or the other.
+batch's time); the checks operators make before treating a batch as one or the other; and
+the one spelling of an Arrow batch's retraction (:func:`negated`).
 
 >>> import pyarrow as pa
 >>> arrow_only("join", pa.record_batch({"k": [1], "diff": [1]})).num_rows
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 DIFF = "diff"
 """The name of the int64 column holding the diffs of an Arrow collection."""
@@ -35,3 +37,13 @@ def python_only(operator: str, hint: str, batch: Any) -> list:
         raise TypeError(f"{operator} runs a Python function per update; this collection "
                         f"carries Arrow batches: use {hint}")
     return batch
+
+
+def negated(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """An Arrow batch of updates with its ``diff`` column negated.
+
+    >>> negated(pa.record_batch({"x": ["a"], DIFF: [2]})).to_pydict()
+    {'x': ['a'], 'diff': [-2]}
+    """
+    index = batch.schema.get_field_index(DIFF)
+    return batch.set_column(index, DIFF, pc.negate(batch.column(index)))

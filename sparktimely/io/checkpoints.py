@@ -21,8 +21,18 @@ sinks; bytewax's partitioned sources):
    epochs and reports the files' sizes and XXH3-128 digests. With every report in, worker 0
    writes the commit record (JSON, with its own digest) to a temporary name, fsyncs and
    renames it: the checkpoint exists from that instant. Then sinks commit ``e``.
+   If nothing moves for :data:`STALL_SECONDS` while every worker is idle and the operators
+   wait at that epoch (one holds an early epoch open until it sees later input), every
+   operator is let through and only the last checkpoint comes.
 3. **Completion.** When the dataflow has completed, a last checkpoint holds everything, so
    every epoch's output becomes visible; the companion dataflow then completes.
+
+Who tells whom what, and when, is a pure state machine without I/O,
+:mod:`sparktimely.io._checkpoint_protocol` (one per worker and dataflow, tested alone with
+simulated workers); the commit record's format, digests and checks are
+:mod:`sparktimely.io._commit_record`. This module is the I/O around them: the coordinator,
+the companion dataflow, the storage, the clock, and the components' snapshots, restores and
+commits.
 
 Layout of ``checkpoint_dir`` (every path component URL-quoted)::
 
@@ -46,22 +56,21 @@ Layout of ``checkpoint_dir`` (every path component URL-quoted)::
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 import posixpath
-import re
 import time
 from collections import Counter, deque
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 from urllib.parse import quote, unquote
 
-from xxhash import xxh3_128_hexdigest
-
 from ..dataflow import Pipeline, WorkerObserver, source
 from ..ops.recovery import Component, KeyedState, frontier_epoch, recovery_of, root_epoch
 from ..progress.timestamp import Product
+from . import _commit_record as records
+from ._checkpoint_protocol import ALL, Action, CheckpointProtocol, CommitComponents, Fail, \
+    Finish, Message, Phase, Release, Send, Stalled, Start, WriteCommit, WriteSnapshot
 from ._state import decode_partitions, encode_keyed, encode_partitions, from_ipc, select_keyed, \
     to_ipc
 from ._storage import TEMPORARY_PREFIX, DirectoryLock, Location, Storage
@@ -75,17 +84,14 @@ W = TypeVar("W", bound="Worker")
 __all__ = ["Checkpoints", "RecoveryError", "checkpointing", "enable_checkpoints",
            "reraise_recovery_error"]
 
-FORMAT = "sparktimely-checkpoint/1"
 KEEP = 2
 """Commit records (and their state files) kept: the newest and the one before it."""
 
 STALL_SECONDS = 10.0
 """How long nothing may move in a dataflow whose stateful operators and sinks wait at the next
-checkpoint epoch before they are let through for the rest of the run (see
-:meth:`_Flow.watch_stall`)."""
+checkpoint epoch before they are let through for the rest of the run (see "Stalls" in
+:mod:`sparktimely.io._checkpoint_protocol`)."""
 
-_RECORD = re.compile(r"^(\d{12})\.json$")
-_ALL = -1
 logger = logging.getLogger("sparktimely")
 
 
@@ -266,7 +272,7 @@ class Checkpoints(WorkerObserver):
                 for _, batch in input:
                     flow.inbox.extend(message for _, message in batch)
             (source(scope, "CheckpointMessages", ctor)
-             .flat_map(lambda m: [(w, m[1]) for w in range(peers)] if m[0] == _ALL else [m])
+             .flat_map(lambda m: [(w, m[1]) for w in range(peers)] if m[0] == ALL else [m])
              .exchange(lambda m: m[0])
              .sink(Pipeline, "CheckpointInbox", deliver))
             return scope.dataflow
@@ -280,13 +286,15 @@ class Checkpoints(WorkerObserver):
     def after_step(self, worked: bool) -> bool:
         """Advance every dataflow's checkpoints after a step (in which the worker ``worked``
         or not); True if anything happened."""
+        now = time.monotonic()
         if worked and not any(flow.inbox for flow in self.flows):   # not just our messages
             self.idle_since = None
         elif self.idle_since is None:
-            self.idle_since = time.monotonic()
+            self.idle_since = now
+        idle = 0.0 if self.idle_since is None else now - self.idle_since
         busy = False
         for flow in self.flows:
-            busy = flow.step() or busy
+            busy = flow.step(now, idle) or busy
             if flow.outbox and flow.companion is not None:
                 flow.companion.step()       # send now, not after the next step's operators
         running = [flow for flow in self.flows if not flow.finished()]
@@ -295,10 +303,6 @@ class Checkpoints(WorkerObserver):
             if not running:
                 self.release_lock()
         return busy
-
-    def idle_seconds(self) -> float:
-        """How long this worker has had nothing to do but checkpoint messages."""
-        return 0.0 if self.idle_since is None else time.monotonic() - self.idle_since
 
     def acquire_lock(self) -> str | None:
         """Worker 0: hold the directory's lock (once per run); None, or why not."""
@@ -320,17 +324,13 @@ class Checkpoints(WorkerObserver):
         self.flows = []
 
 
-def _serialize(record: dict) -> bytes:
-    """A commit record's bytes: one canonical layout, so that any change to them shows."""
-    return json.dumps(record, indent=1, sort_keys=True).encode()
-
-
-def _digest(record: dict) -> str:
-    return xxh3_128_hexdigest(json.dumps(record, sort_keys=True).encode())
-
-
 class _Flow:
-    """The checkpoints of one dataflow on one worker."""
+    """The checkpoints of one dataflow on one worker: the I/O around its
+    :class:`~sparktimely.io._checkpoint_protocol.CheckpointProtocol`, which decides what
+    happens when. This driver carries the protocol's messages through the companion dataflow,
+    shows it the dataflow (the cut, the pointstamps) and the clock, and does what it asks:
+    reads, snapshots, restores, releases and commits the components, writes the commit
+    records."""
 
     def __init__(self, checkpoints: Checkpoints, dataflow: "Dataflow",
                  components: list[Component]) -> None:
@@ -338,47 +338,56 @@ class _Flow:
         self.storage = checkpoints.storage
         self.every = checkpoints.every
         self.worker = checkpoints.worker
-        self.leader = self.worker.index == 0
         self.dataflow = dataflow
         self.components = components
         self.name = dataflow.name
         self.directory = self.storage.path(quote(self.name, safe=""))
-        self.outbox: deque = deque()
-        self.inbox: deque = deque()
-        self.capability: Any = None
+        self.core = CheckpointProtocol(self.worker.index, self.worker.peers, self.every,
+                                       STALL_SECONDS, self.name, self.storage.where)
+        self.outbox: deque[tuple[int, Message]] = deque()     # (worker or ALL, message)
+        self.inbox: deque[Message] = deque()
+        self.capability: Any = None       # the companion's source: its capability, activator
         self.activate: Any = None
         self.closing = False
         self.companion: "Dataflow | None" = None
-        self.phase = "starting"
-        self.decision: tuple | None = None
-        self.verdicts: dict[int, tuple] = {}
-        self.record: dict | None = None
-        self.restored: dict[str, Any] = {}
-        self.sequence = 0                 # the last committed checkpoint (0: none)
-        self.epoch = -1                   # its epoch
-        self.hold = 0                     # operators see epochs up to this one
-        self.request: tuple[int, int | None] | None = None
-        self.ungated = False              # no more periodic checkpoints (see watch_stall)
-        self.stall: tuple | None = None   # worker 0: (pointstamps, unchanged since, checked)
-        self.query: tuple | None = None   # worker 0: (pointstamps, idle seconds per worker)
-        self.in_flight = False
-        self.requested: int | None = None       # worker 0: the epoch of the checkpoint in flight
-        self.reports: dict[int, tuple] = {}
+        self.restored: dict[str, Any] = {}            # the resumed states, decoded
+        self.decision: Start | Fail | None = None     # worker 0's, until begin() acts on it
 
-    # -- messages ---------------------------------------------------------------------------
+    def finished(self) -> bool:
+        assert self.companion is not None
+        return (self.core.phase is Phase.DONE and
+                self.companion.index not in self.worker.installed_dataflows())
 
-    def send(self, target: int, message: tuple) -> None:
-        self.outbox.append((target, message))
-        self.activate()
+    # -- the protocol's actions -------------------------------------------------------------
+
+    def perform(self, actions: list[Action]) -> None:
+        for action in actions:
+            match action:
+                case Send(to, message):
+                    self.outbox.append((to, message))
+                    self.activate()
+                case Start() | Fail():
+                    self.decision = action
+                case WriteSnapshot(sequence, epoch):
+                    files, latest = self.write_snapshot(sequence, epoch)
+                    self.perform(self.core.snapshot_written(sequence, files, latest))
+                case Release(limit):
+                    for component in self.components:
+                        component.release(limit)
+                case WriteCommit():
+                    self.write_commit(action)
+                    self.perform(self.core.commit_written(action.sequence))
+                case CommitComponents(epoch):
+                    for component in self.components:
+                        component.commit(epoch)
+                case Stalled(epoch, held):
+                    self.warn_stalled(epoch, held)
+                case Finish():
+                    self.close_companion()
 
     def close_companion(self) -> None:
         self.closing = True
         self.activate()
-
-    def finished(self) -> bool:
-        assert self.companion is not None
-        return (self.phase == "done" and
-                self.companion.index not in self.worker.installed_dataflows())
 
     # -- resume -----------------------------------------------------------------------------
 
@@ -386,20 +395,18 @@ class _Flow:
         """Build the companion, agree with the other workers on how to start, and start."""
         self.companion = self.checkpoints.build_companion(self)
         self.dataflow.on_drop(self.abandon)
-        self.send(0, ("verdict", self.worker.index, self.examine()))
+        self.perform(self.examine())
         self.worker.step_while(lambda: self.decision is None)
-        assert self.decision is not None
-        outcome, value = self.decision
-        if outcome == "fail":
-            self.phase = "done"
+        decision, self.decision = self.decision, None
+        if isinstance(decision, Fail):
             self.close_companion()
             self.checkpoints.release_lock()
-            raise RecoveryError(value)
-        self.start()
+            raise RecoveryError(decision.reason)
+        assert decision is not None
+        self.start(decision)
 
-    def examine(self) -> tuple:
-        """Read and check what this worker needs to resume; ``("ok", sequence)`` or
-        ``("error", reason)``. Reads only."""
+    def examine(self) -> list[Action]:
+        """Read and check what this worker needs to resume (reads only); tell the protocol."""
         where = self.storage.where
         try:
             reason = self.checkpoints.acquire_lock()
@@ -408,23 +415,23 @@ class _Flow:
                                     f"{reason}; two runs cannot write one directory at once")
             record = self.newest_record()
             if record is None:
-                return ("ok", 0)
+                return self.core.examined()
             self.check_program(record)
             self.restored = self.read_states(record)
-            self.record = record
-            return ("ok", record["sequence"])
-        except RecoveryError as error:
-            return ("error", str(error))
+            return self.core.examined(record["sequence"], record["epoch"])
+        except (RecoveryError, records.RecordError) as error:
+            return self.core.examined(error=str(error))
 
     def newest_record(self) -> dict | None:
         commits = posixpath.join(self.directory, "commits")
-        sequences = [int(m.group(1)) for m in map(_RECORD.match, self.storage.names(commits)) if m]
+        sequences = [s for s in map(records.sequence_of, self.storage.names(commits))
+                     if s is not None]
         if not sequences:
             if self.checkpoints.started == 1:
                 others = [unquote(name) for name in self.storage.names(self.storage.root)
                           if not name.startswith(("_", ".")) and
-                          any(map(_RECORD.match, self.storage.names(
-                              self.storage.path(name, "commits"))))]
+                          any(records.sequence_of(record) is not None for record in
+                              self.storage.names(self.storage.path(name, "commits")))]
                 if others:
                     held = ", ".join(repr(name) for name in others)
                     raise RecoveryError(
@@ -432,52 +439,21 @@ class _Flow:
                         f"dataflow {held}, not of this program's first dataflow {self.name!r}")
             return None
         sequence = max(sequences)
-        path = posixpath.join(commits, f"{sequence:012d}.json")
-        data = bytes(self.storage.read(path))
-        try:
-            record = json.loads(data)
-        except ValueError as error:
-            raise RecoveryError(f"commit record {path} is corrupt: it is not JSON ({error})")
-        if not isinstance(record, dict) or record.get("format") != FORMAT:
-            raise RecoveryError(f"commit record {path} is corrupt: it is not a {FORMAT} record")
-        if data != _serialize(record):
-            raise RecoveryError(f"commit record {path} is corrupt: its bytes are not those "
-                                f"written (whitespace or layout changed)")
-        checksum = record.pop("checksum", None)
-        if checksum != _digest(record):
-            raise RecoveryError(f"commit record {path} is corrupt: its contents do not match "
-                                f"its XXH3-128 digest {checksum}")
-        if record.get("sequence") != sequence:
-            raise RecoveryError(f"commit record {path} is corrupt: it says it is number "
-                                f"{record.get('sequence')}")
-        return record
+        path = posixpath.join(commits, records.name(sequence))
+        return records.parse(bytes(self.storage.read(path)), path, sequence)
 
     def check_program(self, record: dict) -> None:
         """Raise :class:`RecoveryError` naming the first difference between the checkpointed
         program and this one."""
-        where = f"checkpoint of dataflow {self.name!r} in {self.storage.where}"
-        if record["dataflow"] != self.name:
-            raise RecoveryError(f"{where} is of dataflow {record['dataflow']!r}")
-        theirs, ours = record["operators"], [op.name for op in self.dataflow.operators]
-        if theirs != ours:
-            for i, (a, b) in enumerate(zip(theirs, ours)):
-                if a != b:
-                    raise RecoveryError(f"{where} is of another program: its operator {i} is "
-                                        f"{a!r}, this program's is {b!r}")
-            raise RecoveryError(f"{where} is of another program: it has {len(theirs)} "
-                                f"operators ({', '.join(theirs)}), this program has "
-                                f"{len(ours)} ({', '.join(ours)})")
-        mine = [[c.name, c.kind] for c in self.components]
-        if record["components"] != mine:
-            raise RecoveryError(f"{where} is of another program: its checkpointed parts are "
-                                f"{record['components']}, this program's are {mine}")
+        records.check_program(record, f"checkpoint of dataflow {self.name!r} in "
+                                      f"{self.storage.where}", self.name,
+                              [op.name for op in self.dataflow.operators],
+                              [[c.name, c.kind] for c in self.components])
 
     def read_states(self, record: dict) -> dict[str, Any]:
         """The decoded state of each component, as this worker resumes it."""
         old, peers, index = record["workers"], self.worker.peers, self.worker.index
-        files: dict[str, dict] = {}
-        for path, meta in record["files"].items():
-            files.setdefault(meta["component"], {})[meta["worker"]] = (path, meta)
+        files = records.files_by_component(record)
         states: dict[str, Any] = {}
         for component in self.components:
             if component.kind == "keyed":
@@ -503,78 +479,54 @@ class _Flow:
         except FileNotFoundError:
             raise RecoveryError(f"checkpoint file {full} (of {meta['component']!r}, worker "
                                 f"{meta['worker']}) named by the commit record is missing")
-        digest = xxh3_128_hexdigest(data)
-        if data.size != meta["size"] or digest != meta["xxh3_128"]:
-            raise RecoveryError(f"checkpoint file {full} (of {meta['component']!r}, worker "
-                                f"{meta['worker']}) is corrupt: {data.size} bytes, XXH3-128 "
-                                f"{digest}; the commit record says {meta['size']} bytes, "
-                                f"{meta['xxh3_128']}")
+        records.check_file(data, meta, full)
         return from_ipc(data)
 
-    def start(self) -> None:
+    def start(self, start: Start) -> None:
         """Restore the components (when resuming) and start them after the resumed epoch."""
-        record = self.record
-        if record is not None:
-            self.sequence, self.epoch = record["sequence"], record["epoch"]
-            for component in self.components:
-                state = self.restored.get(component.name)
-                if state is not None:
-                    component.restore(state)
-        self.restored = {}
-        first = self.epoch + 1
-        self.hold = -(-first // self.every) * self.every
         for component in self.components:
-            component.start(first, self.hold)
-        if self.leader:
-            self.clean()
-        self.phase = "running"
+            state = self.restored.get(component.name)
+            if state is not None:
+                component.restore(state)
+        self.restored = {}
+        for component in self.components:
+            component.start(start.first, start.limit)
+        if self.worker.index == 0:
+            self.clean(start.sequence)
 
-    def clean(self) -> None:
-        """Worker 0, at the start and after each commit: remove what crashed runs left
-        (temporary files, checkpoints never committed) and checkpoints older than the
-        :data:`KEEP` newest."""
+    def clean(self, sequence: int) -> None:
+        """Worker 0, at the start and after each commit (of checkpoint ``sequence``): remove
+        what crashed runs left (temporary files, checkpoints never committed) and checkpoints
+        older than the :data:`KEEP` newest."""
         storage = self.storage
         commits = posixpath.join(self.directory, "commits")
         checkpoints = posixpath.join(self.directory, "checkpoints")
         storage.makedirs(commits)
         storage.makedirs(checkpoints)
         for name in storage.names(commits):
-            match = _RECORD.match(name)
+            number = records.sequence_of(name)
             if name.startswith(TEMPORARY_PREFIX) or (
-                    match and int(match.group(1)) <= self.sequence - KEEP):
+                    number is not None and number <= sequence - KEEP):
                 storage.delete(posixpath.join(commits, name))
         for name in storage.names(checkpoints):
-            if name.isdigit() and not self.sequence - KEEP < int(name) <= self.sequence:
+            if name.isdigit() and not sequence - KEEP < int(name) <= sequence:
                 storage.delete_dir(posixpath.join(checkpoints, name))
 
     def abandon(self) -> None:
         """The dataflow was dropped: stop checkpointing it (no final checkpoint)."""
-        self.phase = "done"
-        self.close_companion()
+        self.perform(self.core.dropped())
 
     # -- running ----------------------------------------------------------------------------
 
-    def step(self) -> bool:
+    def step(self, now: float, idle: float) -> bool:
+        """Take the messages in, then let the protocol see the dataflow; True if anything
+        happened. ``idle``: how long this worker has had nothing else to do."""
         busy = bool(self.inbox)
         while self.inbox:
-            self.handle(self.inbox.popleft())
-        if self.phase == "running":
-            if self.leader and not self.in_flight:
-                cut = self.cut()
-                if cut == math.inf:
-                    self.request_checkpoint(None)
-                elif self.ungated:
-                    pass
-                elif cut >= self.hold:
-                    self.request_checkpoint(int(cut) // self.every * self.every)
-                else:
-                    self.watch_stall()
-            if self.request is not None:
-                sequence, epoch = self.request
-                cut = self.cut()
-                if cut == math.inf or (epoch is not None and cut >= epoch):
-                    self.snapshot(sequence, epoch)
-            if self.leader and self.checkpoints.lock is not None:
+            self.perform(self.core.receive(self.inbox.popleft()))
+        if self.decision is None:             # begin() has started the components
+            self.perform(self.core.tick(now, idle, self))
+            if self.core.phase is Phase.RUNNING and self.checkpoints.lock is not None:
                 self.checkpoints.lock.renew()
         return busy or bool(self.outbox)
 
@@ -593,102 +545,25 @@ class _Flow:
         return tuple(tuple(tracker.pointstamps(location).frontier())
                      for location in range(tracker.locations()))
 
-    def watch_stall(self) -> None:
-        """Worker 0, while the operators wait at the next checkpoint epoch: if no pointstamp
-        has moved for :data:`STALL_SECONDS`, ask every worker how long it has been idle (a
-        worker busy in one long operator call answers only afterwards, and not idle)."""
-        now = time.monotonic()
-        if self.query is not None or (self.stall is not None and now - self.stall[2] < 1.0):
-            return
-        held = self.pointstamps()
-        if self.stall is None or held != self.stall[0]:
-            self.stall = (held, now, now)
-        else:
-            self.stall = (held, self.stall[1], now)
-            if now - self.stall[1] >= STALL_SECONDS:
-                self.query = (held, {})
-                self.send(_ALL, ("idle?",))
-
-    def idle_answer(self, worker: int, idle: float) -> None:
-        """Worker 0: a worker has been idle for ``idle`` seconds. With every worker idle as
-        long as nothing has moved, some operator holds a time up to the checkpoint epoch
-        until it sees later input, which the wait withholds: let every operator through and
-        go on without periodic checkpoints (the last one, at completion, still comes)."""
-        assert self.query is not None
-        held, answers = self.query
-        answers[worker] = idle
-        if len(answers) < self.worker.peers:
-            return
-        self.query = None
-        if min(answers.values()) < STALL_SECONDS or held != self.pointstamps():
-            self.stall = None                           # something is going on: watch again
-            return
+    def warn_stalled(self, epoch: int, held: Any) -> None:
+        """Say that the gates open for good: nothing moved while they held ``epoch``, with the
+        pointstamps ``held``; name the operators holding earlier times."""
         names = {port.location: op.name for op in self.dataflow.operators
                  for port in op.inputs + op.outputs}
         holders = sorted({f"{names.get(location, location)!s} at {list(times)}"
                           for location, times in enumerate(held)
-                          if any(root_epoch(t) <= self.hold for t in times)})
+                          if any(root_epoch(t) <= epoch for t in times)})
         logger.warning(
             "dataflow %r: nothing moved for %.0f s while its stateful operators and sinks "
             "waited at checkpoint epoch %d; %s hold%s earlier times, waiting for later input "
             "maybe. Letting every operator through: no more checkpoints until the dataflow "
-            "completes.", self.name, STALL_SECONDS, self.hold, ", ".join(holders) or "none",
-            "s" if len(holders) == 1 else "")
-        self.ungated = True
-        self.send(_ALL, ("ungate",))
+            "completes.", self.name, self.core.stall_seconds, epoch,
+            ", ".join(holders) or "none", "s" if len(holders) == 1 else "")
 
-    def handle(self, message: tuple) -> None:
-        kind = message[0]
-        if kind == "verdict":
-            self.verdicts[message[1]] = message[2]
-            if len(self.verdicts) == self.worker.peers:
-                self.send(_ALL, ("decision", self.decide()))
-        elif kind == "decision":
-            self.decision = message[1]
-        elif kind == "checkpoint":
-            self.request = (message[1], message[2])
-        elif kind == "idle?":
-            self.send(0, ("idle", self.worker.index, self.checkpoints.idle_seconds()))
-        elif kind == "idle":
-            self.idle_answer(message[1], message[2])
-        elif kind == "ungate":
-            self.ungated = True
-            for component in self.components:
-                component.release(None)
-        elif kind == "done":
-            self.reports[message[2]] = message
-            if len(self.reports) == self.worker.peers:
-                self.commit()
-        elif kind == "committed":
-            _, sequence, epoch, final = message
-            self.sequence, self.epoch = sequence, epoch
-            for component in self.components:
-                component.commit(epoch)
-            if final:
-                self.phase = "done"
-                self.close_companion()
-
-    def decide(self) -> tuple:
-        """Worker 0: how every worker starts, from all the verdicts."""
-        for worker, (outcome, value) in sorted(self.verdicts.items()):
-            if outcome == "error":
-                return ("fail", value if worker == 0 else f"{value} (found by worker {worker})")
-        sequences = {value for _, value in self.verdicts.values()}
-        if len(sequences) > 1:
-            return ("fail", f"checkpoint directory {self.storage.where}: workers found "
-                            f"different newest checkpoints of dataflow {self.name!r} "
-                            f"({sorted(sequences)}); is another run writing it?")
-        return ("go", sequences.pop())
-
-    def request_checkpoint(self, epoch: int | None) -> None:
-        """Worker 0: ask every worker for a checkpoint of ``epoch`` (None: the last)."""
-        self.in_flight = True
-        self.stall = None
-        self.requested = epoch
-        self.send(_ALL, ("checkpoint", self.sequence + 1, epoch))
-
-    def snapshot(self, sequence: int, epoch: int | None) -> None:
-        """Write this worker's part of checkpoint ``sequence`` and report it to worker 0."""
+    def write_snapshot(self, sequence: int, epoch: int | None) -> tuple[dict, int]:
+        """Write this worker's part of checkpoint ``sequence`` (of ``epoch``; None: of
+        everything); its files' entries for the commit record, and the latest epoch its
+        components saw."""
         storage, index = self.storage, self.worker.index
         relative = f"checkpoints/{sequence:012d}"
         directory = posixpath.join(self.directory, relative)
@@ -703,38 +578,19 @@ class _Flow:
             data = to_ipc(table)
             name = f"{quote(component.name, safe='')}.w{index:05d}.arrow"
             storage.write(posixpath.join(directory, name), data)
-            files[f"{relative}/{name}"] = {"size": data.size, "worker": index,
-                                           "component": component.name,
-                                           "xxh3_128": xxh3_128_hexdigest(data)}
+            files[f"{relative}/{name}"] = records.file_entry(data, index, component.name)
         storage.sync(directory)
         storage.sync(posixpath.dirname(directory))
-        limit = None if epoch is None or self.ungated else epoch + self.every
-        for component in self.components:
-            component.release(limit)
-        latest = max((c.max_epoch for c in self.components), default=-1)
-        self.request = None
-        self.send(0, ("done", sequence, index, files, latest))
+        return files, max((c.max_epoch for c in self.components), default=-1)
 
-    def commit(self) -> None:
+    def write_commit(self, commit: WriteCommit) -> None:
         """Worker 0: every worker's files are durable; write the commit record."""
-        reports = [self.reports[w] for w in range(self.worker.peers)]
-        self.reports = {}
-        sequence, requested = reports[0][1], self.requested
-        final = requested is None
-        epoch = max([self.epoch] + [report[4] for report in reports]) if final else requested
-        record = {"format": FORMAT, "dataflow": self.name, "sequence": sequence,
-                  "epoch": epoch, "complete": final, "workers": self.worker.peers,
-                  "checkpoint_every": self.every,
-                  "operators": [op.name for op in self.dataflow.operators],
-                  "components": [[c.name, c.kind] for c in self.components],
-                  "files": {path: meta for report in reports for path, meta in report[3].items()}}
-        record["checksum"] = _digest(record)
+        record = records.build(self.name, commit.sequence, commit.epoch, commit.final,
+                               self.worker.peers, self.every,
+                               [op.name for op in self.dataflow.operators],
+                               [[c.name, c.kind] for c in self.components],
+                               [report.files for report in commit.reports])
         commits = posixpath.join(self.directory, "commits")
-        self.storage.write_atomic(posixpath.join(commits, f"{sequence:012d}.json"),
-                                  _serialize(record))
-        self.sequence = sequence
-        self.clean()
-        self.in_flight = False
-        if requested is not None:
-            self.hold = requested + self.every
-        self.send(_ALL, ("committed", sequence, epoch, final))
+        self.storage.write_atomic(posixpath.join(commits, records.name(commit.sequence)),
+                                  records.serialize(record))
+        self.clean(commit.sequence)

@@ -30,7 +30,7 @@
 from .display import ProgressDisplay, StatusListener
 from .reporter import StatusReporter, report_status
 from .events import (ChannelsEvent, MessagesEvent, OperatesEvent, ParkEvent, ProgressEvent,
-                     ScheduleEvent, ShutdownEvent, describe)
+                     ScheduleEvent, ShutdownEvent, StepsEvent, describe)
 from .files import LogDirectory, log_to_directory, read_events, read_log_directory
 from .observe import observed, observing
 from .picture import Graph, GraphvizMissing, graph_of, has_graphviz, render, to_dot
@@ -41,7 +41,7 @@ from .summary import OperatorSummary, Summary, WorkerSummary, summarize
 __all__ = ["BatchLogger", "ChannelsEvent", "Graph", "GraphvizMissing", "LogDirectory", "Logger",
            "MessagesEvent", "OperatesEvent", "OperatorSummary", "ParkEvent", "ProgressDisplay",
            "ProgressEvent", "Registry", "ScheduleEvent", "ShutdownEvent", "StatusListener",
-           "StatusReporter",
+           "StatusReporter", "StepsEvent",
            "Summary", "WorkerSummary", "describe", "graph_of", "has_graphviz", "log_stream",
            "log_to_directory", "observed", "observing", "read_events", "read_log_directory",
            "registry_of", "render", "render_report", "report_status", "summarize", "to_dot", "write_report"]

@@ -19,7 +19,7 @@ from ..dataflow.observer import WorkerObserver
 from ..dataflow.ports import batch_length
 from ..dataflow.subgraph import DATA, PROGRESS
 from .events import (ChannelsEvent, MessagesEvent, OperatesEvent, ParkEvent, ProgressEvent,
-                     ScheduleEvent, ShutdownEvent, describe)
+                     ScheduleEvent, ShutdownEvent, StepsEvent, describe)
 
 if TYPE_CHECKING:
     from ..dataflow.channels import LocalPusher
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 RECENT = 16
 """How many of a worker's last events a failure's traceback lists."""
+
+STEPS_EVERY_NS = 1_000_000
+"""A worker logs a :class:`StepsEvent` (where its steps' time went) at most this often."""
 
 _new = tuple.__new__            # builds an event without NamedTuple's Python-level __new__
 
@@ -60,6 +63,19 @@ def _index_of(items: list, item: Any) -> int:
     return -1
 
 
+def _scheduled_ns(events: list) -> int:
+    """The time operators ran in ``events`` (from each ScheduleEvent start to its stop)."""
+    total, started = 0, None
+    for event in events:
+        if type(event) is ScheduleEvent:
+            if event.is_start:
+                started = event.time
+            elif started is not None:
+                total += event.time - started
+                started = None
+    return total
+
+
 class WorkerHooks(WorkerObserver):
     """One worker's logging hooks (see the module doc); ``timely`` and ``progress`` are the
     buffers of the ``"timely"`` and ``"timely/progress"`` loggers, or None."""
@@ -81,6 +97,9 @@ class WorkerHooks(WorkerObserver):
         self._locations: dict[int, dict[int, tuple[int, int, bool]]] = {}
         self._sequence: dict[tuple, int] = {}
         self._observed: list[LocalPusher] = []     # channel ends showing us their batches
+        self._step_marks = [0, 0, 0, 0]      # this step's start, received, computed, sending
+        self._computed_at = 0                # events in the buffer when its dataflows were done
+        self._steps = [0, 0, 0, 0, origin]   # steps, their ns, communication, checkpoints; logged
 
     def now(self) -> int:
         return self.clock() - self.origin
@@ -189,15 +208,59 @@ class WorkerHooks(WorkerObserver):
         if self.timely is not None:
             self.timely.append(ParkEvent(self.now(), self.worker, False, None))
 
+    # -- where a step's time goes ------------------------------------------------------------
+
+    def step_began(self) -> None:
+        self._step_marks[:] = [self.clock(), 0, 0, 0]
+
+    def step_received(self) -> None:
+        self._step_marks[1] = self.clock()
+
+    def step_computed(self) -> None:
+        self._step_marks[2] = self.clock()
+        self._computed_at = 0 if self.timely is None else len(self.timely)
+
+    def step_sending(self) -> None:
+        self._step_marks[3] = self.clock()
+
+    def step_ended(self) -> None:
+        """Account for the step, then deliver its events to the callbacks (once per step)."""
+        self._account_step()
+        self.flush()
+
+    def _account_step(self) -> None:
+        """Add this step to the steps not yet logged (receiving until ``received``, its
+        dataflows until ``computed``, checkpoints until ``sending`` but the operators they
+        run, then sending); log them once a millisecond."""
+        began, received, computed, sending = self._step_marks
+        if not (began and received and computed):
+            return                            # logging began during the step
+        now = self.clock()
+        sending = sending or now
+        self._step_marks[0] = 0
+        steps = self._steps
+        steps[0] += 1
+        steps[1] += now - began
+        steps[2] += received - began + now - sending
+        checkpointing = sending - computed
+        if self.timely is not None and len(self.timely) > self._computed_at:
+            checkpointing -= _scheduled_ns(self.timely[self._computed_at:])
+        steps[3] += checkpointing
+        if now - steps[4] >= STEPS_EVERY_NS:
+            self.log_steps(now)
+
+    def log_steps(self, now: int | None = None) -> None:
+        """Log the steps taken since the last :class:`StepsEvent` as one (if any)."""
+        steps = self._steps
+        if steps[0] and self.timely is not None:
+            now = self.clock() if now is None else now
+            self.timely.append(StepsEvent(now - self.origin, self.worker, *steps[:4]))
+            self._steps[:] = [0, 0, 0, 0, now]
+
     # -- delivering ---------------------------------------------------------------------------
 
     flush: Callable[[], None]
     """Hand the buffered events to the callbacks (set by the registry)."""
-
-    def after_step(self, busy: bool) -> bool:
-        """Deliver the step's events, once per step."""
-        self.flush()
-        return False
 
     def remember(self, batch: list) -> None:
         """Keep a delivered ``"timely"`` batch (the last few) for :meth:`failed`."""

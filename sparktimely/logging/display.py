@@ -274,7 +274,8 @@ class ProgressDisplay:
         self._interval = interval if self._terminal else plain_every
         self._started = _time.monotonic()
         self._drawn = 0
-        self._previous: dict[int, dict] = {}
+        self._latest: dict[int, dict] = {}         # each worker's newest status
+        self._before: dict[int, dict] = {}         # and the one before it, for rates
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -308,11 +309,17 @@ class ProgressDisplay:
         return statuses
 
     def show(self, whole_run: bool = False) -> None:
-        """Draw the current state once: rates since the last drawing, or with
-        ``whole_run`` since each worker began reporting (the last drawing's)."""
+        """Draw the current state once: rates over each worker's last two statuses (so a
+        drawing between two statuses shows the rates it showed before, never a gap), or
+        with ``whole_run`` since each worker began reporting."""
         statuses = self.read()
         elapsed = _time.monotonic() - self._started
-        before = {} if whole_run else self._previous
+        for status in statuses:
+            latest = self._latest.get(status["worker"])
+            if latest is not None and latest.get("wall") != status.get("wall"):
+                self._before[status["worker"]] = latest
+            self._latest[status["worker"]] = status
+        before = {} if whole_run else self._before
         if self._terminal:
             lines = render_lines(statuses, before, elapsed)
             up = f"\x1b[{self._drawn}F" if self._drawn else ""
@@ -323,7 +330,6 @@ class ProgressDisplay:
         with _WRITING:
             self._stream.write(text)
             self._stream.flush()
-        self._previous = {status["worker"]: status for status in statuses}
 
     def _run(self) -> None:
         listener = self._listener

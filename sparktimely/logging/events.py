@@ -7,8 +7,8 @@ worker-unique integer ids, the same on every worker (every worker builds the sam
 dataflows), assigned in the order the dataflows and their operators were built.
 
 The ``"timely"`` log carries :class:`OperatesEvent`, :class:`ChannelsEvent`,
-:class:`ScheduleEvent`, :class:`MessagesEvent`, :class:`ShutdownEvent` and
-:class:`ParkEvent`; the ``"timely/progress"`` log carries :class:`ProgressEvent`.
+:class:`ScheduleEvent`, :class:`MessagesEvent`, :class:`ShutdownEvent`, :class:`ParkEvent` and
+:class:`StepsEvent`; the ``"timely/progress"`` log carries :class:`ProgressEvent`.
 
 >>> event = ScheduleEvent(time=1500, worker=0, id=3, is_start=True)
 >>> event.id, event.is_start
@@ -140,6 +140,27 @@ class ParkEvent(NamedTuple):
     timeout: float | None
 
 
+class StepsEvent(NamedTuple):
+    """Where the worker's steps went since its previous ``StepsEvent``: it took ``steps``
+    steps, which lasted ``step_ns`` nanoseconds together, ``communication_ns`` of them
+    taking in and sending out messages and ``checkpoint_ns`` taking and committing epoch
+    checkpoints. The rest of a step is its operators' logic (their :class:`ScheduleEvent`
+    intervals) and the runtime's own work (progress tracking, scheduling). Logged at the
+    end of a step at most once a millisecond, and when the log is removed; time outside
+    steps (the program's own code between them, parking) is not in it.
+
+    >>> StepsEvent(2_000_000, 0, 40, 1_500_000, 300_000, 0).step_ns
+    1500000
+    """
+
+    time: int
+    worker: int
+    steps: int
+    step_ns: int
+    communication_ns: int
+    checkpoint_ns: int
+
+
 def describe(event: Any, names: dict[int, str] | None = None) -> str:
     """One line of text for an event, with operator names from ``names`` (id to name).
 
@@ -168,6 +189,10 @@ def describe(event: Any, names: dict[int, str] | None = None) -> str:
         what = f"shut down {operator(event.id)}"
     elif kind is ParkEvent:
         what = (f"park (up to {event.timeout} s)" if event.is_park else "unpark")
+    elif kind is StepsEvent:
+        what = (f"{event.steps} steps: {event.step_ns / 1e6:.3f} ms, "
+                f"{event.communication_ns / 1e6:.3f} ms of them communicating, "
+                f"{event.checkpoint_ns / 1e6:.3f} ms checkpointing")
     elif kind is ProgressEvent:
         what = (f"{'shared' if event.is_send else 'received from worker ' + str(event.source)}"
                 f" progress of dataflow {event.dataflow}: {len(event.messages)} message and "
@@ -178,4 +203,4 @@ def describe(event: Any, names: dict[int, str] | None = None) -> str:
 
 
 __all__ = ["ChannelsEvent", "MessagesEvent", "OperatesEvent", "ParkEvent", "ProgressEvent",
-           "ScheduleEvent", "ShutdownEvent", "describe"]
+           "ScheduleEvent", "ShutdownEvent", "StepsEvent", "describe"]

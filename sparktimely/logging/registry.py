@@ -152,6 +152,8 @@ class Registry:
         logger = self._loggers.get(name)
         if logger is None:
             return None
+        if name == "timely" and self._hooks is not None:
+            self._hooks.log_steps()
         logger.flush(self.now())
         del self._loggers[name]
         self._attach()

@@ -4,8 +4,8 @@
 :func:`~sparktimely.logging.files.log_to_directory` wrote and writes ``LOGDIR/profile.html``:
 the dataflow picture annotated with time and records (SVG when Graphviz is installed, the
 DOT text otherwise), a table of operators by time spent, a table of workers (busy, parked),
-the records each worker sent each other, and a timeline per worker of which operator ran
-when. The page has no scripts and loads nothing from elsewhere.
+the records that crossed between workers (what stayed on a worker apart), and a timeline per
+worker of which operator ran when. The page has no scripts and loads nothing from elsewhere.
 
 >>> import os, tempfile, sparktimely as st
 >>> from sparktimely.logging import log_to_directory
@@ -26,9 +26,9 @@ import html
 import os
 import sys
 import zlib
-from typing import Sequence
+from typing import Any, Sequence
 
-from .events import MessagesEvent
+from .events import ChannelsEvent, MessagesEvent
 from .files import LogDirectory, read_log_directory
 from .picture import GraphvizMissing, dot_to, graph_of, to_dot
 from .summary import Summary, summarize
@@ -37,8 +37,14 @@ TIMELINE_WIDTH = 1100
 """Pixels of the timeline's time axis."""
 
 EXACT_INTERVALS = 4000
-"""Up to this many schedulings per worker the timeline draws each; beyond, one bar per
-pixel column, for the operator that ran longest in it."""
+"""Up to this many schedulings per worker the timeline draws each; beyond, it draws the run
+in :data:`COLUMNS` intervals, each a column showing where the worker's time went in it."""
+
+COLUMNS = 110
+"""Intervals of a long run's timeline (10 pixels each)."""
+
+_PART_COLORS = {"progress": "#666", "communication": "#9b59b6", "checkpoints": "#e67e22",
+                "parked": "#ccc", "other": "#fff"}
 
 _STYLE = """
 body { font-family: Helvetica, Arial, sans-serif; margin: 24px; color: #222; }
@@ -94,29 +100,50 @@ def _workers_table(logs: LogDirectory, summary: Summary) -> str:
     for index in sorted(summary.workers):
         worker = summary.workers[index]
         meta = logs.workers.get(index, {})
-        span = max(worker.last_ns - worker.first_ns, 1)
+        span = max(worker.logged_ns, 1)
+        parts = (worker.busy_ns, worker.progress_ns, worker.communication_ns,
+                 worker.checkpoint_ns, worker.parked_ns, worker.other_ns)
         rows.append(
             f"<tr><td>{index}</td><td class=\"name\">{html.escape(str(meta.get('host', '')))}"
-            f"</td><td>{meta.get('pid', '')}</td><td>{_ms(span)}</td>"
-            f"<td>{_ms(worker.busy_ns)}</td><td>{100 * worker.busy_ns / span:.1f}%</td>"
-            f"<td>{_ms(worker.parked_ns)}</td></tr>")
+            f"</td><td>{meta.get('pid', '')}</td><td>{_ms(worker.logged_ns)}</td>"
+            + "".join(f"<td>{_ms(part)}</td><td>{100 * part / span:.1f}%</td>"
+                      for part in parts) + f"<td>{worker.steps:,}</td></tr>")
+    head = "".join(f"<th>{part} ms</th><th>%</th>" for part in _PARTS)
     return ('<table id="workers"><tr><th>worker</th><th class="name">host</th><th>pid</th>'
-            "<th>logged ms</th><th>in operators ms</th><th>busy</th><th>parked ms</th></tr>"
-            + "".join(rows) + "</table>")
+            f"<th>logged ms</th>{head}<th>steps</th></tr>" + "".join(rows) + "</table>")
+
+
+_PARTS = ("operators", "progress", "communication", "checkpoints", "parked", "other")
+"""Where a worker's logged time went, in the order the workers table shows it."""
 
 
 def _traffic_table(logs: LogDirectory) -> str:
-    sent: dict[tuple[int, int], int] = {}
+    """Records that crossed from worker to worker (by exchanges and broadcasts), and apart
+    from them what stayed on its worker: routed to itself by an exchange, or passed along a
+    pipeline (which never leaves its worker)."""
+    pacts = {event.id: event.pact for event in logs.events if type(event) is ChannelsEvent}
+    crossed: dict[tuple[int, int], int] = {}
+    routed: dict[int, int] = {}
+    piped: dict[int, int] = {}
     for event in logs.events:
         if type(event) is MessagesEvent and event.is_send:
-            key = (event.source, event.target)
-            sent[key] = sent.get(key, 0) + event.length
+            source, target = event.source, event.target
+            if source != target:
+                crossed[source, target] = crossed.get((source, target), 0) + event.length
+            else:
+                stayed = piped if pacts.get(event.channel) == "Pipeline" else routed
+                stayed[source] = stayed.get(source, 0) + event.length
     workers = sorted(logs.workers)
     head = "".join(f"<th>to {w}</th>" for w in workers)
-    rows = "".join(f"<tr><th>from {s}</th>" + "".join(f"<td>{sent.get((s, t), 0):,}</td>"
-                                                      for t in workers) + "</tr>"
-                   for s in workers)
-    return f'<table id="traffic"><tr><th></th>{head}</tr>{rows}</table>'
+    rows = "".join(
+        f"<tr><th>from {s}</th>"
+        + "".join(f"<td>{crossed.get((s, t), 0):,}</td>" if s != t else "<td>&#8212;</td>"
+                  for t in workers)
+        + f"<td>{sum(crossed.get((s, t), 0) for t in workers):,}</td>"
+        f"<td>{routed.get(s, 0):,}</td><td>{piped.get(s, 0):,}</td></tr>"
+        for s in workers)
+    return (f'<table id="traffic"><tr><th></th>{head}<th>to other workers</th>'
+            f"<th>routed to itself</th><th>along pipelines</th></tr>{rows}</table>")
 
 
 def _timeline(logs: LogDirectory, summary: Summary) -> str:
@@ -131,46 +158,102 @@ def _timeline(logs: LogDirectory, summary: Summary) -> str:
     scale = TIMELINE_WIDTH / span
     left, lane_height = 70, 26
     height = lane_height * len(lanes) + 30
+    long = any(len(summary.intervals.get(w, [])) > EXACT_INTERVALS for w in lanes)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{left + TIMELINE_WIDTH + 50}" '
              f'height="{height}" font-family="Helvetica" font-size="11">']
     for row, worker in enumerate(lanes):
         y = row * lane_height + 4
         parts.append(f'<text x="4" y="{y + 15}">worker {worker}</text>')
+        shift = offsets[worker] - start
+        if long:
+            parts += _columns(summary, worker, shift, span, names, left, y)
+            continue
         for begin, stop in summary.parks.get(worker, []):
-            x = left + (begin + offsets[worker] - start) * scale
+            x = left + (begin + shift) * scale
             width = max((stop - begin) * scale, 0.5)
             parts.append(f'<rect x="{x:.1f}" y="{y + 18}" width="{width:.1f}" height="3" '
                          f'fill="#ccc"><title>parked {_ms(stop - begin)} ms</title></rect>')
-        for x, width, operator, busy in _bars(summary.intervals.get(worker, []),
-                                              offsets[worker] - start, scale):
-            parts.append(f'<rect x="{left + x:.1f}" y="{y}" width="{width:.1f}" height="16" '
+        for begin, stop, operator in summary.intervals.get(worker, []):
+            parts.append(f'<rect x="{left + (begin + shift) * scale:.1f}" y="{y}" '
+                         f'width="{max((stop - begin) * scale, 0.5):.1f}" height="16" '
                          f'fill="{_color(operator)}"><title>{html.escape(names.get(operator, ""))}'
-                         f" (operator {operator}): {_ms(busy)} ms</title></rect>")
+                         f" (operator {operator}): {_ms(stop - begin)} ms</title></rect>")
     axis = lane_height * len(lanes) + 20
     for tick in range(6):
         x = left + tick * TIMELINE_WIDTH / 5
         parts.append(f'<text x="{x:.0f}" y="{axis}" text-anchor="middle">'
                      f"{_ms(tick * span / 5)} ms</text>")
     parts.append("</svg>")
-    return "".join(parts)
+    note = ("Which operator each worker ran when (grey: parked, waiting for work)."
+            if not long else
+            f"The run in {COLUMNS} intervals: each column shows where a worker's time went "
+            f"in it, from the bottom: operators (in their colours, the busiest first), "
+            f"progress (dark grey), communication (purple), checkpoints (orange), parked "
+            f"(light grey), other (white). Hover over a column for its numbers.")
+    return (f'<p class="note">{note} Workers are aligned by their wall clocks.</p>'
+            + "".join(parts))
 
 
-def _bars(intervals: list[tuple[int, int, int]], shift: int,
-          scale: float) -> list[tuple[float, float, int, int]]:
-    """``(x, width, operator, busy ns)`` bars for one worker's schedulings: each one, or
-    one per pixel column (its longest-running operator) when there are many."""
-    if len(intervals) <= EXACT_INTERVALS:
-        return [((begin + shift) * scale, max((stop - begin) * scale, 0.5), operator,
-                 stop - begin) for begin, stop, operator in intervals]
-    columns: dict[int, dict[int, int]] = {}
-    for begin, stop, operator in intervals:
-        column = columns.setdefault(int((begin + shift) * scale), {})
-        column[operator] = column.get(operator, 0) + stop - begin
-    bars = []
-    for x, busy in sorted(columns.items()):
-        operator = max(busy, key=lambda op: busy[op])
-        bars.append((float(x), 1.0, operator, busy[operator]))
-    return bars
+def _shares(summary: Summary, worker: int, shift: int, span: int) -> list[dict]:
+    """Per interval of the run (:data:`COLUMNS` of them), the nanoseconds of each part of
+    ``worker``'s time in it: operator ids, and "progress", "communication",
+    "checkpoints", "parked", "other" (as the workers table, interval by interval)."""
+    width = span / COLUMNS
+    columns: list[dict] = [{} for _ in range(COLUMNS)]
+
+    def spread(begin: int, stop: int, key: Any) -> None:
+        begin, stop = begin + shift, stop + shift
+        first, last = int(begin // width), min(int(stop // width), COLUMNS - 1)
+        for column in range(max(first, 0), last + 1):
+            overlap = min(stop, (column + 1) * width) - max(begin, column * width)
+            if overlap > 0:
+                columns[column][key] = columns[column].get(key, 0) + overlap
+    for begin, stop, operator in summary.intervals.get(worker, []):
+        spread(begin, stop, operator)
+    for begin, stop in summary.parks.get(worker, []):
+        spread(begin, stop, "parked")
+    stepping = [0.0] * COLUMNS
+    for time, step_ns, communication_ns, checkpoint_ns in summary.steps.get(worker, []):
+        at = min(max(int((time + shift) // width), 0), COLUMNS - 1)
+        stepping[at] += step_ns - communication_ns - checkpoint_ns
+        for key, ns in (("communication", communication_ns), ("checkpoints", checkpoint_ns)):
+            columns[at][key] = columns[at].get(key, 0) + ns
+    for column, rest in zip(columns, stepping):
+        busy = sum(ns for key, ns in column.items() if isinstance(key, int))
+        column["progress"] = max(rest - busy, 0)
+        column["other"] = max(width - sum(column.values()), 0)
+    return columns
+
+
+def _columns(summary: Summary, worker: int, shift: int, span: int, names: dict[int, str],
+             left: int, y: int) -> list[str]:
+    """One lane of a long run's timeline: a column per interval (:func:`_shares`)."""
+    step = TIMELINE_WIDTH / COLUMNS
+    width = span / COLUMNS
+    drawn = []
+    for index, column in enumerate(_shares(summary, worker, shift, span)):
+        total = sum(column.values()) or 1
+        ordered: list[int | str] = sorted((key for key in column if isinstance(key, int)),
+                                          key=lambda key: -column[key])
+        ordered += ["progress", "communication", "checkpoints", "parked", "other"]
+        label = ", ".join(
+            f"{html.escape(names.get(key, f'operator {key}')) if isinstance(key, int) else key}"
+            f" {100 * column[key] / total:.1f}%" for key in ordered if column[key] > 0)
+        x, bottom = left + index * step, y + 16.0
+        bars = []
+        for key in ordered:
+            size = 16 * column[key] / total
+            if size <= 0:
+                continue
+            bottom -= size
+            color = _color(key) if isinstance(key, int) else _PART_COLORS[key]
+            bars.append(f'<rect x="{x:.1f}" y="{bottom:.2f}" width="{step - 1:.1f}" '
+                        f'height="{size:.2f}" fill="{color}"/>')
+        drawn.append(f'<g><title>worker {worker}, {_ms(index * width)}-'
+                     f'{_ms((index + 1) * width)} ms: {label}</title>'
+                     f'<rect x="{x:.1f}" y="{y}" width="{step - 1:.1f}" height="16" '
+                     f'fill="none" stroke="#eee"/>{"".join(bars)}</g>')
+    return drawn
 
 
 def render_report(logs: LogDirectory, title: str = "sparktimely profile") -> str:
@@ -192,11 +275,18 @@ def render_report(logs: LogDirectory, title: str = "sparktimely profile") -> str
         f"{_ms(summary.total_busy_ns())} ms in operators over all workers.</p>"
         f"<h2>Dataflow</h2>{_picture(logs, summary)}"
         f"<h2>Operators</h2>{_operators_table(logs, summary)}"
-        f"<h2>Workers</h2>{_workers_table(logs, summary)}"
-        f"<h2>Records sent between workers</h2>{_traffic_table(logs)}"
-        f"<h2>Timeline</h2>"
-        f'<p class="note">Which operator each worker ran when (grey: parked, waiting for '
-        f"work). Workers are aligned by their wall clocks.</p>{_timeline(logs, summary)}"
+        f"<h2>Workers</h2>"
+        f'<p class="note">Where each worker\'s logged time went: in operators\' logic; in '
+        f"the rest of its steps (progress: tracking frontiers, scheduling); taking in and "
+        f"sending out messages (communication); taking epoch checkpoints (checkpoints); "
+        f"waiting for work (parked); and outside "
+        f"steps (other: the program's own code between them, building dataflows, writing "
+        f"logs). The parts add up to the logged time.</p>{_workers_table(logs, summary)}"
+        f"<h2>Records sent between workers</h2>"
+        f'<p class="note">Records that crossed from one worker to another (exchanges, '
+        f"broadcasts). Records that stayed on their worker are counted apart: routed to it "
+        f"by an exchange, or passed along a pipeline.</p>{_traffic_table(logs)}"
+        f"<h2>Timeline</h2>{_timeline(logs, summary)}"
         "</body></html>\n")
 
 

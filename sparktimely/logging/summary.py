@@ -1,5 +1,7 @@
-"""What the ``"timely"`` events add up to: time and records per operator and channel, busy
-and parked time per worker (what ddshow shows first when asked "why is it slow").
+"""What the ``"timely"`` events add up to: time and records per operator and channel, and
+where each worker's time went (operators, progress, communication, checkpoints, parked,
+other), what
+ddshow shows first when asked "why is it slow".
 
 >>> from sparktimely.logging import OperatesEvent, ScheduleEvent
 >>> events = [OperatesEvent(0, 0, 0, (0, 0), "Map", "dataflow-0"),
@@ -13,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from .events import ChannelsEvent, MessagesEvent, OperatesEvent, ParkEvent, ScheduleEvent
+from .events import (ChannelsEvent, MessagesEvent, OperatesEvent, ParkEvent, ScheduleEvent,
+                     StepsEvent)
 
 
 @dataclass
@@ -35,11 +38,19 @@ class OperatorSummary:
 
 @dataclass
 class WorkerSummary:
-    """One worker: ``busy_ns`` (in operators), ``parked_ns`` (waiting for work), and the
-    span from its first to its last event (``first_ns``, ``last_ns``).
+    """One worker: the span from its first to its last event (``first_ns``, ``last_ns``:
+    ``logged_ns``) and where that time went, in parts that add up to it: ``busy_ns`` (in
+    operators' logic), ``progress_ns`` (the rest of its steps: progress tracking,
+    scheduling), ``communication_ns`` (taking in and sending out messages),
+    ``checkpoint_ns`` (epoch checkpoints), ``parked_ns`` (waiting for work) and
+    ``other_ns`` (outside steps: the program's own code between them, building dataflows,
+    writing logs). ``steps`` and ``step_ns`` come from its
+    :class:`~sparktimely.logging.StepsEvent` records.
 
-    >>> WorkerSummary(0).parked_ns
-    0
+    >>> worker = WorkerSummary(0, busy_ns=50, parked_ns=20, first_ns=0, last_ns=100,
+    ...                        steps=3, step_ns=70, communication_ns=5, checkpoint_ns=4)
+    >>> worker.progress_ns, worker.other_ns
+    (11, 10)
     """
 
     worker: int
@@ -47,14 +58,32 @@ class WorkerSummary:
     parked_ns: int = 0
     first_ns: int = 0
     last_ns: int = 0
+    steps: int = 0
+    step_ns: int = 0
+    communication_ns: int = 0
+    checkpoint_ns: int = 0
+
+    @property
+    def logged_ns(self) -> int:
+        return self.last_ns - self.first_ns
+
+    @property
+    def progress_ns(self) -> int:
+        return max(self.step_ns - self.communication_ns - self.checkpoint_ns - self.busy_ns, 0)
+
+    @property
+    def other_ns(self) -> int:
+        return max(self.logged_ns - self.busy_ns - self.progress_ns - self.communication_ns
+                   - self.checkpoint_ns - self.parked_ns, 0)
 
 
 @dataclass
 class Summary:
     """The sums of :func:`summarize`: ``operators`` and ``workers`` by id and index,
     ``channels`` (channel id to records carried), ``intervals`` (per worker, the
-    ``(start, stop, operator)`` of every scheduling, for timelines) and ``parks`` (per
-    worker, the ``(start, stop)`` of every time it parked).
+    ``(start, stop, operator)`` of every scheduling, for timelines), ``parks`` (per
+    worker, the ``(start, stop)`` of every time it parked) and ``steps`` (per worker, the
+    ``(time, step ns, communication ns, checkpoint ns)`` of every :class:`StepsEvent`).
 
     >>> Summary().total_busy_ns()
     0
@@ -65,6 +94,7 @@ class Summary:
     workers: dict[int, WorkerSummary] = field(default_factory=dict)
     intervals: dict[int, list[tuple[int, int, int]]] = field(default_factory=dict)
     parks: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    steps: dict[int, list[tuple[int, int, int, int]]] = field(default_factory=dict)
 
     def total_busy_ns(self) -> int:
         """Time spent in operators, over all workers."""
@@ -118,6 +148,13 @@ def summarize(events: Iterable) -> Summary:
                 start = parked.pop(event.worker)
                 worker.parked_ns += event.time - start
                 summary.parks.setdefault(event.worker, []).append((start, event.time))
+        elif kind is StepsEvent:
+            worker.steps += event.steps
+            worker.step_ns += event.step_ns
+            worker.communication_ns += event.communication_ns
+            worker.checkpoint_ns += event.checkpoint_ns
+            summary.steps.setdefault(event.worker, []).append(
+                (event.time, event.step_ns, event.communication_ns, event.checkpoint_ns))
         elif kind is OperatesEvent:
             operators.setdefault(event.id, OperatorSummary(event.id, event.name)).name = event.name
         elif kind is ChannelsEvent:

@@ -5,6 +5,7 @@ import copy
 from typing import Any, Callable, Self
 
 from ..dataflow import Exchange, Pipeline
+from ..dataflow.channels import route_name
 from ..dataflow.stream import StreamCore
 from ..hashing import stable_hash
 from ._stash import PerTime
@@ -73,7 +74,7 @@ class AggregationOps(StreamCore):
                     per_key[key] = fold(key, val, get(key))
             for cap, per_key in aggregates.completed(notificator):
                 output.give_at(cap, [emit(k, agg) for k, agg in per_key.items()])
-        return self.unary_notify(Exchange(lambda kv: route(kv[0])), "Aggregate", [], logic)
+        return self.unary_notify(Exchange(_by_key(route)), "Aggregate", [], logic)
 
     def state_machine(self, fold: Callable[[Any, Any, Any], tuple],
                       route: Callable[[Any], int] = stable_hash) -> Self:
@@ -113,8 +114,21 @@ class AggregationOps(StreamCore):
                         states.pop(key, None)
                     results.extend(outputs)
                 output.give_at(cap, results)
-        stream = self.unary_notify(Exchange(lambda kv: route(kv[0])), "StateMachine", [], logic)
+        stream = self.unary_notify(Exchange(_by_key(route)), "StateMachine", [], logic)
         index = len(self.scope.dataflow.operators) - 1
         KeyedState(self.scope, f"StateMachine#{index}", index, lambda: states, states.update,
                    route)
         return stream
+
+
+def _by_key(route: Callable[[Any], int]) -> Callable[[Any], int]:
+    """``route`` of the key of a ``(key, val)`` record, named ``route(key)`` (as an
+    exchange's error shows it).
+
+    >>> _by_key(stable_hash).__qualname__, _by_key(len)(("abc", 1))
+    ('stable_hash(key)', 3)
+    """
+    def by_key(record: Any) -> int:
+        return route(record[0])
+    by_key.__qualname__ = f"{route_name(route)}(key)"
+    return by_key

@@ -222,11 +222,17 @@ class BasicOps(StreamCore):
                 for cap, batch in input:
                     buckets: list[list] = [[] for _ in range(parts)]
                     for x in batch:
-                        part, y = route(x)
-                        if not 0 <= part < parts:
-                            raise ValueError(f"partition route returned part {part}, "
-                                             f"not in 0..{parts - 1}")
-                        buckets[part].append(y)
+                        routed = route(x)
+                        try:
+                            part, y = routed
+                            if 0 <= part < parts:
+                                buckets[part].append(y)
+                                continue
+                        except (TypeError, ValueError):         # not a pair, part not an int
+                            pass
+                        raise ValueError(f"partition route returned {routed!r} for the record "
+                                         f"{x!r}: it must return (part, record) with part an "
+                                         f"int in 0..{parts - 1}")
                     for output, bucket in zip(outputs, buckets):
                         if bucket:
                             output.give_at(cap, bucket)

@@ -26,6 +26,8 @@ class ExchangeOps(StreamCore):
     def exchange(self, route: Callable[[Any], int] | None = None, *,
                  key: str | list[str] | None = None) -> Self:
         """Sends each record to worker ``route(x) % peers`` (Arrow streams: ``key="column"``).
+        ``route(x)`` returns an int (numpy integer types too); anything else fails naming this
+        exchange, the record and the value returned.
 
         ``route`` must give the same answer on every worker, in every process and on every
         host. Python's built-in ``hash`` does not: for strings and bytes it is salted per

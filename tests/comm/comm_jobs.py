@@ -4,7 +4,8 @@
 
 prints this process's results as one JSON line. Jobs: ``exchange`` (rounds of records
 exchanged twice, and Arrow batches broadcast), ``bfs`` (examples/bfs.py), ``forever`` (rounds
-until killed; prints ``ready`` after the first) and ``fail`` (worker 3 raises after a round).
+until killed; prints ``ready`` after the first), ``fail`` (worker 3 raises after a round) and
+``diverge`` (the last worker never builds the dataflow the others build).
 """
 from __future__ import annotations
 
@@ -82,8 +83,16 @@ def forever(worker: st.Worker, fail_at: int | None = None) -> None:
         time.sleep(0.01)
 
 
+def diverge(worker: st.Worker) -> None:
+    """Every worker but the last builds a dataflow exchanging records; the last returns at
+    once (a program mistake its peers must report, not wait on)."""
+    if worker.index < worker.peers - 1:
+        worker.dataflow(lambda scope: scope.to_stream(range(100)).exchange(lambda x: x).probe(),
+                        name="numbers")
+
+
 JOBS = {"exchange": exchange, "bfs": bfs_job, "forever": forever,
-        "fail": lambda worker: forever(worker, fail_at=3)}
+        "fail": lambda worker: forever(worker, fail_at=3), "diverge": diverge}
 
 if __name__ == "__main__":
     results = st.execute_from_args(sys.argv[2:], JOBS[sys.argv[1]])

@@ -59,7 +59,7 @@ def test_dd_bfs_from_the_command_line_as_two_processes(tmp_path):
     # each process holds half the workers; worker 0's process checks every round
     hostfile = tmp_path / "hosts"
     hostfile.write_text("".join(f"127.0.0.1:{port}\n" for port in free_ports(2)))
-    args = ["--", "--nodes", "300", "--edges", "900", "--rounds", "2"]
+    args = ["--nodes", "300", "--edges", "900", "--rounds", "2"]
     procs = [subprocess.Popen([sys.executable, "-m", "examples.dd_bfs", "-w", "2", "-n", "2",
                                "-p", str(p), "-h", str(hostfile), *args], cwd=ROOT,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -4,11 +4,14 @@ arrangements."""
 import gc
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hs
 
 import sparktimely as st
 import sparktimely.differential as dd
 from dd_harness import accumulate, arranged_input
 from sparktimely.differential.trace import Batch, Spine
+from sparktimely.differential.trace import spine as spine_module
 from sparktimely.differential.trace.handle import TraceAgent, TraceBox
 from sparktimely.differential.trace.spine import (IDLE_ADVANCES, MAX_SMALL, MAX_TINY, SMALL_BATCH,
                                                  TINY_ROWS)
@@ -187,6 +190,40 @@ def test_dropping_a_query_dataflow_releases_its_handles(run):
         assert during > before and after == before
 
 
+@pytest.mark.parametrize("closed_first", [False, True])
+@pytest.mark.timeout(30)
+def test_dropping_the_arranging_dataflow_completes_its_imports(run, closed_first):
+    """Once the arrangement's dataflow is dropped nothing more comes, so the trace is sealed
+    at the empty frontier (as differential's TraceWriter when dropped): its imports complete
+    with what it had, whether or not a handle on it is still open."""
+    def job(worker):
+        data = dd.InputSession()
+        index = worker.next_dataflow_index()
+        trace, _ = arranged_input(worker, data)
+
+        def query(scope):
+            imported = trace.import_(scope).as_collection()
+            return imported.inner.capture(), imported.probe()
+        captured, done = worker.dataflow(query)
+        if worker.index == 0:
+            data.insert((1, "a"))
+        data.advance_to(1)
+        worker.step_while(lambda: done.less_than(1))
+        upper = None
+        if closed_first:
+            trace.close()
+        worker.drop_dataflow(index)
+        if not closed_first:
+            upper = trace.read_upper()
+        data.insert((2, "b"))
+        data.close()
+        worker.run()
+        return upper, [u for _, batch in captured.extract() for u in batch]
+    results = run(job)
+    assert [upper for upper, _ in results] == [None if closed_first else []] * run.workers
+    assert [u for _, updates in results for u in updates] == [((1, "a"), 0, 1)]
+
+
 @pytest.mark.timeout(60)
 def test_a_trace_no_handle_holds_is_freed(run):
     def job(worker):
@@ -209,6 +246,141 @@ def test_a_trace_no_handle_holds_is_freed(run):
     results = run(job)
     assert sum(held for held, _, _ in results) == 1          # the one update, at its key's worker
     assert [(freed, left) for _, freed, left in results] == [(True, 0)] * run.workers
+
+
+def imported_accumulations_match(imports: list, sent: list, times: int) -> None:
+    """Assert that each import's updates (``(since, updates)``, merged over workers)
+    accumulate to the input's, recomputed from the ``sent`` updates at ``0 .. times - 1``,
+    at every time from its ``since`` on, and change nothing later. (Earlier times are not
+    asked about: a batch the arrangement seals after the import arrives with its own
+    times, as in differential.)"""
+    for i, (since, updates) in enumerate(imports):
+        last = max(since, times - 1)
+        for t in range(since, last + 1):
+            assert accumulate(updates, t) == accumulate(sent, t), f"import {i} at time {t}"
+        assert all(t <= last for _, t, _ in updates), f"import {i}: {updates}"
+
+
+def merged_imports(results: list) -> list:
+    """The per-worker ``[(since, updates)]`` of every import, as one list per import."""
+    return [(since, [u for worker in results for u in worker[i][1]])
+            for i, (since, _) in enumerate(results[0])]
+
+
+@pytest.mark.parametrize("compact_first", [False, True])
+@pytest.mark.timeout(60)
+def test_closing_the_arranged_handle_leaves_an_import_whole(run, compact_first):
+    """An import made while the arrangement keeps changing follows every later batch after
+    the arrangement's own handle is closed (compacted first or not): the close releases
+    that handle's hold on the trace, nothing else. The import's own handle is left to the
+    garbage collector, so the trace has no handle left at all."""
+    times = 8
+
+    def job(worker):
+        data = dd.InputSession()
+        trace, _ = arranged_input(worker, data)
+
+        def query(scope):
+            imported = trace.import_(scope).as_collection()
+            return imported.inner.capture(), imported.probe()
+        captured, done = worker.dataflow(query)
+        sent = []
+        for t in range(times):
+            if t == 3:
+                if compact_first:
+                    trace.set_logical_compaction([t])
+                trace.close()
+                gc.collect()
+                assert trace._box.freed
+            for j in range(4):
+                update = ((j, t % 3), 1 if t % 2 == 0 else -1)
+                if (4 * t + j) % worker.peers == worker.index:
+                    data.update(*update)
+                sent.append((update[0], t, update[1]))
+            data.advance_to(t + 1)
+            worker.step_while(lambda: done.less_than(t + 1))
+        data.close()
+        worker.run()
+        return sent, [(0, [u for _, batch in captured.extract() for u in batch])]
+    results = run(job)
+    imported_accumulations_match(merged_imports([imports for _, imports in results]),
+                                 results[0][0], times)
+
+
+handle_op = hs.one_of(
+    hs.tuples(hs.just("import"), hs.integers(0, 5)),
+    hs.tuples(hs.just("logical"), hs.integers(0, 5), hs.integers(0, 2)),
+    hs.tuples(hs.just("physical"), hs.integers(0, 5), hs.none() | hs.integers(0, 2)),
+    hs.tuples(hs.just("close"), hs.integers(0, 5)))
+"""What to do to a handle (the ``i``-th open one, modulo how many are open) before a time's
+updates: import it into a new dataflow, move its logical or physical compaction frontier to
+``[time + offset]`` (physical: ``[]`` for None), or close it."""
+key_val = hs.tuples(hs.integers(0, 3), hs.integers(0, 1))
+time_step = hs.tuples(hs.lists(handle_op, max_size=3),
+                      hs.lists(hs.tuples(key_val, hs.sampled_from([1, -1])), max_size=4),
+                      hs.booleans())
+"""One time: the handle operations, the ``((key, val), diff)`` updates, and whether the
+workers wait until every import has seen the time complete before the next one."""
+
+
+@given(steps=hs.lists(time_step, min_size=1, max_size=10))
+@settings(max_examples=200, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@pytest.mark.timeout(60)
+def test_imports_follow_the_trace_whatever_handles_do(run, steps, monkeypatch):
+    """Handles on one arrangement (its own, and those of its imports) are imported into new
+    dataflows, compacted and closed in any order while the input keeps changing: every
+    import's accumulation equals the input's (recomputed from the updates sent) at every
+    time at or after the logical compaction frontier of the handle it was imported from.
+    The spine's thresholds are tiny, so that these few updates merge and compact its
+    batches (and imports replay merged batches) as large traces do."""
+    for name, value in [("SMALL_BATCH", 3), ("MAX_SMALL", 2), ("MAX_TINY", 3),
+                        ("TINY_ROWS", 1), ("STAGGER", 1), ("IDLE_ADVANCES", 2)]:
+        monkeypatch.setattr(spine_module, name, value)
+    times = len(steps)
+
+    def job(worker):
+        data = dd.InputSession()
+        trace, _ = arranged_input(worker, data)
+        handles, imports, sent = [trace], [], []
+
+        def importing(handle):
+            def query(scope):
+                arranged = handle.import_(scope)
+                return arranged.trace, arranged.as_collection().inner.capture(), \
+                    arranged.stream.probe()
+            return query
+        for t, (ops, updates, wait) in enumerate(steps):
+            for op, index, *offset in ops:
+                open_handles = [h for h in handles if not h.closed]
+                if not open_handles:
+                    break
+                handle = open_handles[index % len(open_handles)]
+                if op == "import":
+                    [since] = handle.get_logical_compaction()
+                    imports.append((since, *worker.dataflow(importing(handle))))
+                    handles.append(imports[-1][1])
+                elif op == "logical":
+                    handle.set_logical_compaction([t + offset[0]])
+                elif op == "physical":
+                    handle.set_physical_compaction([] if offset[0] is None else [t + offset[0]])
+                else:
+                    handle.close()
+            for j, (record, diff) in enumerate(updates):
+                if j % worker.peers == worker.index:
+                    data.update(record, diff)
+                sent.append((record, t, diff))
+            data.advance_to(t + 1)
+            if wait:
+                worker.step_while(lambda: any(probe.less_than(t + 1)
+                                              for *_, probe in imports))
+        data.close()
+        worker.run()
+        return sent, [(since, [u for _, batch in captured.extract() for u in batch])
+                      for since, _, captured, _ in imports]
+    results = run(job)
+    imported_accumulations_match(merged_imports([imports for _, imports in results]),
+                                 results[0][0], times)
 
 
 @pytest.mark.timeout(60)

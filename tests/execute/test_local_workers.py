@@ -249,22 +249,30 @@ def test_unpicklable_record_names_the_problem():
         st.execute(job, workers=2)
 
 
-def test_execute_from_args_flags_and_errors():
+def usage_error(capsys, argv) -> str:
+    """The ``prog: error: ...`` line ``execute_from_args(argv, ...)`` exits with (status 2)."""
+    with pytest.raises(SystemExit, match="^2$"):
+        st.execute_from_args(argv, lambda w: None)
+    return capsys.readouterr().err.splitlines()[-1]
+
+
+def test_execute_from_args_flags_and_errors(capsys):
     assert st.execute_from_args(["--workers", "2", "rest"], lambda w: (w.peers, w.args)) == \
         [(2, ["rest"]), (2, ["rest"])]
-    with pytest.raises(ValueError, match="-w needs an integer"):
-        st.execute_from_args(["-w", "two"], lambda w: None)
+    assert usage_error(capsys, ["-w", "two"]).endswith(
+        "error: argument -w/--workers/--threads: expected a positive integer, got 'two'")
     with pytest.raises(ValueError, match="workers must be a positive integer"):
         st.execute(lambda w: None, workers=0)
-    with pytest.raises(ValueError, match="process index 2 is not in 0..1"):
-        st.execute_from_args(["-n", "2", "-p", "2"], lambda w: None)
+    assert usage_error(capsys, ["-n", "2", "-p", "2"]).endswith(
+        "error: process index 2 is not in 0..1 (there are 2 processes)")
 
 
-def test_hostfile_errors_name_the_line(tmp_path):
+def test_hostfile_errors_name_the_line(tmp_path, capsys):
     path = tmp_path / "hosts"
     path.write_text("localhost:2101\nnot-an-address\n")
-    with pytest.raises(ValueError, match="line 2: 'not-an-address' is not host:port"):
-        st.execute_from_args(["-n", "2", "-p", "0", "-h", str(path)], lambda w: None)
+    assert usage_error(capsys, ["-n", "2", "-p", "0", "-h", str(path)]).endswith(
+        f"error: argument -h/--hostfile: hostfile {path} line 2: 'not-an-address' is not "
+        f"host:port")
     with pytest.raises(ValueError, match=r"process 1 has none"):
         st.execute(lambda w: None, processes=2, hostfile=["localhost:2101"])
 

@@ -1,31 +1,194 @@
 """Bad configuration is refused before anything starts, naming the problem and where it is
-(including the -n/-p check)."""
+(including the -n/-p check); a route that gives no worker (or no partition) fails naming where
+it routes, the record and the value it returned."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
+import numpy as np
+import pyarrow as pa
 import pytest
+from ports import free_ports
 
 import sparktimely as st
+from sparktimely.testing import consolidate
 
 
-def test_a_hostfile_naming_one_address_twice_is_refused_naming_both_lines(tmp_path):
+def test_a_hostfile_naming_one_address_twice_is_refused_naming_both_lines(tmp_path, capsys):
     hostfile = tmp_path / "hosts"
     hostfile.write_text("# two processes\nlocalhost:2101\n\nlocalhost:2101   # oops\n")
     started = time.monotonic()
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(SystemExit, match="^2$"):
         st.execute_from_args(["-n", "2", "-p", "0", "-h", str(hostfile)], lambda worker: None)
-    assert str(caught.value) == (f"hostfile {hostfile} line 4: 'localhost:2101' is the address of "
-                                 f"line 2 ('localhost:2101') again: every process needs an "
-                                 f"address of its own")
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        f": error: argument -h/--hostfile: hostfile {hostfile} line 4: 'localhost:2101' is the "
+        f"address of line 2 ('localhost:2101') again: every process needs an address of its own")
     with pytest.raises(ValueError, match="line 2: '127.0.0.1:7000' is the address of line 1"):
         st.execute(lambda worker: None, processes=2, process=1,
                    hostfile=["127.0.0.1:7000", "127.0.0.1:7000"])
     assert time.monotonic() - started < 1
 
 
-def test_several_processes_without_a_process_index_say_which_flag_is_missing():
-    with pytest.raises(ValueError, match=r"^-n 3 needs -p/--process: this process's index, 0\.\.2$"):
-        st.execute_from_args(["-n", "3", "-w", "2"], lambda worker: None)
-    with pytest.raises(ValueError, match="--processes 2 needs -p/--process"):
-        st.execute_from_args(["--processes=2"], lambda worker: None)
+def test_several_processes_without_a_process_index_say_which_flag_is_missing(capsys):
+    for argv, processes in ((["-n", "3", "-w", "2"], 3), (["--processes=2"], 2)):
+        with pytest.raises(SystemExit, match="^2$"):
+            st.execute_from_args(argv, lambda worker: None)
+        assert capsys.readouterr().err.splitlines()[-1].endswith(
+            f": error: -n/--processes {processes} needs -p/--process: this process's index, "
+            f"0..{processes - 1}")
+
+
+@pytest.mark.timeout(60)
+def test_a_host_that_does_not_resolve_stops_every_process_at_once(tmp_path):
+    """Each process of the job names the unknown host within seconds, the one that would
+    listen there and the one that would connect to it alike (not after the 60 s timeout)."""
+    port, other = free_ports(2)
+    hosts = [f"no-such-host.invalid:{port}", f"127.0.0.1:{other}"]
+    script = ("import sys, sparktimely as st\n"
+              f"st.execute(lambda worker: None, processes=2, process=int(sys.argv[1]), "
+              f"hostfile={hosts!r})\n")
+    started = time.monotonic()
+    runs = [subprocess.Popen([sys.executable, "-c", script, str(process)], text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=dict(os.environ, SPARKTIMELY_CONNECT_TIMEOUT="60"))
+            for process in (0, 1)]
+    try:
+        errors = [run.communicate(timeout=30)[1] for run in runs]
+    finally:
+        for run in runs:
+            run.kill()
+    assert time.monotonic() - started < 15
+    for run, error in zip(runs, errors):
+        assert run.returncode == 1
+        assert error.splitlines()[-1].startswith(
+            f"ConnectionError: the hostfile address of process 0, no-such-host.invalid:{port}, "
+            f"names a host that does not resolve ("), error
+
+
+# -- routes ------------------------------------------------------------------------------------
+# A route runs per record where records move between workers; with one worker nothing moves,
+# but the first record of each batch is still routed. At any number of workers a route that
+# returns anything but an int fails naming the exchange (its operator and its pact), the
+# record and what the route returned.
+
+def routed(run, build):
+    """Runs the dataflow ``build(scope)`` (returning a stream) on ``run``'s workers: the
+    records every worker captured, consolidated, or the WorkerError's message."""
+    def job(worker):
+        captured = worker.dataflow(lambda scope: build(scope).capture())
+        worker.run()
+        return captured.extract()
+    try:
+        return consolidate(run(job))
+    except st.WorkerError as error:
+        return str(error)
+
+
+def assert_route_error(message: str, operator: str, pact: str, record, returned) -> None:
+    assert f"the exchange into {operator} (address (0, " in message, message
+    assert f"by {pact} cannot route the record {record!r}: its route returned {returned!r} " \
+           f"(a {type(returned).__name__}); a route must return an int (the record goes to " \
+           f"worker route(record) % peers), e.g. st.stable_hash(key)" in message, message
+
+
+def identity(x):
+    return x
+
+
+def never_int(x):
+    return f"key-{x}"
+
+
+@pytest.mark.parametrize("records", [["b", "a"], [2.5, 0.5], [None]], ids=["str", "float", "None"])
+def test_an_exchange_route_returning_no_int_names_the_exchange_record_and_value(run, records):
+    result = routed(run, lambda scope: scope.to_stream(records).exchange(identity))
+    assert_route_error(result, "operator 'Exchange'", "Exchange(route=identity)",
+                       records[0], records[0])
+
+
+def test_numpy_integers_route_as_ints(run):
+    """Each record lands on worker ``route(x) % peers`` whatever integer type the route
+    returns."""
+    kinds = [np.int64, np.uint8, np.int32, np.uint64, np.bool_, bool, int]
+
+    def build(scope):
+        records = scope.to_stream(list(range(len(kinds))) * 3 if scope.index == 0 else [])
+        return records.exchange(lambda i: kinds[i](i + 1)).map(lambda i: (i, scope.index))
+    expected = sorted((i, int(kind(i + 1)) % run.workers) for i, kind in enumerate(kinds)
+                      for _ in range(3))
+    assert routed(run, build) == [(0, expected)]
+
+
+def forward(cap, info):
+    cap.drop()
+    return lambda input, output: [output.give_at(c, b) for c, b in input]
+
+
+def forward_both(cap, info):
+    cap.drop()
+    return lambda input1, input2, output: [output.give_at(c, b) for i in (input1, input2)
+                                           for c, b in i]
+
+
+@pytest.mark.parametrize("make, operator", [
+    (lambda s: s.unary(st.Exchange(never_int), "Route", forward), "operator 'Route'"),
+    (lambda s: s.scope.to_stream([]).binary(s, st.Pipeline, st.Exchange(never_int), "Two",
+                                            forward_both), "input 1 of operator 'Two'"),
+    (lambda s: s.sink(st.Exchange(never_int), "Drop", lambda input: list(input)) or s,
+     "operator 'Drop'"),
+], ids=["unary", "binary", "sink"])
+def test_pacts_whose_route_returns_no_int_name_their_operator(run, make, operator):
+    result = routed(run, lambda scope: make(scope.to_stream([7, 8])))
+    assert_route_error(result, operator, "Exchange(route=never_int)", 7, "key-7")
+
+
+@pytest.mark.parametrize("make, operator", [
+    (lambda s: s.aggregate(lambda k, v, agg: (agg or 0) + v, lambda k, agg: (k, agg),
+                           identity), "Aggregate"),
+    (lambda s: s.state_machine(lambda k, v, total: (False, [(k, (total or 0) + v)],
+                                                    (total or 0) + v), identity),
+     "StateMachine"),
+], ids=["aggregate", "state_machine"])
+def test_keyed_operators_whose_route_returns_no_int_name_the_record_and_value(run, make,
+                                                                               operator):
+    result = routed(run, lambda scope: make(scope.to_stream([("a", 1), ("b", 2)])))
+    assert_route_error(result, f"operator {operator!r}", "Exchange(route=identity(key))",
+                       ("a", 1), "a")
+
+
+@pytest.mark.parametrize("route, returned", [
+    (lambda x: (x % 3, x), "(2, 5)"),                   # part out of range
+    (lambda x: ("odd", x), "('odd', 5)"),               # part not an int
+    (lambda x: (1.0, x), "(1.0, 5)"),
+    (lambda x: x, "5"),                                 # not a pair
+], ids=["range", "str", "float", "not-a-pair"])
+def test_a_partition_route_returning_no_part_names_the_record_and_value(run, route, returned):
+    result = routed(run, lambda scope: scope.concatenate(
+        scope.to_stream([5] if scope.index == run.workers - 1 else []).partition(2, route)))
+    assert f"worker {run.workers - 1} failed: OperatorError: operator 'Partition' (address " \
+           f"(0, 1)) raised ValueError: partition route returned {returned} for the record 5: " \
+           f"it must return (part, record) with part an int in 0..1" in result, result
+
+
+def test_an_arrow_exchange_by_a_missing_column_names_the_exchange_and_the_column(run):
+    table = pa.table({"word": ["a", "b"], "n": [1, 2]})
+    result = routed(run, lambda scope: scope.to_stream(table).exchange(key="wrod"))
+    assert "the exchange into operator 'Exchange' (address (0, 1)) by " \
+           "Exchange(key='wrod'): key column 'wrod' is not in the batch's schema " \
+           "(columns word, n)" in result, result
+
+
+def test_an_arrow_exchange_route_returning_no_integers_names_the_exchange(run):
+    table = pa.table({"x": [1.5, 2.5]})
+    result = routed(run, lambda scope: scope.to_stream(table).exchange(
+        lambda batch: batch.column("x").to_numpy()))
+    if run.workers == 1:                        # an Arrow route runs only where rows move
+        assert result[0][1].equals(table)
+    else:
+        assert "by Exchange(route=test_an_arrow_exchange_route_returning_no_integers_names_" \
+               "the_exchange.<locals>.<lambda>.<locals>.<lambda>): an Exchange route for " \
+               "Arrow batches must return one integer per row (2), got float64 of shape (2,)" \
+               in result, result

@@ -71,10 +71,12 @@ def test_workers_waiting_for_a_slow_but_moving_peer_are_not_stalled(workers):
     assert st.execute(job, workers=workers, stall_limit=LIMIT) == [7] * workers
 
 
-def test_the_stall_limit_flag():
+def test_the_stall_limit_flag(capsys):
     with pytest.raises(st.WorkerError, match=r"^worker 1 failed: stalled: no step for "):
         st.execute_from_args(["-w", "2", "--stall-limit", "1"], job_with(spin_forever, 1))
-    with pytest.raises(ValueError, match="--stall-limit needs a number of seconds, got 'soon'"):
+    with pytest.raises(SystemExit, match="^2$"):
         st.execute_from_args(["--stall-limit", "soon"], job_with(spin_forever, 1))
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        "error: argument --stall-limit: expected a positive number of seconds, got 'soon'")
     with pytest.raises(ValueError, match="stall_limit must be a positive number of seconds"):
         st.execute(job_with(spin_forever, 1), stall_limit=0)

@@ -12,6 +12,10 @@ epoch's collection from scratch in plain Python (``Counter``, a deque BFS).
   edges of each queried source (``count``).
 - :func:`reachability`: nodes reachable from node 0 by ``iterate`` (``join``, ``concat``,
   ``distinct``) over edge files whose lines insert or delete an edge.
+- :func:`temporal`: records ``key start end`` present between their start and end
+  (``active_between``), and the number present per key (``count``): a sliding window whose
+  held retractions span checkpoints; :func:`arrow_temporal` counts the same on the Arrow path
+  (``active_between("start", "end").count(key="key")`` over CSV files).
 - :func:`shared_queries`: one dataflow arranges the edges, another imports the trace (seed
   003's shape; not supported with checkpoints yet).
 """
@@ -62,6 +66,32 @@ def write_word_csvs(folder: str, files: int = 3, lines: int = 24, seed: int = 0)
             out.write("word,diff\n")
             for _ in range(lines):
                 out.write(f"w{rng.randrange(11)},{1 if rng.random() < 0.8 else -1}\n")
+
+
+def write_span_files(folder: str, files: int = 3, lines: int = 24, seed: int = 0,
+                     csv: bool = False) -> None:
+    """Files of records ``key start end diff`` (CSV: ``key,start,end,diff`` rows) around the
+    epoch of their line (``i // BATCH_ROWS``): starts from 3 before to 3 after it, spans of
+    -1 to 6 (so some end at or before their start, or before they arrive); a line with diff
+    -1 takes back a record inserted earlier in the same file."""
+    os.makedirs(folder, exist_ok=True)
+    rng = random.Random(seed)
+    for f in range(files):
+        present: list = []
+        rows = []
+        for i in range(lines):
+            if present and rng.random() < 0.25:
+                rows.append((*present.pop(rng.randrange(len(present))), -1))
+            else:
+                start = i // BATCH_ROWS + rng.randint(-3, 3)
+                record = (rng.randrange(4), start, start + rng.randint(-1, 6))
+                present.append(record)
+                rows.append((*record, 1))
+        name = f"spans-{seed}-{f}.{'csv' if csv else 'txt'}"
+        with open(os.path.join(folder, name), "w") as out:
+            if csv:
+                out.write("key,start,end,diff\n")
+            out.writelines((",".join if csv else " ".join)(map(str, row)) + "\n" for row in rows)
 
 
 def source(folder: str, name: str, format: str = "text") -> Callable:
@@ -228,6 +258,58 @@ def join_count_oracle(edge_files: str, query_files: str) -> dict[int, Counter]:
     return replay(lines, apply, collection)
 
 
+def temporal(worker: st.Worker, span_files: str, out: str, hook: Callable | None = None) -> None:
+    """The records of ``span_files`` present between their start and end
+    (``active_between``), tagged ``live``, and how many of them each key has (``count``),
+    tagged ``count``, as updates in ``out``."""
+    def build(scope):
+        def parse(line: str) -> list:
+            key, start, end, diff = map(int, line.split())
+            return [((key, start, end), diff)]
+        records = dd.from_stream(source(span_files, "spans")(scope)).explode(parse)
+        live = records.active_between(lambda r: r[1], lambda r: r[2])
+        counts = live.map(lambda r: r[0]).count()
+        result = _hooked(live.map(lambda r: ("live", r))
+                         .concat(counts.map(lambda kn: ("count", kn))), worker, hook)
+        result.inner.output_to(DirectorySink(out, format="jsonl"), "window")
+    worker.dataflow(build, name="dd-temporal")
+
+
+def arrow_temporal(worker: st.Worker, span_csvs: str, out: str,
+                   hook: Callable | None = None) -> None:
+    """``active_between("start", "end").count(key="key")`` of the rows of ``span_csvs``, as
+    Parquet files of ``key, count, diff`` in ``out``."""
+    def build(scope):
+        rows = dd.as_collection(source(span_csvs, "spans", "csv")(scope))
+        counts = _hooked(rows.active_between("start", "end").count(key="key"), worker, hook)
+        counts.inner.output_to(DirectorySink(out, format="parquet"), "counts")
+    worker.dataflow(build, name="dd-arrow-temporal")
+
+
+def temporal_oracle(span_files: str, live: bool = True) -> dict[int, Counter]:
+    """Per time, up to the last end, what :func:`temporal` (``live`` records and counts) or
+    :func:`arrow_temporal` (counts alone) should hold: each record of epoch ``e`` present at
+    the times from ``max(start, e)`` until ``end``."""
+    updates = [(epoch, tuple(map(int, line.replace(",", " ").split())))
+               for epoch, lines in lines_by_epoch(span_files).items() for line in lines]
+    last = max(max(epoch, row[2]) for epoch, row in updates)
+    result = {}
+    for time in range(last + 1):
+        present: Counter = Counter()
+        for epoch, (key, start, end, diff) in updates:
+            if max(start, epoch) <= time < end:
+                present[(key, start, end)] += diff
+        per_key: Counter = Counter()
+        for (key, _, _), n in present.items():
+            per_key[key] += n
+        counts = Counter({(key, n): 1 for key, n in per_key.items() if n})
+        if live:
+            counts = Counter({("count", kn): 1 for kn in counts})
+            counts.update({("live", r): n for r, n in present.items() if n})
+        result[time] = counts
+    return result
+
+
 def write_query_files(folder: str, files: int = 2, lines: int = 18, seed: int = 1) -> None:
     os.makedirs(folder, exist_ok=True)
     rng = random.Random(seed)
@@ -256,7 +338,7 @@ def _tuples(value: Any) -> Any:
 
 def updates(out: str) -> list[tuple]:
     """Every visible update ``(file epoch, data, time, diff)`` written to ``out``, sorted
-    (Parquet rows as ``(epoch, (word, count), epoch, diff)``)."""
+    (Parquet rows as ``(epoch, (column values but diff), epoch, diff)``)."""
     rows = []
     for epoch, path in sink_files(out):
         if path.endswith(".jsonl"):
@@ -264,7 +346,8 @@ def updates(out: str) -> list[tuple]:
                 rows += [(epoch, *_tuples(json.loads(line))) for line in lines]
         else:
             for row in pq.read_table(path).to_pylist():
-                rows.append((epoch, (row["word"], row["count"]), epoch, row["diff"]))
+                data = tuple(v for name, v in row.items() if name != "diff")
+                rows.append((epoch, data, epoch, row["diff"]))
     return sorted(rows, key=repr)
 
 
@@ -301,9 +384,10 @@ def consolidated(rows: list[tuple]) -> Counter:
     return Counter({k: n for k, n in total.items() if n})
 
 
-KINDS = ["wordcount", "arrow", "reachability", "join_count"]
+KINDS = ["wordcount", "arrow", "reachability", "join_count", "temporal", "arrow_temporal"]
 DATAFLOWS = {"wordcount": "dd-wordcount", "arrow": "dd-arrow-wordcount",
-             "reachability": "dd-reachability", "join_count": "dd-join-count"}
+             "reachability": "dd-reachability", "join_count": "dd-join-count",
+             "temporal": "dd-temporal", "arrow_temporal": "dd-arrow-temporal"}
 """The name of each kind's dataflow (its folder in a checkpoint directory)."""
 
 
@@ -322,6 +406,14 @@ class Job:
             write_word_csvs(inputs)
             self.run = lambda w, out, hook=None: arrow_wordcount(w, inputs, out, hook)
             self.oracle = lambda: arrow_wordcount_oracle(inputs)
+        elif kind == "temporal":
+            write_span_files(inputs)
+            self.run = lambda w, out, hook=None: temporal(w, inputs, out, hook)
+            self.oracle = lambda: temporal_oracle(inputs)
+        elif kind == "arrow_temporal":
+            write_span_files(inputs, csv=True)
+            self.run = lambda w, out, hook=None: arrow_temporal(w, inputs, out, hook)
+            self.oracle = lambda: temporal_oracle(inputs, live=False)
         elif kind == "reachability":
             write_edge_files(inputs)
             self.run = lambda w, out, hook=None: reachability(w, inputs, out, hook)

@@ -102,11 +102,13 @@ def test_off_by_default(tmp_path, capfd, monkeypatch):
     assert os.listdir(tmp_path) == []                 # no log files either
 
 
-def test_flag_errors_name_the_flag():
-    with pytest.raises(ValueError, match="--progress takes no value, got '--progress=yes'"):
-        st.execute_from_args(["--progress=yes"], lambda worker: None)
-    with pytest.raises(ValueError, match="--log-dir needs a value"):
-        st.execute_from_args(["--log-dir"], lambda worker: None)
+def test_flag_errors_name_the_flag(capsys):
+    for argv, error in ((["--progress=yes"], "argument --progress: ignored explicit argument "
+                                             "'yes'"),
+                        (["--log-dir"], "argument --log-dir: expected one argument")):
+        with pytest.raises(SystemExit, match="^2$"):
+            st.execute_from_args(argv, lambda worker: None)
+        assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: {error}")
 
 
 @pytest.mark.timeout(180)
@@ -135,20 +137,25 @@ def test_a_hostfile_jobs_logs_render_in_the_profile(tmp_path):
     assert [(int(row[0]), int(row[2])) for row in page.tables["workers"][1:]] == sorted(
         pids.items())
     traffic = page.tables["traffic"]
-    assert traffic[0] == ["", "to 0", "to 1", "to 2", "to 3"]
+    assert traffic[0] == ["", "to 0", "to 1", "to 2", "to 3", "to other workers",
+                          "routed to itself", "along pipelines"]
     for source in range(4):
-        for target in range(4):
-            if source != target:           # the diagonal adds the workers' local channels
-                expected = sum(1 for r in range(launched_job.ROUNDS)
-                               for x in launched_job.records(source, r) if x % 4 == target)
-                assert int(traffic[1 + source][1 + target].replace(",", "")) == expected
+        routed = Counter(x % 4 for r in range(launched_job.ROUNDS)
+                         for x in launched_job.records(source, r))
+        assert [int(cell.replace(",", "").replace("\u2014", "-1"))
+                for cell in traffic[1 + source][1:]] == [
+            *(routed[target] if target != source else -1 for target in range(4)),
+            SENT - routed[source], routed[source],
+            2 * len(launched_job.expected_received(source, 4))]   # what it got, twice
     assert all(f">worker {w}</text>" in (logs / "profile.html").read_text() for w in range(4))
 
 
-@pytest.mark.timeout(120)
-def test_on_a_terminal_the_display_redraws_in_place(tmp_path):
+def on_a_terminal(*flags: str) -> tuple[list[dict], list[list[str]]]:
+    """Run ``launched_job.py`` with ``flags`` and ``--progress`` on a pseudo-terminal: its
+    results, and the display's drawings (each a list of lines), checking that every
+    drawing goes up over the lines of the one before."""
     main, terminal = pty.openpty()
-    job = launch("-w", "2", "--progress", "--pause", "0.4", stderr=terminal)
+    job = launch(*flags, "--progress", stderr=terminal)
     os.close(terminal)
     chunks: list[bytes] = []
 
@@ -167,16 +174,45 @@ def test_on_a_terminal_the_display_redraws_in_place(tmp_path):
     reader.join(30)
     os.close(main)
     assert job.returncode == 0
-    check_results(json.loads(out.splitlines()[-1]), 0, 2)
     screen = b"".join(chunks).decode()
     drawings = re.split(r"\x1b\[(\d+)F", screen)    # cursor up the last drawing's lines
-    assert len(drawings) >= 5, screen                  # 1.6 s of rounds: drawn every 0.5 s
     for drawing, up in zip(drawings[0:-1:2], drawings[1::2]):
         assert len(drawing.splitlines()) == int(up)
         assert all(line.startswith("\x1b[2K") for line in drawing.splitlines())
-    last = [line.removeprefix("\x1b[2K") for line in drawings[-1].splitlines()]
+    return (json.loads(out.splitlines()[-1]),
+            [[line.removeprefix("\x1b[2K") for line in drawing.splitlines()]
+             for drawing in drawings[0::2]])
+
+
+@pytest.mark.timeout(120)
+def test_on_a_terminal_the_display_redraws_in_place(tmp_path):
+    results, drawings = on_a_terminal("-w", "2", "--pause", "0.4")
+    check_results(results, 0, 2)
+    assert len(drawings) >= 3, drawings                # 1.6 s of rounds: drawn every 0.5 s
+    last = drawings[-1]
     head = re.fullmatch(r"sparktimely  \d+\.\d s  2 workers  ([\d,]+) records/s  done", last[0])
     assert head and int(head[1].replace(",", "")) > 0       # the rate over the whole run
     assert last[1:] == [line for line in last[1:] if line.startswith("  ")]
     assert last[1].strip() == "probe rounds/3: done"
     assert [line.split()[:2] for line in last[2:]] == [["worker", "0:"], ["worker", "1:"]]
+
+
+@pytest.mark.timeout(120)
+def test_the_display_keeps_a_value_between_two_statuses(tmp_path):
+    """Workers report once a second, the terminal is redrawn twice a second: a drawing
+    without a new status shows the rates the last one showed, not a dash."""
+    _, drawings = on_a_terminal("-w", "2", "--pause", "0.7")
+    assert len(drawings) >= 5, drawings                # 2.8 s of rounds
+    shown: dict[str, bool] = {}
+    for drawing in drawings:
+        for line in drawing:
+            match = re.match(r"  (worker \d+): cpu (.{4})", line)
+            if match:
+                number = match[2].strip() != "-"
+                assert number or not shown.get(match[1]), drawings
+                shown[match[1]] = number
+            elif line.startswith("sparktimely "):
+                number = "records/s" in line
+                assert number or not shown.get("head"), drawings
+                shown["head"] = shown.get("head", False) or number
+    assert shown == {"head": True, "worker 0": True, "worker 1": True}

@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import html.parser
 import os
+import re
 import shutil
 import struct
 import subprocess
 import sys
+import time
 from collections import Counter
 
 import pytest
 
 import sparktimely as st
-from sparktimely.logging import (LogDirectory, OperatesEvent, ScheduleEvent, has_graphviz,
-                                 log_to_directory, render_report)
-from sparktimely.logging.report import EXACT_INTERVALS, TIMELINE_WIDTH
+from sparktimely.logging import (LogDirectory, OperatesEvent, ParkEvent, ScheduleEvent,
+                                 ShutdownEvent, StepsEvent, has_graphviz, log_to_directory,
+                                 read_log_directory, render_report, summarize)
+from sparktimely.logging.report import COLUMNS, EXACT_INTERVALS
 
 RECORDS = 3000
 
@@ -103,11 +106,72 @@ def test_the_profile_command_writes_a_page_whose_tables_match_the_run(logdir):
     assert abs(sum(float(row[5].rstrip("%")) for row in operators.values()) - 100) < 0.5
     assert [row[0] for row in page.tables["workers"][1:]] == ["0", "1"]
     traffic = page.tables["traffic"]
-    assert traffic[0] == ["", "to 0", "to 1"]
-    # worker 0 sends its own share three times (exchange, map, probe channels) and worker
-    # 1's share once; worker 1 sends its share twice, to itself
-    assert traffic[1] == ["from 0", f"{3 * share[0]:,}", f"{share[1]:,}"]
-    assert traffic[2] == ["from 1", "0", f"{2 * share[1]:,}"]
+    assert traffic[0] == ["", "to 0", "to 1", "to other workers", "routed to itself",
+                          "along pipelines"]
+    # only worker 0 has records: its exchange sends worker 1's share across and routes its
+    # own share to itself; then each worker passes its share along two pipelines (to Map,
+    # to Probe), which never leave the worker
+    assert traffic[1] == ["from 0", "\u2014", f"{share[1]:,}", f"{share[1]:,}",
+                          f"{share[0]:,}", f"{2 * share[0]:,}"]
+    assert traffic[2] == ["from 1", "0", "\u2014", "0", "0", f"{2 * share[1]:,}"]
+
+
+PARTS = ["operators", "progress", "communication", "checkpoints", "parked", "other"]
+
+
+def workers_rows(page) -> list[dict]:
+    """The workers table as dicts: logged ms, each part's ms, steps."""
+    table = page.tables["workers"]
+    assert table[0] == ["worker", "host", "pid", "logged ms",
+                        *[name for part in PARTS for name in (f"{part} ms", "%")], "steps"]
+    number = lambda cell: float(cell.replace(",", "").rstrip("%"))
+    return [{"logged": number(row[3]), **{part: number(row[4 + 2 * i])
+                                          for i, part in enumerate(PARTS)},
+             "shares": [number(row[5 + 2 * i]) for i in range(len(PARTS))],
+             "steps": int(row[-1].replace(",", ""))} for row in table[1:]]
+
+
+@pytest.mark.timeout(120)
+def test_every_workers_time_is_accounted_for(tmp_path):
+    """The parts of a worker's logged time add up to it: a program that sleeps 50 ms after
+    each of its 4 rounds shows at least that much outside steps, and its steps show time
+    in operators, in progress, in communication and in checkpoints beside the time
+    parked."""
+    def job(worker):
+        log_to_directory(worker, tmp_path)
+        input = st.InputHandle()
+        probe = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: x)
+                                .map(str).probe(), name="rounds")
+        for round in range(4):
+            input.send_batch(range(round * 5000, (round + 1) * 5000))
+            input.advance_to(round + 1)
+            worker.step_while(lambda: probe.less_than(round + 1))
+            time.sleep(0.05)                        # the program's own code, between steps
+        input.close()
+    st.execute(job, workers=2, checkpoint_dir=tmp_path / "checkpoints")
+    page = parse(render_report(read_log_directory(tmp_path)))
+    for row in workers_rows(page):
+        assert abs(sum(row[part] for part in PARTS) - row["logged"]) < 0.01, row
+        assert abs(sum(row["shares"]) - 100) < 0.5, row
+        assert row["other"] >= 190, row                 # 4 x 50 ms of sleeping
+        assert all(row[part] > 0 for part in ("operators", "progress", "communication",
+                                              "checkpoints")), row
+        assert row["steps"] > 4, row
+
+
+def test_the_workers_table_splits_the_logged_time_exactly():
+    """One step from 5 to 50 ns, 5 of it communicating, an operator running 10 to 40 in it,
+    a park from 50 to 80, and the log's last event at 100: each part to the nanosecond."""
+    events = [OperatesEvent(0, 0, 0, (0, 0), "Map", "d"), ScheduleEvent(10, 0, 0, True),
+              ScheduleEvent(40, 0, 0, False), StepsEvent(50, 0, 1, 45, 5, 0),
+              ParkEvent(50, 0, True, None), ParkEvent(80, 0, False, None),
+              ShutdownEvent(100, 0, 0)]
+    worker = summarize(events).workers[0]
+    assert [worker.logged_ns, worker.busy_ns, worker.progress_ns, worker.communication_ns,
+            worker.checkpoint_ns, worker.parked_ns, worker.other_ns] == [100, 30, 10, 5, 0, 30,
+                                                                         25]
+    row = workers_rows(parse(render_report(LogDirectory({0: {"epoch_ns": 0}}, events))))[0]
+    assert (row["shares"], row["steps"]) == ([30.0, 10.0, 5.0, 0.0, 30.0, 25.0], 1)
 
 
 def test_a_missing_directory_is_named(tmp_path):
@@ -137,18 +201,32 @@ def test_with_graphviz_the_page_embeds_the_picture(logdir):
     assert "ToStream" in picture and "3,000 records" in picture
 
 
-def test_a_long_timeline_is_drawn_one_bar_per_pixel_column():
-    intervals = 3 * EXACT_INTERVALS
+def test_a_long_timeline_is_drawn_in_intervals_showing_where_the_time_went():
+    """Each 1000 ns, one of three operators runs for 600 ns in a step of 800 ns (100 of them
+    communicating), then the worker parks for 150 ns: every interval of the timeline shows
+    each operator 20%, progress 10%, communication 10%, parked 15%, other 5%."""
+    periods = COLUMNS * 111                     # more than EXACT_INTERVALS; 111 per column
+    assert periods > EXACT_INTERVALS
     events = [OperatesEvent(0, 0, op, (0, op), f"Op{op}", "d") for op in range(3)]
-    for i in range(intervals):
-        events += [ScheduleEvent(1000 * i, 0, i % 3, True),
-                   ScheduleEvent(1000 * i + 600, 0, i % 3, False)]
+    for i in range(periods):
+        at = 1000 * i
+        events += [ScheduleEvent(at, 0, i % 3, True), ScheduleEvent(at + 600, 0, i % 3, False),
+                   StepsEvent(at + 800, 0, 1, 800, 100, 0), ParkEvent(at + 800, 0, True, None),
+                   ParkEvent(at + 950, 0, False, None)]
+    events.append(ShutdownEvent(1000 * periods, 0, 0))
     page = render_report(LogDirectory({0: {"epoch_ns": 0}}, events))
     parse(page)
     timeline = page.split("<h2>Timeline</h2>")[1]
-    assert 100 < timeline.count("<rect") <= TIMELINE_WIDTH + 1
-    few = render_report(LogDirectory({0: {"epoch_ns": 0}}, events[:3 + 2 * 50]))
-    assert few.split("<h2>Timeline</h2>")[1].count("<rect") == 50
+    columns = re.findall(r"<g><title>worker 0, ([\d.,]+)-([\d.,]+) ms: ([^<]*)</title>", timeline)
+    assert len(columns) == COLUMNS
+    assert timeline.count("<rect") <= COLUMNS * 8        # not one per scheduling
+    for _, _, label in columns:
+        shares = dict((name, float(share)) for name, share in
+                      re.findall(r"(\w+) ([\d.]+)%", label))
+        assert shares == {"Op0": 20.0, "Op1": 20.0, "Op2": 20.0, "progress": 10.0,
+                          "communication": 10.0, "parked": 15.0, "other": 5.0}, label
+    few = render_report(LogDirectory({0: {"epoch_ns": 0}}, events[:3 + 5 * 50]))
+    assert few.split("<h2>Timeline</h2>")[1].count("<rect") == 50 + 50   # each run and park
 
 
 def _chromium() -> str | None:

@@ -310,9 +310,12 @@ def _matrix_table(matrix: np.ndarray, schema: pa.Schema) -> pa.Table:
 def count_updates(batches: list, out_history: list, lower: list, upper: list,
                   kind: TimeKind) -> tuple[list, ArrowBatch | None] | None:
     """``count`` for totally ordered times, from the output alone: each changed key's new
-    count is its old count (the output trace) plus the diffs that arrived, so the input's
-    history is not read. Sorting, grouping and alignment are numpy over the key hashes; None
-    (use the general path) if the batches hold several times or two keys share a hash."""
+    count is its old count (the output trace, then what this call made at the batches'
+    earlier times) plus the diffs that arrived at the time, so the input's history is not
+    read, and the batches' times are taken in order, each once (not each against all the
+    earlier ones: a window's retractions released together span many times). Sorting,
+    grouping and alignment are numpy over the key hashes; None (use the general path) if
+    two keys share a hash."""
     key = batches[0].key
     if len(batches) == 1:                             # an ArrowBatch is sorted by hash
         times, data, hashes = batches[0].times, batches[0].data, batches[0].hashes
@@ -325,14 +328,12 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
         order = hash_order(hashes)                    # each batch is sorted: a few runs
         hashes = hashes[order]
         diffs = column_numpy(data, DIFF)[order]
-    if times.shape[1] > 1 and not (times == times[:, :1]).all():
-        return None
-    time = time_from(kind, times[:, 0])
+        times = times[:, order]
     first = np.empty(len(hashes), bool)
     first[0] = True
     np.not_equal(hashes[1:], hashes[:-1], out=first[1:])
     starts = np.flatnonzero(first)
-    unique, delta = hashes[starts], np.add.reduceat(diffs, starts)
+    unique = hashes[starts]
     keys = data.select(key)
     if order is None and len(starts) == len(hashes):
         firsts = keys
@@ -366,27 +367,69 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
             return None                               # not one count per key: general path
         old[live_probe] = count[groups][live]
         present[live_probe] = True
-    new = old + delta
-    changed = delta != 0
-    retract = np.flatnonzero(changed & present)
-    insert = np.flatnonzero(changed & (new != 0))
-    if not len(retract) and not len(insert):
+    integers = all(pa.types.is_integer(c.type) and not c.null_count for c in firsts.columns)
+    schema = pa.schema(list(firsts.schema) + COUNT_FIELDS)
+    produced, made, made_rows, made_times = [], [], [], []
+    for time, changed, delta in _deltas_by_time(times[0], diffs, first, starts):
+        new = old[changed] + delta
+        retract = changed[present[changed]]
+        insert = changed[new != 0]
+        rows = np.concatenate([retract, insert])
+        if not len(rows):
+            continue
+        counts_out = np.concatenate([old[retract], new[new != 0]])
+        diffs_out = np.ones(len(rows), np.int64)
+        diffs_out[:len(retract)] = -1
+        by = np.argsort(rows, kind="stable")         # by hash: the trace batch needs no sort
+        rows, counts_out, diffs_out = rows[by], counts_out[by], diffs_out[by]
+        if integers:
+            key_arrays = [pa.array(column_numpy(firsts, n)[rows]) for n in key]   # no Arrow take
+        else:
+            key_arrays = list(firsts.take(rows).columns)
+        table = pa.Table.from_arrays(key_arrays + [pa.array(counts_out), pa.array(diffs_out)],
+                                     schema=schema)
+        produced.append((time, table_batch(table)))
+        made.append(table)
+        made_rows.append(rows)
+        made_times.append(constant_times(kind, time, table.num_rows))
+        old[changed] = new
+        present[changed] = new != 0
+    if not made:
         return [], None
-    rows = np.concatenate([retract, insert])
-    counts_out = np.concatenate([old[retract], new[insert]])
-    diffs_out = np.ones(len(rows), np.int64)
-    diffs_out[:len(retract)] = -1
-    by = np.argsort(rows, kind="stable")             # by hash: the trace batch needs no sort
-    rows, counts_out, diffs_out = rows[by], counts_out[by], diffs_out[by]
-    if all(pa.types.is_integer(c.type) and not c.null_count for c in firsts.columns):
-        key_arrays = [pa.array(column_numpy(firsts, n)[rows]) for n in key]   # no Arrow take
+    if len(made) == 1:                                # rows ascending: sorted by hash already
+        out = ArrowBatch(made[0], made_times[0], unique[made_rows[0]], list(key), kind, lower,
+                         upper, lower)
     else:
-        key_arrays = list(firsts.take(rows).columns)
-    table = pa.Table.from_arrays(key_arrays + [pa.array(counts_out), pa.array(diffs_out)],
-                                 schema=pa.schema(list(firsts.schema) + COUNT_FIELDS))
-    out = ArrowBatch(table, constant_times(kind, time, table.num_rows), unique[rows], list(key),
-                     kind, lower, upper, lower)     # rows ascending: sorted by hash already
-    return [(time, table_batch(table))], out
+        out = ArrowBatch.build(pa.concat_tables(made), np.concatenate(made_times, axis=1), key,
+                               lower, upper, kind, consolidated=True,
+                               hashes=unique[np.concatenate(made_rows)])
+    return produced, out
+
+
+def _deltas_by_time(times: np.ndarray, diffs: np.ndarray, first: np.ndarray,
+                    starts: np.ndarray) -> list:
+    """``(time, keys, deltas)`` for each distinct time of updates sorted by key hash (``first``
+    marks each key's first update, ``starts`` their positions): the indexes of the keys whose
+    updates at that time sum to ``deltas``, in time order and, within a time, by key.
+
+    >>> first = np.array([True, False, True])
+    >>> [(t, k.tolist(), d.tolist()) for t, k, d in _deltas_by_time(
+    ...     np.array([3, 1, 3]), np.array([1, 2, 5]), first, np.flatnonzero(first))]
+    [(1, [0], [2]), (3, [0, 1], [1, 5])]
+    """
+    if (times == times[0]).all():
+        return [(int(times[0]), np.arange(len(starts)), np.add.reduceat(diffs, starts))]
+    keys = np.cumsum(first) - 1
+    order = np.lexsort((keys, times))
+    times, keys, diffs = times[order], keys[order], diffs[order]
+    group = np.empty(len(order), bool)
+    group[0] = True
+    group[1:] = (keys[1:] != keys[:-1]) | (times[1:] != times[:-1])
+    groups = np.flatnonzero(group)
+    keys, times, deltas = keys[groups], times[groups], np.add.reduceat(diffs, groups)
+    cuts = (np.flatnonzero(times[1:] != times[:-1]) + 1).tolist()
+    return [(int(times[a]), keys[a:b], deltas[a:b])
+            for a, b in zip([0] + cuts, cuts + [len(times)])]
 
 
 def _matches(batches: list, keys: np.ndarray, whole: list) -> list:

@@ -1,2 +1,3 @@
-"""The machinery of the stateful operators on streams and traces: arrange, join, reduce
-and iterate (the methods of ``Collection`` and ``Arranged`` in :mod:`..collection` call it)."""
+"""The machinery of the stateful operators on streams and traces: arrange, join, reduce,
+iterate and active_between (the methods of ``Collection`` and ``Arranged`` in
+:mod:`..collection` call it)."""

@@ -240,6 +240,7 @@ def arrange_stream(updates: "Stream", name: str, pairs: bool,
     scope = updates.scope
     minimum = scope.kind.minimum()
     box = TraceBox(name, [minimum], scope.kind, scope.dataflow.worker, trace_phase(scope))
+    scope.on_drop(box.drop_writer)
     pact = Exchange(_route(name, pairs))
     if scope.peers > 1 or checkpointing(scope):   # a checkpoint's program is the same at any
         updates = combined(updates, name, key)     # number of workers

@@ -5,7 +5,8 @@ operator) inserts batches and seals frontiers; readers hold :class:`TraceAgent` 
 Each handle carries two frontiers: *logical compaction* (the handle will only ask about times
 at or beyond it) and *physical compaction* (the batch boundaries it still needs). The trace
 compacts to the meet of all handles' frontiers; once no handle is left it frees its batches.
-Listeners (imports into other dataflows) are told of every batch and frontier as they come.
+Listeners (imports into other dataflows) are told of every batch and frontier as they come,
+whatever the handles do: they follow the arrangement until their own dataflow is dropped.
 
 >>> box = TraceBox("example", [0])
 >>> handle = TraceAgent(box)
@@ -54,20 +55,30 @@ class TraceBox:
     # -- writer side -------------------------------------------------------------------------
 
     def insert(self, batch: Any, time: Any) -> None:
-        """Add a batch the arrangement sent at capability ``time``."""
-        if self.freed:
-            return
-        self.spine.insert(batch)
+        """Add a batch the arrangement sent at capability ``time``; listeners get it even
+        once the trace is freed (an import follows the arrangement, not the handles)."""
+        if not self.freed:
+            self.spine.insert(batch)
         for listener in self._live_listeners():
             listener.push_batch(batch, time)
 
     def seal(self, upper: list) -> None:
         """No more updates will come at times not beyond ``upper``."""
-        if self.freed:
-            return
-        self.spine.advance_upper(upper)
+        self.spine.advance_upper(upper)        # freed: no batches, the upper still moves
         for listener in self._live_listeners():
             listener.push_upper(upper)
+
+    def drop_writer(self) -> None:
+        """The arrangement writing this trace is gone (its dataflow was dropped): nothing
+        more will come, so the trace is sealed at ``[]`` and imports complete, as
+        differential's ``TraceWriter`` seals its trace when dropped.
+
+        >>> box = TraceBox("example", [0])
+        >>> box.drop_writer(); TraceAgent(box).read_upper()
+        []
+        """
+        if self.spine.upper:
+            self.seal([])
 
     def restore(self, batch: Any, upper: list) -> None:
         """Start from ``batch``, complete up to ``upper`` (a checkpoint's contents, see
@@ -133,9 +144,6 @@ class TraceBox:
             self._sole = None
             self.freed = True
             self.spine.clear()
-            for listener in self._live_listeners():
-                listener.close()          # nothing more will come: imports let go
-            self._listeners = []
 
     def __repr__(self) -> str:
         return (f"TraceBox({self.name!r}, {len(self.spine)} updates, upper {self.spine.upper}, "
@@ -178,6 +186,11 @@ class TraceAgent:
 
     @property
     def name(self) -> str:
+        """The name of the trace (its arrangement's operator).
+
+        >>> TraceAgent(TraceBox("knows", [0])).name
+        'knows'
+        """
         return self._box.name
 
     def _check_open(self, action: str) -> None:
@@ -186,19 +199,57 @@ class TraceAgent:
                                f"is closed")
 
     def clone(self) -> "TraceAgent":
-        """Another handle on the same trace, with this handle's frontiers."""
+        """Another handle on the same trace, with this handle's frontiers.
+
+        >>> handle = TraceAgent(TraceBox("example", [0]))
+        >>> handle.set_logical_compaction([3])
+        >>> other = handle.clone(); other.get_logical_compaction()
+        [3]
+        >>> handle.close(); other.closed
+        False
+        """
         self._check_open("clone")
         return type(self)(self._box, self._logical, self._physical)
 
     def set_logical_compaction(self, frontier: Iterable[Any]) -> None:
         """This handle will only ask about times at or beyond ``frontier`` (``[]``: about
         none). The trace may then coalesce earlier times. A handle's frontier never moves
-        back: it becomes the join of the old and the new one."""
+        back: it becomes the join of the old and the new one.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     knows = dd.InputSession()
+        ...     trace = worker.dataflow(lambda scope: knows.to_collection(scope)
+        ...                             .arrange_by_key().trace)
+        ...     knows.insert(("ann", "bob")); knows.advance_to(1)
+        ...     worker.step_while(lambda: trace.read_upper() == [0])
+        ...     trace.set_logical_compaction([1])           # reads only times >= 1 from now on
+        ...     result = trace.get_logical_compaction()
+        ...     knows.close()
+        ...     return result
+        >>> st.execute_directly(job)
+        [1]
+        """
         self._move(frontier, self._physical, "set_logical_compaction")
 
     def set_physical_compaction(self, frontier: Iterable[Any]) -> None:
         """This handle will not need batch boundaries before ``frontier`` (``[]``: any);
-        the trace may then merge its batches up to there."""
+        the trace may then merge its batches up to there.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     knows = dd.InputSession()
+        ...     trace = worker.dataflow(lambda scope: knows.to_collection(scope)
+        ...                             .arrange_by_key().trace)
+        ...     knows.insert(("ann", "bob")); knows.advance_to(1)
+        ...     worker.step_while(lambda: trace.read_upper() == [0])
+        ...     trace.set_physical_compaction([])           # no batch boundaries needed: merge
+        ...     result = trace.get_physical_compaction()
+        ...     knows.close()
+        ...     return result
+        >>> st.execute_directly(job)
+        []
+        """
         self._move(self._logical, frontier, "set_physical_compaction")
 
     def set_compaction(self, logical: list, physical: list) -> None:
@@ -226,35 +277,114 @@ class TraceAgent:
             self._logical, self._physical = new_logical, new_physical
 
     def get_logical_compaction(self) -> list:
+        """This handle's logical compaction frontier.
+
+        >>> handle = TraceAgent(TraceBox("example", [0]))
+        >>> handle.get_logical_compaction()
+        [0]
+        >>> handle.set_logical_compaction([2]); handle.get_logical_compaction()
+        [2]
+        """
         return list(self._logical)
 
     def get_physical_compaction(self) -> list:
+        """This handle's physical compaction frontier.
+
+        >>> handle = TraceAgent(TraceBox("example", [0]))
+        >>> handle.set_physical_compaction([4]); handle.get_physical_compaction()
+        [4]
+        """
         return list(self._physical)
 
     def read_upper(self) -> list:
         """The trace's upper frontier: the times not yet complete in it (``[]`` when the
-        arrangement's input has ended)."""
+        arrangement's input has ended).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     knows = dd.InputSession()
+        ...     trace = worker.dataflow(lambda scope: knows.to_collection(scope)
+        ...                             .arrange_by_key().trace)
+        ...     knows.insert(("ann", "bob")); knows.advance_to(1)
+        ...     worker.step_while(lambda: trace.read_upper() == [0])
+        ...     result = trace.read_upper()                  # time 0 is complete in the trace
+        ...     knows.close()
+        ...     return result
+        >>> st.execute_directly(job)
+        [1]
+        """
         self._check_open("read_upper")
         return list(self._box.spine.upper)
 
     def batches_through(self, frontier: list) -> list:
-        """The trace's batches holding the updates at times not beyond ``frontier``."""
+        """The trace's batches holding the updates at times not beyond ``frontier``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     knows = dd.InputSession()
+        ...     trace = worker.dataflow(lambda scope: knows.to_collection(scope)
+        ...                             .arrange_by_key().trace)
+        ...     knows.insert(("ann", "bob")); knows.advance_to(1)
+        ...     worker.step_while(lambda: trace.read_upper() == [0])
+        ...     result = [len(batch) for batch in trace.batches_through([1])]
+        ...     knows.close()
+        ...     return result
+        >>> st.execute_directly(job)
+        [1]
+        """
         self._check_open("read")
         return self._box.spine.batches_through(frontier)
 
     def batches(self) -> list:
+        """Every batch of the trace, oldest first.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     knows = dd.InputSession()
+        ...     trace = worker.dataflow(lambda scope: knows.to_collection(scope)
+        ...                             .arrange_by_key().trace)
+        ...     knows.insert(("ann", "bob")); knows.advance_to(1)
+        ...     worker.step_while(lambda: trace.read_upper() == [0])
+        ...     result = sum(len(batch) for batch in trace.batches())
+        ...     knows.close()
+        ...     return result
+        >>> st.execute_directly(job)
+        1
+        """
         self._check_open("read")
         return self._box.spine.batches()
 
     def close(self) -> None:
         """Drop this handle: its frontiers no longer hold the trace back. A trace with no
-        handle left frees its batches."""
+        handle left frees its batches.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     knows = dd.InputSession()
+        ...     trace = worker.dataflow(lambda scope: knows.to_collection(scope)
+        ...                             .arrange_by_key().trace)
+        ...     knows.insert(("ann", "bob")); knows.advance_to(1)
+        ...     worker.step_while(lambda: trace.read_upper() == [0])
+        ...     spare = trace.clone()
+        ...     spare.close()                              # the trace forgets its frontiers
+        ...     result = spare.closed, trace.closed
+        ...     knows.close()
+        ...     return result
+        >>> st.execute_directly(job)
+        (True, False)
+        """
         if not self._closed:
             self._closed = True
             self._box._release(self._logical, self._physical)
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` was called.
+
+        >>> handle = TraceAgent(TraceBox("example", [0]))
+        >>> handle.closed, (handle.close(), handle.closed)[1]
+        (False, True)
+        """
         return self._closed
 
     def __del__(self) -> None:

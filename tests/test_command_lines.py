@@ -1,0 +1,233 @@
+"""Command lines as their users meet them, run as subprocesses from a folder that is not the
+checkout: every example in the README's table runs with the command the README gives, and
+follows argparse's conventions (``--help`` prints the usage and exits 0 without running
+anything, an unknown flag or a bad value prints ``prog: error: ...`` with the usage and
+exits 2, no traceback); ``st.execute_from_args`` does the same, and arguments after ``--``
+reach the workers untouched."""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from doc_blocks import ROOT
+
+EXAMPLES = ROOT / "examples"
+TABLE_ROW = re.compile(r"^\| `(\w+\.py)( [^`]*)?` \|")
+
+
+def readme_commands() -> dict[str, list[str]]:
+    """The examples table of README.md: file name -> the arguments it gives."""
+    rows = [TABLE_ROW.match(line) for line in (ROOT / "README.md").read_text().splitlines()]
+    return {row[1]: shlex.split(row[2] or "") for row in rows if row}
+
+
+COMMANDS = readme_commands()
+EXPECTED = {                  # a line of each program's output when it ran as the README says
+    "simple.py": "seen: 9 at time 9",
+    "hello.py": "worker 1:\thello 9",
+    "distinct.py": "worker 1:\tvalue 7",
+    "wordcount.py": "round 4: end seen 1 times",
+    "loopdemo.py": "97 reaches 1 after 118 steps",
+    "bfs.py": "process 0: its workers reached 991 of 1000 nodes, as plain Python does; "
+              "deepest level 6",
+    "pagerank.py": "top ranks:",
+    "dd_wordcount.py": "round 3: barks=1(-1) dog=2(+1) dog=3(-1) end=1(+1)",
+    "dd_bfs.py": "round 4: 936 nodes reachable, 54 distance updates, same as BFS from scratch",
+    "dd_queries.py": "1000 queries over 100,000 edges: median",
+    "recoverable_wordcount.py": "recoverable_wordcount: 2 text file(s) in IN, 1000 lines of "
+                                "each per epoch",
+}
+BAD_VALUE = {"simple.py": (["-w", "abc"], "unrecognized arguments: -w abc"),
+             "loopdemo.py": (["abc"], "argument N: invalid int value: 'abc'"),
+             "demo.py": (["--workers", "abc"], "argument --workers: invalid int value: 'abc'")}
+TIMELY_BAD_VALUE = (["-w", "abc"], "argument -w/--workers/--threads: expected a positive "
+                                   "integer, got 'abc'")
+
+
+def start(argv: list[str], cwd) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, *map(str, argv)], cwd=cwd, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def finish(process: subprocess.Popen) -> tuple[int, str, str]:
+    out, err = process.communicate(timeout=100)
+    return process.returncode, out, err
+
+
+def test_the_readme_lists_every_example():
+    programs = {path.name for path in EXAMPLES.glob("*.py")} - {"__init__.py", "demo.py"}
+    assert set(COMMANDS) == programs == set(EXPECTED)
+
+
+@pytest.mark.timeout(240)
+def test_every_example_runs_from_any_folder_as_the_readme_says(tmp_path):
+    texts = tmp_path / "IN"
+    texts.mkdir()
+    for name in ("a.txt", "b.txt"):
+        (texts / name).write_text("the quick brown fox\njumps over the lazy dog\n" * 600)
+    pending = list(COMMANDS.items())
+    while pending:
+        batch, pending = pending[:2], pending[2:]
+        runs = [(name, start([EXAMPLES / name, *args], tmp_path)) for name, args in batch]
+        for name, process in runs:
+            status, out, err = finish(process)
+            assert status == 0, (name, err)
+            assert any(line.startswith(EXPECTED[name]) for line in out.splitlines()), (name, out)
+            assert "Traceback" not in err, (name, err)
+    assert sorted(os.listdir(tmp_path)) == ["CK", "IN", "OUT"]  # the wordcount's, nothing else
+
+
+@pytest.mark.timeout(240)
+def test_every_example_follows_argparses_conventions(tmp_path):
+    cases = []
+    for name, args in {**COMMANDS, "demo.py": []}.items():     # the demo starts Spark
+        bad, error = BAD_VALUE.get(name, TIMELY_BAD_VALUE)
+        cases += [(name, "help", ["--help"]), (name, "unknown", [*args, "--wrokers", "3"]),
+                  (name, error, [*args, *bad])]
+    pending = list(cases)
+    while pending:
+        batch, pending = pending[:4], pending[4:]
+        runs = [(case, start([EXAMPLES / case[0], *case[2]], tmp_path)) for case in batch]
+        for (name, kind, argv), process in runs:
+            status, out, err = finish(process)
+            what = (name, argv, out, err)
+            assert "Traceback" not in err, what
+            if kind == "help":                    # the usage, the program's flags, nothing run
+                assert (status, err) == (0, ""), what
+                assert out.startswith("usage: ") and "--help" in out, what
+                assert EXPECTED.get(name, "demo: Spark ") not in out, what
+                continue
+            assert (status, out) == (2, ""), what
+            lines = err.splitlines()
+            assert lines[0].startswith("usage: "), what
+            message = "unrecognized arguments: --wrokers 3" if kind == "unknown" else kind
+            assert re.fullmatch(rf"\S+: error: {re.escape(message)}", lines[-1]), what
+    assert os.listdir(tmp_path) == []                   # nothing ran, nothing was written
+
+
+def test_the_examples_help_lists_their_own_flags_with_timelys(tmp_path):
+    status, out, _ = finish(start([EXAMPLES / "bfs.py", "--help"], tmp_path))
+    assert status == 0
+    for flag in ("--nodes", "--edges", "-w N, --workers N, --threads N", "-h FILE, --hostfile",
+                 "--checkpoint-dir DIR"):
+        assert flag in out, out
+    assert out.startswith("usage: bfs.py ")
+
+
+PROGRAM = textwrap.dedent("""
+    import sys
+    import sparktimely as st
+
+    def job(worker):
+        return f"worker {worker.index} of {worker.peers}: {worker.args}"
+
+    if sys.argv[1] == "declared":                # flags declared on st.timely_parser()
+        parser = st.timely_parser(description="A job with a flag of its own.")
+        parser.add_argument("--rounds", type=int, default=1)
+        results = st.execute_from_args(parser.parse_args(sys.argv[2:]), job)
+    else:                                          # execute_from_args reads the arguments
+        results = st.execute_from_args(sys.argv[2:], job)
+    for line in results:
+        print(line)
+""")
+
+
+@pytest.fixture
+def program(tmp_path):
+    path = tmp_path / "program.py"
+    path.write_text(PROGRAM)
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        return finish(start([path, *argv], tmp_path))
+    return run
+
+
+@pytest.mark.parametrize("mode", ["declared", "undeclared"])
+def test_arguments_after_a_double_dash_reach_the_workers_untouched(program, mode):
+    status, out, err = program(mode, "-w2", "--", "--wrokers", "-w", "9", "--help")
+    assert status == 0, err
+    assert out.splitlines() == [f"worker {i} of 2: ['--wrokers', '-w', '9', '--help']"
+                                for i in range(2)]
+
+
+@pytest.mark.parametrize("mode", ["declared", "undeclared"])
+def test_help_prints_the_usage_and_runs_nothing(program, mode):
+    status, out, err = program(mode, "-w2", "--help")
+    assert (status, err) == (0, ""), err
+    assert out.startswith("usage: program.py [-w N] [-n N] [-p I] [-h FILE]")
+    assert "worker 0" not in out
+    assert ("--rounds" in out) == (mode == "declared")
+
+
+@pytest.mark.parametrize("mode", ["declared", "undeclared"])
+@pytest.mark.parametrize("argv, error", [
+    (["-w", "abc"], "argument -w/--workers/--threads: expected a positive integer, got 'abc'"),
+    (["--workers=0"], "argument -w/--workers/--threads: expected a positive integer, got '0'"),
+    (["-n", "2"], "-n/--processes 2 needs -p/--process: this process's index, 0..1"),
+    (["-h", "no-such-file"], "argument -h/--hostfile: cannot read hostfile no-such-file: "
+                             "No such file or directory"),
+    (["--log-dir"], "argument --log-dir: expected one argument"),
+])
+def test_a_bad_value_is_one_line_of_error_after_the_usage(program, mode, argv, error):
+    status, out, err = program(mode, *argv)
+    assert (status, out) == (2, "")
+    assert err.startswith("usage: program.py ") and "Traceback" not in err
+    assert err.splitlines()[-1] == f"program.py: error: {error}"
+
+
+@pytest.mark.parametrize("flag, meant", [("--wrokers", "--workers"), ("--work", "--workers"),
+                                         ("--log_dir", "--log-dir"),
+                                         ("--checkpoint_every", "--checkpoint-every")])
+def test_a_mistyped_timely_flag_is_an_error_naming_the_flag_meant(program, flag, meant):
+    status, out, err = program("undeclared", flag, "3")
+    assert (status, out) == (2, "")
+    assert err.splitlines()[-1] == (
+        f"program.py: error: unrecognized argument {flag}: did you mean {meant}? (arguments "
+        f"for the program go after --, or declare them on sparktimely.timely_parser())")
+
+
+def test_a_program_that_declares_its_flags_refuses_any_other(program):
+    status, out, err = program("declared", "-w2", "--rounds", "2", "--input", "x.txt")
+    assert (status, out) == (2, "")
+    assert err.splitlines()[-1] == "program.py: error: unrecognized arguments: --input x.txt"
+
+
+def test_a_program_that_declares_no_flags_gets_the_others_in_worker_args(program):
+    status, out, err = program("undeclared", "-w2", "--input", "x.txt", "data", "-x")
+    assert status == 0, err
+    assert out.splitlines() == [f"worker {i} of 2: ['--input', 'x.txt', 'data', '-x']"
+                                for i in range(2)]
+
+
+@pytest.mark.timeout(60)
+def test_recoverable_wordcount_says_what_it_did_and_a_missing_input_creates_nothing(tmp_path):
+    script = EXAMPLES / "recoverable_wordcount.py"
+    status, out, err = finish(start([script, "texts", "counts", "--checkpoint-dir", "ck"],
+                                    tmp_path))
+    assert (status, out) == (2, "")
+    assert err.splitlines()[-1] == ("recoverable_wordcount.py: error: the input directory "
+                                    "texts does not exist")
+    assert os.listdir(tmp_path) == []
+    (tmp_path / "texts").mkdir()
+    (tmp_path / "texts" / "a.txt").write_text("a b\n" * 25)
+    argv = [script, "texts", "counts", "--checkpoint-dir", "ck", "--lines-per-epoch", "10",
+            "-w2"]
+    status, out, err = finish(start(argv, tmp_path))
+    assert status == 0, err
+    assert out.splitlines() == [
+        "recoverable_wordcount: 1 text file(s) in texts, 10 lines of each per epoch",
+        "  wrote 6 file(s) to counts for epochs 0..2: part-<epoch>-<worker>.parquet, columns "
+        "word and total (the running totals of the words counted in that epoch)",
+        "  checkpoints in ck: a rerun with the same --checkpoint-dir goes on after epoch 2 "
+        "(files added to texts are read then)"]
+    assert len(os.listdir(tmp_path / "counts")) == 6
+    status, out, err = finish(start(argv, tmp_path))
+    assert status == 0, err
+    assert out.splitlines()[1:3] == [
+        "  counts already held epochs 0..2: this run went on after them",
+        "  wrote nothing new to counts: every epoch was done already"]
