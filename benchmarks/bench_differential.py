@@ -77,10 +77,7 @@ import pyarrow as pa
 import pyarrow.acero  # noqa: F401  (group_by's engine, loaded on first use: 20-50 ms)
 
 import sparktimely as st
-import sparktimely.differential as dd
-import sparktimely.differential.arrow.arrange  # noqa: F401  (the Arrow path, also loaded lazily)
-import sparktimely.differential.arrow.join  # noqa: F401
-import sparktimely.differential.arrow.reduce  # noqa: F401
+import sparktimely.differential as dd  # with the Arrow path's modules
 
 from ._util import Goal, Row, Section
 from .pathway_incremental import sliding_data

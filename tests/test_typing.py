@@ -28,16 +28,64 @@ def job(worker: st.Worker) -> None:
 '''
 
 
+def mypy_on(program: str, tmp_path) -> subprocess.CompletedProcess:
+    """mypy over ``program`` (a user's module, ``job.py``), reading sparktimely's own
+    annotations as an installed package's."""
+    path = tmp_path / "job.py"
+    path.write_text(program)
+    return subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--config-file",
+                           os.devnull, "--follow-imports=silent", "--ignore-missing-imports",
+                           str(path)], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "MYPYPATH": ROOT})
+
+
 @pytest.mark.timeout(300)
 def test_mypy_sees_the_operators_a_dataflow_uses(tmp_path):
     """``worker.dataflow(build)`` gives ``build`` a ``Scope``, so a misspelt operator in a
     user's program is a type error, not a surprise at run time."""
-    program = tmp_path / "job.py"
-    program.write_text(PROGRAM_WITH_A_TYPO)
-    result = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "--config-file",
-                             os.devnull, "--follow-imports=silent", "--ignore-missing-imports",
-                             str(program)], cwd=tmp_path, capture_output=True, text=True,
-                            env={**os.environ, "MYPYPATH": ROOT})
+    result = mypy_on(PROGRAM_WITH_A_TYPO, tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     assert 'job.py:6: error: "Stream" has no attribute "mapp"' in result.stdout, result.stdout
     assert "Found 1 error" in result.stdout
+
+
+DIFFERENTIAL_PROGRAM_WITH_A_TYPO = '''
+import sparktimely as st
+import sparktimely.differential as dd
+from sparktimely.io import DirectorySink, FileSource
+
+
+def counted(data: dd.Reducible) -> dd.Collection:
+    return data.count()
+
+
+def job(worker: st.Worker) -> None:
+    edges = dd.InputSession()
+
+    def build(scope: st.Scope) -> dd.TraceHandle:
+        pairs = edges.to_collection(scope)
+        arranged = pairs.arrange_by_key()
+        reached = pairs.map(lambda edge: edge[1]).iterate(lambda nodes: nodes.distinct())
+        window = pairs.active_between(lambda edge: edge[0], lambda edge: edge[0] + 10)
+        counted(window).concat(counted(arranged)).concat(reached).join(pairs).probe()
+        arranged.join_core(arranged, lambda key, a, b: [a]).conut()
+        lines = scope.input_from_source(FileSource("in", format="text"), "lines")
+        lines.output_to(DirectorySink("out"), "out")
+        return arranged.trace
+
+    trace = worker.dataflow(build)
+    worker.dataflow(lambda scope: trace.import_(scope).reduce(lambda k, i, o: None).probe())
+'''
+
+
+@pytest.mark.timeout(300)
+def test_mypy_sees_the_differential_operators(tmp_path):
+    """The stateful operators are real methods of ``dd.Collection`` and ``dd.Arranged``
+    (``join``, ``count``, ``iterate``, ``active_between``, ``join_core``, ``trace.import_``),
+    ``dd.Reducible`` takes either, and the built-in sources and sinks are ``Source`` and
+    ``Sink``: mypy accepts all of them and finds the one misspelt operator."""
+    result = mypy_on(DIFFERENTIAL_PROGRAM_WITH_A_TYPO, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert ('job.py:20: error: "Collection" has no attribute "conut"; maybe "count"?'
+            in result.stdout), result.stdout
+    assert "Found 1 error" in result.stdout, result.stdout

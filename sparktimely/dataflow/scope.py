@@ -15,7 +15,7 @@ from .stream import StreamCore
 
 if TYPE_CHECKING:
     from .ports import OutputPort
-    from .subgraph import Dataflow
+    from .subgraph import Closeable, Dataflow
 
 S = TypeVar("S", bound=StreamCore)
 R = TypeVar("R")
@@ -107,6 +107,25 @@ class ScopeCore(Generic[S]):
         [True]
         """
         self.dataflow.on_drop(callback)
+
+    def hold(self, closeable: "Closeable") -> None:
+        """Close ``closeable`` (anything with ``close()``, such as a handle on a trace
+        shared with other dataflows) when the dataflow is dropped with
+        ``worker.drop_dataflow``, after its ``on_drop`` callbacks. It is held weakly: an
+        object nobody references any more is not kept alive, nor closed, by the dataflow.
+
+        >>> import sparktimely as st
+        >>> class Lease:
+        ...     def close(self):
+        ...         print("released")
+        >>> def job(worker):
+        ...     lease = Lease()
+        ...     worker.dataflow(lambda scope: scope.hold(lease))
+        ...     worker.drop_dataflow(0)
+        >>> st.execute_directly(job)
+        released
+        """
+        self.dataflow.hold(closeable)
 
     def activator_for(self, address: tuple) -> Activator:
         """An activator for the operator at ``address`` (from its ``info.address``)."""

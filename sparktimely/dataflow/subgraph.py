@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import weakref
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ..hashing import calls_hash
 from ..progress.exchange import ProgressExchange
@@ -46,6 +46,12 @@ peers) and
 no more). Its dataflow slot is None, so it never reaches a dataflow's ``deliver``."""
 
 SALT_PROBE = "sparktimely: is hash() salted alike on every worker?"
+
+
+class Closeable(Protocol):
+    """Anything a dataflow can hold until it is dropped (:meth:`Dataflow.hold`)."""
+
+    def close(self) -> None: ...
 
 
 class Dataflow:
@@ -79,6 +85,7 @@ class Dataflow:
         self.scopes: dict[tuple, str] = {}      # scope address -> name (for pictures)
         self._loops: list = []
         self._on_drop: list[Callable[[], None]] = []
+        self._held: list[weakref.ref[Closeable]] = []
         self._frontier_watchers: dict[int, int] = {}
         self._queued: list[bool] = []
         self._heap: list[int] = []
@@ -140,6 +147,12 @@ class Dataflow:
     def on_drop(self, callback: Callable[[], None]) -> None:
         """Run ``callback()`` if this dataflow is dropped (``Worker.drop_dataflow``)."""
         self._on_drop.append(callback)
+
+    def hold(self, closeable: Closeable) -> None:
+        """Close ``closeable`` (anything with ``close()``: a handle on something outside
+        the dataflow) when this dataflow is dropped, after the ``on_drop`` callbacks.
+        Weakly: what nobody references any more is not kept alive for it."""
+        self._held.append(weakref.ref(closeable))
 
     def finish_building(self) -> None:
         """Compile the graph into a tracker; errors here name the offending operators."""
@@ -281,6 +294,11 @@ class Dataflow:
         callbacks, self._on_drop = self._on_drop, []
         for callback in callbacks:
             callback()
+        held, self._held = self._held, []
+        for ref in held:
+            closeable = ref()
+            if closeable is not None:
+                closeable.close()
         for handle_ref, _ in self._input_handles:
             handle = handle_ref()
             if handle is not None:

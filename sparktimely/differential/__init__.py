@@ -24,43 +24,9 @@ other dataflows of the same worker, share instead of copying (see ``Arranged.tra
 >>> st.execute_directly(job)
 [(0, [((1, 2), 0, 1)]), (1, [((1, 1), 1, 1), ((1, 2), 1, -1)])]
 """
-from .collection import DIFF, Collection, as_collection, concatenate, from_stream
+from .collection import (Arranged, Collection, Reducible, TraceHandle, Variable, as_collection,
+                         concatenate, from_stream)
 from .input import InputSession
-from .operators import arrange as _arrange
-from .operators import iterate as _iterate
-from .operators import join as _join
-from .operators import reduce as _reduce
-from .operators import temporal as _temporal
-from .operators.arrange import Arranged, TraceHandle
-from .operators.iterate import Variable
 
-_COLLECTION_METHODS = {
-    "arrange_by_key": _arrange.arrange_by_key,
-    "arrange_by_self": _arrange.arrange_by_self,
-    "consolidate": _arrange.consolidate,
-    "join": _join.join_collections,
-    "join_map": _join.join_map,
-    "semijoin": _join.semijoin,
-    "antijoin": _join.antijoin,
-    "reduce": _reduce.reduce,
-    "count": _reduce.count,
-    "distinct": _reduce.distinct,
-    "threshold": _reduce.threshold,
-    "iterate": _iterate.iterate,
-    "active_between": _temporal.active_between,
-}
-_ARRANGED_METHODS = {
-    "join_core": _join.join_core,
-    "semijoin": _join.semijoin_arranged,
-    "reduce": _reduce.reduce,
-    "count": _reduce.count,
-    "distinct": _reduce.distinct,
-    "threshold": _reduce.threshold,
-}
-for _name, _method in _COLLECTION_METHODS.items():
-    setattr(Collection, _name, _method)
-for _name, _method in _ARRANGED_METHODS.items():
-    setattr(Arranged, _name, _method)
-
-__all__ = ["Arranged", "Collection", "InputSession", "TraceHandle", "Variable",
+__all__ = ["Arranged", "Collection", "InputSession", "Reducible", "TraceHandle", "Variable",
            "as_collection", "concatenate", "from_stream"]

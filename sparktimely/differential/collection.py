@@ -1,4 +1,4 @@
-"""Collections: timely streams of updates, and the operators that need no state.
+"""Collections and arrangements: the user-facing classes of differential dataflow.
 
 A collection is a multiset that changes over time, written as a stream of *updates*
 ``(data, time, diff)``: at time ``time`` the multiplicity of ``data`` changes by the integer
@@ -21,54 +21,42 @@ inputs accumulated to that time, however many workers run it.
 
 Arrow collections carry ``pyarrow.RecordBatch``es with the data columns and an int64
 ``diff`` column; every row of a batch is at the batch's (timely) time.
+
+:class:`Collection` has the operators (those that need no state run per batch here; the
+stateful ones arrange the collection and call the machinery of :mod:`.operators`), an
+:class:`Arranged` collection those that read its index, and :class:`Reducible` is what the
+two share. This module holds all the classes that make each other (a collection arranges
+into an ``Arranged``, which gives collections back), so that none of them is patched in.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import (TYPE_CHECKING, Any, Callable, Generic, Iterable, Protocol, Sequence,
+                    TypeVar)
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..dataflow import Pipeline
 from ..dataflow.operator import enter as enter_stream, leave as leave_stream
 from ..progress.timestamp import Product
+from .arrow.reduce import count_spec, distinct_spec
+from .operators.arrange import (EnteredHandle, KeyColumns, TraceReader, arrange_stream,
+                                as_collection_stream, check_importable, entered_stream,
+                                import_stream)
+from .operators.iterate import loop_variable
+from .operators.join import JOIN_MANY, JOIN_MAP, JOIN_PAIR, JOIN_SEMI, join_core_stream
+from .operators.reduce import (CountReduction, ThresholdReduction, distinct_count,
+                               reduce_stream, user_reduction)
+from .operators.temporal import TimeOf, active_between_stream
+from .trace.handle import TraceAgent
+from .updates import DIFF, arrow_only, negated, python_only
 
 if TYPE_CHECKING:
     from ..dataflow import ProbeHandle
     from ..ops import Scope, Stream
 
-DIFF = "diff"
-"""The name of the int64 column holding the diffs of an Arrow collection."""
-
-
-def arrow_only(operator: str, batch: Any) -> pa.RecordBatch:
-    """``batch`` if it is an Arrow batch with a ``diff`` column, else a TypeError."""
-    if batch.__class__ is list:
-        raise TypeError(f"{operator} works on Arrow collections (RecordBatches with a "
-                        f"'{DIFF}' column); this collection carries Python updates")
-    if DIFF not in batch.schema.names:
-        raise TypeError(f"{operator}: the Arrow batch has no '{DIFF}' column (columns: "
-                        f"{', '.join(batch.schema.names)})")
-    return batch
-
-
-def python_only(operator: str, hint: str, batch: Any) -> list:
-    """``batch`` if it is a list of updates, else a TypeError naming the Arrow alternative."""
-    if batch.__class__ is not list:
-        raise TypeError(f"{operator} runs a Python function per update; this collection "
-                        f"carries Arrow batches: use {hint}")
-    return batch
-
-
-def negated(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """An Arrow batch of updates with its ``diff`` column negated.
-
-    >>> negated(pa.record_batch({"x": ["a"], DIFF: [2]})).to_pydict()
-    {'x': ['a'], 'diff': [-2]}
-    """
-    index = batch.schema.get_field_index(DIFF)
-    return batch.set_column(index, DIFF, pc.negate(batch.column(index)))
+Trace_co = TypeVar("Trace_co", bound=TraceReader, covariant=True)
+"""The type of an arrangement's trace (``TraceHandle``, or a view from a nested scope)."""
 
 
 class Collection:
@@ -169,7 +157,8 @@ class Collection:
         """Every diff negated: the collection subtracted instead of added.
 
         >>> import sparktimely as st, sparktimely.differential as dd
-        >>> st.example(lambda s: dd.from_stream(s.to_stream(["x"])).negate().inner.capture()).extract()
+        >>> st.example(lambda s: dd.from_stream(s.to_stream(["x"])).negate()
+        ...            .inner.capture()).extract()
         [(0, [('x', 0, -1)])]
         """
         def transform(time, batch):
@@ -218,10 +207,8 @@ class Collection:
         """Calls ``f((data, time, diff))`` for every update, passing updates on unchanged.
 
         >>> import sparktimely as st, sparktimely.differential as dd
-        >>> seen = []
-        >>> _ = st.example(lambda s: dd.from_stream(s.to_stream("ab")).inspect(seen.append).probe())
-        >>> seen
-        [('a', 0, 1), ('b', 0, 1)]
+        >>> _ = st.example(lambda s: dd.from_stream(s.to_stream(["a"])).inspect(print))
+        ('a', 0, 1)
         """
         def transform(time, batch):
             for update in python_only("inspect", "inspect_batch", batch):
@@ -233,11 +220,9 @@ class Collection:
         """Calls ``f(time, batch)`` for every batch (a list of updates or a RecordBatch).
 
         >>> import sparktimely as st, sparktimely.differential as dd
-        >>> sizes = []
-        >>> _ = st.example(lambda s: dd.from_stream(s.to_stream("abc"))
-        ...                .inspect_batch(lambda time, batch: sizes.append((time, len(batch)))).probe())
-        >>> sizes
-        [(0, 3)]
+        >>> _ = st.example(lambda s: dd.from_stream(s.to_stream(["a", "b"]))
+        ...                .inspect_batch(lambda time, batch: print(time, len(batch))))
+        0 2
         """
         def transform(time, batch):
             f(time, batch)
@@ -315,6 +300,243 @@ class Collection:
         """
         return Collection(leave_stream(self.inner, _leave_records))
 
+    # -- arrangements ------------------------------------------------------------------------
+
+    def arrange_by_key(self, key: KeyColumns = None,
+                       name: str = "ArrangeByKey") -> "Arranged[TraceHandle]":
+        """Arranges ``(key, val)`` updates by key (Arrow collections: by the ``key``
+        column(s), the other columns being the value): each worker indexes the updates of
+        the keys it owns, once their times are complete, in a trace other operators share.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     pairs = dd.from_stream(scope.to_stream([("a", 1), ("b", 2), ("a", 1)]))
+        ...     return pairs.arrange_by_key().as_collection().inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(('a', 1), 0, 2), (('b', 2), 0, 1)])]
+        >>> st.example(lambda s: dd.from_stream(s.to_stream([5])).arrange_by_key())
+        Traceback (most recent call last):
+        ...
+        sparktimely.dataflow.operator.OperatorError: operator 'FromStream' (address (0, 1)) raised TypeError: ArrangeByKey: the data 5 of update (5, 0, 1) is not a (key, val) pair
+        """
+        return self._arranged(name, True, key)
+
+    def arrange_by_self(self, name: str = "ArrangeBySelf") -> "Arranged[TraceHandle]":
+        """Arranges the data themselves as keys (with the unit value ``()``; Arrow: every
+        data column is part of the key).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream(["b", "a", "b"])).arrange_by_self()
+        ...            .as_collection().inner.capture()).extract()
+        [(0, [(('a', ()), 0, 1), (('b', ()), 0, 2)])]
+        """
+        return self._arranged(name, False, None)
+
+    def _arranged(self, name: str, pairs: bool, key: KeyColumns) -> "Arranged[TraceHandle]":
+        stream, box = arrange_stream(self.inner, name, pairs, key)
+        return Arranged(stream, TraceHandle(box), key)
+
+    def consolidate(self) -> "Collection":
+        """The same collection with the diffs of equal ``(data, time)`` summed and zeros
+        dropped, each update once its time is complete (data are exchanged by
+        ``stable_hash``; Arrow batches by every data column).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     words = dd.from_stream(scope.to_stream(["a", "b", "a"]))
+        ...     return words.concat(words.filter(lambda w: w == "b").negate()).consolidate()
+        >>> st.example(lambda s: build(s).inner.capture()).extract()
+        [(0, [('a', 0, 2)])]
+        """
+        return self.arrange_by_self("Consolidate").as_collection(lambda k, _: k)
+
+    # -- joins -------------------------------------------------------------------------------
+
+    def join(self, other: "Collection", on: KeyColumns = None) -> "Collection":
+        """``(key, (v1, v2))`` for every pair of ``(key, v1)`` here and ``(key, v2)`` in
+        ``other``, at the join of their times with the product of their diffs (Arrow
+        collections: ``on`` names the key column(s); the result has the key, then this
+        side's other columns, then the other side's, and ``diff``).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     names = dd.from_stream(scope.to_stream([(1, "ann"), (2, "bob")]))
+        ...     pets = dd.from_stream(scope.to_stream([(1, "cat"), (1, "dog")]))
+        ...     return names.join(pets).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [((1, ('ann', 'cat')), 0, 1), ((1, ('ann', 'dog')), 0, 1)])]
+        """
+        return Collection(join_core_stream(self.arrange_by_key(on), other.arrange_by_key(on),
+                                           None, JOIN_PAIR, "Join"))
+
+    def join_map(self, other: "Collection", f: Callable[[Any, Any, Any], Any]) -> "Collection":
+        """``f(key, v1, v2)`` for every matching pair.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     a = dd.from_stream(scope.to_stream([("x", 2)]))
+        ...     b = dd.from_stream(scope.to_stream([("x", 5)]))
+        ...     return a.join_map(b, lambda k, v1, v2: v1 * v2).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(10, 0, 1)])]
+        """
+        return Collection(join_core_stream(self.arrange_by_key(), other.arrange_by_key(), f,
+                                           JOIN_MAP, "JoinMap"))
+
+    def semijoin(self, keys: "Collection | Arranged[Any]", on: KeyColumns = None) -> "Collection":
+        """The ``(key, val)`` updates whose key is in ``keys`` (multiplicities multiply).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     pairs = dd.from_stream(scope.to_stream([(1, "a"), (2, "b")]))
+        ...     return pairs.semijoin(dd.from_stream(scope.to_stream([2]))).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [((2, 'b'), 0, 1)])]
+        """
+        return self.arrange_by_key(on).semijoin(keys)
+
+    def antijoin(self, keys: "Collection | Arranged[Any]", on: KeyColumns = None) -> "Collection":
+        """The ``(key, val)`` updates whose key is not in ``keys`` (``keys`` should hold each
+        key at most once, e.g. after ``distinct()``).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     pairs = dd.from_stream(scope.to_stream([(1, "a"), (2, "b")]))
+        ...     return pairs.antijoin(dd.from_stream(scope.to_stream([2]))).consolidate()
+        >>> st.example(lambda s: build(s).inner.capture()).extract()
+        [(0, [((1, 'a'), 0, 1)])]
+        """
+        return self.concat(self.semijoin(keys, on).negate())
+
+    # -- reductions --------------------------------------------------------------------------
+
+    def reduce(self, logic: Callable[[Any, list, list], None] | None = None, *,
+               key: KeyColumns = None, aggs: dict | None = None) -> "Collection":
+        """``(key, val)`` for the output of ``logic(key, input, output)`` on each key's
+        values: ``input`` lists ``(val, count)`` (positive counts, sorted by val), ``logic``
+        appends ``(val, diff)`` pairs to ``output``.
+
+        Arrow collections aggregate instead: ``reduce(key="k", aggs={"total": ("sum", "x")})``
+        gives one row per key with the ``key`` columns and one column per aggregation
+        (``sum``, ``count``, ``min``, ``max``; ``("count", None)`` counts rows).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def largest(key, input, output):
+        ...     output.append((input[-1][0], 1))
+        >>> def build(scope):
+        ...     pairs = dd.from_stream(scope.to_stream([("a", 3), ("a", 7), ("b", 1)]))
+        ...     return pairs.reduce(largest).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(('a', 7), 0, 1), (('b', 1), 0, 1)])]
+        """
+        reduction, spec = user_reduction(logic, aggs)
+        return Collection(reduce_stream(self.arrange_by_key(key=key), reduction, "Reduce", spec))
+
+    def count(self, key: KeyColumns = None) -> "Collection":
+        """``(x, n)`` for each ``x`` with non-zero count ``n`` (Arrow: rows of the ``key``
+        columns, default every data column, with an int64 ``count`` column).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream("abca")).count()
+        ...            .inner.capture()).extract()
+        [(0, [(('a', 2), 0, 1), (('b', 1), 0, 1), (('c', 1), 0, 1)])]
+        >>> import pyarrow as pa
+        >>> def build(scope):
+        ...     rows = dd.from_stream(scope.to_stream(pa.table({"word": ["a", "b", "a"]})))
+        ...     return rows.count(key="word").inner.capture()
+        >>> sorted(st.example(build).extract()[0][1].to_pylist(), key=lambda row: row["word"])
+        [{'word': 'a', 'count': 2, 'diff': 1}, {'word': 'b', 'count': 1, 'diff': 1}]
+        """
+        arranged = self.arrange_by_self() if key is None else self.arrange_by_key(key=key)
+        return arranged.count()
+
+    def distinct(self) -> "Collection":
+        """Each ``x`` with a positive count, once (Arrow: each distinct row).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream("aab")).distinct()
+        ...            .inner.capture()).extract()
+        [(0, [('a', 0, 1), ('b', 0, 1)])]
+        """
+        return self.arrange_by_self().distinct()
+
+    def threshold(self, f: Callable[[Any, int], int]) -> "Collection":
+        """Each ``x`` with multiplicity ``f(x, count)`` (``f`` is called for non-zero counts).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream("aab")).threshold(
+        ...     lambda x, n: n * 10).inner.capture()).extract()
+        [(0, [('a', 0, 20), ('b', 0, 10)])]
+        """
+        return self.arrange_by_self().threshold(f)
+
+    # -- iteration ---------------------------------------------------------------------------
+
+    def iterate(self, f: Callable[["Collection"], "Collection"]) -> "Collection":
+        """The fixed point of ``f`` started from this collection: ``f`` gets the collection
+        of the current round (in a nested iterative scope) and returns the next round's; the
+        result is the limit, back in this collection's scope. Outer collections used inside
+        ``f`` must be entered: ``other.enter(x.scope)``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     edges = dd.from_stream(scope.to_stream([(1, 2), (2, 3), (3, 1), (4, 5)]))
+        ...     roots = dd.from_stream(scope.to_stream([1]))
+        ...     def step(reach):
+        ...         inner = edges.enter(reach.scope)
+        ...         return reach.map(lambda n: (n, ())).join_map(inner, lambda n, _, m: m) \\
+        ...             .concat(roots.enter(reach.scope)).distinct()
+        ...     return roots.iterate(step).consolidate().inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(1, 0, 1), (2, 0, 1), (3, 0, 1)])]
+        """
+        def build(inner: "Scope") -> Collection:
+            variable = Variable.new_from(self.enter(inner))
+            result = f(variable)
+            if not isinstance(result, Collection):
+                raise TypeError(f"iterate: f must return a Collection, not "
+                                f"{type(result).__name__}")
+            variable.set(result)
+            return result.leave()
+        return self.scope.iterative(build)
+
+    # -- time ---------------------------------------------------------------------------------
+
+    def active_between(self, start_of: TimeOf, end_of: TimeOf) -> "Collection":
+        """Each record ``x`` present from time ``start_of(x)`` until time ``end_of(x)``:
+        inserted at ``max(start_of(x), its own time)`` and removed at ``end_of(x)`` when that
+        is later (never present otherwise); an update with diff ``d`` contributes ``d`` over
+        that span. ``start_of`` and ``end_of`` return ints (times are ints). On Arrow
+        collections they are the names of two integer columns instead.
+
+        ``collection.active_between(lambda r: r.ts, lambda r: r.ts + 300).count()`` counts
+        the records of the last 300 time units, and corrects itself when late or retracted
+        records arrive.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     readings = dd.from_stream(scope.to_stream([("a", 1), ("b", 4)]))
+        ...     return readings.active_between(lambda r: r[1], lambda r: r[1] + 3).inner.capture()
+        >>> for time, updates in st.example(build).extract():
+        ...     print(time, updates)
+        1 [(('a', 1), 1, 1)]
+        4 [(('a', 1), 4, -1), (('b', 4), 4, 1)]
+        7 [(('b', 4), 7, -1)]
+
+        On an Arrow collection (rows of a batch are at the batch's time):
+
+        >>> import pyarrow as pa
+        >>> def build(scope):
+        ...     rows = pa.record_batch({"id": [1, 2], "from": [0, 2], "until": [2, 9],
+        ...                             "diff": [1, 1]})
+        ...     return dd.as_collection(scope.to_stream([rows])).active_between("from", "until") \\
+        ...         .inner.capture()
+        >>> [(time, table.to_pydict()["id"], table.to_pydict()["diff"])
+        ...  for time, table in st.example(build).extract()]
+        [(0, [1], [1]), (2, [1, 2], [-1, 1]), (9, [2], [-1])]
+        """
+        return Collection(active_between_stream(self.inner, start_of, end_of))
+
     def __repr__(self) -> str:
         return f"Collection(scope={self.scope.name!r})"
 
@@ -329,6 +551,325 @@ def _leave_records(batch: Any) -> Any:
     """The times inside a batch of updates leaving an iterative scope: ``Product(t, i)``
     becomes ``t``."""
     return batch if batch.__class__ is not list else [(d, t.outer, r) for d, t, r in batch]
+
+
+class Arranged(Generic[Trace_co]):
+    """An arrangement: ``stream`` (the sealed batches, as they are made) and ``trace`` (a
+    :class:`TraceHandle` on the worker's shared index of them; inside an iterative scope it
+    entered, a view of the enclosing scope's trace).
+
+    ``key`` names the key column(s) of an Arrow arrangement (None for Python updates).
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> def build(scope):
+    ...     pairs = dd.from_stream(scope.to_stream([("a", 1), ("a", 2), ("b", 3)]))
+    ...     arranged = pairs.arrange_by_key()          # one index, read by both operators
+    ...     sizes = arranged.count()
+    ...     largest = arranged.reduce(lambda key, vals, out: out.append((vals[-1][0], 1)))
+    ...     return sizes.concat(largest).inner.capture()
+    >>> st.example(build).extract()
+    [(0, [(('a', 2), 0, 1), (('a', 2), 0, 1), (('b', 1), 0, 1), (('b', 3), 0, 1)])]
+    """
+
+    def __init__(self, stream: "Stream", trace: Trace_co, key: KeyColumns = None) -> None:
+        self.stream = stream
+        self.trace = trace
+        self.key = key
+
+    @property
+    def scope(self) -> "Scope":
+        """The scope of the arrangement's stream.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda scope: dd.from_stream(scope.to_stream([1])).arrange_by_self()
+        ...            .scope is scope)
+        True
+        """
+        return self.stream.scope
+
+    def as_collection(self, f: Callable[[Any, Any], Any] | None = None) -> Collection:
+        """The arranged updates as a collection of ``f(key, val)`` (default ``(key, val)``;
+        an Arrow arrangement gives its rows back as RecordBatches and takes no ``f``).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream([3, 1])).arrange_by_self()
+        ...            .as_collection(lambda k, _: k * 2).inner.capture()).extract()
+        [(0, [(2, 0, 1), (6, 0, 1)])]
+        """
+        return Collection(as_collection_stream(self.stream, f))
+
+    def enter(self, scope: "Scope") -> "Arranged[TraceReader]":
+        """This arrangement inside ``scope``, nested directly in its own: in an iterative
+        scope its times read as ``Product(t, 0)``. The batches and the trace are shared
+        with the enclosing scope (read through views), not copied.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     edges = dd.from_stream(scope.to_stream([(1, 2), (2, 3)])).arrange_by_key()
+        ...     roots = dd.from_stream(scope.to_stream([1]))
+        ...     def step(reach):
+        ...         inner = edges.enter(reach.scope)
+        ...         return (inner.join_core(reach.arrange_by_self(), lambda n, m, _: [m])
+        ...                 .concat(roots.enter(reach.scope)).distinct())
+        ...     return roots.iterate(step).consolidate().inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(1, 0, 1), (2, 0, 1), (3, 0, 1)])]
+        """
+        stream = self.stream.enter(scope)
+        if scope.kind.depth == self.scope.kind.depth:
+            return Arranged(stream, self.trace, self.key)
+        handle = EnteredHandle(self.trace.clone())
+        scope.hold(handle)
+        return Arranged(entered_stream(stream), handle, self.key)
+
+    # -- joins -------------------------------------------------------------------------------
+
+    def join_core(self, other: "Arranged[Any]",
+                  f: Callable[[Any, Any, Any], Iterable[Any]]) -> Collection:
+        """Joins two arrangements of the same scope by key: each new batch of one side
+        meets the other side's trace as that side has delivered it so far, so each pair of
+        updates meets once. A pair ``(v1, t1, d1)``, ``(v2, t2, d2)`` of one key gives the
+        items of ``f(key, v1, v2)`` at ``t1.join(t2)`` with diff ``d1 * d2``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     a = dd.from_stream(scope.to_stream([(1, 2)])).arrange_by_key()
+        ...     b = dd.from_stream(scope.to_stream([(1, 3)])).arrange_by_key()
+        ...     return a.join_core(b, lambda k, x, y: [x + y, x * y]).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(5, 0, 1), (6, 0, 1)])]
+        """
+        return Collection(join_core_stream(self, other, f, JOIN_MANY, "JoinCore"))
+
+    def semijoin(self, keys: "Collection | Arranged[Any]") -> Collection:
+        """The ``(key, val)`` of this arrangement whose key is in ``keys`` (a collection of
+        keys, or an arrangement of them by themselves; multiplicities multiply).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     pairs = dd.from_stream(scope.to_stream([(1, "a"), (2, "b")])).arrange_by_key()
+        ...     return pairs.semijoin(dd.from_stream(scope.to_stream([1]))).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [((1, 'a'), 0, 1)])]
+        """
+        arranged_keys = keys if isinstance(keys, Arranged) else keys.arrange_by_self()
+        return Collection(join_core_stream(self, arranged_keys, None, JOIN_SEMI, "Semijoin"))
+
+    # -- reductions --------------------------------------------------------------------------
+
+    def reduce(self, logic: Callable[[Any, list, list], None] | None = None, *,
+               aggs: dict | None = None) -> Collection:
+        """``(key, val)`` for the output of ``logic(key, input, output)`` on each key's
+        values, as :meth:`Collection.reduce` (Arrow arrangements: ``aggs``, per key).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     pairs = dd.from_stream(scope.to_stream([("a", 3), ("a", 7)])).arrange_by_key()
+        ...     return pairs.reduce(lambda k, vals, out: out.append((len(vals), 1)))
+        >>> st.example(lambda s: build(s).inner.capture()).extract()
+        [(0, [(('a', 2), 0, 1)])]
+        """
+        reduction, spec = user_reduction(logic, aggs)
+        return Collection(reduce_stream(self, reduction, "Reduce", spec))
+
+    def count(self) -> Collection:
+        """``(key, n)`` for each key with ``n`` (non-zero) updates summed (Arrow: rows of
+        the key columns with an int64 ``count`` column).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     pairs = dd.from_stream(scope.to_stream([("a", 3), ("a", 7), ("b", 1)]))
+        ...     return pairs.arrange_by_key().count().inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(('a', 2), 0, 1), (('b', 1), 0, 1)])]
+        """
+        return Collection(reduce_stream(self, CountReduction(), "Count", count_spec()))
+
+    def distinct(self) -> Collection:
+        """Each key with a positive count, once (Arrow: each distinct row).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream("aab")).arrange_by_self()
+        ...            .distinct().inner.capture()).extract()
+        [(0, [('a', 0, 1), ('b', 0, 1)])]
+        """
+        return Collection(reduce_stream(self, ThresholdReduction(distinct_count), "Distinct",
+                                        distinct_spec()))
+
+    def threshold(self, f: Callable[[Any, int], int]) -> Collection:
+        """Each key with multiplicity ``f(key, count)`` (``f`` is called for non-zero
+        counts).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream("aab")).arrange_by_self()
+        ...            .threshold(lambda x, n: n - 1).inner.capture()).extract()
+        [(0, [('a', 0, 1)])]
+        """
+        return Collection(reduce_stream(self, ThresholdReduction(f), "Threshold"))
+
+    def __repr__(self) -> str:
+        return f"Arranged({self.trace.name!r})"
+
+
+class Reducible(Protocol):
+    """What collections and arranged collections both offer, as differential's
+    ``CountTotal`` and ``Threshold`` traits are implemented for both: the reductions and
+    ``semijoin``. A collection arranges itself first (``count`` and ``distinct`` by the
+    whole data, ``reduce`` by key); an arrangement reduces its own index, by its key.
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> def counted(data: dd.Reducible) -> dd.Collection:
+    ...     return data.count()
+    >>> def build(scope):
+    ...     pairs = dd.from_stream(scope.to_stream([("a", 1), ("a", 2)]))
+    ...     return (counted(pairs).inner.capture(),
+    ...             counted(pairs.arrange_by_key()).inner.capture())
+    >>> [captured.extract() for captured in st.example(build)]
+    [[(0, [((('a', 1), 1), 0, 1), ((('a', 2), 1), 0, 1)])], [(0, [(('a', 2), 0, 1)])]]
+    """
+
+    def reduce(self, logic: Callable[[Any, list, list], None] | None = None, *,
+               aggs: dict | None = None) -> Collection:
+        """``(key, val)`` for the output of ``logic(key, input, output)`` per key."""
+        ...
+
+    def count(self) -> Collection:
+        """``(x, n)`` for each ``x`` (a record, or an arrangement's key) counted ``n``."""
+        ...
+
+    def distinct(self) -> Collection:
+        """Each ``x`` with a positive count, once."""
+        ...
+
+    def threshold(self, f: Callable[[Any, int], int]) -> Collection:
+        """Each ``x`` with multiplicity ``f(x, count)``."""
+        ...
+
+    def semijoin(self, keys: "Collection | Arranged[Any]") -> Collection:
+        """The ``(key, val)`` whose key is in ``keys``."""
+        ...
+
+
+class TraceHandle(TraceAgent):
+    """A handle on an arrangement's trace (``arranged.trace``), usable from other dataflows
+    of the same worker.
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> def job(worker):
+    ...     knows = dd.InputSession()
+    ...     trace = worker.dataflow(lambda s: knows.to_collection(s).arrange_by_key().trace)
+    ...     knows.insert((1, "ann")); knows.insert((2, "bob")); knows.advance_to(1)
+    ...     worker.step_while(lambda: trace.read_upper() == [0])
+    ...     query = dd.InputSession()
+    ...     found = worker.dataflow(lambda s: trace.import_(s).semijoin(query.to_collection(s))
+    ...                             .inner.capture())
+    ...     query.advance_to(1); query.insert(2); query.close(); knows.close()
+    ...     worker.run()
+    ...     return found.extract()
+    >>> st.execute_directly(job)
+    [(1, [((2, 'bob'), 1, 1)])]
+    """
+
+    def import_(self, scope: "Scope", name: str = "Import") -> "Arranged[TraceHandle]":
+        """This trace as an arrangement in ``scope`` (a dataflow of the same worker): its
+        contents so far, advanced to this handle's logical compaction frontier, then every
+        new batch as the arrangement seals it. The batches are shared, not copied.
+
+        Not yet in a worker that takes epoch checkpoints (``checkpoint_dir``): the importing
+        and the arranging dataflow checkpoint separately, and nothing yet keeps the import's
+        position consistent with both, so ``import_`` raises NotImplementedError there
+        (arrangements used within their own dataflow are checkpointed and restored).
+
+        >>> import tempfile, sparktimely as st, sparktimely.differential as dd
+        >>> def job(worker):
+        ...     st.io.enable_checkpoints(worker, tempfile.mkdtemp())
+        ...     trace = worker.dataflow(lambda s: dd.InputSession().to_collection(s)
+        ...                             .arrange_by_key().trace, name="arranged")
+        ...     worker.dataflow(lambda s: trace.import_(s), name="queries")
+        >>> try:
+        ...     st.execute_directly(job)
+        ... except NotImplementedError as error:
+        ...     print(error)                    # doctest: +NORMALIZE_WHITESPACE
+        import_ of the trace of 'ArrangeByKey' into dataflow 'queries': import_ into a
+        dataflow that checkpoints is not supported yet; arrange the collection inside the
+        dataflow that uses it, or run without checkpoint_dir
+        """
+        self._check_open("import_")
+        box = self._box
+        check_importable(box, scope)
+        handle = TraceHandle(box, self._logical, box.physical_frontier())
+        scope.hold(handle)
+        return Arranged(import_stream(box, handle.get_logical_compaction(), scope, name),
+                        handle)
+
+
+class Variable(Collection):
+    """A collection in an iterative scope whose definition is given later with
+    :meth:`set`; ``step`` (an int ``n`` means ``Product(0, n)``) is how far each round
+    advances the time.
+
+    ``Variable(scope)`` starts empty; ``Variable.new_from(collection)`` starts as
+    ``collection`` (which must be in the iterative scope).
+
+    >>> import sparktimely as st, sparktimely.differential as dd
+    >>> def build(scope):
+    ...     def loop(inner):
+    ...         seed = dd.from_stream(scope.to_stream([1])).enter(inner)
+    ...         powers = dd.Variable.new_from(seed)
+    ...         grown = powers.map(lambda x: x * 2).filter(lambda x: x <= 8)
+    ...         return powers.set(seed.concat(grown).distinct()).leave()
+    ...     return scope.iterative(loop).consolidate().inner.capture()
+    >>> st.example(build).extract()
+    [(0, [(1, 0, 1), (2, 0, 1), (4, 0, 1), (8, 0, 1)])]
+    """
+
+    __slots__ = ("_loop", "_source", "_done")
+
+    def __init__(self, scope: "Scope", step: Any = 1, source: Collection | None = None) -> None:
+        loop, stream = loop_variable(scope, step)
+        super().__init__(stream if source is None else stream.concat(source.inner))
+        self._loop = loop
+        self._source = source
+        self._done = False
+
+    @classmethod
+    def new_from(cls, collection: Collection, step: Any = 1) -> "Variable":
+        """A variable starting as ``collection`` (of the iterative scope).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     def loop(inner):
+        ...         start = dd.from_stream(scope.to_stream([5])).enter(inner)
+        ...         countdown = dd.Variable.new_from(start)         # starts as {5}
+        ...         lower = countdown.map(lambda x: x - 1).filter(lambda x: x >= 3)
+        ...         return countdown.set(start.concat(lower).distinct()).leave()
+        ...     return scope.iterative(loop).consolidate().inner.capture()
+        >>> st.example(build).extract()
+        [(0, [(3, 0, 1), (4, 0, 1), (5, 0, 1)])]
+        """
+        return cls(collection.scope, step, collection)
+
+    def set(self, result: Collection) -> Collection:
+        """Define the variable as ``result`` one round later; returns ``result``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     def loop(inner):
+        ...         edges = dd.from_stream(scope.to_stream([(1, 2), (2, 3)])).enter(inner)
+        ...         reach = dd.Variable(inner)                      # starts empty
+        ...         by_end = reach.map(lambda path: (path[1], path[0]))
+        ...         step = by_end.join_map(edges, lambda mid, src, dst: (src, dst))
+        ...         return reach.set(edges.concat(step).distinct()).leave()
+        ...     return scope.iterative(loop).consolidate().inner.capture()
+        >>> st.example(build).extract()
+        [(0, [((1, 2), 0, 1), ((1, 3), 0, 1), ((2, 3), 0, 1)])]
+        """
+        if self._done:
+            raise RuntimeError("Variable.set was already called for this variable")
+        self._done = True
+        feedback = result if self._source is None else result.concat(self._source.negate())
+        feedback.inner.connect_loop(self._loop)
+        return result
 
 
 def as_collection(stream: "Stream") -> Collection:

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from ..dataflow import InputHandle
 from ..progress.timestamp import Timestamp, less_equal
-from .collection import DIFF, Collection, as_collection
+from .collection import Collection, as_collection
+from .updates import DIFF
 
 if TYPE_CHECKING:
     from ..ops import Scope
@@ -187,7 +190,6 @@ class InputSession:
         if DIFF not in names:
             raise ValueError(f"InputSession.update_batch: the batch has no '{DIFF}' column "
                              f"(columns: {', '.join(names)})")
-        import pyarrow as pa
         if not pa.types.is_integer(batch.schema.field(DIFF).type):
             raise TypeError(f"InputSession.update_batch: the '{DIFF}' column must be int64, "
                             f"not {batch.schema.field(DIFF).type}")

@@ -189,10 +189,9 @@ class TraceState(KeyedState):
     def start(self, epoch: int, limit: int | None) -> None:
         box = self.box
         if not box.freed:                      # no trace to keep if no reader wanted it
-            from .operators.arrange import hold_in_dataflow
             self._keeper = TraceAgent(box)
             self._keeper.set_physical_compaction([])
-            hold_in_dataflow(self._scope, self._keeper)
+            self._scope.hold(self._keeper)
             box.add_listener(self)
             restored = self._restored
             if restored is not None and restored.num_rows and epoch:

@@ -1,8 +1,10 @@
 """Sources, sinks and epoch checkpoints: recovery after any failure.
 
 - ``scope.input_from_source(source, name)`` and ``stream.output_to(sink, name)`` (operators
-  of :mod:`sparktimely.ops`) read partitioned sources and write sinks; :class:`FileSource`
-  and :class:`DirectorySink` are the built-in ones.
+  of :mod:`sparktimely.ops`) read partitioned sources and write sinks, as the protocols
+  :class:`Source` (with its :class:`SourcePart`) and :class:`Sink` (with its
+  :class:`SinkPart`) describe them; :class:`FileSource` and :class:`DirectorySink` are the
+  built-in ones.
 - ``st.execute(..., checkpoint_dir=..., checkpoint_every=N)`` (or :func:`enable_checkpoints`
   in each worker) checkpoints every dataflow at each complete root epoch that is a multiple
   of ``N``, and resumes it from there: sources from their positions, stateful operators from
@@ -13,7 +15,10 @@
 >>> st.io.FileSource is FileSource, st.RecoveryError is RecoveryError
 (True, True)
 """
+from ..ops.sinks import Sink, SinkPart
+from ..ops.sources import Source, SourcePart
 from .checkpoints import Checkpoints, RecoveryError, enable_checkpoints
 from .files import DirectorySink, FileSource
 
-__all__ = ["Checkpoints", "DirectorySink", "FileSource", "RecoveryError", "enable_checkpoints"]
+__all__ = ["Checkpoints", "DirectorySink", "FileSource", "RecoveryError", "Sink", "SinkPart",
+           "Source", "SourcePart", "enable_checkpoints"]

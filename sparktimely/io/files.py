@@ -171,9 +171,10 @@ def _parses(line: bytes) -> bool:
 
 
 class FileSource:
-    """A source reading files: one partition per file (named by its path), read in order in
-    batches of ``batch_rows`` rows (lines), ``batches_per_epoch`` batches per epoch: batch
-    ``i`` of every file is at epoch ``i // batches_per_epoch``.
+    """A :class:`~sparktimely.ops.sources.Source` reading files: one partition per file
+    (named by its path), read in order in batches of ``batch_rows`` rows (lines),
+    ``batches_per_epoch`` batches per epoch: batch ``i`` of every file is at epoch
+    ``i // batches_per_epoch``.
 
     ``paths`` is a file, a directory (its files whose names do not start with ``.`` or
     ``_``, listed each time the source is opened, so files added between runs are read by the
@@ -327,9 +328,9 @@ class _DirectoryPart(StagedEpochs):
 
 
 class DirectorySink:
-    """A sink writing, for each worker (partition) and epoch, one file named
-    ``part-<epoch>-<partition>.parquet`` (or ``.jsonl``) directly in ``path`` (created when
-    missing).
+    """A :class:`~sparktimely.ops.sinks.Sink` writing, for each worker (partition) and
+    epoch, one file named ``part-<epoch>-<partition>.parquet`` (or ``.jsonl``) directly in
+    ``path`` (created when missing).
 
     A file is written under a staged name starting with ``_`` and renamed to its visible name
     once its epoch is complete on that worker and, with a checkpoint directory, once the

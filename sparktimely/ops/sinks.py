@@ -11,7 +11,7 @@ after a resume (so ``commit`` must be idempotent).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..dataflow import OperatorBuilder, Pipeline
 from ..dataflow.scope import ScopeCore
@@ -19,19 +19,84 @@ from ..dataflow.stream import StreamCore
 from .recovery import Component, frontier_epoch, root_epoch
 
 
+class SinkPart(Protocol):
+    """One worker's partition of a :class:`Sink` (what its ``open`` returns).
+
+    >>> class Printed:                  # a SinkPart: prints an epoch's records at its commit
+    ...     def __init__(self, staged):
+    ...         self.staged = staged
+    ...     def write(self, epoch, batch):
+    ...         self.staged.setdefault(epoch, []).extend(batch)
+    ...     def snapshot(self):
+    ...         return dict(self.staged)
+    ...     def commit(self, epoch):
+    ...         for e in sorted(e for e in self.staged if e <= epoch):
+    ...             print(e, self.staged.pop(e))
+    >>> part: SinkPart = Printed({})
+    >>> part.write(0, ["a"]); part.write(1, ["b"]); part.commit(0)
+    0 ['a']
+    >>> Printed(part.snapshot()).commit(1)             # resumed from a checkpoint
+    1 ['b']
+    """
+
+    def write(self, epoch: int, batch: Any) -> None:
+        """Stage ``batch`` (a list or a RecordBatch) as output of root epoch ``epoch``."""
+
+    def snapshot(self) -> Any:
+        """A picklable state from which ``open`` resumes what was written (taken at epoch
+        checkpoints)."""
+        ...
+
+    def commit(self, epoch: int) -> None:
+        """Make what was written for epochs ``<= epoch`` visible; idempotent (a resumed run
+        commits its checkpoint's epoch again)."""
+
+
+class Sink(Protocol):
+    """A sink ``stream.output_to`` writes: each worker opens the partition named after its
+    index. :class:`sparktimely.io.DirectorySink` is one.
+
+    >>> import sparktimely as st
+    >>> class Collected:                 # a Sink: a list per epoch, kept once committed
+    ...     def __init__(self):
+    ...         self.visible = {}
+    ...     def open(self, partition, resume_state):
+    ...         return Part(self.visible, dict(resume_state or {}))
+    >>> class Part:
+    ...     def __init__(self, visible, staged):
+    ...         self.visible, self.staged = visible, staged
+    ...     def write(self, epoch, batch):
+    ...         self.staged.setdefault(epoch, []).extend(batch)
+    ...     def snapshot(self):
+    ...         return dict(self.staged)
+    ...     def commit(self, epoch):
+    ...         for e in [e for e in self.staged if e <= epoch]:
+    ...             self.visible[e] = sorted(self.staged.pop(e))
+    >>> sink = Collected()
+    >>> st.example(lambda scope: scope.to_stream([3, 1, 2]).output_to(sink, "collected"))
+    >>> sink.visible
+    {0: [1, 2, 3]}
+    """
+
+    def open(self, partition: str, resume_state: Any) -> SinkPart:
+        """Partition ``partition`` (a worker's index): new if ``resume_state`` is None,
+        else resumed from what a part's ``snapshot()`` returned."""
+        ...
+
+
 class SinkWriter(Component):
     """The component behind ``output_to``: this worker's part of the sink."""
 
     kind = "sink"
 
-    def __init__(self, scope: ScopeCore, name: str, sink: Any, operator: int,
+    def __init__(self, scope: ScopeCore, name: str, sink: Sink, operator: int,
                  input: Any) -> None:
         super().__init__(scope, name, operator, gated=True)
         self.sink = sink
         self.input = input
         self.partition = str(scope.index)
         self.resume: dict[str, Any] | None = None
-        self.part: Any = None
+        self.part: SinkPart | None = None
         self.written: set[int] = set()
         """Epochs written and not yet committed (without checkpoints, which commit them)."""
 
@@ -42,27 +107,33 @@ class SinkWriter(Component):
 
     def start(self, epoch: int, limit: int | None) -> None:
         resume = self.resume or {}
-        self.part = self.sink.open(self.partition, resume.get(self.partition))
+        self.part = part = self.sink.open(self.partition, resume.get(self.partition))
         if self.resume is not None:
-            self.part.commit(epoch - 1)
+            part.commit(epoch - 1)
             for partition, state in sorted(resume.items()):
                 if partition != self.partition:
                     self.sink.open(partition, state).commit(epoch - 1)
         self.resume = None
         super().start(epoch, limit)
 
+    def opened(self) -> SinkPart:
+        """The sink's part, once :meth:`start` has opened it."""
+        assert self.part is not None, f"sink {self.name!r}: the part is opened at the start"
+        return self.part
+
     def snapshot(self, epoch: int | None) -> dict[str, Any]:
-        return {self.partition: self.part.snapshot()}
+        return {self.partition: self.opened().snapshot()}
 
     def commit(self, epoch: int) -> None:
-        self.part.commit(epoch)
+        self.opened().commit(epoch)
 
     def run(self) -> None:
         if self.part is None:
             if self.checkpointed:
                 return                        # the coordinator starts it once restored
             self.start(0, None)
-        write = self.part.write
+        part = self.opened()
+        write = part.write
         for cap, batch in self.input:
             epoch = root_epoch(cap.time)
             write(epoch, batch)
@@ -74,7 +145,7 @@ class SinkWriter(Component):
             complete = frontier_epoch(self.input.frontier.frontier())
             done = [epoch for epoch in self.written if epoch < complete]
             if done:
-                self.part.commit(max(done))
+                part.commit(max(done))
                 self.written.difference_update(done)
 
 
@@ -83,7 +154,7 @@ class SinkOps(StreamCore):
 
     __slots__ = ()
 
-    def output_to(self, sink: Any, name: str) -> None:
+    def output_to(self, sink: Sink, name: str) -> None:
         """Write this stream to ``sink``; each worker writes its own partition (its index).
 
         ``sink.open(partition, resume_state)`` returns a part with ``write(epoch, batch)``,

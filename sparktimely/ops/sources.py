@@ -13,7 +13,7 @@ position after exactly the batches of epochs ``<= e``, however far the reader ha
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterable, Protocol, TypeVar
 
 from ..dataflow import OperatorBuilder
 from ..dataflow.capability import Capability
@@ -23,6 +23,71 @@ from ..hashing import stable_hash
 from .recovery import Component, epoch_time
 
 S = TypeVar("S", bound=StreamCore)
+
+class SourcePart(Protocol):
+    """One open partition of a :class:`Source` (what its ``open`` returns).
+
+    >>> class Numbers:                  # a SourcePart: epoch e holds [e], for epochs 0 and 1
+    ...     def __init__(self, next_epoch):
+    ...         self.next_epoch = next_epoch
+    ...     def next_batch(self):
+    ...         if self.next_epoch == 2:
+    ...             raise StopIteration
+    ...         self.next_epoch += 1
+    ...         return self.next_epoch - 1, [self.next_epoch - 1]
+    ...     def snapshot(self):
+    ...         return self.next_epoch
+    >>> part: SourcePart = Numbers(0)
+    >>> part.next_batch(), Numbers(part.snapshot()).next_batch()      # resumed after epoch 0
+    ((0, [0]), (1, [1]))
+    """
+
+    def next_batch(self) -> tuple[int, Any] | None:
+        """The next ``(epoch, batch)`` (epochs non-decreasing; a batch is a list or a
+        ``pyarrow.RecordBatch``), None while there is nothing yet (asked again at the next
+        step); raises StopIteration once the partition is exhausted."""
+        ...
+
+    def snapshot(self) -> Any:
+        """A picklable position from which ``open`` continues after the batches returned
+        so far."""
+        ...
+
+
+class Source(Protocol):
+    """A partitioned, resumable source, read by ``scope.input_from_source``: worker
+    ``stable_hash(p) % peers`` reads partition ``p`` (or worker ``source.worker_for(p,
+    peers)``, if the source has that method). :class:`sparktimely.io.FileSource` is one.
+
+    >>> import sparktimely as st
+    >>> class Evens:                     # a Source of two partitions
+    ...     def partitions(self):
+    ...         return ["low", "high"]
+    ...     def open(self, partition, resume_state):
+    ...         return Batches([[0, 2]] if partition == "low" else [[10, 12]], resume_state or 0)
+    >>> class Batches:                   # its parts: every batch at epoch 0
+    ...     def __init__(self, batches, read):
+    ...         self.batches, self.read = batches, read
+    ...     def next_batch(self):
+    ...         if self.read == len(self.batches):
+    ...             raise StopIteration
+    ...         self.read += 1
+    ...         return 0, self.batches[self.read - 1]
+    ...     def snapshot(self):
+    ...         return self.read
+    >>> st.example(lambda scope: scope.input_from_source(Evens(), "evens").capture()).extract()
+    [(0, [0, 2, 10, 12])]
+    """
+
+    def partitions(self) -> Iterable[str]:
+        """The names of the source's partitions."""
+        ...
+
+    def open(self, partition: str, resume_state: Any) -> SourcePart:
+        """Partition ``partition``: from its start if ``resume_state`` is None, else from
+        the position a part's ``snapshot()`` returned."""
+        ...
+
 
 BATCHES_PER_RUN = 4
 """Batches a reader takes from its partitions each time it runs before yielding to the
@@ -34,7 +99,7 @@ class _Partition:
 
     __slots__ = ("name", "part", "epoch", "position", "marks", "done")
 
-    def __init__(self, name: str, part: Any, epoch: int, position: Any) -> None:
+    def __init__(self, name: str, part: SourcePart, epoch: int, position: Any) -> None:
         self.name = name
         self.part = part
         self.epoch = epoch              # the epoch of its latest batch (or the start epoch)
@@ -59,7 +124,7 @@ class SourceReader(Component):
 
     kind = "source"
 
-    def __init__(self, scope: ScopeCore, name: str, source: Any, operator: int,
+    def __init__(self, scope: ScopeCore, name: str, source: Source, operator: int,
                  output: Any, activate: Callable[[], None]) -> None:
         super().__init__(scope, name, operator, gated=False)
         self.source = source
@@ -171,7 +236,7 @@ class SourceReader(Component):
 class SourceScope(ScopeCore[S]):
     """``input_from_source``."""
 
-    def input_from_source(self, source: Any, name: str) -> S:
+    def input_from_source(self, source: Source, name: str) -> S:
         """The stream of what ``source`` produces, each batch at its epoch (as a time).
 
         ``source.partitions()`` lists partition names; worker ``stable_hash(p) % peers``

@@ -368,6 +368,37 @@ def test_drop_dataflow_releases_it_and_runs_on_drop_callbacks(run):
         assert other == [(0, [index])]
 
 
+def test_a_dropped_dataflow_closes_what_it_holds_after_its_on_drop_callbacks(run):
+    """``scope.hold(x)`` closes ``x`` when the dataflow is dropped, once, after the
+    ``on_drop`` callbacks, and only for that dataflow; it holds ``x`` weakly."""
+    class Lease:
+        def __init__(self, name, events):
+            self.name, self.events = name, events
+
+        def close(self):
+            self.events.append(f"close {self.name}")
+
+    def job(worker):
+        events: list = []
+        kept = Lease("kept", events)
+        other = Lease("other", events)
+
+        def build(scope):
+            scope.hold(kept)
+            scope.hold(Lease("forgotten", events))      # nobody else references it
+            scope.on_drop(lambda: events.append("on_drop"))
+            return scope.to_stream([1]).probe()
+        index = worker.next_dataflow_index()
+        worker.dataflow(build)
+        worker.dataflow(lambda scope: scope.hold(other))
+        gc.collect()
+        worker.drop_dataflow(index)
+        worker.run()
+        return events
+    for events in run(job):
+        assert events == ["on_drop", "close kept"]
+
+
 def test_dropped_dataflows_are_freed():
     # Shared arrangements' pattern: many short query dataflows fed by one long-lived input handle.
     def job(worker):

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from ...dataflow.containers import check_schema
 from ...progress.timestamp import TimeKind
-from ..collection import DIFF, arrow_only
+from ..updates import DIFF, arrow_only
 from ..lattice import beyond
 from ..trace.batch import capability_intervals, split_by_capabilities
 from .batch import (COMBINE_FROM, HASH, ArrowBatch, carried_hashes, constant_times,

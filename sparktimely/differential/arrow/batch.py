@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from ...hashing import hash_array, hash_rows
 from ...progress.timestamp import Product, TimeKind
-from ..collection import DIFF
+from ..updates import DIFF
 from ..lattice import frontier_le
 from ..trace.batch import entered_frontier
 

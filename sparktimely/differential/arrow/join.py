@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...progress.timestamp import TimeKind
-from ..collection import DIFF
+from ..updates import DIFF
 from .batch import ArrowBatch, hash_is_key, keys_equal, lookup_all, split_by_time
 
 class ArrowJoiner:

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...progress.timestamp import TimeKind
-from ..collection import DIFF
+from ..updates import DIFF
 from ..lattice import beyond, interesting_times
 from .batch import (HASH, ZERO, ArrowBatch, column_numpy, constant_times, coordinates,
                     distinct_times, group_by, group_sum, hash_is_key, hash_order, keys_equal,

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...hashing import hash_rows
-from ..collection import DIFF, arrow_only, negated
+from ..updates import DIFF, arrow_only, negated
 from ..recovery import ROUTE
 from .batch import column_numpy, consolidated_rows, table_batch
 

@@ -1,2 +1,3 @@
-"""The stateful operators: arrange, join, reduce, iterate and active_between (added to
-``Collection`` and ``Arranged`` as methods by :mod:`sparktimely.differential`)."""
+"""The machinery of the stateful operators on streams and traces: arrange, join, reduce,
+iterate and active_between (the methods of ``Collection`` and ``Arranged`` in
+:mod:`..collection` call it)."""

@@ -1,11 +1,14 @@
-"""Arrangements: a collection exchanged by key, batched by completed time and indexed.
+"""The machinery of arrangements: a stream of updates exchanged by key, batched by
+completed time and indexed in a trace, and the streams made from arranged batches.
 
-``arrange_by_key`` sends each ``(key, val)`` update to worker ``stable_hash(key) % peers``;
-there, updates wait until their time is complete (the input frontier passed it), and are then
-sealed into an immutable, consolidated, indexed :class:`~..trace.batch.Batch` that is both
-added to the worker's shared trace and sent downstream on ``Arranged.stream``. Operators that
-need an index (join, reduce) read the trace through their own handles instead of keeping
-copies; other dataflows of the same worker read it with ``arranged.trace.import_(scope)``.
+:func:`arrange_stream` sends each ``(key, val)`` update to worker ``stable_hash(key) %
+peers``; there, updates wait until their time is complete (the input frontier passed it), and
+are then sealed into an immutable, consolidated, indexed :class:`~..trace.batch.Batch` that is
+both added to the worker's shared trace and sent downstream (``Arranged.stream``). Operators
+that need an index (join, reduce) read the trace through their own handles (:func:`reader`)
+instead of keeping copies; other dataflows of the same worker read it through an import
+(:func:`import_stream`). ``Collection.arrange_by_key`` and the other methods of
+:mod:`..collection` are built on these functions.
 
 >>> import sparktimely as st, sparktimely.differential as dd
 >>> def build(scope):
@@ -18,47 +21,52 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
-from ...dataflow import CapabilitySet, Exchange, Pipeline
+from ...dataflow import CapabilitySet, Exchange, Pipeline, source
 from ...hashing import stable_hash
-from ...progress.timestamp import less_equal, sort_times
-from ..collection import Collection
+from ...progress.timestamp import TimeKind, less_equal, sort_times
+from ..arrow.arrange import ArrowArranger
+from ..arrow.batch import HASH, column_numpy, consolidated_rows, with_key_hashes
 from ..lattice import antichain, beyond, frontier_le
 from ..recovery import TraceState, checkpointing
 from ..trace.batch import (AdvancedBatch, Batch, Batcher, EnteredBatch, capability_intervals,
                            consolidate_keyed, entered_frontier, split_by_capabilities)
-from ..trace.handle import TraceAgent, TraceBox
+from ..trace.handle import TraceBox
 
 if TYPE_CHECKING:
-    from ...dataflow.scope import ScopeCore
     from ...ops import Scope, Stream
+
+KeyColumns = str | Sequence[str] | None
+"""The key column(s) of an Arrow arrangement (None: every data column, or Python updates)."""
+
+
+class TraceReader(Protocol):
+    """What operators read an arrangement's trace through: a handle on the worker's trace
+    (``TraceHandle``), or, from a nested iterative scope, an :class:`EnteredHandle` on it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    def clone(self) -> "TraceReader": ...
+
+    def batches_through(self, frontier: list) -> list: ...
+
+    def set_logical_compaction(self, frontier: list) -> None: ...
+
+    def set_physical_compaction(self, frontier: list) -> None: ...
+
+    def set_compaction(self, logical: list, physical: list) -> None: ...
+
+    def read_upper(self) -> list: ...
+
+    def close(self) -> None: ...
 
 
 # -- handles and dataflow lifetimes --------------------------------------------------------------
-
-_HELD: "weakref.WeakKeyDictionary[Any, list]" = weakref.WeakKeyDictionary()
-
-
-def hold_in_dataflow(scope: "ScopeCore", closeable: Any) -> None:
-    """Close ``closeable`` (a handle, an import) when the dataflow of ``scope`` is dropped."""
-    dataflow = scope.dataflow
-    held = _HELD.get(dataflow)
-    if held is None:
-        held = _HELD[dataflow] = []
-        on_drop = getattr(scope, "on_drop", None)
-        if on_drop is not None:
-            on_drop(lambda: release_dataflow(dataflow))
-    held.append(weakref.ref(closeable))
-
-
-def release_dataflow(dataflow: Any) -> None:
-    """Close every trace handle and import the dataflow holds (its ``on_drop`` callback)."""
-    for ref in _HELD.pop(dataflow, []):
-        closeable = ref()
-        if closeable is not None:
-            closeable.close()
-
 
 _TRACES: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
 
@@ -72,97 +80,59 @@ def trace_phase(scope: "Scope") -> int:
     return phase
 
 
-def reader(arranged: "Arranged", scope: "Scope") -> TraceAgent:
-    """A new handle on ``arranged``'s trace for an operator of ``scope``, released when the
-    operator is done with it or when the dataflow is dropped."""
-    handle = arranged.trace.clone()
-    hold_in_dataflow(scope, handle)
+def reader(trace: TraceReader, scope: "Scope") -> TraceReader:
+    """A new handle on ``trace`` for an operator of ``scope``, released when the operator is
+    done with it or when the dataflow is dropped."""
+    handle = trace.clone()
+    scope.hold(handle)
     return handle
 
 
-class TraceHandle(TraceAgent):
-    """A handle on an arrangement's trace (``arranged.trace``), usable from other dataflows
-    of the same worker.
+# -- imports into other dataflows ------------------------------------------------------------------
 
-    >>> import sparktimely as st, sparktimely.differential as dd
-    >>> def job(worker):
-    ...     knows = dd.InputSession()
-    ...     trace = worker.dataflow(lambda s: knows.to_collection(s).arrange_by_key().trace)
-    ...     knows.insert((1, "ann")); knows.insert((2, "bob")); knows.advance_to(1)
-    ...     worker.step_while(lambda: trace.read_upper() == [0])
-    ...     query = dd.InputSession()
-    ...     found = worker.dataflow(lambda s: trace.import_(s).semijoin(query.to_collection(s))
-    ...                             .inner.capture())
-    ...     query.advance_to(1); query.insert(2); query.close(); knows.close()
-    ...     worker.run()
-    ...     return found.extract()
-    >>> st.execute_directly(job)
-    [(1, [((2, 'bob'), 1, 1)])]
-    """
+def check_importable(box: TraceBox, scope: "Scope") -> None:
+    """Raise the error that keeps ``box``'s trace from being imported into ``scope``, if any:
+    a dataflow that checkpoints, another worker's dataflow, other times, a nested scope."""
+    if checkpointing(scope):
+        raise NotImplementedError(
+            f"import_ of the trace of {box.name!r} into dataflow {scope.dataflow.name!r}: "
+            f"import_ into a dataflow that checkpoints is not supported yet; arrange the "
+            f"collection inside the dataflow that uses it, or run without checkpoint_dir")
+    if box.worker is not None and scope.dataflow.worker is not box.worker:
+        raise ValueError(f"import_: the trace of {box.name!r} belongs to another worker; "
+                         f"import it into a dataflow of the worker that built it")
+    if box.kind is not None and scope.kind != box.kind:
+        raise TypeError(f"import_: the trace of {box.name!r} has times like "
+                        f"{box.kind.minimum()!r}, the scope times like {scope.kind.minimum()!r}")
+    if scope.kind.depth:
+        raise ValueError("import_ needs a dataflow's top-level scope")
 
-    def import_(self, scope: "Scope", name: str = "Import") -> "Arranged":
-        """This trace as an arrangement in ``scope`` (a dataflow of the same worker): its
-        contents so far, advanced to this handle's logical compaction frontier, then every
-        new batch as the arrangement seals it. The batches are shared, not copied.
 
-        Not yet in a worker that takes epoch checkpoints (``checkpoint_dir``): the importing
-        and the arranging dataflow checkpoint separately, and nothing yet keeps the import's
-        position consistent with both, so ``import_`` raises NotImplementedError there
-        (arrangements used within their own dataflow are checkpointed and restored).
+def import_stream(box: TraceBox, since: list, scope: "Scope", name: str) -> "Stream":
+    """The batches of ``box``'s trace as a stream of ``scope`` (another dataflow of the same
+    worker, checked with :func:`check_importable`): its contents so far, advanced to
+    ``since``, then every new batch as the arrangement seals it, at its capability's time;
+    the stream's frontier follows the trace's upper."""
+    feed = ImportFeed(box, since)
+    scope.hold(feed)
 
-        >>> import tempfile, sparktimely as st, sparktimely.differential as dd
-        >>> def job(worker):
-        ...     st.io.enable_checkpoints(worker, tempfile.mkdtemp())
-        ...     trace = worker.dataflow(lambda s: dd.InputSession().to_collection(s)
-        ...                             .arrange_by_key().trace, name="arranged")
-        ...     worker.dataflow(lambda s: trace.import_(s), name="queries")
-        >>> try:
-        ...     st.execute_directly(job)
-        ... except NotImplementedError as error:
-        ...     print(error)                    # doctest: +NORMALIZE_WHITESPACE
-        import_ of the trace of 'ArrangeByKey' into dataflow 'queries': import_ into a
-        dataflow that checkpoints is not supported yet; arrange the collection inside the
-        dataflow that uses it, or run without checkpoint_dir
-        """
-        self._check_open("import_")
-        box = self._box
-        if checkpointing(scope):
-            raise NotImplementedError(
-                f"import_ of the trace of {box.name!r} into dataflow {scope.dataflow.name!r}: "
-                f"import_ into a dataflow that checkpoints is not supported yet; arrange the "
-                f"collection inside the dataflow that uses it, or run without checkpoint_dir")
-        if box.worker is not None and scope.dataflow.worker is not box.worker:
-            raise ValueError(f"import_: the trace of {box.name!r} belongs to another worker; "
-                             f"import it into a dataflow of the worker that built it")
-        if box.kind is not None and scope.kind != box.kind:
-            raise TypeError(f"import_: the trace of {box.name!r} has times like "
-                            f"{box.kind.minimum()!r}, the scope times like {scope.kind.minimum()!r}")
-        if scope.kind.depth:
-            raise ValueError("import_ needs a dataflow's top-level scope")
-        handle = TraceHandle(box, self._logical, box.physical_frontier())
-        hold_in_dataflow(scope, handle)
-        feed = ImportFeed(box, handle.get_logical_compaction())
-        hold_in_dataflow(scope, feed)
+    def ctor(capability, info):
+        caps = CapabilitySet([capability])
+        feed.activate = scope.activator_for(info.address).activate
 
-        def ctor(capability, info):
-            caps = CapabilitySet([capability])
-            feed.activate = scope.activator_for(info.address).activate
-
-            def logic(output):
-                queue = feed.queue
-                while queue:
-                    kind, item, time = queue.popleft()
-                    if kind == "batch":
-                        cap = next(c for c in caps if less_equal(c.time, time))
-                        output.session(cap).give(item)
-                    else:
-                        caps.downgrade(item)
-                if feed.closed and not caps.is_empty():
-                    caps.drop()
-            return logic
-        from ...dataflow import source
-        stream = source(scope, name, ctor)
-        return Arranged(stream, handle)
+        def logic(output):
+            queue = feed.queue
+            while queue:
+                kind, item, time = queue.popleft()
+                if kind == "batch":
+                    cap = next(c for c in caps if less_equal(c.time, time))
+                    output.session(cap).give(item)
+                else:
+                    caps.downgrade(item)
+            if feed.closed and not caps.is_empty():
+                caps.drop()
+        return logic
+    return source(scope, name, ctor)
 
 
 class ImportFeed:
@@ -212,7 +182,6 @@ def _route(name: str, pairs: bool) -> Callable[[Any], Any]:
         if update.__class__ is not tuple:
             if update.__class__ is list or not hasattr(update, "schema"):
                 raise TypeError(f"{name}: {update!r} is not a (data, time, diff) update")
-            from ..arrow.batch import HASH, column_numpy
             return column_numpy(update, HASH) >> 1
         if not pairs:
             return stable_hash(update[0])
@@ -263,17 +232,16 @@ def _comparable(update: Any, time: Any) -> bool:
         return False
 
 
-def arrange(collection: Collection, name: str, pairs: bool,
-            key: str | Sequence[str] | None = None) -> "Arranged":
-    """The arrangement operator behind ``arrange_by_key`` and ``arrange_by_self``."""
-    scope = collection.scope
+def arrange_stream(updates: "Stream", name: str, pairs: bool,
+                   key: KeyColumns = None) -> tuple["Stream", TraceBox]:
+    """The arrange operator on a stream of updates (``(key, val)`` data if ``pairs``, else
+    the data themselves as keys; Arrow batches arranged by the ``key`` columns): the stream
+    of sealed batches and the worker's trace of them."""
+    scope = updates.scope
     minimum = scope.kind.minimum()
     box = TraceBox(name, [minimum], scope.kind, scope.dataflow.worker, trace_phase(scope))
     scope.on_drop(box.drop_writer)
-    handle = TraceHandle(box)
-    arranger = Arranger(name, pairs, key, scope.kind)
     pact = Exchange(_route(name, pairs))
-    updates = collection.inner
     if scope.peers > 1 or checkpointing(scope):   # a checkpoint's program is the same at any
         updates = combined(updates, name, key)     # number of workers
 
@@ -281,6 +249,7 @@ def arrange(collection: Collection, name: str, pairs: bool,
         capability.drop()
         caps = CapabilitySet()
         lower = [minimum]
+        arranger: Arranger | None = None
 
         def restored(upper: list) -> None:
             nonlocal lower
@@ -289,34 +258,35 @@ def arrange(collection: Collection, name: str, pairs: bool,
             TraceState(scope, info, box, restored)
 
         def logic(input, output):
-            nonlocal lower
+            nonlocal lower, arranger
             for cap, batch in input:
                 time = cap.time
                 if not any(less_equal(c.time, time) for c in caps):
                     caps.insert(cap.retain())
+                if arranger is None:
+                    arranger = choose_arranger(name, pairs, key, scope.kind, batch)
                 arranger.push(time, batch)
             frontier = input.frontier.frontier()
             if frontier == lower:
                 return
             held = {c.time: c for c in caps if not beyond(frontier, c.time)}
-            if held:
+            if held and arranger is not None:
                 for cap_time, batch in arranger.seal(lower, frontier, sort_times(list(held))):
                     box.insert(batch, cap_time)
                     output.give_at(held[cap_time], [batch])
             box.seal(frontier)
-            caps.downgrade(antichain(arranger.pending_times()))
+            if arranger is not None:
+                caps.downgrade(antichain(arranger.pending_times()))
             lower = frontier
         return logic
-    stream = updates.unary_frontier(pact, name, ctor)
-    return Arranged(stream, handle, key)
+    return updates.unary_frontier(pact, name, ctor), box
 
 
-def combined(updates: "Stream", name: str, key: Any) -> "Stream":
+def combined(updates: "Stream", name: str, key: KeyColumns) -> "Stream":
     """Large Arrow batches consolidated where they are, before they are exchanged (a
     combiner: 1M words over 10k keys cross as 10k rows), and every Arrow batch given the
     hashes of its ``key`` columns, which the exchange routes by and the arrangement sorts
     by; lists pass unchanged, and so does everything on a single worker."""
-    from ..arrow.batch import consolidated_rows, with_key_hashes
     alone = updates.scope.peers == 1
 
     def ctor(capability, info):
@@ -330,39 +300,36 @@ def combined(updates: "Stream", name: str, key: Any) -> "Stream":
     return updates.unary(Pipeline, f"{name}Combine", ctor)
 
 
-class Arranger:
-    """Buffers and seals the updates of one arrangement: Python updates into
-    :class:`Batch`es, Arrow batches into ``ArrowBatch``es (chosen by the first batch)."""
-
-    def __init__(self, name: str, pairs: bool, key: Any, kind: Any) -> None:
-        self.name = name
-        self.pairs = pairs
-        self.key = key
-        self.kind = kind
-        self.inner: Any = None
+class Arranger(Protocol):
+    """How an arrangement buffers and seals one kind of batch: :class:`PythonArranger`
+    (lists of updates into :class:`Batch`es) or ``ArrowArranger`` (RecordBatches into
+    ``ArrowBatch``es), chosen by the first batch (:func:`choose_arranger`)."""
 
     def push(self, time: Any, batch: Any) -> None:
-        inner = self.inner
-        if inner is None:
-            if batch.__class__ is list:
-                if self.key is not None:
-                    raise TypeError(f"{self.name}: key={self.key!r} names Arrow columns, but "
-                                    f"this collection carries Python updates")
-                inner = PythonArranger(self.name, self.pairs)
-            else:
-                from ..arrow.arrange import ArrowArranger
-                if self.pairs and self.key is None:
-                    raise TypeError(f"{self.name}: an Arrow collection is arranged by "
-                                    f"columns: use arrange_by_key(key='column')")
-                inner = ArrowArranger(self.name, self.key, self.kind)
-            self.inner = inner
-        inner.push(time, batch)
+        """Buffer ``batch``, received at capability ``time``."""
 
     def seal(self, lower: list, upper: list, held: list) -> list:
-        return [] if self.inner is None else self.inner.seal(lower, upper, held)
+        """``(capability time, batch)`` for each time of ``held`` (the capabilities still
+        held, sorted) with updates in ``[lower, upper)``, sealed."""
+        ...
 
     def pending_times(self) -> list:
-        return [] if self.inner is None else self.inner.pending_times()
+        """The times of the updates still buffered."""
+        ...
+
+
+def choose_arranger(name: str, pairs: bool, key: KeyColumns, kind: TimeKind,
+                    batch: Any) -> Arranger:
+    """The arranger for a collection whose first batch is ``batch``."""
+    if batch.__class__ is list:
+        if key is not None:
+            raise TypeError(f"{name}: key={key!r} names Arrow columns, but this collection "
+                            f"carries Python updates")
+        return PythonArranger(name, pairs)
+    if pairs and key is None:
+        raise TypeError(f"{name}: an Arrow collection is arranged by columns: use "
+                        f"arrange_by_key(key='column')")
+    return ArrowArranger(name, key, kind)
 
 
 class PythonArranger:
@@ -391,102 +358,41 @@ class PythonArranger:
         return self.batcher.frontier_times()
 
 
-# -- arranged collections -----------------------------------------------------------------------
+# -- streams of arranged batches -----------------------------------------------------------------
 
-class Arranged:
-    """An arrangement: ``stream`` (the sealed batches, as they are made) and ``trace`` (a
-    :class:`TraceHandle` on the worker's shared index of them).
+def as_collection_stream(batches: "Stream", f: Callable[[Any, Any], Any] | None) -> "Stream":
+    """The updates of a stream of arranged batches as a stream of updates of ``f(key, val)``
+    (default ``(key, val)``; an Arrow arrangement's rows come back as RecordBatches)."""
+    def ctor(capability, info):
+        capability.drop()
 
-    ``key`` names the key column(s) of an Arrow arrangement (None for Python updates).
+        def logic(input, output):
+            for cap, arranged in input:
+                for batch in arranged:
+                    if hasattr(batch, "to_record_batches"):
+                        for time, records in batch.to_record_batches():
+                            output.give_at(cap.delayed(time), records)
+                    elif f is None:
+                        output.give_at(cap, [((k, v), t, d) for k, ups in batch.items()
+                                             for v, t, d in ups])
+                    else:
+                        output.give_at(cap, [(f(k, v), t, d) for k, ups in batch.items()
+                                             for v, t, d in ups])
+        return logic
+    return batches.unary(Pipeline, "AsCollection", ctor)
 
-    >>> import sparktimely as st, sparktimely.differential as dd
-    >>> def build(scope):
-    ...     pairs = dd.from_stream(scope.to_stream([("a", 1), ("a", 2), ("b", 3)]))
-    ...     arranged = pairs.arrange_by_key()          # one index, read by both operators
-    ...     sizes = arranged.count()
-    ...     largest = arranged.reduce(lambda key, vals, out: out.append((vals[-1][0], 1)))
-    ...     return sizes.concat(largest).inner.capture()
-    >>> st.example(build).extract()
-    [(0, [(('a', 2), 0, 1), (('a', 2), 0, 1), (('b', 1), 0, 1), (('b', 3), 0, 1)])]
-    """
 
-    def __init__(self, stream: "Stream", trace: Any, key: Any = None) -> None:
-        self.stream = stream
-        self.trace = trace
-        self.key = key
+def entered_stream(batches: "Stream") -> "Stream":
+    """A stream of arranged batches that entered a directly nested iterative scope, each
+    batch seen through :func:`entered_batch`."""
+    def ctor(capability, info):
+        capability.drop()
 
-    @property
-    def scope(self) -> "Scope":
-        """The scope of the arrangement's stream.
-
-        >>> import sparktimely as st, sparktimely.differential as dd
-        >>> st.example(lambda scope: dd.from_stream(scope.to_stream([1])).arrange_by_self()
-        ...            .scope is scope)
-        True
-        """
-        return self.stream.scope
-
-    def as_collection(self, f: Callable[[Any, Any], Any] | None = None) -> Collection:
-        """The arranged updates as a collection of ``f(key, val)`` (default ``(key, val)``;
-        an Arrow arrangement gives its rows back as RecordBatches and takes no ``f``).
-
-        >>> import sparktimely as st, sparktimely.differential as dd
-        >>> st.example(lambda s: dd.from_stream(s.to_stream([3, 1])).arrange_by_self()
-        ...            .as_collection(lambda k, _: k * 2).inner.capture()).extract()
-        [(0, [(2, 0, 1), (6, 0, 1)])]
-        """
-        def ctor(capability, info):
-            capability.drop()
-
-            def logic(input, output):
-                for cap, batches in input:
-                    for batch in batches:
-                        if hasattr(batch, "to_record_batches"):
-                            for time, records in batch.to_record_batches():
-                                output.give_at(cap.delayed(time), records)
-                        elif f is None:
-                            output.give_at(cap, [((k, v), t, d) for k, ups in batch.items()
-                                                 for v, t, d in ups])
-                        else:
-                            output.give_at(cap, [(f(k, v), t, d) for k, ups in batch.items()
-                                                 for v, t, d in ups])
-            return logic
-        return Collection(self.stream.unary(Pipeline, "AsCollection", ctor))
-
-    def enter(self, scope: "Scope") -> "Arranged":
-        """This arrangement inside ``scope``, nested directly in its own: in an iterative
-        scope its times read as ``Product(t, 0)``. The batches and the trace are shared
-        with the enclosing scope (read through views), not copied.
-
-        >>> import sparktimely as st, sparktimely.differential as dd
-        >>> def build(scope):
-        ...     edges = dd.from_stream(scope.to_stream([(1, 2), (2, 3)])).arrange_by_key()
-        ...     roots = dd.from_stream(scope.to_stream([1]))
-        ...     def step(reach):
-        ...         inner = edges.enter(reach.scope)
-        ...         return (inner.join_core(reach.arrange_by_self(), lambda n, m, _: [m])
-        ...                 .concat(roots.enter(reach.scope)).distinct())
-        ...     return roots.iterate(step).consolidate().inner.capture()
-        >>> st.example(build).extract()
-        [(0, [(1, 0, 1), (2, 0, 1), (3, 0, 1)])]
-        """
-        stream = self.stream.enter(scope)
-        if scope.kind.depth == self.scope.kind.depth:
-            return Arranged(stream, self.trace, self.key)
-
-        def ctor(capability, info):
-            capability.drop()
-
-            def logic(input, output):
-                for cap, batches in input:
-                    output.give_at(cap, [entered_batch(b) for b in batches])
-            return logic
-        handle = EnteredHandle(self.trace.clone())
-        hold_in_dataflow(scope, handle)
-        return Arranged(stream.unary(Pipeline, "EnterArranged", ctor), handle, self.key)
-
-    def __repr__(self) -> str:
-        return f"Arranged({self.trace.name!r})"
+        def logic(input, output):
+            for cap, arranged in input:
+                output.give_at(cap, [entered_batch(b) for b in arranged])
+        return logic
+    return batches.unary(Pipeline, "EnterArranged", ctor)
 
 
 def entered_batch(batch: Any) -> Any:
@@ -499,7 +405,7 @@ class EnteredHandle:
     frontiers of ``Product(t, i)`` times are read as the outer times ``t``, batches are seen
     through :func:`entered_batch`."""
 
-    def __init__(self, outer: TraceAgent) -> None:
+    def __init__(self, outer: TraceReader) -> None:
         self._outer = outer
 
     @property
@@ -535,44 +441,3 @@ class EnteredHandle:
 def outer_frontier(frontier: list) -> list:
     """An iterative scope's frontier as a frontier of the enclosing scope."""
     return antichain(t.outer for t in frontier)
-
-
-def arrange_by_key(collection: Collection, key: str | Sequence[str] | None = None,
-                   name: str = "ArrangeByKey") -> Arranged:
-    """Arranges ``(key, val)`` updates by key (Arrow collections: by the ``key`` column(s),
-    the other columns being the value).
-
-    >>> import sparktimely as st, sparktimely.differential as dd
-    >>> st.example(lambda s: dd.from_stream(s.to_stream([5])).arrange_by_key())
-    Traceback (most recent call last):
-    ...
-    sparktimely.dataflow.operator.OperatorError: operator 'ArrangeByKey' (address (0, 2)) raised TypeError: ArrangeByKey: the data 5 of update (5, 0, 1) is not a (key, val) pair
-    """
-    return arrange(collection, name, True, key)
-
-
-def arrange_by_self(collection: Collection, name: str = "ArrangeBySelf") -> Arranged:
-    """Arranges the data themselves as keys (with the unit value ``()``; Arrow: every data
-    column is part of the key).
-
-        >>> import sparktimely as st, sparktimely.differential as dd
-        >>> st.example(lambda s: dd.from_stream(s.to_stream(["b", "a", "b"])).arrange_by_self()
-        ...            .as_collection().inner.capture()).extract()
-        [(0, [(('a', ()), 0, 1), (('b', ()), 0, 2)])]
-        """
-    return arrange(collection, name, False, None)
-
-
-def consolidate(collection: Collection) -> Collection:
-    """The same collection with the diffs of equal ``(data, time)`` summed and zeros
-    dropped, each update once its time is complete (data are exchanged by
-    ``stable_hash``; Arrow batches by every data column).
-
-    >>> import sparktimely as st, sparktimely.differential as dd
-    >>> def build(scope):
-    ...     words = dd.from_stream(scope.to_stream(["a", "b", "a"]))
-    ...     return words.concat(words.filter(lambda w: w == "b").negate()).consolidate()
-    >>> st.example(lambda s: build(s).inner.capture()).extract()
-    [(0, [('a', 0, 2)])]
-    """
-    return arrange_by_self(collection, "Consolidate").as_collection(lambda k, _: k)

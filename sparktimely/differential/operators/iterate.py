@@ -1,6 +1,7 @@
-"""Fixed points: ``iterate`` and ``Variable`` in nested iterative scopes.
+"""The machinery of fixed points: the loop behind ``Collection.iterate`` and ``Variable``
+in nested iterative scopes.
 
-Inside ``scope.iterative(...)`` times are ``Product(outer, round)``. A :class:`Variable` is a
+Inside ``scope.iterative(...)`` times are ``Product(outer, round)``. A ``Variable`` is a
 collection defined in terms of itself: ``var.set(result)`` feeds ``result`` back one round
 later, so the variable's value in round ``i + 1`` is ``result``'s value in round ``i``. Only
 changes travel around the loop: once a round changes nothing, nothing circulates and the
@@ -19,87 +20,25 @@ recomputed, retractions included (an edge deleted later retracts what was derive
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
+from ...dataflow import LoopHandle
 from ...progress.timestamp import Product, advance
-from ..collection import Collection
 
 if TYPE_CHECKING:
-    from ...ops import Scope
+    from ...ops import Scope, Stream
 
 
-class Variable(Collection):
-    """A collection in an iterative scope whose definition is given later with
-    :meth:`set`; ``step`` (an int ``n`` means ``Product(0, n)``) is how far each round
-    advances the time.
-
-    ``Variable(scope)`` starts empty; ``Variable.new_from(collection)`` starts as
-    ``collection`` (which must be in the iterative scope).
-
-    >>> import sparktimely as st, sparktimely.differential as dd
-    >>> def build(scope):
-    ...     def loop(inner):
-    ...         seed = dd.from_stream(scope.to_stream([1])).enter(inner)
-    ...         powers = dd.Variable.new_from(seed)
-    ...         grown = powers.map(lambda x: x * 2).filter(lambda x: x <= 8)
-    ...         return powers.set(seed.concat(grown).distinct()).leave()
-    ...     return scope.iterative(loop).consolidate().inner.capture()
-    >>> st.example(build).extract()
-    [(0, [(1, 0, 1), (2, 0, 1), (4, 0, 1), (8, 0, 1)])]
-    """
-
-    __slots__ = ("_loop", "_source", "_done")
-
-    def __init__(self, scope: "Scope", step: Any = 1, source: Collection | None = None) -> None:
-        if scope.kind.depth == 0:
-            raise ValueError("a Variable lives in an iterative scope (scope.iterative(...))")
-        step = loop_summary(scope.kind.depth, step)
-        loop, stream = scope.loop_variable(                   # advances records' times too
-            step, lambda batch: batch if batch.__class__ is not list
-            else [(d, advance(t, step), r) for d, t, r in batch])
-        super().__init__(stream if source is None else stream.concat(source.inner))
-        self._loop = loop
-        self._source = source
-        self._done = False
-
-    @classmethod
-    def new_from(cls, collection: Collection, step: Any = 1) -> "Variable":
-        """A variable starting as ``collection`` (of the iterative scope).
-
-        >>> import sparktimely as st, sparktimely.differential as dd
-        >>> def build(scope):
-        ...     def loop(inner):
-        ...         start = dd.from_stream(scope.to_stream([5])).enter(inner)
-        ...         countdown = dd.Variable.new_from(start)         # starts as {5}
-        ...         lower = countdown.map(lambda x: x - 1).filter(lambda x: x >= 3)
-        ...         return countdown.set(start.concat(lower).distinct()).leave()
-        ...     return scope.iterative(loop).consolidate().inner.capture()
-        >>> st.example(build).extract()
-        [(0, [(3, 0, 1), (4, 0, 1), (5, 0, 1)])]
-        """
-        return cls(collection.scope, step, collection)
-
-    def set(self, result: Collection) -> Collection:
-        """Define the variable as ``result`` one round later; returns ``result``.
-
-        >>> import sparktimely as st, sparktimely.differential as dd
-        >>> def build(scope):
-        ...     def loop(inner):
-        ...         edges = dd.from_stream(scope.to_stream([(1, 2), (2, 3)])).enter(inner)
-        ...         reach = dd.Variable(inner)                      # starts empty
-        ...         by_end = reach.map(lambda path: (path[1], path[0]))
-        ...         step = by_end.join_map(edges, lambda mid, src, dst: (src, dst))
-        ...         return reach.set(edges.concat(step).distinct()).leave()
-        ...     return scope.iterative(loop).consolidate().inner.capture()
-        >>> st.example(build).extract()
-        [(0, [((1, 2), 0, 1), ((1, 3), 0, 1), ((2, 3), 0, 1)])]
-        """
-        if self._done:
-            raise RuntimeError("Variable.set was already called for this variable")
-        self._done = True
-        feedback = result if self._source is None else result.concat(self._source.negate())
-        feedback.inner.connect_loop(self._loop)
-        return result
+def loop_variable(scope: "Scope", step: Any) -> tuple[LoopHandle, "Stream"]:
+    """A loop in the iterative scope ``scope`` whose updates come back ``step`` later (an
+    int ``n`` means ``Product(0, n)``), the times inside the update records advanced too:
+    the handle to connect the loop's input to, and its output."""
+    if scope.kind.depth == 0:
+        raise ValueError("a Variable lives in an iterative scope (scope.iterative(...))")
+    summary = loop_summary(scope.kind.depth, step)
+    return scope.loop_variable(
+        summary, lambda batch: batch if batch.__class__ is not list
+        else [(d, advance(t, summary), r) for d, t, r in batch])
 
 
 def loop_summary(depth: int, step: Any) -> Any:
@@ -119,31 +58,3 @@ def loop_summary(depth: int, step: Any) -> Any:
     for _ in range(depth - 1):
         outer = Product(outer, 0)
     return Product(outer, step)
-
-
-def iterate(collection: Collection, f: Callable[[Collection], Collection]) -> Collection:
-    """The fixed point of ``f`` started from ``collection``: ``f`` gets the collection of
-    the current round (in a nested iterative scope) and returns the next round's; the
-    result is the limit, back in ``collection``'s scope. Outer collections used inside
-    ``f`` must be entered: ``other.enter(x.scope)``.
-
-    >>> import sparktimely as st, sparktimely.differential as dd
-    >>> def build(scope):
-    ...     edges = dd.from_stream(scope.to_stream([(1, 2), (2, 3), (3, 1), (4, 5)]))
-    ...     roots = dd.from_stream(scope.to_stream([1]))
-    ...     def step(reach):
-    ...         inner = edges.enter(reach.scope)
-    ...         return reach.map(lambda n: (n, ())).join_map(inner, lambda n, _, m: m) \\
-    ...             .concat(roots.enter(reach.scope)).distinct()
-    ...     return roots.iterate(step).consolidate().inner.capture()
-    >>> st.example(build).extract()
-    [(0, [(1, 0, 1), (2, 0, 1), (3, 0, 1)])]
-    """
-    def build(inner: "Scope") -> Collection:
-        variable = Variable.new_from(collection.enter(inner))
-        result = f(variable)
-        if not isinstance(result, Collection):
-            raise TypeError(f"iterate: f must return a Collection, not {type(result).__name__}")
-        variable.set(result)
-        return result.leave()
-    return collection.scope.iterative(build)

@@ -1,4 +1,6 @@
-"""Joins of two arrangements: each new batch of one side meets the other side's trace.
+"""The machinery of joins of two arrangements: each new batch of one side meets the other
+side's trace (``Collection.join``, ``join_map``, ``semijoin``, ``Arranged.join_core`` are
+built on :func:`join_core_stream`).
 
 Every batch arriving on input 1 is joined with the batches of trace 2 that input 2 has
 already delivered (its *acknowledged* frontier), and then every batch of input 2 with the
@@ -18,43 +20,49 @@ side's trace is released.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ...dataflow import Pipeline
-from ..collection import Collection
+from ..arrow.join import ArrowJoiner
 from ..lattice import join
-from .arrange import Arranged, arrange_by_key, arrange_by_self, reader
+from .arrange import TraceReader, reader
+
+if TYPE_CHECKING:
+    from ...ops import Stream
+    from ..collection import Arranged
 
 JOIN_PAIR, JOIN_MAP, JOIN_MANY, JOIN_SEMI = 0, 1, 2, 3
 """How a matched pair becomes output: ``(key, (v1, v2))``, ``f(key, v1, v2)``, each item of
 the iterable ``f(key, v1, v2)``, or (Arrow semijoin) the first side's row."""
 
 
-def join_core(arranged1: Arranged, arranged2: Arranged, f: Callable | None = None,
-              mode: int = JOIN_MANY, name: str = "JoinCore") -> Collection:
-    """Joins two arrangements of the same scope by key (see the module docstring).
+class Joiner(Protocol):
+    """How a join matches one kind of batch: :class:`PythonJoiner` (key by key) or
+    ``ArrowJoiner`` (hash lookups), chosen by the first non-empty batch."""
 
-    >>> import sparktimely as st, sparktimely.differential as dd
-    >>> def build(scope):
-    ...     a = dd.from_stream(scope.to_stream([(1, 2)])).arrange_by_key()
-    ...     b = dd.from_stream(scope.to_stream([(1, 3)])).arrange_by_key()
-    ...     return a.join_core(b, lambda k, x, y: [x + y, x * y]).inner.capture()
-    >>> st.example(build).extract()
-    [(0, [(5, 0, 1), (6, 0, 1)])]
-    """
+    def join(self, batch: Any, others: list, swapped: bool, cap_time: Any) -> list:
+        """``[(time, updates)]``: every match of ``batch`` (from input 2 if ``swapped``)
+        with the batches ``others`` of the other input's trace; a time of None means the
+        batch's capability time ``cap_time``."""
+        ...
+
+
+def join_core_stream(arranged1: "Arranged", arranged2: "Arranged", f: Callable | None,
+                     mode: int, name: str) -> "Stream":
+    """The updates of the join of two arrangements of one scope by key (see the module
+    docstring), each match made into output as ``mode`` says."""
     scope = arranged1.scope
     if arranged2.scope is not scope:
         raise ValueError(f"{name}: the arrangements belong to different scopes "
                          f"({arranged1.scope.name!r}, {arranged2.scope.name!r})")
-    trace1 = reader(arranged1, scope)
-    trace2 = reader(arranged2, scope)
+    trace1 = reader(arranged1.trace, scope)
+    trace2 = reader(arranged2.trace, scope)
     minimum = [scope.kind.minimum()]
     total = scope.kind.depth == 0 and scope.kind.base is int
-    joiner: Any = None
+    joiner: Joiner | None = None
 
-    def choose(batch: Any) -> Any:
+    def choose(batch: Any) -> Joiner:
         if hasattr(batch, "to_record_batches"):
-            from ..arrow.join import ArrowJoiner
             if mode not in (JOIN_PAIR, JOIN_SEMI):
                 raise TypeError(f"{name}: Arrow arrangements join on columns "
                                 f"(join(other, on=...), semijoin); no per-pair function")
@@ -86,11 +94,10 @@ def join_core(arranged1: Arranged, arranged2: Arranged, f: Callable | None = Non
             maintain(trace1, acknowledged[0], input2.frontier.frontier())
             maintain(trace2, acknowledged[1], input1.frontier.frontier())
         return logic
-    stream = arranged1.stream.binary_frontier(arranged2.stream, Pipeline, Pipeline, name, ctor)
-    return Collection(stream)
+    return arranged1.stream.binary_frontier(arranged2.stream, Pipeline, Pipeline, name, ctor)
 
 
-def maintain(trace: Any, acknowledged: list, other_frontier: list) -> None:
+def maintain(trace: TraceReader, acknowledged: list, other_frontier: list) -> None:
     """Let ``trace`` compact to what the other input may still bring (``other_frontier``)
     and merge up to ``acknowledged``; release it once the other input has ended."""
     if trace.closed:
@@ -145,77 +152,3 @@ class PythonJoiner:
                             diff = d1 * d2
                             extend([(x, time, diff) for x in f(key, v1, v2)])
         return [(None, out)] if out else []
-
-
-def join_collections(collection: Collection, other: Collection, on: Any = None) -> Collection:
-    """``(key, (v1, v2))`` for every pair of ``(key, v1)`` here and ``(key, v2)`` in
-    ``other`` (Arrow collections: ``on`` names the key column(s); the result has the key,
-    then this side's other columns, then the other side's, and ``diff``).
-
-        >>> import sparktimely as st, sparktimely.differential as dd
-        >>> def build(scope):
-        ...     ages = dd.from_stream(scope.to_stream([("ann", 31), ("bob", 27)]))
-        ...     towns = dd.from_stream(scope.to_stream([("ann", "Oslo")]))
-        ...     return ages.join(towns).inner.capture()
-        >>> st.example(build).extract()
-        [(0, [(('ann', (31, 'Oslo')), 0, 1)])]
-        """
-    return join_core(arrange_by_key(collection, on), arrange_by_key(other, on), None, JOIN_PAIR,
-                     "Join")
-
-
-def join_map(collection: Collection, other: Collection,
-             f: Callable[[Any, Any, Any], Any]) -> Collection:
-    """``f(key, v1, v2)`` for every matching pair.
-
-    >>> import sparktimely as st, sparktimely.differential as dd
-    >>> def build(scope):
-    ...     a = dd.from_stream(scope.to_stream([("x", 2)]))
-    ...     b = dd.from_stream(scope.to_stream([("x", 5)]))
-    ...     return a.join_map(b, lambda k, v1, v2: v1 * v2).inner.capture()
-    >>> st.example(build).extract()
-    [(0, [(10, 0, 1)])]
-    """
-    return join_core(arrange_by_key(collection), arrange_by_key(other), f, JOIN_MAP, "JoinMap")
-
-
-def semijoin_arranged(arranged: Arranged, keys: Collection | Arranged) -> Collection:
-    """The ``(key, val)`` of ``arranged`` whose key is in ``keys`` (multiplicities
-    multiply).
-
-        >>> import sparktimely as st, sparktimely.differential as dd
-        >>> def build(scope):
-        ...     pairs = dd.from_stream(scope.to_stream([(1, "a"), (2, "b")])).arrange_by_key()
-        ...     return pairs.semijoin(dd.from_stream(scope.to_stream([1]))).inner.capture()
-        >>> st.example(build).extract()
-        [(0, [((1, 'a'), 0, 1)])]
-        """
-    arranged_keys = keys if isinstance(keys, Arranged) else arrange_by_self(keys)
-    return join_core(arranged, arranged_keys, None, JOIN_SEMI, "Semijoin")
-
-
-def semijoin(collection: Collection, keys: Collection, on: Any = None) -> Collection:
-    """The ``(key, val)`` updates whose key is in ``keys`` (multiplicities multiply).
-
-    >>> import sparktimely as st, sparktimely.differential as dd
-    >>> def build(scope):
-    ...     pairs = dd.from_stream(scope.to_stream([(1, "a"), (2, "b")]))
-    ...     return pairs.semijoin(dd.from_stream(scope.to_stream([2]))).inner.capture()
-    >>> st.example(build).extract()
-    [(0, [((2, 'b'), 0, 1)])]
-    """
-    return semijoin_arranged(arrange_by_key(collection, on), keys)
-
-
-def antijoin(collection: Collection, keys: Collection, on: Any = None) -> Collection:
-    """The ``(key, val)`` updates whose key is not in ``keys`` (``keys`` should hold each
-    key at most once, e.g. after ``distinct()``).
-
-    >>> import sparktimely as st, sparktimely.differential as dd
-    >>> def build(scope):
-    ...     pairs = dd.from_stream(scope.to_stream([(1, "a"), (2, "b")]))
-    ...     return pairs.antijoin(dd.from_stream(scope.to_stream([2]))).consolidate()
-    >>> st.example(lambda s: build(s).inner.capture()).extract()
-    [(0, [((1, 'a'), 0, 1)])]
-    """
-    return collection.concat(semijoin(collection, keys, on).negate())

@@ -1,4 +1,6 @@
-"""Reductions of an arrangement key by key: reduce, count, distinct and threshold.
+"""The machinery of reductions of an arrangement key by key (``reduce``, ``count``,
+``distinct`` and ``threshold`` of ``Collection`` and ``Arranged`` are built on
+:func:`reduce_stream`).
 
 When the input frontier moves from ``lower`` to ``upper``, the operator looks only at the keys
 that changed in ``[lower, upper)`` (plus keys with times it set aside earlier), and for each
@@ -20,16 +22,21 @@ trace, so corrections are computed against what was already sent.
 from __future__ import annotations
 
 from itertools import chain
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ...dataflow import CapabilitySet, Pipeline
 from ...progress.timestamp import less_equal
-from ..collection import Collection
+from ..arrow.reduce import AggregateSpec, ArrowReducer, aggregate_spec
 from ..lattice import antichain, antichain_join, beyond, interesting_times
 from ..recovery import TraceState, checkpointing
 from ..trace.batch import Batch
 from ..trace.handle import TraceAgent, TraceBox
-from .arrange import Arranged, hold_in_dataflow, reader, trace_phase
+from .arrange import reader, trace_phase
+
+if TYPE_CHECKING:
+    from ...ops import Stream
+    from ..collection import Arranged
+
 
 class Reduction:
     """What a reduction does with one key: ``desired(key, updates)`` turns the key's input
@@ -99,26 +106,58 @@ class ThresholdReduction(Reduction):
         return key
 
 
-def _distinct(key: Any, count: int) -> int:
+def user_reduction(logic: Callable[[Any, list, list], None] | None,
+                   aggs: dict | None) -> tuple[Reduction | None, AggregateSpec | None]:
+    """What ``reduce(logic)`` (Python) or ``reduce(aggs=...)`` (Arrow) asks for: the
+    reduction and the aggregation :func:`reduce_stream` takes; a TypeError unless exactly
+    one of them is given."""
+    if aggs is not None:
+        if logic is not None:
+            raise TypeError("reduce takes either logic (Python) or aggs (Arrow), not both")
+        return None, aggregate_spec(aggs)
+    if logic is None:
+        raise TypeError("reduce needs logic(key, input, output) (or aggs=... for Arrow)")
+    return UserReduction(logic), None
+
+
+def distinct_count(key: Any, count: int) -> int:
+    """``distinct``'s threshold: each record with a positive count, once."""
     return 1 if count > 0 else 0
 
 
-def reduce_arranged(arranged: Arranged, reduction: Reduction | None, name: str,
-                    arrow_spec: Any = None) -> Collection:
-    """The reduce operator: ``reduction`` says what to do with Python batches and
-    ``arrow_spec`` (an aggregation of :mod:`..arrow.reduce`) with Arrow batches; which one
-    applies is seen from the first batch."""
+class Reducer(Protocol):
+    """How a reduce operator retires one kind of batch: :class:`PythonReducer` (key by
+    key, with a :class:`Reduction`) or ``ArrowReducer`` (grouped aggregations), chosen by
+    the first batch."""
+
+    def retire(self, batches: list, history: list, out_history: list, lower: list,
+               upper: list) -> tuple[list, Any]:
+        """The output for ``[lower, upper)`` as ``[(time, updates)]`` and the batch for
+        the output trace (or None), from the input's new ``batches``, its trace
+        (``history``) and the output trace (``out_history``), both through ``lower``."""
+        ...
+
+    def pending_times(self) -> list:
+        """The times, beyond the last upper, at which output may still change."""
+        ...
+
+
+def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
+                  arrow_spec: AggregateSpec | None = None) -> "Stream":
+    """The updates of the reduce operator on ``arranged``: ``reduction`` says what to do
+    with Python batches and ``arrow_spec`` (an aggregation of :mod:`..arrow.reduce`) with
+    Arrow batches; which one applies is seen from the first batch."""
     scope = arranged.scope
-    source = reader(arranged, scope)
+    source = reader(arranged.trace, scope)
     minimum = [scope.kind.minimum()]
     out_box = TraceBox(f"{name} output", minimum, scope.kind, scope.dataflow.worker,
                        trace_phase(scope))
     out_trace = TraceAgent(out_box)
-    hold_in_dataflow(scope, out_trace)
+    scope.hold(out_trace)
     total = scope.kind.depth == 0 and scope.kind.base is int
-    reducer: Any = None
+    reducer: Reducer | None = None
 
-    def choose(batch: Any) -> Any:
+    def choose(batch: Any) -> Reducer:
         if not hasattr(batch, "to_record_batches"):
             if reduction is None:
                 raise TypeError(f"{name} works on Arrow arrangements; this one holds "
@@ -127,7 +166,6 @@ def reduce_arranged(arranged: Arranged, reduction: Reduction | None, name: str,
         if arrow_spec is None:
             raise TypeError(f"{name}: this arrangement holds Arrow batches; use the Arrow "
                             f"aggregations (reduce(aggs=...), count(), distinct())")
-        from ..arrow.reduce import ArrowReducer
         return ArrowReducer(name, arrow_spec, scope.kind)
 
     def ctor(capability, info):
@@ -175,7 +213,7 @@ def reduce_arranged(arranged: Arranged, reduction: Reduction | None, name: str,
                 source.set_compaction(upper, upper)
                 out_trace.set_compaction(upper, upper)
         return logic
-    return Collection(arranged.stream.unary_frontier(Pipeline, name, ctor))
+    return arranged.stream.unary_frontier(Pipeline, name, ctor)
 
 
 class PythonReducer:
@@ -265,87 +303,3 @@ def accumulate(updates: list) -> dict:
     for val, _, diff in updates:
         sums[val] = get(val, 0) + diff
     return {val: diff for val, diff in sums.items() if diff}
-
-
-def reduce(collection_or_arranged: Any, logic: Callable[[Any, list, list], None] | None = None,
-           *, key: Any = None, aggs: dict | None = None) -> Collection:
-    """``(key, val)`` for the output of ``logic(key, input, output)`` on each key's values:
-    ``input`` lists ``(val, count)`` (positive counts, sorted by val), ``logic`` appends
-    ``(val, diff)`` pairs to ``output``.
-
-    Arrow collections aggregate instead: ``reduce(key="k", aggs={"total": ("sum", "x")})``
-    gives one row per key with the ``key`` columns and one column per aggregation
-    (``sum``, ``count``, ``min``, ``max``; ``("count", None)`` counts rows).
-
-    >>> import sparktimely as st, sparktimely.differential as dd
-    >>> def largest(key, input, output):
-    ...     output.append((input[-1][0], 1))
-    >>> def build(scope):
-    ...     pairs = dd.from_stream(scope.to_stream([("a", 3), ("a", 7), ("b", 1)]))
-    ...     return pairs.reduce(largest).inner.capture()
-    >>> st.example(build).extract()
-    [(0, [(('a', 7), 0, 1), (('b', 1), 0, 1)])]
-    """
-    if aggs is not None:
-        from ..arrow.reduce import aggregate_spec
-        if logic is not None:
-            raise TypeError("reduce takes either logic (Python) or aggs (Arrow), not both")
-        return reduce_arranged(_arranged(collection_or_arranged, True, key), None, "Reduce",
-                               aggregate_spec(aggs))
-    if logic is None:
-        raise TypeError("reduce needs logic(key, input, output) (or aggs=... for Arrow)")
-    return reduce_arranged(_arranged(collection_or_arranged, True, key), UserReduction(logic),
-                           "Reduce")
-
-
-def count(collection_or_arranged: Any, key: Any = None) -> Collection:
-    """``(x, n)`` for each ``x`` with non-zero count ``n`` (Arrow: rows of the ``key``
-    columns, default every data column, with an int64 ``count`` column).
-
-        >>> import sparktimely as st, sparktimely.differential as dd
-        >>> st.example(lambda s: dd.from_stream(s.to_stream("abca")).count().inner.capture()).extract()
-        [(0, [(('a', 2), 0, 1), (('b', 1), 0, 1), (('c', 1), 0, 1)])]
-        >>> import pyarrow as pa
-        >>> def build(scope):
-        ...     rows = dd.from_stream(scope.to_stream(pa.table({"word": ["a", "b", "a"]})))
-        ...     return rows.count(key="word").inner.capture()
-        >>> sorted(st.example(build).extract()[0][1].to_pylist(), key=lambda row: row["word"])
-        [{'word': 'a', 'count': 2, 'diff': 1}, {'word': 'b', 'count': 1, 'diff': 1}]
-        """
-    from ..arrow.reduce import count_spec
-    by_key = key is not None
-    return reduce_arranged(_arranged(collection_or_arranged, by_key, key), CountReduction(),
-                           "Count", count_spec())
-
-
-def threshold(collection_or_arranged: Any, f: Callable[[Any, int], int]) -> Collection:
-    """Each ``x`` with multiplicity ``f(x, count)`` (``f`` is called for non-zero counts).
-
-    >>> import sparktimely as st, sparktimely.differential as dd
-    >>> st.example(lambda s: dd.from_stream(s.to_stream("aab")).threshold(
-    ...     lambda x, n: n * 10).inner.capture()).extract()
-    [(0, [('a', 0, 20), ('b', 0, 10)])]
-    """
-    return reduce_arranged(_arranged(collection_or_arranged, False), ThresholdReduction(f),
-                           "Threshold")
-
-
-def distinct(collection_or_arranged: Any) -> Collection:
-    """Each ``x`` with a positive count, once (Arrow: each distinct row).
-
-    >>> import sparktimely as st, sparktimely.differential as dd
-    >>> st.example(lambda s: dd.from_stream(s.to_stream("aab")).distinct()
-    ...            .inner.capture()).extract()
-    [(0, [('a', 0, 1), ('b', 0, 1)])]
-    """
-    from ..arrow.reduce import distinct_spec
-    return reduce_arranged(_arranged(collection_or_arranged, False),
-                           ThresholdReduction(_distinct), "Distinct", distinct_spec())
-
-
-def _arranged(source: Any, by_key: bool, key: Any = None) -> Arranged:
-    if isinstance(source, Arranged):
-        return source
-    if key is not None:
-        return source.arrange_by_key(key=key)
-    return source.arrange_by_key() if by_key else source.arrange_by_self()

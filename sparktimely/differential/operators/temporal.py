@@ -1,6 +1,6 @@
 """Temporal filters: each record of a collection present between two times computed from it.
 
-``collection.active_between(start_of, end_of)`` is Materialize's temporal filter: an input
+``Collection.active_between(start_of, end_of)`` is Materialize's temporal filter: an input
 update ``(x, t, d)`` becomes ``(x, max(start_of(x), t), d)`` and ``(x, end_of(x), -d)``, or
 nothing when ``end_of(x) <= max(start_of(x), t)``. So ``x`` is in the output from its start
 (or from when it arrived, if later) until its end, and a count or a join over "the last five
@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 import numbers
 import pickle
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
 
@@ -33,45 +33,24 @@ from ...dataflow import CapabilitySet, Pipeline
 from ...hashing import stable_hash
 from ...ops.recovery import HOLD_ALL, KeyedState
 from ..arrow.temporal import ArrowHeld
-from ..collection import Collection, python_only
 from ..recovery import ENTRY, ROUTE
+from ..updates import python_only
+
+if TYPE_CHECKING:
+    from ...ops import Stream
 
 NAME = "ActiveBetween"
 
+TimeOf = Callable[[Any], int] | str
+"""How ``active_between`` finds a record's start or end time: a function of the record
+(Python updates), or the name of an integer column (Arrow)."""
 
-def active_between(collection: Collection, start_of: Any, end_of: Any) -> Collection:
-    """Each record ``x`` present from time ``start_of(x)`` until time ``end_of(x)``: inserted
-    at ``max(start_of(x), its own time)`` and removed at ``end_of(x)`` when that is later
-    (never present otherwise); an update with diff ``d`` contributes ``d`` over that span.
-    ``start_of`` and ``end_of`` return ints (times are ints). On Arrow collections they are
-    the names of two integer columns instead.
 
-    ``collection.active_between(lambda r: r.ts, lambda r: r.ts + 300).count()`` counts the
-    records of the last 300 time units, and corrects itself when late or retracted records
-    arrive.
-
-    >>> import sparktimely as st, sparktimely.differential as dd
-    >>> def build(scope):
-    ...     readings = dd.from_stream(scope.to_stream([("a", 1), ("b", 4)]))
-    ...     return readings.active_between(lambda r: r[1], lambda r: r[1] + 3).inner.capture()
-    >>> for time, updates in st.example(build).extract():
-    ...     print(time, updates)
-    1 [(('a', 1), 1, 1)]
-    4 [(('a', 1), 4, -1), (('b', 4), 4, 1)]
-    7 [(('b', 4), 7, -1)]
-
-    On an Arrow collection (rows of a batch are at the batch's time):
-
-    >>> import pyarrow as pa
-    >>> def build(scope):
-    ...     rows = pa.record_batch({"id": [1, 2], "from": [0, 2], "until": [2, 9], "diff": [1, 1]})
-    ...     return dd.as_collection(scope.to_stream([rows])).active_between("from", "until") \\
-    ...         .inner.capture()
-    >>> [(time, table.to_pydict()["id"], table.to_pydict()["diff"])
-    ...  for time, table in st.example(build).extract()]
-    [(0, [1], [1]), (2, [1, 2], [-1, 1]), (9, [2], [-1])]
-    """
-    scope = collection.scope
+def active_between_stream(updates: "Stream", start_of: TimeOf, end_of: TimeOf) -> "Stream":
+    """The temporal filter on a stream of updates (see ``Collection.active_between``): each
+    record present from ``start_of`` until ``end_of`` (two functions of a record, or two
+    integer column names on Arrow batches), every output update sent at its own time."""
+    scope = updates.scope
     kind = scope.kind
     if kind.base is not int or kind.depth:
         raise TypeError(f"active_between needs int times; this collection's times are like "
@@ -117,7 +96,7 @@ def active_between(collection: Collection, start_of: Any, end_of: Any) -> Collec
             elif held_time(caps) != first:
                 caps.downgrade([first])
         return logic
-    return Collection(collection.inner.unary_frontier(Pipeline, NAME, ctor))
+    return updates.unary_frontier(Pipeline, NAME, ctor)
 
 
 def held_time(caps: CapabilitySet) -> float:
