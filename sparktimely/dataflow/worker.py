@@ -80,13 +80,9 @@ class WorkerCore(Generic[S]):
     """A timely worker: builds dataflows and runs them step by step. Its dataflows are
     built in scopes of :attr:`scope_class`.
 
-    >>> import sparktimely as st
-    >>> def job(worker):
-    ...     probe = worker.dataflow(lambda scope: scope.to_stream(range(5)).count().probe())
-    ...     worker.step_while(lambda: not probe.done())
-    ...     return worker.index, worker.peers
-    >>> st.execute_directly(job)
-    (0, 1)
+    >>> worker = WorkerCore()                      # one worker, scopes of the dataflow layer
+    >>> worker.dataflow(lambda scope: type(scope).__name__), worker.index, worker.peers
+    ('ScopeCore', 0, 1)
     """
 
     scope_class: type[S] = ScopeCore      # type: ignore[assignment]

@@ -2,18 +2,7 @@
 :class:`StatusReporter` (:func:`report_status`) reads the worker's ``"timely"`` log and its
 probes and, every ``interval`` seconds, sends the worker's status to a display's address (one
 JSON line over TCP), writes it as ``status-{index}.json`` in a directory (atomically) or as a
-plain line to a stream.
-
->>> import io, sparktimely as st
->>> out = io.StringIO()
->>> def job(worker):
-...     report_status(worker, stream=out, interval=0)
-...     worker.dataflow(lambda scope: scope.to_stream([1, 2]).probe())
-...     worker.run()
-...     worker.log_register().close()
->>> st.execute_directly(job)
->>> out.getvalue().splitlines()[-1].endswith("2 records done")
-True
+plain line to a stream (see :func:`report_status` for an example).
 """
 from __future__ import annotations
 
