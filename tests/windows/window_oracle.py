@@ -246,12 +246,12 @@ def run_window(run, entries: list, window: Callable[[Any], Any], seed: int = 0,
     results = consolidate([r for r, _ in outputs])
     late = consolidate([l for _, l in outputs])
     if arrow:
-        results = [(t, sorted(_result_rows(table))) for t, table in results]
+        results = [(t, sorted(result_rows(table))) for t, table in results]
         late = [(t, sorted(tuple(row.values()) for row in table.to_pylist())) for t, table in late]
     return results, late
 
 
-def _result_rows(table: pa.Table) -> list:
+def result_rows(table: pa.Table) -> list:
     rows = []
     for row in table.to_pylist():
         key = tuple(row[name] for name in table.column_names if name not in ARROW_AGGREGATE
