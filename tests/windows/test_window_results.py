@@ -105,9 +105,15 @@ def test_arrival_order_and_batching_never_change_python_results(run, entries, ki
 
 
 @SETTINGS
-@given(entries=entries, kind=kinds, lateness=hs.integers(0, 3), seed=hs.integers(0, 2 ** 16))
+@given(entries=entries, kind=kinds, lateness=hs.integers(0, 3), seed=hs.integers(0, 2 ** 16),
+       int_keys=hs.sampled_from([None, (-3, 2), (0, 2 ** 40), (-2 ** 62, 2 ** 62)]))
 def test_arrival_order_and_batching_never_change_arrow_results(run, entries, kind, lateness,
-                                                              seed):
+                                                              seed, int_keys):
+    """String keys, or int keys (sessions order rows by ``key * span + time`` when that
+    fits in int64, by Arrow's sort otherwise: the last pair of keys)."""
+    if int_keys is not None:
+        ints = dict(zip("ab", int_keys))
+        entries = [(t, (i, ints[k], e, v)) for t, (i, k, e, v) in entries]
     results, late = run_window(run, entries, lambda s: s.window(
         kind, time_of="ts", key="key", aggregate=ARROW_AGGREGATE, lateness=lateness),
         seed=seed, arrow=True)
@@ -167,3 +173,13 @@ def test_many_open_windows_hold_one_capability_and_close_in_time_order(run, arro
                    for row in (result_rows(batch) if arrow else batch))
     assert found == [(3 * i + 999, (f"k{i}", win.Window(3 * i, 3 * i + 1000),
                                     (1,) if arrow else 1)) for i in range(keys)]
+
+
+def test_sessions_of_event_times_too_far_apart_to_offset_by_key(run):
+    """Session merging over times whose span times the number of keys overflows int64
+    (merged over the ranks of the times instead)."""
+    far = [(t, (i, k, e + (2 ** 61 if k == "a" else -2 ** 61), v))
+           for t, (i, k, e, v) in ENTRIES]
+    results, late = run_window(run, far, lambda s: s.window(
+        win.Session(3), time_of="ts", key="key", aggregate=ARROW_AGGREGATE), arrow=True)
+    assert (results, late) == model(win.Session(3), far, 0, arrow_value)

@@ -219,9 +219,11 @@ def feed(worker, handle: st.InputHandle, entries: list, rng: random.Random,
 
 
 def to_table(records: list) -> pa.Table:
-    """Records as a table with columns ``id, key, ts, value``."""
+    """Records as a table with columns ``id, key, ts, value`` (``key`` a string, or an int64
+    when the records' keys are ints)."""
     columns = list(zip(*records)) if records else [[], [], [], []]
-    types = [pa.int64(), pa.string(), pa.int64(), pa.int64()]
+    int_keys = any(isinstance(key, int) for key in columns[1])
+    types = [pa.int64(), pa.int64() if int_keys else pa.string(), pa.int64(), pa.int64()]
     return pa.table({name: pa.array(column, type) for name, column, type
                      in zip(["id", "key", "ts", "value"], columns, types)})
 
