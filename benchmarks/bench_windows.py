@@ -286,9 +286,14 @@ def spark_table(table: pa.Table) -> pa.Table:
 def spark_peer(kind: str, n: int, trigger_rows: int) -> None:
     """PySpark Structured Streaming's windowed ``kind`` over ``n`` events from Parquet files,
     ``trigger_rows`` per micro-batch; prints its steady-state rate (JSON)."""
+    with tempfile.TemporaryDirectory(prefix="windows-spark-") as folder:
+        figures = _spark_throughput(kind, n, trigger_rows, folder)
+    print(json.dumps(figures))
+
+
+def _spark_throughput(kind: str, n: int, trigger_rows: int, folder: str) -> dict:
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F
-    folder = tempfile.mkdtemp(prefix="windows-spark-")
     table = spark_table(events(n))
     os.makedirs(f"{folder}/in")
     for i, start in enumerate(range(0, n, FILE_ROWS)):
@@ -313,15 +318,20 @@ def spark_peer(kind: str, n: int, trigger_rows: int) -> None:
     spark.stop()
     if sum(p["numInputRows"] for p in batches) != n:
         raise AssertionError("Spark read another number of rows than it was given")
-    print(json.dumps({"rate": rows / seconds, "batches": len(batches)}))
+    return {"rate": rows / seconds, "batches": len(batches)}
 
 
 def spark_latency_peer(rounds: int) -> None:
     """Spark's trigger latency for tumbling 1-minute counts (see the module doc); prints
     its median and p99 ms (JSON)."""
+    with tempfile.TemporaryDirectory(prefix="windows-spark-latency-") as folder:
+        figures = _spark_latency(rounds, folder)
+    print(json.dumps(figures))
+
+
+def _spark_latency(rounds: int, folder: str) -> dict:
     import pyarrow.parquet as pq
     from pyspark.sql import functions as F
-    folder = tempfile.mkdtemp(prefix="windows-spark-latency-")
     os.makedirs(f"{folder}/in")
     os.makedirs(f"{folder}/staging")
     spark = spark_session()
@@ -354,7 +364,7 @@ def spark_latency_peer(rounds: int) -> None:
     running.stop()
     spark.stop()
     median, p99 = latency(seconds)
-    print(json.dumps({"median": median, "p99": p99}))
+    return {"median": median, "p99": p99}
 
 
 def peer(call: str, missing_extra: str) -> dict | str:
