@@ -13,6 +13,13 @@ the spend on the Arrow batches (``group_by``, no Python per row). When the water
 a session's end, its total comes out once; a session over ``THRESHOLD`` is an alert.
 Transactions too late for any open session are reported instead of silently dropped.
 
+Beside the windows, a differential join keeps "the last hour's transactions of blocked
+cards" up to date: each transaction is present from its event time (or its arrival, if
+later) until an hour after it (``active_between``, a temporal filter), and is joined with a
+blocklist that changes during the run (cards blocked and unblocked at given times, an
+``dd.InputSession``). Whenever the blocklist changes, the report lists the flagged
+transactions of the hour before, as the join maintains them: no recount from scratch.
+
     python examples/fraud_sessions.py -w 2          (writes its data to a temporary directory)
     python examples/fraud_sessions.py --folder DIR -w 2   (reads the Parquet files in DIR)
 """
@@ -28,12 +35,18 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import sparktimely as st
+import sparktimely.differential as dd
 import sparktimely.windows as win
 from sparktimely.io import FileSource
 
 GAP = 5 * 60_000                  # a session ends after 5 minutes without a transaction
 THRESHOLD = 150_000               # cents: an alert for a session spending more than 1500.00
 CARDS = [f"card{i:03d}" for i in range(150)]
+HOUR = 3_600_000
+BLOCKLIST = [(20 * 60_000, "card050", 1), (35 * 60_000, "card000", 1),
+             (50 * 60_000, "card100", 1), (62 * 60_000, "card050", -1),
+             (75 * 60_000, "card007", 1)]
+"""Changes of the blocklist: ``(time, card, +1 blocked / -1 unblocked)``."""
 
 
 def write_transactions(folder: str, terminals: int = 3, rows: int = 240,
@@ -59,11 +72,14 @@ def write_transactions(folder: str, terminals: int = 3, rows: int = 240,
                        os.path.join(folder, f"terminal-{terminal}.parquet"))
 
 
-def fraud_sessions(worker: st.Worker, folder: str) -> dict[str, list]:
+def fraud_sessions(worker: st.Worker, folder: str,
+                   blocklist: list[tuple[int, str, int]] = BLOCKLIST) -> dict[str, list]:
     """This worker's reports for the files in ``folder``: ``sessions`` and
     ``alerts`` as ``(time, card, start, end, spent, transactions)``, ``late`` as
-    ``(time, id)``."""
-    reports: dict[str, list] = {"sessions": [], "alerts": [], "late": []}
+    ``(time, id)``, and ``flagged``, the changes of the last hour's transactions of blocked
+    cards, as ``(time, card, id, amount, diff)`` (``blocklist`` as :data:`BLOCKLIST`)."""
+    reports: dict[str, list] = {"sessions": [], "alerts": [], "late": [], "flagged": []}
+    blocked = dd.InputSession()
 
     def rows(name: str, columns: list[str]):
         def keep(time, batch):
@@ -83,7 +99,18 @@ def fraud_sessions(worker: st.Worker, folder: str) -> dict[str, list]:
         (sessions.results.filter_batches(lambda b: pc.greater(b.column("spent"), THRESHOLD))
          .inspect_batch(rows("alerts", summary)))
         sessions.late.inspect_batch(rows("late", ["id"]))
+        # The last hour's transactions: present from ``ts`` (or their arrival) to ts + 1 h.
+        recent = dd.from_stream(transactions.map_batches(
+            lambda b: b.append_column("until", pc.add(b.column("ts"), HOUR)))
+        ).active_between("ts", "until")
+        flagged = recent.join(blocked.to_collection(scope), on="card")
+        flagged.inner.inspect_batch(rows("flagged", ["card", "id", "amount", "diff"]))
     worker.dataflow(build)
+    if worker.index == 0:
+        for time, card, diff in sorted(blocklist):
+            blocked.advance_to(time)
+            blocked.update_batch(pa.record_batch({"card": [card], "diff": [diff]}))
+    blocked.close()
     worker.run()
     return reports
 
@@ -92,14 +119,34 @@ def clock(ms: int) -> str:
     return f"{ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d}"
 
 
-def report(parts: list[dict[str, list]]) -> list[str]:
-    """The lines to print: alerts, then how many sessions, then the late transactions."""
-    alerts, sessions, late = (sorted(r for part in parts for r in part[name])
-                              for name in ("alerts", "sessions", "late"))
-    return ([f"ALERT {card}: {spent / 100:.2f} in {n} transactions, {clock(start)} to "
-             f"{clock(end - GAP)}" for _, card, start, end, spent, n in alerts] +
-            [f"{len(sessions)} sessions, {len(alerts)} over {THRESHOLD / 100:.2f}"] +
-            [f"late transaction {id} (arrived at watermark {clock(time)})" for time, id in late])
+def flagged_at(flagged: list, time: int) -> dict[tuple[str, int], int]:
+    """The flagged transactions ``(card, id) -> amount`` at ``time``: the changes up to it
+    added up."""
+    present: dict = {}
+    for at, card, id, amount, diff in flagged:
+        if at <= time:
+            present[card, id, amount] = present.get((card, id, amount), 0) + diff
+    return {(card, id): amount for (card, id, amount), n in present.items() if n}
+
+
+def report(parts: list[dict[str, list]],
+           blocklist: list[tuple[int, str, int]] = BLOCKLIST) -> list[str]:
+    """The lines to print: alerts, then how many sessions, then the blocked cards'
+    transactions of the last hour at each change of the blocklist, then the late
+    transactions."""
+    alerts, sessions, late, flagged = (sorted(r for part in parts for r in part[name])
+                                       for name in ("alerts", "sessions", "late", "flagged"))
+    lines = ([f"ALERT {card}: {spent / 100:.2f} in {n} transactions, {clock(start)} to "
+              f"{clock(end - GAP)}" for _, card, start, end, spent, n in alerts] +
+             [f"{len(sessions)} sessions, {len(alerts)} over {THRESHOLD / 100:.2f}"])
+    for time, card, diff in sorted(blocklist):
+        now = flagged_at(flagged, time)
+        cards = sorted({c for c, _ in now})
+        lines.append(f"{clock(time)} {'block' if diff > 0 else 'unblock'} {card}: "
+                     f"{len(now)} transactions of blocked cards in the last hour, "
+                     f"{sum(now.values()) / 100:.2f}" + (f" ({', '.join(cards)})" if cards else ""))
+    return lines + [f"late transaction {id} (arrived at watermark {clock(time)})"
+                    for time, id in late]
 
 
 def main(argv: list[str]) -> list[str]:

@@ -13,7 +13,8 @@ from hypothesis import strategies as hs
 
 import sparktimely.windows as win
 from window_oracle import (AGGREGATIONS, ARROW_AGGREGATE, aggregation, arrow_value, canonical,
-                           key_of, model, model_value, run_window, time_of)
+                           key_of, model, model_value, result_rows, run_window, time_of,
+                           to_table)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -104,9 +105,15 @@ def test_arrival_order_and_batching_never_change_python_results(run, entries, ki
 
 
 @SETTINGS
-@given(entries=entries, kind=kinds, lateness=hs.integers(0, 3), seed=hs.integers(0, 2 ** 16))
+@given(entries=entries, kind=kinds, lateness=hs.integers(0, 3), seed=hs.integers(0, 2 ** 16),
+       int_keys=hs.sampled_from([None, (-3, 2), (0, 2 ** 40), (-2 ** 62, 2 ** 62)]))
 def test_arrival_order_and_batching_never_change_arrow_results(run, entries, kind, lateness,
-                                                              seed):
+                                                              seed, int_keys):
+    """String keys, or int keys (sessions order rows by ``key * span + time`` when that
+    fits in int64, by Arrow's sort otherwise: the last pair of keys)."""
+    if int_keys is not None:
+        ints = dict(zip("ab", int_keys))
+        entries = [(t, (i, ints[k], e, v)) for t, (i, k, e, v) in entries]
     results, late = run_window(run, entries, lambda s: s.window(
         kind, time_of="ts", key="key", aggregate=ARROW_AGGREGATE, lateness=lateness),
         seed=seed, arrow=True)
@@ -129,3 +136,50 @@ def test_arrow_rows_with_a_null_key_form_one_group(run, kind, expected):
     found = sorted((t, row["k"] or "<null>", row["window_start"], row["s"])
                    for part in run(job) for t, table in part for row in table.to_pylist())
     assert found == expected
+
+
+@pytest.mark.parametrize("arrow", [False, True], ids=["python", "arrow"])
+def test_many_open_windows_hold_one_capability_and_close_in_time_order(run, arrow):
+    """Sessions of 300 keys, each closing at a time of its own: the window operator holds
+    one capability of its results output for all of them (not one per close time, which
+    costs the progress tracker work per held time), and each result comes out at its
+    session's close time."""
+    keys = 300
+    records = [(i, f"k{i}", 3 * i, 1) for i in range(keys)]
+
+    def job(worker):
+        handle = win.EventTimeInput()
+
+        def build(scope):
+            stream = scope.input_from(handle)
+            out = (stream.window(win.Session(1000), time_of="ts", key="key",
+                                 aggregate={"n": ("count", None)}) if arrow else
+                   stream.window(win.Session(1000), time_of=time_of, key=key_of,
+                                 aggregate=win.count()))
+            return out.results.capture(), out.results.probe()
+        results, probe = worker.dataflow(build)
+        window = next(op for op in worker._dataflows[-1].operators if op.name == "Window")
+        mine = records[worker.index::worker.peers]
+        handle.send_batch(to_table(mine).to_batches()[0] if arrow else mine)
+        handle.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+        held = window.outputs[0].held
+        handle.close()
+        worker.run()
+        return held, results.extract()
+    parts = run(job)
+    assert [held for held, _ in parts] == [1] * len(parts)
+    found = sorted((t, row) for _, captured in parts for t, batch in captured
+                   for row in (result_rows(batch) if arrow else batch))
+    assert found == [(3 * i + 999, (f"k{i}", win.Window(3 * i, 3 * i + 1000),
+                                    (1,) if arrow else 1)) for i in range(keys)]
+
+
+def test_sessions_of_event_times_too_far_apart_to_offset_by_key(run):
+    """Session merging over times whose span times the number of keys overflows int64
+    (merged over the ranks of the times instead)."""
+    far = [(t, (i, k, e + (2 ** 61 if k == "a" else -2 ** 61), v))
+           for t, (i, k, e, v) in ENTRIES]
+    results, late = run_window(run, far, lambda s: s.window(
+        win.Session(3), time_of="ts", key="key", aggregate=ARROW_AGGREGATE), arrow=True)
+    assert (results, late) == model(win.Session(3), far, 0, arrow_value)

@@ -219,9 +219,11 @@ def feed(worker, handle: st.InputHandle, entries: list, rng: random.Random,
 
 
 def to_table(records: list) -> pa.Table:
-    """Records as a table with columns ``id, key, ts, value``."""
+    """Records as a table with columns ``id, key, ts, value`` (``key`` a string, or an int64
+    when the records' keys are ints)."""
     columns = list(zip(*records)) if records else [[], [], [], []]
-    types = [pa.int64(), pa.string(), pa.int64(), pa.int64()]
+    int_keys = any(isinstance(key, int) for key in columns[1])
+    types = [pa.int64(), pa.int64() if int_keys else pa.string(), pa.int64(), pa.int64()]
     return pa.table({name: pa.array(column, type) for name, column, type
                      in zip(["id", "key", "ts", "value"], columns, types)})
 
@@ -246,12 +248,12 @@ def run_window(run, entries: list, window: Callable[[Any], Any], seed: int = 0,
     results = consolidate([r for r, _ in outputs])
     late = consolidate([l for _, l in outputs])
     if arrow:
-        results = [(t, sorted(_result_rows(table))) for t, table in results]
+        results = [(t, sorted(result_rows(table))) for t, table in results]
         late = [(t, sorted(tuple(row.values()) for row in table.to_pylist())) for t, table in late]
     return results, late
 
 
-def _result_rows(table: pa.Table) -> list:
+def result_rows(table: pa.Table) -> list:
     rows = []
     for row in table.to_pylist():
         key = tuple(row[name] for name in table.column_names if name not in ARROW_AGGREGATE

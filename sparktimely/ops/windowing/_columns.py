@@ -228,24 +228,19 @@ def _differs(column: pa.ChunkedArray) -> np.ndarray:
             if len(column) > 1 else np.zeros(0, bool))
 
 
-def merge_intervals(keys: list[pa.ChunkedArray], begin: np.ndarray,
-                    end: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def merge_intervals(keys: list[pa.ChunkedArray], begin: np.ndarray, end: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Intervals ``[begin, end)`` per key merged where they overlap: the session number of
-    each interval, and per session its start and its end.
+    each interval, and per session its start, its end and the index of its first interval.
 
-    >>> number, start, stop = merge_intervals([pa.chunked_array([["a", "a", "b", "a"]])],
-    ...                                       np.array([0, 12, 3, 4]), np.array([5, 17, 8, 9]))
-    >>> number.tolist(), start.tolist(), stop.tolist()
-    ([0, 1, 2, 0], [0, 12, 3], [9, 17, 8])
+    >>> number, start, stop, first = merge_intervals(
+    ...     [pa.chunked_array([["a", "a", "b", "a"]])], np.array([0, 12, 3, 4]),
+    ...     np.array([5, 17, 8, 9]))
+    >>> number.tolist(), start.tolist(), stop.tolist(), first.tolist()
+    ([0, 1, 2, 0], [0, 12, 3], [9, 17, 8], [0, 1, 2])
     """
     rows = len(begin)
-    if keys:
-        order = pc.sort_indices(
-            pa.table({**{f"k{i}": k for i, k in enumerate(keys)}, "begin": begin}),
-            sort_keys=[(f"k{i}", "ascending") for i in range(len(keys))] +
-                      [("begin", "ascending")]).to_numpy()
-    else:
-        order = np.argsort(begin, kind="stable")
+    order = _key_time_order(keys, begin)
     begin, end = begin[order], end[order]
     new_key = np.zeros(rows, bool)
     new_key[0] = True
@@ -253,16 +248,48 @@ def merge_intervals(keys: list[pa.ChunkedArray], begin: np.ndarray,
     for column in keys:
         new_key[1:] |= _differs(column.take(taken))
     # A session starts where an interval begins at or after the furthest end so far of its
-    # key: a running maximum over ranks offset by key, so that keys never reach each other.
-    values, ranks = np.unique(np.concatenate([begin, end]), return_inverse=True)
-    offset = np.cumsum(new_key) * np.int64(len(values) + 1)
-    reach = np.maximum.accumulate(offset + ranks[rows:])
+    # key: a running maximum over times offset by key, so that keys never reach each other
+    # (over the ranks of the times when the offsets would overflow int64).
+    low = int(begin.min())
+    span = int(end.max()) - low + 1
+    segments = np.cumsum(new_key)
+    if span * (int(segments[-1]) + 1) < 2 ** 62:
+        offset = segments * np.int64(span)
+        firsts_at, reaches = begin - low, end - low
+    else:
+        values, ranks = np.unique(np.concatenate([begin, end]), return_inverse=True)
+        offset = segments * np.int64(len(values) + 1)
+        firsts_at, reaches = ranks[:rows], ranks[rows:]
+    reach = np.maximum.accumulate(offset + reaches)
     starts = np.ones(rows, bool)
-    starts[1:] = offset[1:] + ranks[1:rows] >= reach[:-1]
+    starts[1:] = offset[1:] + firsts_at[1:] >= reach[:-1]
     firsts = np.flatnonzero(starts)
     number = np.empty(rows, np.int64)
     number[order] = np.cumsum(starts) - 1
-    return number, begin[firsts], np.maximum.reduceat(end, firsts)
+    return number, begin[firsts], np.maximum.reduceat(end, firsts), order[firsts]
+
+
+def _key_time_order(keys: list[pa.ChunkedArray], begin: np.ndarray) -> np.ndarray:
+    """The order of rows by key (nulls together) and then by ``begin``: one numpy argsort
+    of ``key * span + begin`` for one integer key column without nulls whose products fit in
+    int64, else Arrow's sort over the columns (the same order of keys and times).
+
+    >>> _key_time_order([pa.chunked_array([[7, 3, 7, 3]])], np.array([5, 9, 1, 2])).tolist()
+    [3, 1, 2, 0]
+    """
+    if not keys:
+        return np.argsort(begin, kind="stable")
+    if (len(keys) == 1 and pa.types.is_integer(keys[0].type) and not keys[0].null_count
+            and len(begin)):
+        values = keys[0].to_numpy().astype(np.int64)
+        low_key, low = int(values.min()), int(begin.min())
+        span = int(begin.max()) - low + 1
+        if (int(values.max()) - low_key + 1) * span < 2 ** 62:
+            return np.argsort((values - low_key) * np.int64(span) + (begin - low), kind="stable")
+    return pc.sort_indices(
+        pa.table({**{f"k{i}": k for i, k in enumerate(keys)}, "begin": begin}),
+        sort_keys=[(f"k{i}", "ascending") for i in range(len(keys))] +
+                  [("begin", "ascending")]).to_numpy()
 
 
 def _numpy(table: pa.Table, column: str) -> np.ndarray:
@@ -288,39 +315,46 @@ class ArrowSessions:
         keys, aggregates = self.keys, self.aggregates
         rows = pa.Table.from_batches(list(batches))
         begin = event_times(rows, self.time_of)
-        sessions, rest = self._touched(key_hashes(rows, keys))
+        hashes = key_hashes(rows, keys)
+        sessions, rest = self._touched(hashes)
         m = sessions.num_rows if sessions is not None else 0
         if sessions is not None and m:     # open sessions first, then the records
-            number, start, stop = merge_intervals(
-                [pa.chunked_array(sessions.column(k).chunks + rows.column(k).chunks,
-                                  rows.schema.field(k).type) for k in keys],
-                np.concatenate([_numpy(sessions, "__start"), begin]),
+            key_columns = [pa.chunked_array(sessions.column(k).chunks + rows.column(k).chunks,
+                                            rows.schema.field(k).type) for k in keys]
+            hashes = np.concatenate([_numpy(sessions, HASH), hashes])
+            number, start, stop, first = merge_intervals(
+                key_columns, np.concatenate([_numpy(sessions, "__start"), begin]),
                 np.concatenate([_numpy(sessions, "__end"), begin + self.gap]))
         else:
-            number, start, stop = merge_intervals([rows.column(k) for k in keys], begin,
-                                                  begin + self.gap)
+            key_columns = [rows.column(k) for k in keys]
+            number, start, stop, first = merge_intervals(key_columns, begin, begin + self.gap)
         closes = stop - 1 + self.lateness
         # Closed before ``time``: only sessions of records alone (an open session closes at
         # ``time`` or later, and merging only moves that later); their records are late.
         late_sessions = closes < time
         records = number[m:]
         late, rows = _late(rows, late_sessions[records])
+        # Grouped by session number alone (a session has one key): each session's key
+        # columns and hash are those of its first interval.
         parts = [aggregates.partials(
             rows.append_column("__n", pa.array(records[~late_sessions[records]])),
-            keys + ["__n"])] if rows.num_rows else []
+            ["__n"])] if rows.num_rows else []
         if sessions is not None and m:
             parts.append(pa.RecordBatch.from_arrays(
-                [_array(sessions.column(k)) for k in keys] + [pa.array(number[:m])] +
+                [pa.array(number[:m])] +
                 [_array(sessions.column(name)) for name in aggregates.names],
-                keys + ["__n"] + aggregates.names))
+                ["__n"] + aggregates.names))
         if not parts:
             return late, []
-        merged = aggregates.merged(parts, keys + ["__n"])
-        n = merged.column(len(keys)).to_numpy()
+        merged = aggregates.merged(parts, ["__n"])
+        n = merged.column(0).to_numpy()
+        representative = first[n]
+        taken = pa.array(representative)
         opened = pa.Table.from_arrays(
-            [merged.column(k) for k in keys] + [pa.array(start[n]), pa.array(stop[n])] +
+            [_array(column.take(taken)) for column in key_columns] +
+            [pa.array(start[n]), pa.array(stop[n])] +
             [merged.column(name) for name in aggregates.names] +
-            [pa.array(key_hashes(merged, keys))], self.columns)
+            [pa.array(hashes[representative])], self.columns)
         self.open = opened if rest is None else pa.concat_tables([rest, opened])
         if self.open.column(0).num_chunks > _COMPACT_EVERY:
             self.open = self.open.combine_chunks()
@@ -337,8 +371,8 @@ class ArrowSessions:
         key only adds a session that stays as it is), and the others."""
         if self.open is None:
             return None, None
-        touched = np.isin(_numpy(self.open, HASH), hashes)
-        return self.open.filter(touched), self.open.filter(~touched)
+        touched = pc.is_in(self.open.column(HASH), value_set=pa.array(hashes))
+        return self.open.filter(touched), self.open.filter(pc.invert(touched))
 
     def close(self, times: list[int]) -> list[tuple[int, pa.RecordBatch]]:
         """The sessions closing at ``times`` (every complete close time up to the last),

@@ -2,10 +2,10 @@
 
 The operator exchanges records by key, stashes each timely time's records until the time is
 complete and applies them in time order (so results never depend on arrival order,
-batching or the number of workers), holding a capability for the close time
-``end - 1 + lateness`` of every window that holds data; when that time is complete the
-window's result is sent at it. Records that count in no open window go to ``.late`` at their
-own time. Window state is keyed operator state for epoch checkpoints.
+batching or the number of workers). It keeps the close times ``end - 1 + lateness`` of the
+windows that hold data in a heap, with one capability at the earliest; when a close time is
+complete the window's result is sent at it. Records that count in no open window go to
+``.late`` at their own time. Window state is keyed operator state for epoch checkpoints.
 
 >>> import sparktimely as st
 >>> from sparktimely.ops.windowing.kinds import Tumbling
@@ -22,6 +22,7 @@ own time. Window state is keyed operator state for epoch checkpoints.
 """
 from __future__ import annotations
 
+import heapq
 from typing import Any, Callable, Generic, NamedTuple, Self, Sequence, TypeVar
 
 import numpy as np
@@ -154,19 +155,19 @@ class WindowOps(StreamCore):
                 gated_at[:] = wanted
 
         def ctor(capabilities: list[Capability]) -> Callable[[list], None]:
-            notificator = Notificator([input.frontier] if gate is None else
-                                      [input.frontier, gated], activate)
+            frontiers = [input.frontier] if gate is None else [input.frontier, gated]
+            notificator = Notificator(frontiers, activate)
+            closes = _CloseTimes()
             # Held while the input frontier is at the minimum (which holds the outputs there
             # anyway): a resumed run restores the windows meanwhile, before its sources start,
-            # and their close times are asked for from these capabilities.
+            # and their close times are held from these capabilities.
             starting = capabilities
 
-            def logic(frontiers: list) -> None:
+            def logic(_frontiers: list) -> None:
                 if gate is not None:
                     follow_gate()
                 if starting and not input.frontier.less_equal(minimum):
-                    for time in engine.pending():
-                        notificator.notify_at(starting[0].delayed(time))
+                    closes.add(engine.pending(), starting[0])
                     for capability in starting:
                         capability.drop()
                     starting.clear()
@@ -175,33 +176,106 @@ class WindowOps(StreamCore):
                     if stashed.late is None:
                         stashed.late = cap.retain_for_output(1)
                     stashed.batches.append(batch)
-                closing: list[Capability] = []      # complete times since the last records
-                for held, _ in notificator:
-                    complete = stash.pop(held.time)
-                    if complete is not None:
-                        close_windows(closing)
-                        too_late, closes = engine.apply(held.time, complete.batches)
-                        for time in closes:
-                            notificator.notify_at(held.delayed(time))
-                        assert complete.late is not None
-                        for batch in too_late:
-                            late_output.give_at(complete.late, batch)
-                        complete.late.drop()
-                    closing.append(held)
+                # Complete times since the last records, in time order: each with its
+                # capability (a time with records), or None (a close time, sent from the
+                # capability ``closes`` holds).
+                closing: list[tuple[int, Capability | None]] = []
+                for done, _ in notificator:
+                    now = done.time
+                    complete = stash.pop(now)
+                    assert complete is not None and complete.late is not None
+                    closing += closes.before(now)
+                    close_windows(closing)
+                    too_late, new = engine.apply(now, complete.batches)
+                    closes.add(new, done)
+                    for batch in too_late:
+                        late_output.give_at(complete.late, batch)
+                    complete.late.drop()
+                    closing.append((now, done))
+                closing += closes.before(_bound(frontiers))
                 close_windows(closing)
+                closes.settle()
 
-            def close_windows(closing: list[Capability]) -> None:
+            def close_windows(closing: list[tuple[int, Capability | None]]) -> None:
                 """Close the windows of these complete times (after the records of each)."""
                 if closing:
-                    held = {capability.time: capability for capability in closing}
+                    held: dict[int, Capability | None] = {}
+                    for time, capability in closing:
+                        if held.get(time) is None:
+                            held[time] = capability
                     for time, batch in engine.close(list(held)):
-                        results_output.give_at(held[time], batch)
-                    for capability in closing:
-                        capability.drop()
+                        capability = held[time]
+                        results_output.give_at(closes.at(time) if capability is None
+                                               else capability, batch)
+                    for capability in held.values():
+                        if capability is not None:
+                            capability.drop()
                     closing.clear()
             return logic
         builder.build(ctor)
         return WindowOut(results, late)
+
+
+class _CloseTimes:
+    """The close times of an engine's windows still to come, in a heap, and one capability of
+    the results output at the earliest of them. One capability whatever the number of
+    windows: a capability (and a notification) per close time would cost the progress
+    tracker and the notificator work per held time at every step, and sessions have a close
+    time of their own each."""
+
+    __slots__ = ("heap", "capability")
+
+    def __init__(self) -> None:
+        self.heap: list[int] = []
+        self.capability: Capability | None = None
+
+    def add(self, times: list[int], source: Capability) -> None:
+        """Hold ``times`` (none earlier than ``source``'s time) too."""
+        heap = self.heap
+        for time in times:
+            heapq.heappush(heap, time)
+        if heap and (self.capability is None or heap[0] < self.capability.time):
+            earliest = source.delayed(heap[0])
+            if self.capability is not None:
+                self.capability.drop()
+            self.capability = earliest
+
+    def before(self, bound: float) -> list[tuple[int, None]]:
+        """The held times earlier than ``bound`` (complete), removed, in order."""
+        heap = self.heap
+        due: list[tuple[int, None]] = []
+        while heap and heap[0] < bound:
+            time = heapq.heappop(heap)
+            if not due or due[-1][0] != time:
+                due.append((time, None))
+        return due
+
+    def at(self, time: int) -> Capability:
+        """The capability, moved to ``time`` (a complete time taken by :meth:`before`, no
+        later than any held time; results go out in time order)."""
+        assert self.capability is not None
+        self.capability.downgrade(time)
+        return self.capability
+
+    def settle(self) -> None:
+        """Move the capability to the earliest held time, or drop it when none is held."""
+        if self.capability is not None:
+            if self.heap:
+                self.capability.downgrade(self.heap[0])
+            else:
+                self.capability.drop()
+                self.capability = None
+
+
+def _bound(frontiers: list[MutableAntichain]) -> float:
+    """The earliest time of these frontiers of int times (infinity when all are empty):
+    every earlier time is complete."""
+    bound: float = float("inf")
+    for frontier in frontiers:
+        for time in frontier.frontier():
+            if time < bound:
+                bound = time
+    return bound
 
 
 def _arrow_engine(kind: Sliding | Session, time_of: Any, key: Any, aggregate: dict,
