@@ -168,13 +168,14 @@ def consolidate_hashed(data: pa.Table, times: np.ndarray, hashes: np.ndarray,
     for coords in (*ordered_times, *(v[order] for v in values)):
         first[1:] |= coords[1:] != coords[:-1]
     starts = np.flatnonzero(first)
-    exact = key is not None and hash_is_key(data, key, data, key) and all(
-        pa.types.is_integer(data.column(n).type) and not data.column(n).null_count
-        for n in columns if n not in key)      # the sort compared every column itself
-    if len(starts) < len(order) and not exact:
+    unsure = columns if key is None else [   # the columns the sort did not compare itself
+        n for n in columns if (n in key and not hash_is_key(data, key, data, key)) or not (
+            n in key or pa.types.is_integer(data.column(n).type) and not data.column(n).null_count)]
+    if len(starts) < len(order) and unsure:
         repeated = np.flatnonzero(~first)
         leaders = order[starts[np.cumsum(first)[repeated] - 1]]
-        equal = keys_equal(data.take(order[repeated]), columns, data.take(leaders), columns)
+        compared = data.select(unsure)
+        equal = keys_equal(compared.take(order[repeated]), unsure, compared.take(leaders), unsure)
         if equal is not None and not equal.all():
             return None
     sums = np.add.reduceat(column_numpy(data, DIFF)[order], starts)
