@@ -51,6 +51,11 @@ Workloads (the data and update streams of shared/anchors/pw_incremental.py):
   are faulted in again after the fork. Each worker pays these at the same moment, so they do not shrink
   with more workers, and they blur what the engine does.
 
+Every latency figure also gets its distribution beside Pathway's from the same run (p50, p90,
+p99, p99.9, max and the share of updates per sqrt(2)-wide bin: ``_util.Histogram``), in the
+tables and in the harness's plot: a tail shows as what it is (how many updates, how long),
+which a median and a p99 alone do not say.
+
 Peers, in the same run: Pathway 0.33 through ``benchmarks/pathway_incremental.py --child MODE``
 (its streaming API: a ConnectorSubject in, ``pw.io.subscribe`` out), run only when a Pathway
 virtual environment exists (``.pwvenv``: ``python3 -m venv .pwvenv && .pwvenv/bin/pip install
