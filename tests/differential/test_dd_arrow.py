@@ -282,6 +282,40 @@ def test_arrow_count_of_keys_with_nulls_or_strings(run, kind, values, data):
     check(lambda scope, c: c.count(key="w"), oracle, [rows], [(["w"], [kind])], run)
 
 
+COUNT_PATHS = [(0, 10**9), (10**9, 10**9), (3, 10**9), (10**9, 6)]
+"""(SMALL_COUNT, INDEX_LIMIT): numpy only, the Python index only, both by size (batches of up
+to 3 rows and of more), the index given up once the output trace exceeds 6 rows."""
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("small, limit", COUNT_PATHS)
+@pytest.mark.parametrize("colliding", [False, True])
+@SETTINGS
+@given(data=hs.data())
+def test_arrow_count_small_and_vectorised_paths(run, monkeypatch, small, limit, colliding, data):
+    """count over totally ordered times has two paths for the same result: small updates
+    through a Python index of the current counts (``CountIndex``), larger ones with numpy
+    over the output trace (``count_updates``), either giving way to the general reducer
+    when two keys share a hash. Each path alone, both chosen by size on either side of the
+    threshold, and the index given up for a large output, against the oracle; with
+    ``colliding``, key hashes are cut to 2 bits, so that most keys share a hash with
+    another."""
+    from sparktimely.differential.arrow import batch as arrow_batch, reduce as arrow_reduce
+    monkeypatch.setattr(arrow_reduce, "SMALL_COUNT", small)
+    monkeypatch.setattr(arrow_reduce, "INDEX_LIMIT", limit)
+    if colliding:
+        hash_rows = arrow_batch.hash_rows
+        monkeypatch.setattr(arrow_batch, "hash_rows", lambda *args: hash_rows(*args) & 3)
+    rows = data.draw(many_rounds({"w": hs.sampled_from(["a", "b", "c", "d", "e", "f", None])}))
+
+    def oracle(c):
+        counts = Counter()
+        for (w,), n in c.items():
+            counts[w] += n
+        return Counter({(w, n): 1 for w, n in counts.items() if n})
+    check(lambda scope, c: c.count(key="w"), oracle, [rows], [(["w"], [pa.string()])], run)
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("kind, values", [(pa.int32(), [-1, 0, 2**31 - 1]),
                                           (pa.uint64(), [0, 1, 2**63 + 1, 2**64 - 1])])
