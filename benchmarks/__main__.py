@@ -21,7 +21,7 @@ from pathlib import Path
 
 import psutil
 
-from ._util import Section, fmt
+from ._util import Histogram, Section, fmt, histogram_counts, histogram_edges, quantile
 
 HERE = Path(__file__).resolve().parent
 SECTIONS = ["bench_core", "bench_operators", "bench_shm", "bench_exchange", "bench_sockets",
@@ -70,8 +70,10 @@ def _series(section: Section, unit: str) -> tuple[list[str], dict[str, dict[str,
 
 
 def plot(sections: dict[str, Section], path: Path) -> bool:
-    """Grouped bars (log scale) of wordcount and PageRank across sizes; sparktimely in warm
-    colours, peers in cool ones. False without matplotlib or without data."""
+    """Grouped bars (log scale) of wordcount and PageRank across sizes, sparktimely in warm
+    colours, peers in cool ones; then the latency distributions of the sections that have
+    them (``Section.histograms``), one panel each, every engine's share of updates per
+    latency bin on a log scale. False without matplotlib or without data."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -85,9 +87,15 @@ def plot(sections: dict[str, Section], path: Path) -> bool:
                ("scaling", "us", "Scaling out: us per empty progress round at 1-4 workers, "
                                  "shared memory and sockets (lower is better)")]
               if key in sections]
-    if not panels:
+    histograms = [h for section in sections.values() for h in section.histograms
+                  if sum(bool(v) for v in h.series.values())]
+    if not panels and not histograms:
         return False
-    figure, axes = plt.subplots(len(panels), 1, figsize=(11, 5 * len(panels)), squeeze=False)
+    rows = len(panels) + len(histograms)
+    figure, axes = plt.subplots(rows, 1, figsize=(11, 5 * len(panels) + 3.5 * len(histograms)),
+                                squeeze=False)
+    for axis, histogram in zip(axes[len(panels):, 0], histograms):
+        plot_histogram(axis, histogram)
     for axis, (key, unit, label) in zip(axes[:, 0], panels):
         sizes, series, ours = _series(sections[key], unit)
         names = [n for n in series if n in ours] + [n for n in series if n not in ours]
@@ -117,6 +125,33 @@ def plot(sections: dict[str, Section], path: Path) -> bool:
     figure.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(figure)
     return True
+
+
+def plot_histogram(axis, histogram: Histogram) -> None:
+    """One figure's latency distribution: each engine's share of updates per bin (the bins
+    of the text tables), sparktimely in a warm colour, peers in cool ones, the median and
+    p99 marked."""
+    from matplotlib.ticker import FormatStrFormatter
+    series = {name: values for name, values in histogram.series.items() if values}
+    edges = histogram_edges(series)
+    peer_colors = iter(COLORS_PEERS * 3)
+    for name, values in series.items():
+        shares = [100 * c / len(values) for c in histogram_counts(values, edges)]
+        color = COLORS_OURS[0] if name == "sparktimely" else next(peer_colors)
+        axis.stairs(shares, edges, label=name, color=color, linewidth=1.6)
+        for q, style in ((50, "-"), (99, ":")):
+            axis.axvline(quantile(values, q), color=color, linestyle=style, linewidth=0.9)
+    axis.set_xscale("log")
+    axis.set_yscale("log")                  # the tail's few percent show beside the bulk
+    axis.set_ylim(bottom=0.05)
+    for ticks in (axis.xaxis, axis.yaxis):
+        ticks.set_major_formatter(FormatStrFormatter("%g"))
+        ticks.set_minor_formatter(FormatStrFormatter("%g"))
+    axis.set_xlabel("latency, ms (log scale); lines: median (solid), p99 (dotted)")
+    axis.set_ylabel("% of updates (log scale)")
+    axis.set_title(f"{histogram.figure}: latency distribution")
+    axis.grid(alpha=0.25)
+    axis.legend(fontsize=7, loc="upper right")
 
 
 def report(started: str, command: str, seconds: float, sections: list[Section],

@@ -11,7 +11,9 @@ missing, never as an empty cell.
 """
 from __future__ import annotations
 
+import bisect
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -126,13 +128,95 @@ class Row:
         return "; ".join(goal.text() + marks[goal.check(self)] for goal in self.goals)
 
 
+QUANTILES = (50, 90, 99, 99.9)
+
+
+def quantile(values: list[float], p: float) -> float:
+    """The ``p``-th percentile of ``values`` (the nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def histogram_edges(series: dict[str, list[float]]) -> list[float]:
+    """Bin edges shared by every engine's latencies: powers of sqrt(2) from below the
+    smallest to above the largest value (a log scale: a tail ten times the median shows).
+
+    >>> histogram_edges({"a": [0.3, 0.9]})
+    [0.25, 0.354, 0.5, 0.707, 1.0]
+    """
+    values = [v for latencies in series.values() for v in latencies if v > 0]
+    if not values:
+        return []
+    step = 2 ** 0.5
+    low = 2.0 ** math.floor(math.log2(min(values)))
+    edges = [low]
+    while edges[-1] <= max(values):
+        edges.append(edges[-1] * step)
+    return [float(f"{e:.3g}") for e in edges]
+
+
+def histogram_counts(latencies: list[float], edges: list[float]) -> list[int]:
+    """How many of ``latencies`` fall in each bin ``[edges[i], edges[i + 1])``.
+
+    >>> histogram_counts([0.3, 0.3, 0.9], [0.25, 0.354, 0.5, 0.707, 1.0])
+    [2, 0, 0, 1]
+    """
+    counts = [0] * (len(edges) - 1)
+    for value in latencies:
+        i = bisect.bisect_right(edges, value) - 1
+        counts[min(max(i, 0), len(counts) - 1)] += 1
+    return counts
+
+
+@dataclass
+class Histogram:
+    """The latency distribution of one figure: each engine's latencies (ms) of the same
+    updates, measured in the same run."""
+    figure: str
+    series: dict[str, list[float]]
+
+    def lines(self) -> list[list[str]]:
+        """Rows of cells: the quantiles, then each bin's share of the updates (%)."""
+        names = [n for n, v in self.series.items() if v]
+        rows = [[f"p{q:g}"] + [f"{quantile(self.series[n], q):.3g}" for n in names]
+                for q in QUANTILES]
+        rows.append(["max"] + [f"{max(self.series[n]):.3g}" for n in names])
+        edges = histogram_edges({n: self.series[n] for n in names})
+        counts = {n: histogram_counts(self.series[n], edges) for n in names}
+        for i in range(len(edges) - 1):
+            shares = [100 * counts[n][i] / len(self.series[n]) for n in names]
+            if any(shares):
+                rows.append([f"{edges[i]:g}-{edges[i + 1]:g}"]
+                            + [(f"{s:.1f}% " + "#" * round(s / 4)).rstrip() if s else ""
+                               for s in shares])
+        return [["ms"] + names] + rows
+
+    def text(self) -> str:
+        cells = self.lines()
+        widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+        lines = [f"  {self.figure}: latency distribution ({', '.join(f'{n}: {len(v)}' for n, v in self.series.items() if v)} updates)"]
+        lines += ["    " + "  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+                  for row in cells]
+        return "\n".join(lines) + "\n"
+
+    def markdown(self) -> str:
+        cells = self.lines()
+        lines = [f"\n{self.figure}, latency distribution (quantiles in ms, then the share of "
+                 f"updates per bin):\n", "| " + " | ".join(cells[0]) + " |",
+                 "|---|" + "---:|" * (len(cells[0]) - 1)]
+        lines += ["| " + " | ".join(row) + " |" for row in cells[1:]]
+        return "\n".join(lines) + "\n"
+
+
 @dataclass
 class Section:
-    """A benchmark section: its rows (see :class:`Row`) and notes on how they were measured."""
+    """A benchmark section: its rows (see :class:`Row`), notes on how they were measured,
+    and the latency distributions (:class:`Histogram`) behind its median and p99 rows."""
     title: str
     rows: list[Row]
     notes: list[str] = field(default_factory=list)
     key: str = ""               # short name for the plot and the runner
+    histograms: list[Histogram] = field(default_factory=list)
 
     def peer_names(self) -> list[str]:
         return _ordered(name for row in self.rows for name in row.peers)
@@ -180,7 +264,7 @@ class Section:
             if n == 0:
                 lines.append("  ".join("-" * w for w in widths))
         lines += [f"  {note}" for note in self.notes]
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n" + "".join(h.text() for h in self.histograms)
 
     def markdown(self) -> str:
         header = self.header()
@@ -190,7 +274,7 @@ class Section:
         if self.notes:
             lines.append("")
             lines += [f"- {note}" for note in self.notes]
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines) + "\n" + "".join(h.markdown() for h in self.histograms)
 
     def print(self) -> "Section":
         print(self.text(), end="", flush=True)

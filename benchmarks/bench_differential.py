@@ -51,6 +51,11 @@ Workloads (the data and update streams of shared/anchors/pw_incremental.py):
   are faulted in again after the fork. Each worker pays these at the same moment, so they do not shrink
   with more workers, and they blur what the engine does.
 
+Every latency figure also gets its distribution beside Pathway's from the same run (p50, p90,
+p99, p99.9, max and the share of updates per sqrt(2)-wide bin: ``_util.Histogram``), in the
+tables and in the harness's plot: a tail shows as what it is (how many updates, how long),
+which a median and a p99 alone do not say.
+
 Peers, in the same run: Pathway 0.33 through ``benchmarks/pathway_incremental.py --child MODE``
 (its streaming API: a ConnectorSubject in, ``pw.io.subscribe`` out), run only when a Pathway
 virtual environment exists (``.pwvenv``: ``python3 -m venv .pwvenv && .pwvenv/bin/pip install
@@ -79,7 +84,7 @@ import pyarrow.acero  # noqa: F401  (group_by's engine, loaded on first use: 20-
 import sparktimely as st
 import sparktimely.differential as dd  # with the Arrow path's modules
 
-from ._util import Goal, Row, Section
+from ._util import Goal, Histogram, Row, Section, quantile
 from .pathway_incremental import sliding_data
 
 HERE = Path(__file__).resolve().parent
@@ -92,14 +97,14 @@ SL_EVENTS, SL_KEYS, SL_WINDOW, SL_UPDATES = 100_000, 1_000, 100_000, 1_000
 LOAD_RUNS = 3                       # loads: the best of this many runs (plus the latency run's)
 
 
-def percentile(values: list, p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
-
-
 def latency(seconds: list) -> tuple[float, float]:
     """(median, p99) in milliseconds."""
-    return statistics.median(seconds) * 1e3, percentile(seconds, 99) * 1e3
+    return statistics.median(seconds) * 1e3, quantile(seconds, 99) * 1e3
+
+
+def ms(seconds: list) -> list:
+    """Latencies in milliseconds (for the histograms)."""
+    return [s * 1e3 for s in seconds]
 
 
 def diffs(n: int) -> np.ndarray:
@@ -158,7 +163,7 @@ def figures(results: list, rows: int) -> dict:
     """Load rate (the slowest worker) and worker 0's update latencies."""
     load = max(r[0] for r in results)
     median, p99 = latency(results[0][1]) if results[0][1] else (None, None)
-    return {"load": rows / load, "median": median, "p99": p99}
+    return {"load": rows / load, "median": median, "p99": p99, "latencies": ms(results[0][1])}
 
 
 def wordcount(words: int, updates: int, workers: int, warm: bool = True) -> dict:
@@ -273,7 +278,8 @@ def reachability(nodes: int, edges: int, updates: int) -> dict:
     if got != want:
         raise AssertionError(f"reachability: {got} nodes reachable, BFS says {want}")
     median, p99 = latency(seconds)
-    return {"first": first, "median": median, "p99": p99, "reachable": got}
+    return {"first": first, "median": median, "p99": p99, "reachable": got,
+            "latencies": ms(seconds)}
 
 
 def sliding_count(events: int, window: int, updates: int, arrow: bool) -> dict:
@@ -341,7 +347,7 @@ def sliding_count(events: int, window: int, updates: int, arrow: bool) -> dict:
         raise AssertionError(f"sliding count ({'Arrow' if arrow else 'Python'}): the counts "
                              f"at time {last} differ from a count from scratch")
     median, p99 = latency(seconds)
-    return {"load": events / load, "median": median, "p99": p99}
+    return {"load": events / load, "median": median, "p99": p99, "latencies": ms(seconds)}
 
 
 def shared_arrangement(knows: int, queries: int) -> dict:
@@ -577,8 +583,20 @@ def main(quick: bool = False, with_pathway: bool = True) -> list[Section]:
                      f"dataflow is dropped after its answer; memory growth: what tracemalloc "
                      f"sees still allocated after queries {queries // 10}..{queries} of a second, "
                      f"untimed pass")
+    def pw_latencies(mode: str) -> list:
+        result = pw[mode]
+        return [] if isinstance(result, str) else result.get("update", {}).get("latencies_ms", [])
+    histograms = [
+        Histogram(f"word count update ({WC_BATCH} words)",
+                  {"sparktimely": wc1["latencies"], "Pathway 0.33": pw_latencies("wordcount")}),
+        Histogram("join + count update (10 + 1 rows)",
+                  {"sparktimely": jc1["latencies"], "Pathway 0.33": pw_latencies("join")}),
+        Histogram("reachability edge insert/delete",
+                  {"sparktimely": reach["latencies"],
+                   "Pathway 0.33 (inserts only)": pw_latencies("reach")}),
+    ]
     section = Section("Differential dataflow: incremental updates beside Pathway 0.33", rows,
-                      notes, key="differential")
+                      notes, key="differential", histograms=histograms)
     return [section.print()]            # the sliding section runs with bench_windows
 
 
@@ -601,8 +619,13 @@ def sliding_section(quick: bool = False, with_pathway: bool = True) -> Section:
     pw_p99 = pw_value(lambda r: r["update"]["p99_ms"])
     size = f"{events:,} events, {SL_KEYS:,} keys"
     rows = []
+    histograms = []
+    pw_latencies = [] if isinstance(result, str) else \
+        result.get("update", {}).get("latencies_ms", [])
     for arrow, label in ((False, "Python records"), (True, "Arrow rows")):
         figures = sliding_count(events, window, updates, arrow)
+        histograms.append(Histogram(f"sliding count, single event ({label})",
+                                    {"sparktimely": figures["latencies"], peer: pw_latencies}))
         rows += [
             Row(f"sliding count load ({label})", size, "events/s", figures["load"],
                 {peer: pw_load}),
@@ -618,7 +641,7 @@ def sliding_section(quick: bool = False, with_pathway: bool = True) -> Section:
              f"scratch",
              "Pathway: " + (result if isinstance(result, str) else "0.33 streaming, same events")]
     return Section("Differential temporal filter: a sliding count beside Pathway's windowby",
-                   rows, notes, key="differential-sliding").print()
+                   rows, notes, key="differential-sliding", histograms=histograms).print()
 
 
 if __name__ == "__main__":

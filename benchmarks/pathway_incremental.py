@@ -234,7 +234,8 @@ def run_workload(mode):
         lat = lat[warmup:]
         res[label] = {"n": len(lat), "median_ms": statistics.median(lat) * 1e3,
                       "p99_ms": pct(lat, 99) * 1e3, "mean_ms": statistics.mean(lat) * 1e3,
-                      "max_ms": max(lat) * 1e3}
+                      "max_ms": max(lat) * 1e3,
+                      "latencies_ms": [round(x * 1e3, 4) for x in lat]}
 
     if mode in ("wordcount", "csv"):
         bulk, updates = words_data()

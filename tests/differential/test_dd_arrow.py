@@ -223,21 +223,26 @@ def many_rounds(columns):
     return rows_of(columns, updates=5, rounds=(20, 30))
 
 
-@pytest.mark.timeout(180)
-@pytest.mark.parametrize("tiny", [2, 256])
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("tiny, piece_rows", [(2, 10**9), (256, 10**9), (2, 2)])
 @SETTINGS
 @given(left=many_rounds({"k": hs.integers(0, 5)}),
        right=many_rounds({"k": hs.integers(0, 5), "x": hs.integers(-2, 2)}))
-def test_arrow_join_count_through_many_small_merges(run, monkeypatch, tiny, left, right):
+def test_arrow_join_count_through_many_small_merges(run, monkeypatch, tiny, piece_rows, left,
+                                                    right):
     """The benchmark's shape (join, then count) over many rounds, with the spine's
     thresholds lowered so that small batches merge often: merges that keep the batch small
     (sorted, not consolidated), the merge that makes it large (consolidated) and geometric
     merges of large ones all happen, and readers see repeated rows. Readers look up the
     trace's tiny batches together (``lookup_all``): with ``tiny`` 2, batches of up to 2 rows
     are, larger ones one by one, and the batches an arrangement seals together are combined
-    and consolidated from 3 rows on (COMBINE_FROM); with 256, every batch is tiny."""
+    and consolidated from 3 rows on (COMBINE_FROM); with 256, every batch is tiny. With
+    ``piece_rows`` 2, merges of large batches are done a few rows at a time over the
+    following rounds (``PiecewiseMerge``), readers seeing the batches being merged
+    meanwhile; else at once."""
     from sparktimely.differential.arrow import arrange, batch
     from sparktimely.differential.trace import spine
+    monkeypatch.setattr(spine, "PIECE_ROWS", piece_rows)
     monkeypatch.setattr(spine, "SMALL_BATCH", 12)
     monkeypatch.setattr(spine, "MAX_SMALL", 3)
     monkeypatch.setattr(spine, "MAX_TINY", 4)
@@ -275,6 +280,40 @@ def test_arrow_count_of_keys_with_nulls_or_strings(run, kind, values, data):
             counts[w] += n
         return Counter({(w, n): 1 for w, n in counts.items() if n})
     check(lambda scope, c: c.count(key="w"), oracle, [rows], [(["w"], [kind])], run)
+
+
+COUNT_PATHS = [(0, 10**9), (10**9, 10**9), (3, 10**9), (10**9, 6)]
+"""(SMALL_COUNT, INDEX_LIMIT): numpy only, the Python index only, both by size (batches of up
+to 3 rows and of more), the index given up once the output trace exceeds 6 rows."""
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("small, limit", COUNT_PATHS)
+@pytest.mark.parametrize("colliding", [False, True])
+@SETTINGS
+@given(data=hs.data())
+def test_arrow_count_small_and_vectorised_paths(run, monkeypatch, small, limit, colliding, data):
+    """count over totally ordered times has two paths for the same result: small updates
+    through a Python index of the current counts (``CountIndex``), larger ones with numpy
+    over the output trace (``count_updates``), either giving way to the general reducer
+    when two keys share a hash. Each path alone, both chosen by size on either side of the
+    threshold, and the index given up for a large output, against the oracle; with
+    ``colliding``, key hashes are cut to 2 bits, so that most keys share a hash with
+    another."""
+    from sparktimely.differential.arrow import batch as arrow_batch, reduce as arrow_reduce
+    monkeypatch.setattr(arrow_reduce, "SMALL_COUNT", small)
+    monkeypatch.setattr(arrow_reduce, "INDEX_LIMIT", limit)
+    if colliding:
+        hash_rows = arrow_batch.hash_rows
+        monkeypatch.setattr(arrow_batch, "hash_rows", lambda *args: hash_rows(*args) & 3)
+    rows = data.draw(many_rounds({"w": hs.sampled_from(["a", "b", "c", "d", "e", "f", None])}))
+
+    def oracle(c):
+        counts = Counter()
+        for (w,), n in c.items():
+            counts[w] += n
+        return Counter({(w, n): 1 for w, n in counts.items() if n})
+    check(lambda scope, c: c.count(key="w"), oracle, [rows], [(["w"], [pa.string()])], run)
 
 
 @pytest.mark.timeout(120)
@@ -349,3 +388,54 @@ def test_arranger_consolidates_what_combiners_hashed_without_hashing(monkeypatch
     assert got == Counter({k: n for k, n in expected.items() if n})
     assert sealed.data.column_names == ["w", "v", "diff"]
     assert (sealed.hashes[1:] >= sealed.hashes[:-1]).all()
+
+
+def arrow_batch_at(rows, time, key):
+    """An ArrowBatch of ``(row tuple, diff)`` updates (columns ``k`` string, ``v`` int) at
+    ``time``, not consolidated: merges must consolidate what repeats."""
+    from sparktimely.differential.arrow.batch import ArrowBatch, constant_times
+    from sparktimely.progress.timestamp import TimeKind
+    data = pa.table({"k": pa.array([k for (k, _), _ in rows], pa.string()),
+                     "v": pa.array([v for (_, v), _ in rows], pa.int64()),
+                     "diff": pa.array([d for _, d in rows], pa.int64())})
+    return ArrowBatch.build(data, constant_times(TimeKind(int), time, len(rows)), key,
+                            [time], [time + 1], consolidated=True)
+
+
+def batch_updates(batch):
+    """``Counter`` of ``(k, v, time) -> diff`` of an ArrowBatch (equal rows summed)."""
+    got = Counter()
+    for k, v, t, d in zip(batch.data.column("k").to_pylist(), batch.data.column("v").to_pylist(),
+                          batch.times[0].tolist(), batch.diffs.tolist()):
+        got[(k, v, t)] += d
+    return Counter({u: d for u, d in got.items() if d})
+
+
+@pytest.mark.timeout(120)
+@settings(max_examples=60, deadline=None, database=None)
+@given(parts=hs.lists(hs.lists(hs.tuples(hs.tuples(hs.sampled_from(["a", "b", "c", "dd", "e"]),
+                                                   hs.integers(0, 2)), diffs), max_size=12),
+                      min_size=2, max_size=4),
+       key=hs.sampled_from([["k"], ["k", "v"]]), since=hs.sampled_from([[], [1], [9]]),
+       data=hs.data())
+def test_piecewise_merge_equals_the_whole_merge(parts, key, since, data):
+    """A merge done in pieces (``PiecewiseMerge``: ranges of hashes, each merged as whole
+    batches are, with as much work as each call allows) gives the batch the whole merge
+    (``merged_all``) gives: the same consolidated updates, the same bounds, sorted by hash,
+    at every piece size from one row to more than all of them."""
+    batches = [arrow_batch_at(rows, t, key) for t, rows in enumerate(parts)]
+    whole = batches[0].merged_all(batches[1:], since)
+    total = sum(len(b) for b in batches)
+    for piece_rows in sorted({1, 2, max(total - 1, 1), max(total, 1), total + 1}):
+        merge = batches[0].merging(batches[1:], since, piece_rows)
+        calls = 0
+        while not merge.work(data.draw(hs.integers(1, total + 2), label="rows")):
+            calls += 1
+            assert calls <= total + 1, "the merge does not end"
+        merged = merge.result()
+        assert batch_updates(merged) == batch_updates(whole), f"pieces of {piece_rows} rows"
+        assert len(merged) == len(whole), "the merged pieces are not consolidated"
+        assert (merged.hashes[1:] >= merged.hashes[:-1]).all()
+        assert (merged.lower, merged.upper, merged.since) == (whole.lower, whole.upper,
+                                                              whole.since)
+        assert merged.data.schema == whole.data.schema

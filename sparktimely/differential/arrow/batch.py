@@ -168,13 +168,14 @@ def consolidate_hashed(data: pa.Table, times: np.ndarray, hashes: np.ndarray,
     for coords in (*ordered_times, *(v[order] for v in values)):
         first[1:] |= coords[1:] != coords[:-1]
     starts = np.flatnonzero(first)
-    exact = key is not None and hash_is_key(data, key, data, key) and all(
-        pa.types.is_integer(data.column(n).type) and not data.column(n).null_count
-        for n in columns if n not in key)      # the sort compared every column itself
-    if len(starts) < len(order) and not exact:
+    unsure = columns if key is None else [   # the columns the sort did not compare itself
+        n for n in columns if (n in key and not hash_is_key(data, key, data, key)) or not (
+            n in key or pa.types.is_integer(data.column(n).type) and not data.column(n).null_count)]
+    if len(starts) < len(order) and unsure:
         repeated = np.flatnonzero(~first)
         leaders = order[starts[np.cumsum(first)[repeated] - 1]]
-        equal = keys_equal(data.take(order[repeated]), columns, data.take(leaders), columns)
+        compared = data.select(unsure)
+        equal = keys_equal(compared.take(order[repeated]), unsure, compared.take(leaders), unsure)
         if equal is not None and not equal.all():
             return None
     sums = np.add.reduceat(column_numpy(data, DIFF)[order], starts)
@@ -456,6 +457,17 @@ class ArrowBatch:
         return ArrowBatch.build(data, times, self.key, self.lower, parts[-1].upper, self.kind,
                                 since or self.since, consolidated=True, hashes=hashes)
 
+    def merging(self, newer: list, since: list, piece_rows: int) -> "PiecewiseMerge":
+        """:meth:`merged_all` of this batch and the adjacent ``newer`` ones, to be done a
+        piece of about ``piece_rows`` rows at a time (see :class:`PiecewiseMerge`)."""
+        return PiecewiseMerge([self] + list(newer), since, piece_rows)
+
+    def sliced(self, start: int, stop: int) -> "ArrowBatch":
+        """Rows ``start:stop`` (a run of hashes) as a batch with this batch's bounds."""
+        return ArrowBatch(self.data.slice(start, stop - start), self.times[:, start:stop],
+                          self.hashes[start:stop], self.key, self.kind, self.lower, self.upper,
+                          self.since)
+
     def compacted(self, since: list) -> "ArrowBatch":
         """This batch with its times advanced to ``since`` and consolidated."""
         return self.advanced(since)
@@ -481,6 +493,66 @@ class ArrowBatch:
 
     def __repr__(self) -> str:
         return f"ArrowBatch({self.lower} .. {self.upper}, {len(self)} rows, key {self.key})"
+
+
+class PiecewiseMerge:
+    """A merge of adjacent batches (oldest first) done in pieces, so that a trace's large
+    merges are spread over the updates that follow instead of landing on one of them. A
+    piece is a range of hashes: the rows of every batch in it (a slice of each, the batches
+    being sorted by hash) are merged as :meth:`ArrowBatch.merged_all` merges whole batches,
+    times advanced by ``since``; rows of one hash fall in one piece, so consolidating piece
+    by piece is consolidating the whole. The pieces, in hash order, make the merged batch.
+
+    >>> import pyarrow as pa
+    >>> from sparktimely.progress.timestamp import TimeKind
+    >>> def batch(keys, t):
+    ...     return ArrowBatch.build(pa.table({"k": keys, "diff": [1] * len(keys)}),
+    ...                             times_for(TimeKind(int), [t] * len(keys)), ["k"], [t], [t + 1])
+    >>> merge = batch(list(range(6)), 0).merging([batch([1, 2, 9], 1)], [2], piece_rows=3)
+    >>> merge.work(3), merge.work(3), merge.work(3)
+    (False, False, True)
+    >>> whole = batch(list(range(6)), 0).merged(batch([1, 2, 9], 1), [2])
+    >>> merge.result().data.equals(whole.data), merge.result().upper
+    (True, [2])
+    """
+
+    def __init__(self, batches: list, since: list, piece_rows: int) -> None:
+        self.batches = batches
+        self.since = since
+        total = sum(len(b) for b in batches)
+        largest = max(batches, key=len)
+        step = max(1, piece_rows * len(largest) // max(total, 1))
+        splits = np.unique(largest.hashes[step::step])        # piece boundaries: hashes
+        self.bounds = [np.concatenate([[0], b.hashes.searchsorted(splits), [len(b)]])
+                       for b in batches]                       # each batch's row ranges
+        self.rows = np.sum(self.bounds, axis=0)                # rows before each boundary
+        self.pieces: list = []
+        self.next = 0                                          # the first piece not merged
+
+    def work(self, rows: int) -> bool:
+        """Merge the next pieces, as many as fit in ``rows`` rows (at least one), as one;
+        True once every piece is merged."""
+        ends = self.rows
+        if self.next < len(ends) - 1:
+            last = int(np.searchsorted(ends, ends[self.next] + rows, "right")) - 1
+            stop = min(max(last, self.next + 1), len(ends) - 1)
+            parts = [b.sliced(int(bounds[self.next]), int(bounds[stop]))
+                     for b, bounds in zip(self.batches, self.bounds)]
+            self.pieces.append(parts[0].merged_all(parts[1:], self.since))
+            self.next = stop
+        return self.next >= len(ends) - 1
+
+    def result(self) -> "ArrowBatch":
+        """The merged batch (once :meth:`work` said True)."""
+        first, pieces = self.batches[0], self.pieces
+        if len(pieces) == 1:
+            data, times, hashes = pieces[0].data, pieces[0].times, pieces[0].hashes
+        else:
+            data = pa.concat_tables([p.data for p in pieces]).combine_chunks()
+            times = np.concatenate([p.times for p in pieces], axis=1)
+            hashes = np.concatenate([p.hashes for p in pieces])
+        return ArrowBatch(data, times, hashes, first.key, first.kind, first.lower,
+                          self.batches[-1].upper, self.since or first.since)
 
 
 def column_numpy(table: pa.Table | pa.RecordBatch, name: str) -> np.ndarray:

@@ -122,6 +122,7 @@ class ArrowReducer:
         self.pending: dict = {}          # time -> uint64 hashes of keys to evaluate then
         self.out_schema: pa.Schema | None = None
         self.key: list = []
+        self.counts = CountIndex()
 
     def pending_times(self) -> list:
         return list(self.pending)
@@ -132,10 +133,16 @@ class ArrowReducer:
         ready = [t for t in self.pending if not beyond(upper, t)]
         if not batches and not ready:
             return [], None
-        if self.total and isinstance(self.spec, CountSpec):
-            fast = count_updates(batches, out_history, lower, upper, self.kind)
+        if self.total and isinstance(self.spec, CountSpec) and batches:
+            fast = None
+            if sum(len(b) for b in batches) <= SMALL_COUNT:
+                fast = self.counts.updates(batches, out_history, lower, upper, self.kind)
+            if fast is None:
+                self.counts.forget()
+                fast = count_updates(batches, out_history, lower, upper, self.kind)
             if fast is not None:
                 return fast
+        self.counts.forget()                 # the general path writes the output trace
         key = batches[0].key if batches else self.key
         self.key = key
         hashes = [b.hashes for b in batches] + [self.pending.pop(t) for t in ready]
@@ -346,13 +353,17 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
             return None                               # a hash collision: the general path
     old = np.zeros(len(unique), np.int64)
     present = np.zeros(len(unique), bool)
-    probes, counts, signs = [], [], []
-    for batch, probe, rows in lookup_all(out_history, unique):
-        probes.append(probe)
-        counts.append(batch.numpy("count")[rows])
-        signs.append(batch.diffs[rows])
-    if probes:
-        probe, count, sign = np.concatenate(probes), np.concatenate(counts), np.concatenate(signs)
+    found = lookup_all(out_history, unique)
+    if found and not hash_is_key(keys, key, keys, key):
+        # an output row of a probed hash may be another key's (a collision): compare keys
+        outputs = pa.concat_tables([b.data.select(key).take(rows) for b, _, rows in found])
+        probed = np.concatenate([p for _, p, _ in found])
+        if not keys_equal(outputs, key, firsts.take(probed), key).all():
+            return None                               # another key's count: general path
+    if found:
+        probe = np.concatenate([p for _, p, _ in found])
+        count = np.concatenate([b.numpy("count")[rows] for b, _, rows in found])
+        sign = np.concatenate([b.diffs[rows] for b, _, rows in found])
         by = np.lexsort((count, probe))
         probe, count, sign = probe[by], count[by], sign[by]
         starts_of = np.empty(len(probe), bool)
@@ -404,6 +415,148 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
                                lower, upper, kind, consolidated=True,
                                hashes=unique[np.concatenate(made_rows)])
     return produced, out
+
+
+SMALL_COUNT = 256
+"""Updates of at most this many rows are counted by :class:`CountIndex` (Python containers),
+larger ones by :func:`count_updates` (numpy over the output trace's batches)."""
+INDEX_LIMIT = 100_000
+"""A count whose output trace holds more rows than this keeps no :class:`CountIndex`."""
+
+
+class CountIndex:
+    """``count`` for totally ordered times on small updates, with plain Python containers:
+    the current count of every key of the output (``{hash: (key, count)}``, the output
+    trace accumulated through the last retired interval, made from the trace when first
+    needed) answers each changed key with one dict lookup, where :func:`count_updates`
+    searches every batch of the output trace with numpy calls whose fixed costs a batch of
+    a hundred rows does not repay. Same output as :func:`count_updates` (rows sorted by
+    hash within each time, retraction before insertion), less the no-op pairs of keys whose
+    updates cancel. The reducer forgets the index whenever another path writes the output
+    trace.
+
+    >>> import pyarrow as pa
+    >>> from sparktimely.progress.timestamp import TimeKind
+    >>> from .batch import ArrowBatch, times_for
+    >>> def words(ws, t):
+    ...     return ArrowBatch.build(pa.table({"w": ws, "diff": [1] * len(ws)}),
+    ...                             times_for(TimeKind(int), [t] * len(ws)), ["w"], [t], [t + 1])
+    >>> index = CountIndex()
+    >>> produced, out = index.updates([words(["a", "b", "a"], 0)], [], [0], [1], TimeKind(int))
+    >>> sorted(produced[0][1].to_pylist(), key=lambda r: r["w"])
+    [{'w': 'a', 'count': 2, 'diff': 1}, {'w': 'b', 'count': 1, 'diff': 1}]
+    >>> produced, _ = index.updates([words(["a"], 1)], [out], [1], [2], TimeKind(int))
+    >>> produced[0][1].to_pylist()
+    [{'w': 'a', 'count': 2, 'diff': -1}, {'w': 'a', 'count': 3, 'diff': 1}]
+    """
+
+    def __init__(self) -> None:
+        self.current: dict | None = None
+
+    def forget(self) -> None:
+        self.current = None
+
+    def updates(self, batches: list, out_history: list, lower: list, upper: list,
+                kind: TimeKind) -> tuple[list, ArrowBatch | None] | None:
+        """What :func:`count_updates` returns for ``batches`` (the new input), or None if
+        the index cannot say (an output too large to index, two keys of one hash, a key
+        that is not equal to itself such as NaN): the caller counts with numpy then."""
+        current = self.current
+        if current is None:
+            current = self.current = self._indexed(out_history)
+            if current is None:
+                return None
+        key = batches[0].key
+        deltas: dict = {}                   # (time, hash) -> [key, summed diff]
+        for batch in batches:
+            keys = zip(*(batch.data.column(n).to_pylist() for n in key))
+            for entry, k, d in zip(zip(batch.times[0].tolist(), batch.hashes.tolist()), keys,
+                                   batch.diffs.tolist()):
+                present = deltas.get(entry)
+                if present is None:
+                    deltas[entry] = [k, d]
+                elif present[0] != k:
+                    return None                             # a hash collision, or NaN
+                else:
+                    present[1] += d
+        changed: dict = {}                  # hash -> (key, count) as the updates leave them
+        produced: list = []
+        tables: list[pa.Table] = []
+        hashes: list[np.ndarray] = []
+        times: list[tuple[Any, list]] = []              # (time, its output rows), by time
+        schema = pa.schema([batches[0].data.schema.field(n) for n in key] + COUNT_FIELDS)
+        for time, h in sorted(deltas):
+            k, d = deltas[time, h]
+            if not d:
+                continue
+            old = changed.get(h) or current.get(h)
+            if old is not None and old[0] != k:
+                return None
+            count = old[1] if old is not None else 0
+            if not times or times[-1][0] != time:
+                times.append((time, []))
+            rows = times[-1][1]
+            if count:
+                rows.append((h, k, count, -1))
+            if count + d:
+                rows.append((h, k, count + d, 1))
+            changed[h] = (k, count + d)
+        for time, rows in times:
+            columns = list(zip(*rows))
+            table = pa.Table.from_arrays(
+                [pa.array(list(c), f.type) for c, f in zip(zip(*columns[1]), schema)]
+                + [pa.array(columns[2], pa.int64()), pa.array(columns[3], pa.int64())],
+                schema=schema)
+            produced.append((time, table_batch(table)))
+            tables.append(table)
+            hashes.append(np.array(columns[0], np.uint64))
+        for h, (k, count) in changed.items():
+            if count:
+                current[h] = (k, count)
+            else:
+                current.pop(h, None)
+        if not tables:
+            return [], None
+        out_times = np.concatenate([constant_times(kind, time, len(rows)) for time, rows in times],
+                                   axis=1)
+        if len(tables) == 1:
+            out = ArrowBatch(tables[0], out_times, hashes[0], list(key), kind, lower, upper, lower)
+        else:
+            out = ArrowBatch.build(pa.concat_tables(tables), out_times, key, lower, upper, kind,
+                                   consolidated=True, hashes=np.concatenate(hashes))
+        return produced, out
+
+    @staticmethod
+    def _indexed(out_history: list) -> dict | None:
+        """``{hash: (key, count)}`` of the output accumulated over ``out_history``; None if
+        it holds more than :data:`INDEX_LIMIT` rows, or a hash with two live rows."""
+        batches = [b for b in out_history if len(b)]
+        if sum(len(b) for b in batches) > INDEX_LIMIT:
+            return None
+        if not batches:
+            return {}
+        hashes = np.concatenate([b.hashes for b in batches])
+        counts = np.concatenate([b.numpy("count") for b in batches])
+        diffs = np.concatenate([b.diffs for b in batches])
+        order = np.lexsort((counts, hashes))
+        hashes, counts, diffs = hashes[order], counts[order], diffs[order]
+        first = np.empty(len(order), bool)
+        first[0] = True
+        first[1:] = (hashes[1:] != hashes[:-1]) | (counts[1:] != counts[:-1])
+        starts = np.flatnonzero(first)
+        net = np.add.reduceat(diffs, starts)
+        live = starts[net != 0]
+        if (net[net != 0] != 1).any() or (hashes[live][1:] == hashes[live][:-1]).any():
+            return None                     # not one count per key: let numpy sort it out
+        key = batches[0].key
+        data = pa.concat_tables([b.data.select(key) for b in batches]).take(order)
+        group_start = starts[np.cumsum(first) - 1]          # each row's group's first row
+        if not hash_is_key(data, key, data, key) and \
+                not keys_equal(data, key, data.take(group_start), key).all():
+            return None                     # two keys share a hash: numpy's path compares keys
+        data = data.take(live)
+        keys = zip(*(data.column(n).to_pylist() for n in key))
+        return dict(zip(hashes[live].tolist(), zip(keys, counts[live].tolist())))
 
 
 def _deltas_by_time(times: np.ndarray, diffs: np.ndarray, first: np.ndarray,

@@ -50,6 +50,14 @@ first merge of a spine of ``phase`` ``i`` (the ``i``-th trace of its dataflow) c
 ``MAX_SMALL`` more, they stay apart."""
 IDLE_ADVANCES = 16
 """Advances of the upper without a batch after which an idle trace tidies its small batches."""
+PIECE_ROWS = 8192
+"""A merge of two large batches of more rows than this is done in pieces (batches that can
+be merged so: ``merging``, see ``arrow.batch.PiecewiseMerge``), as differential merges with
+fuel: each batch that joins the merged part then does :data:`FUEL` times its rows of merge
+work, at least this many, so a merge of ``n`` rows spreads over the next few updates instead
+of adding ``n`` rows of work to one of them (the p99 of small updates). Readers see the
+batches being merged until the merge completes."""
+FUEL = 8
 
 
 class Spine:
@@ -71,6 +79,8 @@ class Spine:
         self._busy = False
         self._idle = 0
         self._max_small = MAX_SMALL - 2 * (phase % STAGGER)
+        self._merging: Any = None       # a merge in progress, of batches still in merged
+        self._merging_batches: list = []
 
     def insert(self, batch: Any) -> None:
         """Add the next batch (its times follow every batch already held)."""
@@ -90,6 +100,7 @@ class Spine:
             self._idle = 0
             return
         self._idle += 1
+        self._exert(PIECE_ROWS)
         if self._idle % IDLE_ADVANCES:
             return
         merged = self.merged
@@ -123,6 +134,7 @@ class Spine:
     def clear(self) -> None:
         self.merged = []
         self.pending = []
+        self._merging, self._merging_batches = None, []
 
     def restore(self, batch: Any, upper: list) -> None:
         """Start from ``batch`` (the contents of a checkpoint, complete up to ``upper``) as
@@ -131,6 +143,7 @@ class Spine:
         self.merged = [batch] if len(batch) else []
         self.pending = []
         self.upper = list(upper)
+        self._merging, self._merging_batches = None, []
 
     def __len__(self) -> int:
         return sum(len(b) for b in self.merged) + sum(len(b) for b in self.pending)
@@ -148,6 +161,19 @@ class Spine:
     def _add_merged(self, batch: Any) -> None:
         self.merged.append(batch)
         self._merge_step()
+        self._exert(max(PIECE_ROWS, FUEL * len(batch)))
+
+    def _exert(self, rows: int) -> None:
+        """Do about ``rows`` rows of the merge in progress, if any; put its result in place
+        of its batches once it is done."""
+        merging = self._merging
+        if merging is None or not merging.work(rows):
+            return
+        batches = self._merging_batches
+        merged = self.merged
+        start = next(i for i, b in enumerate(merged) if b is batches[0])
+        merged[start:start + len(batches)] = [merging.result()]
+        self._merging, self._merging_batches = None, []
 
     def _merge_step(self) -> None:
         """At most one merge that is due: the small batches at the end once there are more
@@ -164,9 +190,16 @@ class Spine:
             self._merge_tail(small, consolidating=sum(len(b) for b in tail) >= SMALL_BATCH)
             self._max_small = MAX_SMALL
             return
+        if self._merging is not None:                   # one large merge at a time
+            return
         for i in range(len(merged) - 1 - small, 0, -1):    # past the small tail: no pair there
-            if len(merged[i]) >= SMALL_BATCH and len(merged[i - 1]) <= 2 * len(merged[i]):
-                merged[i - 1:i + 1] = [merged[i - 1].merged(merged[i], self.logical)]
+            older, newer = merged[i - 1], merged[i]
+            if len(newer) >= SMALL_BATCH and len(older) <= 2 * len(newer):
+                if len(older) + len(newer) > PIECE_ROWS and hasattr(older, "merging"):
+                    self._merging = older.merging([newer], self.logical, PIECE_ROWS)
+                    self._merging_batches = [older, newer]
+                else:
+                    merged[i - 1:i + 1] = [older.merged(newer, self.logical)]
                 return
 
     def _small_tail(self) -> int:
