@@ -1,0 +1,114 @@
+"""Cold start: a job's first exchange in freshly forked workers against the same exchange
+warm, in the same workers. Every figure is a ratio of two timings taken in one job.
+
+    python -m benchmarks.bench_coldstart [--quick] [--runs N]
+
+- The job: 2 workers (``execute``); each first passes a barrier dataflow (every worker forked,
+  connected and through its first messages, as a Spark stage's tasks are after their
+  ``allGather``), then runs the same dataflow ``RUNS`` times, each behind a barrier: the
+  natural keyed aggregation ``to_stream(half).exchange(key="word").map_batches(group_by)``
+  over 400k words (10,007 keys, 65,536-row batches, each worker feeding half), and the
+  ``exchange`` alone. A run's time is the slowest worker's, from building the dataflow to
+  its probe being done.
+- first / warm: the first run (ms, medians over jobs) against the median of the later ones
+  in the same job ("warm"); the notes give the ratio per job (median and spread).
+- Two kinds of job: "a later job of the program" runs in this process after a job before it
+  (what a long-lived driver, or a Spark executor's reused Python worker, forks from);
+  "a program's first job" is a new interpreter's first ``execute`` (every module the job
+  uses, e.g. pyarrow's group_by engine, is loaded in its workers).
+- Each figure is the median over ``--runs`` jobs (default 7), with the spread.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import sparktimely as st
+
+from ._util import Goal, Row, Section
+from .bench_arrow import KEYS, WORD_BATCH, timed, words_table
+from .bench_scaling import group_count
+
+WORDS = 400_000
+RUNS = 4                 # the dataflow's runs in one job: the first, then the warm ones
+VARIANTS = ("natural", "exchange")
+
+
+def job_times(words: int, variant: str, workers: int = 2) -> tuple[float, float]:
+    """(first, warm) seconds of ``variant`` in one new job of ``workers`` workers."""
+    table = words_table(words)
+
+    def job(worker):
+        share = -(-table.num_rows // worker.peers)
+        mine = table.slice(worker.index * share, share).to_batches(max_chunksize=WORD_BATCH)
+
+        def build(scope):
+            stream = scope.to_stream(mine).exchange(key="word")
+            if variant == "natural":
+                stream = stream.map_batches(group_count)
+            return stream.probe()
+        return [timed(worker, build) for _ in range(RUNS)]
+    runs = [max(run) for run in zip(*st.execute(job, workers=workers))]
+    return runs[0], statistics.median(runs[1:])
+
+
+def first_job(words: int, variant: str) -> tuple[float, float]:
+    """``job_times`` in a new interpreter, as its first job."""
+    out = subprocess.run([sys.executable, "-m", "benchmarks.bench_coldstart", "--child",
+                          variant, str(words)], capture_output=True, text=True, timeout=300,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if out.returncode != 0:
+        raise RuntimeError(f"the first-job child failed: {out.stderr.strip()[-500:]}")
+    first, warm = json.loads(out.stdout.strip().splitlines()[-1])
+    return first, warm
+
+
+def main(quick: bool = False, runs: int = 7) -> list[Section]:
+    runs = 2 if quick else runs
+    words = WORDS // 4 if quick else WORDS
+    figures: dict[str, list[tuple[float, float]]] = {}
+    job_times(words // 10, "natural")                # this program's modules: loaded once
+    for run in range(runs):
+        print(f"run {run + 1} of {runs} (load average {os.getloadavg()[0]:.2f})", flush=True)
+        for variant in VARIANTS:
+            for kind, measure in (("later", job_times), ("first", first_job)):
+                first, warm = measure(words, variant)
+                figures.setdefault(f"{variant} {kind}", []).append((first, warm))
+                print(f"  {variant}, {kind} job: first {first * 1e3:.1f} ms, warm "
+                      f"{warm * 1e3:.1f} ms, {first / warm:.2f}x", flush=True)
+    size = f"{words / 1e3:g}k words, {KEYS:,} keys, 2 workers"
+    rows, spread = [], []
+    names = {"natural": "exchange(key).map_batches(group_by)", "exchange": "exchange(key) alone"}
+    kinds = {"later": "a later job of the program", "first": "a program's first job"}
+    for variant in VARIANTS:
+        for kind in ("later", "first"):
+            pairs = figures[f"{variant} {kind}"]
+            ratios = [first / warm for first, warm in pairs]
+            first = statistics.median(f for f, _ in pairs) * 1e3
+            warm = statistics.median(w for _, w in pairs) * 1e3
+            rows.append(Row(f"first exchange in fresh workers, {names[variant]}, "
+                            f"{kinds[kind]}", size, "ms", first, limits={"warm": warm},
+                            goals=[Goal("<=", 1.5, "warm")] if kind == "later" else []))
+            spread.append(f"{names[variant]}, {kinds[kind]}: first / warm per job "
+                          f"{statistics.median(ratios):.2f}x (median), "
+                          f"{min(ratios):.2f}-{max(ratios):.2f}")
+    return [Section("Cold start: the first exchange in fresh workers against the same "
+                    "exchange warm", rows, notes=[
+                        f"median of {runs} jobs each; in each job a barrier, then {RUNS} runs "
+                        "of the dataflow (each behind a barrier): the first against the "
+                        "median of the others, slowest worker. Load average (1 min) at the "
+                        f"end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores.",
+                        "per figure: " + "; ".join(spread)], key="coldstart").print()]
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if "--child" in args:
+        at = args.index("--child")
+        print(json.dumps(job_times(int(args[at + 2]), args[at + 1])))
+    else:
+        main(quick="--quick" in args,
+             runs=int(args[args.index("--runs") + 1]) if "--runs" in args else 7)
