@@ -15,7 +15,7 @@ from sparktimely.shm import Mesh, segments
 def run_python(code: str) -> str:
     """The output of ``code`` run by a new interpreter (modules loaded there from scratch)."""
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -83,3 +83,70 @@ def test_rings_outside_dev_shm_fault_their_pages_in_as_used(tmp_path, monkeypatc
         ring = a._out[1].seg
         assert ring.path.startswith(str(tmp_path))
         assert max(resident_bytes(ring.path)) < ring.size // 4
+
+
+@pytest.mark.timeout(120)
+def test_modules_a_jobs_workers_loaded_are_loaded_before_the_next_jobs_workers_fork():
+    out = run_python(
+        "import sys, sparktimely as st\n"
+        "def job(worker):\n"
+        "    had = 'pyarrow.acero' in sys.modules\n"
+        "    import pyarrow as pa, json\n"
+        "    pa.table({'k': [1]}).group_by('k').aggregate([('k', 'count')])\n"
+        "    return had\n"
+        "first = st.execute(job, workers=2)\n"
+        "between = 'pyarrow.acero' in sys.modules\n"
+        "print(first, between, st.execute(job, workers=2))")
+    # the first job's workers load it themselves; the program itself does not until the
+    # next job's workers are about to be forked, and they have it from the start
+    assert out == "[False, False] False [True, True]"
+
+
+@pytest.mark.timeout(120)
+def test_a_job_whose_workers_load_nothing_new_leaves_the_program_as_it_was():
+    out = run_python(
+        "import sys, sparktimely as st\n"
+        "st.execute(lambda worker: worker.index, workers=2)\n"
+        "before = set(sys.modules)\n"
+        "for _ in range(2):\n"
+        "    st.execute(lambda worker: worker.index, workers=2)\n"
+        "import threading\n"
+        "print(sorted(set(sys.modules) - before), threading.active_count())")
+    assert out == "[] 1"
+
+
+@pytest.mark.timeout(120)
+def test_a_seat_warms_its_process_up_until_the_wait_is_over():
+    out = run_python(
+        "import sys, time, threading\n"
+        "from sparktimely import _warm\n"
+        "from sparktimely.execute import Seat\n"
+        "assert 'pyarrow.acero' not in sys.modules\n"
+        "seat = Seat('127.0.0.1')                 # the plan is still to come\n"
+        "warming = [t.name for t in threading.enumerate() if t.name == 'sparktimely-warm-up']\n"
+        "deadline = time.monotonic() + 30\n"
+        "while 'pyarrow.acero' not in sys.modules and time.monotonic() < deadline:\n"
+        "    time.sleep(0.01)\n"
+        "_warm.stop()                             # the plan is known\n"
+        "seat.close()\n"
+        "print(warming, 'numpy.ma' in sys.modules, 'pyarrow.acero' in sys.modules,\n"
+        "      threading.active_count())")
+    assert out == "['sparktimely-warm-up'] True True 1"
+
+
+@pytest.mark.timeout(120)
+def test_a_fork_during_the_warm_up_waits_for_its_step_and_ends_it():
+    # a thread importing a module while the process forks would leave the child a module
+    # lock no one releases: the fork waits for the step under way, and warming stops
+    out = run_python(
+        "import os, signal, threading\n"
+        "from sparktimely import _warm\n"
+        "_warm.start()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    signal.alarm(10)                     # rather than hang on a lock\n"
+        "    import pyarrow.acero\n"
+        "    os._exit(7)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "print(os.waitstatus_to_exitcode(status), threading.active_count(), _warm._thread)")
+    assert out == "7 1 None"
