@@ -6,8 +6,7 @@ Layout. ``Mesh.create(n)`` makes a control segment ``<prefix>-ctl``: the configu
 (``<prefix>-r<src>-<dst>-g0``, then its *created* word is set): on the first message to a
 destination, so a job whose workers talk to few others reserves little, or all at once with
 ``make_rings`` (a dataflow's workers all talk to each other), so that the first messages find
-them made. Rings in /dev/shm are mapped with their pages present (``MAP_POPULATE``), at one
-call per ring rather than a page fault per page of the first messages. A ring starts at
+them made. A ring starts at
 ``ring_bytes`` (default: ``SENDER_BYTES`` shared among a sender's n - 1 destinations, so what
 is reserved grows with the number of workers, not with its square) and grows only for a
 message larger than half of it. A ring segment is a 256-byte header (``head``: bytes ever
@@ -128,7 +127,7 @@ class _Out:
         self.pending: deque[list] = deque()
         self.pending_bytes = 0
         self._use(Segment.create(_ring_name(ep.prefix, ep.index, target, 0), _HDR + cap,
-                                 ep.directory, populate=True))
+                                 ep.directory))
         ep.reserved += self.seg.size
 
     def _use(self, seg: Segment) -> None:
@@ -182,7 +181,7 @@ class _Out:
     def _roll(self, cap: int) -> None:
         ep = self.ep
         seg = Segment.create(_ring_name(ep.prefix, ep.index, self.target, self.gen + 1),
-                             _HDR + cap, ep.directory, populate=True)
+                             _HDR + cap, ep.directory)
         ep.reserved += seg.size - self.seg.size
         self.seg.u64[(_HDR + self.head % self.cap) >> 3] = _ROLL
         if WEAK_ORDERING:
@@ -264,8 +263,7 @@ class _In:
         self.ep, self.src, self.gen, self.closed = ep, src, 0, False
         self._joining: pa.Buffer | None = None          # a message arriving in parts
         self._joined = 0
-        self._use(Segment.attach(_ring_name(ep.prefix, src, ep.index, 0), ep.directory,
-                                 populate=True))
+        self._use(Segment.attach(_ring_name(ep.prefix, src, ep.index, 0), ep.directory))
 
     def _use(self, seg: Segment) -> None:
         self.seg, self.cap = seg, seg.size - _HDR
@@ -327,7 +325,7 @@ class _In:
         old = self.seg
         self.gen += 1
         self._use(Segment.attach(_ring_name(self.ep.prefix, self.src, self.ep.index, self.gen),
-                                 self.ep.directory, populate=True))
+                                 self.ep.directory))
         old.unlink()
         old.close()  # deferred while zero-copy views of it live
 

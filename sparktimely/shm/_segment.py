@@ -126,14 +126,11 @@ class Segment:
         self._pins, self._closing = 0, False
 
     @classmethod
-    def create(cls, name: str, size: int, directory: str | None = None,
-               populate: bool = False) -> Segment:
+    def create(cls, name: str, size: int, directory: str | None = None) -> Segment:
         """Create a zero-filled segment of at least ``size`` bytes (rounded up to pages).
 
         ``directory`` (or ``$SPARKTIMELY_SHM_DIR``) forces the location; otherwise /dev/shm,
         falling back to a file-backed mapping when /dev/shm has too little free space.
-        ``populate``: map every page at once (one call instead of a page fault per page at
-        first touch), if the segment is in /dev/shm.
         """
         size = -(-size // PAGE) * PAGE
         directory = directory or os.environ.get(ENV_DIR)
@@ -142,19 +139,19 @@ class Segment:
             free = _free_bytes(SHM_DIR)
             if free >= size + _MARGIN:
                 try:
-                    return cls._create_in(SHM_DIR, name, size, populate)
+                    return cls._create_in(SHM_DIR, name, size)
                 except NoSpaceError:
                     free = _free_bytes(SHM_DIR)
             directory = fallback_dir()
             _warn_fallback(free, size, directory)
             tried = f" (after /dev/shm, which had {_mib(free)} free)"
         try:
-            return cls._create_in(directory, name, size, populate)
+            return cls._create_in(directory, name, size)
         except NoSpaceError as error:
             raise NoSpaceError(f"{error}{tried}") from None
 
     @classmethod
-    def _create_in(cls, directory: str, name: str, size: int, populate: bool) -> Segment:
+    def _create_in(cls, directory: str, name: str, size: int) -> Segment:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         path = os.path.join(directory, name)
         try:
@@ -163,7 +160,7 @@ class Segment:
             raise _no_space(error, directory, size) from None
         try:
             os.posix_fallocate(fd, 0, size)
-            return cls(path, _map(fd, size, populate and directory == SHM_DIR), owner=True)
+            return cls(path, mmap.mmap(fd, size), owner=True)
         except BaseException as error:
             os.unlink(path)
             if isinstance(error, OSError):
@@ -173,9 +170,9 @@ class Segment:
             os.close(fd)
 
     @classmethod
-    def attach(cls, name: str, directory: str | None = None, populate: bool = False) -> Segment:
+    def attach(cls, name: str, directory: str | None = None) -> Segment:
         """Map an existing segment by name (searched in ``directory``, $SPARKTIMELY_SHM_DIR,
-        /dev/shm and the fallback directory, in that order); ``populate`` as for ``create``."""
+        /dev/shm and the fallback directory, in that order)."""
         dirs = _search_dirs(directory)
         for d in dirs:
             try:
@@ -183,9 +180,7 @@ class Segment:
             except FileNotFoundError:
                 continue
             try:
-                return cls(os.path.join(d, name),
-                           _map(fd, os.fstat(fd).st_size, populate and d == SHM_DIR),
-                           owner=False)
+                return cls(os.path.join(d, name), mmap.mmap(fd, os.fstat(fd).st_size), owner=False)
             finally:
                 os.close(fd)
         raise FileNotFoundError(f"shared-memory segment {name!r} not found in {dirs}")
@@ -234,14 +229,6 @@ class Segment:
         if self.owner:
             self.unlink()
         self.close()
-
-
-def _map(fd: int, size: int, populate: bool) -> mmap.mmap:
-    """A shared read-write mapping of the file; with ``populate``, its pages mapped at once."""
-    return mmap.mmap(fd, size, flags=mmap.MAP_SHARED | (_POPULATE if populate else 0))
-
-
-_POPULATE = getattr(mmap, "MAP_POPULATE", 0)      # Linux
 
 
 class NoSpaceError(OSError):

@@ -33,18 +33,6 @@ def test_partitioning_arrow_batches_leaves_numpy_ma_unloaded():
     assert out == "False"
 
 
-def resident_bytes(path: str) -> list[int]:
-    """Bytes in memory of each of this process's mappings of ``path`` (``/proc/self/smaps``)."""
-    with open("/proc/self/smaps") as smaps:
-        lines = smaps.read().splitlines()
-    found = []
-    for at, line in enumerate(lines):
-        if line.rstrip().endswith(" " + path):
-            rss = next(field for field in lines[at + 1:] if field.startswith("Rss:"))
-            found.append(int(rss.split()[1]) * 1024)
-    return found
-
-
 @pytest.mark.timeout(60)
 def test_every_ring_of_a_worker_exists_before_its_first_message():
     plan = [WorkerAddress("localhost", 0, "here")] * 3
@@ -57,32 +45,6 @@ def test_every_ring_of_a_worker_exists_before_its_first_message():
         assert allocators[0].receive() == [(2, ("data", 1))]
         for allocator in allocators:
             allocator.close()
-
-
-@pytest.mark.timeout(60)
-def test_rings_in_dev_shm_are_mapped_with_their_pages_present():
-    with Mesh.create(2, ring_bytes=1 << 20) as mesh, mesh.endpoint(0) as a, \
-            mesh.endpoint(1) as b:
-        a.make_rings()
-        a.send(1, [b"x"])
-        assert b.recv() == [(0, b"x")]
-        writer, reader = a._out[1].seg, b._in[0].seg
-        assert writer.path.startswith("/dev/shm/")
-        assert reader.path == writer.path
-        # both ends' mappings: every page present, though one message touched one page
-        assert resident_bytes(writer.path) == [writer.size, writer.size]
-
-
-@pytest.mark.timeout(60)
-def test_rings_outside_dev_shm_fault_their_pages_in_as_used(tmp_path, monkeypatch):
-    # a forced directory, or the fallback when /dev/shm is tight: no memory taken up front
-    monkeypatch.setenv("SPARKTIMELY_SHM_DIR", str(tmp_path))
-    with Mesh.create(2, ring_bytes=1 << 20) as mesh, mesh.endpoint(0) as a:
-        a.make_rings()
-        a.send(1, [b"x"])
-        ring = a._out[1].seg
-        assert ring.path.startswith(str(tmp_path))
-        assert max(resident_bytes(ring.path)) < ring.size // 4
 
 
 @pytest.mark.timeout(120)
