@@ -16,7 +16,9 @@ warm, in the same workers. Every figure is a ratio of two timings taken in one j
   (what a long-lived driver, or a Spark executor's reused Python worker, forks from);
   "a program's first job" is a new interpreter's first ``execute`` (every module the job
   uses, e.g. pyarrow's group_by engine, is loaded in its workers).
-- Each figure is the median over ``--runs`` jobs (default 7), with the spread.
+- Each figure is the median over ``--runs`` jobs (default 7); the notes give the spread, and
+  the same ratio in CPU time (the slower worker's ``thread_time``), which the other load on a
+  shared machine disturbs less.
 """
 from __future__ import annotations
 
@@ -25,11 +27,12 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 import sparktimely as st
 
 from ._util import Goal, Row, Section
-from .bench_arrow import KEYS, WORD_BATCH, timed, words_table
+from .bench_arrow import KEYS, WORD_BATCH, barrier, words_table
 from .bench_scaling import group_count
 
 WORDS = 400_000
@@ -37,8 +40,19 @@ RUNS = 4                 # the dataflow's runs in one job: the first, then the w
 VARIANTS = ("natural", "exchange")
 
 
-def job_times(words: int, variant: str, workers: int = 2) -> tuple[float, float]:
-    """(first, warm) seconds of ``variant`` in one new job of ``workers`` workers."""
+def timed(worker, build) -> tuple[float, float]:
+    """Seconds and CPU seconds this worker takes to run the dataflow ``build`` to completion,
+    after a barrier."""
+    barrier(worker)
+    started, cpu = time.perf_counter(), time.thread_time()
+    probe = worker.dataflow(build)
+    worker.step_while(lambda: not probe.done())
+    return time.perf_counter() - started, time.thread_time() - cpu
+
+
+def job_times(words: int, variant: str, workers: int = 2) -> list[float]:
+    """[first, warm] seconds of ``variant`` in one new job of ``workers`` workers, then the
+    same in CPU seconds (the slower worker's in each run)."""
     table = words_table(words)
 
     def job(worker):
@@ -51,50 +65,53 @@ def job_times(words: int, variant: str, workers: int = 2) -> tuple[float, float]
                 stream = stream.map_batches(group_count)
             return stream.probe()
         return [timed(worker, build) for _ in range(RUNS)]
-    runs = [max(run) for run in zip(*st.execute(job, workers=workers))]
-    return runs[0], statistics.median(runs[1:])
+    runs = list(zip(*st.execute(job, workers=workers)))
+    wall, cpu = ([max(t[i] for t in run) for run in runs] for i in (0, 1))
+    return [wall[0], statistics.median(wall[1:]), cpu[0], statistics.median(cpu[1:])]
 
 
-def first_job(words: int, variant: str) -> tuple[float, float]:
+def first_job(words: int, variant: str) -> list[float]:
     """``job_times`` in a new interpreter, as its first job."""
     out = subprocess.run([sys.executable, "-m", "benchmarks.bench_coldstart", "--child",
                           variant, str(words)], capture_output=True, text=True, timeout=300,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if out.returncode != 0:
         raise RuntimeError(f"the first-job child failed: {out.stderr.strip()[-500:]}")
-    first, warm = json.loads(out.stdout.strip().splitlines()[-1])
-    return first, warm
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main(quick: bool = False, runs: int = 7) -> list[Section]:
     runs = 2 if quick else runs
     words = WORDS // 4 if quick else WORDS
-    figures: dict[str, list[tuple[float, float]]] = {}
+    figures: dict[str, list[list[float]]] = {}
     job_times(words // 10, "natural")                # this program's modules: loaded once
     for run in range(runs):
         print(f"run {run + 1} of {runs} (load average {os.getloadavg()[0]:.2f})", flush=True)
         for variant in VARIANTS:
             for kind, measure in (("later", job_times), ("first", first_job)):
-                first, warm = measure(words, variant)
-                figures.setdefault(f"{variant} {kind}", []).append((first, warm))
+                first, warm, first_cpu, warm_cpu = times = measure(words, variant)
+                figures.setdefault(f"{variant} {kind}", []).append(times)
                 print(f"  {variant}, {kind} job: first {first * 1e3:.1f} ms, warm "
-                      f"{warm * 1e3:.1f} ms, {first / warm:.2f}x", flush=True)
+                      f"{warm * 1e3:.1f} ms, {first / warm:.2f}x; CPU {first_cpu * 1e3:.1f} "
+                      f"and {warm_cpu * 1e3:.1f} ms, {first_cpu / warm_cpu:.2f}x", flush=True)
     size = f"{words / 1e3:g}k words, {KEYS:,} keys, 2 workers"
     rows, spread = [], []
     names = {"natural": "exchange(key).map_batches(group_by)", "exchange": "exchange(key) alone"}
     kinds = {"later": "a later job of the program", "first": "a program's first job"}
     for variant in VARIANTS:
         for kind in ("later", "first"):
-            pairs = figures[f"{variant} {kind}"]
-            ratios = [first / warm for first, warm in pairs]
-            first = statistics.median(f for f, _ in pairs) * 1e3
-            warm = statistics.median(w for _, w in pairs) * 1e3
+            jobs = figures[f"{variant} {kind}"]
+            ratios = [t[0] / t[1] for t in jobs]
+            cpu = [t[2] / t[3] for t in jobs]
+            first = statistics.median(t[0] for t in jobs) * 1e3
+            warm = statistics.median(t[1] for t in jobs) * 1e3
             rows.append(Row(f"first exchange in fresh workers, {names[variant]}, "
                             f"{kinds[kind]}", size, "ms", first, limits={"warm": warm},
                             goals=[Goal("<=", 1.5, "warm")] if kind == "later" else []))
             spread.append(f"{names[variant]}, {kinds[kind]}: first / warm per job "
                           f"{statistics.median(ratios):.2f}x (median), "
-                          f"{min(ratios):.2f}-{max(ratios):.2f}")
+                          f"{min(ratios):.2f}-{max(ratios):.2f}; in CPU time "
+                          f"{statistics.median(cpu):.2f}x, {min(cpu):.2f}-{max(cpu):.2f}")
     return [Section("Cold start: the first exchange in fresh workers against the same "
                     "exchange warm", rows, notes=[
                         f"median of {runs} jobs each; in each job a barrier, then {RUNS} runs "
