@@ -206,18 +206,19 @@ def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
         _warm.prepare()
         group = join_group(plan, local[0], time.monotonic() + timeout,
                            cluster.poll if cluster is not None else None)
-        for index in local:
-            reader, writer = context.Pipe(duplex=False)
-            process = context.Process(
-                target=_worker_main, daemon=True, name=f"sparktimely-worker-{index}",
-                args=(func, index, list(plan), group, listeners[index],
-                      [s for s in inherited if s is not listeners[index]], options,
-                      writer, os.getpid()))
-            with signals.held():          # a raise inside fork's hooks would be lost
-                process.start()
-                writer.close()
-                processes.append(process)
-                pipes.append(reader)
+        with _warm.forking():
+            for index in local:
+                reader, writer = context.Pipe(duplex=False)
+                process = context.Process(
+                    target=_worker_main, daemon=True, name=f"sparktimely-worker-{index}",
+                    args=(func, index, list(plan), group, listeners[index],
+                          [s for s in inherited if s is not listeners[index]], options,
+                          writer, os.getpid()))
+                with signals.held():          # a raise inside fork's hooks would be lost
+                    process.start()
+                    writer.close()
+                    processes.append(process)
+                    pipes.append(reader)
         results = _collect(processes, pipes, local, cluster)
         for process in processes:
             process.join(5)                  # they only exit after reporting

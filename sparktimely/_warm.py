@@ -20,16 +20,21 @@ inherits them. This happens on two occasions:
   loaded: a program tends to run the same jobs again (a long-lived driver; a Spark executor's
   Python worker, reused from stage to stage). A job that needs none of them pays nothing.
 
+And around the fork (:func:`forking`) the process's objects are frozen for the garbage
+collector, so that a worker's collections do not copy the pages they sit on.
+
 Nothing here changes what a job computes: modules are loaded, and kernels called, earlier.
 """
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 import os
 import sys
 import threading
-from typing import Callable, Iterable
+from contextlib import contextmanager
+from typing import Callable, Iterable, Iterator
 
 LIBRARIES = ("numpy.", "pyarrow.", "sparktimely.")
 """Prefixes of the modules a worker's loading is learned from (libraries without side effects
@@ -72,6 +77,32 @@ def prepare() -> None:
     stop()
     for name in learned():
         _load(name)
+
+
+@contextmanager
+def forking() -> Iterator[None]:
+    """Around forking workers: the objects this process holds go to the collector's
+    permanent generation (``gc.freeze``), so that a worker's collections never walk them. A
+    collection writes to every object it visits, and the worker then copies each page it
+    writes to (copy on write): a full collection in a fresh worker's first exchange cost it
+    about 3 ms of its 12. The process takes its objects back afterwards (unless it had
+    frozen objects itself).
+
+    >>> import gc
+    >>> from sparktimely import _warm
+    >>> with _warm.forking():
+    ...     gc.get_freeze_count() > 0
+    True
+    >>> gc.get_freeze_count()
+    0
+    """
+    frozen = gc.get_freeze_count()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        if not frozen:
+            gc.unfreeze()
 
 
 def start() -> None:

@@ -112,3 +112,13 @@ def test_a_fork_during_the_warm_up_waits_for_its_step_and_ends_it():
         "_, status = os.waitpid(pid, 0)\n"
         "print(os.waitstatus_to_exitcode(status), threading.active_count(), _warm._thread)")
     assert out == "7 1 None"
+
+
+@pytest.mark.timeout(60)
+def test_workers_never_collect_the_objects_their_process_had_before_the_fork():
+    # a collection writes to each object it visits: in a forked worker, a copy of each page
+    import gc
+    import sparktimely as st
+    before = gc.get_freeze_count()
+    assert all(st.execute(lambda worker: gc.get_freeze_count() > before, workers=2))
+    assert gc.get_freeze_count() == before                 # the process has them back
