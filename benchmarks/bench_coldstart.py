@@ -12,10 +12,13 @@ warm, in the same workers. Every figure is a ratio of two timings taken in one j
   its probe being done.
 - first / warm: the first run (ms, medians over jobs) against the median of the later ones
   in the same job ("warm"); the notes give the ratio per job (median and spread).
-- Two kinds of job: "a later job of the program" runs in this process after a job before it
-  (what a long-lived driver, or a Spark executor's reused Python worker, forks from);
-  "a program's first job" is a new interpreter's first ``execute`` (every module the job
-  uses, e.g. pyarrow's group_by engine, is loaded in its workers).
+- Three kinds of job: "a later job of the program" runs in this process after a job before
+  it (what a long-lived driver, or a Spark executor's reused Python worker, forks from), its
+  words made in this process before the fork; "... reading its input" makes its words in
+  each worker, as a job that reads its input does (a Spark stage gets its batches from
+  Spark), so its workers have used memory before their first exchange; "a program's first
+  job" is a new interpreter's first ``execute`` (every module the job uses, e.g. pyarrow's
+  group_by engine, is loaded in its workers).
 - Each figure is the median over ``--runs`` jobs (default 7); the notes give the spread, and
   the same ratio in CPU time (the slower worker's ``thread_time``), which the other load on a
   shared machine disturbs less.
@@ -50,12 +53,15 @@ def timed(worker, build) -> tuple[float, float]:
     return time.perf_counter() - started, time.thread_time() - cpu
 
 
-def job_times(words: int, variant: str, workers: int = 2) -> list[float]:
+def job_times(words: int, variant: str, workers: int = 2,
+              reading: bool = False) -> list[float]:
     """[first, warm] seconds of ``variant`` in one new job of ``workers`` workers, then the
-    same in CPU seconds (the slower worker's in each run)."""
-    table = words_table(words)
+    same in CPU seconds (the slower worker's in each run). The words are made here, or by
+    each worker (``reading``)."""
+    words_here = None if reading else words_table(words)
 
     def job(worker):
+        table = words_table(words) if words_here is None else words_here
         share = -(-table.num_rows // worker.peers)
         mine = table.slice(worker.index * share, share).to_batches(max_chunksize=WORD_BATCH)
 
@@ -68,6 +74,11 @@ def job_times(words: int, variant: str, workers: int = 2) -> list[float]:
     runs = list(zip(*st.execute(job, workers=workers)))
     wall, cpu = ([max(t[i] for t in run) for run in runs] for i in (0, 1))
     return [wall[0], statistics.median(wall[1:]), cpu[0], statistics.median(cpu[1:])]
+
+
+def reading_job(words: int, variant: str) -> list[float]:
+    """``job_times`` of a job whose workers make their input."""
+    return job_times(words, variant, reading=True)
 
 
 def first_job(words: int, variant: str) -> list[float]:
@@ -88,7 +99,7 @@ def main(quick: bool = False, runs: int = 7) -> list[Section]:
     for run in range(runs):
         print(f"run {run + 1} of {runs} (load average {os.getloadavg()[0]:.2f})", flush=True)
         for variant in VARIANTS:
-            for kind, measure in (("later", job_times), ("first", first_job)):
+            for kind, measure in KINDS.items():
                 first, warm, first_cpu, warm_cpu = times = measure(words, variant)
                 figures.setdefault(f"{variant} {kind}", []).append(times)
                 print(f"  {variant}, {kind} job: first {first * 1e3:.1f} ms, warm "
@@ -97,9 +108,11 @@ def main(quick: bool = False, runs: int = 7) -> list[Section]:
     size = f"{words / 1e3:g}k words, {KEYS:,} keys, 2 workers"
     rows, spread = [], []
     names = {"natural": "exchange(key).map_batches(group_by)", "exchange": "exchange(key) alone"}
-    kinds = {"later": "a later job of the program", "first": "a program's first job"}
+    kinds = {"later": "a later job of the program",
+             "reading": "a later job of the program reading its input",
+             "first": "a program's first job"}
     for variant in VARIANTS:
-        for kind in ("later", "first"):
+        for kind in KINDS:
             jobs = figures[f"{variant} {kind}"]
             ratios = [t[0] / t[1] for t in jobs]
             cpu = [t[2] / t[3] for t in jobs]
@@ -119,6 +132,9 @@ def main(quick: bool = False, runs: int = 7) -> list[Section]:
                         "median of the others, slowest worker. Load average (1 min) at the "
                         f"end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores.",
                         "per figure: " + "; ".join(spread)], key="coldstart").print()]
+
+
+KINDS = {"later": job_times, "reading": reading_job, "first": first_job}
 
 
 if __name__ == "__main__":
