@@ -168,7 +168,10 @@ def _warm(steps: list[Callable[[], None]]) -> None:
     for step in steps:
         if _stopping.is_set():
             return
-        step()
+        try:
+            step()
+        except Exception:       # the job meets the same problem itself, and reports it
+            return
 
 
 os.register_at_fork(before=stop)
