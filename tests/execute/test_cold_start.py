@@ -1,7 +1,8 @@
 """What a freshly forked worker pays for once, before its first exchange is as fast as its
-later ones: modules loaded on first use, rings made and faulted in, first calls into
-pyarrow's kernels. Each test names one mechanism that moves such a cost out of the first
-exchange, and checks it without timing anything."""
+later ones: modules loaded on first use, rings made at the first message to each peer, first
+calls into pyarrow's kernels, collections that copy every page they walk. Each test names
+one mechanism that moves such a cost out of the first exchange, and checks it without
+timing anything (benchmarks/bench_coldstart.py times it)."""
 import subprocess
 import sys
 
@@ -53,7 +54,7 @@ def test_modules_a_jobs_workers_loaded_are_loaded_before_the_next_jobs_workers_f
         "import sys, sparktimely as st\n"
         "def job(worker):\n"
         "    had = 'pyarrow.acero' in sys.modules\n"
-        "    import pyarrow as pa, json\n"
+        "    import pyarrow as pa\n"
         "    pa.table({'k': [1]}).group_by('k').aggregate([('k', 'count')])\n"
         "    return had\n"
         "first = st.execute(job, workers=2)\n"
