@@ -26,7 +26,7 @@ from ._util import Histogram, Section, fmt, histogram_counts, histogram_edges, q
 HERE = Path(__file__).resolve().parent
 SECTIONS = ["bench_core", "bench_operators", "bench_shm", "bench_exchange", "bench_sockets",
             "bench_wordcount", "bench_pagerank", "bench_logging", "bench_differential",
-            "bench_recovery", "bench_scaling", "bench_windows"]
+            "bench_recovery", "bench_scaling", "bench_windows", "bench_coldstart"]
 COLORS_OURS = ["#d62728", "#ff7f0e", "#e6550d", "#fdae6b", "#9e0142", "#f768a1"]
 COLORS_PEERS = ["#1f77b4", "#17becf", "#2ca02c", "#7f7f7f", "#9467bd", "#bcbd22", "#393b79"]
 

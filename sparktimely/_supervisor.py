@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 import multiprocess
 from multiprocess.connection import wait
 
+from . import _warm
 from ._group import HostGroup
 from .errors import WorkerError
 from .session import WorkerSession, join_group
@@ -142,6 +143,7 @@ def _worker_main(func: Callable[[Worker], Any], index: int, plan: list[WorkerAdd
                  group: HostGroup | None, listener: socket.socket | None, inherited: list,
                  options: dict, conn, parent: int) -> None:
     _die_with_parent(parent)
+    modules = set(sys.modules)
     signal.signal(signal.SIGINT, signal.SIG_IGN)     # Ctrl-C is the supervisor's to handle
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
@@ -155,7 +157,7 @@ def _worker_main(func: Callable[[Worker], Any], index: int, plan: list[WorkerAdd
         sys.stdout.flush()
         sys.stderr.flush()
         try:
-            conn.send(("ok", result, _lingering_threads()))
+            conn.send(("ok", result, _lingering_threads(), _warm.loaded_since(modules)))
         except Exception as error:
             conn.send(("error", index, f"the result of worker {index} cannot be sent back: "
                                        f"{type(error).__name__}: {error}",
@@ -201,20 +203,22 @@ def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
     processes: list = []
     pipes: list = []
     try:
+        _warm.prepare()
         group = join_group(plan, local[0], time.monotonic() + timeout,
                            cluster.poll if cluster is not None else None)
-        for index in local:
-            reader, writer = context.Pipe(duplex=False)
-            process = context.Process(
-                target=_worker_main, daemon=True, name=f"sparktimely-worker-{index}",
-                args=(func, index, list(plan), group, listeners[index],
-                      [s for s in inherited if s is not listeners[index]], options,
-                      writer, os.getpid()))
-            with signals.held():          # a raise inside fork's hooks would be lost
-                process.start()
-                writer.close()
-                processes.append(process)
-                pipes.append(reader)
+        with _warm.forking():
+            for index in local:
+                reader, writer = context.Pipe(duplex=False)
+                process = context.Process(
+                    target=_worker_main, daemon=True, name=f"sparktimely-worker-{index}",
+                    args=(func, index, list(plan), group, listeners[index],
+                          [s for s in inherited if s is not listeners[index]], options,
+                          writer, os.getpid()))
+                with signals.held():          # a raise inside fork's hooks would be lost
+                    process.start()
+                    writer.close()
+                    processes.append(process)
+                    pipes.append(reader)
         results = _collect(processes, pipes, local, cluster)
         for process in processes:
             process.join(5)                  # they only exit after reporting
@@ -297,6 +301,7 @@ def _collect(processes: list, pipes: list, indexes: list[int],
                     cluster.wait(1.0)        # a lost peer: prefer its process's own account
                 raise WorkerError(*report[1:4])
             results[local] = report[1]
+            _warm.learn(report[3])
             if report[2]:
                 warnings.warn(f"worker {index} finished with non-daemon thread(s) still running: "
                               f"{', '.join(report[2])}; they were stopped when the worker "

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NoReturn, Sequence
 
-from . import _supervisor
+from . import _supervisor, _warm
 from .errors import WorkerError
 from .session import Seat, WorkerSession
 from ._supervisor import signals
@@ -442,6 +442,7 @@ def _run_workers(func: Callable[[Worker], Any], config: Config) -> list[Any]:
             return _supervisor.run_workers(func, plan, dict.fromkeys(range(config.workers)),
                                            args=config.args, stall_limit=config.stall_limit)
         hostfile = config.hostfile or [f"localhost:{2101 + i}" for i in range(config.processes)]
+        _warm.start()                           # while the other processes are found
         cluster = ProcessCluster.join(config.process, hostfile[:config.processes],
                                       config.workers, force_sockets=config.force_sockets,
                                       timeout=config.connect_timeout)

@@ -32,6 +32,7 @@ import traceback as tb
 from contextlib import contextmanager
 from typing import Any, Callable, NoReturn, Sequence
 
+from . import _warm
 from ._group import GroupFailed, HostGroup
 from .errors import WorkerError
 from .comm import (PeerLost, WorkerAddress, build_allocator, connect_timeout, host_identity,
@@ -45,6 +46,9 @@ class Seat:
     once on ``host`` (any free port; all interfaces if ``host`` cannot be bound) and kept
     open, the worker's host group (``comm.host_identity()``, or one of its own when sockets
     are forced) and the shared-memory name it proposes should it be its group's first.
+    Until the plan is known (the others have their seats too), this process warms up for
+    the job (``_warm.start``: modules Arrow jobs load on first use, first calls into
+    pyarrow), which ends before it connects or forks a worker.
 
     >>> seat = Seat("127.0.0.1", label="test")
     >>> address = seat.address()
@@ -65,6 +69,7 @@ class Seat:
         if sockets_forced(force_sockets):
             self.group += f"/{label or self.port}"          # a host of its own
         self.mesh = job_prefix()
+        _warm.start()
 
     def address(self) -> WorkerAddress:
         return WorkerAddress(self.host, self.port, self.group, self.label, self.mesh)
@@ -75,6 +80,7 @@ class Seat:
         return listener
 
     def close(self) -> None:
+        _warm.stop()
         if self.listener is not None:
             self.listener.close()
             self.listener = None
@@ -258,6 +264,7 @@ class WorkerSession:
             if len(self.plan) != self.peers:
                 raise ValueError(f"the plan has {len(self.plan)} workers, not {self.peers}")
         planned = time.perf_counter()
+        _warm.stop()                        # the wait is over: nothing may load behind it
         if self.group is None and len(group_of(self.plan, self.index)) > 1:
             self.group = join_group(self.plan, self.index, deadline)
             self._owns_group = True

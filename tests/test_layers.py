@@ -25,7 +25,7 @@ RANKS = {
     "dataflow": 2,
     "ops": 3,
     "differential": 4, "io": 4, "logging": 4,
-    "windows": 5, "worker": 5, "profile": 5,
+    "windows": 5, "worker": 5, "profile": 5, "_warm": 5,
     "session": 6, "_supervisor": 7, "execute": 8,
     "testing": 9, "barrier": 9,
     "__init__": 10,

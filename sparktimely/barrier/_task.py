@@ -13,7 +13,8 @@ mistake in building it fails the task) before the ``allGather``.
 A failure raises :class:`TaskFailed`: its message names the failing worker and carries its
 traceback, which is what Spark reports for the failed stage, and :func:`parse_failure` reads
 it back on the driver. Nothing is kept in the (reused) pyspark worker process: no thread, no
-segment, no child, no module state.
+segment, no child, no module state, but the modules its workers loaded, so that the next
+stage's workers start with them (``sparktimely._warm``).
 """
 from __future__ import annotations
 

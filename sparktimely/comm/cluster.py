@@ -14,7 +14,8 @@ Spark integration (one barrier task per worker):
 3. The workers of a group of more than one share a ``sparktimely.shm.Mesh`` with one slot per
    group member, in index order. Exactly one member creates it (``Mesh.create(size)``) and the
    others attach it by name (``Mesh.attach(name)``) once it exists.
-4. Each worker calls ``build_allocator(index, plan, listener, mesh)``: it connects to the
+4. Each worker calls ``build_allocator(index, plan, listener, mesh)``: it makes its rings to
+   the other members of its group (``Endpoint.make_rings``), connects to the
    lower-indexed workers of other groups, accepts the higher ones on ``listener`` (then closes
    it), and returns the allocator to give ``Worker``. Its ``close()`` flushes, says goodbye to
    every remote worker and waits until each has said goodbye too, so call it after
@@ -372,6 +373,7 @@ def build_allocator(index: int, plan: Sequence[WorkerAddress], listener: socket.
             raise ValueError(f"worker {index} shares memory with workers {group} and needs a "
                              f"mesh of {len(group)} slots, got {mesh and mesh.num_workers}")
         endpoint = mesh.endpoint(slots[index])
+        endpoint.make_rings()          # every worker of a dataflow sends to every other one
     if len(group) == peers:
         assert endpoint is not None                     # peers > 1: a group of several
         if listener is not None:

@@ -66,12 +66,12 @@ def partition_batch(batch: Any, key: str | Sequence[str] | None,
             rows = np.flatnonzero(dest == worker)
             if len(rows) == batch.num_rows:                  # one destination: no copy
                 return _all_to(batch, worker, peers)
-            parts.append(batch.take(rows) if len(rows) else batch.slice(0, 0))
+            parts.append(batch.take(_indices(rows)) if len(rows) else batch.slice(0, 0))
         return parts
     counts = np.bincount(dest, minlength=peers)
     if counts.max(initial=0) == batch.num_rows:              # one destination: no copy
         return _all_to(batch, int(counts.argmax()), peers)
-    ordered = batch.take(np.argsort(dest, kind="stable"))  # radix sort for small integers
+    ordered = batch.take(_indices(np.argsort(dest, kind="stable")))  # radix sort by worker
     starts = np.cumsum(counts) - counts
     return [ordered.slice(start, n) for start, n in zip(starts.tolist(), counts.tolist())]
 
@@ -79,6 +79,18 @@ def partition_batch(batch: Any, key: str | Sequence[str] | None,
 _TAKE_EACH = 8
 """Up to this many workers, a batch is split with one comparison and one ``take`` per
 worker; beyond, with one stable sort by worker and one ``take``."""
+
+
+def _indices(rows: np.ndarray) -> pa.Array:
+    """Row numbers (a numpy int64 array) as an Arrow array, without a copy. ``take`` would
+    convert a numpy array itself with ``pa.array``, which imports ``numpy.ma`` on first use:
+    14 ms in each freshly forked worker, inside its first exchange.
+
+    >>> _indices(np.array([2, 0])).to_pylist()
+    [2, 0]
+    """
+    rows = rows.astype(np.int64, copy=False)
+    return pa.Array.from_buffers(pa.int64(), len(rows), [None, pa.py_buffer(rows)])
 
 
 def _route_hashes(h: np.ndarray, peers: int) -> np.ndarray:

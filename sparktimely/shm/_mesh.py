@@ -2,9 +2,11 @@
 
 Layout. ``Mesh.create(n)`` makes a control segment ``<prefix>-ctl``: the configuration, one
 64-byte block per worker (its doorbell, its mail flag, the bytes of ring it has reserved) and a
-*created* word per (source, destination) pair. Rings are made lazily, by their writer, on the
-first message to a destination (``<prefix>-r<src>-<dst>-g0``, then its *created* word is set),
-so a job whose workers talk to few others reserves little. A ring starts at
+*created* word per (source, destination) pair. Rings are made by their writer
+(``<prefix>-r<src>-<dst>-g0``, then its *created* word is set): on the first message to a
+destination, so a job whose workers talk to few others reserves little, or all at once with
+``make_rings`` (a dataflow's workers all talk to each other), so that the first messages find
+them made. A ring starts at
 ``ring_bytes`` (default: ``SENDER_BYTES`` shared among a sender's n - 1 destinations, so what
 is reserved grows with the number of workers, not with its square) and grows only for a
 message larger than half of it. A ring segment is a 256-byte header (``head``: bytes ever
@@ -419,6 +421,21 @@ class Endpoint:
             self._ctl.u32[_created(self.num_workers, self.index, target)] = 1
         return out
 
+    def make_rings(self) -> None:
+        """Create this worker's ring to every other worker now, instead of at its first
+        message to each.
+
+        >>> from sparktimely.shm import Mesh, segments
+        >>> with Mesh.create(3, ring_bytes=1 << 16) as mesh:
+        ...     with mesh.endpoint(1) as b:
+        ...         b.make_rings()
+        ...         sorted(path.rpartition("-r")[2] for path in segments(mesh.name + "-r"))
+        ['1-0-g0', '1-2-g0']
+        """
+        for target in range(self.num_workers):
+            if target != self.index and self._out[target] is None:
+                self._out_to(target)
+
     def send(self, target: int, parts: Iterable[BytesLike], notify: bool = True) -> None:
         """Send the concatenation of ``parts`` as one message to worker ``target``. Never blocks:
         if the ring is full the message is copied to an overflow queue (see ``pending_bytes``).
@@ -590,7 +607,7 @@ class Mesh:
 
     The creator unlinks everything (``unlink``, the context manager, or at exit); workers call
     ``endpoint(index)`` after fork, or ``Mesh.attach(name).endpoint(index)`` from any process.
-    Rings appear as workers first send to each other.
+    Rings appear as workers first send to each other, or as each calls ``make_rings``.
 
     >>> from sparktimely.shm import Mesh, segments
     >>> with Mesh.create(3, ring_bytes=1 << 16) as mesh:
