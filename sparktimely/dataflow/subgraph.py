@@ -231,8 +231,10 @@ class Dataflow:
 
     def _broadcast(self, batch: list) -> None:
         """Send a progress batch to every other worker before this one applies it, so they
-        apply it meanwhile."""
+        apply it meanwhile; then take in what they shared (in a round, their part of it),
+        so that this worker's pass applies it too instead of waiting for the next step."""
         self.worker.broadcast((PROGRESS, self.index, batch))
+        self.worker.receive_arrived()
 
     def _activate_watchers(self, targets: set[int]) -> None:
         """Schedule the operators that watch the frontiers of ``targets``."""
