@@ -1,8 +1,20 @@
 """Framing of the messages workers exchange: tuples as bytes.
 
-A message is one pickle (protocol 5, out-of-band buffers), unless its last element is a
-``pyarrow.RecordBatch``: then the rest is a small pickled header followed by the batch as
-Arrow IPC, so columns are never pickled and are read back in place.
+A message is one pickle (protocol 5). Most messages (progress, control, batches of plain
+Python objects) pickle without out-of-band buffers: they travel as the bare pickle, one
+buffer with nothing to frame, pad or join (its first byte is pickle's PROTO opcode, which no
+other framing starts with). Messages holding contiguous buffers (numpy arrays) keep them out
+of band (``shm.encode_pickle``, behind an 8-byte prefix), so they are copied once, straight
+into the transport. If the last element is a ``pyarrow.RecordBatch``, the rest is a small
+pickled header followed by the batch as Arrow IPC, so columns are never pickled and are read
+back in place.
+
+>>> decode(b"".join(encode((1, 0, [((3, 5), 1)]))))
+(1, 0, [((3, 5), 1)])
+>>> import numpy as np
+>>> kind, array = decode(b"".join(bytes(part) for part in encode(("batch", np.arange(3)))))
+>>> kind, array.tolist()
+('batch', [0, 1, 2])
 """
 from __future__ import annotations
 
@@ -14,8 +26,9 @@ import pyarrow
 
 from ..shm import decode_arrow, decode_pickle, encode_arrow, encode_pickle
 
-_PREFIX = struct.Struct("<II")      # header length (Arrow messages), body kind
-_PICKLED, _ARROW = 0, 1
+_PREFIX = struct.Struct("<II")      # body kind, header length (Arrow messages)
+_PICKLED, _ARROW = 0, 1             # a first byte no pickle starts with
+_PROTO = pickle.PROTO[0]            # the first byte of every pickle of protocol 2 and up
 _PAD = bytes(8)
 
 
@@ -24,18 +37,25 @@ def encode(message: tuple) -> list:
     if isinstance(message[-1], pyarrow.RecordBatch):
         header = pickle.dumps(message[:-1], protocol=5)
         pad = _PAD[:-len(header) % 8]
-        return [_PREFIX.pack(len(header) + len(pad), _ARROW), header, pad,
+        return [_PREFIX.pack(_ARROW, len(header) + len(pad)), header, pad,
                 *encode_arrow(message[-1])]
-    return [_PREFIX.pack(0, _PICKLED), *encode_pickle(message)]
+    buffers: list = []
+    stream = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
+    if not buffers:
+        return [stream]
+    return [_PREFIX.pack(_PICKLED, 0), *encode_pickle(message)]
 
 
 def decode(data: Any) -> tuple:
     """Inverse of :func:`encode`; Arrow columns and pickled buffers are views of ``data``."""
+    if data.__class__ is not bytes:
+        data = memoryview(data).cast("B")       # views of a ring may hold signed bytes
+    if data[0] == _PROTO:
+        return pickle.loads(data)
     view = memoryview(data)
-    header_length, body = _PREFIX.unpack_from(view)
+    body, header_length = _PREFIX.unpack_from(view)
     start = _PREFIX.size
     if body == _PICKLED:
         return decode_pickle(view[start:])
     header = pickle.loads(view[start:start + header_length])
     return header + (decode_arrow(view[start + header_length:]),)
-

@@ -238,11 +238,16 @@ class Dataflow:
     def _propagate(self) -> bool:
         """Run the progress protocol: share what must be shared, and schedule the operators
         whose input frontiers moved. True if it shared changes or moved a frontier."""
-        batch, changed = self.progress.exchange()
-        if batch is not None:
-            self.worker.broadcast((PROGRESS, self.index, batch))
+        batch, changed = self.progress.exchange(self._broadcast)
         self._activate_watchers(changed)
         return batch is not None or bool(changed)
+
+    def _broadcast(self, batch: list) -> None:
+        """Send a progress batch to every other worker before this one applies it, so they
+        apply it meanwhile; then take in what they shared (in a round, their part of it),
+        so that this worker's pass applies it too instead of waiting for the next step."""
+        self.worker.broadcast((PROGRESS, self.index, batch))
+        self.worker.receive_arrived()
 
     def _activate_watchers(self, targets: set[int]) -> None:
         """Schedule the operators that watch the frontiers of ``targets``."""

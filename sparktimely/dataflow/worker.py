@@ -244,6 +244,16 @@ class WorkerCore(Generic[S]):
             if target != self.index:
                 send(target, message)
 
+    def receive_arrived(self) -> None:
+        """Deliver the messages that have arrived, as a step does first. A dataflow that has
+        just shared progress calls it, so that its pass applies what the other workers
+        shared meanwhile instead of waiting for the next step. What it delivers may queue
+        work for operators or dataflows already run in this step, and the doorbell that
+        announced it is spent; the step is busy all the same (its dataflow shared progress,
+        so it moved or had operators to run), so the worker steps again before it parks."""
+        if self._allocator is not None:
+            self._receive(self._allocator)
+
     def _receive(self, allocator: "Allocator") -> bool:
         """Deliver arrived messages (stashing those for dataflows not built yet, discarding
         those for dropped ones)."""

@@ -53,7 +53,7 @@ True
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable
 
 from .reachability import Tracker
 from .timestamp import Timestamp
@@ -116,21 +116,45 @@ class ProgressExchange:
         return any(delta < 0 and is_global(location, time)
                    for (location, time), delta in local.items())
 
-    def exchange(self) -> tuple[Batch | None, set[int]]:
-        """Apply what the others sent; if this worker's changes must be shared, release them
-        as one batch, applied here too. Returns ``(batch to broadcast or None, input
-        locations whose frontier changed)``."""
-        tracker = self.tracker
-        changed = tracker.propagate_all() if tracker.has_pending() else set()
-        if not self.must_share():
-            return None, changed
+    def share(self) -> Batch | None:
+        """If this worker's held changes must be shared now, release them as one batch,
+        buffered in its own tracker too, and return it to broadcast (None: nothing to
+        broadcast). Judged on the frontiers as they are, before what arrived since the last
+        :meth:`propagate` is applied: sharing early is always safe (every batch is whole),
+        and the caller can send the batch before it pays for the pass that applies it."""
+        if not self._local or not self.must_share():
+            return None
         local, self._local = self._local, {}
         batch = [(key, delta) for key, delta in local.items() if delta]
-        update = tracker.update
+        update = self.tracker.update
         for (location, time), delta in batch:
             update(location, time, delta)
-        changed |= tracker.propagate_all()
-        return (batch if batch and self.peers > 1 else None), changed
+        return batch if batch and self.peers > 1 else None
+
+    def propagate(self) -> set[int]:
+        """Apply what arrived and what was released, in one pass of the tracker; returns
+        the input locations whose frontier changed."""
+        tracker = self.tracker
+        return tracker.propagate_all() if tracker.has_pending() else set()
+
+    def exchange(self, send: Callable[[Batch], object] | None = None
+                 ) -> tuple[Batch | None, set[int]]:
+        """One round of the protocol: :meth:`share`, :meth:`propagate`, and, if changes are
+        still held, judge them again on the new frontiers (what arrived may have made them
+        urgent). Returns ``(batch to broadcast or None, input locations whose frontier
+        changed)``. ``send(batch)``, if given, is called with the batch as soon as it is
+        released, before the pass that applies it here (a batch is sent once: the caller
+        does not broadcast the returned one again)."""
+        batch = self.share()
+        if batch is not None and send is not None:
+            send(batch)
+        changed = self.propagate()
+        if batch is None and self._local:
+            batch = self.share()
+            if batch is not None and send is not None:
+                send(batch)
+            changed |= self.propagate()
+        return batch, changed
 
     # -- observations ----------------------------------------------------------------------
 

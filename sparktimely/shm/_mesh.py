@@ -63,7 +63,7 @@ import pickle
 import re
 import time
 from collections import deque
-from typing import Iterable, Union
+from typing import Iterable, Sequence, Union
 
 import pyarrow as pa
 
@@ -72,6 +72,7 @@ from ._segment import PAGE, Segment, job_prefix, sweep, sweep_stale
 from ._sync import WEAK_ORDERING, fence, futex_wait, futex_wake
 
 BytesLike = Union[bytes, bytearray, memoryview, pickle.PickleBuffer, pa.Buffer]
+Part = Union[bytes, memoryview]     # a piece of a message as rings write it (flat bytes)
 Message = Union[bytes, memoryview]
 
 _HDR = 256                      # ring header bytes
@@ -134,17 +135,17 @@ class _Out:
         self.seg, self.cap = seg, seg.size - _HDR
         self.head, self.tail = seg.u64[_HEAD], seg.u64[_TAIL]
 
-    def write(self, parts: list[memoryview], n: int) -> bool:
+    def write(self, parts: Sequence[Part], n: int) -> bool:
         """Write one message made of ``parts`` (``n`` bytes); False if the ring lacks space,
         or the message needs a larger ring than the mesh's bound allows."""
-        size = 8 + _align8(n)
+        size = 8 + ((n + 7) & -8)
         if 2 * (size + 8) > self.cap and not self._grow(2 * (size + 8)):
             return False
         return self._record(_MSG, parts, n)
 
-    def _record(self, kind: int, parts: list[memoryview], n: int) -> bool:
+    def _record(self, kind: int, parts: Sequence[Part], n: int) -> bool:
         """Append one record of ``kind``; False if the ring lacks space."""
-        size = 8 + _align8(n)
+        size = 8 + ((n + 7) & -8)
         pos = self.head % self.cap
         skip = self.cap - pos if pos + size > self.cap else 0
         need = skip + size + 8  # keep 8 bytes free for a ROLL record
@@ -221,7 +222,7 @@ class _Out:
             self.pending_bytes -= len(data)
         return True
 
-    def put(self, parts: list[memoryview] | None = None, n: int = 0) -> bool:
+    def put(self, parts: Sequence[Part] | None = None, n: int = 0) -> bool:
         """Write the queue, then ``parts`` if given. On failure ask the reader to ring us when it
         frees space (``want``; a Dekker pair with ``_In.publish``), tell it to look, and retry
         once."""
@@ -382,6 +383,7 @@ class Endpoint:
         self.index, self.num_workers = index, mesh.num_workers
         self.copy_below, self._spin = copy_below, spin_us * 1e-6
         self._ctl = Segment.attach(mesh.name + "-ctl", mesh.directory)
+        self._u32 = self._ctl.u32
         self._bell = _bell(index)
         self._mail = self._bell + 2
         self._reserved_at = (self._bell + 4) >> 1
@@ -394,6 +396,10 @@ class Endpoint:
         self._later: set[int] = set()
         self._in: list[_In | None] = [None] * self.num_workers
         self._out: list[_Out | None] = [None] * self.num_workers
+        self._rings: list[_In] = []             # the rings of _in that exist, by source
+        self._awaited = [(src, _created(self.num_workers, src, index))   # (self: see _out_to)
+                         for src in range(self.num_workers) if src != index]
+        self._mails = [_bell(target) + 2 for target in range(self.num_workers)]
 
     # -- reserved bytes (this worker's rings) -------------------------------------------------
 
@@ -418,7 +424,10 @@ class Endpoint:
         out = self._out[target]
         if out is None:
             out = self._out[target] = _Out(self, target, self._ring_bytes)
-            self._ctl.u32[_created(self.num_workers, self.index, target)] = 1
+            created = _created(self.num_workers, self.index, target)
+            self._ctl.u32[created] = 1
+            if target == self.index:            # messages to itself: its next recv looks
+                self._awaited.append((target, created))
         return out
 
     def make_rings(self) -> None:
@@ -441,16 +450,16 @@ class Endpoint:
         if the ring is full the message is copied to an overflow queue (see ``pending_bytes``).
         ``notify=False`` wakes a sleeping ``target`` only at the next ``flush``."""
         out = self._out[target] or self._out_to(target)
-        views = [byte_view(p) for p in parts]
-        n = sum(len(v) for v in views)
-        if not out.put(views, n):
+        views = [p if p.__class__ is bytes else byte_view(p) for p in parts]
+        n = sum(map(len, views))
+        if (out.pending or not out.write(views, n)) and not out.put(views, n):
             out.pending.append([b"".join(views), 0])
             out.pending_bytes += n
             self._blocked.add(target)
         if notify:
             self.post(target)
         else:
-            self._ctl.u32[_bell(target) + 2] = 1                 # mail for the target
+            self._u32[self._mails[target]] = 1                  # mail for the target
             self._later.add(target)
 
     def try_send(self, target: int, parts: Iterable[BytesLike]) -> bool:
@@ -474,23 +483,29 @@ class Endpoint:
         ``copy_below`` bytes are zero-copy read-only memoryviews; drop them to free ring space."""
         if self._blocked:
             self.flush()
-        u = self._ctl.u32
+        u = self._u32
         if not u[self._mail]:
             return []
         u[self._mail] = 0
         fence()
-        self._epoch += 1
+        if self._awaited:
+            self._attach_created()
+        self._epoch = epoch = self._epoch + 1
         out: list[tuple[int, Message]] = []
-        rings = self._in
-        for src in range(self.num_workers):
-            ring = rings[src]
-            if ring is None:
-                if not u[_created(self.num_workers, src, self.index)]:
-                    continue
-                ring = rings[src] = _In(self, src)
-            ring.poll(out, self._epoch)
-            ring.check_retained(self._epoch)
+        for ring in self._rings:
+            ring.poll(out, epoch)
+            ring.check_retained(epoch)
         return out
+
+    def _attach_created(self) -> None:
+        """Attach the rings to this worker that their writers have created since."""
+        u = self._u32
+        created = [src for src, word in self._awaited if u[word]]
+        if created:
+            self._awaited = [(src, word) for src, word in self._awaited if src not in created]
+            for src in created:
+                self._in[src] = _In(self, src)
+            self._rings = [ring for ring in self._in if ring is not None]
 
     def oversubscribed(self) -> bool:
         """Whether the mesh has more workers than this process may use cores (its CPU

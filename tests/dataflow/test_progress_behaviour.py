@@ -546,6 +546,9 @@ def test_capability_set_downgraded_to_frontier(run):
             stream = scope.input_from(handle).unary_frontier(st.Pipeline, "Marks", ctor)
             return stream.probe(), stream.capture()
         probe, captured = worker.dataflow(build)
+        # A step before this worker's first advance: its operator sees frontier [0] (which
+        # this worker's input holds), whatever the other workers' progress has reached.
+        worker.step()
         step_rounds(worker, handle, probe, [[None], [], [None]])
         return captured
     for captured in run(job):

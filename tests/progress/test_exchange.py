@@ -9,7 +9,8 @@ feedback edge that adds 1 to the time, back to the operator:
 
 Every worker runs a ProgressExchange over its own Tracker. The simulation keeps the truth:
 the capabilities each worker holds and the data messages not yet consumed (in flight or
-queued). Data is consumed in any order; progress batches travel FIFO per sender.
+queued). Data is consumed in any order; progress batches travel FIFO per sender, and a
+worker may take in what arrived between sending its batch and applying it.
 
 - Safety: no worker's frontier at any location ever passes a pointstamp that some worker
   still holds (taking the path summaries into account).
@@ -149,12 +150,19 @@ class Simulation:
             exchange.update(T1, time + 1, 1)
             self.messages.append((outputs[0] if outputs else worker, T1, time + 1))
 
-    def exchange(self, worker):
-        batch, _ = self.exchanges[worker].exchange()
-        if batch is not None:
+    def exchange(self, worker, take_in=False):
+        """One round at ``worker``: its batch, if any, is sent before the pass that applies
+        it; with ``take_in``, what the others sent is delivered right after sending, so the
+        same pass applies it too (as a dataflow does)."""
+        def send(batch):
             for other in range(WORKERS):
                 if other != worker:
                     self.channels[(worker, other)].append(batch)
+            if take_in:
+                for sender in range(WORKERS):
+                    while sender != worker and self.channels[(sender, worker)]:
+                        self.deliver(sender, worker)
+        self.exchanges[worker].exchange(send)
 
     def deliver(self, sender, receiver):
         channel = self.channels[(sender, receiver)]
@@ -185,7 +193,8 @@ OPERATIONS = strategies.one_of(
     strategies.tuples(strategies.just("drop"), strategies.integers(0, WORKERS - 1)),
     strategies.tuples(strategies.just("consume"), strategies.integers(0, 1000),
                       strategies.lists(strategies.integers(0, WORKERS - 1), max_size=2)),
-    strategies.tuples(strategies.just("exchange"), strategies.integers(0, WORKERS - 1)),
+    strategies.tuples(strategies.just("exchange"), strategies.integers(0, WORKERS - 1),
+                      strategies.booleans()),
     strategies.tuples(strategies.just("deliver"), strategies.integers(0, WORKERS - 1),
                       strategies.integers(0, WORKERS - 1)),
 )
