@@ -170,6 +170,9 @@ def report(started: str, command: str, seconds: float, sections: list[Section],
         "matplotlib), or `pip install -e .[bench] && python -m benchmarks`; one section: "
         "`python -m benchmarks.bench_wordcount` etc. Needs Java for the PySpark peers.\n",
     ]
+    if (HERE / "FINDINGS.md").exists():
+        lines.append("- why the missed goals are missed, profiled by hand on the code of its date: "
+                     "[FINDINGS.md](FINDINGS.md) (a run does not rewrite it)\n")
     if has_plot:
         lines.append("![wordcount and PageRank across sizes](results.png)\n")
     goals = [(section, row, goal) for section in sections for row in section.rows
