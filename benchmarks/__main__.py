@@ -167,7 +167,8 @@ def report(started: str, command: str, seconds: float, sections: list[Section],
         "there are several), `÷ <limit>` divided by the limit; `limit` columns are physical or "
         "language limits, not competitors.",
         "- reproduce: `scripts/bench` (sets up .venv, installs the `[bench]` extras: bytewax, "
-        "matplotlib), or `pip install -e .[bench] && python -m benchmarks`; one section: "
+        "matplotlib; and Pathway 0.33 in `.pwvenv`), or `pip install -e .[bench] && python -m "
+        "benchmarks`; one section: "
         "`python -m benchmarks.bench_wordcount` etc. Needs Java for the PySpark peers.\n",
     ]
     if (HERE / "FINDINGS.md").exists():
