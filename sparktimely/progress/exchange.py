@@ -65,13 +65,17 @@ Batch = list
 class ProgressExchange:
     """One worker's side of the progress protocol for one dataflow (see the module doc)."""
 
-    __slots__ = ("peers", "tracker", "_local", "_initial")
+    __slots__ = ("peers", "tracker", "_local", "_initial", "_judged")
     tracker: Tracker            # set by start(), once the dataflow is built
 
     def __init__(self, peers: int) -> None:
         self.peers = peers
         self._local: dict[tuple[int, Timestamp], int] = {}
         self._initial: dict[tuple[int, Timestamp], int] = {}
+        # True once the held changes were judged not urgent, until they or the frontiers
+        # change: a worker waiting for its peers steps again and again, and must not scan
+        # its held changes at every step
+        self._judged = False
 
     # -- events in -------------------------------------------------------------------------
 
@@ -95,6 +99,7 @@ class ProgressExchange:
         key = (location, time)
         local = self._local
         local[key] = local.get(key, 0) + delta
+        self._judged = False
 
     def receive(self, batch: Iterable[tuple[tuple[int, Timestamp], int]]) -> None:
         """Take in a batch another worker broadcast."""
@@ -122,7 +127,10 @@ class ProgressExchange:
         broadcast). Judged on the frontiers as they are, before what arrived since the last
         :meth:`propagate` is applied: sharing early is always safe (every batch is whole),
         and the caller can send the batch before it pays for the pass that applies it."""
-        if not self._local or not self.must_share():
+        if not self._local or self._judged:
+            return None
+        if not self.must_share():
+            self._judged = True
             return None
         local, self._local = self._local, {}
         batch = [(key, delta) for key, delta in local.items() if delta]
@@ -135,7 +143,10 @@ class ProgressExchange:
         """Apply what arrived and what was released, in one pass of the tracker; returns
         the input locations whose frontier changed."""
         tracker = self.tracker
-        return tracker.propagate_all() if tracker.has_pending() else set()
+        if not tracker.has_pending():
+            return set()
+        self._judged = False                    # the frontiers may move
+        return tracker.propagate_all()
 
     def exchange(self, send: Callable[[Batch], object] | None = None
                  ) -> tuple[Batch | None, set[int]]:
@@ -163,8 +174,9 @@ class ProgressExchange:
         return bool(self._local)
 
     def quiet(self) -> bool:
-        """True if :meth:`exchange` would do nothing now (nothing to apply or to share)."""
-        return not self._local and not self.tracker.has_pending()
+        """True if :meth:`exchange` would do nothing now: nothing to apply, and nothing held
+        that could move a frontier (as judged since the last change)."""
+        return (not self._local or self._judged) and not self.tracker.has_pending()
 
     def frontier_at(self, location: int) -> list:
         """The frontier of times that may still reach ``location``, as this worker knows it."""
