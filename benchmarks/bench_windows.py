@@ -11,7 +11,9 @@ divides the sizes by 10.
 
 - sparktimely: the stream split between the workers (event ``i`` to worker ``i % workers``,
   as partitions of a log), sent in batches of BATCH rows through an ``st.InputHandle``, each
-  followed by ``advance_to(greatest event time so far - 5 s)``; ``window(kind,
+  followed by ``advance_to(greatest event time so far - 5 s)`` and one ``worker.step()``, as
+  a streaming input loop does (the tumbling count also with the whole input sent before the
+  first step: a burst, which leaves the two workers less to overlap); ``window(kind,
   time_of="ts", key="key", aggregate={...})``; a probe on the results. Throughput: events
   over the seconds from the first batch sent until the probe is done (every window closed,
   every result out), the slowest worker. In each worker process one untimed warm-up run of a
@@ -63,6 +65,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -126,24 +129,29 @@ def minute_events(minute: int, n: int, keys: int) -> pa.Table:
                      "value": rng.integers(0, 1_000, n)})
 
 
-def send(handle: st.InputHandle, batches: list, watermark: int) -> int:
+def send(handle: st.InputHandle, batches: list, watermark: int,
+         step: Callable[[], object] | None = None) -> int:
     """Each batch, then the input advanced to its watermark (the greatest event time so far
-    minus DISORDER); returns the watermark."""
+    minus DISORDER) and ``step()`` if given (a streaming input loop steps its worker after
+    each batch); returns the watermark."""
     for batch in batches:
         handle.send_batch(batch)
         high = int(np.asarray(batch.column("ts")).max()) - DISORDER
         if high > watermark:
             watermark = high
             handle.advance_to(watermark)
+        if step is not None:
+            step()
     return watermark
 
 
 # -- sparktimely ---------------------------------------------------------------------------------
 
-def throughput(kind: str, n: int, workers: int) -> dict:
+def throughput(kind: str, n: int, workers: int, stepping: bool = True) -> dict:
     """Events per second of the window ``kind`` over ``n`` events on ``workers`` processes:
     each timed run's figure (the slowest worker), the same per CPU second of the busiest
-    worker, and the result rows of the runs."""
+    worker, and the result rows of the runs. ``stepping``: each worker steps after each
+    input batch (a streaming input loop); otherwise it sends its whole input, then steps."""
     window, aggregate = WORKLOADS[kind]
 
     def one_run(worker, batches: list) -> tuple[float, float, int, int]:
@@ -163,7 +171,7 @@ def throughput(kind: str, n: int, workers: int) -> dict:
         probe = worker.dataflow(build)
         worker.step()
         started, cpu = time.perf_counter(), time.process_time()
-        send(handle, batches, 0)
+        send(handle, batches, 0, worker.step if stepping else None)
         handle.close()
         worker.step_while(lambda: not probe.done())
         return (time.perf_counter() - started, time.process_time() - cpu, rows[0],
@@ -389,6 +397,7 @@ def main(quick: bool = False, spark: bool = True, bytewax: bool = True,
         return result if isinstance(result, str) else float(result[key])
     ours = {(kind, workers): throughput(kind, n, workers) for kind in WORKLOADS
             for workers in (1, 2)}
+    burst = {workers: throughput("tumbling", n, workers, stepping=False) for workers in (1, 2)}
     rows_of = {kind: ours[kind, 1]["rows"] for kind in WORKLOADS}
     for kind in WORKLOADS:
         if ours[kind, 2]["rows"] != rows_of[kind]:
@@ -424,6 +433,14 @@ def main(quick: bool = False, spark: bool = True, bytewax: bool = True,
     for kind in WORKLOADS:
         rows.append(Row(f"2 workers / 1 worker by CPU time, {LABELS[kind]}", f"{n:,} events",
                         "x", max(ours[kind, 2]["cpu_rates"]) / max(ours[kind, 1]["cpu_rates"])))
+    burst_label = f"{LABELS['tumbling']}, whole input sent before stepping"
+    for workers in (1, 2):
+        rows.append(Row(f"{burst_label}, {workers} worker{'s' * (workers > 1)}",
+                        f"{n:,} events, {KEYS:,} keys", "events/s", max(burst[workers]["rates"])))
+    rows += [Row(f"2 workers / 1 worker, {burst_label}", f"{n:,} events", "x",
+                 max(burst[2]["rates"]) / max(burst[1]["rates"])),
+             Row(f"2 workers / 1 worker by CPU time, {burst_label}", f"{n:,} events", "x",
+                 max(burst[2]["cpu_rates"]) / max(burst[1]["cpu_rates"]))]
     latency_sizes = [(LATENCY_KEYS, LATENCY_EVENTS, rounds),
                      (KEYS, RATE * MINUTE // scale, LARGE_WINDOW_ROUNDS // (2 if quick else 1))]
     for keys, per_window, count in latency_sizes:
@@ -448,7 +465,9 @@ def main(quick: bool = False, spark: bool = True, bytewax: bool = True,
         f"; result rows: " + ", ".join(f"{kind} {rows_of[kind]:,}" for kind in WORKLOADS) +
         " (the same at 1 and 2 workers; the tumbling counts add up to the events)",
         f"input: batches of {BATCH:,} rows per worker (event i at worker i % workers), each "
-        f"followed by advance_to(greatest event time - {DISORDER // 1000} s); {RATE} events "
+        f"followed by advance_to(greatest event time - {DISORDER // 1000} s) and a "
+        "worker.step(), as a streaming input loop; 'whole input sent before stepping': the "
+        f"same batches and advances, no step until all are sent; {RATE} events "
         f"per ms of event time, 1% of them up to {DISORDER // 1000} s out of order, int keys",
         f"bytewax: one worker (run_main), the first {bytewax_n:,} events of the same stream "
         "(see the module doc: its per-key work makes the whole stream take 15-40 minutes), "
