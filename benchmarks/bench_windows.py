@@ -51,7 +51,7 @@ divides the sizes by 10.
   appearing in the watched folder (the data that moves Spark's watermark past the window's
   end) to the window's rows at the sink: the file's micro-batch, then the one that emits.
 - ``active_between`` sliding count: bench_differential's sliding section (the same
-  helper and data as there), run from here; Pathway 0.33 ``windowby`` is its peer.
+  function and data as there), run from here; Pathway 0.33 ``windowby`` is its peer.
 - 2 workers / 1 worker: the best throughputs of each; and the same by CPU time (events per
   CPU second of the busiest worker process), which says what two cores of their own would
   give the workers on a machine whose cores are busy with other work.
@@ -493,7 +493,7 @@ def main(quick: bool = False, spark: bool = True, bytewax: bool = True,
         "core of its own, which a machine shared with other work does not give (see the load "
         "below); a figure under 2 is work the second worker adds (the exchange by key)",
         "active_between sliding count beside Pathway's windowby: the next section "
-        "(bench_differential's helper)",
+        "(bench_differential.sliding_section, run from here)",
         f"machine load (1-minute load average) at the end: {os.getloadavg()[0]:.1f} on "
         f"{os.cpu_count()} cores: figures are as noisy as the neighbours make them",
     ]
