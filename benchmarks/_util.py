@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Union
+from typing import Callable, Mapping, Union
 
 Value = Union[float, str, None]
 
@@ -100,8 +100,8 @@ class Row:
     size: str
     unit: str
     sparktimely: Value
-    peers: dict[str, Value] = field(default_factory=dict)
-    limits: dict[str, Value] = field(default_factory=dict)
+    peers: Mapping[str, Value] = field(default_factory=dict)
+    limits: Mapping[str, Value] = field(default_factory=dict)
     goals: list[Goal] = field(default_factory=list)
 
     @property

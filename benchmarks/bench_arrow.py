@@ -111,7 +111,7 @@ def counter_baseline(table: pa.Table) -> float:
 
 def payload(seed: int, rows: int = ROWS) -> pa.RecordBatch:
     rng = np.random.default_rng(seed)
-    columns = {"k": rng.integers(0, 1 << 40, rows)}
+    columns: dict[str, np.ndarray] = {"k": rng.integers(0, 1 << 40, rows)}
     for c in range(1, COLUMNS):
         columns[f"c{c}"] = rng.random(rows) if c % 2 else rng.integers(0, 1 << 30, rows)
     return pa.record_batch(columns)

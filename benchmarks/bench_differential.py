@@ -202,7 +202,7 @@ def join_count(a_rows: int, b_rows: int, updates: int, workers: int, warm: bool 
         b_keys = np.arange(b_rows)[worker.index::worker.peers]
         keys = random.Random(3)
 
-        def rows(values: list) -> pa.RecordBatch:
+        def rows(values: list[int] | np.ndarray) -> pa.RecordBatch:
             return pa.record_batch({"key": pa.array(values, pa.int64()), "diff": diffs(len(values))})
         rounds = [[rows([keys.randrange(b_rows) for _ in range(10)]),
                    rows([keys.randrange(b_rows)])]
@@ -306,8 +306,11 @@ def sliding_count(events: int, window: int, updates: int, arrow: bool) -> dict:
             else:
                 counts = events.active_between(lambda e: e[1], lambda e: e[1] + window) \
                     .map(lambda e: e[0]).count()
-                counts.inspect_batch(lambda time, b: [changes.update({kn: d})
-                                                      for kn, _, d in b])
+
+                def tally(time, batch) -> None:
+                    for kn, _, d in batch:
+                        changes[kn] += d
+                counts.inspect_batch(tally)
             return counts.probe()
         probe = worker.dataflow(build)
 

@@ -59,7 +59,11 @@ def explode(mode: str, outputs: int) -> tuple[float, float] | str:
     """(peak RSS in MB, seconds) of a fresh interpreter running the flat_map in ``mode``."""
     result = run_script(_EXPLODE.format(per_record=outputs // RECORDS, records=RECORDS,
                                         mode=mode), timeout=1800)
-    return result if isinstance(result, str) else (float(result[0]), float(result[1]))
+    if isinstance(result, str):
+        return result
+    if not isinstance(result, list):
+        raise TypeError(f"explode({mode!r}) printed {result!r}, not [peak RSS, seconds]")
+    return float(result[0]), float(result[1])
 
 
 def rate_section(quick: bool = False) -> Section:

@@ -88,11 +88,15 @@ def _raw_peer(server: socket.socket, connect: bool, chunks: int, send: bool,
         sock, _ = server.accept()
     server.close()
     with sock:
-        data, into = np.ones(chunk, np.uint8), memoryview(bytearray(chunk))
+        data, into = np.ones(chunk, np.uint8).tobytes(), memoryview(bytearray(chunk))
+
+        def send_chunks() -> None:
+            for _ in range(chunks):
+                sock.sendall(data)
         sock.sendall(b"!")                              # both sides ready
         sock.recv(1)
         start = time.perf_counter()
-        sender = threading.Thread(target=lambda: [sock.sendall(data) for _ in range(chunks)])
+        sender = threading.Thread(target=send_chunks)
         if send:
             sender.start()
         if receive:
@@ -118,6 +122,8 @@ def raw_tcp(chunks: int, both: bool, chunk: int = CHUNK) -> float:
 
 def _link_peer(index: int, plan: list, listener, batches: int, rows_per_batch: int) -> float:
     allocator = build_allocator(index, plan, listener, None)
+    if allocator is None:
+        raise ValueError(f"a link needs two workers, the plan has {len(plan)}")
     batch = payload(index, rows_per_batch)
     start = time.perf_counter()
     if index == 0:

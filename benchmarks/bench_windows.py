@@ -380,8 +380,13 @@ def peer(call: str, missing_extra: str) -> dict | str:
     there is none."""
     result = run_script(f"import sys; sys.path.insert(0, {str(HERE.parent)!r})\n"
                         f"from benchmarks.bench_windows import *\n{call}", timeout=3600)
-    if isinstance(result, str) and result.startswith("missing"):
-        return result.replace("(pip install -e .[bench])", f"(pip install -e .[{missing_extra}])")
+    if isinstance(result, str):
+        if result.startswith("missing"):
+            return result.replace("(pip install -e .[bench])",
+                                  f"(pip install -e .[{missing_extra}])")
+        return result
+    if not isinstance(result, dict):
+        raise TypeError(f"{call} printed {result!r}, not a JSON object")
     return result
 
 
@@ -458,6 +463,12 @@ def main(quick: bool = False, spark: bool = True, bytewax: bool = True,
     def spread(kind: str, workers: int) -> str:
         rates = ours[kind, workers]["rates"]
         return f"{min(rates) / 1e6:.2f}-{max(rates) / 1e6:.2f}"
+
+    def bytewax_results(kind: str) -> str:
+        found = peers["bytewax", kind]
+        if isinstance(found, str):
+            return f"{kind}: {found}"
+        return f"{kind}: {found['results']:,} results, {found['late']} late"
     notes = [
         f"sparktimely: the best of {RUNS} timed runs after a warm-up run, in the same worker "
         "processes; the range over the runs (M events/s), 1 and 2 workers: " +
@@ -472,9 +483,7 @@ def main(quick: bool = False, spark: bool = True, bytewax: bool = True,
         f"bytewax: one worker (run_main), the first {bytewax_n:,} events of the same stream "
         "(see the module doc: its per-key work makes the whole stream take 15-40 minutes), "
         "str keys (bytewax keys are str), datetimes built before the timing; " +
-        ", ".join(f"{kind}: {peers['bytewax', kind]}" if isinstance(peers["bytewax", kind], str)
-                  else f"{kind}: {peers['bytewax', kind]['results']:,} results, "
-                       f"{peers['bytewax', kind]['late']} late" for kind in WORKLOADS),
+        ", ".join(bytewax_results(kind) for kind in WORKLOADS),
         f"Spark: local[2], 2 shuffle partitions, the first {SPARK_EVENTS // scale:,} events "
         f"in Parquet files of {FILE_ROWS:,} rows, "
         f"micro-batches of {SPARK_TRIGGER_ROWS // scale:,} rows (maxFilesPerTrigger), noop "

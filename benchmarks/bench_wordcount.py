@@ -149,8 +149,10 @@ def peers(sizes: list[int], spark: bool) -> dict[str, dict[int, float] | str]:
         if isinstance(result, str):
             keys = ["PySpark RDD", "PySpark DataFrame"] if name == "PySpark" else [name]
             out.update({key: result for key in keys})
-        else:
+        elif isinstance(result, dict):
             out.update({key: {int(n): s for n, s in times.items()} for key, times in result.items()})
+        else:
+            raise TypeError(f"{name} printed {result!r}, not seconds per size for each key")
     if not spark:
         out.update({"PySpark RDD": "not run (--no-spark)", "PySpark DataFrame": "not run (--no-spark)"})
     return out

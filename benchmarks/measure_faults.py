@@ -88,6 +88,7 @@ def signalled(sig: int, body: str, workers: int = 2) -> tuple[float, str, int, i
     process = subprocess.Popen([sys.executable, "-c", STUCK + textwrap.dedent(body)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                cwd=ROOT)
+    assert process.stdout is not None                  # stdout=PIPE
     for _ in range(workers):
         process.stdout.readline()
     family = {p.pid for p in psutil.Process(process.pid).children(recursive=True)}

@@ -118,7 +118,7 @@ def bfs(adj, n, source=0):
 def pick_insertions(edges, rng, count):
     """count edges (u, v), u reachable and v not at the time of insertion, and the nodes each
     makes reachable; applied in order to a copy of the graph."""
-    adj = [[] for _ in range(G_NODES)]
+    adj: list[list[int]] = [[] for _ in range(G_NODES)]
     for u, v in edges:
         adj[u].append(v)
     seen = bfs(adj, G_NODES)
@@ -240,7 +240,7 @@ def run_workload(mode):
     if mode in ("wordcount", "csv"):
         bulk, updates = words_data()
         t_build = time_now()
-        expected = Counter()
+        expected: Counter[str] = Counter()
         out = Output("word", "count")
 
         class Words(pw.io.python.ConnectorSubject):
@@ -302,7 +302,8 @@ def run_workload(mode):
     elif mode == "join":
         a_bulk, b_bulk, updates = join_data()
         t_build = time_now()
-        n_a, n_b = Counter(), Counter()
+        n_a: Counter[int] = Counter()
+        n_b: Counter[int] = Counter()
         out = Output("key", "count")
         b_queue = __import__("queue").Queue()
 
@@ -363,7 +364,7 @@ def run_workload(mode):
     elif mode == "reach":
         edges_bulk, rng = graph_data()
         inserts, final_reach = pick_insertions(edges_bulk, rng, REACH_WARMUP + G_UPDATES)
-        adj = [[] for _ in range(G_NODES)]
+        adj: list[list[int]] = [[] for _ in range(G_NODES)]
         for u, v in edges_bulk:
             adj[u].append(v)
         bulk_reach = int(sum(bfs(adj, G_NODES)))
@@ -413,7 +414,7 @@ def run_workload(mode):
         bulk, updates = sliding_data(SL_EVENTS, SL_KEYS, SL_WINDOW, WARMUP + SL_UPDATES)
         t_build = time_now()
         out = Output(("key", "start"), "count")
-        expected = Counter()
+        expected_windows: Counter[tuple[int, int]] = Counter()
 
         class Event(pw.Schema):
             key: int
@@ -421,7 +422,7 @@ def run_workload(mode):
 
         def add(key, t):
             for start in sliding_starts(t, SL_WINDOW, SL_HOP):
-                expected[(key, start)] += 1
+                expected_windows[(key, start)] += 1
 
         class Events(pw.io.python.ConnectorSubject):
             def run(self):
@@ -431,7 +432,7 @@ def run_workload(mode):
                     add(-1, 0)
                     for key, t in bulk:
                         add(key, t)
-                    want, windows = sum(expected.values()), len(expected)
+                    want, windows = sum(expected_windows.values()), len(expected_windows)
                     out.expect(lambda: out.total == want and len(out.rows) == windows)
                     t = time_now()
                     for key, at in bulk:
@@ -443,7 +444,7 @@ def run_workload(mode):
 
                     def expectation(event):
                         add(*event)
-                        want = {(event[0], s): expected[(event[0], s)]
+                        want = {(event[0], s): expected_windows[(event[0], s)]
                                 for s in sliding_starts(event[1], SL_WINDOW, SL_HOP)}
                         return lambda: all(out.rows.get(w) == c for w, c in want.items())
 
@@ -483,7 +484,7 @@ CSV_DIR = os.path.join(tempfile.gettempdir(), f"pw_incremental_csv_{os.getpid()}
 # -- plain Python baselines -------------------------------------------------------------------
 
 def baselines():
-    b = {}
+    b: dict[str, float | list[float]] = {}
     bulk, updates = words_data()
     t = time_now(); c = Counter(bulk); b["wc_bulk_s"] = time_now() - t
     words = list(bulk)
@@ -523,7 +524,7 @@ def baselines():
 
     edges, rng = graph_data()
     t = time_now()
-    adj = [[] for _ in range(G_NODES)]
+    adj: list[list[int]] = [[] for _ in range(G_NODES)]
     for u, v in edges:
         adj[u].append(v)
     bfs(adj, G_NODES)
@@ -585,7 +586,7 @@ def main():
     modes = [m for m in ("wordcount", "csv", "join", "reach", "sliding")
              if only is None or m in only]
     started = time_now()
-    results = {}
+    results: dict[str, dict] = {}
     for mode in modes:
         log = os.path.join(tempfile.gettempdir(), f"pw_incremental_{mode}.log")
         r, wall = child_run(mode, log)

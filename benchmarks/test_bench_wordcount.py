@@ -5,6 +5,8 @@ on one in-process worker and by ``collections.Counter``, benchmarked side by sid
 """
 import collections
 
+import pyarrow as pa
+
 import sparktimely as st
 
 from benchmarks.bench_arrow import WORD_BATCH, words_table
@@ -15,7 +17,7 @@ WORDS = 200_000
 def test_arrow_wordcount_one_worker(benchmark):
     batches = words_table(WORDS).to_batches(max_chunksize=WORD_BATCH)
     worker = st.Worker()
-    counted = []
+    counted: list[pa.Array] = []
 
     def one_count():
         counted.clear()

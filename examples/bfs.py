@@ -54,7 +54,8 @@ def bfs(worker: st.Worker, edges: list[tuple[int, int]], root: int = 0) -> dict[
             def ctor(capabilities):
                 for capability in capabilities:
                     capability.drop()
-                adjacency, best = defaultdict(list), {}
+                adjacency: defaultdict[int, list[int]] = defaultdict(list)
+                best: dict[int, int] = {}
                 waiting: dict = {}            # time -> (capability per output, [(node, d)])
                 notificator = st.FrontierNotificator()
 

@@ -53,7 +53,7 @@ def numpy_pagerank(src: np.ndarray, dst: np.ndarray, nodes: int, iterations: int
     """
     deg = np.bincount(src, minlength=nodes).astype(np.float64)
     inv = np.divide(1.0, deg, out=np.zeros_like(deg), where=deg > 0)
-    rank = np.ones(nodes)
+    rank: np.ndarray = np.ones(nodes)
     for _ in range(iterations):
         rank = 0.15 + 0.85 * np.bincount(dst, weights=(rank * inv)[src], minlength=nodes)
     return rank

@@ -1,4 +1,5 @@
-"""mypy over the whole package (configured in setup.cfg's ``[mypy]``) finds nothing."""
+"""mypy over the whole package, the benchmarks and the examples (configured in setup.cfg's
+``[mypy]``) finds nothing."""
 from __future__ import annotations
 
 import os
