@@ -29,6 +29,7 @@ import numpy as np
 
 from ...dataflow import Exchange, Notificator, OperatorBuilder
 from ...dataflow.capability import Capability
+from ...dataflow.containers import kept
 from ...dataflow.stream import StreamCore
 from ...hashing import stable_hash
 from ...progress.frontier import MutableAntichain
@@ -140,6 +141,7 @@ class WindowOps(StreamCore):
         activate = self.scope.activator_for(builder.address).activate
         stash: PerTime[_Stashed] = PerTime(_Stashed)
         minimum = self.scope.kind.minimum()
+        peers = self.scope.peers
         state = KeyedState(self.scope, f"Window#{builder.index}", builder.index,
                            engine.snapshot, engine.restore, route)
         # With checkpoints, times after the epoch the checkpoint gate lets through wait (as
@@ -175,7 +177,7 @@ class WindowOps(StreamCore):
                     stashed = stash.at(cap, notificator)
                     if stashed.late is None:
                         stashed.late = cap.retain_for_output(1)
-                    stashed.batches.append(batch)
+                    stashed.batches.append(kept(batch, peers))
                 # Complete times since the last records, in time order: each with its
                 # capability (a time with records), or None (a close time, sent from the
                 # capability ``closes`` holds).
