@@ -4,7 +4,7 @@ A message is one pickle (protocol 5). Most messages (progress, control, batches 
 Python objects) pickle without out-of-band buffers: they travel as the bare pickle, one
 buffer with nothing to frame, pad or join (its first byte is pickle's PROTO opcode, which no
 other framing starts with). Messages holding contiguous buffers (numpy arrays) keep them out
-of band (``shm.encode_pickle``, behind an 8-byte prefix), so they are copied once, straight
+of band (``shm.frame_pickle``, behind an 8-byte prefix), so they are copied once, straight
 into the transport. If the last element is a ``pyarrow.RecordBatch``, the rest is a small
 pickled header followed by the batch as Arrow IPC, so columns are never pickled and are read
 back in place.
@@ -24,7 +24,7 @@ from typing import Any
 
 import pyarrow
 
-from ..shm import decode_arrow, decode_pickle, encode_arrow, encode_pickle
+from ..shm import decode_arrow, decode_pickle, encode_arrow, frame_pickle, pickle_out_of_band
 
 _PREFIX = struct.Struct("<II")      # body kind, header length (Arrow messages)
 _PICKLED, _ARROW = 0, 1             # a first byte no pickle starts with
@@ -39,11 +39,10 @@ def encode(message: tuple) -> list:
         pad = _PAD[:-len(header) % 8]
         return [_PREFIX.pack(_ARROW, len(header) + len(pad)), header, pad,
                 *encode_arrow(message[-1])]
-    buffers: list = []
-    stream = pickle.dumps(message, protocol=5, buffer_callback=buffers.append)
+    stream, buffers = pickle_out_of_band(message)
     if not buffers:
         return [stream]
-    return [_PREFIX.pack(_PICKLED, 0), *encode_pickle(message)]
+    return [_PREFIX.pack(_PICKLED, 0), *frame_pickle(stream, buffers)]
 
 
 def decode(data: Any) -> tuple:

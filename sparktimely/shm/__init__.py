@@ -8,23 +8,25 @@ Moves byte messages between worker indexes and knows nothing about dataflow:
 - ``Mesh``/``Endpoint``: n*n single-producer single-consumer rings plus a futex doorbell per
   worker; non-blocking ``send``, ``recv`` (zero-copy for large messages), ``park``.
 - ``encode_pickle``/``encode_arrow`` and their decoders: payloads as buffer lists written into
-  the ring without joining, decoded in place.
+  the ring without joining, decoded in place (``encode_pickle`` is ``pickle_out_of_band``
+  then ``frame_pickle``, for callers that look at the buffers in between).
 
 Typical use: ``mesh = Mesh.create(n)`` in the parent (a context manager that unlinks every
 segment), ``ep = mesh.endpoint(i)`` in worker i, then ``ep.send(j, encode_arrow(batch))``,
 ``for src, msg in ep.recv(): decode(msg)``, and ``ep.park(timeout)`` when idle.
 """
 from ._codec import (ARROW, PICKLE, decode, decode_arrow, decode_pickle, encode_arrow,
-                     encode_pickle, message_kind)
+                     encode_pickle, frame_pickle, message_kind, pickle_out_of_band)
 from ._mesh import Endpoint, Mesh
 from ._segment import (NoSpaceError, Segment, fallback_dir, job_prefix, run_prefix, segments,
                        sweep, sweep_stale)
 
-for _public in (decode, decode_arrow, decode_pickle, encode_arrow, encode_pickle, message_kind,
-                Endpoint, Mesh, NoSpaceError, Segment, fallback_dir, job_prefix, run_prefix,
+for _public in (decode, decode_arrow, decode_pickle, encode_arrow, encode_pickle, frame_pickle,
+                message_kind, pickle_out_of_band, Endpoint, Mesh, NoSpaceError, Segment, fallback_dir, job_prefix, run_prefix,
                 segments, sweep, sweep_stale):
     _public.__module__ = __name__       # public here; defined in the private modules
 
 __all__ = ["ARROW", "PICKLE", "Endpoint", "Mesh", "NoSpaceError", "Segment", "decode",
            "decode_arrow", "decode_pickle", "encode_arrow", "encode_pickle", "fallback_dir",
-           "job_prefix", "message_kind", "run_prefix", "segments", "sweep", "sweep_stale"]
+           "frame_pickle", "job_prefix", "message_kind", "pickle_out_of_band", "run_prefix",
+           "segments", "sweep", "sweep_stale"]

@@ -39,6 +39,21 @@ def encode_pickle(obj: Any) -> list:
     >>> tag, array.tolist(), array.flags.writeable
     ('batch', [0, 1, 2, 3], False)
     """
+    return frame_pickle(*pickle_out_of_band(obj))
+
+
+def pickle_out_of_band(obj: Any) -> tuple[bytes, list[memoryview]]:
+    """``(stream, buffers)``: ``obj`` pickled with protocol 5, its contiguous buffers (numpy
+    arrays) left out of the stream. A caller that sends a message without buffers as the
+    bare stream looks at ``buffers`` first, and frames the rest with :func:`frame_pickle`.
+
+    >>> import numpy as np
+    >>> from sparktimely.shm import pickle_out_of_band
+    >>> [len(b) for b in pickle_out_of_band(("batch", np.arange(4, dtype=np.int64)))[1]]
+    [32]
+    >>> pickle_out_of_band([1, 2])[1]
+    []
+    """
     buffers: list[memoryview] = []
 
     def out_of_band(pb: pickle.PickleBuffer) -> bool:
@@ -48,7 +63,19 @@ def encode_pickle(obj: Any) -> list:
             return True
         return False
 
-    stream = pickle.dumps(obj, protocol=5, buffer_callback=out_of_band)
+    return pickle.dumps(obj, protocol=5, buffer_callback=out_of_band), buffers
+
+
+def frame_pickle(stream: bytes, buffers: list[memoryview]) -> list:
+    """The parts :func:`encode_pickle` sends for a pickle ``stream`` and its out-of-band
+    ``buffers`` (from :func:`pickle_out_of_band`).
+
+    >>> import numpy as np
+    >>> from sparktimely.shm import decode_pickle, frame_pickle, pickle_out_of_band
+    >>> parts = frame_pickle(*pickle_out_of_band({"n": np.arange(3)}))
+    >>> decode_pickle(b"".join(bytes(p) for p in parts))["n"].tolist()
+    [0, 1, 2]
+    """
     lengths = [len(stream)] + [b.nbytes for b in buffers]
     parts: list = [_HEADER.pack(PICKLE, len(buffers)) + struct.pack(f"<{len(lengths)}Q", *lengths)]
     for data, n in zip([stream, *buffers], lengths):
