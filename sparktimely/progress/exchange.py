@@ -156,16 +156,19 @@ class ProgressExchange:
         changed)``. ``send(batch)``, if given, is called with the batch as soon as it is
         released, before the pass that applies it here (a batch is sent once: the caller
         does not broadcast the returned one again)."""
+        batch = self._release(send)
+        changed = self.propagate()
+        if batch is None and self._local:
+            batch = self._release(send)
+            changed |= self.propagate()
+        return batch, changed
+
+    def _release(self, send: Callable[[Batch], object] | None) -> Batch | None:
+        """:meth:`share`, and ``send`` what it releases."""
         batch = self.share()
         if batch is not None and send is not None:
             send(batch)
-        changed = self.propagate()
-        if batch is None and self._local:
-            batch = self.share()
-            if batch is not None and send is not None:
-                send(batch)
-            changed |= self.propagate()
-        return batch, changed
+        return batch
 
     # -- observations ----------------------------------------------------------------------
 
