@@ -363,21 +363,13 @@ def count_updates(batches: list, out_history: list, lower: list, upper: list,
     if found:
         probe = np.concatenate([p for _, p, _ in found])
         count = np.concatenate([b.numpy("count")[rows] for b, _, rows in found])
-        sign = np.concatenate([b.diffs[rows] for b, _, rows in found])
-        by = np.lexsort((count, probe))
-        probe, count, sign = probe[by], count[by], sign[by]
-        starts_of = np.empty(len(probe), bool)
-        starts_of[0] = True
-        np.not_equal(probe[1:], probe[:-1], out=starts_of[1:])
-        starts_of[1:] |= count[1:] != count[:-1]
-        groups = np.flatnonzero(starts_of)
-        net = np.add.reduceat(sign, groups)
-        live = net != 0
-        live_probe = probe[groups][live]
-        if (net[live] != 1).any() or (live_probe[1:] == live_probe[:-1]).any():
+        grouped = live_counts(probe, count,
+                              np.concatenate([b.diffs[rows] for b, _, rows in found]))
+        if grouped is None:
             return None                               # not one count per key: general path
-        old[live_probe] = count[groups][live]
-        present[live_probe] = True
+        by, _, live = grouped
+        old[probe[by][live]] = count[by][live]
+        present[probe[by][live]] = True
     integers = all(pa.types.is_integer(c.type) and not c.null_count for c in firsts.columns)
     schema = pa.schema(list(firsts.schema) + COUNT_FIELDS)
     produced, made, made_rows, made_times = [], [], [], []
@@ -537,26 +529,49 @@ class CountIndex:
             return {}
         hashes = np.concatenate([b.hashes for b in batches])
         counts = np.concatenate([b.numpy("count") for b in batches])
-        diffs = np.concatenate([b.diffs for b in batches])
-        order = np.lexsort((counts, hashes))
-        hashes, counts, diffs = hashes[order], counts[order], diffs[order]
-        first = np.empty(len(order), bool)
-        first[0] = True
-        first[1:] = (hashes[1:] != hashes[:-1]) | (counts[1:] != counts[:-1])
-        starts = np.flatnonzero(first)
-        net = np.add.reduceat(diffs, starts)
-        live = starts[net != 0]
-        if (net[net != 0] != 1).any() or (hashes[live][1:] == hashes[live][:-1]).any():
+        grouped = live_counts(hashes, counts, np.concatenate([b.diffs for b in batches]))
+        if grouped is None:
             return None                     # not one count per key: let numpy sort it out
+        order, first, live = grouped
+        hashes, counts = hashes[order], counts[order]
         key = batches[0].key
         data = pa.concat_tables([b.data.select(key) for b in batches]).take(order)
-        group_start = starts[np.cumsum(first) - 1]          # each row's group's first row
+        group_start = np.flatnonzero(first)[np.cumsum(first) - 1]   # each row's group's first
         if not hash_is_key(data, key, data, key) and \
                 not keys_equal(data, key, data.take(group_start), key).all():
             return None                     # two keys share a hash: numpy's path compares keys
         data = data.take(live)
         keys = zip(*(data.column(n).to_pylist() for n in key))
         return dict(zip(hashes[live].tolist(), zip(keys, counts[live].tolist())))
+
+
+def live_counts(ids: np.ndarray, counts: np.ndarray, signs: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The current count of each id among a count's output rows ``(id, count, diff)`` (each
+    key's current count with diff 1, earlier ones cancelled by -1): ``(order, first,
+    live)``, where ``order`` sorts the rows by id then count, ``first`` marks the first row of
+    each (id, count) group in that order and ``live`` the sorted positions of the groups
+    whose diffs do not cancel. None unless each id has one such group, with net diff 1.
+
+    >>> order, first, live = live_counts(np.array([7, 5, 7, 7]), np.array([1, 2, 1, 2]),
+    ...                                  np.array([1, 1, -1, 1]))
+    >>> [(int(i), int(c)) for i, c in zip(np.array([7, 5, 7, 7])[order][live],
+    ...                                   np.array([1, 2, 1, 2])[order][live])]
+    [(5, 2), (7, 2)]
+    >>> live_counts(np.array([7, 7]), np.array([1, 2]), np.array([1, 1])) is None
+    True
+    """
+    order = np.lexsort((counts, ids))
+    ids, counts = ids[order], counts[order]
+    first = np.empty(len(order), bool)
+    first[0] = True
+    first[1:] = (ids[1:] != ids[:-1]) | (counts[1:] != counts[:-1])
+    starts = np.flatnonzero(first)
+    net = np.add.reduceat(signs[order], starts)
+    live = starts[net != 0]
+    if (net[net != 0] != 1).any() or (ids[live][1:] == ids[live][:-1]).any():
+        return None
+    return order, first, live
 
 
 def _deltas_by_time(times: np.ndarray, diffs: np.ndarray, first: np.ndarray,

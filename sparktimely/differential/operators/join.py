@@ -8,15 +8,7 @@ batches of trace 1 acknowledged so far, so each pair of updates meets exactly on
 ``(v1, t1, d1)``, ``(v2, t2, d2)`` of one key gives ``f(key, v1, v2)`` at ``t1.join(t2)``
 with diff ``d1 * d2``. Trace 2 may be compacted to input 1's frontier (every later input-1
 time is beyond it) and merged up to what was acknowledged; once an input ends, the other
-side's trace is released.
-
->>> import sparktimely as st, sparktimely.differential as dd
->>> def build(scope):
-...     names = dd.from_stream(scope.to_stream([(1, "ann"), (2, "bob")]))
-...     pets = dd.from_stream(scope.to_stream([(1, "cat"), (1, "dog")]))
-...     return names.join(pets).inner.capture()
->>> st.example(build).extract()
-[(0, [((1, ('ann', 'cat')), 0, 1), ((1, ('ann', 'dog')), 0, 1)])]
+side's trace is released. Examples are on the methods (``Collection.join`` and the others).
 """
 from __future__ import annotations
 
