@@ -138,14 +138,14 @@ class _Out:
     def write(self, parts: Sequence[Part], n: int) -> bool:
         """Write one message made of ``parts`` (``n`` bytes); False if the ring lacks space,
         or the message needs a larger ring than the mesh's bound allows."""
-        size = 8 + ((n + 7) & -8)
+        size = 8 + _align8(n)
         if 2 * (size + 8) > self.cap and not self._grow(2 * (size + 8)):
             return False
         return self._record(_MSG, parts, n)
 
     def _record(self, kind: int, parts: Sequence[Part], n: int) -> bool:
         """Append one record of ``kind``; False if the ring lacks space."""
-        size = 8 + ((n + 7) & -8)
+        size = 8 + _align8(n)
         pos = self.head % self.cap
         skip = self.cap - pos if pos + size > self.cap else 0
         need = skip + size + 8  # keep 8 bytes free for a ROLL record
