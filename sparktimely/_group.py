@@ -8,8 +8,9 @@ meet through a one-page *group record* next to the mesh:
 
 - the process holding the group's lowest index creates the record and the mesh and sets
   *ready*; the others wait for *ready* (up to a deadline) and attach;
-- a failing worker writes the *first failure* (index, message, traceback) into the record,
-  and every member's worker stops at its next park with that failure (:class:`GroupFailed`);
+- a failing worker writes the *first failure* (index, message, traceback, and whether it is
+  only a lost remote peer) into the record, and every member's worker stops at its next park
+  with that failure (:class:`GroupFailed`);
 - each process counts its workers out when done (*leaving*); the last removes the segments.
 
 A :class:`Janitor` child process per member removes the segments if its parent dies without
@@ -26,7 +27,7 @@ from typing import Callable
 
 from .shm import Mesh, Segment, sweep
 
-_READY, _LEFT, _FAILED, _LENGTH = 0, 1, 2, 3      # u64 slots of the group record
+_READY, _LEFT, _FAILED, _LENGTH, _LOST_PEER = 0, 1, 2, 3, 4   # u64 slots of the group record
 _TEXT = 64                                        # byte offset of the failure text
 _RECORD_BYTES = 1 << 16
 _CLEAN = b"c"
@@ -34,14 +35,16 @@ _CLEAN = b"c"
 
 class GroupFailed(RuntimeError):
     """A worker of this host group failed (``index``, ``message``, ``traceback`` are its):
-    raised in the other members' workers, which stop at once."""
+    raised in the other members' workers, which stop at once. ``lost_peer``: that worker only
+    lost a remote peer, whose own process may still give the real cause."""
 
-    def __init__(self, index: int, message: str, traceback: str) -> None:
+    def __init__(self, index: int, message: str, traceback: str, lost_peer: bool = False) -> None:
         super().__init__(f"worker {index} failed: {message}")
         self.index, self.message, self.traceback = index, message, traceback
+        self.lost_peer = lost_peer
 
     def __reduce__(self):
-        return (GroupFailed, (self.index, self.message, self.traceback))
+        return (GroupFailed, (self.index, self.message, self.traceback, self.lost_peer))
 
 
 class GroupRecord:
@@ -100,8 +103,10 @@ class GroupRecord:
         finally:
             os.close(fd)
 
-    def fail(self, index: int, message: str, traceback: str) -> tuple[int, str, str]:
-        """Record a failure unless one is recorded already; returns the recorded one."""
+    def fail(self, index: int, message: str, traceback: str,
+             lost_peer: bool = False) -> tuple[int, str, str]:
+        """Record a failure unless one is recorded already; returns the recorded one.
+        ``lost_peer``: the failure is a lost remote peer (see :meth:`lost_peer`)."""
         try:
             fd = self._locked()
         except FileNotFoundError:
@@ -114,6 +119,7 @@ class GroupRecord:
                     text = text[:room // 4] + b"\n[...]\n" + text[-(room - room // 4 - 8):]
                 self.segment.buf[_TEXT:_TEXT + len(text)] = text
                 self._words[_LENGTH] = len(text)
+                self._words[_LOST_PEER] = int(lost_peer)
                 self._words[_FAILED] = index + 1
         finally:
             os.close(fd)
@@ -127,6 +133,10 @@ class GroupRecord:
         text = bytes(self.segment.buf[_TEXT:_TEXT + self._words[_LENGTH]]).decode(errors="replace")
         message, _, traceback = text.partition("\0")
         return failed - 1, message, traceback
+
+    def lost_peer(self) -> bool:
+        """Whether the recorded failure is a worker losing a remote peer rather than its own."""
+        return bool(self._words[_LOST_PEER])
 
     def close(self) -> None:
         self.segment.close()

@@ -27,7 +27,7 @@ import multiprocess
 from multiprocess.connection import wait
 
 from . import _warm
-from ._group import HostGroup
+from ._group import GroupFailed, HostGroup
 from .errors import WorkerError
 from .session import WorkerSession, join_group
 from .comm import PeerLost, WorkerAddress, connect_timeout
@@ -163,8 +163,10 @@ def _worker_main(func: Callable[[Worker], Any], index: int, plan: list[WorkerAdd
                                        f"{type(error).__name__}: {error}",
                        traceback.format_exc(), False))
     except WorkerError as error:
-        conn.send(("error", error.index, error.message, error.traceback,
-                   isinstance(error.__cause__, PeerLost)))
+        cause = error.__cause__           # a lost remote peer, seen here or by a group member
+        lost_peer = isinstance(cause, PeerLost) or (isinstance(cause, GroupFailed) and
+                                                    cause.lost_peer)
+        conn.send(("error", error.index, error.message, error.traceback, lost_peer))
     except BaseException as error:
         conn.send(("error", index, f"{type(error).__name__}: {error}", traceback.format_exc(),
                    False))

@@ -283,7 +283,8 @@ class WorkerSession:
         """Raise :class:`GroupFailed` once a worker of this host group has failed."""
         failure = self.group.record.failure() if self.group is not None else None
         if failure is not None:
-            raise GroupFailed(*failure)
+            assert self.group is not None
+            raise GroupFailed(*failure, lost_peer=self.group.record.lost_peer())
 
     # -- leaving -----------------------------------------------------------------------------
 
@@ -317,7 +318,7 @@ class WorkerSession:
                        "".join(tb.format_exception(error)))
             if isinstance(error, PeerLost) and self.peer_lost_grace:
                 failure = self._wait_for_account(failure)
-        failure = self._abandon(*failure)
+        failure = self._abandon(*failure, lost_peer=isinstance(error, PeerLost))
         raise WorkerError(*failure) from error
 
     def _wait_for_account(self, failure: tuple[int, str, str]) -> tuple[int, str, str]:
@@ -330,10 +331,11 @@ class WorkerSession:
             time.sleep(0.05)
         return failure
 
-    def _abandon(self, index: int, message: str, traceback: str) -> tuple[int, str, str]:
+    def _abandon(self, index: int, message: str, traceback: str,
+                 lost_peer: bool = False) -> tuple[int, str, str]:
         failure = (index, message, traceback)
         if self.group is not None:
-            failure = self.group.record.fail(index, message, traceback)
+            failure = self.group.record.fail(index, message, traceback, lost_peer)
             if self._allocator is not None:
                 self._allocator.wake_group()
         if self._allocator is not None:

@@ -77,6 +77,23 @@ def test_group_record_counts_members_out_and_keeps_the_first_failure():
         sweep(prefix)
 
 
+def test_group_record_tells_members_the_first_failure_was_only_a_lost_remote_peer():
+    """A member that lost a remote peer records that, so the other members' reports say so too
+    and their process waits for the remote process's own account (test_comm_cluster's
+    failure tests); a real failure recorded first keeps its flag off."""
+    for first, then, lost in [(True, False, True), (False, True, False)]:
+        prefix = job_prefix()
+        record = GroupRecord.create(prefix, 2)
+        try:
+            record.fail(0, "PeerLost: gone" if first else "ValueError: boom", "", lost_peer=first)
+            record.fail(1, "PeerLost: gone" if then else "ValueError: boom", "", lost_peer=then)
+            assert record.lost_peer() is lost
+        finally:
+            record.close()
+            from sparktimely.shm import sweep
+            sweep(prefix)
+
+
 def test_attach_gives_up_when_the_creator_never_comes():
     with pytest.raises(TimeoutError, match="worker 0, the first of this host's workers"):
         GroupRecord.attach(job_prefix(), 2, time.monotonic() + 0.2, "worker 0")
