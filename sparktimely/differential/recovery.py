@@ -170,10 +170,12 @@ class TraceState(KeyedState):
     """
 
     def __init__(self, scope: "ScopeCore", info: Any, box: TraceBox,
-                 on_restore: Callable[[list], None]) -> None:
+                 on_restore: Callable[[list], None],
+                 held_back: Callable[[], list] | None = None) -> None:
         self.box = box
         self.time_kind = scope.kind
         self.on_restore = on_restore
+        self.held_back = held_back
         self._scope = scope
         self._restored: pa.Table | None = None
         self._keeper: TraceAgent | None = None
@@ -202,6 +204,17 @@ class TraceState(KeyedState):
         super().start(epoch, limit)
 
     def snapshot(self, epoch: int | None) -> Any:
+        """The trace's updates; refused while the operator holds back updates at later times
+        than the checkpoint's (``held_back``: given at times ahead of their batch's, e.g. by
+        ``InputSession.update_at``), which a checkpoint cannot keep yet: resuming from it
+        would lose them."""
+        held = self.held_back() if self.held_back is not None and epoch is not None else []
+        if held:
+            raise NotImplementedError(
+                f"operator {self.name!r}: a checkpoint at epoch {epoch} cannot keep the updates "
+                f"it holds for later times {sorted(held, key=repr)[:3]} (updates given ahead of "
+                f"their batch's time, e.g. by InputSession.update_at); resuming from it would "
+                f"lose them. Give such updates at their own time, or run without checkpoints")
         table = super().snapshot(epoch)
         if epoch is None and not self.box.freed:   # the last checkpoint: its epoch covers ours
             self.max_epoch = max(self.max_epoch, latest_epoch(self.box.spine.batches()))

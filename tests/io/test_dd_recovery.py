@@ -13,6 +13,7 @@ import pytest
 import sparktimely as st
 import sparktimely.differential as dd
 from sparktimely.differential.trace.spine import MAX_TINY
+from sparktimely.io import DirectorySink
 from sparktimely.testing import execute_in_process
 
 import dd_recovery_jobs as jobs
@@ -95,6 +96,41 @@ def test_import_into_a_dataflow_that_checkpoints_is_refused_naming_trace_and_dat
                                              "dataflow 'queries': import_ into a dataflow "
                                              "that checkpoints is not supported yet"):
         run(checkpointed(lambda w: jobs.shared_queries(w, edges, queries, out), tmp_path / "ck"))
+
+
+def test_a_checkpoint_refuses_updates_held_for_later_times_naming_operator_and_times(
+        run, tmp_path):
+    """An update given ahead of its batch's time (here each word three epochs after its
+    line's) waits in its arrangement until its time completes; a checkpoint taken meanwhile
+    cannot keep it yet, and resuming from it would lose it: the checkpoint fails, naming the
+    operator and the times, instead. Without checkpoints the same job counts every word."""
+    texts = str(tmp_path / "texts")
+    write_texts(texts)
+
+    def later(capability, info):
+        capability.drop()
+
+        def logic(input, output):
+            for cap, lines in input:
+                output.give_at(cap, [(word, cap.time + 3, 1) for line in lines
+                                     for word in line.split()])
+        return logic
+
+    def job(worker, out):
+        def build(scope):
+            lines = jobs.source(texts, "lines")(scope)
+            counts = dd.as_collection(lines.unary(st.Pipeline, "Later", later)).count()
+            counts.inner.output_to(DirectorySink(out, format="jsonl"), "updates")
+        worker.dataflow(build, name="later")
+    run(lambda worker: job(worker, str(tmp_path / "plain")))
+    final = jobs.accumulated(jobs.updates(str(tmp_path / "plain")))
+    everything = Counter(w for lines in lines_by_epoch(texts).values()
+                         for line in lines for w in line.split())
+    assert not final[2] and final[max(final)] == Counter(everything.items())
+    with pytest.raises(st.WorkerError, match=r"operator 'ArrangeBySelf#\d+': a checkpoint at "
+                                             r"epoch 0 cannot keep the updates it holds for "
+                                             r"later times \[3\]"):
+        run(checkpointed(lambda worker: job(worker, str(tmp_path / "out")), tmp_path / "ck"))
 
 
 def test_checkpoints_do_not_hold_a_trace_back_from_compacting(run, tmp_path):

@@ -254,8 +254,10 @@ def arrange_stream(updates: "Stream", name: str, pairs: bool,
         def restored(upper: list) -> None:
             nonlocal lower
             lower = upper
+        def held_back() -> list:
+            return arranger.pending_times() if arranger is not None else []
         if checkpointing(scope):
-            TraceState(scope, info, box, restored)
+            TraceState(scope, info, box, restored, held_back)
 
         def logic(input, output):
             nonlocal lower, arranger
