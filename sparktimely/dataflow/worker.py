@@ -92,6 +92,11 @@ class WorkerCore(Generic[S]):
     """Seconds without any work, after ``func`` returned, before :meth:`run` logs which input
     handles were never closed (once per dataflow)."""
 
+    idle_work_after = 0.0005
+    """Seconds without any work after which :meth:`step_or_park` and :meth:`run` spend the
+    wait on work put off with :meth:`defer` (longer than a progress round with the peers, so
+    that a worker waiting for them in the middle of a round does not start it)."""
+
     def __init__(self, index: int = 0, peers: int = 1, args: list[str] | None = None,
                  allocator: "Allocator | None" = None) -> None:
         if peers > 1 and allocator is None:
@@ -113,6 +118,8 @@ class WorkerCore(Generic[S]):
         self._observer: WorkerObserver | None = None     # all of them as one, or None
         self.steps = 0
         """Steps taken so far (a stall watchdog reads it from another thread)."""
+        self._deferred: dict[Callable[[], bool], None] = {}   # an ordered set, see defer()
+        self._busy_at = _time.perf_counter()      # when a step last had something to do
 
     def dataflow(self, build: Callable[[S], R], *, name: str | None = None,
                  timestamp: type = int) -> R:
@@ -352,7 +359,48 @@ class WorkerCore(Generic[S]):
             raise
         if observer is not None:
             observer.step_ended()
+        if busy:
+            self._busy_at = _time.perf_counter()
         return bool(self._dataflows), busy
+
+    def defer(self, task: Callable[[], bool]) -> None:
+        """Call ``task()`` when this worker has had nothing to do for
+        :attr:`idle_work_after` seconds and would wait (in :meth:`step_or_park`,
+        :meth:`step_while` and :meth:`run`), once per such wait, until it returns False
+        (nothing left). Work that can be done later, such as merging a trace's batches, is so
+        taken off the path of the next update, as differential merges with the fuel of idle
+        workers. Deferring a task already waiting does nothing; tasks take turns.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     left = [3]
+        ...     def task():
+        ...         left[0] -= 1
+        ...         return left[0] > 0
+        ...     worker.defer(task)
+        ...     while left[0]:
+        ...         worker.step_or_park(0.01)
+        ...     return left[0]
+        >>> st.execute_directly(job)
+        0
+        """
+        self._deferred[task] = None
+
+    def _wait(self, timeout_seconds: float | None, idle_sleep: float = 0.0) -> None:
+        """Nothing to do: a unit of deferred work once idle long enough, else park (until
+        then, if deferred work waits; a lone worker without activators does not park)."""
+        if self._deferred:
+            idle = _time.perf_counter() - self._busy_at
+            if idle >= self.idle_work_after:
+                task = next(iter(self._deferred))
+                del self._deferred[task]
+                if task():
+                    self._deferred[task] = None      # more to do: after the others
+                return
+            left = self.idle_work_after - idle
+            timeout_seconds = left if timeout_seconds is None else min(timeout_seconds, left)
+        if self._allocator is not None or self._alone_wakeup is not None or idle_sleep:
+            self._park(timeout_seconds, idle_sleep)
 
     def _activate_remote(self) -> None:
         activations = self._remote_activations
@@ -385,11 +433,11 @@ class WorkerCore(Generic[S]):
     def step_or_park(self, timeout_seconds: float | None = None) -> bool:
         """Step; if there was nothing to do, wait up to ``timeout_seconds`` (None: until
         something arrives) for messages from other workers or activations from other
-        threads. A lone worker without such activators never waits."""
+        threads, or do a unit of deferred work (:meth:`defer`) instead. A lone worker
+        without such activators never waits."""
         running, busy = self._step()
-        if running and not busy and (self._allocator is not None
-                                     or self._alone_wakeup is not None):
-            self._park(timeout_seconds)
+        if not busy and (running or self._deferred):
+            self._wait(timeout_seconds)
         return running
 
     def step_or_park_while(self, timeout_seconds: float | None,
@@ -417,7 +465,7 @@ class WorkerCore(Generic[S]):
             elif now - idle_since >= self.idle_hint_after:
                 self._hint_open_inputs(hinted)
             if not busy:
-                self._park(0.25, idle_sleep=0.001)
+                self._wait(0.25, idle_sleep=0.001)
         self._flush_all()
 
     def finish(self) -> None:

@@ -1,0 +1,81 @@
+"""Work a worker puts off until it has nothing else to do (``Worker.defer``): run once per
+wait after ``idle_work_after`` seconds without work, in turns, never while the worker is
+busy, in ``step_or_park``, ``step_while`` and ``run``."""
+import time
+
+import pytest
+
+import sparktimely as st
+
+
+def counting_task(units: int, log: list, name: str):
+    """A task with ``units`` units of work, logging ``name`` at each."""
+    left = [units]
+
+    def task() -> bool:
+        log.append(name)
+        left[0] -= 1
+        return left[0] > 0
+    return task
+
+
+@pytest.mark.timeout(60)
+def test_deferred_tasks_take_turns_once_per_wait_until_done():
+    def job(worker):
+        log: list = []
+        worker.defer(counting_task(2, log, "a"))
+        worker.defer(counting_task(3, log, "b"))
+        deadline = time.monotonic() + 5
+        while len(log) < 5 and time.monotonic() < deadline:
+            worker.step_or_park(0.01)
+        for _ in range(20):                        # nothing left: nothing more runs
+            worker.step_or_park(0.001)
+        return log
+    assert st.execute_directly(job) == ["a", "b", "a", "b", "b"]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_deferred_work_waits_while_the_worker_has_work_and_runs_once_it_is_idle(workers):
+    """While input arrives at every step, the worker is busy and the task waits; once
+    nothing arrives for ``idle_work_after``, the next waits run it: in ``step_while``, and in
+    ``run`` for the workers that wait there for worker 0, which closes its input late."""
+    def job(worker):
+        worker.idle_work_after = 0.2          # far more than any round takes, even on a busy host
+        log: list = []
+        input = st.InputHandle()
+        probe = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: x)
+                                .probe())
+        worker.defer(counting_task(1, log, "merge"))
+        for busy_round in range(1, 300):           # a new round at every step: never idle
+            input.send(busy_round)
+            input.advance_to(busy_round)
+            worker.step_while(lambda: probe.less_than(busy_round))
+        during = list(log)
+        waited = time.monotonic()
+        worker.step_while(lambda: not log and time.monotonic() - waited < 5)
+        worker.defer(counting_task(1, log, "in run"))
+        if worker.index == 0:
+            time.sleep(0.5)
+        input.close()
+        worker.run()
+        return during, log
+    for index, (during, log) in enumerate(st.execute(job, workers=workers)):
+        assert during == [] and log[0] == "merge"
+        assert log[1:] == (["in run"] if index else log[1:])
+
+
+@pytest.mark.timeout(60)
+def test_deferring_a_waiting_task_again_runs_it_once_per_wait():
+    def job(worker):
+        log: list = []
+        task = counting_task(2, log, "t")
+        worker.defer(task)
+        worker.defer(task)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and len(log) < 2:
+            worker.step_or_park(0.01)
+        for _ in range(20):
+            worker.step_or_park(0.001)
+        return log
+    assert st.execute_directly(job) == ["t", "t"]
