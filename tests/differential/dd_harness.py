@@ -51,11 +51,13 @@ def captured_updates(time: Any, batch: list) -> list:
 
 def run_rounds(build: Callable[..., dd.Collection], inputs: Sequence[Sequence[Sequence[tuple]]],
                run: Callable, send: Callable = send_updates,
-               output: Callable = captured_updates) -> list:
+               output: Callable = captured_updates,
+               between: Callable | None = None) -> list:
     """Run ``build(scope, *collections)`` fed by ``inputs`` (per input, per round, the
     ``(data, diff)`` updates; worker ``w`` sends those at positions ``j % peers == w`` with
     ``send(session, input index, updates)``) with ``run``; the output updates of all
-    workers (``output(time, batch)`` of each captured batch)."""
+    workers (``output(time, batch)`` of each captured batch). ``between(worker)``, if given,
+    runs after each round is complete."""
     rounds = max(len(i) for i in inputs)
 
     def job(worker):
@@ -72,6 +74,8 @@ def run_rounds(build: Callable[..., dd.Collection], inputs: Sequence[Sequence[Se
                                   if j % worker.peers == worker.index])
                 session.advance_to(r + 1)
             worker.step_while(lambda: probe.less_than(r + 1))
+            if between is not None:
+                between(worker)
         for session in sessions:
             session.close()
         worker.step_while(lambda: not probe.done())

@@ -33,7 +33,7 @@ def to_batch(names, types, updates):
     return pa.RecordBatch.from_arrays(arrays, list(names) + ["diff"])
 
 
-def run_arrow(build, inputs, schemas, run):
+def run_arrow(build, inputs, schemas, run, between=None):
     """``inputs[i][r]``: ``(row tuple, diff)`` updates of input ``i`` at round ``r``; each
     worker sends its share as one RecordBatch per round. Returns the output as
     ``(row tuple, time, diff)`` updates merged over the workers."""
@@ -43,11 +43,11 @@ def run_arrow(build, inputs, schemas, run):
     def output(time, table):
         return [(tuple(v for k, v in row.items() if k != "diff"), time, row["diff"])
                 for row in table.to_pylist()]
-    return run_rounds(build, inputs, run, send, output)
+    return run_rounds(build, inputs, run, send, output, between)
 
 
-def check(build, oracle, inputs, schemas, run):
-    output = run_arrow(build, inputs, schemas, run)
+def check(build, oracle, inputs, schemas, run, between=None):
+    output = run_arrow(build, inputs, schemas, run, between)
     for r in range(max(len(i) for i in inputs)):
         expected = {k: v for k, v in oracle(*[accumulate_rounds(i, r) for i in inputs]).items() if v}
         assert accumulate(output, r) == expected, f"round {r}, {run.workers} worker(s)"
@@ -223,13 +223,21 @@ def many_rounds(columns):
     return rows_of(columns, updates=5, rounds=(20, 30))
 
 
+def idle_between_rounds(worker):
+    """Let the worker wait a few times after a round, so that it merges ahead."""
+    for _ in range(4):
+        worker.step_or_park(0)
+
+
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("tiny, piece_rows", [(2, 10**9), (256, 10**9), (2, 2)])
+@pytest.mark.parametrize("tiny, piece_rows, idle", [(2, 10**9, False), (256, 10**9, False),
+                                                    (2, 2, False), (2, 2, True),
+                                                    (256, 10**9, True)])
 @SETTINGS
 @given(left=many_rounds({"k": hs.integers(0, 5)}),
        right=many_rounds({"k": hs.integers(0, 5), "x": hs.integers(-2, 2)}))
-def test_arrow_join_count_through_many_small_merges(run, monkeypatch, tiny, piece_rows, left,
-                                                    right):
+def test_arrow_join_count_through_many_small_merges(run, monkeypatch, tiny, piece_rows, idle,
+                                                    left, right):
     """The benchmark's shape (join, then count) over many rounds, with the spine's
     thresholds lowered so that small batches merge often: merges that keep the batch small
     (sorted, not consolidated), the merge that makes it large (consolidated) and geometric
@@ -239,9 +247,21 @@ def test_arrow_join_count_through_many_small_merges(run, monkeypatch, tiny, piec
     and consolidated from 3 rows on (COMBINE_FROM); with 256, every batch is tiny. With
     ``piece_rows`` 2, merges of large batches are done a few rows at a time over the
     following rounds (``PiecewiseMerge``), readers seeing the batches being merged
-    meanwhile; else at once."""
+    meanwhile; else at once. With ``idle``, the workers wait after each round (and at every
+    wait for a peer) with no idle time required, so they merge ahead between and inside
+    rounds (``Spine.idle_work``), which must change nothing."""
+    from sparktimely.dataflow.worker import WorkerCore
     from sparktimely.differential.arrow import arrange, batch
     from sparktimely.differential.trace import spine
+    idle_units = []
+    if idle:
+        monkeypatch.setattr(WorkerCore, "idle_work_after", 0.0)
+        idle_work = spine.Spine.idle_work
+
+        def counted(self):
+            idle_units.append(1)
+            return idle_work(self)
+        monkeypatch.setattr(spine.Spine, "idle_work", counted)
     monkeypatch.setattr(spine, "PIECE_ROWS", piece_rows)
     monkeypatch.setattr(spine, "SMALL_BATCH", 12)
     monkeypatch.setattr(spine, "MAX_SMALL", 3)
@@ -260,7 +280,55 @@ def test_arrow_join_count_through_many_small_merges(run, monkeypatch, tiny, piec
                     counts[k1] += n1 * n2
         return Counter({(k, n): 1 for k, n in counts.items() if n})
     check(lambda scope, a, b: a.join(b, on="k").count(key="k"), oracle, [left, right],
-          [(["k"], [pa.int64()]), KX], run)
+          [(["k"], [pa.int64()]), KX], run, idle_between_rounds if idle else None)
+    assert idle or not idle_units
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("idle", [False, True])
+def test_idle_workers_merge_their_traces_ahead(run, monkeypatch, idle):
+    """A word count fed a small batch per round: workers that wait after each round merge
+    the arrangement's small batches while idle (``Spine.idle_work``, deferred to the
+    worker), so its trace holds at most two batches after every round (one merged, one
+    new) where, without waiting, small batches pile up (to MAX_TINY); counts equal a
+    recount at every round either way."""
+    from sparktimely.dataflow.worker import WorkerCore
+    monkeypatch.setattr(WorkerCore, "idle_work_after", 0.0)
+    words = [[(f"w{(7 * r + i) % 11}",) for i in range(4)] for r in range(24)]
+    most = []
+
+    def job(worker):
+        session = dd.InputSession()
+
+        def build(scope):
+            arranged = session.to_collection(scope).arrange_by_key(key="w")
+            return arranged.trace, arranged.count().inner.capture(), arranged.stream.probe()
+        trace, captured, probe = worker.dataflow(build)
+        trace.set_physical_compaction([])       # this reader needs no batch boundaries
+        batches = 0
+        for r, round_words in enumerate(words):
+            mine = [w for j, (w,) in enumerate(round_words) if j % worker.peers == worker.index]
+            session.update_batch(pa.record_batch({"w": pa.array(mine, pa.string()),
+                                                  "diff": pa.array([1] * len(mine), pa.int64())}))
+            session.advance_to(r + 1)
+            worker.step_while(lambda: probe.less_than(r + 1))
+            if idle:
+                idle_between_rounds(worker)
+            batches = max(batches, len([b for b in trace._box.spine.batches() if len(b)]))
+        most.append(batches)
+        session.close()
+        worker.run()
+        return [(row["w"], t, row["count"], row["diff"]) for t, b in captured.extract()
+                for row in b.to_pylist()]
+    output = [u for part in run(job) for u in part]
+    for r in range(len(words)):
+        counts = Counter(w for rnd in words[:r + 1] for (w,) in rnd)
+        got = Counter()
+        for w, t, n, d in output:
+            if t <= r:
+                got[(w, n)] += d
+        assert +got == Counter({(w, n): 1 for w, n in counts.items()}), f"round {r}"
+    assert max(most) <= 2 if idle else max(most) > 2, most
 
 
 @pytest.mark.timeout(120)
@@ -439,3 +507,43 @@ def test_piecewise_merge_equals_the_whole_merge(parts, key, since, data):
         assert (merged.lower, merged.upper, merged.since) == (whole.lower, whole.upper,
                                                               whole.since)
         assert merged.data.schema == whole.data.schema
+
+
+def test_large_merges_spend_the_fuel_new_batches_earn_and_idle_work_finishes_them(monkeypatch):
+    """A merge of large batches proceeds in pieces: a new batch earns FUEL times its rows of
+    merge work, spent once it covers a piece (so one small update does not pay for a whole
+    piece), and an idle worker's ``idle_work`` does a piece per call, then tidies the small
+    batches; what the trace holds never changes."""
+    from sparktimely.differential.trace import spine as spine_module
+    monkeypatch.setattr(spine_module, "PIECE_ROWS", 40)
+    monkeypatch.setattr(spine_module, "FUEL", 1)
+    monkeypatch.setattr(spine_module, "SMALL_BATCH", 4)
+    spine = spine_module.Spine([0])
+    spine.set_frontiers([0], [])
+    inserted = Counter()
+
+    def insert(rows, time):
+        batch = arrow_batch_at([((f"k{i}", time), 1) for i in rows], time, ["k"])
+        inserted.update(batch_updates(batch))
+        spine.insert(batch)
+
+    def held():
+        total = Counter()
+        for batch in spine.batches():
+            total.update(batch_updates(batch))
+        return +total
+    insert(range(30), 0)
+    insert(range(30, 60), 1)                  # a pair within a factor of two: merge begun
+    merge = spine._merging
+    assert merge is not None and merge.next == 0 and len(spine.batches()) == 2
+    for time in range(2, 11):                 # 30 + 9 rows of fuel: less than a piece
+        insert([time], time)
+    assert spine._merging is merge and merge.next == 0
+    insert([11], 11)                          # 40: one piece's worth
+    assert spine._merging is None or merge.next > 0
+    assert held() == inserted
+    while spine.idle_work():
+        assert held() == inserted
+    assert spine._merging is None and held() == inserted
+    assert [len(b) for b in spine.batches()][0] == 60 and len(spine.batches()) <= 2
+    assert not spine.idle_work()

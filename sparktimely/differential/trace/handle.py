@@ -42,6 +42,8 @@ class TraceBox:
         self.kind = kind
         self.worker = worker
         self.spine = Spine(minimum_frontier, phase)
+        if worker is not None:
+            self.spine.on_work = worker.defer       # merge ahead while the worker is idle
         self._minimum = list(minimum_frontier)
         self._logical = MutableAntichain()
         self._physical = MutableAntichain()

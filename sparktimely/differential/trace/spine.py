@@ -22,7 +22,7 @@ that is still small only put them in order (see :data:`SMALL_BATCH`).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ..lattice import frontier_le
 
@@ -53,10 +53,12 @@ IDLE_ADVANCES = 16
 PIECE_ROWS = 8192
 """A merge of two large batches of more rows than this is done in pieces (batches that can
 be merged so: ``merging``, see ``arrow.batch.PiecewiseMerge``), as differential merges with
-fuel: each batch that joins the merged part then does :data:`FUEL` times its rows of merge
-work, at least this many, so a merge of ``n`` rows spreads over the next few updates instead
-of adding ``n`` rows of work to one of them (the p99 of small updates). Readers see the
-batches being merged until the merge completes."""
+fuel: each batch that joins the merged part earns :data:`FUEL` times its rows of merge work,
+spent a piece at a time once it covers this many rows, so a merge of ``n`` rows spreads over
+the updates that follow instead of adding ``n`` rows of work to one of them (the p99 of
+small updates). A worker with nothing else to do merges ahead (:meth:`Spine.idle_work`), so
+that paced updates seldom meet a piece. Readers see the batches being merged until the
+merge completes."""
 FUEL = 8
 
 
@@ -81,6 +83,10 @@ class Spine:
         self._max_small = MAX_SMALL - 2 * (phase % STAGGER)
         self._merging: Any = None       # a merge in progress, of batches still in merged
         self._merging_batches: list = []
+        self._fuel = 0                  # rows of merge work earned by new batches, unspent
+        self.on_work: Callable[[Callable[[], bool]], None] | None = None
+        """Called with :meth:`idle_work` when merge work could be done ahead of time: a
+        worker's ``defer``, so that it merges while it has nothing else to do."""
 
     def insert(self, batch: Any) -> None:
         """Add the next batch (its times follow every batch already held)."""
@@ -157,11 +163,19 @@ class Spine:
             moved += 1
         if moved:
             del pending[:moved]
+            if self.on_work is not None and self._has_work():
+                self.on_work(self.idle_work)
 
     def _add_merged(self, batch: Any) -> None:
         self.merged.append(batch)
         self._merge_step()
-        self._exert(max(PIECE_ROWS, FUEL * len(batch)))
+        if self._merging is None:
+            self._fuel = 0
+            return
+        self._fuel += FUEL * len(batch)
+        if self._fuel >= PIECE_ROWS:
+            fuel, self._fuel = self._fuel, 0
+            self._exert(fuel)
 
     def _exert(self, rows: int) -> None:
         """Do about ``rows`` rows of the merge in progress, if any; put its result in place
@@ -190,17 +204,62 @@ class Spine:
             self._merge_tail(small, consolidating=sum(len(b) for b in tail) >= SMALL_BATCH)
             self._max_small = MAX_SMALL
             return
-        if self._merging is not None:                   # one large merge at a time
-            return
+        if self._merging is None:                       # one large merge at a time
+            self._begin_large_merge(small)
+
+    def _due_pair(self, small: int) -> int | None:
+        """The index of the newer of the newest pair of large batches due to be merged (sizes
+        within a factor of two), or None."""
+        merged = self.merged
         for i in range(len(merged) - 1 - small, 0, -1):    # past the small tail: no pair there
-            older, newer = merged[i - 1], merged[i]
-            if len(newer) >= SMALL_BATCH and len(older) <= 2 * len(newer):
-                if len(older) + len(newer) > PIECE_ROWS and hasattr(older, "merging"):
-                    self._merging = older.merging([newer], self.logical, PIECE_ROWS)
-                    self._merging_batches = [older, newer]
-                else:
-                    merged[i - 1:i + 1] = [older.merged(newer, self.logical)]
-                return
+            if len(merged[i]) >= SMALL_BATCH and len(merged[i - 1]) <= 2 * len(merged[i]):
+                return i
+        return None
+
+    def _begin_large_merge(self, small: int) -> bool:
+        """Merge the due pair of large batches (see :meth:`_due_pair`), in pieces if it is
+        large; False if none is due."""
+        i = self._due_pair(small)
+        if i is None:
+            return False
+        merged = self.merged
+        older, newer = merged[i - 1], merged[i]
+        if len(older) + len(newer) > PIECE_ROWS and hasattr(older, "merging"):
+            self._merging = older.merging([newer], self.logical, PIECE_ROWS)
+            self._merging_batches = [older, newer]
+        else:
+            merged[i - 1:i + 1] = [older.merged(newer, self.logical)]
+        return True
+
+    def _has_work(self) -> bool:
+        """Whether :meth:`idle_work` has something to do."""
+        small = self._small_tail()
+        return self._merging is not None or small >= 2 or self._due_pair(small) is not None
+
+    def idle_work(self) -> bool:
+        """One unit of the merging that new batches would otherwise do, for a worker with
+        nothing else to do: a piece of the merge in progress, else the small batches at the
+        end merged into one (consolidated once they make a large batch), else the due merge
+        of large batches begun. True while more remains.
+
+        >>> from sparktimely.differential.trace.batch import Batch
+        >>> spine = Spine([0])
+        >>> spine.set_frontiers([0], [])
+        >>> for t in range(3):
+        ...     spine.insert(Batch.from_updates([((t, 0), t, 1)], [t], [t + 1]))
+        >>> spine.idle_work(), [len(b) for b in spine.batches()]
+        (False, [3])
+        """
+        if self._merging is not None:
+            self._exert(PIECE_ROWS)
+            return self._has_work()
+        small = self._small_tail()
+        if small >= 2:
+            tail = self.merged[-small:]
+            self._merge_tail(small, consolidating=sum(len(b) for b in tail) >= SMALL_BATCH)
+        elif not self._begin_large_merge(small):
+            return False
+        return self._has_work()
 
     def _small_tail(self) -> int:
         """How many batches at the end of the merged part are smaller than
