@@ -53,6 +53,9 @@ import tempfile
 from collections import Counter, deque
 
 QUICK = "--quick" in sys.argv
+PACE = float(sys.argv[sys.argv.index("--pace") + 1]) if "--pace" in sys.argv else 0.0
+"""``--pace SECONDS``: an update starts that long after the previous one started (0: as soon
+as the previous one is answered)."""
 SCALE = 10 if QUICK else 1
 WC_WORDS, WC_KEYS, WC_UPDATES, WC_BATCH = 1_000_000 // SCALE, 10_007, 1_000 // SCALE, 100
 J_A, J_B, J_UPDATES, J_A_PER, J_B_PER = 1_000_000 // SCALE, 100_000 // SCALE, 1_000 // SCALE, 10, 1
@@ -231,6 +234,8 @@ def run_workload(mode):
             t = time_now()
             push(batch)
             lat.append(out.wait(f"{label} {i}") - t)
+            if PACE:
+                time.sleep(max(0.0, t + PACE - time_now()))
         lat = lat[warmup:]
         res[label] = {"n": len(lat), "median_ms": statistics.median(lat) * 1e3,
                       "p99_ms": pct(lat, 99) * 1e3, "mean_ms": statistics.mean(lat) * 1e3,
