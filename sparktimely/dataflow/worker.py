@@ -92,10 +92,11 @@ class WorkerCore(Generic[S]):
     """Seconds without any work, after ``func`` returned, before :meth:`run` logs which input
     handles were never closed (once per dataflow)."""
 
-    idle_work_after = 0.0005
+    idle_work_after = 0.002
     """Seconds without any work after which :meth:`step_or_park` and :meth:`run` spend the
-    wait on work put off with :meth:`defer` (longer than a progress round with the peers, so
-    that a worker waiting for them in the middle of a round does not start it)."""
+    wait on work put off with :meth:`defer`: longer than a worker waits for its peers in the
+    middle of a small update (at 0.5 ms, two workers did about two units of merging inside
+    every back-to-back word count update), so that such waits are not taken for idleness."""
 
     def __init__(self, index: int = 0, peers: int = 1, args: list[str] | None = None,
                  allocator: "Allocator | None" = None) -> None:
