@@ -200,8 +200,7 @@ class Spine:
         if small > self._max_small and (
                 small > self._max_small + MAX_TINY - MAX_SMALL
                 or sum(len(b) for b in merged[1 - small:]) > TINY_ROWS * (small - 1)):
-            tail = merged[-small:]
-            self._merge_tail(small, consolidating=sum(len(b) for b in tail) >= SMALL_BATCH)
+            self._merge_small_tail(small)
             self._max_small = MAX_SMALL
             return
         if self._merging is None:                       # one large merge at a time
@@ -255,8 +254,7 @@ class Spine:
             return self._has_work()
         small = self._small_tail()
         if small >= 2:
-            tail = self.merged[-small:]
-            self._merge_tail(small, consolidating=sum(len(b) for b in tail) >= SMALL_BATCH)
+            self._merge_small_tail(small)
         elif not self._begin_large_merge(small):
             return False
         return self._has_work()
@@ -269,6 +267,12 @@ class Spine:
         while small < len(merged) and len(merged[-1 - small]) < SMALL_BATCH:
             small += 1
         return small
+
+    def _merge_small_tail(self, small: int) -> None:
+        """The ``small`` small batches at the end as one, consolidated only once they make a
+        large batch (see :data:`SMALL_BATCH`)."""
+        tail = self.merged[-small:]
+        self._merge_tail(small, consolidating=sum(len(b) for b in tail) >= SMALL_BATCH)
 
     def _merge_tail(self, count: int, consolidating: bool = True) -> None:
         """The last ``count`` merged batches as one, times advanced to the logical frontier
