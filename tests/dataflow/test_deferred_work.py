@@ -41,7 +41,7 @@ def test_deferred_work_waits_while_the_worker_has_work_and_runs_once_it_is_idle(
     nothing arrives for ``idle_work_after``, the next waits run it: in ``step_while``, and in
     ``run`` for the workers that wait there for worker 0, which closes its input late."""
     def job(worker):
-        worker.idle_work_after = 0.2          # far more than any round takes, even on a busy host
+        worker.idle_work_after = 1.0          # far more than any round takes, even on a busy host
         log: list = []
         input = st.InputHandle()
         probe = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: x)
@@ -56,7 +56,7 @@ def test_deferred_work_waits_while_the_worker_has_work_and_runs_once_it_is_idle(
         worker.step_while(lambda: not log and time.monotonic() - waited < 5)
         worker.defer(counting_task(1, log, "in run"))
         if worker.index == 0:
-            time.sleep(0.5)
+            time.sleep(2.0)
         input.close()
         worker.run()
         return during, log

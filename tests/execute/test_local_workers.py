@@ -134,8 +134,8 @@ def test_step_or_park_does_not_park_after_a_step_that_moved_the_probe(workers):
         worker.sync_activator_for((0, 0))       # so that even a lone worker may park
         parked_behind = []
         park = worker._park
-        worker._park = lambda timeout: (parked_behind.append(probe.less_than(round)),
-                                        park(timeout))
+        worker._park = lambda timeout, *rest: (parked_behind.append(probe.less_than(round)),
+                                               park(timeout, *rest))
         for round in range(1, 30):
             input.advance_to(round)
             while probe.less_than(round):
