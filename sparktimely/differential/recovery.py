@@ -11,7 +11,10 @@ arrangement's exchange uses (``stable_hash(key)``; for Arrow rows the key column
 each key where its exchange sends it. A resumed trace starts as one batch holding those
 updates, complete up to the first epoch after the checkpoint; the operators that read it
 see it as already acknowledged (it stands for the batches they had read before), so no
-update is joined, counted or output twice.
+update is joined, counted or output twice. Updates an arrangement held back for later times
+when the checkpoint was taken (given ahead of their batch's time, as ``update_at`` does) are
+in its snapshot too, and go back to the arrangement, which seals them when their time
+completes.
 
 ``trace.import_(scope)`` into another dataflow is not supported yet in a worker that
 checkpoints (it raises NotImplementedError naming the trace and the dataflow): the two
@@ -61,22 +64,39 @@ ENTRY = "__entry"
 """The column of a Python trace's snapshot: one pickled ``(key, [(val, time, diff)])`` per row."""
 KEY_PREFIX = "__key."
 """Prefix of the key columns of an Arrow trace's snapshot (the rest are values and ``diff``)."""
+HELD = "__held"
+"""The column of a Python trace's snapshot that marks the rows of updates its arrangement
+held back for later times (present only when there are some)."""
 
 
-def trace_table(batches: list, operator: str) -> pa.Table:
-    """The updates of a trace's ``batches`` as one table with a :data:`ROUTE` column.
+def trace_table(batches: list, operator: str, held: Batch | None = None) -> pa.Table:
+    """The updates of a trace's ``batches`` as one table with a :data:`ROUTE` column, and
+    those of ``held`` (updates its arrangement holds back for later times) in rows marked
+    :data:`HELD`.
 
     >>> b = Batch.from_updates([(("k", "v"), 0, 1)], [0], [1])
     >>> table = trace_table([b], "Example")
     >>> table.column_names, table.column(ROUTE).to_pylist() == [stable_hash("k")]
     (['__route', '__entry'], True)
+    >>> trace_table([b], "Example", held=b).column(HELD).to_pylist()
+    [False, True]
     """
     batches = [batch for batch in batches if len(batch)]
+    if held is not None and len(held):
+        rows = _python_rows(batches, operator)
+        later = _python_rows([held], operator)
+        return pa.concat_tables([
+            rows.append_column(HELD, pa.array([False] * len(rows), pa.bool_())),
+            later.append_column(HELD, pa.array([True] * len(later), pa.bool_()))])
     if not batches:
         return pa.table({ROUTE: pa.array([], pa.uint64())})
     if isinstance(batches[0], ArrowBatch):
         return pa.concat_tables([_arrow_rows(batch) for batch in batches],
                                 promote_options="default")
+    return _python_rows(batches, operator)
+
+
+def _python_rows(batches: list, operator: str) -> pa.Table:
     per_key = _updates_by_key(item for batch in batches for item in batch.items())
     try:
         routes = [stable_hash(key) for key in per_key]
@@ -106,27 +126,38 @@ def _arrow_rows(batch: ArrowBatch) -> pa.Table:
     return table.append_column(ROUTE, pa.array(batch.hashes >> np.uint64(1)))
 
 
-def restore_table(table: pa.Table, kind: TimeKind, upper: list) -> Any:
-    """The batch a trace resumes from: the rows of ``table`` (made by :func:`trace_table`,
-    possibly by several workers), consolidated, complete up to ``upper``; None if empty.
+def restore_table(table: pa.Table, kind: TimeKind, upper: list) -> tuple[Any, list]:
+    """What a trace resumes from: the batch of the rows of ``table`` (made by
+    :func:`trace_table`, possibly by several workers), consolidated, complete up to
+    ``upper`` (None if empty); and the ``((key, val), time, diff)`` updates of its rows marked
+    :data:`HELD`, which its arrangement held back for later times when the checkpoint was
+    taken (Python updates: an Arrow arrangement seals every row it admitted before a
+    checkpoint).
 
     >>> b = Batch.from_updates([(("k", "v"), 0, 1), (("k", "w"), 1, 1)], [0], [2])
-    >>> restore_table(trace_table([b, b], "Example"), TimeKind(int), [2]).get("k")
-    [('v', 0, 2), ('w', 1, 2)]
+    >>> held = Batch.from_updates([(("k", "u"), 5, 1)], [0], [2])
+    >>> batch, later = restore_table(trace_table([b, b], "Example", held), TimeKind(int), [2])
+    >>> batch.get("k"), later
+    ([('v', 0, 2), ('w', 1, 2)], [(('k', 'u'), 5, 1)])
     >>> a = ArrowBatch.build(pa.table({"k": ["x", "y"], "diff": [1, 1]}),
     ...                      np.zeros((1, 2), np.int64), ["k"], [0], [1])
-    >>> restore_table(trace_table([a, a], "Example"), TimeKind(int), [1]).data.to_pydict()
+    >>> restore_table(trace_table([a, a], "Example"), TimeKind(int), [1])[0].data.to_pydict()
     {'k': ['x', 'y'], 'diff': [2, 2]}
     """
     if not table.num_rows:
-        return None
+        return None, []
     minimum = [kind.minimum()]
     if ENTRY in table.column_names:
-        entries = _updates_by_key(pickle.loads(blob) for blob in table.column(ENTRY).to_pylist())
+        blobs = table.column(ENTRY).to_pylist()
+        marks = table.column(HELD).fill_null(False).to_pylist() if HELD in table.column_names \
+            else [False] * len(blobs)
+        entries = _updates_by_key(pickle.loads(b) for b, held in zip(blobs, marks) if not held)
+        later = [((key, v), t, d) for b, held in zip(blobs, marks) if held
+                 for key, updates in [pickle.loads(b)] for v, t, d in updates]
         data = {key: merged for key, updates in entries.items()
                 if (merged := consolidate_updates(updates))}
         # ``since`` differs from ``lower``: merges consolidate keys it shares with new batches
-        return Batch.from_keyed(data, minimum, upper, since=upper)
+        return (Batch.from_keyed(data, minimum, upper, since=upper) if data else None), later
     names = [n for n in table.column_names if n != ROUTE]
     time_names = [n for n in names if n.startswith(TIME_PREFIX)]
     columns = [n for n in names if n not in time_names]
@@ -135,7 +166,7 @@ def restore_table(table: pa.Table, kind: TimeKind, upper: list) -> Any:
     key = [n[len(KEY_PREFIX):] for n in columns if n.startswith(KEY_PREFIX)]
     times = np.vstack([column_numpy(table, n) for n in time_names])
     return ArrowBatch.build(data_table, times, key, minimum, upper, kind, since=upper,
-                            consolidated=_distinct_rows(table, [n for n in names if n != DIFF]))
+                            consolidated=_distinct_rows(table, [n for n in names if n != DIFF])), []
 
 
 def _distinct_rows(table: pa.Table, columns: list) -> bool:
@@ -149,8 +180,10 @@ def _distinct_rows(table: pa.Table, columns: list) -> bool:
 class TraceState(KeyedState):
     """The checkpointed state of one trace that an operator writes (see the module doc).
 
-    ``on_restore(upper)`` tells the operator, before any input, that the trace resumed
-    complete up to ``upper`` (its next batch starts there). While the dataflow runs, the
+    ``on_start(upper, later)`` tells the operator, before any input, that the trace resumed
+    complete up to ``upper`` (its next batch starts there; None when not resuming) and gives
+    it back the updates it held for later times when the checkpoint was taken
+    (``held_back()`` gives them as a batch to each snapshot). While the dataflow runs, the
     state keeps a handle on the trace, so that the checkpoint taken when the dataflow
     completes (after its readers let go) still holds the trace. That handle never holds
     compaction back: it listens to the trace and moves its logical compaction frontier to
@@ -170,11 +203,11 @@ class TraceState(KeyedState):
     """
 
     def __init__(self, scope: "ScopeCore", info: Any, box: TraceBox,
-                 on_restore: Callable[[list], None],
-                 held_back: Callable[[], list] | None = None) -> None:
+                 on_start: Callable[[list | None, list], None],
+                 held_back: Callable[[], Any] | None = None) -> None:
         self.box = box
         self.time_kind = scope.kind
-        self.on_restore = on_restore
+        self.on_start = on_start
         self.held_back = held_back
         self._scope = scope
         self._restored: pa.Table | None = None
@@ -183,7 +216,8 @@ class TraceState(KeyedState):
                          self._keep, ROUTE)
 
     def _table(self) -> pa.Table:
-        return trace_table([] if self.box.freed else self.box.spine.batches(), self.name)
+        held = self.held_back() if self.held_back is not None else None
+        return trace_table([] if self.box.freed else self.box.spine.batches(), self.name, held)
 
     def _keep(self, table: pa.Table) -> None:
         self._restored = table
@@ -195,26 +229,19 @@ class TraceState(KeyedState):
             self._keeper.set_physical_compaction([])
             self._scope.hold(self._keeper)
             box.add_listener(self)
-            restored = self._restored
-            if restored is not None and restored.num_rows and epoch:
-                upper = [epoch_time(self.time_kind.minimum(), epoch)]
-                box.restore(restore_table(restored, self.time_kind, upper), upper)
-                self.on_restore(upper)
+        upper: list | None = None
+        later: list = []
+        restored = self._restored
+        if restored is not None and restored.num_rows and epoch:
+            upper = [epoch_time(self.time_kind.minimum(), epoch)]
+            batch, later = restore_table(restored, self.time_kind, upper)
+            if not box.freed:
+                box.restore(batch, upper)
         self._restored = None
+        self.on_start(upper, later)
         super().start(epoch, limit)
 
     def snapshot(self, epoch: int | None) -> Any:
-        """The trace's updates; refused while the operator holds back updates at later times
-        than the checkpoint's (``held_back``: given at times ahead of their batch's, e.g. by
-        ``InputSession.update_at``), which a checkpoint cannot keep yet: resuming from it
-        would lose them."""
-        held = self.held_back() if self.held_back is not None and epoch is not None else []
-        if held:
-            raise NotImplementedError(
-                f"operator {self.name!r}: a checkpoint at epoch {epoch} cannot keep the updates "
-                f"it holds for later times {sorted(held, key=repr)[:3]} (updates given ahead of "
-                f"their batch's time, e.g. by InputSession.update_at); resuming from it would "
-                f"lose them. Give such updates at their own time, or run without checkpoints")
         table = super().snapshot(epoch)
         if epoch is None and not self.box.freed:   # the last checkpoint: its epoch covers ours
             self.max_epoch = max(self.max_epoch, latest_epoch(self.box.spine.batches()))

@@ -98,15 +98,10 @@ def test_import_into_a_dataflow_that_checkpoints_is_refused_naming_trace_and_dat
         run(checkpointed(lambda w: jobs.shared_queries(w, edges, queries, out), tmp_path / "ck"))
 
 
-def test_a_checkpoint_refuses_updates_held_for_later_times_naming_operator_and_times(
-        run, tmp_path):
-    """An update given ahead of its batch's time (here each word three epochs after its
-    line's) waits in its arrangement until its time completes; a checkpoint taken meanwhile
-    cannot keep it yet, and resuming from it would lose it: the checkpoint fails, naming the
-    operator and the times, instead. Without checkpoints the same job counts every word."""
-    texts = str(tmp_path / "texts")
-    write_texts(texts)
-
+def later_word_counts(texts: str, out: str, hook=None):
+    """A job counting each word of ``texts`` three epochs after its line's: updates given
+    ahead of their batch's time, which the count's arrangement holds back until their time
+    completes (``hook(worker, time)`` sees each output time, as ``FailOnce`` wants)."""
     def later(capability, info):
         capability.drop()
 
@@ -116,21 +111,56 @@ def test_a_checkpoint_refuses_updates_held_for_later_times_naming_operator_and_t
                                      for word in line.split()])
         return logic
 
-    def job(worker, out):
+    def job(worker):
         def build(scope):
             lines = jobs.source(texts, "lines")(scope)
             counts = dd.as_collection(lines.unary(st.Pipeline, "Later", later)).count()
+            counts = jobs._hooked(counts, worker, hook)
             counts.inner.output_to(DirectorySink(out, format="jsonl"), "updates")
         worker.dataflow(build, name="later")
-    run(lambda worker: job(worker, str(tmp_path / "plain")))
-    final = jobs.accumulated(jobs.updates(str(tmp_path / "plain")))
+    return job
+
+
+@pytest.mark.parametrize("position", ["first", "middle"])
+def test_updates_held_for_later_times_survive_a_failure_and_a_rerun(run, tmp_path, position):
+    """A checkpoint keeps the updates an arrangement holds for later times (here each word
+    counted three epochs after its line's): a failure after it and a rerun give the
+    undisturbed output, which counts every word (before, the rerun lost them)."""
+    texts = str(tmp_path / "texts")
+    write_texts(texts)
+    epochs = sorted(lines_by_epoch(texts))
+    plain = str(tmp_path / "plain")
+    run(later_word_counts(texts, plain))
+    final = jobs.accumulated(jobs.updates(plain))
     everything = Counter(w for lines in lines_by_epoch(texts).values()
                          for line in lines for w in line.split())
     assert not final[2] and final[max(final)] == Counter(everything.items())
-    with pytest.raises(st.WorkerError, match=r"operator 'ArrangeBySelf#\d+': a checkpoint at "
-                                             r"epoch 0 cannot keep the updates it holds for "
-                                             r"later times \[3\]"):
-        run(checkpointed(lambda worker: job(worker, str(tmp_path / "out")), tmp_path / "ck"))
+    out = str(tmp_path / "out")
+    epoch = 3 + (epochs[0] if position == "first" else epochs[len(epochs) // 2])
+    failing = checkpointed(later_word_counts(texts, out, FailOnce(str(tmp_path / "failed"),
+                                                                  epoch, worker=None)),
+                           tmp_path / "ck")
+    with pytest.raises(st.WorkerError, match="failing on purpose"):
+        run(failing)
+    run(failing)
+    assert jobs.consolidated(jobs.updates(out)) == jobs.consolidated(jobs.updates(plain))
+
+
+@pytest.mark.parametrize("before, after", [(2, 3), (3, 1)])
+def test_updates_held_for_later_times_move_with_their_keys_to_another_worker_count(
+        tmp_path, before, after):
+    texts = str(tmp_path / "texts")
+    write_texts(texts)
+    plain = str(tmp_path / "plain")
+    execute_in_process(later_word_counts(texts, plain), after, seed=after)
+    out = str(tmp_path / "out")
+    fail = FailOnce(str(tmp_path / "failed"), 5, worker=None)
+    with pytest.raises(st.WorkerError, match="failing on purpose"):
+        execute_in_process(checkpointed(later_word_counts(texts, out, fail), tmp_path / "ck"),
+                           before, seed=before)
+    execute_in_process(checkpointed(later_word_counts(texts, out, fail), tmp_path / "ck"),
+                       after, seed=after)
+    assert jobs.consolidated(jobs.updates(out)) == jobs.consolidated(jobs.updates(plain))
 
 
 def test_checkpoints_do_not_hold_a_trace_back_from_compacting(run, tmp_path):

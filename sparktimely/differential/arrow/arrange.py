@@ -98,3 +98,11 @@ class ArrowArranger:
 
     def pending_times(self) -> list:
         return list({time for time, _ in self.buffered})
+
+    def held_back(self, lower: list) -> ArrowBatch | None:
+        """None: a checkpoint finds nothing buffered, as an Arrow batch's rows are at its
+        capability's time and a checkpoint waits until the times it covers are sealed."""
+        if self.buffered:
+            raise AssertionError(f"{self.name}: Arrow batches buffered at a checkpoint, at "
+                                 f"{sorted(self.pending_times(), key=repr)[:3]}")
+        return None

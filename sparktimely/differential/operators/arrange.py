@@ -246,18 +246,31 @@ def arrange_stream(updates: "Stream", name: str, pairs: bool,
         updates = combined(updates, name, key)     # number of workers
 
     def ctor(capability, info):
-        capability.drop()
         caps = CapabilitySet()
         lower = [minimum]
         arranger: Arranger | None = None
 
-        def restored(upper: list) -> None:
-            nonlocal lower
-            lower = upper
-        def held_back() -> list:
-            return arranger.pending_times() if arranger is not None else []
+        def started(upper: list | None, later: list) -> None:
+            """The checkpointed trace starts (``TraceState``): resumed up to ``upper``, with
+            the updates held for ``later`` times when the checkpoint was taken, for which the
+            initial capability is delayed before it goes."""
+            nonlocal lower, arranger
+            if upper is not None:
+                lower = upper
+            if later:                           # before any input: no arranger yet
+                held = PythonArranger(name, pairs)
+                held.hold(later)
+                arranger = held
+                for time in held.pending_times():
+                    caps.insert(capability.delayed(time))
+            capability.drop()
+
+        def held_back() -> Any:
+            return arranger.held_back(lower) if arranger is not None else None
         if checkpointing(scope):
-            TraceState(scope, info, box, restored, held_back)
+            TraceState(scope, info, box, started, held_back)
+        else:
+            capability.drop()
 
         def logic(input, output):
             nonlocal lower, arranger
@@ -319,6 +332,11 @@ class Arranger(Protocol):
         """The times of the updates still buffered."""
         ...
 
+    def held_back(self, lower: list) -> Any:
+        """The updates still buffered, as a batch from ``lower`` for a checkpoint (None if
+        there are none)."""
+        ...
+
 
 def choose_arranger(name: str, pairs: bool, key: KeyColumns, kind: TimeKind,
                     batch: Any) -> Arranger:
@@ -358,6 +376,15 @@ class PythonArranger:
 
     def pending_times(self) -> list:
         return self.batcher.frontier_times()
+
+    def held_back(self, lower: list) -> Batch | None:
+        updates = self.batcher.updates()
+        return Batch.from_updates(updates, lower, lower) if updates else None
+
+    def hold(self, updates: list) -> None:
+        """Buffer ``((key, val), time, diff)`` updates that a checkpoint kept (see
+        :meth:`held_back`)."""
+        self.batcher.push(updates)
 
 
 # -- streams of arranged batches -----------------------------------------------------------------

@@ -173,9 +173,10 @@ def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
         caps = CapabilitySet()
         lower, upper = list(minimum), list(minimum)
 
-        def restored(resumed_upper: list) -> None:
+        def restored(resumed_upper: list | None, later: list) -> None:
             nonlocal lower, upper
-            lower, upper = resumed_upper, resumed_upper
+            if resumed_upper is not None:   # an output trace holds nothing for later times
+                lower, upper = resumed_upper, resumed_upper
         if checkpointing(scope):
             TraceState(scope, info, out_box, restored)
 

@@ -297,6 +297,10 @@ class Batcher:
         """The earliest times of the buffered updates."""
         return antichain(t for earliest, _ in self._buffered for t in earliest)
 
+    def updates(self) -> list:
+        """Every buffered update (they stay buffered)."""
+        return [u for _, updates in self._buffered for u in updates]
+
 
 def _earliest(updates: list) -> list:
     """The minimal times among ``updates``."""

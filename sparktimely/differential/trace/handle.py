@@ -83,8 +83,8 @@ class TraceBox:
             self.seal([])
 
     def restore(self, batch: Any, upper: list) -> None:
-        """Start from ``batch``, complete up to ``upper`` (a checkpoint's contents, see
-        :mod:`..recovery`)."""
+        """Start from ``batch`` (None: nothing), complete up to ``upper`` (a checkpoint's
+        contents, see :mod:`..recovery`)."""
         self.spine.restore(batch, upper)
 
     def add_listener(self, listener: Any) -> None:

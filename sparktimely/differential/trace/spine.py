@@ -146,7 +146,7 @@ class Spine:
         """Start from ``batch`` (the contents of a checkpoint, complete up to ``upper``) as
         the one merged batch: readers see it whatever their physical frontier, as they saw the
         batches it stands for before the checkpoint."""
-        self.merged = [batch] if len(batch) else []
+        self.merged = [batch] if batch is not None and len(batch) else []
         self.pending = []
         self.upper = list(upper)
         self._merging, self._merging_batches = None, []
