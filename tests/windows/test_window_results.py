@@ -104,6 +104,15 @@ def test_arrival_order_and_batching_never_change_python_results(run, entries, ki
     check_python(run, kind, name, lateness, entries, seed=seed)
 
 
+def test_a_fold_over_sessions_that_merge_sees_records_in_timely_time_order(run):
+    """Two open sessions of one key bridged by a later record: the merged session's fold
+    still takes its records in the order their timely times say (a case hypothesis found in
+    the oracle, whose sessions concatenated their records)."""
+    entries = [(3, (0, "b", 6, 0)), (8, (1, "b", 11, 0)), (9, (2, "b", 8, 0)),
+               (10, (3, "b", 10, 0))]
+    check_python(run, win.Session(3), "fold", 1, entries)
+
+
 @SETTINGS
 @given(entries=entries, kind=kinds, lateness=hs.integers(0, 3), seed=hs.integers(0, 2 ** 16),
        int_keys=hs.sampled_from([None, (-3, 2), (0, 2 ** 40), (-2 ** 62, 2 ** 62)]))

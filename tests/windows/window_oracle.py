@@ -132,6 +132,7 @@ def _sessions(gap: int, ordered: list, lateness: int, key) -> tuple[dict, list]:
     closed: dict = {}
     late = []
     open_: dict = defaultdict(list)            # key -> [(start, end, records)]
+    arrival = {record[0]: i for i, (_, record) in enumerate(ordered)}   # id -> its turn
     by_time = defaultdict(list)
     for t, record in ordered:
         by_time[t].append(record)
@@ -167,7 +168,8 @@ def _sessions(gap: int, ordered: list, lateness: int, key) -> tuple[dict, list]:
             for group in groups.values():
                 start = min(item[0] for item in group)
                 end = max(item[1] for item in group)
-                held = [r for item in group for r in item[2]]
+                # records in the order they came, whichever sessions they came through
+                held = sorted((r for item in group for r in item[2]), key=lambda r: arrival[r[0]])
                 if not any(item[3] for item in group) and end - 1 + lateness < t:
                     late += [(t, r) for r in held]
                 else:
