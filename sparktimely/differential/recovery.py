@@ -151,9 +151,14 @@ def restore_table(table: pa.Table, kind: TimeKind, upper: list) -> tuple[Any, li
         blobs = table.column(ENTRY).to_pylist()
         marks = table.column(HELD).fill_null(False).to_pylist() if HELD in table.column_names \
             else [False] * len(blobs)
-        entries = _updates_by_key(pickle.loads(b) for b, held in zip(blobs, marks) if not held)
-        later = [((key, v), t, d) for b, held in zip(blobs, marks) if held
-                 for key, updates in [pickle.loads(b)] for v, t, d in updates]
+        sealed, later = [], []
+        for blob, held in zip(blobs, marks):
+            key, updates = pickle.loads(blob)
+            if held:
+                later += [((key, v), t, d) for v, t, d in updates]
+            else:
+                sealed.append((key, updates))
+        entries = _updates_by_key(sealed)
         data = {key: merged for key, updates in entries.items()
                 if (merged := consolidate_updates(updates))}
         # ``since`` differs from ``lower``: merges consolidate keys it shares with new batches

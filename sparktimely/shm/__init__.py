@@ -22,8 +22,8 @@ from ._segment import (NoSpaceError, Segment, fallback_dir, job_prefix, run_pref
                        sweep, sweep_stale)
 
 for _public in (decode, decode_arrow, decode_pickle, encode_arrow, encode_pickle, frame_pickle,
-                message_kind, pickle_out_of_band, Endpoint, Mesh, NoSpaceError, Segment, fallback_dir, job_prefix, run_prefix,
-                segments, sweep, sweep_stale):
+                message_kind, pickle_out_of_band, Endpoint, Mesh, NoSpaceError, Segment,
+                fallback_dir, job_prefix, run_prefix, segments, sweep, sweep_stale):
     _public.__module__ = __name__       # public here; defined in the private modules
 
 __all__ = ["ARROW", "PICKLE", "Endpoint", "Mesh", "NoSpaceError", "Segment", "decode",
