@@ -9,7 +9,7 @@ import pytest
 
 import sparktimely as st
 from sparktimely.logging import (GraphvizMissing, graph_of, has_graphviz, log_to_directory,
-                                 read_log_directory, render, to_dot)
+                                 read_log_directory, render, summarize, to_dot)
 
 KNOWN = r'''digraph dataflow {
   graph [fontname="Helvetica", fontsize=11];
@@ -127,7 +127,12 @@ def test_logs_give_the_same_picture_annotated_with_time_and_records(tmp_path, wo
     assert re.search(r'"op1" \[label="ToStream\\n[0-9.e+-]+ ms, ' + f"{runs}, {made} out"
                      + r'", fillcolor="#ff[0-9a-f]{4}"\];', annotated)
     assert re.search(r'"op12" \[label="Probe\\n[0-9.e+-]+ ms, \d+ runs?", ', annotated)
-    assert annotated.count("fillcolor=\"#ff8700\"") == 1       # the busiest operator is red
+    # the busiest operator is red; another within a shade of it (timing under load) may be too
+    busy = {op: stats.busy_ns for op, stats in summarize(logs.events).operators.items()}
+    hottest = max(busy, key=busy.__getitem__)
+    red = set(map(int, re.findall(r'"op(\d+)" \[[^\]]*fillcolor="#ff8700"', annotated)))
+    assert hottest in red
+    assert all(busy[op] * 255 > busy[hottest] * 254 for op in red)
 
 
 @pytest.mark.skipif(not has_graphviz(), reason="Graphviz's dot is not installed "
