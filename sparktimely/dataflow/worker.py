@@ -15,8 +15,9 @@ import os
 import pickle
 import threading
 import time as _time
+import weakref
 from collections import deque
-from types import MappingProxyType
+from types import MappingProxyType, MethodType
 from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
 
 from ..progress.timestamp import TimeKind, Timestamp
@@ -119,7 +120,7 @@ class WorkerCore(Generic[S]):
         self._observer: WorkerObserver | None = None     # all of them as one, or None
         self.steps = 0
         """Steps taken so far (a stall watchdog reads it from another thread)."""
-        self._deferred: dict[Callable[[], bool], None] = {}   # an ordered set, see defer()
+        self._deferred: dict[Any, bool] = {}   # task (or weak method) -> weak; see defer()
         self._busy_at = _time.perf_counter()      # when a step last had something to do
 
     def dataflow(self, build: Callable[[S], R], *, name: str | None = None,
@@ -370,7 +371,9 @@ class WorkerCore(Generic[S]):
         :meth:`step_while` and :meth:`run`), once per such wait, until it returns False
         (nothing left). Work that can be done later, such as merging a trace's batches, is so
         taken off the path of the next update, as differential merges with the fuel of idle
-        workers. Deferring a task already waiting does nothing; tasks take turns.
+        workers. Deferring a task already waiting does nothing; tasks take turns. A bound
+        method is held weakly: once its object is gone (a dropped dataflow's trace), so is
+        the task, rather than keeping the object alive until the worker next idles.
 
         >>> import sparktimely as st
         >>> def job(worker):
@@ -385,7 +388,11 @@ class WorkerCore(Generic[S]):
         >>> st.execute_directly(job)
         0
         """
-        self._deferred[task] = None
+        deferred = self._deferred
+        if isinstance(task, MethodType):
+            deferred[weakref.WeakMethod(task, lambda gone: deferred.pop(gone, None))] = True
+        else:
+            deferred[task] = False
 
     def _wait(self, timeout_seconds: float | None, idle_sleep: float = 0.0) -> None:
         """Nothing to do: a unit of deferred work once idle long enough, else park (until
@@ -393,10 +400,11 @@ class WorkerCore(Generic[S]):
         if self._deferred:
             idle = _time.perf_counter() - self._busy_at
             if idle >= self.idle_work_after:
-                task = next(iter(self._deferred))
-                del self._deferred[task]
-                if task():
-                    self._deferred[task] = None      # more to do: after the others
+                entry, weak = next(iter(self._deferred.items()))
+                self._deferred.pop(entry, None)       # (its object may just have gone)
+                task = entry() if weak else entry
+                if task is not None and task():
+                    self._deferred[entry] = weak     # more to do: after the others
                 return
             left = self.idle_work_after - idle
             timeout_seconds = left if timeout_seconds is None else min(timeout_seconds, left)

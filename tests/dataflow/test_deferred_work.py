@@ -1,7 +1,9 @@
 """Work a worker puts off until it has nothing else to do (``Worker.defer``): run once per
 wait after ``idle_work_after`` seconds without work, in turns, never while the worker is
 busy, in ``step_or_park``, ``step_while`` and ``run``."""
+import gc
 import time
+import weakref
 
 import pytest
 
@@ -89,3 +91,41 @@ def test_deferring_a_waiting_task_again_runs_it_once_per_wait():
             worker.step_or_park(0.001)
         return log
     assert st.execute_directly(job) == ["t", "t"]
+
+
+class Trace:
+    """Stands for a trace whose spine defers its merging: a bound method as the task."""
+
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    def idle_work(self) -> bool:
+        self.log.append("merge")
+        return True                                 # always more: it would run forever
+
+
+@pytest.mark.timeout(60)
+def test_a_deferred_method_does_not_keep_its_object_alive():
+    """A bound method is deferred by weak reference: deferring it twice is one task, and once
+    its object is dropped (a dropped dataflow's trace) the worker neither keeps the object
+    alive nor runs the task again."""
+    def job(worker):
+        log: list = []
+        trace = Trace(log)
+        worker.defer(trace.idle_work)
+        worker.defer(counting_task(2, log, "other"))
+        worker.defer(trace.idle_work)                    # the same task: a new bound method
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and len(log) < 5:
+            worker.step_or_park(0.01)
+        alive = weakref.ref(trace)
+        del trace
+        gc.collect()
+        gone = alive() is None
+        ran = list(log)
+        for _ in range(20):
+            worker.step_or_park(0.001)
+        return gone, ran, len(log)
+    gone, ran, after = st.execute_directly(job)
+    assert gone and after == 5
+    assert ran == ["merge", "other", "merge", "other", "merge"]
