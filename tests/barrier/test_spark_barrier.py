@@ -311,7 +311,7 @@ def test_a_stall_limit_on_spark_names_the_stalled_worker(spark):
     assert caught.value.index == 1
     assert str(caught.value).startswith("worker 1 failed: stalled: no step for ")
     assert "in stalling_job" in str(caught.value) and "in stalling_job" in caught.value.traceback
-    assert elapsed < 1 + 5, f"the stall took {elapsed:.1f} s to surface"
+    assert elapsed < 1 + 15, f"the stall took {elapsed:.1f} s to surface"   # Spark under load
 
     def build(scope, stream):
         stuck = scope.index == 1
