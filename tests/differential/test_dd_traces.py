@@ -3,6 +3,8 @@ tests/import.rs), compaction, merging (tests/trace.rs), freeing, and the handle 
 arrangements."""
 import gc
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
@@ -10,11 +12,13 @@ from hypothesis import strategies as hs
 import sparktimely as st
 import sparktimely.differential as dd
 from dd_harness import accumulate, arranged_input
+from sparktimely.differential.arrow.batch import ArrowBatch, constant_times
 from sparktimely.differential.trace import Batch, Spine
 from sparktimely.differential.trace import spine as spine_module
 from sparktimely.differential.trace.handle import TraceAgent, TraceBox
 from sparktimely.differential.trace.spine import (IDLE_ADVANCES, MAX_SMALL, MAX_TINY, SMALL_BATCH,
                                                  TINY_ROWS)
+from sparktimely.progress.timestamp import TimeKind
 
 EPOCHS = [
     [((2, 0), 1), ((1, 0), 1), ((1, 3), 1), ((4, 2), 1)],
@@ -509,6 +513,59 @@ def test_large_batches_merge_geometrically():
     sizes = [len(b) for b in spine.batches() if len(b)]
     assert sum(sizes) == 64 * size and len(sizes) <= 7
     assert all(a > 2 * b for a, b in zip(sizes, sizes[1:]))
+
+
+def arrow_updates(keys: list, time: int) -> ArrowBatch:
+    """An Arrow trace batch of one update per key, all at ``time``."""
+    return ArrowBatch.build(pa.table({"k": pa.array(keys, pa.int64()),
+                                      "diff": np.ones(len(keys), np.int64)}),
+                            constant_times(TimeKind(int), time, len(keys)), ["k"], [time],
+                            [time + 1])
+
+
+@pytest.mark.timeout(120)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hs.lists(hs.tuples(hs.sampled_from([0, 1, 10, 100, 5000, 9000]),
+                          hs.sampled_from(["insert", "idle", "advance", "compact"])),
+                min_size=1, max_size=60))
+def test_a_spine_driven_at_random_holds_what_was_inserted_and_offers_all_its_work(ops):
+    """Arrow batches of every size class (empty, tiny, small, large, merged in pieces) with
+    idle work, advances without batches and compaction in any order: the spine always holds
+    exactly what was inserted, and once its offered idle work is done, nothing is left to
+    merge (work is offered again whenever it comes due)."""
+    spine = Spine([0])
+    offered: list = []                              # the worker's deferred tasks
+    spine.on_work = lambda task: offered.append(task) if task not in offered else None
+    spine.set_frontiers([0], [])
+    expected: dict = {}
+    time = 0
+    for rows, op in ops:
+        keys = [(time * 7919 + i) % 6007 for i in range(rows)]
+        spine.insert(arrow_updates(keys, time))
+        time += 1
+        for k in keys:
+            expected[k] = expected.get(k, 0) + 1
+        if op == "idle" and offered:
+            task = offered.pop(0)
+            if task():
+                offered.append(task)
+        elif op == "advance":
+            for _ in range(IDLE_ADVANCES):
+                spine.advance_upper([time])
+        elif op == "compact":
+            spine.set_frontiers([time], [])
+        held: dict = {}
+        for batch in spine.batches():
+            for k, d in zip(batch.data.column("k").to_pylist(), batch.diffs.tolist()):
+                held[k] = held.get(k, 0) + d
+        assert {k: d for k, d in held.items() if d} == expected
+    for _ in range(1000):                           # far more units than there is work
+        if not offered:
+            break
+        task = offered.pop(0)
+        if task():
+            offered.append(task)
+    assert not offered and not spine.idle_work()
 
 
 def test_spine_keeps_boundaries_beyond_the_physical_frontier():

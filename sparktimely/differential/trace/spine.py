@@ -84,9 +84,11 @@ class Spine:
         self._merging: Any = None       # a merge in progress, of batches still in merged
         self._merging_batches: list = []
         self._fuel = 0                  # rows of merge work earned by new batches, unspent
+        self._small = 0                 # how many batches at the end of merged are small
         self.on_work: Callable[[Callable[[], bool]], None] | None = None
         """Called with :meth:`idle_work` when merge work could be done ahead of time: a
         worker's ``defer``, so that it merges while it has nothing else to do."""
+        self._offered = False           # idle_work is with on_work and has not said "done"
 
     def insert(self, batch: Any) -> None:
         """Add the next batch (its times follow every batch already held)."""
@@ -110,12 +112,13 @@ class Spine:
         if self._idle % IDLE_ADVANCES:
             return
         merged = self.merged
-        small = self._small_tail()
+        small = self._small
         if small >= 2:
             self._merge_tail(small)
         elif small == 1 and self.logical and merged[-1].since != self.logical \
                 and not frontier_le(self.logical, merged[-1].since):
             merged[-1] = merged[-1].compacted(self.logical)
+            self._count_small()
 
     def set_frontiers(self, logical: list, physical: list) -> None:
         """New compaction frontiers (the meet over the trace's handles)."""
@@ -141,6 +144,7 @@ class Spine:
         self.merged = []
         self.pending = []
         self._merging, self._merging_batches = None, []
+        self._small = 0
 
     def restore(self, batch: Any, upper: list) -> None:
         """Start from ``batch`` (the contents of a checkpoint, complete up to ``upper``) as
@@ -150,6 +154,7 @@ class Spine:
         self.pending = []
         self.upper = list(upper)
         self._merging, self._merging_batches = None, []
+        self._count_small()
 
     def __len__(self) -> int:
         return sum(len(b) for b in self.merged) + sum(len(b) for b in self.pending)
@@ -163,11 +168,13 @@ class Spine:
             moved += 1
         if moved:
             del pending[:moved]
-            if self.on_work is not None and self._has_work():
+            if self.on_work is not None and not self._offered and self._has_work():
+                self._offered = True
                 self.on_work(self.idle_work)
 
     def _add_merged(self, batch: Any) -> None:
         self.merged.append(batch)
+        self._small = self._small + 1 if len(batch) < SMALL_BATCH else 0
         self._merge_step()
         if self._merging is None:
             self._fuel = 0
@@ -188,6 +195,7 @@ class Spine:
         start = next(i for i, b in enumerate(merged) if b is batches[0])
         merged[start:start + len(batches)] = [merging.result()]
         self._merging, self._merging_batches = None, []
+        self._count_small()
 
     def _merge_step(self) -> None:
         """At most one merge that is due: the small batches at the end once there are more
@@ -196,7 +204,7 @@ class Spine:
         factor of two. A cascade of merges is thus spread over the following inserts
         instead of landing on one update."""
         merged = self.merged
-        small = self._small_tail()
+        small = self._small
         if small > self._max_small and (
                 small > self._max_small + MAX_TINY - MAX_SMALL
                 or sum(len(b) for b in merged[1 - small:]) > TINY_ROWS * (small - 1)):
@@ -215,12 +223,12 @@ class Spine:
                 return i
         return None
 
-    def _begin_large_merge(self, small: int) -> bool:
-        """Merge the due pair of large batches (see :meth:`_due_pair`), in pieces if it is
-        large; False if none is due."""
+    def _begin_large_merge(self, small: int) -> None:
+        """Merge the due pair of large batches (see :meth:`_due_pair`), if any, in pieces if
+        it is large."""
         i = self._due_pair(small)
         if i is None:
-            return False
+            return
         merged = self.merged
         older, newer = merged[i - 1], merged[i]
         if len(older) + len(newer) > PIECE_ROWS and hasattr(older, "merging"):
@@ -228,11 +236,11 @@ class Spine:
             self._merging_batches = [older, newer]
         else:
             merged[i - 1:i + 1] = [older.merged(newer, self.logical)]
-        return True
+            self._count_small()
 
     def _has_work(self) -> bool:
         """Whether :meth:`idle_work` has something to do."""
-        small = self._small_tail()
+        small = self._small
         return self._merging is not None or small >= 2 or self._due_pair(small) is not None
 
     def idle_work(self) -> bool:
@@ -251,22 +259,23 @@ class Spine:
         """
         if self._merging is not None:
             self._exert(PIECE_ROWS)
-            return self._has_work()
-        small = self._small_tail()
-        if small >= 2:
-            self._merge_small_tail(small)
-        elif not self._begin_large_merge(small):
-            return False
-        return self._has_work()
+        elif self._small >= 2:
+            self._merge_small_tail(self._small)
+        else:
+            self._begin_large_merge(self._small)
+        more = self._has_work()
+        if not more:
+            self._offered = False   # the worker drops the task: offer it again when due
+        return more
 
-    def _small_tail(self) -> int:
-        """How many batches at the end of the merged part are smaller than
-        :data:`SMALL_BATCH`."""
+    def _count_small(self) -> None:
+        """Count the batches at the end of the merged part that are smaller than
+        :data:`SMALL_BATCH` again, after a merge replaced some (appends keep the count)."""
         merged = self.merged
         small = 0
         while small < len(merged) and len(merged[-1 - small]) < SMALL_BATCH:
             small += 1
-        return small
+        self._small = small
 
     def _merge_small_tail(self, small: int) -> None:
         """The ``small`` small batches at the end as one, consolidated only once they make a
@@ -281,3 +290,4 @@ class Spine:
         tail = merged[-count:]
         del merged[-count:]
         merged.append(tail[0].merged_all(tail[1:], self.logical, consolidating))
+        self._count_small()
