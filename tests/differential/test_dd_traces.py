@@ -14,6 +14,7 @@ import sparktimely.differential as dd
 from dd_harness import accumulate, arranged_input
 from sparktimely.differential.arrow.batch import ArrowBatch, constant_times
 from sparktimely.differential.trace import Batch, Spine
+from sparktimely.differential.trace import batch as batch_module
 from sparktimely.differential.trace import spine as spine_module
 from sparktimely.differential.trace.handle import TraceAgent, TraceBox
 from sparktimely.differential.trace.spine import (IDLE_ADVANCES, MAX_SMALL, MAX_TINY, SMALL_BATCH,
@@ -451,6 +452,52 @@ def test_trace_frontiers_are_the_meet_as_handles_come_and_go():
     assert not box.freed
     third.close()
     assert box.freed and box.logical_frontier() == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(hs.lists(hs.lists(hs.tuples(hs.integers(0, 4), hs.integers(0, 2), hs.integers(-2, 2)),
+                         max_size=6), min_size=2, max_size=5),
+       hs.integers(0, 12), hs.integers(0, 12), hs.booleans())
+def test_merging_batches_gives_their_updates_advanced_and_consolidated(parts, since, before,
+                                                                       again):
+    """Adjacent batches (every other one compacted before, to ``before``) merged in one pass
+    hold exactly the updates of all of them with times advanced by ``since`` (``before``
+    again if ``again``), consolidated: an oracle sums them from scratch."""
+    since = before if again else since
+    batches, lower = [], 0
+    for i, part in enumerate(parts):
+        updates = [((k, v), lower + v % 2, d) for k, v, d in part]
+        batch = Batch.from_updates(updates, [lower], [lower + 2])
+        if i % 2 and before:
+            batch = batch.compacted([before])
+        batches.append(batch)
+        lower += 2
+    frontier = [since] if since else []
+    merged = batches[0].merged_all(batches[1:], frontier)
+    expected: dict = {}
+    for i, part in enumerate(parts):
+        for k, v, d in part:
+            time = max(2 * i + v % 2, before if i % 2 else 0, since)
+            expected[k, v, time] = expected.get((k, v, time), 0) + d
+    held = {(key, v, t): d for key, updates in merged.items() for v, t, d in updates}
+    assert held == {e: d for e, d in expected.items() if d}
+    assert len(merged) == len(held) and (merged.lower, merged.upper) == ([0], [lower])
+    assert all(updates for _, updates in merged.items())
+
+
+def test_merging_tiny_batches_into_a_large_one_visits_only_the_tiny_ones(monkeypatch):
+    """A trace's tail merge (a large batch and many one-update batches, the frontier moved
+    past all of them) advances the large batch's updates once, not once per tiny batch."""
+    large = Batch.from_updates([((k, 0), 0, 1) for k in range(1000)], [0], [1])
+    tiny = [Batch.from_updates([((k, 0), t, 1)], [t], [t + 1]) for k, t in
+            zip(range(2000, 2016), range(1, 17))]
+    calls = []
+    advance = batch_module.advance_updates
+    monkeypatch.setattr(batch_module, "advance_updates",
+                        lambda updates, frontier: calls.append(1) or advance(updates, frontier))
+    merged = large.merged_all(tiny, [17])
+    assert len(merged) == 1016 and merged.get(2015) == [(0, 17, 1)]
+    assert len(calls) == 1000 + 16
 
 
 def test_spine_merges_geometrically_and_compacts():

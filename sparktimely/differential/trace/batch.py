@@ -72,10 +72,7 @@ class Batch:
     def merged_all(self, newer: list, since: list, consolidating: bool = True) -> "Batch":
         """This batch and the adjacent ``newer`` ones as one batch (always consolidated:
         merging dicts of updates groups them anyway, whatever ``consolidating`` says)."""
-        result = self
-        for batch in newer:
-            result = merge(result, batch, since)
-        return result
+        return merge_all([self, *newer], since)
 
     def compacted(self, since: list) -> "Batch":
         """This batch with its times advanced to ``since`` and consolidated."""
@@ -209,37 +206,64 @@ def advance_updates(updates: Updates, frontier: list) -> Updates:
 
 def merge(older: Batch, newer: Batch, since: list) -> Batch:
     """One batch with the updates of two adjacent batches (``older`` first), times advanced
-    by ``since`` (the trace's logical compaction frontier) when that moves them.
+    by ``since`` (see :func:`merge_all`)."""
+    return merge_all([older, newer], since)
 
-    Two batches hold disjoint times until compaction: once times were advanced (now or
-    before), a key present in both may have equal ``(val, time)`` on both sides, so such
-    keys are consolidated."""
-    advance_older = bool(since) and not frontier_le(since, older.lower) and since != older.since
-    advance_newer = bool(since) and not frontier_le(since, newer.lower) and since != newer.since
-    compacted = (advance_older or advance_newer or older.since != older.lower
-                 or newer.since != newer.lower)
-    big, small = (older, newer) if len(older.data) >= len(newer.data) else (newer, older)
-    data = dict(big.data)
-    get = data.get
-    for key, updates in small.data.items():
-        present = get(key)
-        if present is None:
-            data[key] = updates
-        elif compacted:
-            data[key] = consolidate_updates(
-                [(v, advance_by(t, since), d) for v, t, d in present + updates] if since
-                else present + updates)
-        else:
-            data[key] = present + updates
-    if advance_older or advance_newer:
-        for key in list(data):
-            advanced = advance_updates(data[key], since)
+
+def merge_all(batches: list, since: list) -> Batch:
+    """One batch with the updates of adjacent ``batches`` (oldest first), times advanced by
+    ``since`` (the trace's logical compaction frontier) where that moves them, in one pass:
+    the batch with the most keys is copied (its per-key lists shared unless they move), and
+    only the others' keys are visited, so that merging a few tiny batches into a large one
+    costs the tiny ones, not the large one once per tiny one.
+
+    Batches hold disjoint times until compaction: once times were advanced (now or before),
+    a key present in several may have equal ``(val, time)`` in them, so such keys are
+    consolidated.
+
+    >>> older = Batch.from_updates([(("a", 1), 0, 1), (("b", 1), 1, 1)], [0], [2])
+    >>> newer = Batch.from_updates([(("a", 1), 2, -1)], [2], [3])
+    >>> merged = merge_all([older, newer], [3])
+    >>> merged.get("a"), merged.get("b"), len(merged), merged.upper
+    (None, [(1, 3, 1)], 1, [3])
+    """
+    advancing = [bool(since) and not frontier_le(since, b.lower) and since != b.since
+                 for b in batches]
+    compacted = any(advancing) or any(b.since != b.lower for b in batches)
+    widest = max(range(len(batches)), key=lambda i: len(batches[i].data))
+    if advancing[widest]:
+        data = {}
+        for key, updates in batches[widest].data.items():
+            advanced = advance_updates(updates, since)
             if advanced:
                 data[key] = advanced
+    else:
+        data = dict(batches[widest].data)
+    get = data.get
+    for index, batch in enumerate(batches):
+        if index == widest:
+            continue
+        advance = advancing[index]
+        for key, updates in batch.data.items():
+            present = get(key)
+            if present is None:
+                if advance:
+                    updates = advance_updates(updates, since)
+                if updates:
+                    data[key] = updates
+            elif not compacted:
+                data[key] = present + updates
             else:
-                del data[key]
-    new_since = since if since else older.since
-    return Batch(data, older.lower, newer.upper, new_since, sum(map(len, data.values())))
+                merged = consolidate_updates(
+                    [(v, advance_by(t, since), d) for v, t, d in present + updates] if since
+                    else present + updates)
+                if merged:
+                    data[key] = merged
+                else:
+                    del data[key]
+    new_since = since if since else batches[0].since
+    return Batch(data, batches[0].lower, batches[-1].upper, new_since,
+                 sum(map(len, data.values())))
 
 
 class Batcher:
