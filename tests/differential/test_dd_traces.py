@@ -2,6 +2,7 @@
 tests/import.rs), compaction, merging (tests/trace.rs), freeing, and the handle API of shared
 arrangements."""
 import gc
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -454,15 +455,17 @@ def test_trace_frontiers_are_the_meet_as_handles_come_and_go():
     assert box.freed and box.logical_frontier() == []
 
 
+@pytest.mark.timeout(60)
 @settings(max_examples=200, deadline=None)
 @given(hs.lists(hs.lists(hs.tuples(hs.integers(0, 4), hs.integers(0, 2), hs.integers(-2, 2)),
                          max_size=6), min_size=2, max_size=5),
-       hs.integers(0, 12), hs.integers(0, 12), hs.booleans())
+       hs.integers(0, 12), hs.integers(0, 12), hs.booleans(), hs.integers(0, 3))
 def test_merging_batches_gives_their_updates_advanced_and_consolidated(parts, since, before,
-                                                                       again):
-    """Adjacent batches (every other one compacted before, to ``before``) merged in one pass
-    hold exactly the updates of all of them with times advanced by ``since`` (``before``
-    again if ``again``), consolidated: an oracle sums them from scratch."""
+                                                                       again, piece):
+    """Adjacent batches (every other one compacted before, to ``before``) merged in one pass,
+    or in pieces of ``piece`` updates (0: at once), hold exactly the updates of all of them
+    with times advanced by ``since`` (``before`` again if ``again``), consolidated: an
+    oracle sums them from scratch."""
     since = before if again else since
     batches, lower = [], 0
     for i, part in enumerate(parts):
@@ -473,7 +476,15 @@ def test_merging_batches_gives_their_updates_advanced_and_consolidated(parts, si
         batches.append(batch)
         lower += 2
     frontier = [since] if since else []
-    merged = batches[0].merged_all(batches[1:], frontier)
+    if piece:
+        merging = batches[0].merging(batches[1:], frontier, 0)
+        pieces = 1
+        while not merging.work(piece * Batch.merge_cost):
+            pieces += 1
+            assert pieces <= 40, "a piece merged nothing"      # 30 updates at most
+        merged = merging.result()
+    else:
+        merged = batches[0].merged_all(batches[1:], frontier)
     expected: dict = {}
     for i, part in enumerate(parts):
         for k, v, d in part:
@@ -555,8 +566,8 @@ def test_large_batches_merge_geometrically():
     size = SMALL_BATCH
     for t in range(64):
         spine.insert(Batch.from_updates([(((t, i), ()), t, 1) for i in range(size)], [t], [t + 1]))
-    for t in range(64, 72):                # one merge per insert: these finish the cascade
-        spine.insert(Batch.from_updates([], [t], [t + 1]))
+    while spine.idle_work():               # the merge work new data would have paid for
+        pass
     sizes = [len(b) for b in spine.batches() if len(b)]
     assert sum(sizes) == 64 * size and len(sizes) <= 7
     assert all(a > 2 * b for a, b in zip(sizes, sizes[1:]))
@@ -570,14 +581,27 @@ def arrow_updates(keys: list, time: int) -> ArrowBatch:
                             [time + 1])
 
 
+def python_updates(keys: list, time: int) -> Batch:
+    """A Python trace batch of one update per key, all at ``time``."""
+    return Batch.from_updates([((k, ()), time, 1) for k in keys], [time], [time + 1])
+
+
+def diffs_by_key(batch: Any) -> list:
+    """``(key, diff)`` of every update of a trace batch of either kind."""
+    if isinstance(batch, ArrowBatch):
+        return list(zip(batch.data.column("k").to_pylist(), batch.diffs.tolist()))
+    return [(k, d) for k, updates in batch.items() for _, _, d in updates]
+
+
 @pytest.mark.timeout(120)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(hs.lists(hs.tuples(hs.sampled_from([0, 1, 10, 100, 5000, 9000]),
                           hs.sampled_from(["insert", "idle", "advance", "compact"])),
                 min_size=1, max_size=60))
-def test_a_spine_driven_at_random_holds_what_was_inserted_and_offers_all_its_work(ops):
-    """Arrow batches of every size class (empty, tiny, small, large, merged in pieces) with
-    idle work, advances without batches and compaction in any order: the spine always holds
+@pytest.mark.parametrize("make", [arrow_updates, python_updates], ids=["arrow", "python"])
+def test_a_spine_driven_at_random_holds_what_was_inserted_and_offers_all_its_work(make, ops):
+    """Batches of every size class (empty, tiny, small, large, merged in pieces) with idle
+    work, advances without batches and compaction in any order: the spine always holds
     exactly what was inserted, and once its offered idle work is done, nothing is left to
     merge (work is offered again whenever it comes due)."""
     spine = Spine([0])
@@ -588,7 +612,7 @@ def test_a_spine_driven_at_random_holds_what_was_inserted_and_offers_all_its_wor
     time = 0
     for rows, op in ops:
         keys = [(time * 7919 + i) % 6007 for i in range(rows)]
-        spine.insert(arrow_updates(keys, time))
+        spine.insert(make(keys, time))
         time += 1
         for k in keys:
             expected[k] = expected.get(k, 0) + 1
@@ -603,7 +627,7 @@ def test_a_spine_driven_at_random_holds_what_was_inserted_and_offers_all_its_wor
             spine.set_frontiers([time], [])
         held: dict = {}
         for batch in spine.batches():
-            for k, d in zip(batch.data.column("k").to_pylist(), batch.diffs.tolist()):
+            for k, d in diffs_by_key(batch):
                 held[k] = held.get(k, 0) + d
         assert {k: d for k, d in held.items() if d} == expected
     for _ in range(1000):                           # far more units than there is work

@@ -327,6 +327,8 @@ class ArrowBatch:
     """Consolidated Arrow updates for times in ``[lower, upper)``, sorted by key hash."""
 
     __slots__ = ("data", "times", "hashes", "key", "kind", "lower", "upper", "since", "_numpy")
+    merge_cost = 1
+    """Rows of merge work (a spine's unit) that merging one row costs."""
 
     def __init__(self, data: pa.Table, times: np.ndarray, hashes: np.ndarray, key: list,
                  kind: TimeKind, lower: list, upper: list, since: list) -> None:

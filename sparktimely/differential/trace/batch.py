@@ -32,6 +32,10 @@ class Batch:
     """
 
     __slots__ = ("data", "lower", "upper", "since", "length")
+    merge_cost = 8
+    """Rows of merge work (a spine's unit: an Arrow row's share of a merge) that merging one
+    update costs: a spine's piece of 8,192 rows is 1,024 Python updates, about half a
+    millisecond."""
 
     def __init__(self, data: dict, lower: list, upper: list, since: list, length: int) -> None:
         self.data = data
@@ -73,6 +77,12 @@ class Batch:
         """This batch and the adjacent ``newer`` ones as one batch (always consolidated:
         merging dicts of updates groups them anyway, whatever ``consolidating`` says)."""
         return merge_all([self, *newer], since)
+
+    def merging(self, newer: list, since: list, piece_rows: int) -> "BatchMerge":
+        """:meth:`merged_all` of this batch and the adjacent ``newer`` ones, to be done in
+        pieces (:meth:`BatchMerge.work`; ``piece_rows`` is the spine's, which the merge
+        does not need to plan its pieces)."""
+        return BatchMerge([self, *newer], since)
 
     def compacted(self, since: list) -> "Batch":
         """This batch with its times advanced to ``since`` and consolidated."""
@@ -212,14 +222,8 @@ def merge(older: Batch, newer: Batch, since: list) -> Batch:
 
 def merge_all(batches: list, since: list) -> Batch:
     """One batch with the updates of adjacent ``batches`` (oldest first), times advanced by
-    ``since`` (the trace's logical compaction frontier) where that moves them, in one pass:
-    the batch with the most keys is copied (its per-key lists shared unless they move), and
-    only the others' keys are visited, so that merging a few tiny batches into a large one
-    costs the tiny ones, not the large one once per tiny one.
-
-    Batches hold disjoint times until compaction: once times were advanced (now or before),
-    a key present in several may have equal ``(val, time)`` in them, so such keys are
-    consolidated.
+    ``since`` (the trace's logical compaction frontier) where that moves them: a
+    :class:`BatchMerge` done at once.
 
     >>> older = Batch.from_updates([(("a", 1), 0, 1), (("b", 1), 1, 1)], [0], [2])
     >>> newer = Batch.from_updates([(("a", 1), 2, -1)], [2], [3])
@@ -227,24 +231,66 @@ def merge_all(batches: list, since: list) -> Batch:
     >>> merged.get("a"), merged.get("b"), len(merged), merged.upper
     (None, [(1, 3, 1)], 1, [3])
     """
-    advancing = [bool(since) and not frontier_le(since, b.lower) and since != b.since
-                 for b in batches]
-    compacted = any(advancing) or any(b.since != b.lower for b in batches)
-    widest = max(range(len(batches)), key=lambda i: len(batches[i].data))
-    if advancing[widest]:
-        data = {}
-        for key, updates in batches[widest].data.items():
-            advanced = advance_updates(updates, since)
-            if advanced:
-                data[key] = advanced
-    else:
-        data = dict(batches[widest].data)
-    get = data.get
-    for index, batch in enumerate(batches):
-        if index == widest:
-            continue
-        advance = advancing[index]
-        for key, updates in batch.data.items():
+    merging = BatchMerge(batches, since)
+    merging.work(None)
+    return merging.result()
+
+
+class BatchMerge:
+    """A merge of adjacent Python batches (oldest first), times advanced by ``since``, that
+    can be done a piece at a time (:meth:`work`), the batches staying as they are for
+    readers meanwhile. The batch with the most keys is taken first, its per-key lists shared
+    unless their times move (at once, with a C-level dict copy, when merged whole); then the
+    others' keys are visited, so that merging a few tiny batches into a large one costs the
+    tiny ones, not the large one once per tiny one.
+
+    Batches hold disjoint times until compaction: once times were advanced (now or before),
+    a key present in several may have equal ``(val, time)`` in them, so such keys are
+    consolidated.
+
+    >>> older = Batch.from_updates([((k, 0), 0, 1) for k in range(4)], [0], [1])
+    >>> merge = BatchMerge([older, Batch.from_updates([((9, 0), 1, 1)], [1], [2])], [2])
+    >>> merge.work(2 * Batch.merge_cost), merge.work(None), len(merge.result())
+    (False, True, 5)
+    """
+
+    def __init__(self, batches: list, since: list) -> None:
+        self.batches = batches
+        self.since = since
+        advancing = [bool(since) and not frontier_le(since, b.lower) and since != b.since
+                     for b in batches]
+        self.compacted = any(advancing) or any(b.since != b.lower for b in batches)
+        widest = max(range(len(batches)), key=lambda i: len(batches[i].data))
+        order = [widest] + [i for i in range(len(batches)) if i != widest]
+        self._stages = [(batches[i].data, advancing[i]) for i in order]
+        self._stage = 0
+        self._items: Iterator | None = None          # the current stage's keys left
+        self.data: dict = {}
+
+    def work(self, rows: int | None) -> bool:
+        """Merge about ``rows`` rows' worth of updates (see :attr:`Batch.merge_cost`; at
+        least one key), or everything left for None; True once everything is merged."""
+        budget = None if rows is None else max(rows // Batch.merge_cost, 1)
+        while self._stage < len(self._stages):
+            source, advance = self._stages[self._stage]
+            if self._stage == 0 and not advance and budget is None and self._items is None:
+                self.data.update(source)              # the widest batch at once
+            else:
+                if self._items is None:
+                    self._items = iter(source.items())
+                budget = self._take(self._items, advance, budget)
+                if budget is not None and budget <= 0:
+                    return False
+            self._stage += 1
+            self._items = None
+        return True
+
+    def _take(self, items: Iterator, advance: bool, budget: int | None) -> int | None:
+        """Merge keys from ``items`` until they run out or ``budget`` updates are merged;
+        the budget left (None: unlimited)."""
+        data, since, compacted = self.data, self.since, self.compacted
+        get = data.get
+        for key, updates in items:
             present = get(key)
             if present is None:
                 if advance:
@@ -261,9 +307,18 @@ def merge_all(batches: list, since: list) -> Batch:
                     data[key] = merged
                 else:
                     del data[key]
-    new_since = since if since else batches[0].since
-    return Batch(data, batches[0].lower, batches[-1].upper, new_since,
-                 sum(map(len, data.values())))
+            if budget is not None:
+                budget -= len(updates)
+                if budget <= 0:
+                    return budget
+        return budget
+
+    def result(self) -> Batch:
+        """The merged batch (once :meth:`work` said True)."""
+        batches, data = self.batches, self.data
+        return Batch(data, batches[0].lower, batches[-1].upper,
+                     self.since if self.since else batches[0].since,
+                     sum(map(len, data.values())))
 
 
 class Batcher:

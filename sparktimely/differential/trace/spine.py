@@ -51,9 +51,11 @@ first merge of a spine of ``phase`` ``i`` (the ``i``-th trace of its dataflow) c
 IDLE_ADVANCES = 16
 """Advances of the upper without a batch after which an idle trace tidies its small batches."""
 PIECE_ROWS = 8192
-"""A merge of two large batches of more rows than this is done in pieces (batches that can
-be merged so: ``merging``, see ``arrow.batch.PiecewiseMerge``), as differential merges with
-fuel: each batch that joins the merged part earns :data:`FUEL` times its rows of merge work,
+"""A merge of two large batches of more rows than this is done in pieces (their
+``merging``: ``arrow.batch.PiecewiseMerge``, ``trace.batch.BatchMerge``), as differential
+merges with fuel. Rows here are units of merge work: a batch's ``merge_cost`` says what
+one of its updates costs (an Arrow row 1, a Python update 8). Each batch that joins the
+merged part earns :data:`FUEL` times its rows of merge work,
 spent a piece at a time once it covers this many rows, so a merge of ``n`` rows spreads over
 the updates that follow instead of adding ``n`` rows of work to one of them (the p99 of
 small updates). A worker with nothing else to do merges ahead (:meth:`Spine.idle_work`), so
@@ -179,7 +181,7 @@ class Spine:
         if self._merging is None:
             self._fuel = 0
             return
-        self._fuel += FUEL * len(batch)
+        self._fuel += FUEL * len(batch) * batch.merge_cost
         if self._fuel >= PIECE_ROWS:
             fuel, self._fuel = self._fuel, 0
             self._exert(fuel)
@@ -231,7 +233,7 @@ class Spine:
             return
         merged = self.merged
         older, newer = merged[i - 1], merged[i]
-        if len(older) + len(newer) > PIECE_ROWS and hasattr(older, "merging"):
+        if (len(older) + len(newer)) * older.merge_cost > PIECE_ROWS:
             self._merging = older.merging([newer], self.logical, PIECE_ROWS)
             self._merging_batches = [older, newer]
         else:
