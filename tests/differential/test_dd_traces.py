@@ -459,13 +459,15 @@ def test_trace_frontiers_are_the_meet_as_handles_come_and_go():
 @settings(max_examples=200, deadline=None)
 @given(hs.lists(hs.lists(hs.tuples(hs.integers(0, 4), hs.integers(0, 2), hs.integers(-2, 2)),
                          max_size=6), min_size=2, max_size=5),
-       hs.integers(0, 12), hs.integers(0, 12), hs.booleans(), hs.integers(0, 3))
+       hs.integers(0, 12), hs.integers(0, 12), hs.booleans(), hs.integers(0, 3), hs.booleans())
 def test_merging_batches_gives_their_updates_advanced_and_consolidated(parts, since, before,
-                                                                       again, piece):
+                                                                       again, piece, touched):
     """Adjacent batches (every other one compacted before, to ``before``) merged in one pass,
     or in pieces of ``piece`` updates (0: at once), hold exactly the updates of all of them
     with times advanced by ``since`` (``before`` again if ``again``), consolidated: an
-    oracle sums them from scratch."""
+    oracle sums them from scratch. Merged advancing only the keys the newer batches hold
+    (``touched``), they hold the same once advanced by ``since``, every time at or beyond
+    the compaction they claim, and the touched keys exactly as the oracle."""
     since = before if again else since
     batches, lower = [], 0
     for i, part in enumerate(parts):
@@ -476,7 +478,9 @@ def test_merging_batches_gives_their_updates_advanced_and_consolidated(parts, si
         batches.append(batch)
         lower += 2
     frontier = [since] if since else []
-    if piece:
+    if touched:
+        merged = batches[0].merged_all(batches[1:], frontier, consolidating=False)
+    elif piece:
         merging = batches[0].merging(batches[1:], frontier, 0)
         pieces = 1
         while not merging.work(piece * Batch.merge_cost):
@@ -491,9 +495,19 @@ def test_merging_batches_gives_their_updates_advanced_and_consolidated(parts, si
             time = max(2 * i + v % 2, before if i % 2 else 0, since)
             expected[k, v, time] = expected.get((k, v, time), 0) + d
     held = {(key, v, t): d for key, updates in merged.items() for v, t, d in updates}
-    assert held == {e: d for e, d in expected.items() if d}
     assert len(merged) == len(held) and (merged.lower, merged.upper) == ([0], [lower])
     assert all(updates for _, updates in merged.items())
+    if touched:
+        assert all(t >= (merged.since[0] if merged.since else 0) for _, _, t in held)
+        newer = {key for batch in batches[1:] for key in batch.keys()}
+        assert {e: d for e, d in held.items() if e[0] in newer} == \
+            {e: d for e, d in expected.items() if d and e[0] in newer}
+        advanced: dict = {}
+        for (key, v, t), d in held.items():
+            entry = (key, v, max(t, since))
+            advanced[entry] = advanced.get(entry, 0) + d
+        held = {e: d for e, d in advanced.items() if d}
+    assert held == {e: d for e, d in expected.items() if d}
 
 
 def test_merging_tiny_batches_into_a_large_one_visits_only_the_tiny_ones(monkeypatch):

@@ -74,9 +74,11 @@ class Batch:
         return merge(self, newer, since)
 
     def merged_all(self, newer: list, since: list, consolidating: bool = True) -> "Batch":
-        """This batch and the adjacent ``newer`` ones as one batch (always consolidated:
-        merging dicts of updates groups them anyway, whatever ``consolidating`` says)."""
-        return merge_all([self, *newer], since)
+        """This batch and the adjacent ``newer`` ones as one batch, times advanced by
+        ``since``; unless ``consolidating``, only those of the keys the newer ones hold
+        (``touched_only``, see :class:`BatchMerge`). Updates of one key and time are
+        summed either way: merging dicts groups them."""
+        return merge_all([self, *newer], since, touched_only=not consolidating)
 
     def merging(self, newer: list, since: list, piece_rows: int) -> "BatchMerge":
         """:meth:`merged_all` of this batch and the adjacent ``newer`` ones, to be done in
@@ -220,10 +222,11 @@ def merge(older: Batch, newer: Batch, since: list) -> Batch:
     return merge_all([older, newer], since)
 
 
-def merge_all(batches: list, since: list) -> Batch:
+def merge_all(batches: list, since: list, touched_only: bool = False) -> Batch:
     """One batch with the updates of adjacent ``batches`` (oldest first), times advanced by
-    ``since`` (the trace's logical compaction frontier) where that moves them: a
-    :class:`BatchMerge` done at once.
+    ``since`` (the trace's logical compaction frontier) where that moves them (with
+    ``touched_only``, those of the keys the newer batches hold): a :class:`BatchMerge` done
+    at once.
 
     >>> older = Batch.from_updates([(("a", 1), 0, 1), (("b", 1), 1, 1)], [0], [2])
     >>> newer = Batch.from_updates([(("a", 1), 2, -1)], [2], [3])
@@ -231,7 +234,7 @@ def merge_all(batches: list, since: list) -> Batch:
     >>> merged.get("a"), merged.get("b"), len(merged), merged.upper
     (None, [(1, 3, 1)], 1, [3])
     """
-    merging = BatchMerge(batches, since)
+    merging = BatchMerge(batches, since, touched_only)
     merging.work(None)
     return merging.result()
 
@@ -248,19 +251,32 @@ class BatchMerge:
     a key present in several may have equal ``(val, time)`` in them, so such keys are
     consolidated.
 
+    With ``touched_only`` (the small batches at a trace's end merged into a batch that is
+    still small), the oldest batch's keys that no other batch holds keep their times, as
+    advancing them is a Python loop over its every update at each such merge; the keys the
+    others hold are advanced and consolidated, so that a key inserted and removed again
+    cancels out. The result then says it is compacted to the oldest batch's ``since``, which
+    every update is at or beyond. (Only when the oldest batch is the widest and ``since`` is
+    at or beyond its ``since``; else the whole merge advances times.)
+
     >>> older = Batch.from_updates([((k, 0), 0, 1) for k in range(4)], [0], [1])
     >>> merge = BatchMerge([older, Batch.from_updates([((9, 0), 1, 1)], [1], [2])], [2])
     >>> merge.work(2 * Batch.merge_cost), merge.work(None), len(merge.result())
     (False, True, 5)
     """
 
-    def __init__(self, batches: list, since: list) -> None:
+    def __init__(self, batches: list, since: list, touched_only: bool = False) -> None:
         self.batches = batches
         self.since = since
         advancing = [bool(since) and not frontier_le(since, b.lower) and since != b.since
                      for b in batches]
         self.compacted = any(advancing) or any(b.since != b.lower for b in batches)
         widest = max(range(len(batches)), key=lambda i: len(batches[i].data))
+        oldest = batches[0]
+        self.claimed = since if since else oldest.since    # what the result is compacted to
+        if touched_only and widest == 0 and since and frontier_le(oldest.since, since):
+            advancing[0] = False
+            self.claimed = oldest.since
         order = [widest] + [i for i in range(len(batches)) if i != widest]
         self._stages = [(batches[i].data, advancing[i]) for i in order]
         self._stage = 0
@@ -316,8 +332,7 @@ class BatchMerge:
     def result(self) -> Batch:
         """The merged batch (once :meth:`work` said True)."""
         batches, data = self.batches, self.data
-        return Batch(data, batches[0].lower, batches[-1].upper,
-                     self.since if self.since else batches[0].since,
+        return Batch(data, batches[0].lower, batches[-1].upper, self.claimed,
                      sum(map(len, data.values())))
 
 
