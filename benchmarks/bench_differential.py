@@ -16,7 +16,8 @@ Workloads (the data and update streams of shared/anchors/pw_incremental.py):
   batch to the probe passing its time (the changed counts are then final), after 50 warm-up
   batches.
 - join + count (Arrow path): A (1M rows, keys in 0..99,999) ``join(on="key")`` B (100k rows,
-  one per key), ``count(key="key")``; then 1,000 updates of 10 A rows + 1 B row.
+  one per key), ``count(key="key")``; then 1,000 updates of 10 A rows + 1 B row. The same
+  on Python records, 1 worker: ``(key, 0)`` tuples, ``join``, ``map`` to the key, ``count``.
 - reachability from node 0 by ``iterate`` (join, concat, distinct) over Arrow batches, on a
   random graph of 100k nodes and 500k edges: time to the first fixed point, then 100
   single-edge updates alternating inserts and deletes (each deletion removes the edge
@@ -118,8 +119,18 @@ def diffs(n: int) -> np.ndarray:
 
 # -- sparktimely ---------------------------------------------------------------------------------
 
+def give_arrow(session, batch) -> None:
+    session.update_batch(batch)
+
+
+def give_records(session, records: list) -> None:
+    """Python records: ``(data, diff)`` pairs."""
+    for data, diff in records:
+        session.update(data, diff)
+
+
 def load_and_update_seconds(worker, build, startup: list, bulk: list, updates: list,
-                            warm: bool, pace: float = 0.0) -> tuple:
+                            warm: bool, pace: float = 0.0, give=give_arrow) -> tuple:
     """In a dataflow ``build(worker)`` makes (returning its input sessions and its probe):
     send ``startup`` (one small batch per session, as the Pathway anchor's start-up row) at
     time 0 and step until the probe passes it, untimed; then time ``bulk`` (one batch per
@@ -128,16 +139,17 @@ def load_and_update_seconds(worker, build, startup: list, bulk: list, updates: l
     ``warm``, the worker first loads ``bulk`` the same way, untimed, into another dataflow
     that it closes and runs to completion (a warm-up round: see the module's docstring).
     With ``pace``, each update starts ``pace`` seconds after the previous one started, the
-    worker waiting with ``step_or_park`` meanwhile.
+    worker waiting with ``step_or_park`` meanwhile. ``give(session, batch)`` sends a batch
+    (:func:`give_arrow`, or :func:`give_records` for lists of Python records).
     Returns (load seconds, update seconds after WARMUP rounds)."""
     def send(sessions: list, batches: list, time_now: int) -> None:
         for session, batch in zip(sessions, batches):
-            session.update_batch(batch)
+            give(session, batch)
             session.advance_to(time_now)
 
     def worker_0s(batches: list) -> list:
         """``batches`` at worker 0, empty slices of them (the same schemas) at the others."""
-        return batches if worker.index == 0 else [b.slice(0, 0) for b in batches]
+        return batches if worker.index == 0 else [b[:0] for b in batches]
 
     def load(sessions: list, probe) -> float:
         send(sessions, worker_0s(startup), 1)
@@ -223,6 +235,30 @@ def join_count(a_rows: int, b_rows: int, updates: int, workers: int, warm: bool 
         return load_and_update_seconds(worker, build, [rows([-1]), rows([-1])],
                                        [rows(a_keys), rows(b_keys)], rounds, warm, pace)
     return figures(st.execute(job, workers=workers), a_rows + b_rows)
+
+
+def join_count_records(a_rows: int, b_rows: int, updates: int) -> dict:
+    """:func:`join_count` on Python records, 1 worker: ``(key, 0)`` tuples joined by key, then
+    the matches counted per key."""
+    def build(worker) -> tuple:
+        a, b = dd.InputSession(), dd.InputSession()
+        probe = worker.dataflow(lambda scope: a.to_collection(scope).join(
+            b.to_collection(scope)).map(lambda match: match[0]).count().probe())
+        return [a, b], probe
+
+    def job(worker):
+        rng = np.random.default_rng(2)
+        keys = random.Random(3)
+
+        def records(values) -> list:
+            return [((int(k), 0), 1) for k in values]
+        rounds = [[records([keys.randrange(b_rows) for _ in range(10)]),
+                   records([keys.randrange(b_rows)])] for _ in range(updates + WARMUP)]
+        return load_and_update_seconds(
+            worker, build, [records([-1]), records([-1])],
+            [records(rng.integers(0, b_rows, a_rows)), records(range(b_rows))], rounds,
+            warm=False, give=give_records)
+    return figures(st.execute(job, workers=1), a_rows + b_rows)
 
 
 def graph(nodes: int, edges: int) -> list:
@@ -522,6 +558,7 @@ def main(quick: bool = False, with_pathway: bool = True) -> list[Section]:
     py = python_recompute(words, a_rows, b_rows, nodes, edges)
     wc1 = wordcount(words, updates, 1)
     jc1 = join_count(a_rows, b_rows, j_updates, 1)
+    jc_records = join_count_records(a_rows, b_rows, j_updates)
     wc_paced = wordcount(words, updates, 1, pace=PACE)
     jc_paced = join_count(a_rows, b_rows, j_updates, 1, pace=PACE)
     loads: dict = {("wc", 1, True): [wc1["load"]], ("jc", 1, True): [jc1["load"]]}
@@ -565,6 +602,9 @@ def main(quick: bool = False, with_pathway: bool = True) -> list[Section]:
             {"Pathway 0.33": pw_value("join", lambda r: r["update"]["p99_ms"])},
             goals=[Goal("<=", 5.0), Goal("<=", 0.75, "Pathway 0.33")]),
         *paced_rows("join + count", "10 + 1 rows", jc_paced, "join paced"),
+        *[Row(f"join + count update, Python records, {q}", "10 + 1 records", "ms",
+              jc_records[q], {"Pathway 0.33": pw_value("join", lambda r: r["update"][f"{q}_ms"])},
+              goals=[Goal("<=", 0.75, "Pathway 0.33")]) for q in ("median", "p99")],
         Row("reachability, first fixed point", f"{nodes:,} nodes, {edges:,} edges", "s",
             reach["first"], {"Pathway 0.33": pw_value("reach", lambda r: r["bulk_s"])},
             {"BFS from scratch": py["reach_first"]}, goals=[Goal("<=", 2.0)]),
@@ -622,6 +662,8 @@ def main(quick: bool = False, with_pathway: bool = True) -> list[Section]:
                   {"sparktimely": wc1["latencies"], "Pathway 0.33": pw_latencies("wordcount")}),
         Histogram("join + count update (10 + 1 rows)",
                   {"sparktimely": jc1["latencies"], "Pathway 0.33": pw_latencies("join")}),
+        Histogram("join + count update (10 + 1 Python records)",
+                  {"sparktimely": jc_records["latencies"], "Pathway 0.33": pw_latencies("join")}),
         Histogram(f"word count update ({WC_BATCH} words), one every {PACE * 1e3:g} ms",
                   {"sparktimely": wc_paced["latencies"],
                    "Pathway 0.33": pw_latencies("wordcount paced")}),
