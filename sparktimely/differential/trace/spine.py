@@ -54,7 +54,7 @@ PIECE_ROWS = 8192
 """A merge of two large batches of more rows than this is done in pieces (their
 ``merging``: ``arrow.batch.PiecewiseMerge``, ``trace.batch.BatchMerge``), as differential
 merges with fuel. Rows here are units of merge work: a batch's ``merge_cost`` says what
-one of its updates costs (an Arrow row 1, a Python update 8). Each batch that joins the
+one of its updates costs (an Arrow row 1, a Python update 32). Each batch that joins the
 merged part earns :data:`FUEL` times its rows of merge work,
 spent a piece at a time once it covers this many rows, so a merge of ``n`` rows spreads over
 the updates that follow instead of adding ``n`` rows of work to one of them (the p99 of
