@@ -479,7 +479,7 @@ def test_merging_batches_gives_their_updates_advanced_and_consolidated(parts, si
         lower += 2
     frontier = [since] if since else []
     if touched:
-        merged = batches[0].merged_all(batches[1:], frontier, consolidating=False)
+        merged = batches[0].merged_all(batches[1:], frontier)        # a spine's tail merge
     elif piece:
         merging = batches[0].merging(batches[1:], frontier, 0)
         pieces = 1
@@ -488,7 +488,7 @@ def test_merging_batches_gives_their_updates_advanced_and_consolidated(parts, si
             assert pieces <= 40, "a piece merged nothing"      # 30 updates at most
         merged = merging.result()
     else:
-        merged = batches[0].merged_all(batches[1:], frontier)
+        merged = batch_module.merge_all(batches, frontier)
     expected: dict = {}
     for i, part in enumerate(parts):
         for k, v, d in part:
@@ -512,7 +512,8 @@ def test_merging_batches_gives_their_updates_advanced_and_consolidated(parts, si
 
 def test_merging_tiny_batches_into_a_large_one_visits_only_the_tiny_ones(monkeypatch):
     """A trace's tail merge (a large batch and many one-update batches, the frontier moved
-    past all of them) advances the large batch's updates once, not once per tiny batch."""
+    past all of them) advances the tiny batches' updates only, sharing the large batch's
+    lists; a whole merge advances the large batch's updates once, not once per tiny batch."""
     large = Batch.from_updates([((k, 0), 0, 1) for k in range(1000)], [0], [1])
     tiny = [Batch.from_updates([((k, 0), t, 1)], [t], [t + 1]) for k, t in
             zip(range(2000, 2016), range(1, 17))]
@@ -520,9 +521,12 @@ def test_merging_tiny_batches_into_a_large_one_visits_only_the_tiny_ones(monkeyp
     advance = batch_module.advance_updates
     monkeypatch.setattr(batch_module, "advance_updates",
                         lambda updates, frontier: calls.append(1) or advance(updates, frontier))
-    merged = large.merged_all(tiny, [17])
-    assert len(merged) == 1016 and merged.get(2015) == [(0, 17, 1)]
-    assert len(calls) == 1000 + 16
+    tail = large.merged_all(tiny, [17])
+    assert len(tail) == 1016 and tail.get(2015) == [(0, 17, 1)] and len(calls) == 16
+    assert tail.get(0) is large.get(0) and tail.since == [0]
+    calls.clear()
+    whole = batch_module.merge_all([large, *tiny], [17])
+    assert whole.get(0) == [(0, 17, 1)] and whole.since == [17] and len(calls) == 1000 + 16
 
 
 def test_spine_merges_geometrically_and_compacts():

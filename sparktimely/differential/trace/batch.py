@@ -74,11 +74,12 @@ class Batch:
         return merge(self, newer, since)
 
     def merged_all(self, newer: list, since: list, consolidating: bool = True) -> "Batch":
-        """This batch and the adjacent ``newer`` ones as one batch, times advanced by
-        ``since``; unless ``consolidating``, only those of the keys the newer ones hold
-        (``touched_only``, see :class:`BatchMerge`). Updates of one key and time are
-        summed either way: merging dicts groups them."""
-        return merge_all([self, *newer], since, touched_only=not consolidating)
+        """This batch and the adjacent ``newer`` ones (a trace's small batches at its end)
+        as one batch, times advanced by ``since`` for the keys the newer ones hold
+        (``touched_only``, see :class:`BatchMerge`): this batch's other keys wait for the
+        trace's next merge of large batches, done in pieces. Updates of one key and time
+        are summed whatever ``consolidating`` says: merging dicts groups them."""
+        return merge_all([self, *newer], since, touched_only=True)
 
     def merging(self, newer: list, since: list, piece_rows: int) -> "BatchMerge":
         """:meth:`merged_all` of this batch and the adjacent ``newer`` ones, to be done in
