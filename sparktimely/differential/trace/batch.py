@@ -209,6 +209,9 @@ def advance_updates(updates: Updates, frontier: list) -> Updates:
         return updates
     if len(frontier) == 1 and frontier[0].__class__ is int:
         f = frontier[0]
+        if len(updates) == 1:                   # most keys of a trace: nothing to sum
+            val, time, diff = updates[0]
+            return updates if time >= f else [(val, f, diff)]
         if all(t >= f for _, t, _ in updates):
             return updates
         return consolidate_updates([(v, t if t >= f else f, d) for v, t, d in updates])
