@@ -33,7 +33,9 @@ Arrow batches, that would otherwise dominate small updates). While their merged 
 smaller than this it is not consolidated (for Arrow batches: concatenated and sorted by key
 hash, no grouping of rows): the batch at the end keeps growing by small merges, and grouping
 its rows every time would cost a multiple of the updates added. Readers cope with repeated
-rows; the merge that makes the batch large, and an idle trace's tidying, consolidate it."""
+rows; the merge that makes the batch large, and an idle trace's tidying, consolidate it.
+(Python batches group by key in any merge; theirs advance only the keys the new batches
+hold, see ``Batch.merged_all``: the rest wait for the next merge of large batches.)"""
 MAX_SMALL = 8
 MAX_TINY = 16
 TINY_ROWS = 64
