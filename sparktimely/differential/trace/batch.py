@@ -10,7 +10,7 @@ keys only one of them holds.
 >>> b = Batch.from_updates([(("a", 1), 0, 1), (("a", 1), 0, 1), (("b", 2), 1, 1)], [0], [2])
 >>> b.get("a"), len(b)
 ([(1, 0, 2)], 2)
->>> merge(b, Batch.from_updates([(("a", 1), 2, -2)], [2], [3]), [3]).get("a") is None
+>>> merge_all([b, Batch.from_updates([(("a", 1), 2, -2)], [2], [3])], [3]).get("a") is None
 True
 """
 from __future__ import annotations
@@ -70,8 +70,8 @@ class Batch:
         return self.length
 
     def merged(self, newer: "Batch", since: list) -> "Batch":
-        """This batch and the adjacent ``newer`` one as one batch (see :func:`merge`)."""
-        return merge(self, newer, since)
+        """This batch and the adjacent ``newer`` one as one batch (see :func:`merge_all`)."""
+        return merge_all([self, newer], since)
 
     def merged_all(self, newer: list, since: list, consolidating: bool = True) -> "Batch":
         """This batch and the adjacent ``newer`` ones (a trace's small batches at its end)
@@ -218,12 +218,6 @@ def advance_updates(updates: Updates, frontier: list) -> Updates:
     if all(beyond(frontier, t) for _, t, _ in updates):
         return updates
     return consolidate_updates([(v, advance_by(t, frontier), d) for v, t, d in updates])
-
-
-def merge(older: Batch, newer: Batch, since: list) -> Batch:
-    """One batch with the updates of two adjacent batches (``older`` first), times advanced
-    by ``since`` (see :func:`merge_all`)."""
-    return merge_all([older, newer], since)
 
 
 def merge_all(batches: list, since: list, touched_only: bool = False) -> Batch:
