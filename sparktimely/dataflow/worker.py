@@ -120,7 +120,7 @@ class WorkerCore(Generic[S]):
         self._observer: WorkerObserver | None = None     # all of them as one, or None
         self.steps = 0
         """Steps taken so far (a stall watchdog reads it from another thread)."""
-        self._deferred: dict[Any, bool] = {}   # task (or weak method) -> weak; see defer()
+        self._deferred: dict[Any, None] = {}   # tasks or WeakMethods, an ordered set: defer()
         self._busy_at = _time.perf_counter()      # when a step last had something to do
 
     def dataflow(self, build: Callable[[S], R], *, name: str | None = None,
@@ -390,9 +390,9 @@ class WorkerCore(Generic[S]):
         """
         deferred = self._deferred
         if isinstance(task, MethodType):
-            deferred[weakref.WeakMethod(task, lambda gone: deferred.pop(gone, None))] = True
+            deferred[weakref.WeakMethod(task, lambda gone: deferred.pop(gone, None))] = None
         else:
-            deferred[task] = False
+            deferred[task] = None
 
     def _wait(self, timeout_seconds: float | None, idle_sleep: float = 0.0) -> None:
         """Nothing to do: a unit of deferred work once idle long enough, else park (until
@@ -400,11 +400,11 @@ class WorkerCore(Generic[S]):
         if self._deferred:
             idle = _time.perf_counter() - self._busy_at
             if idle >= self.idle_work_after:
-                entry, weak = next(iter(self._deferred.items()))
+                entry = next(iter(self._deferred))
                 self._deferred.pop(entry, None)       # (its object may just have gone)
-                task = entry() if weak else entry
+                task = entry() if isinstance(entry, weakref.WeakMethod) else entry
                 if task is not None and task():
-                    self._deferred[entry] = weak     # more to do: after the others
+                    self._deferred[entry] = None     # more to do: after the others
                 return
             left = self.idle_work_after - idle
             timeout_seconds = left if timeout_seconds is None else min(timeout_seconds, left)
