@@ -2,6 +2,8 @@
 tests/import.rs), compaction, merging (tests/trace.rs), freeing, and the handle API of shared
 arrangements."""
 import gc
+import random
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -12,7 +14,7 @@ from hypothesis import strategies as hs
 
 import sparktimely as st
 import sparktimely.differential as dd
-from dd_harness import accumulate, arranged_input
+from dd_harness import accumulate, arranged_input, check_rounds
 from sparktimely.differential.arrow.batch import ArrowBatch, constant_times
 from sparktimely.differential.trace import Batch, Spine
 from sparktimely.differential.trace import batch as batch_module
@@ -527,6 +529,47 @@ def test_merging_tiny_batches_into_a_large_one_visits_only_the_tiny_ones(monkeyp
     calls.clear()
     whole = batch_module.merge_all([large, *tiny], [17])
     assert whole.get(0) == [(0, 17, 1)] and whole.since == [17] and len(calls) == 1000 + 16
+
+
+def keyed_join_counts(a: dict, b: dict) -> dict:
+    """Oracle of ``a.join(b).map(key).count()`` over ``{(key, val): n}`` inputs, by key:
+    ``(key, count)`` where count is the product of the two sides' multiplicities."""
+    per_a: Counter = Counter()
+    per_b: Counter = Counter()
+    for (k, _), n in a.items():
+        per_a[k] += n
+    for (k, _), n in b.items():
+        per_b[k] += n
+    return {(k, per_a[k] * per_b[k]): 1 for k in per_a if per_a[k] * per_b[k]}
+
+
+def churning_rounds(seed: int) -> tuple[list, list]:
+    """A load of 15,000 ``(key, val)`` rows over 500 keys and 500 one-per-key rows, then 60
+    rounds of 300 inserts and 100 deletions of earlier rows, and 5 changed keys on the other
+    side: enough for every trace to merge tails into large batches and those in pieces."""
+    rng = random.Random(seed)
+    live = [(rng.randrange(500), i) for i in range(15000)]
+    a_rounds = [[(row, 1) for row in live]]
+    b_rounds = [[((k, "b"), 1) for k in range(500)]]
+    serial = len(live)
+    for _ in range(60):
+        added = [(rng.randrange(500), serial + i) for i in range(300)]
+        serial += 300
+        removed = [live.pop(rng.randrange(len(live))) for _ in range(100)]
+        live += added
+        a_rounds.append([(row, 1) for row in added] + [(row, -1) for row in removed])
+        moved = rng.sample(range(500), 5)
+        b_rounds.append([((k, "b"), -1) for k in moved] + [((k, "c"), 1) for k in moved])
+    return a_rounds, b_rounds
+
+
+@pytest.mark.timeout(120)
+def test_python_traces_merging_in_every_way_keep_a_join_and_count_exact(run):
+    """Python-record traces under steady churn (tail merges of touched keys only, large
+    merges in pieces with fuel) at 1, 2 and 3 workers: the join + count equals the oracle
+    recomputed from scratch at every round."""
+    check_rounds(lambda scope, a, b: a.join(b).map(lambda match: match[0]).count(),
+                 keyed_join_counts, churning_rounds(5), run)
 
 
 def test_spine_merges_geometrically_and_compacts():
