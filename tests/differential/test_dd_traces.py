@@ -121,10 +121,13 @@ def test_import_of_a_stalled_arrangement_reaches_its_frontier(run):
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("idle", [False, True])
 @pytest.mark.timeout(60)
-def test_import_after_compaction_advances_times(workers):
+def test_import_after_compaction_advances_times(workers, idle):
     """Each worker compacts its handle to a different time before importing: the imported
-    updates are at the handle's frontier or later and accumulate correctly there."""
+    updates are at the handle's frontier or later and accumulate correctly there. With
+    ``idle``, the trace first tidies itself while its input advances with no data, which
+    compacts its batches to that frontier, keeping its keys' lone updates' times."""
     def job(worker):
         data = dd.InputSession()
 
@@ -134,12 +137,19 @@ def test_import_after_compaction_advances_times(workers):
                 data.advance_to(t)
             data.insert((worker.index, t))
             data.insert((worker.index + 10, t))
+            if t == 1:
+                data.insert((worker.index + 20, t))     # a key's lone update
             if t == 2:
                 data.remove((worker.index, 0))
         data.advance_to(4)
         worker.step_while(lambda: probe.less_than(4))
         trace.set_logical_compaction([2 + worker.index])
         trace.set_physical_compaction([])
+        for t in range(5, 5 + 3 * IDLE_ADVANCES if idle else 0):
+            data.advance_to(t)
+            worker.step_while(lambda: probe.less_than(t))
+        if idle:
+            assert all(b.since == [2 + worker.index] for b in trace.batches())
         captured = worker.dataflow(lambda scope: trace.import_(scope).as_collection().inner.capture())
         data.close()
         worker.run()
@@ -152,6 +162,7 @@ def test_import_after_compaction_advances_times(workers):
     for w in range(workers):
         expected.update({(w, t): 1 for t in range(1, 4)})
         expected.update({(w + 10, t): 1 for t in range(4)})
+        expected[w + 20, 1] = 1
     assert accumulate(everything, 5) == expected
 
 
@@ -465,11 +476,11 @@ def test_trace_frontiers_are_the_meet_as_handles_come_and_go():
 def test_merging_batches_gives_their_updates_advanced_and_consolidated(parts, since, before,
                                                                        again, piece, touched):
     """Adjacent batches (every other one compacted before, to ``before``) merged in one pass,
-    or in pieces of ``piece`` updates (0: at once), hold exactly the updates of all of them
-    with times advanced by ``since`` (``before`` again if ``again``), consolidated: an
-    oracle sums them from scratch. Merged advancing only the keys the newer batches hold
-    (``touched``), they hold the same once advanced by ``since``, every time at or beyond
-    the compaction they claim, and the touched keys exactly as the oracle."""
+    in pieces of ``piece`` updates (0: at once), or advancing only the keys the newer
+    batches hold (``touched``, a spine's tail merge): at every time at or beyond the
+    frontiers involved they accumulate what an oracle sums from scratch, and they are
+    compacted to what they claim: a key's updates other than a lone one are at or beyond
+    it and stay distinct when advanced by it."""
     since = before if again else since
     batches, lower = [], 0
     for i, part in enumerate(parts):
@@ -481,7 +492,7 @@ def test_merging_batches_gives_their_updates_advanced_and_consolidated(parts, si
         lower += 2
     frontier = [since] if since else []
     if touched:
-        merged = batches[0].merged_all(batches[1:], frontier)        # a spine's tail merge
+        merged = batches[0].merged_all(batches[1:], frontier)
     elif piece:
         merging = batches[0].merging(batches[1:], frontier, 0)
         pieces = 1
@@ -498,37 +509,41 @@ def test_merging_batches_gives_their_updates_advanced_and_consolidated(parts, si
             expected[k, v, time] = expected.get((k, v, time), 0) + d
     held = {(key, v, t): d for key, updates in merged.items() for v, t, d in updates}
     assert len(merged) == len(held) and (merged.lower, merged.upper) == ([0], [lower])
-    assert all(updates for _, updates in merged.items())
-    if touched:
-        assert all(t >= (merged.since[0] if merged.since else 0) for _, _, t in held)
-        newer = {key for batch in batches[1:] for key in batch.keys()}
-        assert {e: d for e, d in held.items() if e[0] in newer} == \
-            {e: d for e, d in expected.items() if d and e[0] in newer}
+    assert all(updates for _, updates in merged.items()) and all(held.values())
+    claimed = merged.since[0] if merged.since else 0
+    assert claimed >= since or touched
+    for key, updates in merged.items():
+        if len(updates) > 1:
+            assert all(t >= claimed for _, t, _ in updates), (key, updates, claimed)
+            assert len({(v, max(t, claimed)) for v, t, _ in updates}) == len(updates)
+
+    def at_or_beyond(updates: dict, frontier: int) -> dict:
         advanced: dict = {}
-        for (key, v, t), d in held.items():
-            entry = (key, v, max(t, since))
-            advanced[entry] = advanced.get(entry, 0) + d
-        held = {e: d for e, d in advanced.items() if d}
-    assert held == {e: d for e, d in expected.items() if d}
+        for (key, v, t), d in updates.items():
+            advanced[key, v, max(t, frontier)] = advanced.get((key, v, max(t, frontier)), 0) + d
+        return {e: d for e, d in advanced.items() if d}
+    everything = max(since, before if len(parts) > 1 else 0)
+    assert at_or_beyond(held, everything) == at_or_beyond(expected, everything)
 
 
 def test_merging_tiny_batches_into_a_large_one_visits_only_the_tiny_ones(monkeypatch):
     """A trace's tail merge (a large batch and many one-update batches, the frontier moved
     past all of them) advances the tiny batches' updates only, sharing the large batch's
     lists; a whole merge advances the large batch's updates once, not once per tiny batch."""
-    large = Batch.from_updates([((k, 0), 0, 1) for k in range(1000)], [0], [1])
-    tiny = [Batch.from_updates([((k, 0), t, 1)], [t], [t + 1]) for k, t in
+    large = Batch.from_updates([((k, v), 0, 1) for k in range(1000) for v in (0, 1)], [0], [1])
+    tiny = [Batch.from_updates([((k, 0), t, 1), ((k, 1), t, 1)], [t], [t + 1]) for k, t in
             zip(range(2000, 2016), range(1, 17))]
     calls = []
     advance = batch_module.advance_updates
     monkeypatch.setattr(batch_module, "advance_updates",
                         lambda updates, frontier: calls.append(1) or advance(updates, frontier))
     tail = large.merged_all(tiny, [17])
-    assert len(tail) == 1016 and tail.get(2015) == [(0, 17, 1)] and len(calls) == 16
+    assert len(tail) == 2032 and tail.get(2015) == [(0, 17, 1), (1, 17, 1)] and len(calls) == 16
     assert tail.get(0) is large.get(0) and tail.since == [0]
     calls.clear()
     whole = batch_module.merge_all([large, *tiny], [17])
-    assert whole.get(0) == [(0, 17, 1)] and whole.since == [17] and len(calls) == 1000 + 16
+    assert whole.get(0) == [(0, 17, 1), (1, 17, 1)] and whole.since == [17]
+    assert len(calls) == 1000 + 16
 
 
 def keyed_join_counts(a: dict, b: dict) -> dict:

@@ -474,6 +474,11 @@ class ArrowBatch:
         """This batch with its times advanced to ``since`` and consolidated."""
         return self.advanced(since)
 
+    def as_of(self, frontier: list) -> "ArrowBatch":
+        """This batch with every time advanced by ``frontier``: itself when it is compacted
+        that far already."""
+        return self if frontier_le(frontier, self.since) else self.advanced(frontier)
+
     def advanced(self, frontier: list) -> "ArrowBatch":
         """This batch with its times advanced by ``frontier`` (consolidated, hashes kept)."""
         times = advance_times(self.times, frontier, self.kind)

@@ -30,7 +30,7 @@ from ..arrow.arrange import ArrowArranger
 from ..arrow.batch import HASH, column_numpy, consolidated_rows, with_key_hashes
 from ..lattice import antichain, beyond, frontier_le
 from ..recovery import TraceState, checkpointing
-from ..trace.batch import (AdvancedBatch, Batch, Batcher, EnteredBatch, capability_intervals,
+from ..trace.batch import (Batch, Batcher, EnteredBatch, capability_intervals,
                            consolidate_keyed, entered_frontier, split_by_capabilities)
 from ..trace.handle import TraceBox
 
@@ -146,8 +146,8 @@ class ImportFeed:
         self._box = box
         minimum = box._minimum[0]
         for batch in box.spine.batches():
-            if not (frontier_le(since, batch.since) or frontier_le(since, batch.lower)):
-                batch = batch.advanced(since) if hasattr(batch, "advanced") else AdvancedBatch(batch, since)
+            if not frontier_le(since, batch.lower):
+                batch = batch.as_of(since)
             self.queue.append(("batch", batch, minimum))
         self.queue.append(("upper", list(box.spine.upper), None))
         box.add_listener(self)

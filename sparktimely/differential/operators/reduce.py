@@ -29,7 +29,7 @@ from ...progress.timestamp import less_equal
 from ..arrow.reduce import AggregateSpec, ArrowReducer, aggregate_spec
 from ..lattice import antichain, antichain_join, beyond, interesting_times
 from ..recovery import TraceState, checkpointing
-from ..trace.batch import Batch
+from ..trace.batch import Batch, updates_reader
 from ..trace.handle import TraceAgent, TraceBox
 from .arrange import reader, trace_phase
 
@@ -240,6 +240,7 @@ class PythonReducer:
             keys.update(batch.keys())
         out_data: dict = {}
         by_time: dict = {}
+        new_of, old_of, old_out_of = (updates_reader(b) for b in (batches, history, out_history))
         for key in keys:
             seeds = pending.pop(key, None)
             if seeds:
@@ -247,13 +248,13 @@ class PythonReducer:
                 waiting = seeds - ready
             else:
                 ready, waiting = set(), set()
-            new = list(chain.from_iterable(u for b in batches if (u := b.get(key))))
+            new = new_of(key)
             if not new and not ready:
                 if waiting:
                     pending[key] = waiting
                 continue
-            old = list(chain.from_iterable(u for b in history if (u := b.get(key))))
-            old_out = list(chain.from_iterable(u for b in out_history if (u := b.get(key))))
+            old = old_of(key)
+            old_out = old_out_of(key)
             corrections, future = self._reduce_key(key, new, old, old_out, ready, upper)
             if waiting or future:
                 pending[key] = waiting | future

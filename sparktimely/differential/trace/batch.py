@@ -3,9 +3,10 @@
 A :class:`Batch` holds the consolidated updates whose times lie between two frontiers,
 ``lower`` (inclusive) and ``upper`` (exclusive), indexed by key: ``data[key]`` is a list of
 ``(val, time, diff)`` with no two entries for the same ``(val, time)`` and no zero diff.
-``since`` is the frontier its times have been advanced to (logical compaction). A batch is
-never changed after it is built; merging two makes a third, sharing the per-key lists of
-keys only one of them holds.
+``since`` is the frontier it is compacted to (logical compaction): a key's updates are
+advanced by it and consolidated, except a key's lone update, which may keep its time (see
+:func:`compact_updates`). A batch is never changed after it is built; merging two makes a
+third, sharing the per-key lists of keys only one of them holds.
 
 >>> b = Batch.from_updates([(("a", 1), 0, 1), (("a", 1), 0, 1), (("b", 2), 1, 1)], [0], [2])
 >>> b.get("a"), len(b)
@@ -87,13 +88,23 @@ class Batch:
         does not need to plan its pieces)."""
         return BatchMerge([self, *newer], since)
 
+    def as_of(self, frontier: list) -> "AdvancedBatch":
+        """This batch read with every time advanced by ``frontier`` (a view: its lone
+        updates may keep earlier times than its ``since``).
+
+        >>> Batch.from_updates([(("k", "v"), 1, 1)], [0], [3]).compacted([2]).as_of([2]).get("k")
+        [('v', 2, 1)]
+        """
+        return AdvancedBatch(self, frontier)
+
     def compacted(self, since: list) -> "Batch":
-        """This batch with its times advanced to ``since`` and consolidated."""
+        """This batch compacted to ``since``: times advanced and consolidated (see
+        :func:`compact_updates`)."""
         data = {}
         for key, updates in self.data.items():
-            advanced = advance_updates(updates, since)
-            if advanced:
-                data[key] = advanced
+            compacted = compact_updates(updates, since)
+            if compacted:
+                data[key] = compacted
         return Batch(data, self.lower, self.upper, since, sum(map(len, data.values())))
 
     def __repr__(self) -> str:
@@ -102,8 +113,9 @@ class Batch:
 
 class AdvancedBatch:
     """A read-only view of a batch with every time advanced by a frontier (what an
-    import shows of batches the trace has not compacted that far yet). Nothing is copied:
-    times are advanced, and updates consolidated, as they are read.
+    import shows of a trace's batches: their lone updates may keep earlier times, see
+    :func:`compact_updates`). Nothing is copied: times are advanced, and updates
+    consolidated, as they are read.
 
     >>> batch = Batch.from_updates([(("k", "v"), 1, 1), (("k", "v"), 2, 1)], [0], [3])
     >>> AdvancedBatch(batch, [2]).get("k")
@@ -164,6 +176,29 @@ class EnteredBatch:
         return len(self.batch)
 
 
+def updates_reader(batches: list) -> Callable[[Any], Updates]:
+    """A function from a key to its updates in all of ``batches``, oldest first, for a
+    reader that looks up many keys in the same batches: a plain :class:`Batch` is read
+    through its dict's own ``get`` (no Python call per batch and key).
+
+    >>> older = Batch.from_updates([(("k", "v"), 0, 1)], [0], [1])
+    >>> newer = Batch.from_updates([(("k", "v"), 1, 1), (("j", "w"), 1, 1)], [1], [2])
+    >>> read = updates_reader([older, AdvancedBatch(newer, [2])])
+    >>> read("k"), read("x")
+    ([('v', 0, 1), ('v', 2, 1)], [])
+    """
+    getters = [batch.data.get if batch.__class__ is Batch else batch.get for batch in batches]
+
+    def updates_of(key: Any) -> Updates:
+        found: Updates = []
+        for get in getters:
+            updates = get(key)
+            if updates:
+                found += updates
+        return found
+    return updates_of
+
+
 def entered_frontier(frontier: list) -> list:
     """A frontier of the enclosing scope as seen inside an iterative one."""
     return [Product(t, 0) for t in frontier]
@@ -220,6 +255,20 @@ def advance_updates(updates: Updates, frontier: list) -> Updates:
     return consolidate_updates([(v, advance_by(t, frontier), d) for v, t, d in updates])
 
 
+def compact_updates(updates: Updates, since: list) -> Updates:
+    """A key's updates as a batch compacted to ``since`` holds them: advanced by it and
+    consolidated; but a lone update as it is. Advancing a lone update's time could combine
+    it with nothing, and what it says is the same either way to every reader, as readers
+    compare a trace's times only with times at or beyond ``since``, where a time and its
+    advance compare alike. Sparing it is most of a Python trace's compaction work, as most
+    keys of a large trace hold one update (:class:`AdvancedBatch` shows the times advanced).
+
+    >>> compact_updates([("v", 1, 1)], [5]), compact_updates([("v", 1, 1), ("v", 2, 1)], [5])
+    ([('v', 1, 1)], [('v', 5, 2)])
+    """
+    return updates if len(updates) == 1 else advance_updates(updates, since)
+
+
 def merge_all(batches: list, since: list, touched_only: bool = False) -> Batch:
     """One batch with the updates of adjacent ``batches`` (oldest first), times advanced by
     ``since`` (the trace's logical compaction frontier) where that moves them (with
@@ -241,7 +290,8 @@ class BatchMerge:
     """A merge of adjacent Python batches (oldest first), times advanced by ``since``, that
     can be done a piece at a time (:meth:`work`), the batches staying as they are for
     readers meanwhile. The batch with the most keys is taken first, its per-key lists shared
-    unless their times move (at once, with a C-level dict copy, when merged whole); then the
+    unless their times move (at once, with a C-level dict copy, when merged whole; a key's
+    lone update keeps its time, see :func:`compact_updates`); then the
     others' keys are visited, so that merging a few tiny batches into a large one costs the
     tiny ones, not the large one once per tiny one.
 
@@ -310,7 +360,7 @@ class BatchMerge:
         for key, updates in items:
             present = get(key)
             if present is None:
-                if advance:
+                if advance and len(updates) > 1:     # compact_updates, inlined: every key
                     updates = advance_updates(updates, since)
                 if updates:
                     data[key] = updates
