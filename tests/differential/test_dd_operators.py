@@ -9,6 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 import sparktimely.differential as dd
+from sparktimely.differential.operators.reduce import (CountReduction, PythonReducer,
+                                                       ThresholdReduction, distinct_count)
+from sparktimely.differential.trace import Batch
 from dd_harness import check_rounds, counts_and_distinct, join_pairs, tagged_counts_and_distinct
 
 SETTINGS = settings(max_examples=12, deadline=None, database=None,
@@ -170,3 +173,46 @@ def test_consolidate_and_arranged_reads(run, inputs):
             out[("distinct values", (k, len(vs)))] += 1
         return dict(out)
     check_rounds(build, oracle, [inputs], run)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(rounds=hs.lists(hs.lists(hs.tuples(keys, hs.integers(0, 1), hs.integers(0, 1), diffs),
+                                max_size=6), min_size=1, max_size=6),
+       distinct=hs.booleans())
+def test_count_and_distinct_recomputed_from_their_input_match_their_output_trace(rounds,
+                                                                                  distinct):
+    """``count`` and ``distinct`` at totally ordered times compute a key's earlier output
+    from its input history and keep no output trace: round by round (two times each), they
+    give what the same reducer reading its output trace gives, and what the output should
+    be from scratch at every time."""
+    reduction = ThresholdReduction(distinct_count) if distinct else CountReduction()
+    fast, traced = PythonReducer(reduction, True), PythonReducer(reduction, True)
+    assert fast.recomputed
+    traced.recomputed = False
+    history: list = []
+    out_history: list = []
+    given_so_far: list = []
+    out_so_far: list = []
+    for i, part in enumerate(rounds):
+        lower, upper = [2 * i], [2 * i + 2]
+        updates = [((key, val), 2 * i + late, diff) for key, val, late, diff in part]
+        batch = Batch.from_updates(updates, lower, upper)
+        produced, no_batch = fast.retire([batch], history, [], lower, upper)
+        expected, out_batch = traced.retire([batch], history, out_history, lower, upper)
+        assert no_batch is None
+        assert sorted(u for _, us in produced for u in us) == \
+            sorted(u for _, us in expected for u in us)
+        history.append(batch)
+        out_history += [out_batch] if out_batch is not None else []
+        given_so_far += updates
+        out_so_far += [u for _, us in produced for u in us]
+        for time in (2 * i, 2 * i + 1):
+            counts: Counter = Counter()
+            for (key, _), t, diff in given_so_far:
+                counts[key] += diff if t <= time else 0
+            scratch = {(k if distinct else (k, n)): 1 for k, n in counts.items()
+                       if (n > 0 if distinct else n)}
+            out: Counter = Counter()
+            for data, t, diff in out_so_far:
+                out[data] += diff if t <= time else 0
+            assert {d: n for d, n in out.items() if n} == scratch

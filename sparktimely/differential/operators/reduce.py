@@ -42,7 +42,10 @@ class Reduction:
     """What a reduction does with one key: ``desired(key, updates)`` turns the key's input
     updates (``(val, time, diff)``, all at or before the time being evaluated) into the
     output it should have there, ``{val: multiplicity}``; ``data(key, val)`` is the output
-    collection's record."""
+    collection's record. A ``pure`` one (built in, no user code) may be asked again for
+    output it gave before (see :class:`PythonReducer`)."""
+
+    pure = False
 
     def desired(self, key: Any, updates: list) -> dict:
         raise NotImplementedError
@@ -81,6 +84,8 @@ class UserReduction(Reduction):
 class CountReduction(Reduction):
     """``(key, count)`` for every key with a non-zero count."""
 
+    pure = True
+
     def desired(self, key: Any, updates: list) -> dict:
         count = sum(diff for _, _, diff in updates)
         return {count: 1} if count else {}
@@ -91,6 +96,7 @@ class ThresholdReduction(Reduction):
 
     def __init__(self, f: Callable[[Any, int], int]) -> None:
         self.f = f
+        self.pure = f is distinct_count
 
     def desired(self, key: Any, updates: list) -> dict:
         count = sum(diff for _, _, diff in updates)
@@ -218,11 +224,18 @@ def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
 
 
 class PythonReducer:
-    """Retires intervals of Python batches key by key (see the module docstring)."""
+    """Retires intervals of Python batches key by key (see the module docstring).
+
+    With totally ordered times and a ``pure`` reduction (``count``, ``distinct``), a key's
+    output before ``lower`` is the reduction of its input history, which the reducer reads
+    anyway: it recomputes that instead of keeping an output trace to read it from (no
+    trace to gather from, insert into and merge), and returns no batch for one.
+    """
 
     def __init__(self, reduction: Reduction, total: bool) -> None:
         self.reduction = reduction
         self.total = total
+        self.recomputed = total and reduction.pure
         self.pending: dict = {}        # key -> set of interesting times beyond the upper
 
     def pending_times(self) -> list:
@@ -240,6 +253,7 @@ class PythonReducer:
             keys.update(batch.keys())
         out_data: dict = {}
         by_time: dict = {}
+        recomputed = self.recomputed
         new_of, old_of, old_out_of = (updates_reader(b) for b in (batches, history, out_history))
         for key in keys:
             seeds = pending.pop(key, None)
@@ -254,12 +268,13 @@ class PythonReducer:
                     pending[key] = waiting
                 continue
             old = old_of(key)
-            old_out = old_out_of(key)
+            old_out = [] if recomputed else old_out_of(key)
             corrections, future = self._reduce_key(key, new, old, old_out, ready, upper)
             if waiting or future:
                 pending[key] = waiting | future
             if corrections:
-                out_data[key] = corrections
+                if not recomputed:
+                    out_data[key] = corrections
                 data = reduction.data
                 for val, time, diff in corrections:
                     by_time.setdefault(time, []).append((data(key, val), time, diff))
@@ -280,13 +295,17 @@ class PythonReducer:
         corrections = []
         desired = self.reduction.desired
         single = self.total and len(times) == 1
+        recomputed = self.recomputed
+        have = desired(key, old) if recomputed else {}
         for time in times:
             if single:
                 wanted = desired(key, inputs)
-                have = accumulate(outputs)
+                if not recomputed:
+                    have = accumulate(outputs)
             elif self.total:
                 wanted = desired(key, [u for u in inputs if u[1] <= time])
-                have = accumulate([u for u in outputs if u[1] <= time])
+                if not recomputed:
+                    have = accumulate([u for u in outputs if u[1] <= time])
             else:
                 wanted = desired(key, [u for u in inputs if less_equal(u[1], time)])
                 have = accumulate([u for u in outputs if less_equal(u[1], time)])
@@ -295,6 +314,8 @@ class PythonReducer:
                 if diff:
                     corrections.append((val, time, diff))
                     outputs.append((val, time, diff))
+            if recomputed:
+                have = wanted
         return corrections, future
 
 
