@@ -384,6 +384,42 @@ def test_arrow_count_small_and_vectorised_paths(run, monkeypatch, small, limit, 
     check(lambda scope, c: c.count(key="w"), oracle, [rows], [(["w"], [pa.string()])], run)
 
 
+@pytest.mark.timeout(60)
+def test_arrow_count_keeps_small_updates_in_its_index_not_its_output_trace(monkeypatch):
+    """While count's index of current counts answers small updates, the index is the
+    output's only record: nothing goes to the output trace (no batch built, inserted or
+    merged). A large update, counted from the output trace, first brings the trace up to
+    date with one batch: every count stays exact."""
+    from sparktimely.differential.trace.handle import TraceBox
+    inserted: Counter = Counter()
+    insert = TraceBox.insert
+    monkeypatch.setattr(TraceBox, "insert", lambda box, batch, time: (
+        inserted.update([box.name]), insert(box, batch, time))[1])
+
+    def job(worker):
+        words = dd.InputSession()
+        counts: Counter = Counter()
+        probe = worker.dataflow(lambda scope: words.to_collection(scope).count(key="w")
+                                .inspect_batch(lambda t, b: counts.update(
+                                    {(r["w"], r["count"]): r["diff"] for r in b.to_pylist()}))
+                                .probe())
+        sent: Counter = Counter()
+        seen = []
+        for round, size in enumerate([3, 5, 2, 4, 400, 3, 1], start=1):
+            ws = [f"w{(round * 7 + i) % 11}" for i in range(size)]
+            sent.update(ws)
+            words.update_batch(pa.record_batch({"w": ws, "diff": [1] * size}))
+            words.advance_to(round)
+            worker.step_while(lambda: probe.less_than(round))
+            assert +counts == Counter({(w, n): 1 for w, n in sent.items()}), round
+            seen.append(inserted["Count output"])
+        words.close()
+        worker.run()
+        return seen
+    seen = st.execute_directly(job)
+    assert seen == [0, 0, 0, 0, 2, 2, 2]    # the large update: the trace caught up, its own
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("kind, values", [(pa.int32(), [-1, 0, 2**31 - 1]),
                                           (pa.uint64(), [0, 1, 2**63 + 1, 2**64 - 1])])

@@ -197,13 +197,13 @@ def test_count_and_distinct_recomputed_from_their_input_match_their_output_trace
         lower, upper = [2 * i], [2 * i + 2]
         updates = [((key, val), 2 * i + late, diff) for key, val, late, diff in part]
         batch = Batch.from_updates(updates, lower, upper)
-        produced, no_batch = fast.retire([batch], history, [], lower, upper)
-        expected, out_batch = traced.retire([batch], history, out_history, lower, upper)
-        assert no_batch is None
+        produced, no_batches = fast.retire([batch], history, [], lower, upper)
+        expected, out_batches = traced.retire([batch], history, out_history, lower, upper)
+        assert no_batches == []
         assert sorted(u for _, us in produced for u in us) == \
             sorted(u for _, us in expected for u in us)
         history.append(batch)
-        out_history += [out_batch] if out_batch is not None else []
+        out_history += out_batches
         given_so_far += updates
         out_so_far += [u for _, us in produced for u in us]
         for time in (2 * i, 2 * i + 1):

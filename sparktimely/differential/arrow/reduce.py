@@ -112,9 +112,13 @@ def aggregate_spec(aggs: dict) -> AggregateSpec:
 
 
 class ArrowReducer:
-    """Retires intervals of Arrow batches for one grouped aggregation."""
+    """Retires intervals of Arrow batches for one grouped aggregation. A count at totally
+    ordered times keeps small updates' output in its :class:`CountIndex` alone while it
+    answers (with ``keep_index``: not when checkpointing, which snapshots the output
+    trace), bringing the output trace up to date before another path reads it."""
 
-    def __init__(self, name: str, spec: AggregateSpec, kind: TimeKind) -> None:
+    def __init__(self, name: str, spec: AggregateSpec, kind: TimeKind,
+                 keep_index: bool = False) -> None:
         self.name = name
         self.spec = spec
         self.kind = kind
@@ -123,26 +127,36 @@ class ArrowReducer:
         self.out_schema: pa.Schema | None = None
         self.key: list = []
         self.counts = CountIndex()
+        self.keep_index = keep_index
 
     def pending_times(self) -> list:
         return list(self.pending)
 
     def retire(self, batches: list, history: list, out_history: list, lower: list,
-               upper: list) -> tuple[list, ArrowBatch | None]:
+               upper: list) -> tuple[list, list]:
         batches = [b for b in batches if len(b)]
         ready = [t for t in self.pending if not beyond(upper, t)]
         if not batches and not ready:
-            return [], None
+            return [], []
         if self.total and isinstance(self.spec, CountSpec) and batches:
-            fast = None
             if sum(len(b) for b in batches) <= SMALL_COUNT:
-                fast = self.counts.updates(batches, out_history, lower, upper, self.kind)
-            if fast is None:
-                self.counts.forget()
-                fast = count_updates(batches, out_history, lower, upper, self.kind)
+                fast = self.counts.updates(batches, out_history, lower, upper, self.kind,
+                                           self.keep_index)
+                if fast is not None:
+                    return fast[0], [fast[1]] if fast[1] is not None else []
+            caught_up = self.counts.release(lower, self.kind)
+            fast = count_updates(batches, out_history + caught_up, lower, upper, self.kind)
             if fast is not None:
-                return fast
-        self.counts.forget()                 # the general path writes the output trace
+                return fast[0], caught_up + ([fast[1]] if fast[1] is not None else [])
+        else:
+            caught_up = self.counts.release(lower, self.kind)
+        produced, out_batch = self._general(batches, ready, history, out_history + caught_up,
+                                            lower, upper)
+        return produced, caught_up + ([out_batch] if out_batch is not None else [])
+
+    def _general(self, batches: list, ready: list, history: list, out_history: list,
+                 lower: list, upper: list) -> tuple[list, ArrowBatch | None]:
+        """Any aggregation at any times: the keys' rows gathered from both traces."""
         key = batches[0].key if batches else self.key
         self.key = key
         hashes = [b.hashes for b in batches] + [self.pending.pop(t) for t in ready]
@@ -424,8 +438,13 @@ class CountIndex:
     searches every batch of the output trace with numpy calls whose fixed costs a batch of
     a hundred rows does not repay. Same output as :func:`count_updates` (rows sorted by
     hash within each time, retraction before insertion), less the no-op pairs of keys whose
-    updates cancel. The reducer forgets the index whenever another path writes the output
-    trace.
+    updates cancel.
+
+    With ``keep``, the index is the output's only record: no batch for the output trace,
+    which no one reads while the index answers (no batch built, inserted or merged). The
+    index remembers what the trace held for each key it changed since (``behind``), and
+    :meth:`release` gives the one batch that brings the trace up to date, before another
+    path reads it. The reducer releases the index whenever another path is to count.
 
     >>> import pyarrow as pa
     >>> from sparktimely.progress.timestamp import TimeKind
@@ -444,15 +463,42 @@ class CountIndex:
 
     def __init__(self) -> None:
         self.current: dict | None = None
+        self.behind: dict = {}              # hash -> (key, count) or None: the trace's, if kept
+        self.behind_from: list | None = None    # the trace's upper when the index kept output
+        self.schema: pa.Schema | None = None
 
-    def forget(self) -> None:
-        self.current = None
+    def release(self, lower: list, kind: TimeKind) -> list:
+        """Forget the index, and return the batches (none or one) that bring the output
+        trace up to ``lower`` with the counts it kept: each key's retraction of what the
+        trace holds and its current count, at the time the index began to keep them (the
+        trace is compacted to ``lower``, so only the accumulation matters)."""
+        current, behind, since = self.current, self.behind, self.behind_from
+        self.current, self.behind, self.behind_from = None, {}, None
+        if current is None or since is None or self.schema is None:
+            return []
+        rows = []
+        for h in sorted(behind):
+            old, new = behind[h], current.get(h)
+            if old != new:
+                rows += [(h, *old, -1)] if old is not None else []
+                rows += [(h, *new, 1)] if new is not None else []
+        if not rows:
+            return []
+        key = [n for n in self.schema.names[:-2]]
+        columns = list(zip(*rows))
+        table = pa.Table.from_arrays(
+            [pa.array(list(c), f.type) for c, f in zip(zip(*columns[1]), self.schema)]
+            + [pa.array(columns[2], pa.int64()), pa.array(columns[3], pa.int64())],
+            schema=self.schema)
+        return [ArrowBatch(table, constant_times(kind, since[0], len(rows)),
+                           np.array(columns[0], np.uint64), key, kind, since, lower, since)]
 
     def updates(self, batches: list, out_history: list, lower: list, upper: list,
-                kind: TimeKind) -> tuple[list, ArrowBatch | None] | None:
+                kind: TimeKind, keep: bool = False) -> tuple[list, ArrowBatch | None] | None:
         """What :func:`count_updates` returns for ``batches`` (the new input), or None if
         the index cannot say (an output too large to index, two keys of one hash, a key
-        that is not equal to itself such as NaN): the caller counts with numpy then."""
+        that is not equal to itself such as NaN): the caller counts with numpy then. With
+        ``keep``, no batch for the output trace (see the class docstring)."""
         current = self.current
         if current is None:
             current = self.current = self._indexed(out_history)
@@ -502,13 +548,21 @@ class CountIndex:
             produced.append((time, table_batch(table)))
             tables.append(table)
             hashes.append(np.array(columns[0], np.uint64))
+        if keep:
+            self.schema = schema
+            if self.behind_from is None:
+                self.behind_from = lower
+            behind = self.behind
+            for h in changed:
+                if h not in behind:
+                    behind[h] = current.get(h)
         for h, (k, count) in changed.items():
             if count:
                 current[h] = (k, count)
             else:
                 current.pop(h, None)
-        if not tables:
-            return [], None
+        if not tables or keep:
+            return produced, None
         out_times = np.concatenate([constant_times(kind, time, len(rows)) for time, rows in times],
                                    axis=1)
         if len(tables) == 1:

@@ -137,9 +137,10 @@ class Reducer(Protocol):
     the first batch."""
 
     def retire(self, batches: list, history: list, out_history: list, lower: list,
-               upper: list) -> tuple[list, Any]:
-        """The output for ``[lower, upper)`` as ``[(time, updates)]`` and the batch for
-        the output trace (or None), from the input's new ``batches``, its trace
+               upper: list) -> tuple[list, list]:
+        """The output for ``[lower, upper)`` as ``[(time, updates)]`` and the batches for
+        the output trace, oldest first (none, or up to one for ``[lower, upper)`` after one
+        that brings it up to ``lower``), from the input's new ``batches``, its trace
         (``history``) and the output trace (``out_history``), both through ``lower``."""
         ...
 
@@ -172,7 +173,7 @@ def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
         if arrow_spec is None:
             raise TypeError(f"{name}: this arrangement holds Arrow batches; use the Arrow "
                             f"aggregations (reduce(aggs=...), count(), distinct())")
-        return ArrowReducer(name, arrow_spec, scope.kind)
+        return ArrowReducer(name, arrow_spec, scope.kind, keep_index=not checkpointing(scope))
 
     def ctor(capability, info):
         capability.drop()
@@ -203,13 +204,13 @@ def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
             if reducer is None and batches:
                 reducer = choose(batches[0])
             if reducer is not None and any(not beyond(upper, c.time) for c in caps):
-                produced, out_batch = reducer.retire(
+                produced, out_batches = reducer.retire(
                     batches, source.batches_through(lower), out_trace.batches_through(lower),
                     lower, upper)
                 for time, updates in produced:
                     cap = next(c for c in caps if less_equal(c.time, time))
                     output.give_at(cap if cap.time == time else cap.delayed(time), updates)
-                if out_batch is not None:
+                for out_batch in out_batches:
                     out_box.insert(out_batch, None)
                 caps.downgrade(antichain(reducer.pending_times()))
             out_box.seal(upper)
@@ -242,10 +243,10 @@ class PythonReducer:
         return list(set().union(*self.pending.values())) if self.pending else []
 
     def retire(self, batches: list, history: list, out_history: list, lower: list,
-               upper: list) -> tuple[list, Batch | None]:
+               upper: list) -> tuple[list, list]:
         """Output updates for ``[lower, upper)`` as ``[(time, updates)]`` (each list at one
-        capability time: the earliest time of its updates), and the batch for the output
-        trace."""
+        capability time: the earliest time of its updates), and the batches for the output
+        trace (none when :attr:`recomputed`)."""
         reduction = self.reduction
         pending = self.pending
         keys = set(pending)
@@ -278,8 +279,7 @@ class PythonReducer:
                 data = reduction.data
                 for val, time, diff in corrections:
                     by_time.setdefault(time, []).append((data(key, val), time, diff))
-        out_batch = Batch.from_keyed(out_data, lower, upper) if out_data else None
-        return list(by_time.items()), out_batch
+        return list(by_time.items()), [Batch.from_keyed(out_data, lower, upper)] if out_data else []
 
     def _reduce_key(self, key: Any, new: list, old: list, old_out: list, ready: set,
                     upper: list) -> tuple[list, set]:
