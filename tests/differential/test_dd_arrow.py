@@ -384,6 +384,69 @@ def test_arrow_count_small_and_vectorised_paths(run, monkeypatch, small, limit, 
     check(lambda scope, c: c.count(key="w"), oracle, [rows], [(["w"], [pa.string()])], run)
 
 
+def output_counts(produced: list) -> dict:
+    """``{(time, w, count): diff}`` of a count's ``[(time, RecordBatch)]`` output, zeros
+    dropped."""
+    out: Counter = Counter()
+    for time, batch in produced:
+        for row in batch.to_pylist():
+            out[time, row["w"], row["count"]] += row["diff"]
+    return {entry: diff for entry, diff in out.items() if diff}
+
+
+def trace_counts(batches: list) -> dict:
+    """``{(w, count): diff}`` accumulated over an output trace's batches."""
+    return output_counts([(0, b.data) for b in batches if len(b)])
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(rounds=hs.lists(hs.lists(hs.lists(hs.tuples(hs.sampled_from("abcdef"), hs.integers(0, 2),
+                                                   hs.sampled_from([1, 1, -1, 2])),
+                                         max_size=5), min_size=1, max_size=2),
+                       min_size=1, max_size=6),
+       keep=hs.booleans(), start=hs.integers(0, 3))
+def test_count_index_matches_counting_from_the_output_trace(rounds, keep, start):
+    """Count's index of current counts (Python containers), made from the output trace
+    after ``start`` rounds, gives what counting from the output trace with numpy
+    (``count_updates``, the path it shortcuts) gives, round by round, for one or two
+    batches a round with rows at one or several times, sorted by hash within each time;
+    keeping its output (``keep``), the batch it releases at the end brings its output
+    trace to the same counts."""
+    from sparktimely.differential.arrow.batch import ArrowBatch, times_for
+    from sparktimely.differential.arrow.reduce import CountIndex, count_updates
+    from sparktimely.hashing import hash_rows
+    from sparktimely.progress.timestamp import TimeKind
+    kind = TimeKind(int)
+    index = CountIndex()
+    traced: list = []               # count_updates' output trace
+    indexed: list = []              # the index's, when it does not keep its output
+    for r, parts in enumerate(rounds):
+        lower, upper = [3 * r], [3 * r + 3]
+        batches = [ArrowBatch.build(pa.table({"w": [w for w, _, _ in part],
+                                              "diff": [d for _, _, d in part]}),
+                                    times_for(kind, [3 * r + late for _, late, _ in part]),
+                                    ["w"], lower, upper, kind)
+                   for part in parts if part]
+        batches = [b for b in batches if len(b)]
+        if not batches:
+            continue
+        expected, out = count_updates(batches, traced, lower, upper, kind)
+        traced += [out] if out is not None else []
+        if r < start:
+            indexed = list(traced)
+            continue
+        got, own = index.updates(batches, indexed, lower, upper, kind, keep)
+        assert output_counts(got) == output_counts(expected)
+        for _, batch in got:
+            hashes = hash_rows(batch, ["w"]).tolist()
+            assert hashes == sorted(hashes)
+        assert (own is None) == keep or own is None and out is None
+        indexed += [own] if own is not None else []
+    released = index.release([3 * len(rounds)], kind)
+    assert len(released) <= 1 and (keep or not released)
+    assert trace_counts(indexed + released) == trace_counts(traced)
+
+
 @pytest.mark.timeout(60)
 def test_arrow_count_keeps_small_updates_in_its_index_not_its_output_trace(monkeypatch):
     """While count's index of current counts answers small updates, the index is the

@@ -465,7 +465,8 @@ class CountIndex:
         self.current: dict | None = None
         self.behind: dict = {}              # hash -> (key, count) or None: the trace's, if kept
         self.behind_from: list | None = None    # the trace's upper when the index kept output
-        self.schema: pa.Schema | None = None
+        self.schema: pa.Schema | None = None       # the output's
+        self._input_schema: pa.Schema | None = None
 
     def release(self, lower: list, kind: TimeKind) -> list:
         """Forget the index, and return the batches (none or one) that bring the output
@@ -505,40 +506,58 @@ class CountIndex:
             if current is None:
                 return None
         key = batches[0].key
-        deltas: dict = {}                   # (time, hash) -> [key, summed diff]
+        by_time: dict = {}                  # time -> {hash: [key, summed diff]}
+        unsorted: set = set()               # times whose hashes are not in ascending order
         for batch in batches:
             keys = zip(*(batch.data.column(n).to_pylist() for n in key))
-            for entry, k, d in zip(zip(batch.times[0].tolist(), batch.hashes.tolist()), keys,
-                                   batch.diffs.tolist()):
-                present = deltas.get(entry)
-                if present is None:
-                    deltas[entry] = [k, d]
-                elif present[0] != k:
-                    return None                             # a hash collision, or NaN
-                else:
-                    present[1] += d
+            lower_time = batch.lower[0] if len(batch.lower) == 1 else None
+            if lower_time.__class__ is int and batch.upper == [lower_time + 1]:
+                per_time = [(lower_time, zip(batch.hashes.tolist(), keys, batch.diffs.tolist()))]
+            else:                           # rows at several times: group them
+                grouped: dict = {}
+                for t, h, k, d in zip(batch.times[0].tolist(), batch.hashes.tolist(), keys,
+                                      batch.diffs.tolist()):
+                    grouped.setdefault(t, []).append((h, k, d))
+                per_time = list(grouped.items())
+            for time, updates in per_time:
+                if time in by_time:
+                    unsorted.add(time)      # a batch is sorted by hash, two are not
+                deltas = by_time.setdefault(time, {})
+                for h, k, d in updates:
+                    present = deltas.get(h)
+                    if present is None:
+                        deltas[h] = [k, d]
+                    elif present[0] != k:
+                        return None                         # a hash collision, or NaN
+                    else:
+                        present[1] += d
         changed: dict = {}                  # hash -> (key, count) as the updates leave them
         produced: list = []
         tables: list[pa.Table] = []
         hashes: list[np.ndarray] = []
         times: list[tuple[Any, list]] = []              # (time, its output rows), by time
-        schema = pa.schema([batches[0].data.schema.field(n) for n in key] + COUNT_FIELDS)
-        for time, h in sorted(deltas):
-            k, d = deltas[time, h]
-            if not d:
-                continue
-            old = changed.get(h) or current.get(h)
-            if old is not None and old[0] != k:
-                return None
-            count = old[1] if old is not None else 0
-            if not times or times[-1][0] != time:
-                times.append((time, []))
-            rows = times[-1][1]
-            if count:
-                rows.append((h, k, count, -1))
-            if count + d:
-                rows.append((h, k, count + d, 1))
-            changed[h] = (k, count + d)
+        schema = self._output_schema(batches[0].data.schema, key)
+        for time in sorted(by_time):
+            deltas = by_time[time]
+            rows = []
+            for h in (sorted(deltas) if time in unsorted else deltas):
+                k, d = deltas[h]
+                if not d:
+                    continue
+                old = changed.get(h) or current.get(h)
+                if old is None:
+                    count = 0
+                elif old[0] != k:
+                    return None
+                else:
+                    count = old[1]
+                if count:
+                    rows.append((h, k, count, -1))
+                if count + d:
+                    rows.append((h, k, count + d, 1))
+                changed[h] = (k, count + d)
+            if rows:
+                times.append((time, rows))
         for time, rows in times:
             columns = list(zip(*rows))
             table = pa.Table.from_arrays(
@@ -546,17 +565,15 @@ class CountIndex:
                 + [pa.array(columns[2], pa.int64()), pa.array(columns[3], pa.int64())],
                 schema=schema)
             produced.append((time, table_batch(table)))
-            tables.append(table)
-            hashes.append(np.array(columns[0], np.uint64))
-        if keep:
-            self.schema = schema
-            if self.behind_from is None:
-                self.behind_from = lower
-            behind = self.behind
-            for h in changed:
-                if h not in behind:
-                    behind[h] = current.get(h)
+            if not keep:
+                tables.append(table)
+                hashes.append(np.array(columns[0], np.uint64))
+        if keep and self.behind_from is None:
+            self.behind_from = lower
+        behind = self.behind
         for h, (k, count) in changed.items():
+            if keep and h not in behind:
+                behind[h] = current.get(h)
             if count:
                 current[h] = (k, count)
             else:
@@ -571,6 +588,14 @@ class CountIndex:
             out = ArrowBatch.build(pa.concat_tables(tables), out_times, key, lower, upper, kind,
                                    consolidated=True, hashes=np.concatenate(hashes))
         return produced, out
+
+    def _output_schema(self, input_schema: pa.Schema, key: list) -> pa.Schema:
+        """The key columns of ``input_schema``, then ``count`` and ``diff`` (made once)."""
+        if self._input_schema is not input_schema:
+            self._input_schema = input_schema
+            self.schema = pa.schema([input_schema.field(n) for n in key] + COUNT_FIELDS)
+        assert self.schema is not None
+        return self.schema
 
     @staticmethod
     def _indexed(out_history: list) -> dict | None:
