@@ -537,14 +537,15 @@ class CountIndex:
         hashes: list[np.ndarray] = []
         times: list[tuple[Any, list]] = []              # (time, its output rows), by time
         schema = self._output_schema(batches[0].data.schema, key)
+        changed_get, current_get = changed.get, current.get
         for time in sorted(by_time):
             deltas = by_time[time]
-            rows = []
-            for h in (sorted(deltas) if time in unsorted else deltas):
-                k, d = deltas[h]
+            rows: list = []
+            append = rows.append
+            for h, (k, d) in (sorted(deltas.items()) if time in unsorted else deltas.items()):
                 if not d:
                     continue
-                old = changed.get(h) or current.get(h)
+                old = changed_get(h) or current_get(h)
                 if old is None:
                     count = 0
                 elif old[0] != k:
@@ -552,9 +553,9 @@ class CountIndex:
                 else:
                     count = old[1]
                 if count:
-                    rows.append((h, k, count, -1))
+                    append((h, k, count, -1))
                 if count + d:
-                    rows.append((h, k, count + d, 1))
+                    append((h, k, count + d, 1))
                 changed[h] = (k, count + d)
             if rows:
                 times.append((time, rows))
