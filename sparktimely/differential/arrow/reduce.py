@@ -485,14 +485,9 @@ class CountIndex:
                 rows += [(h, *new, 1)] if new is not None else []
         if not rows:
             return []
-        key = [n for n in self.schema.names[:-2]]
-        columns = list(zip(*rows))
-        table = pa.Table.from_arrays(
-            [pa.array(list(c), f.type) for c, f in zip(zip(*columns[1]), self.schema)]
-            + [pa.array(columns[2], pa.int64()), pa.array(columns[3], pa.int64())],
-            schema=self.schema)
-        return [ArrowBatch(table, constant_times(kind, since[0], len(rows)),
-                           np.array(columns[0], np.uint64), key, kind, since, lower, since)]
+        table, hashes = count_rows(rows, self.schema)
+        return [ArrowBatch(table, constant_times(kind, since[0], len(rows)), hashes,
+                           list(self.schema.names[:-2]), kind, since, lower, since)]
 
     def updates(self, batches: list, out_history: list, lower: list, upper: list,
                 kind: TimeKind, keep: bool = False) -> tuple[list, ArrowBatch | None] | None:
@@ -560,15 +555,11 @@ class CountIndex:
             if rows:
                 times.append((time, rows))
         for time, rows in times:
-            columns = list(zip(*rows))
-            table = pa.Table.from_arrays(
-                [pa.array(list(c), f.type) for c, f in zip(zip(*columns[1]), schema)]
-                + [pa.array(columns[2], pa.int64()), pa.array(columns[3], pa.int64())],
-                schema=schema)
+            table, row_hashes = count_rows(rows, schema)
             produced.append((time, table_batch(table)))
             if not keep:
                 tables.append(table)
-                hashes.append(np.array(columns[0], np.uint64))
+                hashes.append(row_hashes)
         if keep and self.behind_from is None:
             self.behind_from = lower
         behind = self.behind
@@ -623,6 +614,16 @@ class CountIndex:
         data = data.take(live)
         keys = zip(*(data.column(n).to_pylist() for n in key))
         return dict(zip(hashes[live].tolist(), zip(keys, counts[live].tolist())))
+
+
+def count_rows(rows: list, schema: pa.Schema) -> tuple[pa.Table, np.ndarray]:
+    """The count output table (``schema``: key columns, ``count``, ``diff``) of
+    ``(hash, key tuple, count, diff)`` rows, and their hashes."""
+    columns = list(zip(*rows))
+    table = pa.Table.from_arrays(
+        [pa.array(list(c), f.type) for c, f in zip(zip(*columns[1]), schema)]
+        + [pa.array(columns[2], pa.int64()), pa.array(columns[3], pa.int64())], schema=schema)
+    return table, np.array(columns[0], np.uint64)
 
 
 def live_counts(ids: np.ndarray, counts: np.ndarray, signs: np.ndarray
