@@ -42,10 +42,10 @@ class Reduction:
     """What a reduction does with one key: ``desired(key, updates)`` turns the key's input
     updates (``(val, time, diff)``, all at or before the time being evaluated) into the
     output it should have there, ``{val: multiplicity}``; ``data(key, val)`` is the output
-    collection's record. A ``pure`` one (built in, no user code) may be asked again for
-    output it gave before (see :class:`PythonReducer`)."""
+    collection's record. ``of_total`` ones (built in: no user code) depend on nothing but
+    the key's summed diff, which :class:`TotalsReducer` keeps per key."""
 
-    pure = False
+    of_total = False
 
     def desired(self, key: Any, updates: list) -> dict:
         raise NotImplementedError
@@ -84,7 +84,7 @@ class UserReduction(Reduction):
 class CountReduction(Reduction):
     """``(key, count)`` for every key with a non-zero count."""
 
-    pure = True
+    of_total = True
 
     def desired(self, key: Any, updates: list) -> dict:
         count = sum(diff for _, _, diff in updates)
@@ -96,7 +96,7 @@ class ThresholdReduction(Reduction):
 
     def __init__(self, f: Callable[[Any, int], int]) -> None:
         self.f = f
-        self.pure = f is distinct_count
+        self.of_total = f is distinct_count
 
     def desired(self, key: Any, updates: list) -> dict:
         count = sum(diff for _, _, diff in updates)
@@ -169,6 +169,8 @@ def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
             if reduction is None:
                 raise TypeError(f"{name} works on Arrow arrangements; this one holds "
                                 f"Python updates")
+            if total and reduction.of_total:
+                return TotalsReducer(reduction)
             return PythonReducer(reduction, total)
         if arrow_spec is None:
             raise TypeError(f"{name}: this arrangement holds Arrow batches; use the Arrow "
@@ -225,18 +227,11 @@ def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
 
 
 class PythonReducer:
-    """Retires intervals of Python batches key by key (see the module docstring).
-
-    With totally ordered times and a ``pure`` reduction (``count``, ``distinct``), a key's
-    output before ``lower`` is the reduction of its input history, which the reducer reads
-    anyway: it recomputes that instead of keeping an output trace to read it from (no
-    trace to gather from, insert into and merge), and returns no batch for one.
-    """
+    """Retires intervals of Python batches key by key (see the module docstring)."""
 
     def __init__(self, reduction: Reduction, total: bool) -> None:
         self.reduction = reduction
         self.total = total
-        self.recomputed = total and reduction.pure
         self.pending: dict = {}        # key -> set of interesting times beyond the upper
 
     def pending_times(self) -> list:
@@ -246,7 +241,7 @@ class PythonReducer:
                upper: list) -> tuple[list, list]:
         """Output updates for ``[lower, upper)`` as ``[(time, updates)]`` (each list at one
         capability time: the earliest time of its updates), and the batches for the output
-        trace (none when :attr:`recomputed`)."""
+        trace."""
         reduction = self.reduction
         pending = self.pending
         keys = set(pending)
@@ -254,7 +249,6 @@ class PythonReducer:
             keys.update(batch.keys())
         out_data: dict = {}
         by_time: dict = {}
-        recomputed = self.recomputed
         new_of, old_of, old_out_of = (updates_reader(b) for b in (batches, history, out_history))
         for key in keys:
             seeds = pending.pop(key, None)
@@ -269,13 +263,12 @@ class PythonReducer:
                     pending[key] = waiting
                 continue
             old = old_of(key)
-            old_out = [] if recomputed else old_out_of(key)
+            old_out = old_out_of(key)
             corrections, future = self._reduce_key(key, new, old, old_out, ready, upper)
             if waiting or future:
                 pending[key] = waiting | future
             if corrections:
-                if not recomputed:
-                    out_data[key] = corrections
+                out_data[key] = corrections
                 data = reduction.data
                 for val, time, diff in corrections:
                     by_time.setdefault(time, []).append((data(key, val), time, diff))
@@ -295,17 +288,13 @@ class PythonReducer:
         corrections = []
         desired = self.reduction.desired
         single = self.total and len(times) == 1
-        recomputed = self.recomputed
-        have = desired(key, old) if recomputed else {}
         for time in times:
             if single:
                 wanted = desired(key, inputs)
-                if not recomputed:
-                    have = accumulate(outputs)
+                have = accumulate(outputs)
             elif self.total:
                 wanted = desired(key, [u for u in inputs if u[1] <= time])
-                if not recomputed:
-                    have = accumulate([u for u in outputs if u[1] <= time])
+                have = accumulate([u for u in outputs if u[1] <= time])
             else:
                 wanted = desired(key, [u for u in inputs if less_equal(u[1], time)])
                 have = accumulate([u for u in outputs if less_equal(u[1], time)])
@@ -314,9 +303,65 @@ class PythonReducer:
                 if diff:
                     corrections.append((val, time, diff))
                     outputs.append((val, time, diff))
-            if recomputed:
-                have = wanted
         return corrections, future
+
+
+class TotalsReducer:
+    """Retires intervals of Python batches for an ``of_total`` reduction (``count``,
+    ``distinct``) at totally ordered times, from each key's summed diff, kept in one dict:
+    a key's output before ``lower`` is the reduction of its total, so neither trace is read
+    and there is no output trace to write and merge. The dict is made from the input trace
+    at the first interval (empty, or the history a resumed run restored).
+
+    >>> reducer = TotalsReducer(CountReduction())
+    >>> batch = Batch.from_updates([(("a", ()), 0, 2), (("b", ()), 0, 1)], [0], [1])
+    >>> reducer.retire([batch], [], [], [0], [1])
+    ([(0, [(('a', 2), 0, 1), (('b', 1), 0, 1)])], [])
+    >>> later = Batch.from_updates([(("a", ()), 1, -2)], [1], [2])
+    >>> reducer.retire([later], [batch], [], [1], [2])
+    ([(1, [(('a', 2), 1, -1)])], [])
+    """
+
+    def __init__(self, reduction: Reduction) -> None:
+        self.reduction = reduction
+        self.totals: dict | None = None
+
+    def pending_times(self) -> list:
+        return []
+
+    def retire(self, batches: list, history: list, out_history: list, lower: list,
+               upper: list) -> tuple[list, list]:
+        """What :meth:`PythonReducer.retire` returns, without an output trace's batch."""
+        totals = self.totals
+        if totals is None:
+            totals = self.totals = {}
+            for batch in history:
+                for key, updates in batch.items():
+                    totals[key] = totals.get(key, 0) + sum(diff for _, _, diff in updates)
+        changes: dict = {}                   # key -> {time: summed diff}
+        for batch in batches:
+            for key, updates in batch.items():
+                at = changes.setdefault(key, {})
+                for _, time, diff in updates:
+                    at[time] = at.get(time, 0) + diff
+        desired, data = self.reduction.desired, self.reduction.data
+        by_time: dict = {}
+        for key, at in changes.items():
+            total = totals.get(key, 0)
+            have = desired(key, [((), None, total)])
+            for time in sorted(at) if len(at) > 1 else at:
+                total += at[time]
+                wanted = desired(key, [((), time, total)])
+                for val in wanted.keys() | have.keys():
+                    diff = wanted.get(val, 0) - have.get(val, 0)
+                    if diff:
+                        by_time.setdefault(time, []).append((data(key, val), time, diff))
+                have = wanted
+            if total:
+                totals[key] = total
+            else:
+                totals.pop(key, None)
+        return list(by_time.items()), []
 
 
 def accumulate(updates: list) -> dict:
