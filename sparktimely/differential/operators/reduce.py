@@ -133,8 +133,9 @@ def distinct_count(key: Any, count: int) -> int:
 
 class Reducer(Protocol):
     """How a reduce operator retires one kind of batch: :class:`PythonReducer` (key by
-    key, with a :class:`Reduction`) or ``ArrowReducer`` (grouped aggregations), chosen by
-    the first batch."""
+    key, with a :class:`Reduction`), :class:`TotalsReducer` (its ``of_total`` ones at
+    totally ordered times) or ``ArrowReducer`` (grouped aggregations), chosen by the first
+    batch."""
 
     def retire(self, batches: list, history: list, out_history: list, lower: list,
                upper: list) -> tuple[list, list]:
