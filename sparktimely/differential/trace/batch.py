@@ -275,11 +275,12 @@ def merge_all(batches: list, since: list, touched_only: bool = False) -> Batch:
     ``touched_only``, those of the keys the newer batches hold): a :class:`BatchMerge` done
     at once.
 
-    >>> older = Batch.from_updates([(("a", 1), 0, 1), (("b", 1), 1, 1)], [0], [2])
-    >>> newer = Batch.from_updates([(("a", 1), 2, -1)], [2], [3])
-    >>> merged = merge_all([older, newer], [3])
-    >>> merged.get("a"), merged.get("b"), len(merged), merged.upper
-    (None, [(1, 3, 1)], 1, [3])
+    >>> older = Batch.from_updates([(("a", 1), 0, 1), (("b", 1), 1, 1), (("b", 2), 1, 1)],
+    ...                            [0], [2])
+    >>> newer = Batch.from_updates([(("a", 1), 2, -1), (("c", 1), 2, 1)], [2], [3])
+    >>> merged = merge_all([older, newer], [3])     # c's lone update keeps its time
+    >>> merged.get("a"), merged.get("b"), merged.get("c"), len(merged), merged.upper
+    (None, [(1, 3, 1), (2, 3, 1)], [(1, 2, 1)], 3, [3])
     """
     merging = BatchMerge(batches, since, touched_only)
     merging.work(None)
