@@ -13,7 +13,8 @@ from sparktimely.differential.operators.reduce import (CountReduction, PythonRed
                                                        ThresholdReduction, TotalsReducer,
                                                        distinct_count)
 from sparktimely.differential.trace import Batch
-from dd_harness import check_rounds, counts_and_distinct, join_pairs, tagged_counts_and_distinct
+from dd_harness import (accumulate, check_rounds, counts_and_distinct, join_pairs,
+                        tagged_counts_and_distinct)
 
 SETTINGS = settings(max_examples=12, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -214,7 +215,4 @@ def test_count_and_distinct_from_key_totals_match_reading_their_output_trace(rou
                 counts[key] += diff if t <= time else 0
             scratch = {(k if distinct else (k, n)): 1 for k, n in counts.items()
                        if (n > 0 if distinct else n)}
-            out: Counter = Counter()
-            for data, t, diff in out_so_far:
-                out[data] += diff if t <= time else 0
-            assert {d: n for d, n in out.items() if n} == scratch
+            assert accumulate(out_so_far, time) == scratch

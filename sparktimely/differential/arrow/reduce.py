@@ -138,20 +138,18 @@ class ArrowReducer:
         ready = [t for t in self.pending if not beyond(upper, t)]
         if not batches and not ready:
             return [], []
-        if self.total and isinstance(self.spec, CountSpec) and batches:
-            if sum(len(b) for b in batches) <= SMALL_COUNT:
-                fast = self.counts.updates(batches, out_history, lower, upper, self.kind,
-                                           self.keep_index)
-                if fast is not None:
-                    return fast[0], [fast[1]] if fast[1] is not None else []
-            caught_up = self.counts.release(lower, self.kind)
-            fast = count_updates(batches, out_history + caught_up, lower, upper, self.kind)
+        counting = self.total and isinstance(self.spec, CountSpec) and bool(batches)
+        if counting and sum(len(b) for b in batches) <= SMALL_COUNT:
+            fast = self.counts.updates(batches, out_history, lower, upper, self.kind,
+                                       self.keep_index)
             if fast is not None:
-                return fast[0], caught_up + ([fast[1]] if fast[1] is not None else [])
-        else:
-            caught_up = self.counts.release(lower, self.kind)
-        produced, out_batch = self._general(batches, ready, history, out_history + caught_up,
-                                            lower, upper)
+                return fast[0], [fast[1]] if fast[1] is not None else []
+        caught_up = self.counts.release(lower, self.kind)   # another path reads the trace
+        out_history = out_history + caught_up
+        counted = count_updates(batches, out_history, lower, upper, self.kind) \
+            if counting else None
+        produced, out_batch = counted or self._general(batches, ready, history, out_history,
+                                                       lower, upper)
         return produced, caught_up + ([out_batch] if out_batch is not None else [])
 
     def _general(self, batches: list, ready: list, history: list, out_history: list,
