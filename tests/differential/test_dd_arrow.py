@@ -448,39 +448,43 @@ def test_count_index_matches_counting_from_the_output_trace(rounds, keep, start)
 
 
 @pytest.mark.timeout(60)
-def test_arrow_count_keeps_small_updates_in_its_index_not_its_output_trace(monkeypatch):
+def test_arrow_count_keeps_small_updates_in_its_index_not_its_output_trace(run, monkeypatch):
     """While count's index of current counts answers small updates, the index is the
-    output's only record: nothing goes to the output trace (no batch built, inserted or
-    merged). A large update, counted from the output trace, first brings the trace up to
-    date with one batch: every count stays exact."""
+    output's only record: no worker puts anything in its output trace (no batch built,
+    inserted or merged). A large update, counted from the output trace, has each worker
+    first bring its trace up to date with one batch: every count stays exact."""
     from sparktimely.differential.trace.handle import TraceBox
     inserted: Counter = Counter()
     insert = TraceBox.insert
     monkeypatch.setattr(TraceBox, "insert", lambda box, batch, time: (
         inserted.update([box.name]), insert(box, batch, time))[1])
+    counts: Counter = Counter()             # every worker's output (in-process workers)
+    sent: Counter = Counter()
 
     def job(worker):
         words = dd.InputSession()
-        counts: Counter = Counter()
         probe = worker.dataflow(lambda scope: words.to_collection(scope).count(key="w")
                                 .inspect_batch(lambda t, b: counts.update(
                                     {(r["w"], r["count"]): r["diff"] for r in b.to_pylist()}))
                                 .probe())
-        sent: Counter = Counter()
         seen = []
-        for round, size in enumerate([3, 5, 2, 4, 400, 3, 1], start=1):
-            ws = [f"w{(round * 7 + i) % 11}" for i in range(size)]
+        for round, size in enumerate([3, 5, 2, 4, 3000, 3, 1], start=1):
+            ws = [f"w{(round * 7 + i) % 300}" for i in range(size)] if worker.index == 0 else []
             sent.update(ws)
-            words.update_batch(pa.record_batch({"w": ws, "diff": [1] * size}))
+            words.update_batch(pa.record_batch({"w": pa.array(ws, pa.string()),
+                                                "diff": pa.array([1] * len(ws), pa.int64())}))
             words.advance_to(round)
             worker.step_while(lambda: probe.less_than(round))
-            assert +counts == Counter({(w, n): 1 for w, n in sent.items()}), round
+            if worker.index == 0:           # the others may see the next round's words sent
+                assert +counts == Counter({(w, n): 1 for w, n in sent.items()}), round
             seen.append(inserted["Count output"])
         words.close()
         worker.run()
         return seen
-    seen = st.execute_directly(job)
-    assert seen == [0, 0, 0, 0, 2, 2, 2]    # the large update: the trace caught up, its own
+    for seen in run(job):                   # 3,000 rows: over SMALL_COUNT at every worker
+        assert seen[:4] == [0, 0, 0, 0]     # small updates: the index alone
+        assert run.workers <= seen[4] <= 2 * run.workers   # its own batch, after a catch-up
+        assert seen[5:] == [seen[4]] * 2
 
 
 @pytest.mark.timeout(120)
