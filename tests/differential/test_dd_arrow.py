@@ -367,21 +367,24 @@ def test_arrow_count_small_and_vectorised_paths(run, monkeypatch, small, limit, 
     when two keys share a hash. Each path alone, both chosen by size on either side of the
     threshold, and the index given up for a large output, against the oracle; with
     ``colliding``, key hashes are cut to 2 bits, so that most keys share a hash with
-    another."""
+    another. The rows carry a column besides the key (``v``), which the general reducer,
+    reading the output's counts as its input, leaves out."""
     from sparktimely.differential.arrow import batch as arrow_batch, reduce as arrow_reduce
     monkeypatch.setattr(arrow_reduce, "SMALL_COUNT", small)
     monkeypatch.setattr(arrow_reduce, "INDEX_LIMIT", limit)
     if colliding:
         hash_rows = arrow_batch.hash_rows
         monkeypatch.setattr(arrow_batch, "hash_rows", lambda *args: hash_rows(*args) & 3)
-    rows = data.draw(many_rounds({"w": hs.sampled_from(["a", "b", "c", "d", "e", "f", None])}))
+    rows = data.draw(many_rounds({"w": hs.sampled_from(["a", "b", "c", "d", "e", "f", None]),
+                                  "v": hs.integers(0, 2)}))
 
     def oracle(c):
         counts = Counter()
-        for (w,), n in c.items():
+        for (w, _), n in c.items():
             counts[w] += n
         return Counter({(w, n): 1 for w, n in counts.items() if n})
-    check(lambda scope, c: c.count(key="w"), oracle, [rows], [(["w"], [pa.string()])], run)
+    check(lambda scope, c: c.count(key="w"), oracle, [rows],
+          [(["w", "v"], [pa.string(), pa.int64()])], run)
 
 
 def output_counts(produced: list) -> dict:

@@ -216,3 +216,92 @@ def test_count_and_distinct_from_key_totals_match_reading_their_output_trace(rou
             scratch = {(k if distinct else (k, n)): 1 for k, n in counts.items()
                        if (n > 0 if distinct else n)}
             assert accumulate(out_so_far, time) == scratch
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("records", ["arrow count", "python count", "python distinct"])
+@pytest.mark.parametrize("shared", [False, True])
+def test_count_lets_go_of_an_input_trace_no_other_operator_reads(run, monkeypatch, records,
+                                                                 shared):
+    """``count`` (and ``distinct`` of Python records) at totally ordered times read no input
+    trace after their first interval, so they let go of their handle on it: over a
+    collection, whose arrangement no other operator reads, that trace keeps nothing. An
+    arrangement the program holds as well keeps its trace for it, whole. The output is
+    exact round by round either way, with removals that take keys to zero and below."""
+    import random
+
+    import pyarrow as pa
+
+    from sparktimely.differential.trace.handle import TraceBox
+    arrow, distinct = records == "arrow count", records == "python distinct"
+    boxes: list = []
+    init = TraceBox.__init__
+    monkeypatch.setattr(TraceBox, "__init__",
+                        lambda box, *args, **kwargs: (init(box, *args, **kwargs),
+                                                      boxes.append(box))[0])
+    output: Counter = Counter()             # every worker's (in-process workers)
+
+    def seen(time, batch):
+        if arrow:
+            output.update({(r["w"], r["count"]): r["diff"] for r in batch.to_pylist()})
+        else:
+            output.update({data: diff for data, _, diff in batch})
+
+    def job(worker):
+        words = dd.InputSession()
+
+        def build(scope):
+            collection = words.to_collection(scope)
+            if not shared:
+                counted = collection.count(key="w") if arrow else (
+                    collection.distinct() if distinct else collection.count())
+                return counted.inspect_batch(seen).probe(), None
+            arranged = collection.arrange_by_key(key="w") if arrow else \
+                collection.arrange_by_self()
+            counted = arranged.distinct() if distinct else arranged.count()
+            return counted.inspect_batch(seen).probe(), arranged.trace
+        probe, trace = worker.dataflow(build)
+        rng = random.Random(5)
+        sent: Counter = Counter()
+        for round in range(1, 8):
+            updates = [(f"w{rng.randrange(6)}", rng.choice([1, 1, -1, 2])) for _ in range(9)]
+            if worker.index == 0:
+                sent.update(dict.fromkeys([w for w, _ in updates], 0))
+                for w, diff in updates:
+                    sent[w] += diff
+                if arrow:
+                    words.update_batch(pa.record_batch({
+                        "w": pa.array([w for w, _ in updates]),
+                        "diff": pa.array([d for _, d in updates], pa.int64())}))
+                else:
+                    for w, diff in updates:
+                        words.update(w, diff)
+            words.advance_to(round)
+            worker.step_while(lambda: probe.less_than(round))
+            if worker.index == 0:           # the others may see the next round's words sent
+                expected = {w: 1 for w, n in sent.items() if n > 0} if distinct else \
+                    {(w, n): 1 for w, n in sent.items() if n}
+                assert +output == Counter(expected), round
+        kept = None
+        if trace is not None:
+            totals: Counter = Counter()
+            for batch in trace.batches_through(trace.read_upper()):
+                if arrow:
+                    for w, diff in zip(batch.data.column("w").to_pylist(), batch.diffs.tolist()):
+                        totals[w] += diff
+                else:
+                    for w, updates in batch.items():
+                        totals[w] += sum(diff for _, _, diff in updates)
+            kept = totals
+        inputs = [b for b in boxes if b.worker is worker and "output" not in b.name]
+        held = [len(b.spine) for b in inputs]       # updates, while the dataflow runs
+        words.close()
+        worker.run()
+        return held, kept, sent if worker.index == 0 else None
+    results = run(job)
+    sent = results[0][2]
+    if not shared:
+        assert [held for held, _, _ in results] == [[0]] * run.workers
+    else:                                   # the arrangement's trace: every worker's keys
+        kept = sum((kept for _, kept, _ in results), Counter())
+        assert {w: n for w, n in kept.items() if n} == {w: n for w, n in sent.items() if n}

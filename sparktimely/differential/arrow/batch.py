@@ -420,6 +420,19 @@ class ArrowBatch:
             return list(self.data.select(names).take(rows).columns)
         return [pa.array(values[rows]) for values in columns]
 
+    def projected(self, columns: list) -> "ArrowBatch":
+        """This batch with only the data columns ``columns`` (and ``diff``): rows may
+        repeat where they differed only in the others.
+
+        >>> import pyarrow as pa
+        >>> batch = ArrowBatch.build(pa.table({"k": [1, 1], "s": ["x", "y"], "diff": [1, 1]}),
+        ...                          times_for(TimeKind(int), [0, 0]), ["k"], [0], [1])
+        >>> batch.projected(["k"]).data.to_pylist()
+        [{'k': 1, 'diff': 1}, {'k': 1, 'diff': 1}]
+        """
+        return ArrowBatch(self.data.select(list(columns) + [DIFF]), self.times, self.hashes,
+                          self.key, self.kind, self.lower, self.upper, self.since)
+
     def keys(self) -> set:
         raise TypeError("an Arrow arrangement is read by key columns, not key by key")
 

@@ -115,7 +115,12 @@ class ArrowReducer:
     """Retires intervals of Arrow batches for one grouped aggregation. A count at totally
     ordered times keeps small updates' output in its :class:`CountIndex` alone while it
     answers (with ``keep_index``: not when checkpointing, which snapshots the output
-    trace), bringing the output trace up to date before another path reads it."""
+    trace), bringing the output trace up to date before another path reads it.
+
+    Such a count reads no input trace either (:attr:`reads_history` is False): a key's
+    input accumulated through ``lower`` sums to its count in the output, so the one path
+    that reads the input, after a hash collision, reads the output's rows as input rows
+    (:func:`counts_as_input`)."""
 
     def __init__(self, name: str, spec: AggregateSpec, kind: TimeKind,
                  keep_index: bool = False) -> None:
@@ -128,6 +133,7 @@ class ArrowReducer:
         self.key: list = []
         self.counts = CountIndex()
         self.keep_index = keep_index
+        self.reads_history = not (self.total and isinstance(spec, CountSpec) and keep_index)
 
     def pending_times(self) -> list:
         return list(self.pending)
@@ -157,6 +163,9 @@ class ArrowReducer:
         """Any aggregation at any times: the keys' rows gathered from both traces."""
         key = batches[0].key if batches else self.key
         self.key = key
+        if not self.reads_history:
+            history = counts_as_input(out_history, key)
+            batches = [b.projected(key) for b in batches]
         hashes = [b.hashes for b in batches] + [self.pending.pop(t) for t in ready]
         keys = np.unique(np.concatenate(hashes))
         new_times: Any = np.concatenate([b.times for b in batches], axis=1) if batches else None
@@ -612,6 +621,16 @@ class CountIndex:
         data = data.take(live)
         keys = zip(*(data.column(n).to_pylist() for n in key))
         return dict(zip(hashes[live].tolist(), zip(keys, counts[live].tolist())))
+
+
+def counts_as_input(out_history: list, key: list) -> list:
+    """A count's output batches (key columns, ``count``, ``diff``) as input batches of the
+    key columns whose diffs accumulate, key by key, to the same counts (``count`` times
+    ``diff``): what a count reads instead of an input trace it does not keep."""
+    return [ArrowBatch(b.data.select(key).append_column(DIFF, pa.array(b.numpy("count")
+                                                                       * b.diffs)),
+                       b.times, b.hashes, key, b.kind, b.lower, b.upper, b.since)
+            for b in out_history if len(b)]
 
 
 def count_rows(rows: list, schema: pa.Schema) -> tuple[pa.Table, np.ndarray]:

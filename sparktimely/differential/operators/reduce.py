@@ -137,12 +137,20 @@ class Reducer(Protocol):
     totally ordered times) or ``ArrowReducer`` (grouped aggregations), chosen by the first
     batch."""
 
+    @property
+    def reads_history(self) -> bool:
+        """Whether later calls of :meth:`retire` read the input's trace. Once it is False,
+        the operator lets go of its handle on that trace (which, unless another operator
+        shares the arrangement, stops keeping batches) and passes ``history=[]``."""
+        ...
+
     def retire(self, batches: list, history: list, out_history: list, lower: list,
                upper: list) -> tuple[list, list]:
         """The output for ``[lower, upper)`` as ``[(time, updates)]`` and the batches for
         the output trace, oldest first (none, or up to one for ``[lower, upper)`` after one
         that brings it up to ``lower``), from the input's new ``batches``, its trace
-        (``history``) and the output trace (``out_history``), both through ``lower``."""
+        (``history``, while :attr:`reads_history`) and the output trace (``out_history``),
+        both through ``lower``."""
         ...
 
     def pending_times(self) -> list:
@@ -207,9 +215,11 @@ def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
             if reducer is None and batches:
                 reducer = choose(batches[0])
             if reducer is not None and any(not beyond(upper, c.time) for c in caps):
+                history = [] if source.closed else source.batches_through(lower)
                 produced, out_batches = reducer.retire(
-                    batches, source.batches_through(lower), out_trace.batches_through(lower),
-                    lower, upper)
+                    batches, history, out_trace.batches_through(lower), lower, upper)
+                if not reducer.reads_history and not checkpointing(scope):
+                    source.close()      # a checkpoint snapshots the input trace: keep it
                 for time, updates in produced:
                     cap = next(c for c in caps if less_equal(c.time, time))
                     output.give_at(cap if cap.time == time else cap.delayed(time), updates)
@@ -221,7 +231,8 @@ def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
                 source.close()
                 out_trace.close()
             else:
-                source.set_compaction(upper, upper)
+                if not source.closed:
+                    source.set_compaction(upper, upper)
                 out_trace.set_compaction(upper, upper)
         return logic
     return arranged.stream.unary_frontier(Pipeline, name, ctor)
@@ -229,6 +240,8 @@ def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
 
 class PythonReducer:
     """Retires intervals of Python batches key by key (see the module docstring)."""
+
+    reads_history = True
 
     def __init__(self, reduction: Reduction, total: bool) -> None:
         self.reduction = reduction
@@ -326,6 +339,11 @@ class TotalsReducer:
     def __init__(self, reduction: Reduction) -> None:
         self.reduction = reduction
         self.totals: dict | None = None
+
+    @property
+    def reads_history(self) -> bool:
+        """Only the first interval reads the input's trace, to make the totals."""
+        return self.totals is None
 
     def pending_times(self) -> list:
         return []
