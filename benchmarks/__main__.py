@@ -11,6 +11,7 @@ each section (a smoke test; its report says so). A section that fails is reporte
 """
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import platform
@@ -195,12 +196,31 @@ def report(started: str, command: str, seconds: float, sections: list[Section],
     return "\n".join(lines)
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """``--quick`` and ``--only`` (sections by name, with or without ``bench_``), checked
+    before anything runs: a bad name is an error, not an 18-minute run of the others."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Run the benchmarks and rewrite benchmarks/RESULTS.md and results.png.")
+    parser.add_argument("--quick", action="store_true",
+                        help="one small size of each section (a smoke test)")
+    parser.add_argument("--only", metavar="NAMES", type=lambda text: text.split(","),
+                        help=f"comma-separated sections to run (of {', '.join(SECTIONS)}); "
+                             f"RESULTS.md then holds only these")
+    args = parser.parse_args(argv)
+    if args.only is not None:
+        args.only = [n if n.startswith("bench_") else f"bench_{n}" for n in args.only]
+        unknown = [n for n in args.only if n not in SECTIONS]
+        if unknown:
+            parser.error(f"argument --only: no section {', '.join(unknown)} "
+                         f"(choose from {', '.join(SECTIONS)})")
+    return args
+
+
 def main(argv: list[str]) -> None:
-    quick = "--quick" in argv
-    names = SECTIONS
-    if "--only" in argv:
-        names = [n if n.startswith("bench_") else f"bench_{n}"
-                 for n in argv[argv.index("--only") + 1].split(",")]
+    args = parse_args(argv)
+    quick = args.quick
+    names = args.only or SECTIONS
     started, clock = time.strftime("%Y-%m-%d %H:%M %Z"), time.perf_counter()
     print(f"benchmarks on {machine()}", flush=True)
     sections, failures = [], {}

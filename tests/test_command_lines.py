@@ -233,3 +233,23 @@ def test_recoverable_wordcount_says_what_it_did_and_a_missing_input_creates_noth
     assert out.splitlines()[1:3] == [
         "  counts already held epochs 0..2: this run went on after them",
         "  wrote nothing new to counts: every epoch was done already"]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("argv, error", [
+    (["--help"], None),
+    (["--only", "core,nope"], "argument --only: no section bench_nope (choose from "),
+    (["--qiuck"], "unrecognized arguments: --qiuck")])
+def test_the_benchmarks_command_checks_its_flags_before_running_anything(argv, error):
+    """``python -m benchmarks`` (an 18-minute run that rewrites RESULTS.md) follows
+    argparse's conventions too: ``--help`` and a bad flag or section name run nothing."""
+    results = ROOT / "benchmarks" / "RESULTS.md"
+    before = results.stat().st_mtime_ns
+    status, out, err = finish(start(["-m", "benchmarks", *argv], ROOT))
+    assert "Traceback" not in err and "===" not in out, (out, err)
+    if error is None:
+        assert status == 0 and out.startswith("usage: python -m benchmarks") and "--only" in out
+    else:
+        assert (status, out) == (2, "")
+        assert err.splitlines()[-1].startswith(f"python -m benchmarks: error: {error}"), err
+    assert results.stat().st_mtime_ns == before
