@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import sparktimely as st
+from sparktimely.testing import free_ports
 from sparktimely.dataflow.containers import _route_hashes, partition_batch
 from sparktimely.hashing import hash_rows
 from sparktimely.shm import segments
@@ -44,7 +45,7 @@ from sparktimely.shm import segments
 from ._util import Goal, Row, Section
 from .bench_arrow import KEYS, WORD_BATCH, timed, words_table
 from .bench_core import pipe_round_trip
-from .bench_sockets import _free_ports, _gather, _spawn, context
+from .bench_sockets import _gather, _spawn, context
 
 WORDS = 2_000_000
 ROUNDS = {"step": 1500, "park": 1500}
@@ -84,7 +85,7 @@ def _socket_process(process: int, hosts: list[str], loop: str, rounds: int) -> f
 
 
 def round_sockets(loop: str, rounds: int) -> float:
-    hosts = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    hosts = [f"127.0.0.1:{port}" for port in free_ports(2)]
     return max(_gather([_spawn(_socket_process, p, hosts, loop, rounds) for p in range(2)]))
 
 

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 import sparktimely as st
+from sparktimely.testing import free_ports
 from sparktimely.comm import WorkerAddress, build_allocator
 from sparktimely.comm.net import listen
 
@@ -44,14 +45,6 @@ context = multiprocess.get_context("fork")
 def payload(seed: int, rows: int = ROWS) -> pa.RecordBatch:
     rng = np.random.default_rng(seed)
     return pa.record_batch({"k": rng.integers(0, 1 << 40, rows), "v": rng.integers(0, 9, rows)})
-
-
-def _free_ports(count: int) -> list[int]:
-    sockets = [socket.create_server(("127.0.0.1", 0)) for _ in range(count)]
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def _spawn(target, *args) -> tuple:
@@ -186,7 +179,7 @@ def _exchange_process(process: int, hosts: list[str], batches: int, both: bool,
 
 
 def exchange(batches: int, both: bool, repeats: int, rows: int = ROWS) -> float:
-    hosts = [f"127.0.0.1:{port}" for port in _free_ports(2)]
+    hosts = [f"127.0.0.1:{port}" for port in free_ports(2)]
     spawned = [_spawn(_exchange_process, p, hosts, batches, both, repeats, rows) for p in range(2)]
     per_process = _gather(spawned)
     seconds = statistics.median(max(run) for run in zip(*per_process))

@@ -21,6 +21,8 @@ True
 """
 from __future__ import annotations
 
+import random
+import socket
 import threading
 import traceback
 from typing import Any, Callable, Sequence
@@ -30,7 +32,7 @@ from .worker import Worker
 from .execute import WorkerError
 from .ops.capture import merge_by_time
 
-__all__ = ["consolidate", "execute_in_process"]
+__all__ = ["consolidate", "execute_in_process", "free_ports"]
 
 
 def execute_in_process(func: Callable[[Worker], Any], workers: int = 1, seed: int = 0, *,
@@ -91,3 +93,42 @@ def consolidate(extracts: Sequence[Sequence[tuple[Any, Any]]]) -> list[tuple[Any
     [(0, [1, 2, 3]), (2, ['x'])]
     """
     return merge_by_time(pair for extract in extracts for pair in extract)
+
+
+EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct ports free on ``host`` now, for a hostfile that processes started
+    next will listen on. They are drawn below the kernel's ephemeral range, which the
+    processes' own sockets bound to port 0 (each worker's listener) and outgoing connections
+    take their ports from: a port that was merely free a moment ago (bound to 0, released)
+    can be handed to one of them before the process named for it listens there.
+
+    >>> ports = free_ports(3)
+    >>> len(set(ports)), all(1024 <= port < _ephemeral_start() for port in ports)
+    (3, True)
+    """
+    high = _ephemeral_start()
+    candidates = range(max(1024, high - 12_000), high)
+    chosen: list[int] = []
+    draw = random.SystemRandom()             # not the program's seeded generator
+    for port in draw.sample(candidates, min(len(candidates), count * 50 + 50)):
+        try:
+            with socket.create_server((host, port)):
+                chosen.append(port)
+        except OSError:                        # in use: another port
+            continue
+        if len(chosen) == count:
+            return chosen
+    raise RuntimeError(f"free_ports: found {len(chosen)} of {count} free ports on {host} "
+                       f"below {high}")
+
+
+def _ephemeral_start() -> int:
+    """The first port of the kernel's ephemeral range (32768 where it cannot be read)."""
+    try:
+        with open(EPHEMERAL_RANGE) as text:
+            return int(text.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768

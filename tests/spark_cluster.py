@@ -19,7 +19,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+
+from sparktimely.testing import free_ports
 
 LOOPBACK = "127.0.0.1"
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,12 +86,6 @@ def environment(**extra: str) -> dict[str, str]:
            if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH", "SPARK_HOME")}
     env.update(SPARK_LOCAL_IP=LOOPBACK, SPARK_LOCAL_HOSTNAME="localhost", **extra)
     return env
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        return sock.getsockname()[1]
 
 
 class Daemons:
@@ -182,7 +177,7 @@ def connect_server(directory: Path, master: str, executors_python: str) -> Itera
     ``master`` whose executors run ``executors_python`` (the server's own
     ``PYSPARK_PYTHON``, as Spark Connect takes it); yields its ``sc://`` address."""
     _java_or_skip()
-    port = free_port()
+    port = free_ports(1, LOOPBACK)[0]
     env = environment(PYSPARK_PYTHON=executors_python, SPARK_PID_DIR=str(directory),
                       SPARK_LOG_DIR=str(directory), SPARK_DAEMON_MEMORY="512m")
     daemons = Daemons(directory)
