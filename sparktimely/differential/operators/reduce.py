@@ -218,7 +218,7 @@ def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
                 history = [] if source.closed else source.batches_through(lower)
                 produced, out_batches = reducer.retire(
                     batches, history, out_trace.batches_through(lower), lower, upper)
-                if not reducer.reads_history and not checkpointing(scope):
+                if not source.closed and not reducer.reads_history and not checkpointing(scope):
                     source.close()      # a checkpoint snapshots the input trace: keep it
                 for time, updates in produced:
                     cap = next(c for c in caps if less_equal(c.time, time))
