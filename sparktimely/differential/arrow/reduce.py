@@ -10,7 +10,7 @@ sent. Keys evaluated at a time where nothing changed simply produce no correctio
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -508,43 +508,23 @@ class CountIndex:
             if current is None:
                 return None
         key = batches[0].key
-        by_time: dict = {}                  # time -> {hash: [key, summed diff]}
-        unsorted: set = set()               # times whose hashes are not in ascending order
-        for batch in batches:
-            keys = zip(*(batch.data.column(n).to_pylist() for n in key))
-            lower_time = batch.lower[0] if len(batch.lower) == 1 else None
-            if lower_time.__class__ is int and batch.upper == [lower_time + 1]:
-                per_time = [(lower_time, zip(batch.hashes.tolist(), keys, batch.diffs.tolist()))]
-            else:                           # rows at several times: group them
-                grouped: dict = {}
-                for t, h, k, d in zip(batch.times[0].tolist(), batch.hashes.tolist(), keys,
-                                      batch.diffs.tolist()):
-                    grouped.setdefault(t, []).append((h, k, d))
-                per_time = list(grouped.items())
-            for time, updates in per_time:
-                if time in by_time:
-                    unsorted.add(time)      # a batch is sorted by hash, two are not
-                deltas = by_time.setdefault(time, {})
-                for h, k, d in updates:
-                    present = deltas.get(h)
-                    if present is None:
-                        deltas[h] = [k, d]
-                    elif present[0] != k:
-                        return None                         # a hash collision, or NaN
-                    else:
-                        present[1] += d
+        by_time = _deltas_by_hash(batches, key)
+        if by_time is None:
+            return None                                 # a hash collision, or NaN
         changed: dict = {}                  # hash -> (key, count) as the updates leave them
         produced: list = []
         tables: list[pa.Table] = []
         hashes: list[np.ndarray] = []
-        times: list[tuple[Any, list]] = []              # (time, its output rows), by time
+        times: list[tuple[Any, int]] = []               # (time, its output rows), by time
         schema = self._output_schema(batches[0].data.schema, key)
         changed_get, current_get = changed.get, current.get
         for time in sorted(by_time):
-            deltas = by_time[time]
-            rows: list = []
-            append = rows.append
-            for h, (k, d) in (sorted(deltas.items()) if time in unsorted else deltas.items()):
+            # the output's columns: hashes, keys, counts, diffs (retraction, then insertion)
+            out_h: list = []
+            out_k: list = []
+            out_c: list = []
+            out_d: list = []
+            for h, k, d in by_time[time]:
                 if not d:
                     continue
                 old = changed_get(h) or current_get(h)
@@ -554,32 +534,39 @@ class CountIndex:
                     return None
                 else:
                     count = old[1]
-                if count:
-                    append((h, k, count, -1))
-                if count + d:
-                    append((h, k, count + d, 1))
-                changed[h] = (k, count + d)
-            if rows:
-                times.append((time, rows))
-        for time, rows in times:
-            table, row_hashes = count_rows(rows, schema)
+                new = count + d
+                if count and new:
+                    out_h += (h, h)
+                    out_k += (k, k)
+                    out_c += (count, new)
+                    out_d += (-1, 1)
+                elif count or new:
+                    out_h.append(h)
+                    out_k.append(k)
+                    out_c.append(count or new)
+                    out_d.append(-1 if count else 1)
+                changed[h] = (k, new)
+            if not out_h:
+                continue
+            table = count_table(out_k, out_c, out_d, schema)
             produced.append((time, table_batch(table)))
+            times.append((time, len(out_h)))
             if not keep:
                 tables.append(table)
-                hashes.append(row_hashes)
+                hashes.append(np.array(out_h, np.uint64))
         if keep and self.behind_from is None:
             self.behind_from = lower
         behind = self.behind
         for h, (k, count) in changed.items():
             if keep and h not in behind:
-                behind[h] = current.get(h)
+                behind[h] = current_get(h)
             if count:
                 current[h] = (k, count)
             else:
                 current.pop(h, None)
         if not tables or keep:
             return produced, None
-        out_times = np.concatenate([constant_times(kind, time, len(rows)) for time, rows in times],
+        out_times = np.concatenate([constant_times(kind, time, rows) for time, rows in times],
                                    axis=1)
         if len(tables) == 1:
             out = ArrowBatch(tables[0], out_times, hashes[0], list(key), kind, lower, upper, lower)
@@ -590,7 +577,8 @@ class CountIndex:
 
     def _output_schema(self, input_schema: pa.Schema, key: list) -> pa.Schema:
         """The key columns of ``input_schema``, then ``count`` and ``diff`` (made once)."""
-        if self._input_schema is not input_schema:
+        known = self._input_schema
+        if known is not input_schema and (known is None or not input_schema.equals(known)):
             self._input_schema = input_schema
             self.schema = pa.schema([input_schema.field(n) for n in key] + COUNT_FIELDS)
         assert self.schema is not None
@@ -619,7 +607,7 @@ class CountIndex:
                 not keys_equal(data, key, data.take(group_start), key).all():
             return None                     # two keys share a hash: numpy's path compares keys
         data = data.take(live)
-        keys = zip(*(data.column(n).to_pylist() for n in key))
+        keys = row_keys(data, key)
         return dict(zip(hashes[live].tolist(), zip(keys, counts[live].tolist())))
 
 
@@ -635,12 +623,72 @@ def counts_as_input(out_history: list, key: list) -> list:
 
 def count_rows(rows: list, schema: pa.Schema) -> tuple[pa.Table, np.ndarray]:
     """The count output table (``schema``: key columns, ``count``, ``diff``) of
-    ``(hash, key tuple, count, diff)`` rows, and their hashes."""
-    columns = list(zip(*rows))
-    table = pa.Table.from_arrays(
-        [pa.array(list(c), f.type) for c, f in zip(zip(*columns[1]), schema)]
-        + [pa.array(columns[2], pa.int64()), pa.array(columns[3], pa.int64())], schema=schema)
-    return table, np.array(columns[0], np.uint64)
+    ``(hash, key, count, diff)`` rows (keys as :func:`row_keys` gives them), and their
+    hashes."""
+    hashes, keys, counts, diffs = zip(*rows)
+    return count_table(keys, counts, diffs, schema), np.array(hashes, np.uint64)
+
+
+def count_table(keys: Sequence[Any], counts: Sequence[int], diffs: Sequence[int],
+                schema: pa.Schema) -> pa.Table:
+    """The count output table (``schema``: key columns, ``count``, ``diff``) of its
+    columns: keys (as :func:`row_keys` gives them), counts and diffs."""
+    key_columns = [keys] if len(schema) == 3 else zip(*keys)
+    return pa.Table.from_arrays(
+        [pa.array(list(c), f.type) for c, f in zip(key_columns, schema)]
+        + [pa.array(counts, pa.int64()), pa.array(diffs, pa.int64())], schema=schema)
+
+
+def _deltas_by_hash(batches: list, key: list) -> dict | None:
+    """``{time: [(hash, key, summed diff)]}`` of a count's new ``batches``, each hash
+    once per time, in hash order; None if two keys share a hash (or a key, such as NaN, is
+    not equal to itself). A batch at one time is sorted by hash already: its repeated keys
+    are adjacent."""
+    if len(batches) == 1:
+        batch = batches[0]
+        lower = batch.lower[0] if len(batch.lower) == 1 else None
+        if lower.__class__ is int and batch.upper == [lower + 1]:
+            merged: list = []
+            last = None
+            for h, k, d in zip(batch.hashes.tolist(), row_keys(batch.data, key),
+                               batch.diffs.tolist()):
+                if h == last:
+                    previous = merged[-1]
+                    if previous[1] != k:
+                        return None
+                    merged[-1] = (h, k, previous[2] + d)
+                else:
+                    merged.append((h, k, d))
+                    last = h
+            return {lower: merged}
+    by_time: dict = {}                  # time -> {hash: [key, summed diff]}
+    for batch in batches:
+        for t, h, k, d in zip(batch.times[0].tolist(), batch.hashes.tolist(),
+                              row_keys(batch.data, key), batch.diffs.tolist()):
+            deltas = by_time.setdefault(t, {})
+            present = deltas.get(h)
+            if present is None:
+                deltas[h] = [k, d]
+            elif present[0] != k:
+                return None
+            else:
+                present[1] += d
+    return {t: [(h, k, d) for h, (k, d) in sorted(deltas.items())]
+            for t, deltas in by_time.items()}
+
+
+def row_keys(table: pa.Table, key: list) -> Any:
+    """The key of each row of ``table``, as the count index holds it: the value of the key
+    column when there is one, else a tuple of the key columns' values.
+
+    >>> row_keys(pa.table({"w": ["a", "b"]}), ["w"])
+    ['a', 'b']
+    >>> list(row_keys(pa.table({"w": ["a", "b"], "n": [1, 2]}), ["w", "n"]))
+    [('a', 1), ('b', 2)]
+    """
+    if len(key) == 1:
+        return table.column(key[0]).to_pylist()
+    return zip(*(table.column(n).to_pylist() for n in key))
 
 
 def live_counts(ids: np.ndarray, counts: np.ndarray, signs: np.ndarray
