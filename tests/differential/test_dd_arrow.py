@@ -6,7 +6,7 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as hs
 
 import sparktimely as st
@@ -407,14 +407,17 @@ def trace_counts(batches: list) -> dict:
                                                    hs.sampled_from([1, 1, -1, 2])),
                                          max_size=5), min_size=1, max_size=2),
                        min_size=1, max_size=6),
-       keep=hs.booleans(), start=hs.integers(0, 3))
-def test_count_index_matches_counting_from_the_output_trace(rounds, keep, start):
+       keep=hs.booleans(), start=hs.integers(0, 3), repeats=hs.booleans())
+@example(rounds=[[[("a", 0, 1)]], [[("a", 0, 1), ("a", 2, 1)], [("a", 0, -1), ("a", 2, -1)]]],
+         keep=False, start=0, repeats=False)            # updates that cancel: no output
+def test_count_index_matches_counting_from_the_output_trace(rounds, keep, start, repeats):
     """Count's index of current counts (Python containers), made from the output trace
     after ``start`` rounds, gives what counting from the output trace with numpy
     (``count_updates``, the path it shortcuts) gives, round by round, for one or two
     batches a round with rows at one or several times, sorted by hash within each time;
     keeping its output (``keep``), the batch it releases at the end brings its output
-    trace to the same counts."""
+    trace to the same counts. With ``repeats``, a batch holds a key's rows unconsolidated,
+    as an arrangement seals short batches."""
     from sparktimely.differential.arrow.batch import ArrowBatch, times_for
     from sparktimely.differential.arrow.reduce import CountIndex, count_updates
     from sparktimely.hashing import hash_rows
@@ -428,7 +431,7 @@ def test_count_index_matches_counting_from_the_output_trace(rounds, keep, start)
         batches = [ArrowBatch.build(pa.table({"w": [w for w, _, _ in part],
                                               "diff": [d for _, _, d in part]}),
                                     times_for(kind, [3 * r + late for _, late, _ in part]),
-                                    ["w"], lower, upper, kind)
+                                    ["w"], lower, upper, kind, consolidated=repeats)
                    for part in parts if part]
         batches = [b for b in batches if len(b)]
         if not batches:
@@ -443,7 +446,7 @@ def test_count_index_matches_counting_from_the_output_trace(rounds, keep, start)
         for _, batch in got:
             hashes = hash_rows(batch, ["w"]).tolist()
             assert hashes == sorted(hashes)
-        assert (own is None) == keep or own is None and out is None
+        assert own is None if keep else (own is None) == (not got)   # cancelling keys: neither
         indexed += [own] if own is not None else []
     released = index.release([3 * len(rounds)], kind)
     assert len(released) <= 1 and (keep or not released)
