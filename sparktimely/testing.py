@@ -95,7 +95,7 @@ def consolidate(extracts: Sequence[Sequence[tuple[Any, Any]]]) -> list[tuple[Any
     return merge_by_time(pair for extract in extracts for pair in extract)
 
 
-EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
+_EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -128,7 +128,7 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 def _ephemeral_start() -> int:
     """The first port of the kernel's ephemeral range (32768 where it cannot be read)."""
     try:
-        with open(EPHEMERAL_RANGE) as text:
+        with open(_EPHEMERAL_RANGE) as text:
             return int(text.read().split()[0])
     except (OSError, ValueError, IndexError):
         return 32768
