@@ -17,6 +17,7 @@ import pytest
 import sparktimely as st
 from sparktimely.ops import arrow as arrow_ops
 from sparktimely.dataflow.containers import partition_batch
+from sparktimely import hashing
 from sparktimely.hashing import hash_array, hash_rows
 from sparktimely.testing import consolidate
 from matrix_helpers import example
@@ -303,6 +304,25 @@ def test_equal_keys_hash_equally_across_encodings():
     assert hash_array(sliced).tolist() == hash_array(pa.array(["b", "c", None])).tolist()
     by_one = [int(hash_array(pa.array([v]))[0]) for v in values]     # each at a buffer's end
     assert by_one == expected.tolist()
+
+
+def test_short_columns_hash_as_long_ones():
+    """Columns of at most ``_SMALL`` values are mixed with Python integers, longer ones with
+    numpy: every value hashes the same either way."""
+    rng = np.random.default_rng(7)
+    ints = rng.integers(-2**63, 2**63 - 1, 64, dtype=np.int64).tolist() + [0, -1, 2**63 - 1]
+    words = ["", "a", "twelve bytes", "thirteen byte", "long string " * 5, "ünïcödé"] * 6
+    floats = rng.normal(size=40).tolist() + [0.0, -0.0]
+    for values in (ints, words, floats):
+        whole = hash_array(pa.array(values)).tolist()
+        assert len(values) > hashing._SMALL
+        for length in range(1, hashing._SMALL + 1):
+            for start in (0, len(values) - length):
+                part = values[start:start + length]
+                assert hash_array(pa.array(part)).tolist() == whole[start:start + length]
+    pairs = pa.record_batch({"i": ints[:len(words)], "w": words})
+    assert hash_rows(pairs.slice(0, 3), ["i", "w"]).tolist() == \
+        hash_rows(pairs, ["i", "w"]).tolist()[:3]
 
 
 @pytest.mark.parametrize("distinct", [7, 50_000])
