@@ -508,6 +508,39 @@ def test_arrow_distinct_of_narrow_and_unsigned_integers(run, kind, values, data)
     check(lambda scope, c: c.distinct(), oracle, [rows], [(["k", "x"], [kind, kind])], run)
 
 
+@pytest.mark.parametrize("many", [False, True])
+@settings(max_examples=40, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.data_too_large])
+@given(sizes=hs.lists(hs.sampled_from([0, 1, 3, 40, 300, 600]), min_size=1, max_size=8),
+       data=hs.data())
+def test_lookup_all_finds_every_row_of_every_probe(many, sizes, data):
+    """``lookup_all`` against a scan of every row: large batches searched with numpy, tiny
+    ones through their hash sets (few probes) or all at once (``many`` probes)."""
+    from sparktimely.differential.arrow.batch import (FEW_PROBES, TINY, ArrowBatch, lookup_all,
+                                                      times_for)
+    from sparktimely.hashing import hash_rows
+    from sparktimely.progress.timestamp import TimeKind
+    probes = data.draw(hs.lists(hs.integers(0, 400), min_size=FEW_PROBES + 1 if many else 0,
+                                max_size=2 * FEW_PROBES if many else FEW_PROBES))
+    batches = []
+    for size in sizes:
+        keys = data.draw(hs.lists(hs.integers(0, 400), min_size=size, max_size=size))
+        batches.append(ArrowBatch.build(pa.table({"k": pa.array(keys, pa.int64()),
+                                                  "diff": pa.array([1] * size, pa.int64())}),
+                                        times_for(TimeKind(int), [0] * size), ["k"], [0], [1],
+                                        consolidated=True))
+    wanted = hash_rows(pa.table({"k": pa.array(probes, pa.int64())}), ["k"])
+    expected = []
+    for batch in batches:
+        pairs = sorted((i, j) for i, p in enumerate(wanted.tolist())
+                       for j, h in enumerate(batch.hashes.tolist()) if h == p)
+        if pairs:
+            expected.append((id(batch), pairs))
+    found = [(id(b), sorted(zip(p.tolist(), r.tolist()))) for b, p, r in lookup_all(batches, wanted)]
+    assert found == expected
+    assert 3 < TINY < 300                           # tiny batches and large ones
+
+
 def test_arranger_consolidates_long_seals_only():
     """An arrangement seals a long batch (or batches of one time that together are long,
     COMBINE_FROM rows or more) consolidated; short ones as they are (readers cope)."""

@@ -326,7 +326,8 @@ def distinct_times(times: np.ndarray, kind: TimeKind) -> list:
 class ArrowBatch:
     """Consolidated Arrow updates for times in ``[lower, upper)``, sorted by key hash."""
 
-    __slots__ = ("data", "times", "hashes", "key", "kind", "lower", "upper", "since", "_numpy")
+    __slots__ = ("data", "times", "hashes", "key", "kind", "lower", "upper", "since", "_numpy",
+                 "_hash_set")
     merge_cost = 1
     """Rows of merge work (a spine's unit) that merging one row costs."""
 
@@ -341,6 +342,7 @@ class ArrowBatch:
         self.upper = upper
         self.since = since
         self._numpy: dict = {}
+        self._hash_set: frozenset | None = None
 
     @classmethod
     def build(cls, data: pa.Table, times: np.ndarray, key: list, lower: list, upper: list,
@@ -440,6 +442,13 @@ class ArrowBatch:
         """``(probe, rows)``: for every probe hash, the rows of this batch with that hash
         (``probe[i]`` indexes ``hashes``, ``rows[i]`` this batch's rows)."""
         return match_sorted(self.hashes, hashes)
+
+    def hash_set(self) -> frozenset:
+        """The key hashes of this batch as a set of ints (made once: a tiny batch of a trace
+        is asked at every update whether it holds any of a few keys)."""
+        if self._hash_set is None:
+            self._hash_set = frozenset(self.hashes.tolist())
+        return self._hash_set
 
     def merged(self, newer: "ArrowBatch", since: list) -> "ArrowBatch":
         """This batch and the adjacent ``newer`` one as one batch (see :meth:`merged_all`)."""
@@ -598,7 +607,7 @@ def match_sorted(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndar
         empty = np.empty(0, np.int64)
         return empty, empty
     lo = sorted_hashes.searchsorted(probes)
-    if not (sorted_hashes.take(lo, mode="clip") == probes).any():    # the usual miss
+    if not np.count_nonzero(sorted_hashes.take(lo, mode="clip") == probes):   # the usual miss
         empty = np.empty(0, np.int64)
         return empty, empty
     counts = sorted_hashes.searchsorted(probes, "right") - lo
@@ -612,15 +621,15 @@ def match_sorted(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndar
 
 
 TINY = 256
-"""Trace batches of at most this many rows are searched together by :func:`lookup_all`."""
+"""Trace batches of at most this many rows are searched by :func:`lookup_all` only if
+:func:`_tiny_hits` finds a probe among them."""
 
 
 def lookup_all(batches: list, probes: np.ndarray) -> list[tuple[ArrowBatch, np.ndarray, np.ndarray]]:
     """``(batch, probe, rows)`` for each of ``batches`` (in order) holding some of the
     ``probes`` hashes, as :meth:`ArrowBatch.lookup` gives them. A trace ends in a few tiny
-    batches (one per recent update) that a small probe almost always misses: those are
-    checked at once, by looking their hashes up among the sorted probes, and only the ones
-    with a hit are searched.
+    batches (one per recent update) that a probe almost always misses: only those that
+    :func:`_tiny_hits` finds holding a probe are searched.
 
     >>> import pyarrow as pa
     >>> from sparktimely.progress.timestamp import TimeKind
@@ -635,28 +644,41 @@ def lookup_all(batches: list, probes: np.ndarray) -> list[tuple[ArrowBatch, np.n
     found = []
     tiny = []
     for index, batch in enumerate(batches):
-        length = len(batch)
+        length = batch.data.num_rows
         if length > TINY:
             probe, rows = batch.lookup(probes)
             if len(rows):
                 found.append((index, batch, probe, rows))
         elif length:
             tiny.append((index, batch))
-    if len(tiny) > 1 and len(probes):
-        hashes = np.concatenate([batch.hashes for _, batch in tiny])
-        ordered = np.sort(probes)
-        hit = ordered.take(ordered.searchsorted(hashes), mode="clip") == hashes
-        if not hit.any():
-            tiny = []
-        else:
-            ends = np.cumsum([len(batch) for _, batch in tiny])
-            tiny = [tiny[i] for i in np.unique(ends.searchsorted(np.flatnonzero(hit), "right"))]
-    for index, batch in tiny:
+    if not tiny or not len(probes):
+        return [(batch, probe, rows) for _, batch, probe, rows in found]
+    for index, batch in _tiny_hits(tiny, probes):
         probe, rows = batch.lookup(probes)
-        if len(rows):
-            found.append((index, batch, probe, rows))
+        found.append((index, batch, probe, rows))
     found.sort(key=lambda entry: entry[0])
     return [(batch, probe, rows) for _, batch, probe, rows in found]
+
+
+def _tiny_hits(tiny: list, probes: np.ndarray) -> list:
+    """The ``(index, batch)`` entries of ``tiny`` (batches of at most :data:`TINY` rows)
+    holding one of ``probes``. A few probes ask each batch's set of hashes
+    (:meth:`ArrowBatch.hash_set`: a few dict lookups, no numpy call); many are sorted once
+    and every tiny batch's hashes are searched among them together."""
+    if len(probes) <= FEW_PROBES:
+        wanted = probes.tolist()
+        return [entry for entry in tiny if not entry[1].hash_set().isdisjoint(wanted)]
+    hashes = np.concatenate([batch.hashes for _, batch in tiny])
+    ordered = np.sort(probes)
+    hit = ordered.take(ordered.searchsorted(hashes), mode="clip") == hashes
+    if not np.count_nonzero(hit):
+        return []
+    ends = np.cumsum([len(batch) for _, batch in tiny])
+    return [tiny[i] for i in np.unique(ends.searchsorted(np.flatnonzero(hit), "right"))]
+
+
+FEW_PROBES = 64
+"""Up to this many probes, :func:`_tiny_hits` asks the tiny batches' sets of hashes."""
 
 
 def hash_is_key(left: pa.Table, left_key: list, right: pa.Table, right_key: list) -> bool:
