@@ -541,6 +541,30 @@ def test_lookup_all_finds_every_row_of_every_probe(many, sizes, data):
     assert 3 < TINY < 300                           # tiny batches and large ones
 
 
+@settings(max_examples=80, deadline=None, database=None)
+@given(rows=hs.lists(hs.tuples(hs.integers(-2**63, 2**63 - 1), hs.integers(0, 3),
+                               hs.integers(0, 3), hs.sampled_from([1, -1, 2])), max_size=70),
+       depth=hs.sampled_from([1, 2, 3]))
+def test_small_row_paths_equal_the_numpy_paths(rows, depth):
+    """The reducer's row grouping and the distinct times of a few rows (Python loops, up to
+    ``SMALL_ROWS`` rows) equal what the numpy paths give for the same rows."""
+    import numpy as np
+    from sparktimely.differential.arrow import batch, reduce
+    from sparktimely.progress.timestamp import TimeKind
+    matrix = np.array(rows, np.int64).reshape(len(rows), 4)
+    kind = TimeKind(int, depth - 1)
+    parts = (matrix[:batch.SMALL_ROWS], matrix)          # a small one, and one that may not be
+
+    def results():
+        return [(reduce._summed(part, 3).tolist(),
+                 batch.distinct_times(part[:, 1:1 + depth].T.copy(), kind)) for part in parts]
+    small = results()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(batch, "SMALL_ROWS", 0)
+        patch.setattr(reduce, "SMALL_ROWS", 0)
+        assert results() == small
+
+
 def test_arranger_consolidates_long_seals_only():
     """An arrangement seals a long batch (or batches of one time that together are long,
     COMBINE_FROM rows or more) consolidated; short ones as they are (readers cope)."""

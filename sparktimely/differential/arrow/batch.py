@@ -97,6 +97,12 @@ def time_from(kind: TimeKind, coords: Sequence[int] | np.ndarray) -> Any:
     return time
 
 
+SMALL_ROWS = 32
+"""Arrays of at most this many rows take the Python paths of the helpers that have them
+(:func:`distinct_times`, the reducer's row grouping): a numpy call costs a microsecond or
+more whatever its length, where a loop over so few rows costs less than the several calls."""
+
+
 def times_for(kind: TimeKind, times: Sequence[Any]) -> np.ndarray:
     """A ``(coordinates, len(times))`` int64 array of the given times."""
     k = coordinates(kind)
@@ -311,9 +317,17 @@ def times_le(times: np.ndarray, time: Any, kind: TimeKind) -> np.ndarray:
 
 
 def distinct_times(times: np.ndarray, kind: TimeKind) -> list:
-    """The distinct times (as time objects) among the columns of ``times``."""
+    """The distinct times (as time objects) among the columns of ``times``, in the order of
+    their coordinates (a few columns through a Python set, more with ``np.unique``).
+
+    >>> from sparktimely.progress import Product
+    >>> distinct_times(np.array([[2, 1, 2], [0, 5, 0]]), TimeKind(int, 1))
+    [Product(1, 5), Product(2, 0)]
+    """
     if times.shape[1] == 0:
         return []
+    if times.shape[1] <= SMALL_ROWS:
+        return [time_from(kind, coords) for coords in sorted(set(zip(*times.tolist())))]
     if times.shape[0] == 1:
         return [int(t) for t in np.unique(times[0])]
     if times.shape[0] == 2 and times.min() >= 0 and times.max() < 2**31:

@@ -19,9 +19,9 @@ import pyarrow.compute as pc
 from ...progress.timestamp import TimeKind
 from ..updates import DIFF
 from ..lattice import beyond, interesting_times
-from .batch import (HASH, ZERO, ArrowBatch, column_numpy, constant_times, coordinates,
-                    distinct_times, group_by, group_sum, hash_is_key, hash_order, keys_equal,
-                    lookup_all, nonzero_sums, table_batch, time_from, times_le)
+from .batch import (HASH, SMALL_ROWS, ZERO, ArrowBatch, column_numpy, constant_times,
+                    coordinates, distinct_times, group_by, group_sum, hash_is_key, hash_order,
+                    keys_equal, lookup_all, nonzero_sums, table_batch, time_from, times_le)
 
 AGGREGATES = ("count", "sum", "min", "max")
 COUNT_FIELDS = [pa.field("count", pa.int64()), pa.field(DIFF, pa.int64())]
@@ -303,9 +303,21 @@ class ArrowReducer:
 
 def _summed(matrix: np.ndarray, width: int) -> np.ndarray:
     """Rows grouped by their first ``width`` columns, the last column summed, zero sums
-    dropped (a ``width + 1``-column result)."""
+    dropped (a ``width + 1``-column result, in the order of the grouped columns); a few rows
+    are grouped in a dict, more with ``lexsort``.
+
+    >>> _summed(np.array([[5, 1, 1], [2, 0, 1], [5, 1, 2], [2, 1, -1], [2, 1, 1]]), 2).tolist()
+    [[2, 0, 1], [5, 1, 3]]
+    """
     if not len(matrix):
         return np.empty((0, width + 1), np.int64)
+    if len(matrix) <= SMALL_ROWS:
+        sums: dict = {}
+        for row in matrix.tolist():
+            group = tuple(row[:width])
+            sums[group] = sums.get(group, 0) + row[-1]
+        kept = [group + (total,) for group, total in sorted(sums.items()) if total]
+        return np.array(kept, np.int64).reshape(len(kept), width + 1)
     keys = matrix[:, :width]
     order = np.lexsort(keys.T[::-1])
     keys = keys[order]
