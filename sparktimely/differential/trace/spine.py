@@ -7,8 +7,8 @@ large, so sizes shrink geometrically from oldest to newest: about ``log2(n)`` ba
 every update takes part in about ``log2(n)`` merges over its life: work proportional to what
 was inserted, as differential's ``Spine``. Each insert performs at most one merge, so a
 cascade is spread over the following inserts. Small batches wait for a few others and are merged
-together; an advance of the upper without a batch merges the small batches at the end, so an
-idle trace also ends up tidy. Merging advances times to the *logical compaction frontier* and
+together; advances of the upper without a batch merge the small batches at the end now and
+then, so an idle trace also ends up tidy. Merging advances times to the *logical compaction frontier* and
 consolidates, so updates that cancel out disappear; merges of small batches into a batch
 that is still small only put them in order (see :data:`SMALL_BATCH`).
 
@@ -51,14 +51,15 @@ first merge of a spine of ``phase`` ``i`` (the ``i``-th trace of its dataflow) c
 ``MAX_SMALL - 2 * (i % STAGGER)`` small batches instead, and as every later one takes
 ``MAX_SMALL`` more, they stay apart."""
 IDLE_ADVANCES = 16
-"""Advances of the upper without a batch after which an idle trace tidies its small batches."""
+"""Advances of the upper without a batch after which an idle trace tidies its small batches
+(a power of two: it tidies again each time their count doubles)."""
 PIECE_ROWS = 8192
 """A merge of two large batches of more rows than this is done in pieces (their
 ``merging``: ``arrow.batch.PiecewiseMerge``, ``trace.batch.BatchMerge``), as differential
 merges with fuel. Rows here are units of merge work: a batch's ``merge_cost`` says what
 one of its updates costs (an Arrow row 1, a Python update 32). Each batch that joins the
-merged part earns :data:`FUEL` times its rows of merge work,
-spent a piece at a time once it covers this many rows, so a merge of ``n`` rows spreads over
+merged part earns :data:`FUEL` times its rows of merge work (an advance without a batch, as
+one row), spent a piece at a time once it covers this many rows, so a merge of ``n`` rows spreads over
 the updates that follow instead of adding ``n`` rows of work to one of them (the p99 of
 small updates). A worker with nothing else to do merges ahead (:meth:`Spine.idle_work`), so
 that paced updates seldom meet a piece. Readers see the batches being merged until the
@@ -102,18 +103,24 @@ class Spine:
         self._maintain()
 
     def advance_upper(self, upper: list) -> None:
-        """The trace is complete up to ``upper``. After :data:`IDLE_ADVANCES` advances without
-        a batch, the small batches at the end are merged into one (and compacted): an idle
-        trace tidies up at a cost bounded by :data:`SMALL_BATCH`, large batches being left to
-        the geometric merges that new data brings."""
+        """The trace is complete up to ``upper``. An advance without a batch earns the merge
+        work of a one-row batch, as differential's empty batches do: a trace that a loop
+        advances every round, with nothing new, pays for the merge in progress a piece at a
+        time once its rounds add up to one, not a piece every round (a worker with nothing
+        else to do merges ahead, :meth:`idle_work`). The :data:`IDLE_ADVANCES`-th advance
+        without a batch, and each that doubles their count, merges the small batches at the
+        end into one (and compacts them to the logical frontier, which may have moved since):
+        an idle trace tidies up at a cost bounded by :data:`SMALL_BATCH`, a logarithmic
+        number of times however long it idles, large batches being left to the geometric
+        merges that new data brings."""
         self.upper = list(upper)
         if self._busy:
             self._busy = False
             self._idle = 0
             return
-        self._idle += 1
-        self._exert(PIECE_ROWS)
-        if self._idle % IDLE_ADVANCES:
+        idle = self._idle = self._idle + 1
+        self._earn(1)
+        if idle < IDLE_ADVANCES or idle & (idle - 1):          # not 16, 32, 64, ...
             return
         merged = self.merged
         small = self._small
@@ -180,10 +187,15 @@ class Spine:
         self.merged.append(batch)
         self._small = self._small + 1 if len(batch) < SMALL_BATCH else 0
         self._merge_step()
+        self._earn(len(batch) * batch.merge_cost)
+
+    def _earn(self, rows: int) -> None:
+        """Add :data:`FUEL` times ``rows`` rows of merge work (nothing while no merge is in
+        progress) and spend it once it covers a piece."""
         if self._merging is None:
             self._fuel = 0
             return
-        self._fuel += FUEL * len(batch) * batch.merge_cost
+        self._fuel += FUEL * rows
         if self._fuel >= PIECE_ROWS:
             fuel, self._fuel = self._fuel, 0
             self._exert(fuel)
