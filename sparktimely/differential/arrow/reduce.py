@@ -312,11 +312,11 @@ def _summed(matrix: np.ndarray, width: int) -> np.ndarray:
     if not len(matrix):
         return np.empty((0, width + 1), np.int64)
     if len(matrix) <= SMALL_ROWS:
-        sums: dict = {}
+        totals: dict = {}
         for row in matrix.tolist():
             group = tuple(row[:width])
-            sums[group] = sums.get(group, 0) + row[-1]
-        kept = [group + (total,) for group, total in sorted(sums.items()) if total]
+            totals[group] = totals.get(group, 0) + row[-1]
+        kept = [group + (total,) for group, total in sorted(totals.items()) if total]
         return np.array(kept, np.int64).reshape(len(kept), width + 1)
     keys = matrix[:, :width]
     order = np.lexsort(keys.T[::-1])
