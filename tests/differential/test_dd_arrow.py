@@ -536,7 +536,8 @@ def test_lookup_all_finds_every_row_of_every_probe(many, sizes, data):
                        for j, h in enumerate(batch.hashes.tolist()) if h == p)
         if pairs:
             expected.append((id(batch), pairs))
-    found = [(id(b), sorted(zip(p.tolist(), r.tolist()))) for b, p, r in lookup_all(batches, wanted)]
+    found = [(id(b), sorted(zip(p.tolist(), r.tolist())))
+             for b, p, r in lookup_all(batches, wanted)]
     assert found == expected
     assert 3 < TINY < 300                           # tiny batches and large ones
 
