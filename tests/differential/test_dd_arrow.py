@@ -714,3 +714,51 @@ def test_large_merges_spend_the_fuel_new_batches_earn_and_idle_work_finishes_the
     assert spine._merging is None and held() == inserted
     assert [len(b) for b in spine.batches()][0] == 60 and len(spine.batches()) <= 2
     assert not spine.idle_work()
+
+
+@settings(max_examples=80, deadline=None, database=None)
+@given(new=hs.lists(hs.tuples(hs.integers(0, 5), hs.sampled_from([1, -1, 2])), max_size=6),
+       new_time=hs.tuples(hs.integers(0, 3), hs.integers(0, 3)),
+       olds=hs.lists(hs.lists(hs.tuples(hs.integers(0, 5), hs.integers(0, 3), hs.integers(0, 3),
+                                        hs.sampled_from([1, -1])), min_size=1, max_size=6),
+                     max_size=3),
+       key_type=hs.sampled_from([pa.int64(), pa.string()]), swapped=hs.booleans())
+def test_arrow_join_of_a_batch_at_one_time_matches_every_pair(new, new_time, olds, key_type,
+                                                              swapped):
+    """The Arrow joiner against every pair of rows: a new batch at one time, and trace
+    batches whose rows are all at or before it (each match at the new batch's time, with no
+    per-row times) or not (times joined row by row), on integer keys (hashes compared) and
+    string keys (key columns compared)."""
+    from sparktimely.differential.arrow.batch import ArrowBatch, times_for
+    from sparktimely.differential.arrow.join import ArrowJoiner
+    from sparktimely.progress import Product
+    from sparktimely.progress.timestamp import TimeKind
+    kind = TimeKind(int, 1)
+
+    def key(k):
+        return k if key_type == pa.int64() else f"key {k}"
+
+    def batch(keys, times, diffs, name):
+        table = pa.table({"k": pa.array([key(k) for k in keys], key_type),
+                          name: pa.array(range(len(keys)), pa.int64()),
+                          "diff": pa.array(diffs, pa.int64())})
+        return ArrowBatch.build(table, times_for(kind, times), ["k"], [], [], kind,
+                                consolidated=True)
+    at = Product(*new_time)
+    mine = batch([k for k, _ in new], [at] * len(new), [d for _, d in new], "v")
+    others = [batch([k for k, *_ in old], [Product(a, b) for _, a, b, _ in old],
+                    [d for *_, d in old], "w") for old in olds]
+    output = ArrowJoiner("join", False, kind).join(mine, others, swapped, at)
+    got = Counter()
+    for time, rows in output:
+        for row in rows.to_pylist():
+            got[(row["k"], row["v"], row["w"], time)] += row["diff"]
+    expected = Counter()
+    mine_rows = mine.data.to_pylist()
+    for other in others:
+        for i, o in enumerate(other.data.to_pylist()):
+            ot = Product(*other.times[:, i].tolist())
+            for j, m in enumerate(mine_rows):
+                if m["k"] == o["k"]:
+                    expected[(m["k"], m["v"], o["w"], at.join(ot))] += m["diff"] * o["diff"]
+    assert +got == +expected and -got == -expected

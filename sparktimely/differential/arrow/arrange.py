@@ -75,15 +75,17 @@ class ArrowArranger:
             table = pa.Table.from_batches([b for _, b in part]).drop_columns([HASH])
             times = np.concatenate([constant_times(self.kind, t, b.num_rows) for t, b in part],
                                    axis=1)
+            first = part[0][0]
             return ArrowBatch.build(table, times, key, lower, upper, self.kind,
                                     consolidated=len(part) == 1 or len(table) < COMBINE_FROM,
-                                    hashes=hashes)
-        at: dict = {}
+                                    hashes=hashes,
+                                    at=first if all(t == first for t, _ in part) else None)
+        by_time: dict = {}
         for time, batch in part:
-            at.setdefault(time, []).append(batch)
+            by_time.setdefault(time, []).append(batch)
         batches: list = []
         times_of: list = []
-        for time, same in at.items():
+        for time, same in by_time.items():
             rows = sum(b.num_rows for b in same)
             if len(same) > 1 and rows >= COMBINE_FROM:     # else nothing to merge
                 same = [table_batch(pa.Table.from_batches(same, schema=self.schema))]
@@ -94,7 +96,8 @@ class ArrowArranger:
             times_of.append(constant_times(self.kind, time, rows))
         table = pa.Table.from_batches(batches, schema=self.schema)
         return ArrowBatch.build(table, np.concatenate(times_of, axis=1), key, lower, upper,
-                                self.kind, consolidated=True)
+                                self.kind, consolidated=True,
+                                at=next(iter(by_time)) if len(by_time) == 1 else None)
 
     def pending_times(self) -> list:
         return list({time for time, _ in self.buffered})

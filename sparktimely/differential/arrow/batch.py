@@ -341,7 +341,7 @@ class ArrowBatch:
     """Consolidated Arrow updates for times in ``[lower, upper)``, sorted by key hash."""
 
     __slots__ = ("data", "times", "hashes", "key", "kind", "lower", "upper", "since", "_numpy",
-                 "_hash_set")
+                 "_hash_set", "_time_range", "_integer_key")
     merge_cost = 1
     """Rows of merge work (a spine's unit) that merging one row costs."""
 
@@ -357,13 +357,18 @@ class ArrowBatch:
         self.since = since
         self._numpy: dict = {}
         self._hash_set: frozenset | None = None
+        self._time_range: tuple[tuple, tuple] | None = None
+        self._integer_key: Any = False         # False: not looked at yet
 
     @classmethod
     def build(cls, data: pa.Table, times: np.ndarray, key: list, lower: list, upper: list,
               kind: TimeKind | None = None, since: list | None = None,
-              consolidated: bool = False, hashes: np.ndarray | None = None) -> "ArrowBatch":
+              consolidated: bool = False, hashes: np.ndarray | None = None,
+              at: Any = None) -> "ArrowBatch":
         """A batch of ``data`` (columns and ``diff``) at ``times``: consolidated (unless
-        ``consolidated``), hashed by ``key`` (unless ``hashes`` are given) and sorted."""
+        ``consolidated``), hashed by ``key`` (unless ``hashes`` are given) and sorted. ``at``
+        says that every row is at that one time (known to :meth:`time_range` without a
+        look)."""
         kind = kind or TimeKind(int, times.shape[0] - 1)
         if not consolidated:
             data, times, hashes = consolidate(data, times, hashes)
@@ -374,8 +379,12 @@ class ArrowBatch:
             data = data.take(order)
             times = times[:, order]
             hashes = hashes[order]
-        return cls(data, times, hashes, list(key), kind, lower, upper,
-                   lower if since is None else since)
+        batch = cls(data, times, hashes, list(key), kind, lower, upper,
+                    lower if since is None else since)
+        if at is not None:
+            coords = time_coordinates(kind, at)
+            batch._time_range = (coords, coords)
+        return batch
 
     def __len__(self) -> int:
         return self.data.num_rows
@@ -463,6 +472,44 @@ class ArrowBatch:
         if self._hash_set is None:
             self._hash_set = frozenset(self.hashes.tolist())
         return self._hash_set
+
+    def time_range(self) -> tuple[tuple, tuple]:
+        """The least and the greatest value of each time coordinate among the rows, as two
+        tuples (equal when every row is at one time); made once per batch. A join asks it
+        of the batches of a trace at every update: when the new batch's rows are all at one
+        time and no row of a trace batch is later, each match is at that time.
+
+        >>> import pyarrow as pa
+        >>> rows = pa.table({"k": [1, 2], "diff": [1, 1]})
+        >>> batch = ArrowBatch.build(rows, np.array([[3, 3], [0, 4]]), ["k"], [], [],
+        ...                          TimeKind(int, 1))
+        >>> batch.time_range()
+        ((3, 0), (3, 4))
+        """
+        if self._time_range is None:
+            times = self.times
+            if times.shape[1] == 0:
+                self._time_range = ((), ())
+            else:
+                self._time_range = (tuple(times.min(axis=1).tolist()),
+                                    tuple(times.max(axis=1).tolist()))
+        return self._time_range
+
+    def integer_key(self) -> pa.DataType | None:
+        """The type of the key when it is one integer column without nulls (whose hash
+        :func:`hash_is_key` says is the key itself), else None; looked at once per batch.
+
+        >>> import pyarrow as pa
+        >>> t = pa.table({"k": [1, 2], "s": ["a", None], "diff": [1, 1]})
+        >>> times = times_for(TimeKind(int), [0, 0])
+        >>> [ArrowBatch.build(t, times, [key], [0], [1]).integer_key() for key in "ks"]
+        [DataType(int64), None]
+        """
+        if self._integer_key is False:
+            column = self.data.column(self.key[0]) if len(self.key) == 1 else None
+            self._integer_key = column.type if column is not None and not column.null_count \
+                and pa.types.is_integer(column.type) else None
+        return self._integer_key
 
     def merged(self, newer: "ArrowBatch", since: list) -> "ArrowBatch":
         """This batch and the adjacent ``newer`` one as one batch (see :meth:`merged_all`)."""

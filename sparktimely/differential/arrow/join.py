@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ...progress.timestamp import TimeKind
 from ..updates import DIFF
-from .batch import ArrowBatch, hash_is_key, keys_equal, lookup_all, split_by_time
+from .batch import ArrowBatch, keys_equal, lookup_all, split_by_time, table_batch, time_from
 
 class ArrowJoiner:
     """Joins an ArrowBatch of one input with the trace batches of the other."""
@@ -28,26 +28,40 @@ class ArrowJoiner:
         self.schema: pa.Schema | None = None
 
     def join(self, batch: ArrowBatch, others: list, swapped: bool, cap_time: Any) -> list:
-        """``[(time, RecordBatch)]`` of every match of ``batch`` with ``others``."""
-        tables, times = [], []
+        """``[(time, RecordBatch)]`` of every match of ``batch`` with ``others``. When every
+        row of ``batch`` is at one time that no row of a matched trace batch is later than
+        (the usual case: a new update meets older ones), each of those matches is at that
+        time, and no per-row time is computed."""
+        tables: list[pa.Table] = []
+        times: list[np.ndarray | None] = []       # None: every row at ``at``
+        lowest, highest = batch.time_range()
+        at = lowest if lowest == highest else None
         for other, probe, rows in lookup_all(others, batch.hashes):
             first, second = (other, batch) if swapped else (batch, other)
             i1, i2 = (rows, probe) if swapped else (probe, rows)
             if len(first.key) != len(second.key):
                 raise ValueError(f"{self.name}: the sides have {len(first.key)} and "
                                  f"{len(second.key)} key columns ({first.key}, {second.key})")
-            if not hash_is_key(first.data, first.key, second.data, second.key):
+            integer_key = first.integer_key()
+            if integer_key is None or integer_key != second.integer_key():
                 equal = keys_equal(first.data.select(first.key).take(i1), first.key,
                                    second.data.select(second.key).take(i2), second.key)
                 if not equal.all():
                     i1, i2 = i1[equal], i2[equal]
             diffs = first.diffs[i1] * second.diffs[i2]
             tables.append(self._assemble(first, i1, second, i2, diffs))
-            times.append(np.maximum(first.times[:, i1], second.times[:, i2]))
+            if at is not None and all(o <= a for o, a in zip(other.time_range()[1], at)):
+                times.append(None)
+            else:
+                times.append(np.maximum(first.times[:, i1], second.times[:, i2]))
         if not tables:
             return []
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        return split_by_time(table, np.concatenate(times, axis=1), self.kind)
+        if at is not None and all(t is None for t in times):
+            return [(time_from(self.kind, at), table_batch(table))] if table.num_rows else []
+        return split_by_time(table, np.concatenate(
+            [np.repeat(np.array(at, np.int64).reshape(-1, 1), len(part), axis=1)
+             if each is None else each for part, each in zip(tables, times)], axis=1), self.kind)
 
     def _assemble(self, left: ArrowBatch, i1: np.ndarray, right: ArrowBatch, i2: np.ndarray,
                   diffs: np.ndarray) -> pa.Table:
