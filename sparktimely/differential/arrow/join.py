@@ -76,6 +76,6 @@ class ArrowJoiner:
             if values:
                 columns.extend(right.take_columns(values, i2))
                 names.extend(n + "_right" if n in names else n for n in values)
-        columns.append(pa.array(diffs, pa.int64()))
+        columns.append(pa.array(diffs))                # int64, as the diffs it multiplies
         names.append(DIFF)
         return pa.Table.from_arrays(columns, names)

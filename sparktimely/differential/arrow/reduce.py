@@ -19,9 +19,10 @@ import pyarrow.compute as pc
 from ...progress.timestamp import TimeKind
 from ..updates import DIFF
 from ..lattice import beyond, interesting_times
-from .batch import (HASH, SMALL_ROWS, ZERO, ArrowBatch, column_numpy, constant_times,
+from .batch import (HASH, INT64, SMALL_ROWS, ZERO, ArrowBatch, column_numpy, constant_times,
                     coordinates, distinct_times, group_by, group_sum, hash_is_key, hash_order,
-                    keys_equal, lookup_all, nonzero_sums, table_batch, time_from, times_le)
+                    int64_array, keys_equal, lookup_all, nonzero_sums, table_batch, time_from,
+                    times_le)
 
 AGGREGATES = ("count", "sum", "min", "max")
 COUNT_FIELDS = [pa.field("count", pa.int64()), pa.field(DIFF, pa.int64())]
@@ -647,8 +648,9 @@ def count_table(keys: Sequence[Any], counts: Sequence[int], diffs: Sequence[int]
     columns: keys (as :func:`row_keys` gives them), counts and diffs."""
     key_columns = [keys] if len(schema) == 3 else zip(*keys)
     return pa.Table.from_arrays(
-        [pa.array(list(c), f.type) for c, f in zip(key_columns, schema)]
-        + [pa.array(counts, pa.int64()), pa.array(diffs, pa.int64())], schema=schema)
+        [int64_array(c) if f.type == INT64 else pa.array(list(c), f.type)
+         for c, f in zip(key_columns, schema)]
+        + [int64_array(counts), int64_array(diffs)], schema=schema)
 
 
 def _deltas_by_hash(batches: list, key: list) -> dict | None:
