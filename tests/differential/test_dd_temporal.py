@@ -287,3 +287,23 @@ def test_times_other_than_ints_are_refused_when_the_dataflow_is_built():
     with pytest.raises(TypeError, match=r"active_between needs int times; this collection's "
                                         r"times are like Product\(0, 0\)"):
         st.execute_directly(lambda worker: worker.dataflow(build, timestamp=st.Product))
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(times=hs.lists(hs.integers(0, 30), max_size=80), data=hs.data())
+def test_due_slices_cut_held_runs_at_each_time_up_to_the_bound(times, data):
+    """The cut of a held run (Python for a few rows, numpy for more) against a scan: each
+    distinct time up to the bound with the rows due then."""
+    import numpy as np
+    from sparktimely.differential.arrow.batch import SMALL_ROWS
+    from sparktimely.differential.arrow.temporal import due_slices
+    times = sorted(times)
+    position = data.draw(hs.integers(0, len(times)))
+    bound = data.draw(hs.sampled_from([-1, 5, 15, 29, float("inf")]))
+    expected: dict = {}
+    for index in range(position, len(times)):
+        if times[index] <= bound:
+            expected.setdefault(times[index], []).append(index)
+    assert due_slices(np.array(times, np.int64), position, bound) == \
+        [(t, rows[0], rows[-1] + 1) for t, rows in expected.items()]
+    assert SMALL_ROWS < 80                          # both paths

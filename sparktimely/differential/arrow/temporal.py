@@ -33,7 +33,7 @@ import pyarrow as pa
 from ...hashing import hash_rows
 from ..updates import DIFF, arrow_only, negated
 from ..recovery import ROUTE
-from .batch import column_numpy, consolidated_rows, table_batch
+from .batch import SMALL_ROWS, column_numpy, consolidated_rows, table_batch
 
 TIME = "__time"
 """The column of a snapshot holding the time each held row is due at."""
@@ -64,8 +64,13 @@ class ArrowHeld:
         """Take a batch of updates at ``time``: hold what is due later, and return the rows
         present from ``time`` on (None if none)."""
         batch = arrow_only("active_between with column names", batch)
-        begin = np.maximum(self._times(batch, self.start, "start"), time)
+        start = self._times(batch, self.start, "start")
         end = self._times(batch, self.end, "end")
+        if len(end) <= SMALL_ROWS and all(s <= time < e for s, e in zip(start.tolist(),
+                                                                         end.tolist())):
+            self._hold(negated(batch), end)     # the usual: every row present from now on
+            return batch
+        begin = np.maximum(start, time)
         live = end > begin
         now = live & (begin == time)
         later = live & ~now
@@ -116,12 +121,10 @@ class ArrowHeld:
         due: dict[int, list[pa.RecordBatch]] = {}
         while heap and heap[0][0] <= bound:
             _, sequence, run = heapq.heappop(heap)
-            times, start = run.times, run.position
-            stop = int(np.searchsorted(times, bound, side="right"))
-            segment = times[start:stop]
-            cuts = (np.flatnonzero(segment[1:] != segment[:-1]) + 1).tolist()
-            for a, b in zip([0] + cuts, cuts + [len(segment)]):
-                due.setdefault(int(segment[a]), []).append(run.rows.slice(start + a, b - a))
+            times = run.times
+            stop = run.position
+            for time, start, stop in due_slices(times, run.position, bound):
+                due.setdefault(time, []).append(run.rows.slice(start, stop - start))
             if stop < len(times):
                 run.position = stop
                 heapq.heappush(heap, (int(times[stop]), sequence, run))
@@ -149,3 +152,28 @@ class ArrowHeld:
             return
         times = column_numpy(table, TIME).astype(np.int64, copy=False)
         self._hold(table.drop_columns([TIME, ROUTE]), times)
+
+
+def due_slices(times: np.ndarray, position: int, bound: float) -> list[tuple[int, int, int]]:
+    """``(time, start, stop)`` for each distinct time ``<= bound`` among the sorted
+    ``times`` from ``position`` on: the rows ``start:stop`` are due then. A few times are
+    cut in Python, more with numpy (a one-row run would pay five numpy calls).
+
+    >>> due_slices(np.array([1, 2, 2, 4, 7]), 1, 4)
+    [(2, 1, 3), (4, 3, 4)]
+    """
+    if len(times) - position <= SMALL_ROWS:
+        slices: list[tuple[int, int, int]] = []
+        for index, time in enumerate(times[position:].tolist(), position):
+            if time > bound:
+                break
+            if slices and slices[-1][0] == time:
+                slices[-1] = (time, slices[-1][1], index + 1)
+            else:
+                slices.append((time, index, index + 1))
+        return slices
+    stop = int(np.searchsorted(times, bound, side="right"))
+    segment = times[position:stop]
+    cuts = (np.flatnonzero(segment[1:] != segment[:-1]) + 1).tolist()
+    return [(int(segment[a]), position + a, position + b)
+            for a, b in zip([0] + cuts, cuts + [len(segment)])]
