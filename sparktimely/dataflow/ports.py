@@ -305,7 +305,8 @@ class OutputHandle:
         if capability.__class__ is InputCapability:
             outputs = capability._outputs
             if self._index < len(outputs) and outputs[self._index] is self._port:
-                capability._check_allows(capability.time, self._index)
+                if 0 not in capability._summaries[self._index]:    # 0: sends at its time
+                    capability._check_allows(capability.time, self._index)
                 return capability.time
             raise CapabilityError("the input capability belongs to another operator")
         if isinstance(capability, Capability):

@@ -13,7 +13,7 @@ import pytest
 import sparktimely as st
 from sparktimely import Product
 from sparktimely.testing import consolidate
-from matrix_helpers import example, per_worker
+from matrix_helpers import example, merged, per_worker
 
 
 def capture_errors_in_source(run, action):
@@ -508,3 +508,34 @@ def test_input_capability_must_respect_connection_summary(run):
         assert len(seen) == 1 and seen[0][0] == 5
         # nothing may appear at a time the frontier had already passed
         assert all(not any(f > t for f in frontier) for t, frontier in seen)
+
+
+@pytest.mark.parametrize("connection, error", [
+    ([0], None), ([[1, 0]], None), ([1], "its path summary allows 1 at the earliest"),
+    ([None], "this input is not connected to output 0")])
+def test_an_input_capability_sends_at_its_time_only_where_its_summary_allows(run, connection,
+                                                                           error):
+    """Sending at a batch's own time with its input capability: allowed where the input's
+    connection to the output holds the identity summary (0), alone or among others; else
+    refused, naming the earliest time allowed, or the missing connection."""
+    errors = per_worker(run.workers)
+
+    def build(scope):
+        builder = st.OperatorBuilder("Connected", scope)
+        output, stream = builder.new_output()
+        input = builder.new_input(scope.to_stream([1]), st.Pipeline, connection=connection)
+
+        def logic(frontiers):
+            for cap, batch in input:
+                try:
+                    output.give_at(cap, batch)
+                except st.CapabilityError as caught:
+                    errors[scope.index].append(str(caught))
+        builder.build(lambda capabilities: logic)
+        return stream.capture()
+    sent = merged(example(run, build))
+    if error is None:
+        assert sent == [(0, [1] * run.workers)] and errors == per_worker(run.workers)
+    else:
+        assert sent == [] and errors == [[mine[0]] for mine in errors]
+        assert all(error in message for mine in errors for message in mine)

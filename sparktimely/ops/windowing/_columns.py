@@ -393,8 +393,8 @@ class ArrowSessions:
                                          _numpy(done, "__end")).take(pa.array(order))
         closes = closes[order]
         starts = np.flatnonzero(np.r_[True, closes[1:] != closes[:-1]])
-        return [(int(closes[a]), results.slice(a, b - a))
-                for a, b in zip(starts, np.r_[starts[1:], len(closes)])]
+        return [(close, results.slice(a, b - a)) for close, a, b in zip(
+            closes[starts].tolist(), starts.tolist(), starts[1:].tolist() + [len(closes)])]
 
     def pending(self) -> list[int]:
         return list(self.closing)
