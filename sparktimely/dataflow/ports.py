@@ -62,6 +62,9 @@ class OutputPort:
     def push(self, time: Timestamp, batch: Any) -> None:
         """Send one non-empty batch at ``time`` to every consumer of this output."""
         pushers = self.pushers
+        if len(pushers) == 1:                   # the usual: one consumer
+            pushers[0].push(time, batch)
+            return
         last = len(pushers) - 1
         for i, pusher in enumerate(pushers):
             # Consumers may keep or change the lists they receive: each gets its own.
@@ -329,7 +332,7 @@ class OutputHandle:
         """Send a whole batch (list or pyarrow.RecordBatch) at ``capability``'s time. The
         batch then belongs to the dataflow: do not change it afterwards."""
         time = self._time_of(capability)
-        if batch_length(batch):
+        if len(batch) if batch.__class__ is list else batch.num_rows:
             self._port.push(time, batch)
 
     def _defer(self, time: Timestamp, records: Iterator[Any]) -> None:
