@@ -762,3 +762,21 @@ def test_arrow_join_of_a_batch_at_one_time_matches_every_pair(new, new_time, old
                 if m["k"] == o["k"]:
                     expected[(m["k"], m["v"], o["w"], at.join(ot))] += m["diff"] * o["diff"]
     assert +got == +expected and -got == -expected
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(hashes=hs.lists(hs.integers(0, 9), max_size=30),
+       probes=hs.lists(hs.integers(0, 9), max_size=4))
+def test_match_sorted_pairs_every_probe_with_its_rows(hashes, probes):
+    """Every ``(probe, row)`` pair of equal hashes, whether one probe is searched (two
+    searches) or several (one vectorised search): against a scan of all pairs."""
+    import numpy as np
+    from sparktimely.differential.arrow.batch import match_sorted
+    big = 2 ** 63                   # hashes beyond int64, as uint64 hashes are
+    found = match_sorted(np.array(sorted(h + big for h in hashes), np.uint64),
+                         np.array([p + big for p in probes], np.uint64))
+    expected = sorted((i, j) for i, p in enumerate(probes)
+                      for j, h in enumerate(sorted(hashes)) if h == p)
+    assert len(found[0]) == len(found[1]) == len(expected)
+    assert sorted(zip(*(x.tolist() for x in found))) == expected
+    assert all(x.dtype == np.int64 for x in found)

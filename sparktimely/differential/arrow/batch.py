@@ -682,6 +682,10 @@ def match_sorted(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndar
     if not len(sorted_hashes) or not len(probes):
         empty = np.empty(0, np.int64)
         return empty, empty
+    if len(probes) == 1:                # one key (a one-row update): two searches, no more
+        lo = int(sorted_hashes.searchsorted(probes)[0])
+        hi = int(sorted_hashes.searchsorted(probes, "right")[0])
+        return np.zeros(hi - lo, np.int64), np.arange(lo, hi)
     lo = sorted_hashes.searchsorted(probes)
     if not np.count_nonzero(sorted_hashes.take(lo, mode="clip") == probes):   # the usual miss
         empty = np.empty(0, np.int64)
