@@ -683,9 +683,9 @@ def match_sorted(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndar
         empty = np.empty(0, np.int64)
         return empty, empty
     if len(probes) == 1:                # one key (a one-row update): two searches, no more
-        lo = int(sorted_hashes.searchsorted(probes)[0])
-        hi = int(sorted_hashes.searchsorted(probes, "right")[0])
-        return np.zeros(hi - lo, np.int64), np.arange(lo, hi)
+        first = int(sorted_hashes.searchsorted(probes)[0])
+        end = int(sorted_hashes.searchsorted(probes, "right")[0])
+        return np.zeros(end - first, np.int64), np.arange(first, end)
     lo = sorted_hashes.searchsorted(probes)
     if not np.count_nonzero(sorted_hashes.take(lo, mode="clip") == probes):   # the usual miss
         empty = np.empty(0, np.int64)
