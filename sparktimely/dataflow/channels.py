@@ -40,7 +40,7 @@ class LocalPusher:
     def push(self, time, batch) -> None:
         if self._observer is not None:
             self._observer(batch)
-        count = len(batch) if batch.__class__ is list else batch.num_rows   # batch_length
+        count = batch_length(batch)
         self._update(self._location, time, count)
         self._queue.append((time, batch, count))
         self._activate(self._operator)

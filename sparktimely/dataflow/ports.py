@@ -308,8 +308,7 @@ class OutputHandle:
         if capability.__class__ is InputCapability:
             outputs = capability._outputs
             if self._index < len(outputs) and outputs[self._index] is self._port:
-                if 0 not in capability._summaries[self._index]:    # 0: sends at its time
-                    capability._check_allows(capability.time, self._index)
+                capability._check_allows(capability.time, self._index)
                 return capability.time
             raise CapabilityError("the input capability belongs to another operator")
         if isinstance(capability, Capability):
@@ -332,7 +331,7 @@ class OutputHandle:
         """Send a whole batch (list or pyarrow.RecordBatch) at ``capability``'s time. The
         batch then belongs to the dataflow: do not change it afterwards."""
         time = self._time_of(capability)
-        if len(batch) if batch.__class__ is list else batch.num_rows:
+        if batch_length(batch):
             self._port.push(time, batch)
 
     def _defer(self, time: Timestamp, records: Iterator[Any]) -> None:
