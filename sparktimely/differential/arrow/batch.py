@@ -521,9 +521,7 @@ class ArrowBatch:
         [DataType(int64), None]
         """
         if self._integer_key is False:
-            column = self.data.column(self.key[0]) if len(self.key) == 1 else None
-            self._integer_key = column.type if column is not None and not column.null_count \
-                and pa.types.is_integer(column.type) else None
+            self._integer_key = integer_key_type(self.data, self.key)
         return self._integer_key
 
     def merged(self, newer: "ArrowBatch", since: list) -> "ArrowBatch":
@@ -771,11 +769,17 @@ def hash_is_key(left: pa.Table, left_key: list, right: pa.Table, right_key: list
     >>> hash_is_key(t, ["k"], t, ["k"]), hash_is_key(t, ["s"], t, ["s"])
     (True, False)
     """
-    if len(left_key) != 1 or len(right_key) != 1:
-        return False
-    a, b = left.column(left_key[0]), right.column(right_key[0])
-    return (a.type == b.type and pa.types.is_integer(a.type) and not a.null_count
-            and not b.null_count)
+    kind = integer_key_type(left, left_key)
+    return kind is not None and kind == integer_key_type(right, right_key)
+
+
+def integer_key_type(table: pa.Table, key: list) -> pa.DataType | None:
+    """The type of ``key`` when it is one integer column without nulls, else None (see
+    :func:`hash_is_key`)."""
+    if len(key) != 1:
+        return None
+    column = table.column(key[0])
+    return column.type if pa.types.is_integer(column.type) and not column.null_count else None
 
 
 def keys_equal(left: pa.Table, left_key: list, right: pa.Table, right_key: list) -> np.ndarray:

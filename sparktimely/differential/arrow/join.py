@@ -16,7 +16,8 @@ import pyarrow as pa
 
 from ...progress.timestamp import TimeKind
 from ..updates import DIFF
-from .batch import ArrowBatch, keys_equal, lookup_all, split_by_time, table_batch, time_from
+from .batch import (ArrowBatch, constant_times, keys_equal, lookup_all, split_by_time,
+                    table_batch, time_from)
 
 class ArrowJoiner:
     """Joins an ArrowBatch of one input with the trace batches of the other."""
@@ -57,11 +58,12 @@ class ArrowJoiner:
         if not tables:
             return []
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        if at is not None and all(t is None for t in times):
-            return [(time_from(self.kind, at), table_batch(table))] if table.num_rows else []
+        time = time_from(self.kind, at) if at is not None else None
+        if time is not None and all(t is None for t in times):
+            return [(time, table_batch(table))] if table.num_rows else []
         return split_by_time(table, np.concatenate(
-            [np.repeat(np.array(at, np.int64).reshape(-1, 1), len(part), axis=1)
-             if each is None else each for part, each in zip(tables, times)], axis=1), self.kind)
+            [constant_times(self.kind, time, len(part)) if each is None else each
+             for part, each in zip(tables, times)], axis=1), self.kind)
 
     def _assemble(self, left: ArrowBatch, i1: np.ndarray, right: ArrowBatch, i2: np.ndarray,
                   diffs: np.ndarray) -> pa.Table:

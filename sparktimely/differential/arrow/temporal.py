@@ -122,9 +122,10 @@ class ArrowHeld:
         while heap and heap[0][0] <= bound:
             _, sequence, run = heapq.heappop(heap)
             times = run.times
-            stop = run.position
-            for time, start, stop in due_slices(times, run.position, bound):
+            slices = due_slices(times, run.position, bound)   # one at least: heap[0] was due
+            for time, start, stop in slices:
                 due.setdefault(time, []).append(run.rows.slice(start, stop - start))
+            stop = slices[-1][2]
             if stop < len(times):
                 run.position = stop
                 heapq.heappush(heap, (int(times[stop]), sequence, run))
