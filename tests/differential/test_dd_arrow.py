@@ -758,7 +758,7 @@ def test_arrow_join_of_a_batch_at_one_time_matches_every_pair(new, new_time, old
     for other in others:
         for i, o in enumerate(other.data.to_pylist()):
             ot = Product(*other.times[:, i].tolist())
-            for j, m in enumerate(mine_rows):
+            for m in mine_rows:
                 if m["k"] == o["k"]:
                     expected[(m["k"], m["v"], o["w"], at.join(ot))] += m["diff"] * o["diff"]
     assert +got == +expected and -got == -expected

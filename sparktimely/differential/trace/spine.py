@@ -6,11 +6,11 @@ inside it); there, adjacent batches are merged while the older is not more than 
 large, so sizes shrink geometrically from oldest to newest: about ``log2(n)`` batches, and
 every update takes part in about ``log2(n)`` merges over its life: work proportional to what
 was inserted, as differential's ``Spine``. Each insert performs at most one merge, so a
-cascade is spread over the following inserts. Small batches wait for a few others and are merged
-together; advances of the upper without a batch merge the small batches at the end now and
-then, so an idle trace also ends up tidy. Merging advances times to the *logical compaction
-frontier* and consolidates, so updates that cancel out disappear; merges of small batches into a batch
-that is still small only put them in order (see :data:`SMALL_BATCH`).
+cascade is spread over the following inserts. Small batches wait for a few others and are
+merged together; advances of the upper without a batch merge the small batches at the end
+now and then, so an idle trace also ends up tidy. Merging advances times to the *logical
+compaction frontier* and consolidates, so updates that cancel out disappear; merges of small
+batches into a batch that is still small only put them in order (see :data:`SMALL_BATCH`).
 
 >>> from sparktimely.differential.trace.batch import Batch
 >>> spine = Spine([0])
@@ -60,10 +60,10 @@ merges with fuel. Rows here are units of merge work: a batch's ``merge_cost`` sa
 one of its updates costs (an Arrow row 1, a Python update 32). Each batch that joins the
 merged part earns :data:`FUEL` times its rows of merge work (an advance without a batch, as
 one row), spent a piece at a time once it covers this many rows, so a merge of ``n`` rows
-spreads over the updates that follow instead of adding ``n`` rows of work to one of them (the p99 of
-small updates). A worker with nothing else to do merges ahead (:meth:`Spine.idle_work`), so
-that paced updates seldom meet a piece. Readers see the batches being merged until the
-merge completes."""
+spreads over the updates that follow instead of adding ``n`` rows of work to one of them
+(the p99 of small updates). A worker with nothing else to do merges ahead
+(:meth:`Spine.idle_work`), so that paced updates seldom meet a piece. Readers see the
+batches being merged until the merge completes."""
 FUEL = 8
 
 
