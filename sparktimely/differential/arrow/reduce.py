@@ -10,6 +10,7 @@ sent. Keys evaluated at a time where nothing changed simply produce no correctio
 """
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Any, Sequence
 
 import numpy as np
@@ -452,9 +453,9 @@ INDEX_LIMIT = 100_000
 
 class CountIndex:
     """``count`` for totally ordered times on small updates, with plain Python containers:
-    the current count of every key of the output (``{hash: (key, count)}``, the output
-    trace accumulated through the last retired interval, made from the trace when first
-    needed) answers each changed key with one dict lookup, where :func:`count_updates`
+    the current count of every key of the output (``{hash: (key, count, kept)}``, the
+    output trace accumulated through the last retired interval, made from the trace when
+    first needed) answers each changed key with one dict lookup, where :func:`count_updates`
     searches every batch of the output trace with numpy calls whose fixed costs a batch of
     a hundred rows does not repay. Same output as :func:`count_updates` (rows sorted by
     hash within each time, retraction before insertion), less the no-op pairs of keys whose
@@ -462,9 +463,11 @@ class CountIndex:
 
     With ``keep``, the index is the output's only record: no batch for the output trace,
     which no one reads while the index answers (no batch built, inserted or merged). The
-    index remembers what the trace held for each key it changed since (``behind``), and
-    :meth:`release` gives the one batch that brings the trace up to date, before another
-    path reads it. The reducer releases the index whenever another path is to count.
+    index remembers what the trace held for each key it changed since (``behind``; an
+    entry's ``kept`` says that its key is there, so that a changed key costs no second
+    lookup), and :meth:`release` gives the one batch that brings the trace up to date,
+    before another path reads it. The reducer releases the index whenever another path is
+    to count.
 
     >>> import pyarrow as pa
     >>> from sparktimely.progress.timestamp import TimeKind
@@ -499,15 +502,17 @@ class CountIndex:
             return []
         rows = []
         for h in sorted(behind):
-            old, new = behind[h], current.get(h)
+            old, entry = behind[h], current.get(h)
+            new = entry[:2] if entry is not None else None
             if old != new:
                 rows += [(h, *old, -1)] if old is not None else []
                 rows += [(h, *new, 1)] if new is not None else []
         if not rows:
             return []
-        table, hashes = count_rows(rows, self.schema)
-        return [ArrowBatch(table, constant_times(kind, since[0], len(rows)), hashes,
-                           list(self.schema.names[:-2]), kind, since, lower, since)]
+        output, hashes = count_rows(rows, self.schema)
+        return [ArrowBatch(pa.Table.from_batches([output]), constant_times(kind, since[0],
+                                                                           len(rows)),
+                           hashes, list(self.schema.names[:-2]), kind, since, lower, since)]
 
     def updates(self, batches: list, out_history: list, lower: list, upper: list,
                 kind: TimeKind, keep: bool = False) -> tuple[list, ArrowBatch | None] | None:
@@ -524,29 +529,39 @@ class CountIndex:
         by_time = _deltas_by_hash(batches, key)
         if by_time is None:
             return None                                 # a hash collision, or NaN
-        changed: dict = {}                  # hash -> (key, count) as the updates leave them
         produced: list = []
-        tables: list[pa.Table] = []
+        outputs: list[pa.RecordBatch] = []
         hashes: list[np.ndarray] = []
         times: list[tuple[Any, int]] = []               # (time, its output rows), by time
         schema = self._output_schema(batches[0].data.schema, key)
-        changed_get, current_get = changed.get, current.get
+        current_get = current.get
+        behind = self.behind
+        undo: list = []             # (hash, its entry before) of the changes made at earlier times
+        left = len(by_time)
         for time in sorted(by_time):
             # the output's columns: hashes, keys, counts, diffs (retraction, then insertion)
             out_h: list = []
             out_k: list = []
             out_c: list = []
             out_d: list = []
-            for h, k, d in by_time[time]:
+            changed: list = []                      # hashes whose count changes,
+            entries: list = []                      # their (key, count, kept) entries,
+            gone: list = []                         # and those whose count is now 0
+            for h, k, d in by_time[time]:           # each hash once
                 if not d:
                     continue
-                old = changed_get(h) or current_get(h)
+                old = current_get(h)
                 if old is None:
                     count = 0
+                    if keep and h not in behind:
+                        behind[h] = None
                 elif old[0] != k:
+                    self._undo(undo)
                     return None
                 else:
                     count = old[1]
+                    if keep and not old[2]:
+                        behind[h] = old[:2]
                 new = count + d
                 if count and new:
                     out_h += (h, h)
@@ -558,35 +573,48 @@ class CountIndex:
                     out_k.append(k)
                     out_c.append(count or new)
                     out_d.append(-1 if count else 1)
-                changed[h] = (k, new)
+                changed.append(h)
+                entries.append((k, new, keep))
+                if not new:
+                    gone.append(h)
+            left -= 1
+            if left:                                # a later time may give up: undo then
+                undo += zip(changed, map(current_get, changed))
+            current.update(zip(changed, entries))
+            for h in gone:
+                del current[h]
             if not out_h:
                 continue
-            table = count_table(out_k, out_c, out_d, schema)
-            produced.append((time, table_batch(table)))
+            output = count_table(out_k, out_c, out_d, schema)
+            produced.append((time, output))
             times.append((time, len(out_h)))
             if not keep:
-                tables.append(table)
+                outputs.append(output)
                 hashes.append(np.array(out_h, np.uint64))
         if keep and self.behind_from is None:
             self.behind_from = lower
-        behind = self.behind
-        for h, (k, count) in changed.items():
-            if keep and h not in behind:
-                behind[h] = current_get(h)
-            if count:
-                current[h] = (k, count)
-            else:
-                current.pop(h, None)
-        if not tables or keep:
+        if not outputs:
             return produced, None
         out_times = np.concatenate([constant_times(kind, time, rows) for time, rows in times],
                                    axis=1)
-        if len(tables) == 1:
-            out = ArrowBatch(tables[0], out_times, hashes[0], list(key), kind, lower, upper, lower)
+        table = pa.Table.from_batches(outputs)
+        if len(outputs) == 1:
+            out = ArrowBatch(table, out_times, hashes[0], list(key), kind, lower, upper, lower)
         else:
-            out = ArrowBatch.build(pa.concat_tables(tables), out_times, key, lower, upper, kind,
+            out = ArrowBatch.build(table, out_times, key, lower, upper, kind,
                                    consolidated=True, hashes=np.concatenate(hashes))
         return produced, out
+
+    def _undo(self, undo: list) -> None:
+        """Restore the index's entries ``undo`` lists (``(hash, entry or None)``), newest
+        last: what an update that gives up had changed."""
+        current = self.current
+        assert current is not None
+        for h, entry in reversed(undo):
+            if entry is None:
+                current.pop(h, None)
+            else:
+                current[h] = entry
 
     def _output_schema(self, input_schema: pa.Schema, key: list) -> pa.Schema:
         """The key columns of ``input_schema``, then ``count`` and ``diff`` (made once)."""
@@ -621,7 +649,7 @@ class CountIndex:
             return None                     # two keys share a hash: numpy's path compares keys
         data = data.take(live)
         keys = row_keys(data, key)
-        return dict(zip(hashes[live].tolist(), zip(keys, counts[live].tolist())))
+        return dict(zip(hashes[live].tolist(), zip(keys, counts[live].tolist(), repeat(False))))
 
 
 def counts_as_input(out_history: list, key: list) -> list:
@@ -634,8 +662,8 @@ def counts_as_input(out_history: list, key: list) -> list:
             for b in out_history if len(b)]
 
 
-def count_rows(rows: list, schema: pa.Schema) -> tuple[pa.Table, np.ndarray]:
-    """The count output table (``schema``: key columns, ``count``, ``diff``) of
+def count_rows(rows: list, schema: pa.Schema) -> tuple[pa.RecordBatch, np.ndarray]:
+    """The count output (``schema``: key columns, ``count``, ``diff``) of
     ``(hash, key, count, diff)`` rows (keys as :func:`row_keys` gives them), and their
     hashes."""
     hashes, keys, counts, diffs = zip(*rows)
@@ -643,29 +671,32 @@ def count_rows(rows: list, schema: pa.Schema) -> tuple[pa.Table, np.ndarray]:
 
 
 def count_table(keys: Sequence[Any], counts: Sequence[int], diffs: Sequence[int],
-                schema: pa.Schema) -> pa.Table:
-    """The count output table (``schema``: key columns, ``count``, ``diff``) of its
-    columns: keys (as :func:`row_keys` gives them), counts and diffs."""
+                schema: pa.Schema) -> pa.RecordBatch:
+    """The count output (``schema``: key columns, ``count``, ``diff``) of its columns: keys
+    (as :func:`row_keys` gives them), counts and diffs."""
     key_columns = [keys] if len(schema) == 3 else zip(*keys)
-    return pa.Table.from_arrays(
+    return pa.RecordBatch.from_arrays(
         [int64_array(c) if f.type == INT64 else pa.array(list(c), f.type)
          for c, f in zip(key_columns, schema)]
         + [int64_array(counts), int64_array(diffs)], schema=schema)
 
 
 def _deltas_by_hash(batches: list, key: list) -> dict | None:
-    """``{time: [(hash, key, summed diff)]}`` of a count's new ``batches``, each hash
-    once per time, in hash order; None if two keys share a hash (or a key, such as NaN, is
+    """``{time: (hash, key, summed diff) rows}`` (a list, or an iterator for one batch
+    with no key twice) of a count's new ``batches``, each hash once per time, in hash order; None if two keys share a hash (or a key, such as NaN, is
     not equal to itself). A batch at one time is sorted by hash already: its repeated keys
     are adjacent."""
     if len(batches) == 1:
         batch = batches[0]
         lower = batch.lower[0] if len(batch.lower) == 1 else None
         if lower.__class__ is int and batch.upper == [lower + 1]:
+            hashes = batch.hashes.tolist()
+            rows = zip(hashes, row_keys(batch.data, key), batch.diffs.tolist())
+            if len(set(hashes)) == len(hashes):
+                return {lower: rows}                    # no key twice
             merged: list = []
             last = None
-            for h, k, d in zip(batch.hashes.tolist(), row_keys(batch.data, key),
-                               batch.diffs.tolist()):
+            for h, k, d in rows:
                 if h == last:
                     previous = merged[-1]
                     if previous[1] != k:
