@@ -10,7 +10,7 @@ sent. Keys evaluated at a time where nothing changed simply produce no correctio
 """
 from __future__ import annotations
 
-from itertools import repeat
+from operator import itemgetter
 from typing import Any, Sequence
 
 import numpy as np
@@ -453,21 +453,24 @@ INDEX_LIMIT = 100_000
 
 class CountIndex:
     """``count`` for totally ordered times on small updates, with plain Python containers:
-    the current count of every key of the output (``{hash: (key, count, kept)}``, the
-    output trace accumulated through the last retired interval, made from the trace when
-    first needed) answers each changed key with one dict lookup, where :func:`count_updates`
-    searches every batch of the output trace with numpy calls whose fixed costs a batch of
-    a hundred rows does not repay. Same output as :func:`count_updates` (rows sorted by
-    hash within each time, retraction before insertion), less the no-op pairs of keys whose
-    updates cancel.
+    the current count of every key of the output (``{key: count}``, the output trace
+    accumulated through the last retired interval, made from the trace when first needed)
+    answers each changed key with one dict lookup, where :func:`count_updates` searches
+    every batch of the output trace with numpy calls whose fixed costs a batch of a hundred
+    rows does not repay. Same output as :func:`count_updates` (rows sorted by hash within
+    each time, retraction before insertion), less the no-op pairs of keys whose updates
+    cancel.
+
+    The dict is keyed by the key's values (a tuple of them for several key columns), so
+    that a lookup compares keys once and two keys of one hash are two entries. Float key
+    columns, whose Python values do not identify a key as its bits do (NaN is not equal to
+    itself, -0.0 equals 0.0), are left to :func:`count_updates`.
 
     With ``keep``, the index is the output's only record: no batch for the output trace,
     which no one reads while the index answers (no batch built, inserted or merged). The
-    index remembers what the trace held for each key it changed since (``behind``; an
-    entry's ``kept`` says that its key is there, so that a changed key costs no second
-    lookup), and :meth:`release` gives the one batch that brings the trace up to date,
-    before another path reads it. The reducer releases the index whenever another path is
-    to count.
+    index remembers what the trace held for each key it changed since (``behind``), and
+    :meth:`release` gives the one batch that brings the trace up to date, before another
+    path reads it. The reducer releases the index whenever another path is to count.
 
     >>> import pyarrow as pa
     >>> from sparktimely.progress.timestamp import TimeKind
@@ -486,9 +489,10 @@ class CountIndex:
 
     def __init__(self) -> None:
         self.current: dict | None = None
-        self.behind: dict = {}              # hash -> (key, count) or None: the trace's, if kept
+        self.behind: dict = {}              # key -> the trace's count (0: none), if kept
         self.behind_from: list | None = None    # the trace's upper when the index kept output
         self.schema: pa.Schema | None = None       # the output's
+        self.plain_keys = False                 # no float key column
         self._input_schema: pa.Schema | None = None
 
     def release(self, lower: list, kind: TimeKind) -> list:
@@ -500,68 +504,56 @@ class CountIndex:
         self.current, self.behind, self.behind_from = None, {}, None
         if current is None or since is None or self.schema is None:
             return []
-        rows = []
-        for h in sorted(behind):
-            old, entry = behind[h], current.get(h)
-            new = entry[:2] if entry is not None else None
+        keys: list = []
+        counts: list = []
+        diffs: list = []
+        for k, old in behind.items():
+            new = current.get(k, 0)
             if old != new:
-                rows += [(h, *old, -1)] if old is not None else []
-                rows += [(h, *new, 1)] if new is not None else []
-        if not rows:
+                for count, diff in ((old, -1), (new, 1)):
+                    if count:
+                        keys.append(k)
+                        counts.append(count)
+                        diffs.append(diff)
+        if not keys:
             return []
-        output, hashes = count_rows(rows, self.schema)
-        return [ArrowBatch(pa.Table.from_batches([output]), constant_times(kind, since[0],
-                                                                           len(rows)),
-                           hashes, list(self.schema.names[:-2]), kind, since, lower, since)]
+        table = pa.Table.from_batches([count_table(keys, counts, diffs, self.schema)])
+        return [ArrowBatch.build(table, constant_times(kind, since[0], len(keys)),
+                                 list(self.schema.names[:-2]), since, lower, kind, since,
+                                 consolidated=True)]
 
     def updates(self, batches: list, out_history: list, lower: list, upper: list,
                 kind: TimeKind, keep: bool = False) -> tuple[list, ArrowBatch | None] | None:
         """What :func:`count_updates` returns for ``batches`` (the new input), or None if
-        the index cannot say (an output too large to index, two keys of one hash, a key
-        that is not equal to itself such as NaN): the caller counts with numpy then. With
-        ``keep``, no batch for the output trace (see the class docstring)."""
+        the index cannot say (key columns whose values do not identify keys, an output too
+        large to index or holding two keys of one hash): the caller counts with numpy then.
+        With ``keep``, no batch for the output trace (see the class docstring)."""
+        key = batches[0].key
+        schema = self._output_schema(batches[0].data.schema, key)
+        if not self.plain_keys:
+            return None
         current = self.current
         if current is None:
             current = self.current = self._indexed(out_history)
             if current is None:
                 return None
-        key = batches[0].key
-        by_time = _deltas_by_hash(batches, key)
-        if by_time is None:
-            return None                                 # a hash collision, or NaN
+        by_time = _deltas(batches, key)
         produced: list = []
         outputs: list[pa.RecordBatch] = []
         hashes: list[np.ndarray] = []
         times: list[tuple[Any, int]] = []               # (time, its output rows), by time
-        schema = self._output_schema(batches[0].data.schema, key)
         current_get = current.get
-        behind = self.behind
-        undo: list = []             # (hash, its entry before) of the changes made at earlier times
-        left = len(by_time)
+        keep_first = self.behind.setdefault
         for time in sorted(by_time):
             # the output's columns: hashes, keys, counts, diffs (retraction, then insertion)
             out_h: list = []
             out_k: list = []
             out_c: list = []
             out_d: list = []
-            changed: list = []                      # hashes whose count changes,
-            entries: list = []                      # their (key, count, kept) entries,
-            gone: list = []                         # and those whose count is now 0
-            for h, k, d in by_time[time]:           # each hash once
+            for h, k, d in by_time[time]:           # each key once
                 if not d:
                     continue
-                old = current_get(h)
-                if old is None:
-                    count = 0
-                    if keep and h not in behind:
-                        behind[h] = None
-                elif old[0] != k:
-                    self._undo(undo)
-                    return None
-                else:
-                    count = old[1]
-                    if keep and not old[2]:
-                        behind[h] = old[:2]
+                count = current_get(k, 0)
                 new = count + d
                 if count and new:
                     out_h += (h, h)
@@ -573,16 +565,12 @@ class CountIndex:
                     out_k.append(k)
                     out_c.append(count or new)
                     out_d.append(-1 if count else 1)
-                changed.append(h)
-                entries.append((k, new, keep))
-                if not new:
-                    gone.append(h)
-            left -= 1
-            if left:                                # a later time may give up: undo then
-                undo += zip(changed, map(current_get, changed))
-            current.update(zip(changed, entries))
-            for h in gone:
-                del current[h]
+                if keep:
+                    keep_first(k, count)
+                if new:
+                    current[k] = new
+                else:
+                    del current[k]
             if not out_h:
                 continue
             output = count_table(out_k, out_c, out_d, schema)
@@ -605,30 +593,21 @@ class CountIndex:
                                    consolidated=True, hashes=np.concatenate(hashes))
         return produced, out
 
-    def _undo(self, undo: list) -> None:
-        """Restore the index's entries ``undo`` lists (``(hash, entry or None)``), newest
-        last: what an update that gives up had changed."""
-        current = self.current
-        assert current is not None
-        for h, entry in reversed(undo):
-            if entry is None:
-                current.pop(h, None)
-            else:
-                current[h] = entry
-
     def _output_schema(self, input_schema: pa.Schema, key: list) -> pa.Schema:
         """The key columns of ``input_schema``, then ``count`` and ``diff`` (made once)."""
         known = self._input_schema
         if known is not input_schema and (known is None or not input_schema.equals(known)):
             self._input_schema = input_schema
-            self.schema = pa.schema([input_schema.field(n) for n in key] + COUNT_FIELDS)
+            fields = [input_schema.field(n) for n in key]
+            self.schema = pa.schema(fields + COUNT_FIELDS)
+            self.plain_keys = not any(pa.types.is_floating(f.type) for f in fields)
         assert self.schema is not None
         return self.schema
 
     @staticmethod
     def _indexed(out_history: list) -> dict | None:
-        """``{hash: (key, count)}`` of the output accumulated over ``out_history``; None if
-        it holds more than :data:`INDEX_LIMIT` rows, or a hash with two live rows."""
+        """``{key: count}`` of the output accumulated over ``out_history``; None if it
+        holds more than :data:`INDEX_LIMIT` rows, or a hash with two live rows."""
         batches = [b for b in out_history if len(b)]
         if sum(len(b) for b in batches) > INDEX_LIMIT:
             return None
@@ -640,16 +619,13 @@ class CountIndex:
         if grouped is None:
             return None                     # not one count per key: let numpy sort it out
         order, first, live = grouped
-        hashes, counts = hashes[order], counts[order]
         key = batches[0].key
         data = pa.concat_tables([b.data.select(key) for b in batches]).take(order)
         group_start = np.flatnonzero(first)[np.cumsum(first) - 1]   # each row's group's first
         if not hash_is_key(data, key, data, key) and \
                 not keys_equal(data, key, data.take(group_start), key).all():
             return None                     # two keys share a hash: numpy's path compares keys
-        data = data.take(live)
-        keys = row_keys(data, key)
-        return dict(zip(hashes[live].tolist(), zip(keys, counts[live].tolist(), repeat(False))))
+        return dict(zip(row_keys(data.take(live), key), counts[order][live].tolist()))
 
 
 def counts_as_input(out_history: list, key: list) -> list:
@@ -660,14 +636,6 @@ def counts_as_input(out_history: list, key: list) -> list:
                                                                        * b.diffs)),
                        b.times, b.hashes, key, b.kind, b.lower, b.upper, b.since)
             for b in out_history if len(b)]
-
-
-def count_rows(rows: list, schema: pa.Schema) -> tuple[pa.RecordBatch, np.ndarray]:
-    """The count output (``schema``: key columns, ``count``, ``diff``) of
-    ``(hash, key, count, diff)`` rows (keys as :func:`row_keys` gives them), and their
-    hashes."""
-    hashes, keys, counts, diffs = zip(*rows)
-    return count_table(keys, counts, diffs, schema), np.array(hashes, np.uint64)
 
 
 def count_table(keys: Sequence[Any], counts: Sequence[int], diffs: Sequence[int],
@@ -681,44 +649,28 @@ def count_table(keys: Sequence[Any], counts: Sequence[int], diffs: Sequence[int]
         + [int64_array(counts), int64_array(diffs)], schema=schema)
 
 
-def _deltas_by_hash(batches: list, key: list) -> dict | None:
-    """``{time: (hash, key, summed diff) rows}`` (a list, or an iterator for one batch
-    with no key twice) of a count's new ``batches``, each hash once per time, in hash order; None if two keys share a hash (or a key, such as NaN, is
-    not equal to itself). A batch at one time is sorted by hash already: its repeated keys
-    are adjacent."""
+def _deltas(batches: list, key: list) -> dict:
+    """``{time: (hash, key, summed diff) rows}`` of a count's new ``batches``, each key
+    once per time, in hash order (a list, or an iterator for one batch at one time with no
+    key twice, which is sorted by hash already)."""
     if len(batches) == 1:
         batch = batches[0]
         lower = batch.lower[0] if len(batch.lower) == 1 else None
         if lower.__class__ is int and batch.upper == [lower + 1]:
             hashes = batch.hashes.tolist()
-            rows = zip(hashes, row_keys(batch.data, key), batch.diffs.tolist())
             if len(set(hashes)) == len(hashes):
-                return {lower: rows}                    # no key twice
-            merged: list = []
-            last = None
-            for h, k, d in rows:
-                if h == last:
-                    previous = merged[-1]
-                    if previous[1] != k:
-                        return None
-                    merged[-1] = (h, k, previous[2] + d)
-                else:
-                    merged.append((h, k, d))
-                    last = h
-            return {lower: merged}
-    by_time: dict = {}                  # time -> {hash: [key, summed diff]}
+                return {lower: zip(hashes, row_keys(batch.data, key), batch.diffs.tolist())}
+    by_time: dict = {}                  # time -> {key: [hash, summed diff]}
     for batch in batches:
         for t, h, k, d in zip(batch.times[0].tolist(), batch.hashes.tolist(),
                               row_keys(batch.data, key), batch.diffs.tolist()):
             deltas = by_time.setdefault(t, {})
-            present = deltas.get(h)
+            present = deltas.get(k)
             if present is None:
-                deltas[h] = [k, d]
-            elif present[0] != k:
-                return None
+                deltas[k] = [h, d]
             else:
                 present[1] += d
-    return {t: [(h, k, d) for h, (k, d) in sorted(deltas.items())]
+    return {t: sorted(((h, k, d) for k, (h, d) in deltas.items()), key=itemgetter(0))
             for t, deltas in by_time.items()}
 
 
