@@ -494,9 +494,9 @@ def test_count_index_counts_keys_of_one_hash_apart(keep):
 
 
 def test_count_index_leaves_float_keys_to_numpy():
-    """Float keys (-0.0 equals 0.0 and NaN is not equal to itself in Python, where the
-    trace tells them by their bits) are not held by the count index: it says it cannot
-    count them, and the caller counts with numpy."""
+    """Float keys (a NaN is not equal to itself in Python, so a dict would never find its
+    key again) are not held by the count index: it says it cannot count them, and the
+    caller counts with numpy."""
     from sparktimely.differential.arrow.batch import ArrowBatch, times_for
     from sparktimely.differential.arrow.reduce import CountIndex
     from sparktimely.progress.timestamp import TimeKind

@@ -463,8 +463,8 @@ class CountIndex:
 
     The dict is keyed by the key's values (a tuple of them for several key columns), so
     that a lookup compares keys once and two keys of one hash are two entries. Float key
-    columns, whose Python values do not identify a key as its bits do (NaN is not equal to
-    itself, -0.0 equals 0.0), are left to :func:`count_updates`.
+    columns are left to :func:`count_updates`: a NaN is not equal to itself in Python, so
+    a dict would never find its key again.
 
     With ``keep``, the index is the output's only record: no batch for the output trace,
     which no one reads while the index answers (no batch built, inserted or merged). The
