@@ -833,3 +833,20 @@ def test_match_sorted_pairs_every_probe_with_its_rows(hashes, probes):
     assert len(found[0]) == len(found[1]) == len(expected)
     assert sorted(zip(*(x.tolist() for x in found))) == expected
     assert all(x.dtype == np.int64 for x in found)
+
+
+@settings(max_examples=150, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(hashes=hs.lists(hs.integers(0, 9), max_size=80), small=hs.sampled_from([0, 32, 100]))
+def test_unsorted_order_sorts_hashes_on_both_paths(monkeypatch, hashes, small):
+    """The order that sorts a batch's hashes (None when they are sorted), from Python for
+    short arrays and from numpy for long ones (``small`` moves the line): against
+    Python's sort of the hashes."""
+    from sparktimely.differential.arrow import batch as arrow_batch
+    monkeypatch.setattr(arrow_batch, "SMALL_ROWS", small)
+    values = np.array([h + 2 ** 63 for h in hashes], np.uint64)
+    order = arrow_batch.unsorted_order(values)
+    if hashes == sorted(hashes):
+        assert order is None
+    else:
+        assert values[order].tolist() == sorted(values.tolist())

@@ -95,7 +95,8 @@ class ArrowArranger:
             batches.extend(same)
             times_of.append(constant_times(self.kind, time, rows))
         table = pa.Table.from_batches(batches, schema=self.schema)
-        return ArrowBatch.build(table, np.concatenate(times_of, axis=1), key, lower, upper,
+        times = times_of[0] if len(times_of) == 1 else np.concatenate(times_of, axis=1)
+        return ArrowBatch.build(table, times, key, lower, upper,
                                 self.kind, consolidated=True,
                                 at=next(iter(by_time)) if len(by_time) == 1 else None)
 
