@@ -388,6 +388,29 @@ def test_arrow_count_small_and_vectorised_paths(run, monkeypatch, small, limit, 
           [(["w", "v"], [pa.string(), pa.int64()])], run)
 
 
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("key", [["x"], ["w", "v"]], ids=["float", "two columns"])
+@SETTINGS
+@given(data=hs.data())
+def test_arrow_count_small_updates_by_float_and_by_two_key_columns(run, key, data):
+    """count's small updates with a float key column (which the index leaves to numpy) and
+    with two key columns (which the index holds as tuples of their values), through many
+    rounds, against the oracle."""
+    rows = data.draw(many_rounds({"w": hs.sampled_from(["a", "b", None]),
+                                  "v": hs.integers(0, 2),
+                                  "x": hs.sampled_from([0.0, 1.5, -2.5, None])}))
+    names = ["w", "v", "x"]
+    at = [names.index(n) for n in key]
+
+    def oracle(c):
+        counts = Counter()
+        for data_row, n in c.items():
+            counts[tuple(data_row[i] for i in at)] += n
+        return Counter({(*k, n): 1 for k, n in counts.items() if n})
+    check(lambda scope, c: c.count(key=key), oracle, [rows],
+          [(names, [pa.string(), pa.int64(), pa.float64()])], run)
+
+
 def output_counts(produced: list) -> dict:
     """``{(time, w, count): diff}`` of a count's ``[(time, RecordBatch)]`` output, zeros
     dropped."""
