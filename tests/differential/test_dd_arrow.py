@@ -174,6 +174,70 @@ def test_arrow_reachability_by_iterate(workers):
     check(build, oracle, [edges, roots], schemas, processes(workers))
 
 
+def toggled_edges(rounds: list) -> list:
+    """Per round, ``((src, dst), diff)`` updates that insert each listed edge if absent and
+    delete it if present (every edge's count stays 0 or 1)."""
+    present: set = set()
+    out = []
+    for edges in rounds:
+        updates = []
+        for edge in dict.fromkeys(edges):
+            updates.append((edge, -1 if edge in present else 1))
+            present ^= {edge}
+        out.append(updates)
+    return out
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("few_rows", [0, None])
+@SETTINGS
+@given(rounds=hs.lists(hs.lists(hs.tuples(hs.integers(0, 7), hs.integers(0, 7)), max_size=6),
+                       min_size=2, max_size=5))
+def test_arrow_count_and_distinct_in_a_loop_on_both_evaluation_paths(run, monkeypatch,
+                                                                     few_rows, rounds):
+    """Reachability whose loop counts each node's in-edges from reached nodes (``count`` at
+    ``Product`` times) and keeps the nodes counted (``distinct``), with edges inserted and
+    deleted over rounds, against a BFS: the few rows of an update are evaluated as Python
+    tuples (``few_rows`` None: the default limit) or as int64 matrices (0)."""
+    from sparktimely.differential.arrow import reduce as arrow_reduce
+    if few_rows is not None:
+        monkeypatch.setattr(arrow_reduce, "FEW_ROWS", few_rows)
+    evaluated = Counter()
+    for name in ("_evaluate_rows", "_evaluate_integers"):
+        method = getattr(arrow_reduce.ArrowReducer, name)
+        monkeypatch.setattr(arrow_reduce.ArrowReducer, name,
+                            lambda self, *args, _m=method, _n=name: (evaluated.update([_n]),
+                                                                     _m(self, *args))[1])
+
+    def build(scope, e, r):
+        def step(reach):
+            sources = reach.map_batches(lambda b: b.rename_columns(["src", "diff"]))
+            targets = sources.join(e.enter(reach.scope), on="src").map_batches(
+                lambda b: pa.RecordBatch.from_arrays([b.column("dst"), b.column("diff")],
+                                                     ["node", "diff"]))
+            counted = targets.concat(r.enter(reach.scope)).count(key="node")
+            return counted.map_batches(lambda b: pa.RecordBatch.from_arrays(
+                [b.column("node"), b.column("diff")], ["node", "diff"])).distinct()
+        return r.iterate(step)
+
+    def oracle(e, r):
+        adj: dict = {}
+        for (u, v), n in e.items():
+            if n > 0:
+                adj.setdefault(u, []).append(v)
+        seen, todo = set(), [x for (x,), n in r.items() if n > 0]
+        while todo:
+            u = todo.pop()
+            if u not in seen:
+                seen.add(u)
+                todo += adj.get(u, [])
+        return {(n,): 1 for n in seen}
+    schemas = [(["src", "dst"], [pa.int64(), pa.int64()]), (["node"], [pa.int64()])]
+    check(build, oracle, [toggled_edges(rounds), [[((0,), 1)]]], schemas, run)
+    assert evaluated["_evaluate_integers" if few_rows == 0 else "_evaluate_rows"]
+    assert not evaluated["_evaluate_rows" if few_rows == 0 else "_evaluate_integers"]
+
+
 @pytest.mark.timeout(120)
 def test_arrow_reachability_over_an_entered_arrangement(run):
     edges = [[((0, 1), 1), ((1, 2), 1), ((2, 3), 1), ((5, 6), 1)], [((1, 2), -1), ((0, 5), 1)]]
@@ -640,6 +704,44 @@ def test_small_row_paths_equal_the_numpy_paths(rows, depth):
         patch.setattr(batch, "SMALL_ROWS", 0)
         patch.setattr(reduce, "SMALL_ROWS", 0)
         assert results() == small
+
+
+@settings(max_examples=150, deadline=None, database=None)
+@given(counting=hs.booleans(), data=hs.data(),
+       times=hs.lists(hs.tuples(hs.integers(0, 2), hs.integers(0, 2)), min_size=1, max_size=4,
+                      unique=True))
+def test_reducer_evaluates_few_rows_as_its_matrices_do(counting, data, times):
+    """``count`` and ``distinct`` over a few gathered rows (Python tuples, their times as
+    coordinate tuples) give the corrections the int64-matrix evaluation gives for the same
+    rows, at several interesting times of a loop (``Product``), each correction seen by the
+    later times."""
+    from sparktimely import Product
+    from sparktimely.differential.arrow import reduce as arrow_reduce
+    from sparktimely.progress.timestamp import TimeKind
+    hashes = hs.sampled_from([-2**63, -5, 0, 7, 2**63 - 1])
+    coords = hs.tuples(hs.integers(0, 2), hs.integers(0, 2))
+    columns = 1 if counting else 2                      # the key; the key and a value
+    row = hs.tuples(hashes, *[hs.integers(0, 2)] * columns, hs.sampled_from([1, -1, 2]))
+    rows_in = data.draw(hs.lists(hs.tuples(row, coords), max_size=25))
+    out_row = hs.tuples(hashes, *[hs.integers(0, 2)] * 2, hs.sampled_from([1, -1]))
+    rows_out = data.draw(hs.lists(hs.tuples(out_row, coords), max_size=8))
+    names = ["k", "count"] if counting else ["k", "x"]
+    schema = pa.schema([pa.field("__hash", pa.uint64())] + [pa.field(n, pa.int64()) for n in names]
+                       + [pa.field("diff", pa.int64())])
+    spec = arrow_reduce.CountSpec() if counting else arrow_reduce.DistinctSpec()
+    reducer = arrow_reduce.ArrowReducer("r", spec, TimeKind(int, 1))
+    at = [Product(*t) for t in sorted(times)]
+
+    def matrices(pairs, width):
+        if not pairs:
+            return None, None
+        return (np.array([r for r, _ in pairs], np.int64).reshape(len(pairs), width),
+                np.array([c for _, c in pairs], np.int64).T.copy())
+    few = reducer._evaluate_rows(schema, [r for r, _ in rows_in], [c for _, c in rows_in],
+                                 [r for r, _ in rows_out], [c for _, c in rows_out], at)
+    many = reducer._evaluate_integers(schema, *matrices(rows_in, columns + 2),
+                                      *matrices(rows_out, 4), at)
+    assert [(t, m.tolist()) for t, m in few] == [(t, m.tolist()) for t, m in many]
 
 
 def test_arranger_consolidates_long_seals_only():

@@ -699,9 +699,13 @@ def match_sorted(sorted_hashes: np.ndarray, probes: np.ndarray) -> tuple[np.ndar
     if not len(sorted_hashes) or not len(probes):
         empty = np.empty(0, np.int64)
         return empty, empty
-    if len(probes) == 1:                # one key (a one-row update): two searches, no more
-        first = int(sorted_hashes.searchsorted(probes)[0])
-        end = int(sorted_hashes.searchsorted(probes, "right")[0])
+    if len(probes) == 1:                # one key (a one-row update): a scalar search
+        probe = probes[0]
+        first = int(sorted_hashes.searchsorted(probe))
+        if first == len(sorted_hashes) or sorted_hashes[first] != probe:     # the usual miss
+            empty = np.empty(0, np.int64)
+            return empty, empty
+        end = int(sorted_hashes.searchsorted(probe, "right"))
         return np.zeros(end - first, np.int64), np.arange(first, end)
     lo = sorted_hashes.searchsorted(probes)
     if not np.count_nonzero(sorted_hashes.take(lo, mode="clip") == probes):   # the usual miss
