@@ -33,10 +33,16 @@ def _minimal(times: list, kept: Sequence[Timestamp] = ()) -> list:
     """
     least: list = []
     for time in times:
-        if any(less_equal(f, time) for f in kept) or any(less_equal(t, time) for t in least):
-            continue
-        least = [t for t in least if not less_equal(time, t)]
-        least.append(time)
+        for bound in kept:
+            if less_equal(bound, time):
+                break
+        else:
+            for other in least:
+                if less_equal(other, time):
+                    break
+            else:
+                least = [t for t in least if not less_equal(time, t)]
+                least.append(time)
     return least
 
 
@@ -183,10 +189,13 @@ class MutableAntichain:
             if not frontier:                          # nothing else is positive
                 self._frontier = [time]
                 return [(time, 1)]
-            if any(less_equal(f, time) for f in frontier):
-                return []
-            kept = [f for f in frontier if not less_equal(time, f)]   # those it precedes go
+            for f in frontier:                        # times of one type: not ints here
+                if f.less_equal(time):
+                    return []
+            kept = [f for f in frontier if not time.less_equal(f)]    # those it precedes go
             self._frontier = kept + [time]
+            if len(kept) == len(frontier):            # it precedes none: one more element
+                return [(time, 1)]
             return [(f, -1) for f in frontier if f not in kept] + [(time, 1)]
         if count > 0 or time not in frontier:
             return []
@@ -207,8 +216,13 @@ class MutableAntichain:
             least = min(positive)
             self._frontier = [least]
             return [(time, -1), (least, 1)]
-        kept = [f for f in self._frontier if f != time]
-        added = _minimal(positive, kept)
+        frontier = self._frontier
+        if len(frontier) == 1:                        # the usual case: it was the only one
+            kept: list = []
+            added = positive if len(positive) == 1 else _minimal(positive)
+        else:
+            kept = [f for f in frontier if f != time]
+            added = _minimal(positive, kept)
         self._frontier = kept + added
         return [(time, -1)] + [(t, 1) for t in added]
 

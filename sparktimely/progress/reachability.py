@@ -316,12 +316,14 @@ class Tracker:
         self._edges: list[list[int]] = [[] for _ in range(count)]
         for source, target in graph._edges:
             self._edges[sources[source]].append(targets[target])
+        # (source, summary) per target; summary None where it leaves times as they are
         self._internal: list[list[tuple[int, Any]]] = [[] for _ in range(count)]
         for node, rows in enumerate(graph._summaries):
             for i, row in enumerate(rows):
                 for o, paths in enumerate(row):
                     for summary in paths:
-                        self._internal[targets[(node, i)]].append((sources[(node, o)], summary))
+                        self._internal[targets[(node, i)]].append(
+                            (sources[(node, o)], None if _unchanging(summary) else summary))
         self._pointstamps = [MutableAntichain() for _ in range(count)]
         self._implications = graph._frontiers
         self._pending: dict[tuple[int, Timestamp], int] = {}
@@ -430,13 +432,28 @@ class Tracker:
                 changed.add(loc)
                 for source, summary in internal[loc]:
                     for t, d in changes:
-                        t = advance(t, summary)
+                        if summary is not None:
+                            t = advance(t, summary)
                         push(worklist, (key(source, t) if key else t, source, d, t))
             else:
                 for target in edges[loc]:
                     for t, d in changes:
                         push(worklist, (key(target, t) if key else t, target, d, t))
         return changed
+
+
+def _unchanging(summary: Any) -> bool:
+    """True if ``summary`` leaves every time as it is (``0``, or a ``Product`` of such; not
+    ``ENTER`` and ``LEAVE``, which change a time's type).
+
+    >>> from sparktimely.progress.timestamp import ENTER
+    >>> _unchanging(0), _unchanging(Product(0, 0)), _unchanging(Product(0, 1)), _unchanging(ENTER)
+    (True, True, False, False)
+    """
+    if summary.__class__ is int:
+        return summary == 0
+    return summary.__class__ is Product and _unchanging(summary.outer) and \
+        _unchanging(summary.inner)
 
 
 def _pop_least(items: list) -> tuple:
