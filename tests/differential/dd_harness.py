@@ -11,7 +11,7 @@ seeded interleaving, at 1, 2 and 3 workers) or :func:`processes` (``st.execute``
 """
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from typing import Any, Callable, Sequence
 
 import sparktimely as st
@@ -159,3 +159,40 @@ def tagged_counts_and_distinct(c: dd.Collection) -> dd.Collection:
     """``count()`` and ``distinct()`` of ``c`` in one collection, tagged as the oracle is."""
     return c.count().map(lambda xn: ("count", xn)).concat(
         c.distinct().map(lambda x: ("distinct", x)))
+
+
+# -- graph inputs and oracles ---------------------------------------------------------------
+
+def toggled(rounds_of_edges: list) -> list:
+    """Rounds of edges to toggle as rounds of (edge, +1 | -1): an edge is inserted if
+    absent, deleted if present."""
+    present, rounds = set(), []
+    for edges in rounds_of_edges:
+        updates = []
+        for e in dict.fromkeys(edges):
+            updates.append((e, -1 if e in present else 1))
+            present ^= {e}
+        rounds.append(updates)
+    return rounds
+
+
+def adjacency(edges: dict) -> dict:
+    """``{node: [successor, ...]}`` of ``{(u, v): 1}`` edges (each present once)."""
+    adj: dict = {}
+    for (u, v), n in edges.items():
+        assert n == 1
+        adj.setdefault(u, []).append(v)
+    return adj
+
+
+def bfs(edges: dict, roots: list) -> dict:
+    """``{node: distance}`` of the nodes reachable from ``roots`` over ``edges``."""
+    adj, dist = adjacency(edges), {r: 0 for r in roots}
+    queue = deque(roots)
+    while queue:
+        u = queue.popleft()
+        for v in adj.get(u, ()):
+            if v not in dist:
+                dist[v] = dist[u] + 1
+                queue.append(v)
+    return dist

@@ -12,7 +12,7 @@ from hypothesis import strategies as hs
 
 import sparktimely as st
 import sparktimely.differential as dd
-from dd_harness import accumulate, accumulate_rounds, processes, run_rounds
+from dd_harness import accumulate, accumulate_rounds, bfs, processes, run_rounds, toggled
 
 SETTINGS = settings(max_examples=10, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -174,20 +174,6 @@ def test_arrow_reachability_by_iterate(workers):
     check(build, oracle, [edges, roots], schemas, processes(workers))
 
 
-def toggled_edges(rounds: list) -> list:
-    """Per round, ``((src, dst), diff)`` updates that insert each listed edge if absent and
-    delete it if present (every edge's count stays 0 or 1)."""
-    present: set = set()
-    out = []
-    for edges in rounds:
-        updates = []
-        for edge in dict.fromkeys(edges):
-            updates.append((edge, -1 if edge in present else 1))
-            present ^= {edge}
-        out.append(updates)
-    return out
-
-
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("few_rows", [0, None])
 @SETTINGS
@@ -221,19 +207,9 @@ def test_arrow_count_and_distinct_in_a_loop_on_both_evaluation_paths(run, monkey
         return r.iterate(step)
 
     def oracle(e, r):
-        adj: dict = {}
-        for (u, v), n in e.items():
-            if n > 0:
-                adj.setdefault(u, []).append(v)
-        seen, todo = set(), [x for (x,), n in r.items() if n > 0]
-        while todo:
-            u = todo.pop()
-            if u not in seen:
-                seen.add(u)
-                todo += adj.get(u, [])
-        return {(n,): 1 for n in seen}
+        return {(n,): 1 for n in bfs(e, [x for (x,) in r])}
     schemas = [(["src", "dst"], [pa.int64(), pa.int64()]), (["node"], [pa.int64()])]
-    check(build, oracle, [toggled_edges(rounds), [[((0,), 1)]]], schemas, run)
+    check(build, oracle, [toggled(rounds), [[((0,), 1)]]], schemas, run)
     assert evaluated["_evaluate_integers" if few_rows == 0 else "_evaluate_rows"]
     assert not evaluated["_evaluate_rows" if few_rows == 0 else "_evaluate_integers"]
 

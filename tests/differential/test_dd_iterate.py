@@ -3,7 +3,7 @@ transitive closure), as edges are inserted and deleted over rounds, at 1, 2 and 
 (in-process through the ``run`` fixture; worker processes for the fixed scenarios).
 A deleted edge must retract everything derived through it (the intent of differential's
 tests/bfs.rs and tests/scc.rs)."""
-from collections import Counter, deque
+from collections import Counter
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -11,7 +11,7 @@ from hypothesis import strategies as hs
 
 import sparktimely as st
 import sparktimely.differential as dd
-from dd_harness import check_rounds, processes
+from dd_harness import adjacency, bfs, check_rounds, processes, toggled
 
 SETTINGS = settings(max_examples=10, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -19,39 +19,6 @@ SETTINGS = settings(max_examples=10, deadline=None, database=None,
 NODES = 6
 edge = hs.tuples(hs.integers(0, NODES - 1), hs.integers(0, NODES - 1))
 toggles = hs.lists(hs.lists(edge, max_size=5), min_size=1, max_size=4)
-
-
-def toggled(rounds_of_edges):
-    """Rounds of edges to toggle as rounds of (edge, +1 | -1): an edge is inserted if
-    absent, deleted if present."""
-    present, rounds = set(), []
-    for edges in rounds_of_edges:
-        updates = []
-        for e in dict.fromkeys(edges):
-            updates.append((e, -1 if e in present else 1))
-            present ^= {e}
-        rounds.append(updates)
-    return rounds
-
-
-def adjacency(edges):
-    adj: dict = {}
-    for (u, v), n in edges.items():
-        assert n == 1
-        adj.setdefault(u, []).append(v)
-    return adj
-
-
-def bfs(edges, roots):
-    adj, dist = adjacency(edges), {r: 0 for r in roots}
-    queue = deque(roots)
-    while queue:
-        u = queue.popleft()
-        for v in adj.get(u, ()):
-            if v not in dist:
-                dist[v] = dist[u] + 1
-                queue.append(v)
-    return dist
 
 
 def reachability(edges, roots):
