@@ -104,6 +104,19 @@ def time_coordinates(kind: TimeKind, time: Any) -> tuple:
     return kind.coordinates(time)
 
 
+def coordinates_le(coords: Sequence[int], at: Sequence[int]) -> bool:
+    """Whether the time with coordinates ``coords`` is ``<=`` the one with ``at`` in the
+    partial order (every coordinate no greater).
+
+    >>> coordinates_le((1, 5), (2, 5)), coordinates_le((1, 5), (2, 4))
+    (True, False)
+    """
+    for mine, bound in zip(coords, at):
+        if mine > bound:
+            return False
+    return True
+
+
 def time_from(kind: TimeKind, coords: Sequence[int] | np.ndarray) -> Any:
     """The time whose coordinates are ``coords`` (inverse of :func:`time_coordinates`)."""
     time: Any = int(coords[0])

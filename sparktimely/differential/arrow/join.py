@@ -16,8 +16,8 @@ import pyarrow as pa
 
 from ...progress.timestamp import TimeKind
 from ..updates import DIFF
-from .batch import (ArrowBatch, constant_times, keys_equal, lookup_all, split_by_time,
-                    table_batch, time_from)
+from .batch import (ArrowBatch, constant_times, coordinates_le, keys_equal, lookup_all,
+                    split_by_time, table_batch, time_from)
 
 class ArrowJoiner:
     """Joins an ArrowBatch of one input with the trace batches of the other."""
@@ -51,7 +51,7 @@ class ArrowJoiner:
                     i1, i2 = i1[equal], i2[equal]
             diffs = first.diffs[i1] * second.diffs[i2]
             tables.append(self._assemble(first, i1, second, i2, diffs))
-            if at is not None and all(o <= a for o, a in zip(other.time_range()[1], at)):
+            if at is not None and coordinates_le(other.time_range()[1], at):
                 times.append(None)
             else:
                 times.append(np.maximum(first.times[:, i1], second.times[:, i2]))

@@ -17,11 +17,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...progress.timestamp import TimeKind
+from ...progress.timestamp import TimeKind, less_equal
 from ..updates import DIFF
 from ..lattice import beyond, interesting_times
 from .batch import (HASH, INT64, SMALL_ROWS, ZERO, ArrowBatch, column_numpy, constant_times,
-                    coordinates, distinct_times, group_by, group_sum, hash_is_key, hash_order,
+                    coordinates, coordinates_le, distinct_times, group_by, group_sum, hash_is_key, hash_order,
                     int64_array, keys_equal, lookup_all, nonzero_sums, table_batch, time_from,
                     times_le)
 
@@ -280,7 +280,6 @@ class ArrowReducer:
             rows_in = np.empty((0, width if counting else width + 1), np.int64)
             in_times = np.empty((coordinates(self.kind), 0), np.int64)
         made: list = []
-        made_times: list = []
         for time in times:
             if self.total and len(times) == 1:
                 visible = rows_in
@@ -295,12 +294,12 @@ class ArrowReducer:
             have = [wanted]
             if rows_out is not None:
                 have.append(_negated(rows_out[times_le(out_times, time, self.kind)]))
-            for (_, matrix), at in zip(made, made_times):
-                have.append(_negated(matrix[times_le(at, time, self.kind)]))
+            for earlier, matrix in made:        # every row of a correction is at its time
+                if less_equal(earlier, time):
+                    have.append(_negated(matrix))
             correction = _summed(np.vstack(have), width)
             if len(correction):
                 made.append((time, correction))
-                made_times.append(constant_times(self.kind, time, len(correction)))
         return made
 
     def _evaluate_rows(self, schema: pa.Schema, rows_in: list, in_coords: list,
@@ -308,7 +307,7 @@ class ArrowReducer:
                        ) -> list[tuple[Any, np.ndarray]]:
         """:meth:`_evaluate_integers` for the few rows of :meth:`_gather_integers`' Python
         path (tuples, and their times as coordinate tuples): grouped in dicts, without a
-        numpy call per time."""
+        numpy call per time. ``schema`` is unused: the tuples carry their own width."""
         counting = isinstance(self.spec, CountSpec)
         kind = self.kind
         written = list(zip(rows_out, out_coords))     # the output so far, then corrections
@@ -317,7 +316,7 @@ class ArrowReducer:
             at = kind.coordinates(time)
             totals: dict = {}
             for row, coords in zip(rows_in, in_coords):
-                if _coordinates_le(coords, at):
+                if coordinates_le(coords, at):
                     group = row[:-1]
                     totals[group] = totals.get(group, 0) + row[-1]
             if counting:               # (hash, key..., count) for non-zero counts
@@ -325,7 +324,7 @@ class ArrowReducer:
             else:                      # each row with a positive count, once
                 wanted = {group: 1 for group, total in totals.items() if total > 0}
             for row, coords in written:
-                if _coordinates_le(coords, at):
+                if coordinates_le(coords, at):
                     group = row[:-1]
                     wanted[group] = wanted.get(group, 0) - row[-1]
             correction = [group + (diff,) for group, diff in sorted(wanted.items()) if diff]
@@ -350,14 +349,6 @@ class ArrowReducer:
             key, lower, upper, self.kind, consolidated=True,
             hashes=np.ascontiguousarray(matrix[:, 0]).view(np.uint64))
         return produced, out_batch
-
-
-def _coordinates_le(coords: tuple, at: tuple) -> bool:
-    """Whether the time with coordinates ``coords`` is ``<=`` the one with ``at``."""
-    for mine, bound in zip(coords, at):
-        if mine > bound:
-            return False
-    return True
 
 
 def _times_among(times: Any, kind: TimeKind) -> set:
