@@ -28,6 +28,10 @@ Workloads (the data and update streams of shared/anchors/pw_incremental.py):
   query dataflow dropped after its answer; then memory growth: 1,000 more queries under
   tracemalloc, what stays allocated after the first tenth, against the RSS the arrangement
   added (RSS itself hides the growth: memory freed while loading is reused).
+- query dataflow per round at 1 and 2 workers: ``examples/dd_queries.py`` (100k random edges
+  arranged, then 300 rounds each installing a query dataflow that imports the arrangement,
+  asks for 3 keys and is dropped, while every worker inserts an edge into ``knows``): the
+  median round (the slower worker's), 1 and 2 workers taking turns three times.
 - sliding count (its own section): ``active_between(t, t + 100k)`` then ``count`` per key,
   on Python records and on Arrow rows (start and end columns), 1 worker. 100k events over
   1,000 keys with times spread over ``[0, 100k)`` arrive at time 100k (all inside the
@@ -89,6 +93,8 @@ import pyarrow.acero  # noqa: F401  (group_by's engine, loaded on first use: 20-
 import sparktimely as st
 import sparktimely.differential as dd  # with the Arrow path's modules
 
+from examples import dd_queries
+
 from ._util import Goal, Histogram, Row, Section, quantile
 from .pathway_incremental import sliding_data
 
@@ -98,6 +104,7 @@ WC_WORDS, WC_KEYS, WC_UPDATES, WC_BATCH, WARMUP = 1_000_000, 10_007, 1_000, 100,
 J_A, J_B, J_UPDATES = 1_000_000, 100_000, 1_000
 G_NODES, G_EDGES, G_UPDATES, G_WARMUP = 100_000, 500_000, 100, 6
 KNOWS, QUERIES = 1_000_000, 1_000
+Q_EDGES, Q_ROUNDS, Q_RUNS = 100_000, 300, 3   # dd_queries at 1 and 2 workers
 SL_EVENTS, SL_KEYS, SL_WINDOW, SL_UPDATES = 100_000, 1_000, 100_000, 1_000
 PACE = 0.005                        # paced updates: one starting every PACE seconds
 LOAD_RUNS = 3                       # loads: the best of this many runs (plus the latency run's)
@@ -460,6 +467,24 @@ def shared_arrangement(knows: int, queries: int) -> dict:
             "growth_mb": growth / 2**20}
 
 
+def query_scaling(edges: int, queries: int, runs: int) -> dict:
+    """Seed 003's query program (``examples/dd_queries.py``: a query dataflow per round
+    importing one arranged ``knows`` while ``knows`` changes) at 1 and 2 workers, taking
+    turns ``runs`` times: the median over the runs of each run's median round (a round's
+    latency is its slowest worker's; the first tenth of the rounds is warm-up)."""
+    def run(workers: int) -> float:
+        parts = st.execute(lambda worker: dd_queries.queries(worker, edges, queries,
+                                                             report=lambda *_: None),
+                           workers=workers)
+        slowest = [max(round_seconds) for round_seconds in zip(*parts)]
+        return statistics.median(slowest[queries // 10:]) * 1e3
+    medians: dict[int, list[float]] = {1: [], 2: []}
+    for _ in range(runs):
+        for workers in (1, 2):
+            medians[workers].append(run(workers))
+    return {workers: statistics.median(values) for workers, values in medians.items()}
+
+
 # -- plain Python --------------------------------------------------------------------------------
 
 def bfs_count(edges: list, nodes: int) -> int:
@@ -574,6 +599,8 @@ def main(quick: bool = False, with_pathway: bool = True) -> list[Section]:
     wc1["load"], jc1["load"] = best["wc", 1, True], best["jc", 1, True]
     reach = reachability(nodes, edges, G_UPDATES)
     shared = shared_arrangement(knows, queries)
+    q_edges, q_rounds = Q_EDGES // scale, Q_ROUNDS // scale
+    query_rounds = query_scaling(q_edges, q_rounds, Q_RUNS)
     pw_words = WC_WORDS // (10 if quick else 1)
     def paced_rows(name: str, size: str, figures: dict, mode: str) -> list[Row]:
         return [Row(f"{name} update, {q}, one every {PACE * 1e3:g} ms", size, "ms",
@@ -621,6 +648,11 @@ def main(quick: bool = False, with_pathway: bool = True) -> list[Section]:
             best["wc", 2, True] / best["wc", 1, True], goals=[Goal(">=", 1.5)]),
         Row("2 workers / 1 worker, join + count load", f"{a_rows:,} x {b_rows:,}", "x",
             best["jc", 2, True] / best["jc", 1, True], goals=[Goal(">=", 1.5)]),
+        Row("query dataflow per round (dd_queries), median, 1 worker",
+            f"{q_edges:,} edges, {q_rounds:,} rounds", "ms", query_rounds[1]),
+        Row("query dataflow per round (dd_queries), median, 2 workers",
+            f"{q_edges:,} edges, {q_rounds:,} rounds", "ms", query_rounds[2],
+            limits={"1 worker": query_rounds[1]}, goals=[Goal("<=", 1.25, "1 worker")]),
         Row("word count load, first in new processes", f"{words:,} words", "words/s",
             best["wc", 1, False]),
         Row("join + count load, first in new processes", f"{a_rows:,} x {b_rows:,} rows",
@@ -634,6 +666,10 @@ def main(quick: bool = False, with_pathway: bool = True) -> list[Section]:
              f"(taking turns), each after one untimed warm-up load in the same worker "
              f"processes; 'first in new processes': the best of {LOAD_RUNS} runs without it. "
              f"The Arrow path's modules are imported before the workers fork",
+             f"query dataflow per round: examples/dd_queries.py's rounds (install a "
+             f"dataflow importing the shared arrangement, answer 3 keys, drop it, while "
+             f"knows changes), the median of {Q_RUNS} runs at each worker count taking "
+             f"turns; a round's latency is its slowest worker's",
              f"reachability: {reach['reachable']:,} nodes reachable (checked against a BFS); "
              "Pathway's figure is for insertions only (its anchor measures no deletions)",
              "Pathway: " + ("; ".join(f"{m}: {v}" for m, v in pw.items() if isinstance(v, str))
