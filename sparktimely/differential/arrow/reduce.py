@@ -21,9 +21,9 @@ from ...progress.timestamp import TimeKind, less_equal
 from ..updates import DIFF
 from ..lattice import beyond, interesting_times
 from .batch import (HASH, INT64, SMALL_ROWS, ZERO, ArrowBatch, column_numpy, constant_times,
-                    coordinates, coordinates_le, distinct_times, group_by, group_sum, hash_is_key, hash_order,
-                    int64_array, keys_equal, lookup_all, nonzero_sums, table_batch, time_from,
-                    times_le)
+                    coordinates, coordinates_le, distinct_times, group_by, group_sum,
+                    hash_is_key, hash_order, int64_array, keys_equal, lookup_all, nonzero_sums,
+                    table_batch, time_from, times_le)
 
 AGGREGATES = ("count", "sum", "min", "max")
 FEW_ROWS = 128
@@ -310,7 +310,8 @@ class ArrowReducer:
         numpy call per time. ``schema`` is unused: the tuples carry their own width."""
         counting = isinstance(self.spec, CountSpec)
         kind = self.kind
-        written = list(zip(rows_out, out_coords))     # the output so far, then corrections
+        written = list(zip(rows_out, out_coords))     # the output so far
+        corrections: list = []          # (coordinates, rows): every row at its correction's time
         made: list = []
         for time in times:
             at = kind.coordinates(time)
@@ -323,13 +324,16 @@ class ArrowReducer:
                 wanted = {group + (total,): 1 for group, total in totals.items() if total}
             else:                      # each row with a positive count, once
                 wanted = {group: 1 for group, total in totals.items() if total > 0}
-            for row, coords in written:
-                if coordinates_le(coords, at):
-                    group = row[:-1]
-                    wanted[group] = wanted.get(group, 0) - row[-1]
+            seen = [row for row, coords in written if coordinates_le(coords, at)]
+            for earlier, rows in corrections:
+                if coordinates_le(earlier, at):
+                    seen.extend(rows)
+            for row in seen:
+                group = row[:-1]
+                wanted[group] = wanted.get(group, 0) - row[-1]
             correction = [group + (diff,) for group, diff in sorted(wanted.items()) if diff]
             if correction:
-                written.extend((row, at) for row in correction)
+                corrections.append((at, correction))
                 made.append((time, np.array(correction, np.int64)))
         return made
 
