@@ -176,8 +176,8 @@ class ImportFeed:
 
 def _route(name: str, pairs: bool) -> Callable[[Any], Any]:
     """The exchange route of an arrangement: ``stable_hash`` of the key of a Python update,
-    or, for an Arrow batch, the hashes of its key columns that the combiner before the
-    exchange (:func:`combined`) put in it."""
+    or, for an Arrow batch, the hashes of its key columns that the exchange's
+    :func:`combiner` put in it."""
     def route(update):
         if update.__class__ is not tuple:
             if update.__class__ is list or not hasattr(update, "schema"):
@@ -241,9 +241,7 @@ def arrange_stream(updates: "Stream", name: str, pairs: bool,
     minimum = scope.kind.minimum()
     box = TraceBox(name, [minimum], scope.kind, scope.dataflow.worker, trace_phase(scope))
     scope.on_drop(box.drop_writer)
-    pact = Exchange(_route(name, pairs))
-    if scope.peers > 1 or checkpointing(scope):   # a checkpoint's program is the same at any
-        updates = combined(updates, name, key)     # number of workers
+    pact = Exchange(_route(name, pairs), combine=combiner(name, key))
 
     def ctor(capability, info):
         caps = CapabilitySet()
@@ -297,22 +295,16 @@ def arrange_stream(updates: "Stream", name: str, pairs: bool,
     return updates.unary_frontier(pact, name, ctor), box
 
 
-def combined(updates: "Stream", name: str, key: KeyColumns) -> "Stream":
-    """Large Arrow batches consolidated where they are, before they are exchanged (a
-    combiner: 1M words over 10k keys cross as 10k rows), and every Arrow batch given the
-    hashes of its ``key`` columns, which the exchange routes by and the arrangement sorts
-    by; lists pass unchanged, and so does everything on a single worker."""
-    alone = updates.scope.peers == 1
-
-    def ctor(capability, info):
-        capability.drop()
-
-        def logic(input, output):
-            for cap, batch in input:
-                output.give_at(cap, batch if alone or batch.__class__ is list
-                               else with_key_hashes(name, consolidated_rows(batch), key))
-        return logic
-    return updates.unary(Pipeline, f"{name}Combine", ctor)
+def combiner(name: str, key: KeyColumns) -> Callable[[Any], Any]:
+    """What an arrangement's exchange does to each batch before it crosses (several workers
+    only): a large Arrow batch is consolidated where it is (1M words over 10k keys cross as
+    10k rows) and every Arrow batch is given the hashes of its ``key`` columns, which the
+    exchange routes by and the arrangement sorts by; lists pass unchanged."""
+    def combine(batch: Any) -> Any:
+        if batch.__class__ is list:
+            return batch
+        return with_key_hashes(name, consolidated_rows(batch), key)
+    return combine
 
 
 class Arranger(Protocol):
