@@ -171,7 +171,6 @@ class Dataflow:
         self._loops = []
         if self.worker._observer is not None:
             self.worker._observer.dataflow_built(self)
-        initial_frontiers = self.progress.start(self.tracker)
         if self.peers > 1:       # first, so peers check the shape before anything else
             self.worker.broadcast((GRAPH, self.index, self.name, self.shape,
                                    [op.name for op in self.operators], hash(SALT_PROBE)))
@@ -179,8 +178,8 @@ class Dataflow:
             if operator.watches_frontiers:
                 for handle in operator.inputs:
                     self._frontier_watchers[handle.location] = operator.index
+        _, initial_frontiers = self.progress.start(self.tracker, self._broadcast)
         self._activate_watchers(initial_frontiers)
-        self._propagate()
 
     # -- progress and scheduling ----------------------------------------------------------
 

@@ -132,14 +132,14 @@ class WorkerCore(Generic[S]):
         index = self._dataflow_count
         self._dataflow_count += 1
         dataflow = Dataflow(self, index, name)
-        if self._finished_peers:
-            self._check_built_by_finished(dataflow)
         kind = TimeKind(timestamp)
         scope = self.scope_class(dataflow, None, kind, (index,), dataflow.name)
         result = build(scope)
         dataflow.finish_building()
         self._dataflows.append(dataflow)
         self._built[index] = dataflow
+        if self._finished_peers:        # (a peer's last word may come while this one builds)
+            self._check_built_by_finished(dataflow)
         for source, message in self._early.pop(index, ()):
             dataflow.deliver(source, message)
         if self._observer is not None:

@@ -84,15 +84,22 @@ class ProgressExchange:
         key = (location, time)
         self._initial[key] = self._initial.get(key, 0) + 1
 
-    def start(self, tracker: Tracker) -> set[int]:
+    def start(self, tracker: Tracker, send: Callable[[Batch], object] | None = None
+              ) -> tuple[Batch | None, set[int]]:
         """Begin tracking with ``tracker``: every worker's initial capabilities are counted
-        (each worker made the same ones) and propagated, so the first frontier anything sees
-        holds them. Returns the input locations whose frontier changed."""
+        (each worker made the same ones), and the changes this worker made while building
+        (the initial capabilities its operators dropped at once) are released as one batch,
+        sent with ``send`` before the one pass that applies both, so the first frontier
+        anything sees holds what is still held. Returns ``(batch to broadcast or None,
+        input locations whose frontier changed)``, as :meth:`exchange` does."""
         self.tracker = tracker
         for (location, time), count in self._initial.items():
             tracker.update(location, time, count * self.peers)
         self._initial = {}
-        return tracker.propagate_all()
+        batch = self._take_held()
+        if batch is not None and send is not None:
+            send(batch)
+        return batch, tracker.propagate_all()
 
     def update(self, location: int, time: Timestamp, delta: int) -> None:
         """Record a pointstamp change this worker made (shared at a later :meth:`exchange`)."""
@@ -132,6 +139,11 @@ class ProgressExchange:
         if not self.must_share():
             self._judged = True
             return None
+        return self._take_held()
+
+    def _take_held(self) -> Batch | None:
+        """Release every held change as one batch, buffered in this worker's tracker; the
+        batch to broadcast (None: nothing, or no one to tell)."""
         local, self._local = self._local, {}
         batch = [(key, delta) for key, delta in local.items() if delta]
         update = self.tracker.update

@@ -76,12 +76,17 @@ class Simulation:
                 exchange.acquire_initial(location, 0)
             exchange.update(S1, 0, -1)
             exchange.update(S3, 0, -1)
-            exchange.start(build_graph().build())
             self.exchanges.append(exchange)
         self.caps = [{0: 1} for _ in range(WORKERS)]           # source capabilities by time
         self.messages = []                                      # (worker, target, time)
         self.channels = {(a, b): deque() for a in range(WORKERS) for b in range(WORKERS)
                          if a != b}
+        for worker, exchange in enumerate(self.exchanges):     # the drops go out at start
+            batch, _ = exchange.start(build_graph().build())
+            assert sorted(batch) == [((S1, 0), -1), ((S3, 0), -1)]
+            for other in range(WORKERS):
+                if other != worker:
+                    self.channels[(worker, other)].append(batch)
 
     # -- the truth ---------------------------------------------------------------------------
 
