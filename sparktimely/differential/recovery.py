@@ -202,7 +202,7 @@ class TraceState(KeyedState):
     >>> _ = st.execute(job, workers=2, checkpoint_dir=directory)
     >>> files = glob.glob(os.path.join(directory, "counts", "checkpoints", "*", "*.arrow"))
     >>> sorted({os.path.basename(f).split(".")[0] for f in files})   # count's two traces
-    ['ArrangeBySelf%233', 'Count%234']
+    ['ArrangeBySelf%232', 'Count%233']
     >>> [sum(pa.ipc.open_file(f).read_all().num_rows for f in files if name in f)
     ...  for name in ("ArrangeBySelf", "Count")]     # count keeps totals, not its output
     [2, 0]

@@ -122,13 +122,24 @@ def import_stream(box: TraceBox, since: list, scope: "Scope", name: str) -> "Str
 
         def logic(output):
             queue = feed.queue
+            batches: list = []                  # given together, at capability ``cap``
+            cap = None
             while queue:
                 kind, item, time = queue.popleft()
                 if kind == "batch":
-                    cap = next(c for c in caps if less_equal(c.time, time))
-                    output.session(cap).give(item)
+                    held = next(c for c in caps if less_equal(c.time, time))
+                    if held is not cap and batches:
+                        output.give_at(cap, batches)
+                        batches = []
+                    cap = held
+                    batches.append(item)
                 else:
+                    if batches:
+                        output.give_at(cap, batches)
+                        batches = []
                     caps.downgrade(item)
+            if batches:
+                output.give_at(cap, batches)
             if feed.closed and not caps.is_empty():
                 caps.drop()
         return logic

@@ -69,15 +69,16 @@ def join_core_stream(arranged1: "Arranged", arranged2: "Arranged", f: Callable |
         def drain(side: int, input: Any, output: Any) -> None:
             """Join each batch of input ``side`` with the other trace as acknowledged so far."""
             nonlocal joiner
-            other = traces[1 - side]
+            others: list | None = None          # the other trace's batches: the same for all
             for cap, batches in input:
                 for batch in batches:
                     if len(batch):
                         joiner = joiner or choose(batch)
-                        matches = joiner.join(batch, other.batches_through(acknowledged[1 - side]),
-                                              side == 1, cap.time)
-                        for time, out in matches:
-                            output.give_at(cap if time is None else cap.delayed(time), out)
+                        if others is None:
+                            others = traces[1 - side].batches_through(acknowledged[1 - side])
+                        if others:
+                            for time, out in joiner.join(batch, others, side == 1, cap.time):
+                                output.give_at(cap if time is None else cap.delayed(time), out)
                     acknowledged[side] = batch.upper
 
         def logic(input1, input2, output):
