@@ -122,6 +122,7 @@ class _SessionAllocator:
         self.waiting = False
         # the worker's hot calls; once connected they go straight to the transport
         self.send: Callable[[int, tuple], None] = self._send_queued
+        self.broadcast: Callable[[tuple], None] = self._broadcast_queued
         self.receive: Callable[[], list[tuple[int, tuple]]] = self._receive_connecting
         self.flush: Callable[[], bool] = self._flush_connecting
         self.oversubscribed: Callable[[], bool] = lambda: False
@@ -138,7 +139,7 @@ class _SessionAllocator:
             for target, message in self._queued:
                 inner.send(target, message)
             self._queued = []
-            self.send, self.receive = inner.send, inner.receive
+            self.send, self.broadcast, self.receive = inner.send, inner.broadcast, inner.receive
             self.flush = inner.flush
             self.oversubscribed = inner.oversubscribed
 
@@ -152,6 +153,11 @@ class _SessionAllocator:
 
     def _send_queued(self, target: int, message: tuple) -> None:
         self._queued.append((target, message))          # built before the plan was known
+
+    def _broadcast_queued(self, message: tuple) -> None:
+        for target in range(self.peers):
+            if target != self.index:
+                self._send_queued(target, message)
 
     def _receive_connecting(self) -> list[tuple[int, tuple]]:
         self.connect()

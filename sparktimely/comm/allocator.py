@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..shm import Endpoint
-from .codec import decode, encode
+from .codec import decode, encode, encode_control
 
 
 class Allocator(Protocol):
     """What a worker needs from the communication layer.
 
     >>> from sparktimely.comm import Allocator, ShmAllocator
-    >>> [name for name in ("send", "receive", "park", "wake", "flush",
+    >>> [name for name in ("send", "broadcast", "receive", "park", "wake", "flush",
     ...                    "oversubscribed", "close", "abort") if not hasattr(ShmAllocator, name)]
     []
     """
@@ -27,6 +27,10 @@ class Allocator(Protocol):
     def send(self, target: int, message: tuple) -> None:
         """Queue ``message`` for worker ``target`` (never blocks; a parked ``target`` may be
         woken only at the next ``flush``)."""
+
+    def broadcast(self, message: tuple) -> None:
+        """:meth:`send` a control message (plain Python values: progress, a dataflow's
+        description) to every other worker, encoded once."""
 
     def receive(self) -> list[tuple[int, tuple]]:
         """Every message that has arrived, as ``(source, message)``, FIFO per source."""
@@ -73,6 +77,12 @@ class ShmAllocator:
 
     def send(self, target: int, message: tuple) -> None:
         self.endpoint.send(target, encode(message), notify=False)
+
+    def broadcast(self, message: tuple) -> None:
+        parts = encode_control(message)
+        for target in range(self.peers):
+            if target != self.index:
+                self.endpoint.send(target, parts, notify=False)
 
     def receive(self) -> list[tuple[int, tuple]]:
         return [(source, decode(data)) for source, data in self.endpoint.recv()]

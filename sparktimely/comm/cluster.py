@@ -46,7 +46,7 @@ from typing import Callable, Iterable, Sequence
 
 from ..shm import Endpoint, Mesh
 from .allocator import Allocator, ShmAllocator
-from .codec import decode, encode
+from .codec import decode, encode, encode_control
 from .link import Link
 from .net import connect_peers, connect_timeout, job_token, join_address
 
@@ -213,12 +213,21 @@ class ClusterAllocator:
             os.eventfd_write(self._wakeup, 1)
 
     def send(self, target: int, message: tuple) -> None:
+        self._send_parts(target, encode(message))
+
+    def broadcast(self, message: tuple) -> None:
+        parts = encode_control(message)
+        for target in range(self.peers):
+            if target != self.index:
+                self._send_parts(target, parts)
+
+    def _send_parts(self, target: int, parts: list) -> None:
         link = self._links.get(target)
         if link is None:
             assert self.endpoint is not None           # a peer of this group
-            self.endpoint.send(self._slots[target], encode(message), notify=False)
+            self.endpoint.send(self._slots[target], parts, notify=False)
         else:
-            link.send(encode(message))
+            link.send(parts)
 
     def _read_all(self) -> None:
         """Read every socket that has input into the inbox."""

@@ -17,7 +17,7 @@ import threading
 import time
 from collections import deque
 
-from .codec import decode, encode
+from .codec import decode, encode, encode_control
 
 __all__ = ["InProcessAllocator", "InProcessHub", "Stalled"]
 
@@ -151,6 +151,12 @@ class InProcessAllocator:
     def send(self, target: int, message: tuple) -> None:
         data = b"".join(memoryview(part).cast("B") for part in encode(message))
         self.hub.push(self.index, target, data)
+
+    def broadcast(self, message: tuple) -> None:
+        [data] = encode_control(message)
+        for target in range(self.peers):
+            if target != self.index:
+                self.hub.push(self.index, target, data)
 
     def receive(self) -> list[tuple[int, tuple]]:
         hub = self.hub

@@ -245,13 +245,11 @@ class WorkerCore(Generic[S]):
         return self._allocator
 
     def broadcast(self, message: tuple) -> None:
-        """Send ``message`` to every other worker."""
+        """Send the control message ``message`` (progress, a dataflow's description, a last
+        word: plain Python values) to every other worker."""
         if self._observer is not None:
             self._observer.broadcast(message)
-        send = self._peer_allocator().send
-        for target in range(self.peers):
-            if target != self.index:
-                send(target, message)
+        self._peer_allocator().broadcast(message)
 
     def receive_arrived(self) -> None:
         """Deliver the messages that have arrived, as a step does first. A dataflow that has
