@@ -117,7 +117,7 @@ class _SessionAllocator:
     def __init__(self, session: WorkerSession) -> None:
         self._session = session
         self._inner: Any = None
-        self._queued: list[tuple[int, tuple]] = []
+        self._queued: list[tuple[int | None, tuple]] = []
         self.index, self.peers = session.index, session.peers
         self.waiting = False
         # the worker's hot calls; once connected they go straight to the transport
@@ -137,7 +137,10 @@ class _SessionAllocator:
             with self.waiting_for_others():
                 inner = self._inner = self._session.connect()
             for target, message in self._queued:
-                inner.send(target, message)
+                if target is None:
+                    inner.broadcast(message)
+                else:
+                    inner.send(target, message)
             self._queued = []
             self.send, self.broadcast, self.receive = inner.send, inner.broadcast, inner.receive
             self.flush = inner.flush
@@ -155,9 +158,7 @@ class _SessionAllocator:
         self._queued.append((target, message))          # built before the plan was known
 
     def _broadcast_queued(self, message: tuple) -> None:
-        for target in range(self.peers):
-            if target != self.index:
-                self._send_queued(target, message)
+        self._queued.append((None, message))            # for every peer
 
     def _receive_connecting(self) -> list[tuple[int, tuple]]:
         self.connect()

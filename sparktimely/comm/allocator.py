@@ -56,7 +56,29 @@ class Allocator(Protocol):
         """Release the transport at once, after a failure (remote peers see the loss)."""
 
 
-class ShmAllocator:
+class EncodingAllocator:
+    """What the allocators over byte transports share: a message is encoded (:func:`encode`;
+    a control message once for every peer, :func:`encode_control`) and handed to
+    :meth:`send_parts`, the transport's own."""
+
+    index: int
+    peers: int
+
+    def send(self, target: int, message: tuple) -> None:
+        self.send_parts(target, encode(message))
+
+    def broadcast(self, message: tuple) -> None:
+        parts = encode_control(message)
+        for target in range(self.peers):
+            if target != self.index:
+                self.send_parts(target, parts)
+
+    def send_parts(self, target: int, parts: list) -> None:
+        """Queue the encoded message ``parts`` for worker ``target``."""
+        raise NotImplementedError
+
+
+class ShmAllocator(EncodingAllocator):
     """Messages between the workers of one host through a shared-memory mesh endpoint
     (``endpoint``, public so a host's workers can ring each other's doorbells).
 
@@ -75,14 +97,8 @@ class ShmAllocator:
         self.peers = peers
         self.endpoint = endpoint
 
-    def send(self, target: int, message: tuple) -> None:
-        self.endpoint.send(target, encode(message), notify=False)
-
-    def broadcast(self, message: tuple) -> None:
-        parts = encode_control(message)
-        for target in range(self.peers):
-            if target != self.index:
-                self.endpoint.send(target, parts, notify=False)
+    def send_parts(self, target: int, parts: list) -> None:
+        self.endpoint.send(target, parts, notify=False)
 
     def receive(self) -> list[tuple[int, tuple]]:
         return [(source, decode(data)) for source, data in self.endpoint.recv()]

@@ -45,8 +45,8 @@ from typing import Callable, Iterable, Sequence
 
 
 from ..shm import Endpoint, Mesh
-from .allocator import Allocator, ShmAllocator
-from .codec import decode, encode, encode_control
+from .allocator import Allocator, EncodingAllocator, ShmAllocator
+from .codec import decode
 from .link import Link
 from .net import connect_peers, connect_timeout, job_token, join_address
 
@@ -151,7 +151,7 @@ class _ParkWatcher:
         os.close(self._stop)
 
 
-class ClusterAllocator:
+class ClusterAllocator(EncodingAllocator):
     """Routes each peer to the shared-memory mesh (same group) or to a socket link.
 
     >>> import threading
@@ -212,16 +212,7 @@ class ClusterAllocator:
         if self._wakeup is not None:
             os.eventfd_write(self._wakeup, 1)
 
-    def send(self, target: int, message: tuple) -> None:
-        self._send_parts(target, encode(message))
-
-    def broadcast(self, message: tuple) -> None:
-        parts = encode_control(message)
-        for target in range(self.peers):
-            if target != self.index:
-                self._send_parts(target, parts)
-
-    def _send_parts(self, target: int, parts: list) -> None:
+    def send_parts(self, target: int, parts: list) -> None:
         link = self._links.get(target)
         if link is None:
             assert self.endpoint is not None           # a peer of this group

@@ -17,7 +17,8 @@ import threading
 import time
 from collections import deque
 
-from .codec import decode, encode, encode_control
+from .allocator import EncodingAllocator
+from .codec import decode
 
 __all__ = ["InProcessAllocator", "InProcessHub", "Stalled"]
 
@@ -134,7 +135,7 @@ class InProcessHub:
         return any(self._queues[source][target] for source in range(self.workers))
 
 
-class InProcessAllocator:
+class InProcessAllocator(EncodingAllocator):
     """Worker ``index``'s side of an :class:`InProcessHub` (the ``Allocator`` protocol).
 
     >>> allocator = InProcessHub(3, seed=0).allocator(1)
@@ -148,15 +149,8 @@ class InProcessAllocator:
         self.peers = hub.workers
         self._parked = False         # the last step found nothing to do
 
-    def send(self, target: int, message: tuple) -> None:
-        data = b"".join(memoryview(part).cast("B") for part in encode(message))
-        self.hub.push(self.index, target, data)
-
-    def broadcast(self, message: tuple) -> None:
-        [data] = encode_control(message)
-        for target in range(self.peers):
-            if target != self.index:
-                self.hub.push(self.index, target, data)
+    def send_parts(self, target: int, parts: list) -> None:
+        self.hub.push(self.index, target, b"".join(memoryview(part).cast("B") for part in parts))
 
     def receive(self) -> list[tuple[int, tuple]]:
         hub = self.hub
