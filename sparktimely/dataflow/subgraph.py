@@ -39,9 +39,10 @@ if TYPE_CHECKING:
 DATA, PROGRESS, GRAPH, FINISHED = 0, 1, 2, 3
 """Kinds of worker-to-worker messages: ``(DATA, dataflow, location, time, batch)``,
 ``(PROGRESS, dataflow, [((location, time), delta), ...])``,
-``(GRAPH, dataflow, name, shape, operator_names, salt_probe)`` (each worker's description of
-the dataflow it built, and its Python ``hash`` of a fixed string, to detect differently salted
-peers) and
+``(GRAPH, dataflow, name, shape, operator_names, salt_probe, batch)`` (each worker's description
+of the dataflow it built, its Python ``hash`` of a fixed string, to detect differently salted
+peers, and the progress batch of the capabilities its operators dropped while building, or
+None: one message per dataflow built instead of two) and
 ``(FINISHED, None, built)``: a worker's last word, the number of dataflows it built (it builds
 no more). Its dataflow slot is None, so it never reaches a dataflow's ``deliver``."""
 
@@ -171,15 +172,22 @@ class Dataflow:
         self._loops = []
         if self.worker._observer is not None:
             self.worker._observer.dataflow_built(self)
-        if self.peers > 1:       # first, so peers check the shape before anything else
-            self.worker.broadcast((GRAPH, self.index, self.name, self.shape,
-                                   [op.name for op in self.operators], hash(SALT_PROBE)))
         for operator in self.operators:
             if operator.watches_frontiers:
                 for handle in operator.inputs:
                     self._frontier_watchers[handle.location] = operator.index
-        _, initial_frontiers = self.progress.start(self.tracker, self._broadcast)
+        _, initial_frontiers = self.progress.start(
+            self.tracker, self._announce if self.peers > 1 else None)
         self._activate_watchers(initial_frontiers)
+
+    def _announce(self, batch: list | None) -> None:
+        """Tell every other worker what this one built, with the capabilities its operators
+        dropped while building (``batch``, or None): they check the shape before they apply
+        anything from this dataflow. Then take in what they sent, as :meth:`_broadcast`."""
+        self.worker.broadcast((GRAPH, self.index, self.name, self.shape,
+                               [op.name for op in self.operators], hash(SALT_PROBE), batch))
+        if batch is not None:
+            self.worker.receive_arrived()
 
     # -- progress and scheduling ----------------------------------------------------------
 
@@ -218,7 +226,7 @@ class Dataflow:
         elif kind == PROGRESS:
             self.progress.receive(message[2])
         elif kind == GRAPH:
-            _, _, _, shape, names, salt_probe = message
+            _, _, _, shape, names, salt_probe, dropped = message
             if shape != self.shape:
                 raise RuntimeError(
                     f"workers built dataflow {self.name!r} differently: worker {source} has "
@@ -228,6 +236,8 @@ class Dataflow:
             if salt_probe != hash(SALT_PROBE) and self.worker.index == 0 and \
                     any(calls_hash(route) for route in self._routes()):
                 self.worker._warn_salted_hash(source)
+            if dropped is not None:
+                self.progress.receive(dropped)
 
     def _routes(self) -> list[Callable[[Any], Any]]:
         """The route functions of this dataflow's exchanges."""

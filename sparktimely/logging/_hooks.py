@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..dataflow.observer import WorkerObserver
 from ..dataflow.ports import batch_length
-from ..dataflow.subgraph import DATA, PROGRESS
+from ..dataflow.subgraph import DATA, GRAPH, PROGRESS
 from .events import (ChannelsEvent, MessagesEvent, OperatesEvent, ParkEvent, ProgressEvent,
                      ScheduleEvent, ShutdownEvent, StepsEvent, describe)
 
@@ -61,6 +61,15 @@ def _index_of(items: list, item: Any) -> int:
         if candidate is item:
             return number
     return -1
+
+
+def _progress_batch(message: tuple) -> list | None:
+    """The progress batch a message between workers carries: a PROGRESS message's, or the
+    build-time drops a GRAPH message brings along (None: none)."""
+    kind = message[0]
+    if kind == PROGRESS:
+        return message[2]
+    return message[6] if kind == GRAPH else None
 
 
 def _scheduled_ns(events: list) -> int:
@@ -175,12 +184,12 @@ class WorkerHooks(WorkerObserver):
                                              self.worker, self._next((channel, source,
                                                                       self.worker)),
                                              batch_length(batch)))
-        elif kind == PROGRESS and self.progress is not None:
-            self.progress.append(self._progress(False, source, message[1], message[2]))
+        elif self.progress is not None and (batch := _progress_batch(message)) is not None:
+            self.progress.append(self._progress(False, source, message[1], batch))
 
     def broadcast(self, message: tuple) -> None:
-        if message[0] == PROGRESS and self.progress is not None:
-            self.progress.append(self._progress(True, self.worker, message[1], message[2]))
+        if self.progress is not None and (batch := _progress_batch(message)) is not None:
+            self.progress.append(self._progress(True, self.worker, message[1], batch))
 
     def _progress(self, is_send: bool, source: int, dataflow: int, batch: list) -> ProgressEvent:
         locations = self._locations.get(dataflow, {})

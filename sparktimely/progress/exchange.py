@@ -84,20 +84,22 @@ class ProgressExchange:
         key = (location, time)
         self._initial[key] = self._initial.get(key, 0) + 1
 
-    def start(self, tracker: Tracker, send: Callable[[Batch], object] | None = None
+    def start(self, tracker: Tracker, send: Callable[[Batch | None], object] | None = None
               ) -> tuple[Batch | None, set[int]]:
         """Begin tracking with ``tracker``: every worker's initial capabilities are counted
         (each worker made the same ones), and the changes this worker made while building
         (the initial capabilities its operators dropped at once) are released as one batch,
         sent with ``send`` before the one pass that applies both, so the first frontier
-        anything sees holds what is still held. Returns ``(batch to broadcast or None,
+        anything sees holds what is still held. ``send``, if given, is called once, with
+        None when there is nothing to share: a caller can carry the batch in a message it
+        sends anyway (a dataflow's description). Returns ``(batch to broadcast or None,
         input locations whose frontier changed)``, as :meth:`exchange` does."""
         self.tracker = tracker
         for (location, time), count in self._initial.items():
             tracker.update(location, time, count * self.peers)
         self._initial = {}
         batch = self._take_held()
-        if batch is not None and send is not None:
+        if send is not None:
             send(batch)
         return batch, tracker.propagate_all()
 

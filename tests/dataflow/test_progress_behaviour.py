@@ -10,6 +10,7 @@ import pytest
 
 import sparktimely as st
 from sparktimely import Product
+from sparktimely.dataflow.subgraph import GRAPH
 from sparktimely.testing import consolidate
 from matrix_helpers import collatz_steps, copies, example, merged, per_worker, summed
 
@@ -51,6 +52,38 @@ def test_probe_per_round_sees_exact_results(run):
         # later rounds' records may be in already, from workers that are ahead
         so_far = consolidate([mine[round] for mine in seen])
         assert [(t, records) for t, records in so_far if t <= round] == expected
+
+
+def test_a_dataflow_is_announced_with_its_build_time_drops_in_one_message(run):
+    """Building a dataflow sends each other worker one message: its description, carrying
+    the capabilities its operators dropped while building (each operator's initial one),
+    which the peers apply after checking the shape, before anything else of that dataflow.
+    Alone, a worker sends nothing."""
+    def job(worker):
+        sent = []
+        if worker.peers > 1:
+            broadcast = worker.broadcast
+            worker.broadcast = lambda message: (sent.append(message), broadcast(message))
+        handle = st.InputHandle()
+        probe = worker.dataflow(lambda scope: scope.input_from(handle)
+                                .exchange(lambda x: x).map(lambda x: x + 1).probe())
+        built = [(message[0], message[-1]) for message in sent]
+        captured = []
+        worker.dataflow(lambda scope: scope.to_stream(range(worker.index, 10, worker.peers))
+                        .exchange(lambda x: x).inspect(captured.append))
+        handle.advance_to(3)
+        worker.step_while(lambda: probe.less_than(3))
+        handle.close()
+        worker.run()
+        return built, captured
+    results = run(job)
+    for built, _ in results:
+        if run.workers == 1:
+            assert built == []
+        else:
+            [(kind, dropped)] = built
+            assert kind == GRAPH and dropped and all(delta < 0 for _, delta in dropped)
+    assert sorted(x for _, captured in results for x in captured) == list(range(10))
 
 
 def test_probe_not_done_until_close(run):
