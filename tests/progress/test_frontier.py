@@ -295,6 +295,37 @@ def test_product_equality_and_hash():
     assert len({Product(0, 0), Product(0, 0), Product.minimum()}) == 1
 
 
+def test_products_of_integers_made_again_are_the_same_object(monkeypatch):
+    """Times of two integer coordinates are interned (the tracker's lookups then meet the
+    very object); others are not (a user type's equality is its own); a full table starts
+    over, and a time made before and one made after stay equal, hash alike and find each
+    other in a dict; unpickled times are interned too."""
+    from sparktimely.progress import timestamp
+
+    class Step:                         # a user inner coordinate, equal by its value alone
+        def __init__(self, value: int, note: str) -> None:
+            self.value, self.note = value, note
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Step) and other.value == self.value
+
+        def __hash__(self) -> int:
+            return hash(self.value)
+
+    assert Product(3, 7) is Product(3, 7)
+    assert pickle.loads(pickle.dumps(Product(3, 7))) is Product(3, 7)
+    first, second = Product(1, Step(2, "a")), Product(1, Step(2, "b"))
+    assert first == second and first is not second and second.inner.note == "b"
+    monkeypatch.setattr(timestamp, "INTERNED_PRODUCTS", 4)
+    monkeypatch.setattr(timestamp, "_interned", {})
+    counts = {Product(0, i): i for i in range(10)}      # the table emptied twice meanwhile
+    assert len(timestamp._interned) <= 4
+    again = [Product(0, i) for i in range(10)]
+    assert [counts[t] for t in again] == list(range(10))
+    assert all(hash(t) == hash(u) and t == u for t, u in zip(counts, again))
+    assert Product(0, 9) is again[9] and Product(0, 0) is not next(iter(counts))
+
+
 def test_product_minimum():
     assert Product.minimum() == Product(0, 0)
     for a in range(3):
