@@ -107,7 +107,27 @@ def test_arrow_count_consolidate_distinct(run, rows):
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(rows=kx_rows)
+@example(rows=[[((1, 0), 1), ((1, 0), 1), ((2, 5), 0), ((1, 0), -2), ((3, 1), 0)]])
+def test_arrow_consolidate_gives_each_row_once_per_time_and_no_zeros(run, rows):
+    """Short batches are sealed into an arrangement as they came (duplicates, zero diffs);
+    what ``consolidate`` gives out is consolidated all the same, as on the Python path."""
+    output = run_arrow(lambda scope, c: c.consolidate(), [rows], [KX], run)
+    seen = Counter((data, time) for data, time, _ in output)
+    assert [u for u in output if u[2] == 0] == [], f"{run.workers} worker(s)"
+    assert [key for key, n in seen.items() if n > 1] == [], f"{run.workers} worker(s)"
+    for r in range(len(rows)):
+        assert accumulate(output, r) == accumulate_rounds(rows, r)
+
+
+kx_null_rows = rows_of({"k": hs.one_of(hs.none(), hs.integers(0, 3)), "x": hs.integers(-5, 5)})
+
+
+@pytest.mark.timeout(120)
+@SETTINGS
+@given(rows=kx_null_rows)
+@example(rows=[[((None, 1), 1), ((None, 3), 1), ((0, 2), 1)], [((None, 1), -1)]])
 def test_arrow_aggregations(run, rows):
+    """count, sum, min and max per key (a null key is a key, as for ``count(key=...)``)."""
     aggs = {"n": ("count", None), "total": ("sum", "x"), "low": ("min", "x"), "high": ("max", "x")}
 
     def oracle(c):

@@ -283,6 +283,29 @@ def consolidated_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
     diffs dropped; short ones (or ones without a ``diff`` column) as they are."""
     if batch.num_rows < COMBINE_FROM or DIFF not in batch.schema.names:
         return batch
+    return _merged_rows(batch)
+
+
+def consolidated_if_short(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The updates of a time read out of an arrangement (data columns and ``diff``) with
+    equal rows merged and zero diffs dropped, as ``consolidate`` promises: a batch shorter
+    than :data:`COMBINE_FROM` may hold them (an arrangement seals short batches as they
+    came), a longer one was consolidated when sealed or merged.
+
+    >>> import pyarrow as pa
+    >>> batch = pa.record_batch({"k": [2, 1, 2, 3], "diff": [1, 1, 1, 0]})
+    >>> consolidated_if_short(batch).to_pydict()
+    {'k': [1, 2], 'diff': [1, 2]}
+    """
+    if batch.num_rows >= COMBINE_FROM or (
+            batch.num_rows == 1 and batch.column(DIFF)[0].as_py() != 0):
+        return batch
+    return _merged_rows(batch)
+
+
+def _merged_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch``'s equal rows merged (diffs summed) and zero diffs dropped; a batch without
+    data columns as it is."""
     columns = [n for n in batch.schema.names if n != DIFF]
     if not columns:
         return batch

@@ -73,14 +73,14 @@ class AggregateColumns(AggregateSpec):
 
     def desired(self, rows: pa.Table, key: list) -> pa.Table:
         diff = rows.column(DIFF)
-        table = rows.select(key).append_column(DIFF, diff)
+        first = pa.array(np.arange(rows.num_rows))
+        table = rows.select(key).append_column(DIFF, diff).append_column(_FIRST, first)
         sums = []
         for i, (name, (function, column)) in enumerate(self.aggs.items()):
             if function == "sum":
                 table = table.append_column(f"_w{i}", pc.multiply(rows.column(column), diff))
                 sums.append((f"_w{i}", "sum"))
-        grouped = group_by(table, key, [(DIFF, "sum")] + sums)
-        present = pc.greater(grouped.column(f"{DIFF}_sum"), ZERO)
+        grouped = _by_first_row(group_by(table, key, [(DIFF, "sum"), (_FIRST, "min")] + sums))
         out = grouped.select(key)
         for i, (name, (function, column)) in enumerate(self.aggs.items()):
             if function == "count":
@@ -88,22 +88,36 @@ class AggregateColumns(AggregateSpec):
             elif function == "sum":
                 out = out.append_column(name, grouped.column(f"_w{i}_sum"))
             else:
-                values = group_by(rows.select(key + [column]).append_column(DIFF, diff),
-                                key + [column], [(DIFF, "sum")])
-                values = values.filter(pc.greater(values.column(f"{DIFF}_sum"), ZERO))
-                extreme = group_by(values.select(key + [column]), key, [(column, function)])
-                out = _left_join(out, key, extreme, name, f"{column}_{function}")
-        return out.filter(present)
+                out = out.append_column(name, _extremes(rows, key, column, function, first))
+        return out.filter(pc.greater(grouped.column(f"{DIFF}_sum"), ZERO))
 
 
-def _left_join(table: pa.Table, key: list, other: pa.Table, name: str, column: str) -> pa.Table:
-    """``table`` with ``other``'s ``column`` (matched by ``key``) appended as ``name``, in
-    ``table``'s row order."""
-    index = pa.table({**{k: table.column(k) for k in key},
-                      "_row": pa.array(np.arange(table.num_rows))})
-    joined = index.join(other.select(key + [column]), key, use_threads=False)
-    joined = joined.sort_by("_row")
-    return table.append_column(name, joined.column(column))
+_FIRST = "__first_row"
+"""The column of row numbers whose minimum per key names the key's group in every
+``group_by`` of one table: the groups of two group_bys line up by it, nulls in the keys
+included (a join would match no null key)."""
+
+
+def _by_first_row(grouped: pa.Table) -> pa.Table:
+    """The groups of a ``group_by`` that took the minimum of :data:`_FIRST`, in the order of
+    their keys' first rows."""
+    return grouped.take(np.argsort(column_numpy(grouped, f"{_FIRST}_min"), kind="stable"))
+
+
+def _extremes(rows: pa.Table, key: list, column: str, function: str,
+              first: pa.Array) -> pa.ChunkedArray:
+    """``function`` (min or max) of ``column`` per key over the values present (their diffs
+    summing to more than zero), in the order of the keys' first rows; null where none is."""
+    values = group_by(rows.select(key + [column]).append_column(DIFF, rows.column(DIFF))
+                      .append_column(_FIRST, first), key + [column],
+                      [(DIFF, "sum"), (_FIRST, "min")])
+    present = pc.greater(values.column(f"{DIFF}_sum"), ZERO)
+    kept = pc.if_else(present, values.column(column),
+                      pa.scalar(None, values.schema.field(column).type))
+    by_key = group_by(values.select(key).append_column(column, kept)
+                      .append_column(_FIRST, values.column(f"{_FIRST}_min")),
+                      key, [(column, function), (_FIRST, "min")])
+    return _by_first_row(by_key).column(f"{column}_{function}")
 
 
 def count_spec() -> AggregateSpec:

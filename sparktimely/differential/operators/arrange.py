@@ -27,7 +27,8 @@ from ...dataflow import CapabilitySet, Exchange, Pipeline, source
 from ...hashing import stable_hash
 from ...progress.timestamp import TimeKind, less_equal, sort_times
 from ..arrow.arrange import ArrowArranger
-from ..arrow.batch import HASH, column_numpy, consolidated_rows, with_key_hashes
+from ..arrow.batch import (HASH, column_numpy, consolidated_if_short, consolidated_rows,
+                           with_key_hashes)
 from ..lattice import antichain, beyond, frontier_le
 from ..recovery import TraceState, checkpointing
 from ..trace.batch import (Batch, Batcher, EnteredBatch, capability_intervals,
@@ -394,7 +395,8 @@ class PythonArranger:
 
 def as_collection_stream(batches: "Stream", f: Callable[[Any, Any], Any] | None) -> "Stream":
     """The updates of a stream of arranged batches as a stream of updates of ``f(key, val)``
-    (default ``(key, val)``; an Arrow arrangement's rows come back as RecordBatches)."""
+    (default ``(key, val)``; an Arrow arrangement's rows come back as RecordBatches, one per
+    time, consolidated as a Python arrangement's updates are)."""
     def ctor(capability, info):
         capability.drop()
 
@@ -403,7 +405,9 @@ def as_collection_stream(batches: "Stream", f: Callable[[Any, Any], Any] | None)
                 for batch in arranged:
                     if hasattr(batch, "to_record_batches"):
                         for time, records in batch.to_record_batches():
-                            output.give_at(cap.delayed(time), records)
+                            records = consolidated_if_short(records)
+                            if records.num_rows:
+                                output.give_at(cap.delayed(time), records)
                     elif f is None:
                         output.give_at(cap, [((k, v), t, d) for k, ups in batch.items()
                                              for v, t, d in ups])
