@@ -119,6 +119,16 @@ def test_arrow_consolidate_gives_each_row_once_per_time_and_no_zeros(run, rows):
         assert accumulate(output, r) == accumulate_rounds(rows, r)
 
 
+@pytest.mark.timeout(120)
+def test_arrow_join_of_repeated_rows_gives_their_product_once(run):
+    """60 copies of one row joined with 40 copies of another: one output row with diff
+    2,400 (as differential's consolidated batches give), not 2,400 rows."""
+    left = [[((1, "a"), 1) for _ in range(60)] + [((2, "b"), 1)]]
+    right = [[((1, 7), 1) for _ in range(40)] + [((3, 9), 1)]]
+    output = run_arrow(lambda scope, a, b: a.join(b, on="k"), [left, right], [KV, KX], run)
+    assert sorted(output) == [((1, "a", 7), 0, 2400)], f"{run.workers} worker(s)"
+
+
 kx_null_rows = rows_of({"k": hs.one_of(hs.none(), hs.integers(0, 3)), "x": hs.integers(-5, 5)})
 
 
@@ -611,7 +621,7 @@ def test_arrow_count_keeps_small_updates_in_its_index_not_its_output_trace(run, 
                                 .probe())
         seen = []
         for round, size in enumerate([3, 5, 2, 4, 3000, 3, 1], start=1):
-            ws = [f"w{(round * 7 + i) % 300}" for i in range(size)] if worker.index == 0 else []
+            ws = [f"w{(round * 7 + i) % 5000}" for i in range(size)] if worker.index == 0 else []
             sent.update(ws)
             words.update_batch(pa.record_batch({"w": pa.array(ws, pa.string()),
                                                 "diff": pa.array([1] * len(ws), pa.int64())}))
@@ -623,7 +633,7 @@ def test_arrow_count_keeps_small_updates_in_its_index_not_its_output_trace(run, 
         words.close()
         worker.run()
         return seen
-    for seen in run(job):                   # 3,000 rows: over SMALL_COUNT at every worker
+    for seen in run(job):                   # 3,000 keys: over SMALL_COUNT at every worker
         assert seen[:4] == [0, 0, 0, 0]     # small updates: the index alone
         assert run.workers <= seen[4] <= 2 * run.workers   # its own batch, after a catch-up
         assert seen[5:] == [seen[4]] * 2
@@ -740,9 +750,11 @@ def test_reducer_evaluates_few_rows_as_its_matrices_do(counting, data, times):
     assert [(t, m.tolist()) for t, m in few] == [(t, m.tolist()) for t, m in many]
 
 
-def test_arranger_consolidates_long_seals_only():
+def test_arranger_consolidates_long_seals_and_short_ones_that_repeat(monkeypatch):
     """An arrangement seals a long batch (or batches of one time that together are long,
-    COMBINE_FROM rows or more) consolidated; short ones as they are (readers cope)."""
+    COMBINE_FROM rows or more) consolidated; short ones consolidated only when at least half
+    their rows repeat a key, else as they are, without grouping."""
+    from sparktimely.differential.arrow import batch as batch_module
     from sparktimely.differential.arrow.arrange import ArrowArranger
     from sparktimely.differential.arrow.batch import COMBINE_FROM
     from sparktimely.progress.timestamp import TimeKind
@@ -756,7 +768,12 @@ def test_arranger_consolidates_long_seals_only():
     long, half = COMBINE_FROM + 6, COMBINE_FROM // 2 + 3
     assert sealed([long]) == (10, [(k, long // 10 + (k < long % 10)) for k in range(10)])
     assert sealed([half, half])[0] == 10
-    assert sealed([6, 6])[0] == 12
+    assert sealed([6, 6]) == (6, [(k, 2) for k in range(6)])
+
+    def no_grouping(*args, **kwargs):
+        raise AssertionError("a short batch without repeats was grouped")
+    monkeypatch.setattr(batch_module, "consolidate", no_grouping)
+    assert sealed([6]) == (6, [(k, 1) for k in range(6)])
 
 
 def test_arranger_consolidates_what_combiners_hashed_without_hashing(monkeypatch):

@@ -3,8 +3,9 @@
 Every row of an Arrow collection's batch is at the batch's (timely) time, so buffering is
 per batch: once the frontier passes a batch's time, it is sealed. The batches sealed
 together (per held capability) are consolidated time by time (the rows of one time, when
-they are many, with one ``group_by`` of the data columns alone: no time columns), then
-become one table with time columns, hashed by the key columns and sorted. Batches that a
+they are many, with one ``group_by`` of the data columns alone: no time columns; when they
+are few, only if at least half of them repeat a key), then become one table with time
+columns, hashed by the key columns and sorted. Batches that a
 combiner consolidated and hashed before the exchange (the ``HASH`` column, at two or more
 workers) are instead consolidated together by their hashes: a sort of the hashes, with no
 ``group_by`` and no hashing.
@@ -78,13 +79,14 @@ class ArrowArranger:
             first = part[0][0]
             return ArrowBatch.build(table, times, key, lower, upper, self.kind,
                                     consolidated=len(part) == 1 or len(table) < COMBINE_FROM,
-                                    hashes=hashes,
+                                    hashes=hashes, repeats=len(table) < COMBINE_FROM,
                                     at=first if all(t == first for t, _ in part) else None)
         by_time: dict = {}
         for time, batch in part:
             by_time.setdefault(time, []).append(batch)
         batches: list = []
         times_of: list = []
+        short = False                   # a time's rows kept as they came (see build's repeats)
         for time, same in by_time.items():
             rows = sum(b.num_rows for b in same)
             if len(same) > 1 and rows >= COMBINE_FROM:     # else nothing to merge
@@ -92,12 +94,13 @@ class ArrowArranger:
             if len(same) == 1:                             # long ones consolidated
                 same = [consolidated_rows(same[0])]
                 rows = same[0].num_rows
+            short = short or rows < COMBINE_FROM
             batches.extend(same)
             times_of.append(constant_times(self.kind, time, rows))
         table = pa.Table.from_batches(batches, schema=self.schema)
         times = times_of[0] if len(times_of) == 1 else np.concatenate(times_of, axis=1)
         return ArrowBatch.build(table, times, key, lower, upper,
-                                self.kind, consolidated=True,
+                                self.kind, consolidated=True, repeats=short,
                                 at=next(iter(by_time)) if len(by_time) == 1 else None)
 
     def pending_times(self) -> list:

@@ -273,9 +273,9 @@ def sortable(column: Any) -> np.ndarray:
 
 COMBINE_FROM = 4096
 """Batches at least this long are consolidated before they are exchanged, and when an
-arrangement seals them. Shorter ones are not: a ``group_by`` costs more than the duplicates
-it would remove, and every reader copes with unconsolidated rows (merges consolidate once
-times are advanced)."""
+arrangement seals them. Shorter ones are sealed as they came unless at least half their
+rows repeat a key (``ArrowBatch.build``'s ``repeats``): a ``group_by`` costs more than the
+few repeats it would remove, yet a join multiplies repeated rows."""
 
 
 def consolidated_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -406,6 +406,29 @@ def distinct_times(times: np.ndarray, kind: TimeKind) -> list:
     return [time_from(kind, unique[:, i]) for i in range(unique.shape[1])]
 
 
+def _sorted_by_hash(data: pa.Table, times: np.ndarray, hashes: np.ndarray,
+                    at: Any) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+    """Rows, times and hashes in the order of the hashes (``at``: every row is at that one
+    time, so the times need not move)."""
+    order = unsorted_order(hashes)
+    if order is None:
+        return data, times, hashes
+    return data.take(order), times if at is not None else times[:, order], hashes[order]
+
+
+def _mostly_repeats(hashes: np.ndarray) -> bool:
+    """Whether at least half the rows sorted by ``hashes`` repeat the hash before them:
+    enough repeated keys (rows, maybe) that consolidating them pays, as a join would
+    multiply them; a few repeats (two words alike among a hundred) cost less as they are."""
+    n = len(hashes)
+    if n <= SMALL_ROWS:
+        values = hashes.tolist()
+        repeats = sum(a == b for a, b in zip(values, values[1:]))
+    else:
+        repeats = int(np.count_nonzero(hashes[1:] == hashes[:-1]))
+    return n > 1 and 2 * repeats >= n
+
+
 class ArrowBatch:
     """Consolidated Arrow updates for times in ``[lower, upper)``, sorted by key hash."""
 
@@ -433,22 +456,28 @@ class ArrowBatch:
     def build(cls, data: pa.Table, times: np.ndarray, key: list, lower: list, upper: list,
               kind: TimeKind | None = None, since: list | None = None,
               consolidated: bool = False, hashes: np.ndarray | None = None,
-              at: Any = None) -> "ArrowBatch":
+              at: Any = None, repeats: bool = False) -> "ArrowBatch":
         """A batch of ``data`` (columns and ``diff``) at ``times``: consolidated (unless
         ``consolidated``), hashed by ``key`` (unless ``hashes`` are given) and sorted. ``at``
         says that every row is at that one time (known to :meth:`time_range` without a
-        look)."""
+        look). ``repeats`` (with ``consolidated``): the rows were not consolidated, and are
+        if at least half of them repeat a key (a few rows as they came: a look at the sorted
+        hashes costs far less than grouping them, and a join would multiply repeated rows).
+
+        >>> import pyarrow as pa
+        >>> rows = pa.table({"k": [2, 1, 2, 2], "diff": [1, 1, 1, 1]})
+        >>> ArrowBatch.build(rows, times_for(TimeKind(int), [0, 0, 0, 0]), ["k"], [0], [1],
+        ...                  consolidated=True, repeats=True).data.to_pydict()
+        {'k': [1, 2], 'diff': [1, 3]}
+        """
         kind = kind or TimeKind(int, times.shape[0] - 1)
         if not consolidated:
             data, times, hashes = consolidate(data, times, hashes)
         if hashes is None:
             hashes = hash_rows(data, key) if data.num_rows else np.empty(0, np.uint64)
-        order = unsorted_order(hashes)
-        if order is not None:
-            data = data.take(order)
-            if at is None:                  # else every row is at one time: nothing to move
-                times = times[:, order]
-            hashes = hashes[order]
+        data, times, hashes = _sorted_by_hash(data, times, hashes, at)
+        if repeats and _mostly_repeats(hashes):
+            data, times, hashes = _sorted_by_hash(*consolidate(data, times, hashes, key), at)
         batch = cls(data, times, hashes, list(key), kind, lower, upper,
                     lower if since is None else since)
         if at is not None:
