@@ -123,3 +123,21 @@ def test_arrow_batches_need_key_columns():
     with pytest.raises(st.OperatorError, match=r"an Arrow collection is arranged by columns: "
                                                r"use arrange_by_key\(key='column'\)"):
         st.example(build)
+
+
+@pytest.mark.parametrize("reduce, clash", [
+    (lambda c: c.count(), "'count' would repeat a key column"),
+    (lambda c: c.reduce(key="k", aggs={"k": ("count", None)}), "'k' would repeat a key column"),
+    (lambda c: c.reduce(key="k", aggs={"diff": ("sum", "count")}), "'diff' would repeat the diff"),
+])
+def test_arrow_aggregation_output_names_must_not_repeat_a_column(reduce, clash):
+    """A count over every column of rows that have a ``count`` column (or an aggregation
+    named like a key column, or ``diff``) is told by name, not left to a schema with one
+    name twice."""
+    import pyarrow as pa
+
+    def build(scope):
+        rows = pa.table({"k": [1, 1], "count": [5, 6], "diff": [1, 1]})
+        return reduce(dd.as_collection(scope.to_stream(rows))).probe()
+    with pytest.raises(st.OperatorError, match=clash):
+        st.example(build)

@@ -37,12 +37,27 @@ COUNT_FIELDS = [pa.field("count", pa.int64()), pa.field(DIFF, pa.int64())]
 class AggregateSpec:
     """The output a key should have, given its input rows (data columns and ``diff``)."""
 
+    outputs: tuple = ()
+    """The columns the output has after the key columns (and before ``diff``)."""
+
     def desired(self, rows: pa.Table, key: list) -> pa.Table:
         raise NotImplementedError
+
+    def check_key(self, operator: str, key: list) -> None:
+        """Raise a ValueError naming ``operator`` if an output column would repeat a key
+        column's name or ``diff``'s (the output's schema could not hold both)."""
+        clash = [name for name in self.outputs if name in key or name == DIFF]
+        if clash:
+            raise ValueError(f"{operator}: the output column {clash[0]!r} would repeat "
+                             f"{'the diff column' if clash[0] == DIFF else 'a key column'} "
+                             f"(key columns {', '.join(key)}); rename the input's column "
+                             f"(e.g. with map_batches) or choose another output name")
 
 
 class CountSpec(AggregateSpec):
     """The key columns and an int64 ``count`` (the summed diffs), for non-zero counts."""
+
+    outputs = ("count",)
 
     def desired(self, rows: pa.Table, key: list) -> pa.Table:
         return nonzero_sums(rows, key).rename_columns(key + ["count"])
@@ -70,6 +85,7 @@ class AggregateColumns(AggregateSpec):
                                  f"function one of {', '.join(AGGREGATES)}, not {spec!r}")
             if spec[1] is None and spec[0] != "count":
                 raise ValueError(f"reduce: aggregation {name!r} ({spec[0]}) needs a column")
+        self.outputs = tuple(self.aggs)
 
     def desired(self, rows: pa.Table, key: list) -> pa.Table:
         diff = rows.column(DIFF)
@@ -162,6 +178,9 @@ class ArrowReducer:
     def retire(self, batches: list, history: list, out_history: list, lower: list,
                upper: list) -> tuple[list, list]:
         batches = [b for b in batches if len(b)]
+        if batches and not self.key:
+            self.spec.check_key(self.name, batches[0].key)
+            self.key = batches[0].key
         ready = [t for t in self.pending if not beyond(upper, t)]
         if not batches and not ready:
             return [], []
