@@ -10,9 +10,21 @@ and the resumed state does not keep.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 from ._storage import Storage
+
+
+def delete_staged(storage: Storage, staged: re.Pattern,
+                  doomed: Callable[[str, str], bool]) -> None:
+    """Delete the files in ``storage`` whose names ``staged`` matches (group 2: their
+    partition) and for which ``doomed(partition, name)`` is true."""
+    if not storage.exists(storage.root):
+        return
+    for name in storage.names(storage.root):
+        match = staged.match(name)
+        if match and doomed(match.group(2), name):
+            storage.delete(storage.path(name))
 
 
 class StagedFile:
@@ -49,11 +61,8 @@ class StagedEpochs:
         self.staged: dict[int, str] = dict(state["staged"]) if state else {}
         self.writing: dict[int, StagedFile] = {}
         storage.makedirs(storage.root)
-        kept = set(self.staged.values())
-        for name in storage.names(storage.root):     # what a crashed run staged and no one kept
-            match = staged.match(name)
-            if match and match.group(2) == partition and name not in kept:
-                storage.delete(storage.path(name))
+        kept = set(self.staged.values())             # what a crashed run staged and no one kept
+        delete_staged(storage, staged, lambda part, name: part == partition and name not in kept)
 
     def final_name(self, epoch: int) -> str:
         return f"part-{epoch:010d}-{self.partition}{self.extension}"

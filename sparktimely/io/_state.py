@@ -15,6 +15,8 @@ index (Flink's key groups, with every key its own group).
 >>> table = encode_keyed({"a": 1, ("b", 2): [3]}, lambda key: len(str(key)))
 >>> table.schema.names, select_keyed([table], 2, 1)
 (['route', 'key', 'value'], {'a': 1})
+>>> select_keyed([encode_keyed({}, len), encode_keyed({"a": 1}, len)], 1, 0)
+{'a': 1}
 """
 from __future__ import annotations
 
@@ -103,11 +105,20 @@ def select_keyed(tables: list[pa.Table], peers: int, index: int,
                                     or [np.empty(0, np.uint64)])
             table = table.filter(pa.array(routes % peers == index))
         selected.append(table)
-    # workers whose state differs in columns (one empty, say) write different schemas
-    table = pa.concat_tables(selected, promote_options="default")
     if _META_PICKLED not in metadata:
-        return table.replace_schema_metadata(None)
-    pickled = set(metadata[_META_PICKLED].decode().split(","))
+        # workers whose state differs in columns (one empty, say) write different schemas
+        return pa.concat_tables(selected, promote_options="default").replace_schema_metadata(None)
+    state: dict = {}
+    for original, table in zip(tables, selected):
+        state.update(_decoded(table, original.schema.metadata or {}))
+    return state
+
+
+def _decoded(table: pa.Table, metadata: dict) -> dict:
+    """The dict of a table :func:`encode_keyed` wrote, whose ``metadata`` says which of its
+    columns were pickled: each worker's table says it for itself (an empty dict's columns
+    are pickled, a dict of strings' keys are not)."""
+    pickled = set(metadata.get(_META_PICKLED, b"").decode().split(","))
     keys = table.column("key").to_pylist()
     values = table.column("value").to_pylist()
     if "key" in pickled:

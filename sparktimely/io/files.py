@@ -36,7 +36,7 @@ import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ._staged import StagedEpochs, StagedFile
+from ._staged import StagedEpochs, StagedFile, delete_staged
 from ._storage import Location, Storage
 
 __all__ = ["DirectorySink", "FileSource"]
@@ -360,3 +360,9 @@ class DirectorySink:
         """Partition ``partition``'s part, resumed from ``resume_state`` (its ``snapshot()``
         in the checkpoint resumed, or None); it discards what was staged and not kept."""
         return _DirectoryPart(self, partition, resume_state)
+
+    def discard_staged(self, partitions: set[str]) -> None:
+        """Delete what crashed runs staged for partitions other than ``partitions`` (those of
+        a run that starts afresh: the workers a crashed run had beyond them left files no one
+        opens again)."""
+        delete_staged(self._storage(), _STAGED, lambda part, _: part not in partitions)

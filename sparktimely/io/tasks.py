@@ -31,7 +31,7 @@ from typing import Any, Callable, ContextManager, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
-from ._staged import StagedEpochs, StagedFile
+from ._staged import StagedEpochs, StagedFile, delete_staged
 from ._storage import Location, Storage
 
 __all__ = ["TaskInput", "TaskOutput"]
@@ -114,6 +114,10 @@ class TaskOutput:
 
     def open(self, partition: str, resume_state: dict | None) -> "_TaskOutputPart":
         return _TaskOutputPart(self, partition, resume_state)
+
+    def discard_staged(self, partitions: set[str]) -> None:
+        """As :meth:`~sparktimely.io.DirectorySink.discard_staged`."""
+        delete_staged(self.storage, _STAGED, lambda part, _: part not in partitions)
 
 
 _STAGED = re.compile(r"^_staged-part-(\d+)-(.+)\.arrow$")

@@ -95,6 +95,7 @@ class SinkWriter(Component):
         self.sink = sink
         self.input = input
         self.partition = str(scope.index)
+        self.peers = scope.peers
         self.resume: dict[str, Any] | None = None
         self.part: SinkPart | None = None
         self.written: set[int] = set()
@@ -108,6 +109,9 @@ class SinkWriter(Component):
     def start(self, epoch: int, limit: int | None) -> None:
         resume = self.resume or {}
         self.part = part = self.sink.open(self.partition, resume.get(self.partition))
+        discard = getattr(self.sink, "discard_staged", None)
+        if self.resume is None and self.partition == "0" and discard is not None:
+            discard({str(index) for index in range(self.peers)})   # a fresh start
         if self.resume is not None:
             part.commit(epoch - 1)
             for partition, state in sorted(resume.items()):

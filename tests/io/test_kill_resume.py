@@ -56,6 +56,46 @@ def test_a_worker_killed_at_an_epoch_then_a_rerun_gives_the_undisturbed_output(
     assert not [name for name in os.listdir(out) if name.startswith("_")]
 
 
+@pytest.mark.parametrize("workers, rerun_workers", [(3, 1), (3, 2)])
+def test_a_crash_before_the_first_checkpoint_leaves_no_staged_files_after_a_smaller_rerun(
+        texts, tmp_path, undisturbed, workers, rerun_workers):
+    """Nothing was committed, so the rerun starts afresh with fewer workers: what the crashed
+    run's extra workers staged is deleted, not left behind for no one to open."""
+    out, directory = str(tmp_path / "out"), str(tmp_path / "ck")
+    kill = FailOnce(str(tmp_path / "killed"), 2, worker=workers - 1, kill=True)
+    job = lambda w: wordcount(w, texts, out, hook=kill)                   # noqa: E731
+    with pytest.raises(st.WorkerError, match="SIGKILL"):
+        st.execute(job, workers=workers, checkpoint_dir=directory, checkpoint_every=100)
+    st.execute(job, workers=rerun_workers, checkpoint_dir=directory, checkpoint_every=100)
+    assert visible(out) == undisturbed
+    assert not [name for name in os.listdir(out) if name.startswith("_")]
+
+
+@pytest.mark.parametrize("workers, rerun_workers", [(2, 1), (2, 3)])
+def test_keyed_state_of_one_key_resumes_at_another_worker_count(tmp_path, workers,
+                                                                rerun_workers):
+    """One key: the checkpoint holds one worker's state and another's empty one (their
+    tables differ in types); the rerun at another worker count reads both."""
+    source, out, directory = tmp_path / "in.jsonl", str(tmp_path / "out"), str(tmp_path / "ck")
+    source.write_text("".join(json.dumps(["a", 1]) + "\n" for _ in range(6)))
+    fail = FailOnce(str(tmp_path / "failed"), 3, worker=None)
+
+    def job(worker):
+        def build(scope):
+            (scope.input_from_source(st.io.FileSource(str(source), format="jsonl",
+                                                      batch_rows=1), "rows")
+             .map(tuple)
+             .state_machine(lambda key, one, total: (False, [[key, (total or 0) + one]],
+                                                     (total or 0) + one))
+             .inspect_batch(lambda time, batch: fail(worker, time))
+             .output_to(DirectorySink(out, format="jsonl"), "totals"))
+        worker.dataflow(build, name="totals")
+    with pytest.raises(st.WorkerError, match="failing on purpose"):
+        st.execute(job, workers=workers, checkpoint_dir=directory)
+    st.execute(job, workers=rerun_workers, checkpoint_dir=directory)
+    assert visible(out) == [(epoch, "a", epoch + 1) for epoch in range(6)]
+
+
 class KillingSink(DirectorySink):
     """A DirectorySink whose worker-0 part kills its process once, in ``snapshot()`` (a
     checkpoint half written) or in ``commit()`` (the record written, nothing renamed), at
