@@ -443,9 +443,13 @@ def _run_workers(func: Callable[[Worker], Any], config: Config) -> list[Any]:
                                            args=config.args, stall_limit=config.stall_limit)
         hostfile = config.hostfile or [f"localhost:{2101 + i}" for i in range(config.processes)]
         _warm.start()                           # while the other processes are found
-        cluster = ProcessCluster.join(config.process, hostfile[:config.processes],
-                                      config.workers, force_sockets=config.force_sockets,
-                                      timeout=config.connect_timeout)
+        try:
+            cluster = ProcessCluster.join(config.process, hostfile[:config.processes],
+                                          config.workers, force_sockets=config.force_sockets,
+                                          timeout=config.connect_timeout)
+        except BaseException:
+            _warm.stop()        # the interpreter may exit next: not under a module's load
+            raise
         try:
             return _supervisor.run_workers(func, cluster.plan, cluster.listeners,
                                            args=config.args, timeout=cluster.timeout,

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -213,6 +214,28 @@ def test_unreachable_process_is_named_after_the_timeout(monkeypatch):
         st.execute(lambda worker: None, processes=2, process=0, hostfile=hosts)
     assert time.monotonic() - start < 10
     assert psutil.Process().children() == []
+
+
+@pytest.mark.timeout(30)
+def test_a_process_that_cannot_join_its_peers_stops_its_warm_up_before_it_raises(monkeypatch):
+    """The warm-up thread may be loading a module when joining the peers fails; a program
+    that exits on the error must not finalize the interpreter under it (a fatal error and
+    SIGABRT instead of the error, told once): it is stopped before the error goes out."""
+    from sparktimely import _warm
+    started = threading.Event()
+
+    def warming(steps):
+        started.set()
+        _warm._stopping.wait()
+    monkeypatch.setattr(_warm, "_warm", warming)
+    monkeypatch.setattr(_warm, "_rehearsed", False)
+    monkeypatch.setenv("SPARKTIMELY_CONNECT_TIMEOUT", "1")
+    hosts = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    with pytest.raises(ConnectionError, match="could not reach process 0"):
+        st.execute(lambda worker: None, processes=2, process=1, hostfile=hosts)
+    assert started.is_set()
+    assert _warm._thread is None
+    assert "sparktimely-warm-up" not in [thread.name for thread in threading.enumerate()]
 
 
 @pytest.mark.timeout(30)
