@@ -201,8 +201,7 @@ class ArrowReducer:
     def _general(self, batches: list, ready: list, history: list, out_history: list,
                  lower: list, upper: list) -> tuple[list, ArrowBatch | None]:
         """Any aggregation at any times: the keys' rows gathered from both traces."""
-        key = batches[0].key if batches else self.key
-        self.key = key
+        key = self.key                   # set by retire at the first batch
         if not self.reads_history:
             history = counts_as_input(out_history, key)
             batches = [b.projected(key) for b in batches]
