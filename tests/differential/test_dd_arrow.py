@@ -988,3 +988,12 @@ def test_unsorted_order_sorts_hashes_on_both_paths(monkeypatch, hashes, small):
         assert order is None
     else:
         assert values[order].tolist() == sorted(values.tolist())
+
+
+def test_arrow_join_of_a_zero_diff_row_gives_no_output(run):
+    """An update with diff 0 changes nothing: the join gives nothing for it, not a row with
+    diff 0 (an arrangement's batches hold no zero diffs, as differential's)."""
+    left = [[((1, "a"), 0), ((2, "b"), 1)]]
+    right = [[((1, 7), 1), ((2, 8), 1), ((2, 8), 0)]]
+    output = run_arrow(lambda scope, a, b: a.join(b, on="k"), [left, right], [KV, KX], run)
+    assert sorted(output) == [((2, "b", 8), 0, 1)], f"{run.workers} worker(s)"

@@ -274,8 +274,8 @@ def sortable(column: Any) -> np.ndarray:
 COMBINE_FROM = 4096
 """Batches at least this long are consolidated before they are exchanged, and when an
 arrangement seals them. Shorter ones are sealed as they came unless at least half their
-rows repeat a key (``ArrowBatch.build``'s ``repeats``): a ``group_by`` costs more than the
-few repeats it would remove, yet a join multiplies repeated rows."""
+rows repeat a key or one has diff 0 (``ArrowBatch.build``'s ``repeats``): a ``group_by``
+costs more than the few repeats it would remove, yet a join multiplies repeated rows."""
 
 
 def consolidated_rows(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -461,14 +461,19 @@ class ArrowBatch:
         ``consolidated``), hashed by ``key`` (unless ``hashes`` are given) and sorted. ``at``
         says that every row is at that one time (known to :meth:`time_range` without a
         look). ``repeats`` (with ``consolidated``): the rows were not consolidated, and are
-        if at least half of them repeat a key (a few rows as they came: a look at the sorted
-        hashes costs far less than grouping them, and a join would multiply repeated rows).
+        if at least half of them repeat a key or one has diff 0 (a few rows as they came: a
+        look at the sorted hashes costs far less than grouping them, and a join would
+        multiply repeated rows and give out rows for zero diffs).
 
         >>> import pyarrow as pa
         >>> rows = pa.table({"k": [2, 1, 2, 2], "diff": [1, 1, 1, 1]})
         >>> ArrowBatch.build(rows, times_for(TimeKind(int), [0, 0, 0, 0]), ["k"], [0], [1],
         ...                  consolidated=True, repeats=True).data.to_pydict()
         {'k': [1, 2], 'diff': [1, 3]}
+        >>> rows = pa.table({"k": [2, 1, 3], "diff": [1, 0, 1]})
+        >>> sorted(ArrowBatch.build(rows, times_for(TimeKind(int), [0, 0, 0]), ["k"], [0], [1],
+        ...                         consolidated=True, repeats=True).data.column("k").to_pylist())
+        [2, 3]
         """
         kind = kind or TimeKind(int, times.shape[0] - 1)
         if not consolidated:
@@ -476,10 +481,17 @@ class ArrowBatch:
         if hashes is None:
             hashes = hash_rows(data, key) if data.num_rows else np.empty(0, np.uint64)
         data, times, hashes = _sorted_by_hash(data, times, hashes, at)
-        if repeats and _mostly_repeats(hashes):
-            data, times, hashes = _sorted_by_hash(*consolidate(data, times, hashes, key), at)
+        diffs = None
+        if repeats:
+            diffs = column_numpy_of(data.column(DIFF))
+            if _mostly_repeats(hashes) or np.count_nonzero(diffs) < len(diffs):
+                data, times, hashes = _sorted_by_hash(*consolidate(data, times, hashes, key),
+                                                      at)
+                diffs = None
         batch = cls(data, times, hashes, list(key), kind, lower, upper,
                     lower if since is None else since)
+        if diffs is not None:           # readers take them as numpy: made once
+            batch._numpy[DIFF] = diffs
         if at is not None:
             coords = time_coordinates(kind, at)
             batch._time_range = (coords, coords)
