@@ -28,7 +28,7 @@ import json
 import os
 import posixpath
 import re
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -361,8 +361,8 @@ class DirectorySink:
         in the checkpoint resumed, or None); it discards what was staged and not kept."""
         return _DirectoryPart(self, partition, resume_state)
 
-    def discard_staged(self, partitions: set[str]) -> None:
-        """Delete what crashed runs staged for partitions other than ``partitions`` (those of
-        a run that starts afresh: the workers a crashed run had beyond them left files no one
-        opens again)."""
-        delete_staged(self._storage(), _STAGED, lambda part, _: part not in partitions)
+    def discard_staged(self, doomed: Callable[[str], bool]) -> None:
+        """Delete what crashed runs staged for the partitions ``doomed`` names (a worker's
+        call at its start, for partitions that crashed runs with more workers had and that
+        no one opens again: see :class:`~sparktimely.ops.sinks.Sink`)."""
+        delete_staged(self._storage(), _STAGED, lambda part, _: doomed(part))

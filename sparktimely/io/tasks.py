@@ -115,9 +115,9 @@ class TaskOutput:
     def open(self, partition: str, resume_state: dict | None) -> "_TaskOutputPart":
         return _TaskOutputPart(self, partition, resume_state)
 
-    def discard_staged(self, partitions: set[str]) -> None:
+    def discard_staged(self, doomed: Callable[[str], bool]) -> None:
         """As :meth:`~sparktimely.io.DirectorySink.discard_staged`."""
-        delete_staged(self.storage, _STAGED, lambda part, _: part not in partitions)
+        delete_staged(self.storage, _STAGED, lambda part, _: doomed(part))
 
 
 _STAGED = re.compile(r"^_staged-part-(\d+)-(.+)\.arrow$")

@@ -56,6 +56,11 @@ class Sink(Protocol):
     """A sink ``stream.output_to`` writes: each worker opens the partition named after its
     index. :class:`sparktimely.io.DirectorySink` is one.
 
+    A sink that stages output where crashed runs leave it may also have
+    ``discard_staged(doomed)``: each worker calls it at its start with a predicate over
+    partition names, true for the partitions of a crashed run with more workers that fall
+    to this worker and that it does not resume (no one opens them again).
+
     >>> import sparktimely as st
     >>> class Collected:                 # a Sink: a list per epoch, kept once committed
     ...     def __init__(self):
@@ -110,8 +115,8 @@ class SinkWriter(Component):
         resume = self.resume or {}
         self.part = part = self.sink.open(self.partition, resume.get(self.partition))
         discard = getattr(self.sink, "discard_staged", None)
-        if self.resume is None and self.partition == "0" and discard is not None:
-            discard({str(index) for index in range(self.peers)})   # a fresh start
+        if discard is not None:
+            discard(lambda partition: self._orphan(partition) and partition not in resume)
         if self.resume is not None:
             part.commit(epoch - 1)
             for partition, state in sorted(resume.items()):
@@ -119,6 +124,13 @@ class SinkWriter(Component):
                     self.sink.open(partition, state).commit(epoch - 1)
         self.resume = None
         super().start(epoch, limit)
+
+    def _orphan(self, partition: str) -> bool:
+        """Whether ``partition`` is one a crashed run with more workers had that falls to
+        this worker (partition ``p`` beyond this run's workers goes to worker ``p % peers``):
+        unless this worker resumes it, no one opens it again."""
+        return (partition.isdigit() and int(partition) >= self.peers
+                and int(partition) % self.peers == int(self.partition))
 
     def opened(self) -> SinkPart:
         """The sink's part, once :meth:`start` has opened it."""

@@ -97,21 +97,25 @@ def test_keyed_state_of_one_key_resumes_at_another_worker_count(tmp_path, worker
 
 
 class KillingSink(DirectorySink):
-    """A DirectorySink whose worker-0 part kills its process once, in ``snapshot()`` (a
-    checkpoint half written) or in ``commit()`` (the record written, nothing renamed), at
-    the checkpoint of ``epoch``."""
+    """A DirectorySink whose part ``partition`` kills its process once, in ``snapshot()`` (a
+    checkpoint half written), in ``commit()`` (the record written, nothing renamed) or in
+    ``write()``, at (the checkpoint of) ``epoch`` or later."""
 
-    def __init__(self, path, marker, when, epoch):
+    def __init__(self, path, marker, when, epoch, partition="0"):
         super().__init__(path, format="jsonl")
-        self.marker, self.when, self.epoch = marker, when, epoch
+        self.marker, self.when, self.epoch, self.partition = marker, when, epoch, partition
 
     def open(self, partition, resume_state):
         part = super().open(partition, resume_state)
         sink = self
-        if partition != "0":
+        if partition != self.partition:
             return part
 
         class Part(type(part)):
+            def write(self, epoch, batch):
+                sink.maybe_kill("write", epoch)
+                super().write(epoch, batch)
+
             def snapshot(self):
                 sink.maybe_kill("snapshot", max(self.writing, default=-1))
                 return super().snapshot()
@@ -128,15 +132,8 @@ class KillingSink(DirectorySink):
             os.kill(os.getpid(), 9)
 
 
-@pytest.mark.parametrize("when", ["snapshot", "commit"])
-@pytest.mark.parametrize("before, after", [(2, 2), (3, 2)])
-def test_a_worker_killed_inside_a_checkpoint_then_a_rerun_gives_the_undisturbed_output(
-        texts, tmp_path, undisturbed, when, before, after):
-    """At 3 then 2 workers, worker 0 also finishes the commit of the third worker's staged
-    files."""
-    out, directory = str(tmp_path / "out"), str(tmp_path / "ck")
-    sink = KillingSink(out, str(tmp_path / "killed"), when, 5)
-
+def counts_into(texts, sink):
+    """A job: the running counts of the words in ``texts``, written to ``sink``."""
     def job(worker):
         def build(scope):
             (scope.input_from_source(st.io.FileSource(texts, format="text", batch_rows=3),
@@ -145,11 +142,42 @@ def test_a_worker_killed_inside_a_checkpoint_then_a_rerun_gives_the_undisturbed_
              .state_machine(lambda k, v, s: (False, [[k, (s or 0) + v]], (s or 0) + v))
              .output_to(sink, "counts"))
         worker.dataflow(build, name="wordcount")
+    return job
+
+
+@pytest.mark.parametrize("when", ["snapshot", "commit"])
+@pytest.mark.parametrize("before, after", [(2, 2), (3, 2)])
+def test_a_worker_killed_inside_a_checkpoint_then_a_rerun_gives_the_undisturbed_output(
+        texts, tmp_path, undisturbed, when, before, after):
+    """At 3 then 2 workers, worker 0 also finishes the commit of the third worker's staged
+    files."""
+    out, directory = str(tmp_path / "out"), str(tmp_path / "ck")
+    job = counts_into(texts, KillingSink(out, str(tmp_path / "killed"), when, 5))
     with pytest.raises(st.WorkerError, match="SIGKILL"):
         st.execute(job, workers=before, checkpoint_dir=directory)
     staged = [name for name in os.listdir(out) if name.startswith("_staged")]
     assert staged                                  # written, never made visible
     st.execute(job, workers=after, checkpoint_dir=directory)
+    assert visible(out) == undisturbed
+    assert not [name for name in os.listdir(out) if name.startswith("_")]
+
+
+def test_a_resumed_run_deletes_what_a_later_crash_with_more_workers_staged(
+        texts, tmp_path, undisturbed):
+    """A checkpoint at 2 workers; a run at 3 resumes it and crashes before its own first
+    checkpoint; the rerun at 2 resumes the 2-worker checkpoint again, so no one opens the
+    third worker's partition: its staged files are deleted, not left behind."""
+    out, directory = str(tmp_path / "out"), str(tmp_path / "ck")
+    second = KillingSink(out, str(tmp_path / "second"), "write", 4, partition="1")
+    with pytest.raises(st.WorkerError, match="SIGKILL"):
+        st.execute(counts_into(texts, second), workers=2, checkpoint_dir=directory)
+    third = KillingSink(out, str(tmp_path / "third"), "write", 6, partition="2")
+    with pytest.raises(st.WorkerError, match="SIGKILL"):
+        st.execute(counts_into(texts, third), workers=3, checkpoint_dir=directory,
+                   checkpoint_every=100)
+    assert [name for name in os.listdir(out) if name.startswith("_") and "-2." in name]
+    st.execute(counts_into(texts, DirectorySink(out, format="jsonl")), workers=2,
+               checkpoint_dir=directory)
     assert visible(out) == undisturbed
     assert not [name for name in os.listdir(out) if name.startswith("_")]
 
