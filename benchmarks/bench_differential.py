@@ -69,7 +69,10 @@ Peers, in the same run: Pathway 0.33 through ``benchmarks/pathway_incremental.py
 (its streaming API: a ConnectorSubject in, ``pw.io.subscribe`` out), run only when a Pathway
 virtual environment exists (``.pwvenv``: ``python3 -m venv .pwvenv && .pwvenv/bin/pip install
 "pathway==0.33.*"``; or ``$SPARKTIMELY_PATHWAY_PYTHON``); and plain Python recomputing from
-scratch (``collections.Counter`` / dict join / deque BFS) on the same data.
+scratch (``collections.Counter`` / dict join / deque BFS) on the same data. Each figure
+beside Pathway's comes from PEER_TURNS runs of each engine taking turns (Pathway, then ours),
+pooled: on a shared machine the neighbours' load moves both engines' figures by 2x within
+minutes (FINDINGS.md), so runs of the two taken far apart would compare the neighbours.
 """
 from __future__ import annotations
 
@@ -84,6 +87,7 @@ import time
 import tracemalloc
 from collections import Counter, deque
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import psutil
@@ -108,6 +112,7 @@ Q_EDGES, Q_ROUNDS, Q_RUNS = 100_000, 300, 3   # dd_queries at 1 and 2 workers
 SL_EVENTS, SL_KEYS, SL_WINDOW, SL_UPDATES = 100_000, 1_000, 100_000, 1_000
 PACE = 0.005                        # paced updates: one starting every PACE seconds
 LOAD_RUNS = 3                       # loads: the best of this many runs (plus the latency run's)
+PEER_TURNS = 3                      # runs against Pathway: each engine this many times, in turn
 
 
 def latency(seconds: list) -> tuple[float, float]:
@@ -558,6 +563,61 @@ def pathway(mode: str, quick: bool, pace: float = 0.0) -> dict | str:
     return result if "error" not in result else f"failed: {result['error'][:80]}"
 
 
+def taking_turns(peer: Callable[[], dict | str], *ours: Callable[[], dict],
+                 turns: int = PEER_TURNS) -> tuple[dict | str, list[dict], list[list[float]]]:
+    """Pathway's run (``peer``, its figures or why there are none) and each of ``ours``,
+    one after the other, ``turns`` times: on a shared machine both engines then meet the same
+    neighbours, where runs minutes apart would compare one moment's neighbours with
+    another's. Returns the peer's runs pooled (or why there are none: then ours run once),
+    each of ours pooled (:func:`pooled`), and for each of ours its median over the peer's
+    median, turn by turn."""
+    peers: list = []
+    runs: list[list[dict]] = [[] for _ in ours]
+    for _ in range(turns):
+        peers.append(peer())
+        for mine, run in zip(runs, ours):
+            mine.append(run())
+        if isinstance(peers[0], str):
+            break
+    measured = [p for p in peers if not isinstance(p, str)]
+    ratios = [[r["median"] / p["update"]["median_ms"] for r, p in zip(mine, peers)
+               if not isinstance(p, str)] for mine in runs]
+    return (pooled_peer(measured) if measured else peers[0]), [pooled(mine) for mine in runs], \
+        ratios
+
+
+def pooled(runs: list[dict]) -> dict:
+    """Figures of several runs of one of ours as one: the latencies together (median and p99
+    over all of them), the best load and first fixed point."""
+    latencies = [x for run in runs for x in run["latencies"]]
+    out = dict(runs[0], latencies=latencies)
+    if latencies:
+        out.update(median=statistics.median(latencies), p99=quantile(latencies, 99))
+    for key, best in (("load", max), ("first", min)):
+        if key in out:
+            out[key] = best(run[key] for run in runs)
+    return out
+
+
+def pooled_peer(results: list[dict]) -> dict:
+    """Pathway's results of several runs as one, as :func:`pooled` (``bulk_s`` the fastest)."""
+    latencies = [x for r in results for x in r.get("update", {}).get("latencies_ms", [])]
+    out = dict(results[0], bulk_s=min(r["bulk_s"] for r in results))
+    if latencies:
+        out["update"] = {"median_ms": statistics.median(latencies),
+                         "p99_ms": quantile(latencies, 99), "latencies_ms": latencies}
+    return out
+
+
+def turns_note(ratios: dict[str, list[float]]) -> str:
+    """The note on the runs taken in turn with Pathway."""
+    each = "; ".join(f"{name} {', '.join(f'{r:.2f}' for r in values)}"
+                     for name, values in ratios.items() if values)
+    return (f"against Pathway, each engine ran {PEER_TURNS} times, taking turns (Pathway, then "
+            f"ours), and the figures pool the turns (latencies together, the best load); "
+            f"ours over Pathway's median, turn by turn: {each or 'no Pathway run'}")
+
+
 # -- the section -------------------------------------------------------------------------------------
 
 def main(quick: bool = False, with_pathway: bool = True) -> list[Section]:
@@ -567,10 +627,22 @@ def main(quick: bool = False, with_pathway: bool = True) -> list[Section]:
     nodes, edges = G_NODES // scale, G_EDGES // scale
     knows, queries = KNOWS // scale, QUERIES // scale
 
-    def peer(mode: str, pace: float = 0.0) -> dict | str:
-        return pathway(mode, quick, pace) if with_pathway else "not run (--no-pathway)"
-    pw = {mode: peer(mode) for mode in ("wordcount", "join", "reach")}
-    pw.update({f"{mode} paced": peer(mode, PACE) for mode in ("wordcount", "join")})
+    def peer(mode: str, pace: float = 0.0) -> Callable[[], dict | str]:
+        return lambda: (pathway(mode, quick, pace) if with_pathway
+                        else "not run (--no-pathway)")
+    pw: dict = {}
+    ratios: dict = {}
+    pw["wordcount"], (wc1,), (ratios["word count"],) = taking_turns(
+        peer("wordcount"), lambda: wordcount(words, updates, 1))
+    pw["join"], (jc1, jc_records), (ratios["join + count"], ratios["the same on records"]) = \
+        taking_turns(peer("join"), lambda: join_count(a_rows, b_rows, j_updates, 1),
+                     lambda: join_count_records(a_rows, b_rows, j_updates))
+    pw["wordcount paced"], (wc_paced,), (ratios["paced word count"],) = taking_turns(
+        peer("wordcount", PACE), lambda: wordcount(words, updates, 1, pace=PACE))
+    pw["join paced"], (jc_paced,), (ratios["paced join + count"],) = taking_turns(
+        peer("join", PACE), lambda: join_count(a_rows, b_rows, j_updates, 1, pace=PACE))
+    pw["reach"], (reach,), (ratios["reachability"],) = taking_turns(
+        peer("reach"), lambda: reachability(nodes, edges, G_UPDATES))
 
     def pw_value(mode: str, f) -> float | str:
         result = pw[mode]
@@ -582,11 +654,6 @@ def main(quick: bool = False, with_pathway: bool = True) -> list[Section]:
             return "failed: no figure"
 
     py = python_recompute(words, a_rows, b_rows, nodes, edges)
-    wc1 = wordcount(words, updates, 1)
-    jc1 = join_count(a_rows, b_rows, j_updates, 1)
-    jc_records = join_count_records(a_rows, b_rows, j_updates)
-    wc_paced = wordcount(words, updates, 1, pace=PACE)
-    jc_paced = join_count(a_rows, b_rows, j_updates, 1, pace=PACE)
     loads: dict = {("wc", 1, True): [wc1["load"]], ("jc", 1, True): [jc1["load"]]}
     for _ in range(LOAD_RUNS):             # 1 and 2 workers in turn: the machine is shared
         for warm in (True, False):
@@ -597,7 +664,6 @@ def main(quick: bool = False, with_pathway: bool = True) -> list[Section]:
                     join_count(a_rows, b_rows, 0, workers, warm)["load"])
     best = {run: max(rates) for run, rates in loads.items()}
     wc1["load"], jc1["load"] = best["wc", 1, True], best["jc", 1, True]
-    reach = reachability(nodes, edges, G_UPDATES)
     shared = shared_arrangement(knows, queries)
     q_edges, q_rounds = Q_EDGES // scale, Q_ROUNDS // scale
     query_rounds = query_scaling(q_edges, q_rounds, Q_RUNS)
@@ -673,7 +739,8 @@ def main(quick: bool = False, with_pathway: bool = True) -> list[Section]:
              f"reachability: {reach['reachable']:,} nodes reachable (checked against a BFS); "
              "Pathway's figure is for insertions only (its anchor measures no deletions)",
              "Pathway: " + ("; ".join(f"{m}: {v}" for m, v in pw.items() if isinstance(v, str))
-                            or "0.33 streaming, PATHWAY_THREADS=1, start-up excluded")]
+                            or "0.33 streaming, PATHWAY_THREADS=1, start-up excluded"),
+             turns_note(ratios)]
     if "error" in shared:
         notes.append(f"shared arrangement: {shared['error']}")
     else:
@@ -720,7 +787,10 @@ def sliding_section(quick: bool = False, with_pathway: bool = True) -> Section:
     """``active_between`` sliding count per key beside Pathway's ``windowby`` sliding window."""
     scale = QUICK if quick else 1
     events, window, updates = SL_EVENTS // scale, SL_WINDOW // scale, SL_UPDATES // scale
-    result = pathway("sliding", quick) if with_pathway else "not run (--no-pathway)"
+    result, (records, arrow), ratios = taking_turns(
+        lambda: pathway("sliding", quick) if with_pathway else "not run (--no-pathway)",
+        lambda: sliding_count(events, window, updates, False),
+        lambda: sliding_count(events, window, updates, True))
 
     def pw_value(f) -> float | str:
         if isinstance(result, str):
@@ -738,8 +808,7 @@ def sliding_section(quick: bool = False, with_pathway: bool = True) -> Section:
     histograms = []
     pw_latencies = [] if isinstance(result, str) else \
         result.get("update", {}).get("latencies_ms", [])
-    for arrow, label in ((False, "Python records"), (True, "Arrow rows")):
-        figures = sliding_count(events, window, updates, arrow)
+    for figures, label in ((records, "Python records"), (arrow, "Arrow rows")):
         histograms.append(Histogram(f"sliding count, single event ({label})",
                                     {"sparktimely": figures["latencies"], peer: pw_latencies}))
         rows += [
@@ -755,7 +824,8 @@ def sliding_section(quick: bool = False, with_pathway: bool = True) -> Section:
              f"ended); Pathway: windows of {window:,} every {window // 5:,} (each event in 5), "
              f"PATHWAY_THREADS=1, start-up excluded; final counts checked against a count from "
              f"scratch",
-             "Pathway: " + (result if isinstance(result, str) else "0.33 streaming, same events")]
+             "Pathway: " + (result if isinstance(result, str) else "0.33 streaming, same events"),
+             turns_note({"records": ratios[0], "Arrow rows": ratios[1]})]
     return Section("Differential temporal filter: a sliding count beside Pathway's windowby",
                    rows, notes, key="differential-sliding", histograms=histograms).print()
 
