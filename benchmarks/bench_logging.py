@@ -7,7 +7,9 @@ nothing) and writing files (``log_to_directory``), as ratios against logging off
   1 worker in process and 2 worker processes. Every round schedules every operator, so this
   is logging's worst case: a few events per microsecond of work.
 - Map: ``map(lambda x: x + 1)`` over 1M ints in batches of 1k and 10k records, 1 worker.
-- Exchange: 1M ints in 10k-record batches sent to worker ``x % 2`` and counted, 2 workers.
+- Exchange: 4M ints in 10k-record batches sent to worker ``x % 2`` and counted, 2 workers:
+  the rate over the slower worker's rounds after its first (untimed, as the processes'
+  start-up and first page faults are alike in every mode).
 - The progress display: ``st.execute(..., progress=True)`` against ``progress=False`` (the
   workers report their status every second, the launching process redraws every 0.5 s as
   on a terminal), on the round and exchange workloads, run long enough (seconds) for the
@@ -24,6 +26,7 @@ import io
 import statistics
 import sys
 import tempfile
+import time
 import timeit
 from typing import Callable
 
@@ -76,18 +79,25 @@ def map_rate(mode: str, batch: int) -> float:
 
 def exchange_rate(mode: str, batch: int = 10_000, records: int = RECORDS,
                   progress: bool = False) -> float:
+    """M records/s through exchange + count at 2 worker processes: the records over the
+    slower worker's time for its rounds after a first, untimed one (the fork, the start-up
+    and the first exchange's page faults in fresh processes are the same in every mode, and
+    took most of a whole run's ~0.1 s)."""
     def job(worker):
         attach(worker, mode)
         input = st.InputHandle()
         probe = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: x)
                                 .count().probe())
         data = list(range(worker.index, worker.index + batch))
-        for round in range(records // batch // worker.peers):
+        rounds = records // batch // worker.peers
+        for round in range(rounds + 1):
+            if round == 1:
+                started = time.perf_counter()
             input.send_batch(data)
             input.advance_to(round + 1)
             worker.step_while(lambda: probe.less_than(round + 1))
-    return records / median_seconds(lambda: st.execute(job, workers=2, progress=progress),
-                                    1) / 1e6
+        return time.perf_counter() - started
+    return records / max(st.execute(job, workers=2, progress=progress)) / 1e6
 
 
 def interleaved(measure: Callable[[str], float], best: Callable[[list[float]], float],
@@ -123,7 +133,7 @@ def overhead_section(quick: bool = False) -> Section:
                          lambda m: map_rate(m, batch), 0.9 if batch >= 10_000 else None)
     if not quick:
         rows += rows_for("exchange + count, 2 worker processes", "10,000-record batches",
-                         "M rec/s", exchange_rate, 0.9)
+                         "M rec/s", lambda m: exchange_rate(m, records=4 * RECORDS), 0.9)
     return Section("Logging overhead (logging on, and to files, against logging off)", rows,
                    notes=[
         f"each figure the best of {REPEAT} runs, the three modes taken in turn; "
