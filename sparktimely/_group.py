@@ -236,9 +236,10 @@ def _watch(read: int, write: int, parent: int, prefix: str) -> None:
     os.closerange(3, read)                 # sockets to the JVM and peers are not ours to hold
     os.closerange(read + 1, 1 << 16)
     verdict = b""
+    pipe = select.poll()                   # not select.select: ``read`` may be above 1023
+    pipe.register(read, select.POLLIN)
     while True:
-        ready, _, _ = select.select([read], [], [], 1.0)
-        if ready:
+        if pipe.poll(1000):
             verdict = os.read(read, 1)
             break
         if os.getppid() != parent:         # orphaned (the pipe is also held elsewhere)

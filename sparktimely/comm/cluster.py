@@ -48,7 +48,7 @@ from ..shm import Endpoint, Mesh
 from .allocator import Allocator, EncodingAllocator, ShmAllocator
 from .codec import decode
 from .link import Link
-from .net import connect_peers, connect_timeout, job_token, join_address
+from .net import connect_peers, connect_timeout, job_token, join_address, ready
 
 __all__ = ["ClusterAllocator", "WorkerAddress", "build_allocator", "host_identity",
            "sockets_forced"]
@@ -303,7 +303,7 @@ class ClusterAllocator(EncodingAllocator):
                 self._read_all()
                 self._check()
                 if self._by_fd:
-                    select.select(list(self._by_fd), [], [], 1.0)
+                    ready(list(self._by_fd), timeout=1.0)
             for link in self._links.values():
                 link.join()
             self._check()

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import math
 import os
 import pickle
 import select
 import socket
 import struct
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 FRAME = struct.Struct("<IIIQ")
 """Frame header: channel, source index, target index, body length."""
@@ -47,6 +48,42 @@ class PeerLost(ConnectionError):
     >>> issubclass(PeerLost, ConnectionError)
     True
     """
+
+
+_READABLE = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR | select.POLLNVAL
+_WRITABLE = select.POLLOUT | select.POLLHUP | select.POLLERR | select.POLLNVAL
+
+
+def ready(readers: Sequence[Any], writers: Sequence[Any] = (),
+          timeout: float | None = None) -> tuple[list, list]:
+    """The ``readers`` ready to read (or at their end) and the ``writers`` ready to write (or
+    failed), within ``timeout`` seconds (None: until one is): ``select.select`` without its
+    limit on descriptor numbers (1024, which a process holding many files or connections
+    passes). Sockets or file descriptors, given back as given.
+
+    >>> import socket
+    >>> a, b = socket.socketpair()
+    >>> ready([a], [b], 0) == ([], [b])
+    True
+    >>> _ = b.send(b"x")
+    >>> ready([a], [], 1.0) == ([a], [])
+    True
+    """
+    poller = select.poll()
+    masks: dict[int, int] = {}
+    for objects, mask in ((readers, select.POLLIN), (writers, select.POLLOUT)):
+        for item in objects:
+            fd = _descriptor(item)
+            masks[fd] = masks.get(fd, 0) | mask
+    for fd, mask in masks.items():
+        poller.register(fd, mask)
+    events = dict(poller.poll(None if timeout is None else math.ceil(max(timeout, 0) * 1e3)))
+    return ([item for item in readers if events.get(_descriptor(item), 0) & _READABLE],
+            [item for item in writers if events.get(_descriptor(item), 0) & _WRITABLE])
+
+
+def _descriptor(item: Any) -> int:
+    return item if isinstance(item, int) else item.fileno()
 
 
 def connect_timeout(timeout: float | None = None) -> float:
@@ -216,9 +253,9 @@ class _Meeting:
                 parties = list(self.parties.values())
                 wake = min([self.deadline, *self.outgoing.values(), *self.probing.values(),
                             *(p.deadline for p in parties)])
-                readable, writable, _ = select.select(
+                readable, writable = ready(
                     [self.listener, *(p.sock for p in parties if not p.connecting)],
-                    [p.sock for p in parties if p.connecting], [], max(wake - now, 0.0))
+                    [p.sock for p in parties if p.connecting], max(wake - now, 0.0))
                 for sock in writable:
                     self._connected(self.parties[sock])
                 for sock in readable:

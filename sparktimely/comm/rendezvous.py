@@ -22,15 +22,14 @@ drops without ``done``. At the end every process says ``done`` and waits for the
 """
 from __future__ import annotations
 
-import select
 import socket
 import time
 from typing import Any, Sequence
 
 from ..shm import job_prefix
 from .cluster import WorkerAddress, host_identity, sockets_forced
-from .net import (connect_peers, connect_timeout, job_token, listen, recv_notice, send_notice,
-                  split_address)
+from .net import (connect_peers, connect_timeout, job_token, listen, ready, recv_notice,
+                  send_notice, split_address)
 
 class PeerFailed(RuntimeError):
     """Worker ``index`` failed, as process ``origin`` saw it: an error another process
@@ -172,7 +171,7 @@ class ProcessCluster:
 
     def poll(self) -> None:
         """Handle control notices that have arrived, without waiting (raises PeerFailed)."""
-        for sock in select.select(self.watched, [], [], 0)[0]:
+        for sock in ready(self.watched, timeout=0)[0]:
             self.check(sock)
 
     def wait(self, timeout: float | None) -> None:
@@ -183,7 +182,7 @@ class ProcessCluster:
             left = None if end is None else end - time.monotonic()
             if left is not None and left <= 0:
                 return
-            for sock in select.select(self.watched, [], [], left)[0]:
+            for sock in ready(self.watched, timeout=left)[0]:
                 self.check(sock)
 
     def finish(self) -> None:

@@ -10,6 +10,7 @@ until killed; prints ``ready`` after the first), ``fail`` (worker 3 raises after
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -95,5 +96,9 @@ JOBS = {"exchange": exchange, "bfs": bfs_job, "forever": forever,
         "fail": lambda worker: forever(worker, fail_at=3), "diverge": diverge}
 
 if __name__ == "__main__":
+    # COMM_JOBS_HOLD_FDS: open this many descriptors first, as a program with many files or
+    # connections open has (numbers past select()'s limit of 1024)
+    held = [os.open(os.devnull, os.O_RDONLY)
+            for _ in range(int(os.environ.get("COMM_JOBS_HOLD_FDS", "0")))]
     results = st.execute_from_args(sys.argv[2:], JOBS[sys.argv[1]])
     print(json.dumps(results), flush=True)

@@ -34,13 +34,14 @@ class Job:
 
     def __init__(self, directory, job: str, processes: int, *, workers: int | list[int] = 2,
                  force_sockets: bool = False, hosts: list[str] | None = None,
-                 prefix=lambda process: []) -> None:
+                 prefix=lambda process: [], env: dict | None = None) -> None:
         self.dir = directory / f"{job}-{uuid.uuid4().hex[:8]}"
         self.dir.mkdir()
         hosts = hosts or [f"127.0.0.1:{port}" for port in free_ports(processes)]
         self.hostfile = self.dir / "hosts"
         self.hostfile.write_text("".join(f"{host}\n" for host in hosts))
-        env = dict(os.environ, PYTHONPATH=ROOT, SPARKTIMELY_FORCE_SOCKETS=str(int(force_sockets)))
+        env = dict(os.environ, PYTHONPATH=ROOT, SPARKTIMELY_FORCE_SOCKETS=str(int(force_sockets)),
+                   **(env or {}))
         workers = workers if isinstance(workers, list) else [workers] * processes
         self.procs = []
         for process in range(processes):
@@ -127,6 +128,21 @@ def test_exchange_heavy_job_has_exact_results(jobs, processes, force_sockets):
         [[p for p in range(peers) if p // 2 != w // 2] if force_sockets else []
          for w in range(peers)]                 # forced: each process is a host of its own
     assert results == expected_exchange(peers)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("processes, force_sockets", [(1, False), (2, False), (2, True)],
+                         ids=["1-process", "2-shm", "2-sockets"])
+def test_processes_holding_many_descriptors_run_as_others(jobs, processes, force_sockets):
+    """Processes that hold 1,100 open descriptors (a program with many files or connections
+    open), so that the sockets and pipes of the run get numbers past 1023, where
+    select.select refuses them: the rendezvous, the links and the janitor still work."""
+    results = [worker for part in jobs("exchange", processes, force_sockets=force_sockets,
+                                       env={"COMM_JOBS_HOLD_FDS": "1100"}).results()
+               for worker in part]
+    for result in results:
+        del result["allocator"], result["remote"]
+    assert results == expected_exchange(2 * processes)
 
 
 @pytest.mark.timeout(120)
