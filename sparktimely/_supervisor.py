@@ -103,7 +103,10 @@ class _SignalGuard:
             self.close_wakeup()
         if self.received is not None:
             received, self.received = self.received, None
-            signal.raise_signal(received)             # the caller's own handling
+            try:
+                signal.raise_signal(received)         # the caller's own handling
+            except BaseException as raised:           # its error, not our _Stopped's context
+                raise raised from None
             raise RuntimeError(f"the run was stopped by {signal.Signals(received).name}: "
                                f"its workers were stopped and nothing is left behind")
 

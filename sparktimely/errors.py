@@ -2,13 +2,19 @@
 """
 from __future__ import annotations
 
+import os
+import re
+
 __all__ = ["WorkerError"]
 
 
 class WorkerError(RuntimeError):
     """A worker failed: carries its ``index`` and the ``traceback`` text.
 
-    ``str()`` names the original exception type and message.
+    ``str()`` names the original exception type and message; the worker's traceback (its
+    frames inside sparktimely cut short: :func:`user_traceback`) is a note, which Python
+    prints after the message, so an uncaught failure shows the line of the program's own code
+    that raised it.
 
     >>> import sparktimely as st
     >>> try:
@@ -23,6 +29,64 @@ class WorkerError(RuntimeError):
         self.index = index
         self.message = message
         self.traceback = traceback
+        if traceback:
+            self.add_note(f"worker {index}'s traceback:\n{user_traceback(traceback)}")
 
     def __reduce__(self):
         return (type(self), (self.index, self.message, self.traceback))
+
+
+_FRAME = re.compile(r'  File "([^"]*)", line \d+, in ')
+
+
+def user_traceback(text: str) -> str:
+    """A worker's traceback with the frames inside sparktimely (its package, or the zip it
+    travels to executors in) cut to one line per run of them, and without the events a
+    worker's log adds as a note (they are in ``--log-dir``'s files).
+
+    >>> print(user_traceback('''Traceback (most recent call last):
+    ...   File "/tmp/userFiles/sparktimely-0e9.zip/sparktimely/dataflow/worker.py", line 9, in step
+    ...     op.schedule()
+    ...   File "/home/me/job.py", line 3, in <lambda>
+    ...     1 / 0
+    ... ZeroDivisionError: division by zero
+    ... sparktimely.logging: the last 2 of the 2 events worker 0 logged:
+    ...      1.0 ms  w0  start Map'''))
+    Traceback (most recent call last):
+      ... (1 frame inside sparktimely)
+      File "/home/me/job.py", line 3, in <lambda>
+        1 / 0
+    ZeroDivisionError: division by zero
+    """
+    package = os.path.dirname(os.path.abspath(__file__))
+    lines = text.splitlines()
+    cut = next((i for i, line in enumerate(lines)
+                if line.startswith("sparktimely.logging: the last ")), len(lines))
+    kept: list[str] = []
+    hidden = 0
+    index = 0
+    while index < cut:
+        line = lines[index]
+        frame = _FRAME.match(line)
+        if frame is None:
+            if hidden:
+                kept.append(f"  ... ({hidden} frame{'s' if hidden > 1 else ''} inside "
+                            f"sparktimely)")
+                hidden = 0
+            kept.append(line)
+            index += 1
+            continue
+        end = index + 1                          # the frame's source lines follow it
+        while end < cut and lines[end].startswith("    "):
+            end += 1
+        path = frame[1]
+        if path.startswith(package + os.sep) or re.search(r"sparktimely[^/]*\.zip/", path):
+            hidden += 1
+        else:
+            if hidden:
+                kept.append(f"  ... ({hidden} frame{'s' if hidden > 1 else ''} inside "
+                            f"sparktimely)")
+                hidden = 0
+            kept.extend(lines[index:end])
+        index = end
+    return "\n".join(kept)

@@ -21,7 +21,8 @@ from ._supervisor import signals
 from .comm import WorkerAddress
 from .comm.rendezvous import ProcessCluster
 from .worker import Worker
-from .io.checkpoints import checkpointing, reraise_recovery_error
+from .io.checkpoints import (RecoveryError, checkpointing, create_directory,
+                             reraise_recovery_error)
 from .logging import observing
 from .shm import job_prefix
 
@@ -80,7 +81,7 @@ class Config:
 def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
     """The ``host:port`` entries of a hostfile (a path, or a list of strings).
 
-    Blank lines and ``#`` comments are skipped; any other line that is not ``host:port``
+    Blank lines and ``#`` comments are skipped; any other line that is not one ``host:port``
     with a port in 1..65535 raises ValueError naming the line, and so does an address that an
     earlier line already gave (two processes cannot listen on one address).
 
@@ -101,6 +102,9 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
         text = line.split("#", 1)[0].strip()
         if not text:
             continue
+        if len(text.split()) > 1:
+            raise ValueError(f"{origin} line {number}: {line.strip()!r} is not host:port "
+                             f"(one address per line)")
         host, sep, port = text.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"{origin} line {number}: {line.strip()!r} is not host:port")
@@ -383,6 +387,9 @@ def execute_from_args(argv: Sequence[str] | argparse.Namespace,
     >>> st.execute_from_args(["-w", "2", "extra"], lambda worker: worker.args)
     [['extra'], ['extra']]
     """
+    if isinstance(argv, (str, bytes)):
+        raise TypeError(f"execute_from_args: argv is the list of arguments (sys.argv[1:]), "
+                        f"not one string: {argv!r}")
     if isinstance(argv, argparse.Namespace):
         options, args = argv, getattr(argv, "args", None)
         if args is None or not all(hasattr(options, name) for name in _TIMELY):
@@ -427,11 +434,17 @@ def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
 
 
 def _run(func: Callable[[Worker], Any], config: Config) -> list[Any]:
-    if config.checkpoint_dir is None:
-        return _run_workers(func, config)
-    with reraise_recovery_error():
-        return _run_workers(checkpointing(func, config.checkpoint_dir, config.checkpoint_every),
-                            config)
+    try:
+        if config.checkpoint_dir is None:
+            return _run_workers(func, config)
+        create_directory(config.checkpoint_dir)
+        with reraise_recovery_error():
+            return _run_workers(checkpointing(func, config.checkpoint_dir,
+                                              config.checkpoint_every), config)
+    except (WorkerError, RecoveryError, ConnectionError, KeyboardInterrupt) as error:
+        # Told from here: the frames of this process's supervision and rendezvous say
+        # nothing the message does not (a worker's own traceback is the error's note).
+        raise error.with_traceback(None)
 
 
 def _run_workers(func: Callable[[Worker], Any], config: Config) -> list[Any]:

@@ -164,6 +164,26 @@ def checkpointing(func: Callable[[W], Any], checkpoint_dir: Location,
     return run
 
 
+def create_directory(checkpoint_dir: Location) -> None:
+    """Create ``checkpoint_dir`` (and its parents) if it is missing, before any worker starts:
+    a :class:`RecoveryError` naming it if it cannot be a directory.
+
+    >>> import tempfile, os
+    >>> file = tempfile.mkstemp()[1]
+    >>> try:
+    ...     create_directory(os.path.join(file, "ck"))
+    ... except RecoveryError as error:
+    ...     print("cannot" in str(error))
+    True
+    """
+    storage = Storage(checkpoint_dir)
+    try:
+        storage.makedirs(storage.root)
+    except OSError as error:
+        raise RecoveryError(f"checkpoint directory {storage.where}: cannot create it: "
+                            f"{error.strerror or error}") from None
+
+
 @contextmanager
 def reraise_recovery_error() -> Iterator[None]:
     """Turn a worker's failure that was a :class:`RecoveryError` (a ``WorkerError`` whose
@@ -182,7 +202,7 @@ def reraise_recovery_error() -> Iterator[None]:
     except Exception as error:
         message = getattr(error, "message", "")
         if isinstance(message, str) and message.startswith(_RECOVERY_ERROR):
-            raise RecoveryError(message[len(_RECOVERY_ERROR):]) from error
+            raise RecoveryError(message[len(_RECOVERY_ERROR):]) from None   # told in full
         raise
 
 

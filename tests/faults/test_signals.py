@@ -94,6 +94,22 @@ def test_sigint_stops_the_workers_and_raises_keyboard_interrupt_in_the_caller():
         supervisor.wait()
 
 
+def test_an_uncaught_sigint_is_told_as_one_keyboard_interrupt():
+    """As Python tells Ctrl-C: one short traceback ending in KeyboardInterrupt, not the
+    supervision's internal exceptions chained before it."""
+    supervisor = start("st.execute(job, workers=2)")
+    try:
+        children = wait_for_workers(supervisor, 2)
+        elapsed = stop_and_time(supervisor, signal.SIGINT)
+        err = supervisor.stderr.read()
+        assert err.count("Traceback") == 1 and err.splitlines()[-1] == "KeyboardInterrupt", err
+        assert "_Stopped" not in err and "_supervisor.py" not in err, err
+        assert_stopped_clean([supervisor], children, elapsed)
+    finally:
+        supervisor.kill()
+        supervisor.wait()
+
+
 def test_sigterm_to_one_process_of_a_hostfile_job_stops_the_other_with_a_clear_error(tmp_path):
     from socket import socket
     with socket() as a, socket() as b:

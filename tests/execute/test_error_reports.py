@@ -1,0 +1,72 @@
+"""How a failed run is told to the person who started it: once, with the line of their own
+program that raised, without the frames of sparktimely's supervision."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import sparktimely as st
+
+pytestmark = pytest.mark.timeout(60)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_script(tmp_path, name: str, source: str, *args: str) -> subprocess.CompletedProcess:
+    script = tmp_path / name
+    script.write_text(textwrap.dedent(source))
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                          timeout=50, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=ROOT))
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_a_failing_operator_shows_the_programs_own_line(tmp_path, workers):
+    ran = run_script(tmp_path, "job.py", """\
+        import sys, sparktimely as st
+        def job(worker):
+            worker.dataflow(lambda scope: scope.to_stream([1, 0]).map(lambda x: 1 // x).probe())
+            worker.run()
+        st.execute_from_args(sys.argv[1:], job)
+        """, "-w", str(workers))
+    assert ran.returncode == 1
+    err = ran.stderr
+    assert "failed: OperatorError: operator 'Map'" in err and "ZeroDivisionError" in err, err
+    assert f'File "{tmp_path / "job.py"}", line 3, in <lambda>' in err, err
+    assert "'s traceback:" in err and "frames inside sparktimely" in err, err
+    assert "_supervisor.py" not in err and "worker.py" not in err, err
+
+
+def test_a_checkpoint_of_another_program_is_told_once(tmp_path):
+    source = """\
+        import sys, sparktimely as st
+        def job(worker):
+            worker.dataflow(lambda scope: scope.to_stream(range(3)).probe(), name=sys.argv[1])
+            worker.run()
+        st.execute_from_args(sys.argv[2:], job)
+        """
+    assert run_script(tmp_path, "a.py", source, "first", "-w2", "--checkpoint-dir",
+                      "ck").returncode == 0
+    ran = run_script(tmp_path, "b.py", source, "second", "-w2", "--checkpoint-dir", "ck")
+    assert ran.returncode == 1
+    assert ran.stderr.count("it holds checkpoints of dataflow 'first'") == 1, ran.stderr
+    assert "direct cause" not in ran.stderr and "WorkerError" not in ran.stderr, ran.stderr
+
+
+def test_a_checkpoint_directory_that_cannot_be_one_is_named_before_workers_start(tmp_path):
+    file = tmp_path / "file"
+    file.write_text("")
+    for where in (file, file / "ck"):
+        with pytest.raises(st.RecoveryError, match=f"checkpoint directory {where}: cannot "
+                                                   f"create it"):
+            st.execute(lambda worker: (tmp_path / f"ran-{worker.index}").touch(), workers=2,
+                       checkpoint_dir=where)
+    assert sorted(os.listdir(tmp_path)) == ["file"]           # no worker ran
+
+
+def test_execute_from_args_takes_a_list_not_one_string():
+    with pytest.raises(TypeError, match="argv is the list of arguments"):
+        st.execute_from_args("-w2", lambda worker: None)
