@@ -121,6 +121,11 @@ class Exchange(Pact):
                  combine: Callable[[Any], Any] | None = None) -> None:
         if (route is None) == (key is None):
             raise ValueError("Exchange needs exactly one of a route function or key=column")
+        if route is not None and not callable(route):
+            hint = f" (to route an Arrow stream by a column: key={route!r})" \
+                if isinstance(route, str) else ""
+            raise TypeError(f"exchange: the route must be a function of a record, got "
+                            f"{route!r}{hint}")
         self.route = route
         self.key = key
         self.combine = combine

@@ -37,6 +37,19 @@ class OperatorError(RuntimeError):
     """
 
 
+def require_function(operator: str, value: Any) -> None:
+    """A TypeError naming ``operator`` unless ``value`` is callable: told where the dataflow
+    is built, not by the first record that reaches it.
+
+    >>> require_function("map", 5)
+    Traceback (most recent call last):
+    TypeError: map: expected a function, got 5 (int)
+    """
+    if not callable(value):
+        raise TypeError(f"{operator}: expected a function, got {value!r} "
+                        f"({type(value).__name__})")
+
+
 @dataclass(frozen=True)
 class OperatorInfo:
     """What an operator's constructor learns about it: ``name``, ``index`` within its

@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..dataflow import Pipeline
-from ..dataflow.operator import enter as enter_stream, leave as leave_stream
+from ..dataflow.operator import enter as enter_stream, leave as leave_stream, require_function
 from ..progress.timestamp import Product
 from .arrow.reduce import count_spec, distinct_spec
 from .operators.arrange import (EnteredHandle, KeyColumns, TraceReader, arrange_stream,
@@ -111,6 +111,8 @@ class Collection:
         ...            .inner.capture()).extract()
         [(0, [(10, 0, 1), (20, 0, 1)])]
         """
+        require_function("map", f)
+
         def transform(time, batch):
             return [(f(d), t, r) for d, t, r in python_only("map", "map_batches", batch)]
         return self._per_batch("Map", transform)
@@ -123,6 +125,8 @@ class Collection:
         ...            .consolidate().inner.capture()).extract()
         [(0, [('a', 0, 1), ('b', 0, 2)])]
         """
+        require_function("flat_map", f)
+
         def transform(time, batch):
             return [(y, t, r) for d, t, r in python_only("flat_map", "map_batches", batch)
                     for y in f(d)]
@@ -136,6 +140,8 @@ class Collection:
         ...            .inner.capture()).extract()
         [(0, [(3, 0, 1), (4, 0, 1)])]
         """
+        require_function("filter", predicate)
+
         def transform(time, batch):
             return [u for u in python_only("filter", "filter_batches", batch) if predicate(u[0])]
         return self._per_batch("Filter", transform)
@@ -241,6 +247,7 @@ class Collection:
         >>> st.example(build).extract()
         [(0, [('a', 0, 1), ('b', 0, 2)])]
         """
+        _require_collection("concat", other)
         return Collection(self.inner.concat(other.inner))
 
     def probe(self) -> "ProbeHandle":
@@ -366,6 +373,7 @@ class Collection:
         >>> st.example(build).extract()
         [(0, [((1, ('ann', 'cat')), 0, 1), ((1, ('ann', 'dog')), 0, 1)])]
         """
+        _require_collection("join", other)
         return Collection(join_core_stream(self.arrange_by_key(on), other.arrange_by_key(on),
                                            None, JOIN_PAIR, "Join"))
 
@@ -380,6 +388,8 @@ class Collection:
         >>> st.example(build).extract()
         [(0, [(10, 0, 1)])]
         """
+        _require_collection("join_map", other)
+        require_function("join_map", f)
         return Collection(join_core_stream(self.arrange_by_key(), other.arrange_by_key(), f,
                                            JOIN_MAP, "JoinMap"))
 
@@ -490,6 +500,8 @@ class Collection:
         >>> st.example(build).extract()
         [(0, [(1, 0, 1), (2, 0, 1), (3, 0, 1)])]
         """
+        require_function("iterate", f)
+
         def build(inner: "Scope") -> Collection:
             variable = Variable.new_from(self.enter(inner))
             result = f(variable)
@@ -539,6 +551,14 @@ class Collection:
 
     def __repr__(self) -> str:
         return f"Collection(scope={self.scope.name!r})"
+
+
+def _require_collection(operator: str, other: Any) -> None:
+    """A TypeError naming ``operator`` unless ``other`` is a :class:`Collection`."""
+    if not isinstance(other, Collection):
+        raise TypeError(f"{operator}: expected a differential Collection, got "
+                        f"{type(other).__name__} (make one with dd.from_stream, "
+                        f"dd.as_collection or an InputSession)")
 
 
 def _enter_records(batch: Any) -> Any:
@@ -886,7 +906,8 @@ def as_collection(stream: "Stream") -> Collection:
 
 def from_stream(stream: "Stream") -> Collection:
     """Each record of a timely stream becomes an insertion (diff 1) at the record's time;
-    an Arrow stream gets a ``diff`` column of ones.
+    an Arrow stream gets a ``diff`` column of ones (its batches must not have one: batches
+    of updates with their own diffs are :func:`as_collection`'s).
 
     >>> import sparktimely as st, sparktimely.differential as dd
     >>> st.example(lambda s: dd.from_stream(s.to_stream("ab")).inner.capture()).extract()
@@ -900,6 +921,10 @@ def from_stream(stream: "Stream") -> Collection:
                 time = cap.time
                 if batch.__class__ is list:
                     output.give_at(cap, [(x, time, 1) for x in batch])
+                elif DIFF in batch.schema.names:
+                    raise ValueError(f"from_stream: the batch has a {DIFF!r} column already "
+                                     f"(from_stream adds one, of ones): a stream of updates "
+                                     f"with their own diffs is dd.as_collection(stream)")
                 else:
                     output.give_at(cap, batch.append_column(
                         DIFF, pa.array(np.ones(batch.num_rows, np.int64))))

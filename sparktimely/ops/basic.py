@@ -9,7 +9,7 @@ from itertools import chain
 from typing import Any, Callable, Self
 
 from ..dataflow import OperatorBuilder, Pipeline
-from ..dataflow.operator import FrontierInterest
+from ..dataflow.operator import FrontierInterest, require_function
 from ..dataflow.stream import StreamCore
 
 
@@ -82,6 +82,7 @@ class BasicOps(StreamCore):
         >>> st.example(lambda s: s.to_stream(range(4)).map(lambda x: x * x).capture()).extract()
         [(0, [0, 1, 4, 9])]
         """
+        require_function("map", f)
         return self._per_batch("Map", lambda time, batch: [f(x) for x in batch])
 
     def map_in_place(self, f: Callable[[Any], None]) -> Self:
@@ -94,6 +95,8 @@ class BasicOps(StreamCore):
         ...            .capture()).extract()
         [(0, [[1, 0], [2, 0]])]
         """
+        require_function("map_in_place", f)
+
         def change(time: Any, batch: Any) -> Any:
             for x in batch:
                 f(x)
@@ -109,6 +112,8 @@ class BasicOps(StreamCore):
         >>> st.example(lambda s: s.to_stream(["a b", "c"]).flat_map(str.split).capture()).extract()
         [(0, ['a', 'b', 'c'])]
         """
+        require_function("flat_map", f)
+
         def ctor(capability: Any, info: Any) -> Callable:
             capability.drop()
 
@@ -125,6 +130,7 @@ class BasicOps(StreamCore):
         >>> st.example(lambda s: s.to_stream(range(6)).filter(lambda x: x % 2).capture()).extract()
         [(0, [1, 3, 5])]
         """
+        require_function("filter", predicate)
         return self._per_batch("Filter", lambda time, batch: [x for x in batch if predicate(x)])
 
     def inspect(self, f: Callable[[Any], None]) -> Self:
@@ -136,6 +142,8 @@ class BasicOps(StreamCore):
         >>> seen
         [1, 2]
         """
+        require_function("inspect", f)
+
         def look(time: Any, batch: Any) -> Any:
             for x in batch:
                 f(x)

@@ -539,3 +539,24 @@ def test_an_input_capability_sends_at_its_time_only_where_its_summary_allows(run
     else:
         assert sent == [] and errors == [[mine[0]] for mine in errors]
         assert all(error in message for mine in errors for message in mine)
+
+
+@pytest.mark.parametrize("build, told", [
+    (lambda s: s.map(5), "map: expected a function, got 5 (int)"),
+    (lambda s: s.flat_map(None), "flat_map: expected a function, got None"),
+    (lambda s: s.filter("x"), "filter: expected a function, got 'x' (str)"),
+    (lambda s: s.inspect(3), "inspect: expected a function, got 3"),
+    (lambda s: s.map_in_place([]), "map_in_place: expected a function, got []"),
+    (lambda s: s.exchange("word"), "exchange: the route must be a function of a record, got "
+                                   "'word' (to route an Arrow stream by a column: key='word')"),
+])
+def test_an_operator_given_no_function_says_so_where_the_dataflow_is_built(build, told):
+    """Not later, from the first record, naming whichever operator sent it."""
+    built = []
+
+    def job(worker):
+        worker.dataflow(lambda scope: build(scope.to_stream([1])))
+        built.append(worker.index)
+    with pytest.raises(TypeError, match=re.escape(told)):
+        st.execute_directly(job)
+    assert built == []

@@ -1,5 +1,7 @@
 """Bad input gets an error naming the operator (or call) and the record, at any worker count;
 what was accepted before is not lost."""
+import re
+
 import pytest
 
 import sparktimely as st
@@ -141,3 +143,29 @@ def test_arrow_aggregation_output_names_must_not_repeat_a_column(reduce, clash):
         return reduce(dd.as_collection(scope.to_stream(rows))).probe()
     with pytest.raises(st.OperatorError, match=clash):
         st.example(build)
+
+
+@pytest.mark.parametrize("build, told", [
+    (lambda c: c.join([1, 2]), "join: expected a differential Collection, got list"),
+    (lambda c: c.join_map(c, 5), "join_map: expected a function, got 5"),
+    (lambda c: c.concat(c.inner), "concat: expected a differential Collection, got "),
+    (lambda c: c.iterate(5), "iterate: expected a function, got 5"),
+    (lambda c: c.map("x"), "map: expected a function, got 'x'"),
+    (lambda c: c.filter(None), "filter: expected a function, got None"),
+])
+def test_a_collection_method_given_the_wrong_argument_says_so_where_it_is_built(build, told):
+    with pytest.raises(TypeError, match=re.escape(told)):
+        st.execute_directly(lambda worker: worker.dataflow(
+            lambda scope: build(dd.from_stream(scope.to_stream([(1, 2)])))))
+
+
+@WORKERS
+@pytest.mark.timeout(60)
+def test_from_stream_of_batches_that_have_diffs_names_as_collection(workers):
+    import pyarrow as pa
+    batch = pa.record_batch({"k": ["a"], "diff": pa.array([1], pa.int64())})
+    with pytest.raises(st.WorkerError, match=r"from_stream: the batch has a 'diff' column "
+                                             r"already.*dd.as_collection"):
+        st.execute(lambda worker: worker.dataflow(lambda scope: dd.from_stream(
+            scope.to_stream([batch] if worker.index == 0 else [])).count(key="k").probe()),
+            workers=workers)
