@@ -67,6 +67,7 @@ from urllib.parse import quote, unquote
 
 from ..dataflow import Pipeline, WorkerObserver, source
 from ..ops.recovery import Component, KeyedState, frontier_epoch, recovery_of, root_epoch
+from ..ops.sinks import handed_over
 from ..progress.timestamp import Product
 from . import _commit_record as records
 from ._checkpoint_protocol import ALL, Action, CheckpointProtocol, CommitComponents, Fail, \
@@ -507,7 +508,7 @@ class _Flow:
                 shared = math.gcd(old, peers)
                 writers = [w for w in range(old) if w % shared == index % shared]
             elif component.kind == "sink":
-                writers = [w for w in range(old) if w == index or (w >= peers and w % peers == index)]
+                writers = [w for w in range(old) if w == index or handed_over(w, peers, index)]
             else:
                 writers = list(range(old))
             written = files.get(component.name, {})

@@ -89,6 +89,17 @@ class Sink(Protocol):
         ...
 
 
+def handed_over(partition: int, peers: int, index: int) -> bool:
+    """Whether sink partition ``partition`` of an earlier run with more workers falls to worker
+    ``index`` of a run of ``peers`` workers: one beyond the run's workers goes to worker
+    ``partition % peers`` (which resumes it, or deletes what a crash left of it).
+
+    >>> [p for p in range(7) if handed_over(p, 2, 0)]
+    [2, 4, 6]
+    """
+    return partition >= peers and partition % peers == index
+
+
 class SinkWriter(Component):
     """The component behind ``output_to``: this worker's part of the sink."""
 
@@ -127,10 +138,10 @@ class SinkWriter(Component):
 
     def _orphan(self, partition: str) -> bool:
         """Whether ``partition`` is one a crashed run with more workers had that falls to
-        this worker (partition ``p`` beyond this run's workers goes to worker ``p % peers``):
-        unless this worker resumes it, no one opens it again."""
-        return (partition.isdigit() and int(partition) >= self.peers
-                and int(partition) % self.peers == int(self.partition))
+        this worker (:func:`handed_over`): unless this worker resumes it, no one opens it
+        again."""
+        return partition.isdigit() and handed_over(int(partition), self.peers,
+                                                   int(self.partition))
 
     def opened(self) -> SinkPart:
         """The sink's part, once :meth:`start` has opened it."""
