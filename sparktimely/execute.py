@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import re
+import select
 import socket
 import sys
 from dataclasses import dataclass, field
@@ -383,6 +385,10 @@ def execute_from_args(argv: Sequence[str] | argparse.Namespace,
     passes the options: then an unknown flag is an error too, ``--help`` lists the program's
     flags with timely's, and ``worker.args`` holds what followed ``--``.
 
+    Run as a filter whose reader goes away (``prog | head``), a worker's print failing with
+    ``BrokenPipeError`` ends the program quietly with status 1, as Unix tools do, rather than
+    with a :class:`WorkerError`.
+
     >>> import sparktimely as st
     >>> st.execute_from_args(["-w", "2", "extra"], lambda worker: worker.args)
     [['extra'], ['extra']]
@@ -402,7 +408,12 @@ def execute_from_args(argv: Sequence[str] | argparse.Namespace,
         if problem is not None:
             parser.error(problem)
         args = [*unknown, *options.args]
-    return _run(func, _config(options, args))
+    try:
+        return _run(func, _config(options, args))
+    except WorkerError as error:
+        if _output_closed(error):
+            _leave_quietly()
+        raise
 
 
 def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
@@ -445,6 +456,28 @@ def _run(func: Callable[[Worker], Any], config: Config) -> list[Any]:
         # Told from here: the frames of this process's supervision and rendezvous say
         # nothing the message does not (a worker's own traceback is the error's note).
         raise error.with_traceback(None)
+
+
+def _output_closed(error: WorkerError) -> bool:
+    """Whether ``error`` is a worker's write to standard output failing because whoever
+    read it has gone (``prog | head``): the output is no one's any more, not a bug to tell."""
+    if not re.match(r"(OperatorError: .* raised )?BrokenPipeError: ", error.message):
+        return False
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), 0)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # stdout replaced, or not a descriptor
+        return False
+
+
+def _leave_quietly() -> NoReturn:
+    """End the program as a Unix filter whose reader has gone: no traceback, status 1 (and
+    nothing flushed at exit into the closed pipe, as Python's documentation recommends)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    raise SystemExit(1)
 
 
 def _run_workers(func: Callable[[Worker], Any], config: Config) -> list[Any]:

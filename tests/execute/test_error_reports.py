@@ -70,3 +70,40 @@ def test_a_checkpoint_directory_that_cannot_be_one_is_named_before_workers_start
 def test_execute_from_args_takes_a_list_not_one_string():
     with pytest.raises(TypeError, match="argv is the list of arguments"):
         st.execute_from_args("-w2", lambda worker: None)
+
+
+FILTER = """\
+    import sys, sparktimely as st
+    def job(worker):
+        worker.dataflow(lambda scope: scope.to_stream(range(200_000))
+                        .inspect(lambda x: print("line", x) if sys.argv[1] == "print" else None)
+                        .inspect(lambda x: 1 / (x - 150_000) if x > 100_000 else None)
+                        .probe())
+        worker.run()
+    st.execute_from_args(sys.argv[2:], job)
+    """
+
+
+def start_filter(tmp_path, *args: str) -> subprocess.Popen:
+    (tmp_path / "filter.py").write_text(textwrap.dedent(FILTER))
+    return subprocess.Popen([sys.executable, str(tmp_path / "filter.py"), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=tmp_path, env=dict(os.environ, PYTHONPATH=ROOT))
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_a_filter_whose_reader_goes_away_ends_quietly(tmp_path, workers):
+    job = start_filter(tmp_path, "print", "-w", str(workers))
+    assert job.stdout.readline().startswith("line ")
+    job.stdout.close()                                  # as `prog | head -1` does
+    err = job.stderr.read()
+    assert job.wait(50) == 1
+    assert err == "", err
+
+
+def test_a_bug_is_told_though_no_one_reads_the_output_any_more(tmp_path):
+    job = start_filter(tmp_path, "quiet", "-w", "2")
+    job.stdout.close()
+    err = job.stderr.read()
+    assert job.wait(50) == 1
+    assert "failed: OperatorError: operator 'Inspect'" in err and "ZeroDivisionError" in err, err
