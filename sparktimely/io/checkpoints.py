@@ -12,7 +12,9 @@ sinks; bytewax's partitioned sources):
    Worker 0 gathers the verdicts: if any worker found the checkpoint unusable, every worker
    raises :class:`RecoveryError` with that worker's reason and nothing on disk has changed.
    Otherwise the components restore their state, sinks finish the commit of the resumed
-   epoch (and discard what was staged after it), and sources continue from their positions.
+   epoch (and discard what was staged after it), sources continue from their positions, and
+   the dataflow's other inputs (input handles, ``to_stream``) send nothing at the resumed
+   epoch and before (:class:`~sparktimely.ops.recovery.InputEpochs`).
 2. **Checkpoints.** Stateful operators and sinks see inputs only up to the next checkpoint
    epoch (``EpochGate``). When worker 0 sees every epoch up to that one complete, it asks
    for a checkpoint of the latest complete epoch ``e`` that is a multiple of
@@ -66,7 +68,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 from urllib.parse import quote, unquote
 
 from ..dataflow import Pipeline, WorkerObserver, source
-from ..ops.recovery import Component, KeyedState, frontier_epoch, recovery_of, root_epoch
+from ..ops.recovery import (Component, InputEpochs, KeyedState, frontier_epoch, recovery_of,
+                            root_epoch)
 from ..ops.sinks import handed_over
 from ..progress.timestamp import Product
 from . import _commit_record as records
@@ -389,6 +392,8 @@ class _Flow:
         self.dataflow = dataflow
         self.components = components
         self.name = dataflow.name
+        self.inputs = InputEpochs(dataflow, {c.operator for c in components if c.kind == "source"},
+                                  self.told_dropped)
         self.directory = self.storage.path(quote(self.name, safe=""))
         self.core = CheckpointProtocol(self.worker.index, self.worker.peers, self.every,
                                        STALL_SECONDS, self.name, self.storage.where)
@@ -444,6 +449,9 @@ class _Flow:
         self.companion = self.checkpoints.build_companion(self)
         self.dataflow.on_drop(self.abandon)
         self.perform(self.examine())
+        resumed = self.core.found[1]          # every worker found it, or all of them fail
+        if resumed >= 0:
+            self.inputs.resume_after(resumed)
         self.worker.step_while(lambda: self.decision is None)
         decision, self.decision = self.decision, None
         if isinstance(decision, Fail):
@@ -452,6 +460,13 @@ class _Flow:
             raise RecoveryError(decision.reason)
         assert decision is not None
         self.start(decision)
+
+    def told_dropped(self, operator: str, epoch: int) -> None:
+        logger.warning(
+            "dataflow %r, worker %d: %r sent records at epoch %d, which the checkpoint this "
+            "run resumed from (of epoch %d) already holds; they are dropped (a resumed run "
+            "continues after that epoch)", self.name, self.worker.index, operator, epoch,
+            self.inputs.first - 1)
 
     def examine(self) -> list[Action]:
         """Read and check what this worker needs to resume (reads only); tell the protocol."""
@@ -629,7 +644,7 @@ class _Flow:
             files[f"{relative}/{name}"] = records.file_entry(data, index, component.name)
         storage.sync(directory)
         storage.sync(posixpath.dirname(directory))
-        return files, max((c.max_epoch for c in self.components), default=-1)
+        return files, max([self.inputs.latest] + [c.max_epoch for c in self.components])
 
     def write_commit(self, commit: WriteCommit) -> None:
         """Worker 0: every worker's files are durable; write the commit record."""

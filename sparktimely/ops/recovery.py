@@ -89,6 +89,61 @@ def recovery_of(worker: "WorkerCore") -> Recovery | None:
                 None)
 
 
+class InputEpochs:
+    """The root epochs a checkpointed dataflow's inputs send at: every operator of the
+    dataflow that has no inputs (input handles, ``to_stream``, a program's own sources),
+    except the ``exempt`` ones (sources that resume from positions of their own).
+
+    A run resumed from the checkpoint of root epoch ``e`` continues after it: those
+    operators send nothing at epochs ``<= e`` (:meth:`resume_after`), whose records the
+    restored state already holds, so a program that sends its input again from the start
+    has it counted once; ``dropped(operator name, epoch)`` is told of each operator's first
+    dropped batch. ``latest`` is the latest epoch they sent records at (-1: none), what the
+    last checkpoint of a completed dataflow holds.
+    """
+
+    def __init__(self, dataflow: "Dataflow", exempt: set[int],
+                 dropped: Callable[[str, int], None]) -> None:
+        self.first = 0
+        self.latest = -1
+        for operator in dataflow.operators:
+            if operator is None or operator.inputs or operator.index in exempt:
+                continue
+            for port in operator.outputs:
+                port.pushers = [_Watched(pusher, self, operator.name, dropped)
+                                for pusher in port.pushers]
+
+    def resume_after(self, epoch: int) -> None:
+        """Drop what the inputs send at root epochs ``<= epoch``."""
+        self.first = epoch + 1
+        self.latest = max(self.latest, epoch)
+
+
+class _Watched:
+    """One output's pusher of an input operator, as :class:`InputEpochs` watches it."""
+
+    __slots__ = ("pusher", "epochs", "name", "dropped")
+
+    def __init__(self, pusher: Any, epochs: InputEpochs, name: str,
+                 dropped: Callable[[str, int], None] | None) -> None:
+        self.pusher = pusher
+        self.epochs = epochs
+        self.name = name
+        self.dropped = dropped
+
+    def push(self, time: Timestamp, batch: Any) -> None:
+        epoch = root_epoch(time)
+        epochs = self.epochs
+        if epoch < epochs.first:
+            if self.dropped is not None:
+                dropped, self.dropped = self.dropped, None
+                dropped(self.name, epoch)
+            return
+        if epoch > epochs.latest:
+            epochs.latest = epoch
+        self.pusher.push(time, batch)
+
+
 class EpochGate:
     """Holds back from one operator the input batches of root epochs after ``limit``, through
     its input ports' gates (``InputPort.gate``).

@@ -16,8 +16,8 @@ import pytest
 import sparktimely as st
 from sparktimely.io import DirectorySink
 
-from recovery_jobs import (FailOnce, epochs_of, running_counts, tree, visible, wordcount,
-                           write_texts)
+from recovery_jobs import (FailOnce, epochs_of, fold, running_counts, tree, visible,
+                           wordcount, write_texts)
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -289,3 +289,60 @@ def test_the_example_killed_from_outside_and_rerun_writes_every_total_once(tmp_p
     first.wait()
     assert run(out, "-w3", "--checkpoint-dir", directory).wait(60) == 0
     assert totals(out) == totals(str(tmp_path / "plain"))
+
+
+def handle_counts(worker: st.Worker, out: str, epochs: int, hook: FailOnce | None = None) -> None:
+    """Running word counts of words a program sends itself through an InputHandle, the
+    same words in every run, from epoch 0 (as a program started again does)."""
+    input = st.InputHandle()
+
+    def build(scope):
+        counts = (scope.input_from(input)
+                  .exchange(lambda pair: st.stable_hash(pair[0]))
+                  .state_machine(fold)
+                  .inspect_batch(lambda time, batch: hook and hook(worker, time)))
+        counts.output_to(DirectorySink(out, format="jsonl"), "counts")
+        return counts.probe()
+    probe = worker.dataflow(build, name="handle counts")
+    for epoch in range(epochs):
+        for word in words_of(epoch)[worker.index::worker.peers]:
+            input.send((word, 1))
+        input.advance_to(epoch + 1)
+        worker.step_while(lambda: probe.less_than(input.time()))
+    input.close()
+
+
+def words_of(epoch: int) -> list[str]:
+    return [f"w{(epoch * 7 + i * 3) % 11}" for i in range(6)]
+
+
+@pytest.mark.parametrize("workers, rerun_workers", [(1, 2), (2, 3), (3, 1)])
+def test_a_rerun_that_sends_its_input_again_from_the_start_counts_it_once(
+        tmp_path, workers, rerun_workers):
+    out, directory = str(tmp_path / "out"), str(tmp_path / "ck")
+    kill = FailOnce(str(tmp_path / "killed"), 6, worker=workers - 1, kill=True)
+    with pytest.raises(st.WorkerError, match="SIGKILL"):
+        st.execute(lambda w: handle_counts(w, out, 10, kill), workers=workers,
+                   checkpoint_dir=directory)
+    st.execute(lambda w: handle_counts(w, out, 10, kill), workers=rerun_workers,
+               checkpoint_dir=directory)
+    expected = running_counts({epoch: words_of(epoch) for epoch in range(10)})
+    assert visible(out) == expected
+    # A run of the completed program again changes nothing; later epochs add to the counts.
+    st.execute(lambda w: handle_counts(w, out, 10), workers=workers, checkpoint_dir=directory)
+    assert visible(out) == expected
+    st.execute(lambda w: handle_counts(w, out, 12), workers=workers, checkpoint_dir=directory)
+    assert visible(out) == running_counts({epoch: words_of(epoch) for epoch in range(12)})
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_a_rerun_of_a_completed_program_does_not_apply_its_to_stream_again(tmp_path, workers):
+    def job(worker):
+        pairs = [("a", 1), ("b", 2), ("a", 3)] if worker.index == 0 else []
+        return worker.dataflow(lambda scope: scope.to_stream(pairs)
+                               .exchange(lambda pair: st.stable_hash(pair[0]))
+                               .state_machine(fold).capture(), name="totals")
+    for run in range(2):
+        captures = st.execute(job, workers=workers, checkpoint_dir=str(tmp_path / "ck"))
+        records = sorted(tuple(r) for c in captures for _, batch in c.extract() for r in batch)
+        assert records == ([("a", 1), ("a", 4), ("b", 2)] if run == 0 else []), run
