@@ -28,7 +28,7 @@ from multiprocess.connection import wait
 
 from . import _warm
 from ._group import GroupFailed, HostGroup
-from .errors import WorkerError
+from .errors import WorkerError, describe
 from .session import WorkerSession, join_group
 from .comm import PeerLost, WorkerAddress, connect_timeout
 from .comm.rendezvous import PeerFailed, ProcessCluster
@@ -171,8 +171,7 @@ def _worker_main(func: Callable[[Worker], Any], index: int, plan: list[WorkerAdd
                                                     cause.lost_peer)
         conn.send(("error", error.index, error.message, error.traceback, lost_peer))
     except BaseException as error:
-        conn.send(("error", index, f"{type(error).__name__}: {error}", traceback.format_exc(),
-                   False))
+        conn.send(("error", index, describe(error), traceback.format_exc(), False))
     finally:
         conn.close()
     if _lingering_threads():

@@ -36,6 +36,24 @@ class WorkerError(RuntimeError):
         return (type(self), (self.index, self.message, self.traceback))
 
 
+def describe(error: BaseException) -> str:
+    """``Type: message`` of ``error``, as failures are told, also when its ``str()`` fails.
+
+    >>> describe(KeyError("x")), describe(SystemExit("no config"))
+    ("KeyError: 'x'", 'SystemExit: no config')
+    >>> class Odd(Exception):
+    ...     def __str__(self):
+    ...         raise RuntimeError
+    >>> describe(Odd())
+    'Odd: <exception str() failed>'
+    """
+    try:
+        text = str(error)
+    except Exception:
+        text = "<exception str() failed>"
+    return f"{type(error).__name__}: {text}"
+
+
 _FRAME = re.compile(r'  File "([^"]*)", line \d+, in ')
 
 

@@ -34,7 +34,7 @@ from typing import Any, Callable, NoReturn, Sequence
 
 from . import _warm
 from ._group import GroupFailed, HostGroup
-from .errors import WorkerError
+from .errors import WorkerError, describe
 from .comm import (PeerLost, WorkerAddress, build_allocator, connect_timeout, host_identity,
                    listen, sockets_forced)
 from .worker import Worker
@@ -308,7 +308,7 @@ class WorkerSession:
             except BaseException as failure:
                 self._fail(failure)
         elif not isinstance(error, (Exception, Stalled)):   # GeneratorExit, KeyboardInterrupt
-            self._abandon(self.index, f"{type(error).__name__} (the worker was interrupted)", "")
+            self._abandon(self.index, describe(error), "".join(tb.format_exception(error)))
         else:
             self._fail(error)
 
@@ -321,7 +321,7 @@ class WorkerSession:
         elif isinstance(error, Stalled):
             failure = (self.index, *error.args)
         else:
-            failure = (self.index, f"{type(error).__name__}: {error}",
+            failure = (self.index, describe(error),
                        "".join(tb.format_exception(error)))
             if isinstance(error, PeerLost) and self.peer_lost_grace:
                 failure = self._wait_for_account(failure)

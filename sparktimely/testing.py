@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 
 from .comm.inprocess import Aborted, InProcessHub
 from .worker import Worker
-from .execute import WorkerError
+from .errors import WorkerError, describe
 from .ops.capture import merge_by_time
 
 __all__ = ["consolidate", "execute_in_process", "free_ports"]
@@ -79,7 +79,7 @@ def execute_in_process(func: Callable[[Worker], Any], workers: int = 1, seed: in
         thread.join()
     if failures:
         index, error, text = failures[0]
-        raise WorkerError(index, f"{type(error).__name__}: {error} (in-process seed {seed})",
+        raise WorkerError(index, f"{describe(error)} (in-process seed {seed})",
                           text) from error
     return results
 

@@ -11,6 +11,7 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Generic, Sequence, TypeVar
 
+from ..errors import describe
 from ..progress.timestamp import LEAVE, EnterSummary, Timestamp, check_summary
 from .capability import Capability
 from .channels import Pact, Pipeline, as_pact
@@ -131,7 +132,7 @@ class Operator:
         except Exception as error:
             raise OperatorError(
                 f"operator {self.name!r} (address {self.address}) raised "
-                f"{type(error).__name__}: {error}") from error
+                f"{describe(error)}") from error
         if self.blocked or self.interest is not None:
             self._seen = [input.frontier.frontier() for input in self.inputs]
         if again:

@@ -19,6 +19,7 @@ import time as _time
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..errors import describe
 from ..ops.capture import EventLink
 from ._hooks import WorkerHooks
 
@@ -70,7 +71,7 @@ class Logger:
             except Exception as error:
                 raise RuntimeError(
                     f"worker {self._registry.worker}: the callback {callback!r} of log "
-                    f"{self.name!r} raised {type(error).__name__}: {error}") from error
+                    f"{self.name!r} raised {describe(error)}") from error
         return batch
 
 

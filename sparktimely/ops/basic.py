@@ -207,8 +207,10 @@ class BasicOps(StreamCore):
             return logic
         return self.unary_frontier(Pipeline, "InspectCore", ctor)
 
-    def partition(self, parts: int, route: Callable[[Any], tuple[int, Any]]) -> list[Self]:
-        """``parts`` streams: ``route(x)`` returns ``(part, y)`` and ``y`` goes to stream ``part``.
+    def partition(self, parts: int, route: Callable[[Any], tuple[int, Any]], *,
+                  name: str = "Partition") -> list[Self]:
+        """``parts`` streams: ``route(x)`` returns ``(part, y)`` and ``y`` goes to stream ``part``
+        (``name`` names the operator).
 
         >>> import sparktimely as st
         >>> def build(scope):
@@ -217,7 +219,7 @@ class BasicOps(StreamCore):
         >>> [c.extract() for c in st.example(build)]
         [[(0, [0, 2, 4])], [(0, [1, 3])]]
         """
-        builder = OperatorBuilder("Partition", self.scope)
+        builder = OperatorBuilder(name, self.scope)
         input = builder.new_input(self, Pipeline)
         builder.set_notify_for(0, FrontierInterest.NEVER)
         outputs, streams = zip(*[builder.new_output() for _ in range(parts)])
@@ -322,5 +324,5 @@ class BasicOps(StreamCore):
             if result.__class__ is Err:
                 return 1, result.error
             raise TypeError(f"ok_err function must return st.Ok or st.Err, not {result!r}")
-        oks, errs = self.partition(2, route)
+        oks, errs = self.partition(2, route, name="OkErr")
         return oks, errs

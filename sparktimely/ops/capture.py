@@ -78,7 +78,7 @@ def merge_by_time(pairs: Iterable[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
             records = [x for part in parts for x in part]
             try:
                 records.sort()
-            except TypeError:
+            except (TypeError, ValueError):       # numpy scalars beside tuples
                 pass
             result.append((time, records))
         else:

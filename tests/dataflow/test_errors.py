@@ -348,7 +348,7 @@ def test_failing_custom_operator_names_operator(run):
     (lambda s: s.flat_map(lambda x: x), "FlatMap", "TypeError"),
     (lambda s: s.inspect(lambda x: [][x]), "Inspect", "IndexError"),
     (lambda s: s.partition(2, lambda x: (5, x)), "Partition", "ValueError"),
-    (lambda s: s.ok_err(lambda x: x), "Partition", "TypeError"),
+    (lambda s: s.ok_err(lambda x: x), "OkErr", "TypeError"),
     (lambda s: s.delay(lambda x, t: t - 1), "Delay", "ValueError"),
     (lambda s: s.accumulate(0, lambda a, b: a + "s"), "Accumulate", "TypeError"),
 ])

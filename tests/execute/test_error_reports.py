@@ -107,3 +107,39 @@ def test_a_bug_is_told_though_no_one_reads_the_output_any_more(tmp_path):
     err = job.stderr.read()
     assert job.wait(50) == 1
     assert "failed: OperatorError: operator 'Inspect'" in err and "ZeroDivisionError" in err, err
+
+
+class Abort(BaseException):
+    """A program's own way out that is not an Exception."""
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("raised", [SystemExit("config file missing"),
+                                    KeyboardInterrupt("stopped by the job"),
+                                    Abort("bad row 17")], ids=["SystemExit", "Interrupt", "own"])
+def test_a_worker_leaving_by_a_base_exception_is_told_with_its_message(workers, raised):
+    def job(worker):
+        worker.dataflow(lambda scope: scope.to_stream(range(3)).exchange(lambda x: x).probe())
+        worker.step()
+        if worker.index == worker.peers - 1:
+            raise raised
+        worker.run()
+    with pytest.raises(st.WorkerError) as info:
+        st.execute(job, workers=workers)
+    assert str(info.value) == f"worker {workers - 1} failed: {type(raised).__name__}: {raised}"
+    assert "raise raised" in info.value.traceback, info.value.traceback
+
+
+class BadStr(Exception):
+    def __str__(self):
+        raise RuntimeError("no text")
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_an_exception_whose_str_fails_is_told_under_its_own_type(workers):
+    def fail(x):
+        raise BadStr()
+    with pytest.raises(st.WorkerError) as info:
+        st.execute(lambda worker: worker.dataflow(
+            lambda scope: scope.to_stream([1]).map(fail).probe()), workers=workers)
+    assert str(info.value).endswith("raised BadStr: <exception str() failed>"), str(info.value)

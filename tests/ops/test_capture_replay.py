@@ -6,10 +6,12 @@ import os
 import shutil
 import tempfile
 
+import numpy as np
 import pytest
 
 import sparktimely as st
 
+from matrix_helpers import example
 from ops_matrix import WORKERS, merged, oracle
 
 ROUNDS = [[3, 1, 2, 8], [5, 9], [], [4, 4, 0, 7, 6], [11]]
@@ -108,3 +110,12 @@ def test_replay_rejects_a_batch_outside_the_logged_frontier():
     link.push(("messages", 2, ["late"]))
     with pytest.raises(st.OperatorError, match="time 2 is not in the future"):
         st.example(lambda scope: link.replay_into(scope).capture())
+
+
+def test_extract_keeps_records_that_do_not_compare_in_the_order_they_came(run):
+    # numpy scalars beside tuples: their comparison is an array, and sorting raises
+    # ValueError, not TypeError
+    records = [np.int64(5), (1, 2), np.float64(0.5), [3]]
+    captures = example(run, lambda scope: scope.to_stream(
+        records if scope.index == run.workers - 1 else []).exchange(lambda x: 0).capture())
+    assert captures[0].extract() == [(0, records)]
