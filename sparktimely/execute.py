@@ -80,6 +80,10 @@ class Config:
                              f"(process {len(self.hostfile)} has none)")
 
 
+_LOOPBACK = dict.fromkeys(["127.0.0.1", "::1", "ip6-localhost"], "localhost")
+"""Names of this host's loopback address that are one address spelled otherwise."""
+
+
 def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
     """The ``host:port`` entries of a hostfile (a path, or a list of strings).
 
@@ -89,9 +93,9 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
 
     >>> parse_hostfile(["localhost:2101", "# spare", "10.0.0.2:2102"])
     ['localhost:2101', '10.0.0.2:2102']
-    >>> parse_hostfile(["localhost:2101", "LOCALHOST:2101"])
+    >>> parse_hostfile(["localhost:2101", "127.0.0.1:2101"])
     Traceback (most recent call last):
-    ValueError: hostfile line 2: 'LOCALHOST:2101' is the address of line 1 ('localhost:2101') again: every process needs an address of its own
+    ValueError: hostfile line 2: '127.0.0.1:2101' is the address of line 1 ('localhost:2101') again: every process needs an address of its own
     """
     if isinstance(hostfile, (str, os.PathLike)):
         with open(hostfile) as lines:
@@ -110,7 +114,7 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
         host, sep, port = text.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"{origin} line {number}: {line.strip()!r} is not host:port")
-        key = (host.strip("[]").lower(), int(port))
+        key = (_LOOPBACK.get(host.strip("[]").lower(), host.strip("[]").lower()), int(port))
         if key in seen:
             first, earlier = seen[key]
             raise ValueError(f"{origin} line {number}: {text!r} is the address of line {first} "

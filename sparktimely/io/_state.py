@@ -33,6 +33,24 @@ _NATIVE = {str: pa.string(), bytes: pa.binary(), bool: pa.bool_(), float: pa.flo
            int: pa.int64()}
 
 
+def unpicklable_entry(state: Any, label: str = "key") -> str:
+    """Where a state that failed to encode cannot be pickled: `` (at key ...)`` naming the
+    first entry of a dict that does not pickle (``label`` says what its keys are), or
+    nothing.
+
+    >>> import threading
+    >>> unpicklable_entry({"a": 1, "b": threading.Lock()}), unpicklable_entry([1])
+    (" (at key 'b')", '')
+    """
+    if isinstance(state, dict):
+        for key, value in state.items():
+            try:
+                pickle.dumps(value, 5)
+            except Exception:
+                return f" (at {label} {key!r})"
+    return ""
+
+
 def encode_partitions(states: dict[str, Any]) -> pa.Table:
     """One row per partition: its name and its pickled state."""
     names = sorted(states)

@@ -68,6 +68,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 from urllib.parse import quote, unquote
 
 from ..dataflow import Pipeline, WorkerObserver, source
+from ..dataflow.operator import OperatorError
+from ..errors import describe
 from ..ops.recovery import (Component, InputEpochs, KeyedState, frontier_epoch, recovery_of,
                             root_epoch)
 from ..ops.sinks import handed_over
@@ -76,7 +78,7 @@ from . import _commit_record as records
 from ._checkpoint_protocol import ALL, Action, CheckpointProtocol, CommitComponents, Fail, \
     Finish, Message, Phase, Release, Send, Stalled, Start, WriteCommit, WriteSnapshot
 from ._state import decode_partitions, encode_keyed, encode_partitions, from_ipc, select_keyed, \
-    to_ipc
+    to_ipc, unpicklable_entry
 from ._storage import TEMPORARY_PREFIX, DirectoryLock, Location, Storage
 
 if TYPE_CHECKING:
@@ -432,7 +434,11 @@ class _Flow:
                     self.perform(self.core.commit_written(action.sequence))
                 case CommitComponents(epoch):
                     for component in self.components:
-                        component.commit(epoch)
+                        try:
+                            component.commit(epoch)
+                        except Exception as error:
+                            raise self.failed(component, f"commit of epoch {epoch}",
+                                              error) from error
                 case Stalled(epoch, held):
                     self.warn_stalled(epoch, held)
                 case Finish():
@@ -549,11 +555,18 @@ class _Flow:
         """Restore the components (when resuming) and start them after the resumed epoch."""
         for component in self.components:
             state = self.restored.get(component.name)
-            if state is not None:
-                component.restore(state)
+            try:
+                if state is not None:
+                    component.restore(state)
+            except Exception as error:
+                raise self.failed(component, f"restore of epoch {start.first - 1}",
+                                  error) from error
         self.restored = {}
         for component in self.components:
-            component.start(start.first, start.limit)
+            try:
+                component.start(start.first, start.limit)
+            except Exception as error:
+                raise self.failed(component, f"start at epoch {start.first}", error) from error
         if self.worker.index == 0:
             self.clean(start.sequence)
 
@@ -623,6 +636,13 @@ class _Flow:
             "completes.", self.name, self.core.stall_seconds, epoch,
             ", ".join(holders) or "none", "s" if len(holders) == 1 else "")
 
+    def failed(self, component: Component, what: str, error: Exception,
+               where: str = "") -> OperatorError:
+        """The error telling that ``component``'s part in ``what`` raised ``error``."""
+        kind = "operator" if component.kind == "keyed" else component.kind
+        return OperatorError(f"dataflow {self.name!r}: the {what} of {kind} "
+                             f"{component.name!r}{where} raised {describe(error)}")
+
     def write_snapshot(self, sequence: int, epoch: int | None) -> tuple[dict, int]:
         """Write this worker's part of checkpoint ``sequence`` (of ``epoch``; None: of
         everything); its files' entries for the commit record, and the latest epoch its
@@ -633,11 +653,18 @@ class _Flow:
         storage.makedirs(directory)
         files = {}
         for component in self.components:
-            state = component.snapshot(epoch)
-            if isinstance(component, KeyedState):
-                table = encode_keyed(state, component.route)
-            else:
-                table = encode_partitions(state)
+            state = None
+            try:
+                state = component.snapshot(epoch)
+                if isinstance(component, KeyedState):
+                    table = encode_keyed(state, component.route)
+                else:
+                    table = encode_partitions(state)
+            except Exception as error:
+                where = unpicklable_entry(state, "key" if component.kind == "keyed"
+                                          else "partition")
+                raise self.failed(component, f"checkpoint of epoch {epoch}", error,
+                                  where) from error
             data = to_ipc(table)
             name = f"{quote(component.name, safe='')}.w{index:05d}.arrow"
             storage.write(posixpath.join(directory, name), data)

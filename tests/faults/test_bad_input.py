@@ -29,6 +29,10 @@ def test_a_hostfile_naming_one_address_twice_is_refused_naming_both_lines(tmp_pa
     with pytest.raises(ValueError, match="line 2: '127.0.0.1:7000' is the address of line 1"):
         st.execute(lambda worker: None, processes=2, process=1,
                    hostfile=["127.0.0.1:7000", "127.0.0.1:7000"])
+    with pytest.raises(ValueError, match="line 2: 'localhost:7000' is the address of line 1 "
+                                         r"\('127.0.0.1:7000'\)"):
+        st.execute(lambda worker: None, processes=2, process=1,
+                   hostfile=["127.0.0.1:7000", "localhost:7000"])
     assert time.monotonic() - started < 1
 
 

@@ -380,3 +380,55 @@ def test_the_sink_may_write_inside_the_checkpoint_directory(run, texts, tmp_path
         run(job)
     run(job)
     assert visible(out) == running_counts(epochs_of(texts))
+
+
+def test_a_state_that_cannot_be_checkpointed_is_named_with_its_operator_and_key(run, tmp_path):
+    import threading
+
+    def job(worker):
+        def build(scope):
+            pairs = scope.to_stream([(k, k) for k in range(4)] if scope.index == 0 else [])
+            pairs.state_machine(lambda key, value, state: (
+                False, [value], threading.Lock() if key == 3 else value)).probe()
+        worker.dataflow(build, name="locks")
+    with pytest.raises(st.WorkerError, match=r"OperatorError: dataflow 'locks': the checkpoint "
+                                             r"of epoch \S+ of operator 'StateMachine#\d+' \(at "
+                                             r"key 3\) raised TypeError: cannot pickle"):
+        run(checkpointed(job, str(tmp_path / "ck")))
+
+
+class FailingCommits:
+    """A sink whose parts fail to commit epoch 1."""
+
+    def partitions(self):
+        return ["only"]
+
+    def open(self, partition, resume_state):
+        return self
+
+    def write(self, epoch, batch):
+        pass
+
+    def snapshot(self):
+        return None
+
+    def commit(self, epoch):
+        if epoch >= 1:
+            raise OSError(f"disk full at epoch {epoch}")
+
+
+def test_a_sink_failing_to_commit_is_named(run, tmp_path):
+    def job(worker):
+        def build(scope):
+            handle, numbers = scope.new_input()
+            numbers.output_to(FailingCommits(), "ledger")
+            return handle
+        handle = worker.dataflow(build, name="books")
+        for epoch in range(3):
+            handle.send(epoch)
+            handle.advance_to(epoch + 1)
+        handle.close()
+    with pytest.raises(st.WorkerError, match=r"OperatorError: dataflow 'books': the commit of "
+                                             r"epoch 1 of sink 'ledger' raised OSError: disk "
+                                             r"full at epoch 1"):
+        run(checkpointed(job, str(tmp_path / "ck")))
