@@ -65,8 +65,10 @@ class Config:
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if not isinstance(self.process, int) or not 0 <= self.process < self.processes:
+            count = ("there is 1 process" if self.processes == 1
+                     else f"there are {self.processes} processes")
             raise ValueError(f"process index {self.process!r} is not in 0..{self.processes - 1} "
-                             f"(there are {self.processes} processes)")
+                             f"({count})")
         if self.stall_limit is not None and not (isinstance(self.stall_limit, (int, float))
                                                  and self.stall_limit > 0):
             raise ValueError(f"stall_limit must be a positive number of seconds, got "
@@ -130,7 +132,7 @@ _TIMELY = ("workers", "processes", "process", "hostfile", "stall_limit", "log_di
 
 
 def timely_parser(prog: str | None = None, description: str | None = None,
-                  **kwargs: Any) -> argparse.ArgumentParser:
+                  **kwargs: Any) -> SuggestingParser:
     """An ``argparse.ArgumentParser`` that knows timely's flags, for a program to add its own
     to: ``-w/--workers/--threads N``, ``-n/--processes N``, ``-p/--process I``,
     ``-h/--hostfile FILE`` (so ``--help`` alone asks for help), ``--stall-limit SECONDS``,
@@ -183,10 +185,49 @@ def timely_parser(prog: str | None = None, description: str | None = None,
     return parser
 
 
-class _TimelyParser(argparse.ArgumentParser):
+class SuggestingParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose error for an unrecognized flag that looks like one of its
+    own mistyped (``--wrokers``, ``--work``, ``--log_dir``) suggests that flag, followed by
+    ``where_arguments_go``.
+
+    >>> parser = SuggestingParser(prog="job", exit_on_error=False)
+    >>> _ = parser.add_argument("--workers")
+    >>> parser.misspelt(["--wrokers", "3"])
+    'unrecognized argument --wrokers: did you mean --workers?'
+    """
+
+    where_arguments_go = ""
+
+    def misspelt(self, unknown: Sequence[str]) -> str | None:
+        """The error for the first of ``unknown`` that looks like a flag of this parser
+        mistyped, or None."""
+        flags = [flag for action in self._actions for flag in action.option_strings
+                 if flag.startswith("--") and flag != "--help"]
+        for argument in unknown:
+            name = argument.partition("=")[0]
+            if not name.startswith("--") or len(name) < 4:
+                continue
+            close = [flag for flag in flags if flag.startswith(name)] or \
+                difflib.get_close_matches(name, flags, n=1, cutoff=0.85)
+            if close:
+                return f"unrecognized argument {name}: did you mean {close[0]}?" + (
+                    f" ({self.where_arguments_go})" if self.where_arguments_go else "")
+        return None
+
+    def error(self, message: str) -> NoReturn:
+        prefix = "unrecognized arguments: "
+        if message.startswith(prefix):
+            message = self.misspelt(message[len(prefix):].split()) or message
+        super().error(message)
+
+
+class _TimelyParser(SuggestingParser):
     """Leaves what follows the first ``--`` unparsed, in ``options.args``, and reports timely
     settings that do not fit together (``-n 2`` without ``-p``) as errors of the command line
     (as ValueError when made with ``exit_on_error=False``)."""
+
+    where_arguments_go = ("arguments for the program go after --, or declare them on "
+                          "sparktimely.timely_parser()")
 
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None
@@ -268,23 +309,6 @@ def _config(options: argparse.Namespace, args: Sequence[str]) -> Config:
                              f"process's index, 0..{values['processes'] - 1}")
         values["process"] = 0
     return Config(**values, args=list(args))
-
-
-def _misspelt(unknown: Sequence[str]) -> str | None:
-    """An error for the first of ``unknown`` that looks like a timely flag mistyped
-    (``--wrokers``, ``--work``, ``--log_dir``), or None."""
-    flags = [flag for action in timely_parser()._actions for flag in action.option_strings
-             if flag.startswith("--") and flag != "--help"]
-    for argument in unknown:
-        name = argument.partition("=")[0]
-        if not name.startswith("--") or len(name) < 4:
-            continue
-        close = [flag for flag in flags if flag.startswith(name)] or \
-            difflib.get_close_matches(name, flags, n=1, cutoff=0.85)
-        if close:
-            return (f"unrecognized argument {name}: did you mean {close[0]}? (arguments for "
-                    f"the program go after --, or declare them on sparktimely.timely_parser())")
-    return None
 
 
 def config_from_args(argv: Sequence[str]) -> Config:
@@ -408,7 +432,7 @@ def execute_from_args(argv: Sequence[str] | argparse.Namespace,
     else:
         parser = timely_parser()
         options, unknown = parser.parse_known_args(argv)
-        problem = _misspelt(unknown)
+        problem = parser.misspelt(unknown)
         if problem is not None:
             parser.error(problem)
         args = [*unknown, *options.args]

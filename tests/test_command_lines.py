@@ -107,7 +107,12 @@ def test_every_example_follows_argparses_conventions(tmp_path):
             assert (status, out) == (2, ""), what
             lines = err.splitlines()
             assert lines[0].startswith("usage: "), what
-            message = "unrecognized arguments: --wrokers 3" if kind == "unknown" else kind
+            message = kind
+            if kind == "unknown":                 # argparse's own parser suggests nothing
+                plain = name in ("simple.py", "loopdemo.py", "demo.py")
+                message = "unrecognized arguments: --wrokers 3" if plain else (
+                    "unrecognized argument --wrokers: did you mean --workers? (arguments for "
+                    "the program go after --, or declare them on sparktimely.timely_parser())")
             assert re.fullmatch(rf"\S+: error: {re.escape(message)}", lines[-1]), what
     assert os.listdir(tmp_path) == []                   # nothing ran, nothing was written
 

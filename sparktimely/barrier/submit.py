@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import re
 import shutil
@@ -53,6 +54,8 @@ import subprocess
 import sys
 import time
 from typing import Callable, Sequence
+
+from ..execute import SuggestingParser
 
 __all__ = ["JavaMissing", "load_function", "main", "require_java"]
 
@@ -110,8 +113,14 @@ def load_function(target: str) -> Callable:
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     function = importlib.import_module(module)
-    for part in name.split("."):
-        function = getattr(function, part)
+    try:
+        for part in name.split("."):
+            function = getattr(function, part)
+    except AttributeError:
+        if not sep and importlib.util.find_spec(target) is not None:
+            raise ValueError(f"{target} is a module: name the function to run in it, as "
+                             f"{target}:FUNCTION") from None
+        raise
     if not callable(function):
         raise TypeError(f"{target} is not callable")
     return function
@@ -158,8 +167,12 @@ def _setting(text: str) -> tuple[str, str]:
     return key, value
 
 
+class _SubmitParser(SuggestingParser):
+    where_arguments_go = "arguments for the job go after module:function"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _SubmitParser(
         prog="sparktimely-submit",
         usage="%(prog)s [options] module:function [job arguments...]",
         description="Run a sparktimely worker function on Spark, one barrier task per worker. "

@@ -33,7 +33,14 @@ def test_help_prints_usage_and_runs_nothing():
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("args, error", [
-    (["--wrokers", "3", "examples.pagerank:job"], "unrecognized arguments: --wrokers"),
+    (["--wrokers", "3", "examples.pagerank:job"], "unrecognized argument --wrokers: did you "
+                                                  "mean --workers? (arguments for the job go "
+                                                  "after module:function)"),
+    (["--name", "x", "--master", "local[1]", "--nonsense", "examples.pagerank:job"],
+     "unrecognized arguments: --nonsense"),
+    (["examples.pagerank"], "cannot run examples.pagerank: ValueError: examples.pagerank is a "
+                            "module: name the function to run in it, as "
+                            "examples.pagerank:FUNCTION"),
     (["-w", "abc", "examples.pagerank:job"],
      "argument -w/--workers: expected a whole number above 0, got 'abc'"),
     (["-w", "0", "examples.pagerank:job"],
