@@ -311,9 +311,14 @@ def pagerank_dataframe(df, iterations: int = 10, num_workers: int | None = None)
 
 if __name__ == "__main__":
     parser = st.timely_parser(description=__doc__)
-    parser.add_argument("--nodes", type=int, default=100_000, help="nodes of the random graph")
-    parser.add_argument("--edges", type=int, default=1_000_000, help="its edges")
-    parser.add_argument("--iterations", type=int, default=10)
+    parser.add_argument("--nodes", type=int, default=100_000, metavar="N",
+                        help="nodes of the random graph (default 100000)")
+    parser.add_argument("--edges", type=int, default=1_000_000, metavar="N",
+                        help="random edges between them (default 1000000; the Spark form, "
+                             "sparktimely-submit ... examples.pagerank:job, takes a Parquet "
+                             "path instead)")
+    parser.add_argument("--iterations", type=int, default=10, metavar="N",
+                        help="PageRank iterations (default 10)")
     options = parser.parse_args()
     src, dst = generate_graph(options.nodes, options.edges)
 
