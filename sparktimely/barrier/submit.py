@@ -55,8 +55,6 @@ import sys
 import time
 from typing import Callable, Sequence
 
-from ..execute import SuggestingParser
-
 __all__ = ["JavaMissing", "load_function", "main", "require_java"]
 
 
@@ -167,12 +165,14 @@ def _setting(text: str) -> tuple[str, str]:
     return key, value
 
 
-class _SubmitParser(SuggestingParser):
-    where_arguments_go = "arguments for the job go after module:function"
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _SubmitParser(
+    # Imported here: spark-submit runs this module as a file, outside its package.
+    from ..execute import SuggestingParser
+
+    class SubmitParser(SuggestingParser):
+        where_arguments_go = "arguments for the job go after module:function"
+
+    parser = SubmitParser(
         prog="sparktimely-submit",
         usage="%(prog)s [options] module:function [job arguments...]",
         description="Run a sparktimely worker function on Spark, one barrier task per worker. "

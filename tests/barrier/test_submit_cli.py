@@ -118,3 +118,30 @@ def test_a_driver_spark_refuses_to_start_is_one_line_and_status_2(tmp_path):
     [told] = [line for line in done.stderr.splitlines() if line.startswith("sparktimely-submit")]
     assert told.startswith("sparktimely-submit: the Spark driver did not start: "), told
     assert "missing.tar.gz" in told and "Traceback" not in done.stderr
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_spark_submit_runs_the_file_sparktimely_submit_path_names(tmp_path):
+    """README's cluster form: ``spark-submit "$(sparktimely-submit --path)" ...`` runs the
+    module as a file, outside its package."""
+    (tmp_path / "squares.py").write_text(textwrap.dedent("""
+        def job(worker):
+            seen = []
+            worker.dataflow(lambda scope: scope.to_stream(range(6) if worker.index == 0 else [])
+                            .exchange(lambda x: x)
+                            .map(lambda x: x * x).inspect(seen.append).probe())
+            worker.run()
+            return f"worker {worker.index}: {sorted(seen)}"
+    """))
+    path = sparktimely_submit("--path").stdout.strip()
+    import pyspark
+    spark_submit = os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+    done = subprocess.run([spark_submit, "--master", "local[2]", path, "-w", "2",
+                           "--no-progress", "squares:job"], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=280,
+                          env=dict(os.environ, PYSPARK_PYTHON=sys.executable,
+                                   PYSPARK_DRIVER_PYTHON=sys.executable,
+                                   PYTHONPATH=os.pathsep.join([ROOT, str(tmp_path)])))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-2:] == ["worker 0: [0, 4, 16]", "worker 1: [1, 9, 25]"]
