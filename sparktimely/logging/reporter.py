@@ -49,8 +49,9 @@ class StatusReporter:
         self._interval = interval
         self._next = 0.0
         self._process = psutil.Process()
-        times = self._process.cpu_times()
-        self._started = [_time.time(), times.user + times.system]
+        # process_time() counts in nanoseconds; psutil's cpu_times() in 10 ms ticks, which
+        # a status taken a few milliseconds after the start read as hundreds of percent.
+        self._started = [_time.time(), _time.process_time()]
         self._targets: set[int] = set()
         self._sources: set[int] = set()
         self._entry: set[int] = set()
@@ -97,9 +98,8 @@ class StatusReporter:
                     frontier = operator.inputs[0].frontier
                     probes.append([dataflow.name, operator.index,
                                    repr(frontier.frontier() if frontier is not None else [])])
-        times = self._process.cpu_times()
         return {"worker": self._worker.index, "pid": os.getpid(), "wall": _time.time(),
-                "records": self.records, "cpu": times.user + times.system,
+                "records": self.records, "cpu": _time.process_time(),
                 "rss": self._process.memory_info().rss, "probes": probes, "done": done,
                 "started": self._started}
 
