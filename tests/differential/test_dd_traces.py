@@ -828,3 +828,55 @@ def test_memory_stays_flat_across_a_thousand_imported_queries():
     arrangement, snapshots, *_ = imported_queries(1000)
     growth = grown(snapshots)
     assert growth < 0.05 * arrangement, (growth, arrangement)
+
+
+def pairs_of(t: int, index: int, peers: int) -> list:
+    """The (key, value) pairs a worker inserts at time ``t``: its share of ``t + 1`` values
+    over three keys."""
+    return [(f"k{v % 3}", (t, v)) for v in range(t + 1) if v % peers == index]
+
+
+def reader_results(captures) -> list:
+    return [accumulate([u for c in cs for _, batch in c.extract() for u in batch], 99)
+            for cs in zip(*captures)]
+
+
+def reader_oracle(rounds: int) -> list:
+    pairs = [p for t in range(rounds) for p in pairs_of(t, 0, 1)]
+    counts = Counter(k for k, _ in pairs)
+    return [{(k, n): 1 for k, n in counts.items()},
+            {(k, x, y): 1 for k, x in pairs for k2, y in pairs if k == k2}]
+
+
+@pytest.mark.timeout(60)
+def test_readers_of_a_trace_compacted_physically_count_its_batches_once(run):
+    """A trace whose handle was compacted physically before new readers came (an import,
+    after its batches merged; operators of the same dataflow, after the user's handle said
+    it needs no boundaries) is read from each reader's start: every update once."""
+    def job(worker):
+        data = dd.InputSession()
+
+        def build(scope):
+            arranged = data.to_collection(scope).arrange_by_key()
+            arranged.trace.set_physical_compaction([])     # this handle needs no boundaries
+            return (arranged.trace, arranged.stream.probe(), arranged.count().inner.capture(),
+                    arranged.join_core(arranged, lambda k, x, y: [(k, x, y)]).inner.capture())
+        trace, probe, *same_dataflow = worker.dataflow(build)
+        for t in range(3):
+            for pair in pairs_of(t, worker.index, worker.peers):
+                data.insert(pair)
+            data.advance_to(t + 1)
+            worker.step_while(lambda: probe.less_than(t + 1))
+        imported = worker.dataflow(lambda scope: (lambda arranged: [
+            arranged.count().inner.capture(),
+            arranged.join_core(arranged, lambda k, x, y: [(k, x, y)]).inner.capture()])(
+                trace.import_(scope)))
+        for pair in pairs_of(3, worker.index, worker.peers):
+            data.insert(pair)
+        data.close()
+        worker.run()
+        return same_dataflow, imported
+    results = run(job)
+    expected = reader_oracle(4)
+    assert reader_results([same for same, _ in results]) == expected
+    assert reader_results([imported for _, imported in results]) == expected

@@ -54,6 +54,8 @@ class TraceReader(Protocol):
 
     def clone(self) -> "TraceReader": ...
 
+    def clone_from_start(self) -> "TraceReader": ...
+
     def batches_through(self, frontier: list) -> list: ...
 
     def set_logical_compaction(self, frontier: list) -> None: ...
@@ -84,7 +86,7 @@ def trace_phase(scope: "Scope") -> int:
 def reader(trace: TraceReader, scope: "Scope") -> TraceReader:
     """A new handle on ``trace`` for an operator of ``scope``, released when the operator is
     done with it or when the dataflow is dropped."""
-    handle = trace.clone()
+    handle = trace.clone_from_start()
     scope.hold(handle)
     return handle
 
@@ -454,6 +456,9 @@ class EnteredHandle:
 
     def clone(self) -> "EnteredHandle":
         return EnteredHandle(self._outer.clone())
+
+    def clone_from_start(self) -> "EnteredHandle":
+        return EnteredHandle(self._outer.clone_from_start())
 
     def batches_through(self, frontier: list) -> list:
         return [entered_batch(b) for b in self._outer.batches_through(outer_frontier(frontier))]

@@ -213,6 +213,21 @@ class TraceAgent:
         self._check_open("clone")
         return type(self)(self._box, self._logical, self._physical)
 
+    def clone_from_start(self) -> "TraceAgent":
+        """Another handle on the same trace, with this handle's logical frontier and the
+        trace's least physical frontier: an operator's, which reads the batch boundaries
+        from its start as its input frontier moves (a copy of a handle compacted physically,
+        as with :meth:`clone`, would let the trace merge across them).
+
+        >>> handle = TraceAgent(TraceBox("example", [0]))
+        >>> handle.set_compaction([3], [])
+        >>> reader = handle.clone_from_start()
+        >>> reader.get_logical_compaction(), reader.get_physical_compaction()
+        ([3], [0])
+        """
+        self._check_open("clone")
+        return type(self)(self._box, self._logical, self._box._minimum)
+
     def set_logical_compaction(self, frontier: Iterable[Any]) -> None:
         """This handle will only ask about times at or beyond ``frontier`` (``[]``: about
         none). The trace may then coalesce earlier times. A handle's frontier never moves

@@ -94,6 +94,7 @@ class Spine:
         """Called with :meth:`idle_work` when merge work could be done ahead of time: a
         worker's ``defer``, so that it merges while it has nothing else to do."""
         self._offered = False           # idle_work is with on_work and has not said "done"
+        self._restored: Any = None      # the batch restore() made, while it is merged alone
 
     def insert(self, batch: Any) -> None:
         """Add the next batch (its times follow every batch already held)."""
@@ -143,8 +144,17 @@ class Spine:
 
     def batches_through(self, frontier: list) -> list:
         """The batches whose upper bound is at or before ``frontier`` (the updates at times
-        not beyond it), for a reader whose physical frontier is at or before ``frontier``."""
-        result = list(self.merged)
+        not beyond it), for a reader whose physical frontier is at or before ``frontier``.
+        Merged batches beyond ``frontier`` are left out too (but the batch a checkpoint
+        restored, which every reader has seen): a reader that came after the trace merged
+        past its start (an import, a reader of a handle compacted physically) reads up to
+        the batches it is handed, which it gets as input."""
+        merged = self.merged
+        if merged and not frontier_le(merged[-1].upper, frontier):
+            restored = self._restored
+            return [batch for batch in merged
+                    if batch is restored or frontier_le(batch.upper, frontier)]
+        result = list(merged)
         for batch in self.pending:
             if not frontier_le(batch.upper, frontier):
                 break
@@ -154,6 +164,7 @@ class Spine:
     def clear(self) -> None:
         self.merged = []
         self.pending = []
+        self._restored = None
         self._merging, self._merging_batches = None, []
         self._small = 0
 
@@ -162,6 +173,7 @@ class Spine:
         the one merged batch: readers see it whatever their physical frontier, as they saw the
         batches it stands for before the checkpoint."""
         self.merged = [batch] if batch is not None and len(batch) else []
+        self._restored = batch
         self.pending = []
         self.upper = list(upper)
         self._merging, self._merging_batches = None, []
