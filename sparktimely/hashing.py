@@ -23,6 +23,7 @@ import dis
 import functools
 import struct
 import types
+from numbers import Integral
 from typing import Any, Sequence
 
 import numpy as np
@@ -57,9 +58,10 @@ _PAIR = struct.Struct("<QQ")
 def stable_hash(value: Any) -> int:
     """A 64-bit hash of ``value`` that every process, host and run agrees on.
 
-    Hashes ints (and bools), strings, bytes, floats, None, tuples of these and
-    :class:`~sparktimely.Product` times. Values that compare equal hash equally within that
-    set (``2 == 2.0``, so ``stable_hash(2) == stable_hash(2.0)``). Other values raise
+    Hashes ints (and bools, and numpy's integers), strings, bytes, floats, None, tuples of
+    these and :class:`~sparktimely.Product` times. Values that compare equal hash equally
+    within that set (``2 == 2.0 == numpy.int64(2)``, so ``stable_hash(2) ==
+    stable_hash(2.0)``). Other values raise
     TypeError naming their type. Use it in routes, e.g. ``exchange(lambda w: stable_hash(w))``
     or ``Exchange(lambda kv: stable_hash(kv[0]))``.
 
@@ -67,6 +69,9 @@ def stable_hash(value: Any) -> int:
     (True, False)
     >>> stable_hash(7) == stable_hash(7.0), stable_hash((1, "a")) == stable_hash((1, "a"))
     (True, True)
+    >>> import numpy as np
+    >>> stable_hash(np.int64(7)) == stable_hash(7) == stable_hash(np.uint8(7))
+    True
     >>> stable_hash([1, 2])
     Traceback (most recent call last):
     ...
@@ -103,6 +108,8 @@ def stable_hash(value: Any) -> int:
         for base in bases:
             if isinstance(value, base):
                 return stable_hash(base(value))
+    if isinstance(value, Integral):         # numpy's integers: as the int they equal
+        return stable_hash(int(value))
     raise TypeError(f"stable_hash cannot hash a {cls.__name__} ({value!r:.60}): use ints, "
                     f"strings, bytes, floats, None, tuples of these or Product")
 

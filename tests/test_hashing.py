@@ -99,3 +99,12 @@ def test_the_python_xxh3_takes_buffers_and_large_inputs():
     assert _xxh3.xxh3_128_hexdigest(memoryview(data)) == xxhash.xxh3_128_hexdigest(data)
     import pyarrow as pa                              # checkpoints hash Arrow buffers
     assert _xxh3.xxh3_64_intdigest(pa.py_buffer(data), 7) == xxhash.xxh3_64_intdigest(data, 7)
+
+
+def test_numpy_integers_hash_as_the_ints_they_equal():
+    import numpy as np
+    for value in (0, 7, -3, 2**63 - 1):
+        assert {st.stable_hash(t(value)) for t in (np.int64, np.int32 if abs(value) < 2**31
+                                                    else np.int64)} == {st.stable_hash(value)}
+    assert st.stable_hash(np.uint64(2**64 - 1)) == st.stable_hash(2**64 - 1)
+    assert st.stable_hash((np.int16(1), "a")) == st.stable_hash((1, "a"))

@@ -55,6 +55,11 @@ class InputHandle:
         self._bound.append((port, Capability(self._time, port)))
         self._connected = True
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
     def time(self) -> Timestamp:
         """The time at which records sent now are stamped."""
         return 0 if self._time is None else self._time

@@ -137,6 +137,7 @@ class InputSession:
         >>> st.execute_directly(job)
         [('a', 0, 3), ('b', 0, -1)]
         """
+        self._check_open("update")
         if diff.__class__ is not int:
             raise TypeError(f"InputSession.update: the diff of {data!r} must be an integer, "
                             f"not {diff!r}")
@@ -159,6 +160,7 @@ class InputSession:
         >>> st.execute_directly(job)
         [('later', 7, 1)]
         """
+        self._check_open("update_at")
         if diff.__class__ is not int:
             raise TypeError(f"InputSession.update_at: the diff of {data!r} must be an "
                             f"integer, not {diff!r}")
@@ -169,6 +171,11 @@ class InputSession:
         self._buffer.append((data, time, diff))
         if len(self._buffer) >= FLUSH_EVERY:
             self._send()
+
+    def _check_open(self, action: str) -> None:
+        if self._handle.closed:
+            raise RuntimeError(f"InputSession.{action}: the session is closed (no updates "
+                               f"after close())")
 
     def update_batch(self, batch: Any) -> None:
         """Arrow collections: send a ``pyarrow.RecordBatch`` (or Table) whose int64
@@ -186,6 +193,7 @@ class InputSession:
         >>> st.execute_directly(job)
         [{'word': ['a', 'b'], 'diff': [2, -1]}]
         """
+        self._check_open("update_batch")
         names = batch.schema.names
         if DIFF not in names:
             raise ValueError(f"InputSession.update_batch: the batch has no '{DIFF}' column "

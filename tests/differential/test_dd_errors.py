@@ -169,3 +169,35 @@ def test_from_stream_of_batches_that_have_diffs_names_as_collection(workers):
         st.execute(lambda worker: worker.dataflow(lambda scope: dd.from_stream(
             scope.to_stream([batch] if worker.index == 0 else [])).count(key="k").probe()),
             workers=workers)
+
+
+def test_an_update_after_close_is_refused_not_lost():
+    def job(worker):
+        session = dd.InputSession()
+        worker.dataflow(lambda scope: session.to_collection(scope).probe())
+        session.close()
+        refused = []
+        for change in (lambda: session.insert("late"), lambda: session.update_at("x", 5, 1),
+                       lambda: session.update("x", 2)):
+            with pytest.raises(RuntimeError, match="the session is closed"):
+                change()
+            refused.append(True)
+        return refused
+    assert st.execute_directly(job) == [True] * 3
+
+
+def test_numpy_integer_keys_count_with_the_ints_they_equal(run):
+    import numpy as np
+
+    def job(worker):
+        session = dd.InputSession()
+        captured = worker.dataflow(lambda scope: session.to_collection(scope).count()
+                                   .inner.capture())
+        if worker.index == worker.peers - 1:
+            for key in (np.int64(1), 1, np.int32(2), 2.0, np.uint8(1)):
+                session.insert(key)
+        session.close()
+        worker.run()
+        return [update for _, batch in captured.extract() for update in batch]
+    counts = sorted((int(k), n, t, d) for updates in run(job) for (k, n), t, d in updates)
+    assert counts == [(1, 3, 0, 1), (2, 2, 0, 1)]
