@@ -56,10 +56,17 @@ def observed(func: Callable[[W], Any], *, log_dir: str | os.PathLike | None = No
     def observed_job(worker: W) -> Any:
         if log_dir is not None:
             log_to_directory(worker, log_dir)
+        reporter = None
         if reports:
-            report_status(worker, status_dir, status_stream, interval, status_address)
-        result = func(worker)
-        worker.run()
+            reporter = report_status(worker, status_dir, status_stream, interval,
+                                     status_address)
+        try:
+            result = func(worker)
+            worker.run()
+        except BaseException:
+            if reporter is not None:        # the display's last line: where the worker got
+                reporter.publish()
+            raise
         registry_of(worker).close()
         return result
     return observed_job

@@ -35,3 +35,26 @@ def test_nothing_asked_for_runs_the_job_itself():
     with observing(job) as observed:
         assert observed is job
         assert st.execute(observed, workers=2) == [0, 1]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_the_last_line_of_a_failed_run_says_where_its_workers_got(workers):
+    def failing(worker):
+        handle = st.InputHandle()
+        probe = worker.dataflow(lambda scope: scope.input_from(handle).map(
+            lambda x: x // (x - 5_500) if worker.index == worker.peers - 1 else x)
+            .exchange(lambda x: x).probe())
+        for epoch in range(10):
+            handle.send_batch(range(epoch * 1_000, (epoch + 1) * 1_000))
+            handle.advance_to(epoch + 1)
+            worker.step_while(lambda: probe.less_than(handle.time()))
+        handle.close()
+    out = io.StringIO()
+    with pytest.raises(st.WorkerError, match="ZeroDivisionError"):
+        with observing(failing, progress=True, stream=out, interval=3600) as observed:
+            st.execute(observed, workers=workers)
+    last = out.getvalue().splitlines()[-1]
+    assert f", {workers} worker{'s' if workers > 1 else ''}, " in last, last
+    assert "probe dataflow-0/3: frontier [5]" in last, last
+    assert last.count(" 6,000 records") == workers, last
