@@ -106,11 +106,13 @@ class InputEpochs:
                  dropped: Callable[[str, int], None]) -> None:
         self.first = 0
         self.latest = -1
+        self._dropped = dropped
+        self._told: set[str] = set()
         for operator in dataflow.operators:
             if operator is None or operator.inputs or operator.index in exempt:
                 continue
             for port in operator.outputs:
-                port.pushers = [_Watched(pusher, self, operator.name, dropped)
+                port.pushers = [_Watched(pusher, self, operator.name)
                                 for pusher in port.pushers]
 
     def resume_after(self, epoch: int) -> None:
@@ -118,26 +120,28 @@ class InputEpochs:
         self.first = epoch + 1
         self.latest = max(self.latest, epoch)
 
+    def drop(self, operator: str, epoch: int) -> None:
+        """A batch of ``operator`` at ``epoch`` was dropped: tell the first of each."""
+        if operator not in self._told:
+            self._told.add(operator)
+            self._dropped(operator, epoch)
+
 
 class _Watched:
     """One output's pusher of an input operator, as :class:`InputEpochs` watches it."""
 
-    __slots__ = ("pusher", "epochs", "name", "dropped")
+    __slots__ = ("pusher", "epochs", "name")
 
-    def __init__(self, pusher: Any, epochs: InputEpochs, name: str,
-                 dropped: Callable[[str, int], None] | None) -> None:
+    def __init__(self, pusher: Any, epochs: InputEpochs, name: str) -> None:
         self.pusher = pusher
         self.epochs = epochs
         self.name = name
-        self.dropped = dropped
 
     def push(self, time: Timestamp, batch: Any) -> None:
         epoch = root_epoch(time)
         epochs = self.epochs
         if epoch < epochs.first:
-            if self.dropped is not None:
-                dropped, self.dropped = self.dropped, None
-                dropped(self.name, epoch)
+            epochs.drop(self.name, epoch)
             return
         if epoch > epochs.latest:
             epochs.latest = epoch
