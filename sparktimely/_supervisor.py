@@ -163,8 +163,7 @@ def _worker_main(func: Callable[[Worker], Any], index: int, plan: list[WorkerAdd
             conn.send(("ok", result, _lingering_threads(), _warm.loaded_since(modules)))
         except Exception as error:
             conn.send(("error", index, f"the result of worker {index} cannot be sent back: "
-                                       f"{type(error).__name__}: {error}",
-                       traceback.format_exc(), False))
+                                       f"{describe(error)}", traceback.format_exc(), False))
     except WorkerError as error:
         cause = error.__cause__           # a lost remote peer, seen here or by a group member
         lost_peer = isinstance(cause, PeerLost) or (isinstance(cause, GroupFailed) and
@@ -248,7 +247,7 @@ def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
                     cluster.abort(local[0], f"process {cluster.process} (workers {local[0]}.."
                                             f"{local[-1]}) was {error}", "")
                 else:
-                    cluster.abort(local[0], f"{type(error).__name__}: {error} (in the "
+                    cluster.abort(local[0], f"{describe(error)} (in the "
                                             f"supervisor)", traceback.format_exc())
         raise
     finally:
