@@ -45,6 +45,13 @@ class InputHandle:
         self._closed = False
         self._schema = None
 
+    def retimed(self, batch: Any, time: Timestamp) -> Any:
+        """``batch`` as sent at ``time`` instead of the earlier time it was sent at (what a
+        resumed run does with records between its inputs' last epoch and its checkpoint's,
+        see ``sparktimely.io``): the same batch; handles whose records carry times of their
+        own (a differential ``InputSession``) move those too."""
+        return batch
+
     def bind(self, port: OutputPort) -> None:
         """Feed the input operator whose output is ``port`` (what ``scope.input_from`` does
         for each dataflow the handle feeds)."""

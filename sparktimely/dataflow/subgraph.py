@@ -145,6 +145,12 @@ class Dataflow:
         open). Weakly: a handle nobody references any more closes itself."""
         self._input_handles.append((weakref.ref(handle), operator))
 
+    def input_handles(self) -> dict[int, Any]:
+        """The input handles still referenced that feed this dataflow, by the index of the
+        operator each feeds."""
+        return {operator: handle for ref, operator in self._input_handles
+                if (handle := ref()) is not None}
+
     def on_drop(self, callback: Callable[[], None]) -> None:
         """Run ``callback()`` if this dataflow is dropped (``Worker.drop_dataflow``)."""
         self._on_drop.append(callback)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..dataflow import InputHandle
-from ..progress.timestamp import Timestamp, less_equal
+from ..progress.timestamp import Timestamp, join, less_equal
 from .collection import Collection, as_collection
 from .updates import DIFF
 
@@ -27,6 +27,16 @@ if TYPE_CHECKING:
 
 FLUSH_EVERY = 4096
 """Updates buffered by a session before they are handed to the dataflow."""
+
+
+class _UpdatesHandle(InputHandle):
+    """The handle of an :class:`InputSession`: its batches of ``(data, time, diff)`` move
+    their times with them."""
+
+    def retimed(self, batch: Any, time: Timestamp) -> Any:
+        if batch.__class__ is not list:
+            return batch                    # Arrow updates are at their message's time
+        return [(data, join(at, time), diff) for data, at, diff in batch]
 
 
 class InputSession:
@@ -52,7 +62,7 @@ class InputSession:
     """
 
     def __init__(self) -> None:
-        self._handle = InputHandle()
+        self._handle = _UpdatesHandle()
         self._time: Timestamp | None = None
         self._buffer: list = []
 

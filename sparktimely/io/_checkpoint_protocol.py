@@ -58,11 +58,11 @@ The rules:
 [Send(to=-1, message=Checkpoint(sequence=1, epoch=0))]
 >>> core.receive(Checkpoint(sequence=1, epoch=0)), core.tick(now=0.1, idle=0.0, view=view)
 ([], [WriteSnapshot(sequence=1, epoch=0)])
->>> core.snapshot_written(1, files={}, latest=0)
-[Release(limit=1), Send(to=0, message=Report(sequence=1, worker=0, files={}, latest=0))]
->>> [commit] = core.receive(Report(sequence=1, worker=0, files={}, latest=0))
->>> commit.sequence, commit.epoch, commit.final, len(commit.reports)
-(1, 0, False, 1)
+>>> core.snapshot_written(1, files={}, latest=0, sent=0)
+[Release(limit=1), Send(to=0, message=Report(sequence=1, worker=0, files={}, latest=0, sent=0))]
+>>> [commit] = core.receive(Report(sequence=1, worker=0, files={}, latest=0, sent=0))
+>>> commit.sequence, commit.epoch, commit.final, commit.sent, len(commit.reports)
+(1, 0, False, 0, 1)
 >>> core.commit_written(1)
 [Send(to=-1, message=Committed(sequence=1, epoch=0, final=False))]
 >>> core.receive(Committed(sequence=1, epoch=0, final=False))
@@ -113,12 +113,13 @@ class Checkpoint:
 @dataclass(frozen=True, slots=True)
 class Report:
     """To worker 0: ``worker`` wrote its part of checkpoint ``sequence``: ``files`` (path ->
-    the commit record's entry); ``latest`` is the latest epoch its components saw (-1:
-    none)."""
+    the commit record's entry); ``latest`` is the latest epoch its components saw and
+    ``sent`` the latest its inputs sent records at, over every run (-1: none)."""
     sequence: int
     worker: int
     files: dict
     latest: int
+    sent: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,11 +192,13 @@ class Release:
 @dataclass(frozen=True, slots=True)
 class WriteCommit:
     """Worker 0: write the commit record of checkpoint ``sequence`` of ``epoch`` from
-    ``reports`` (in worker order); then call :meth:`CheckpointProtocol.commit_written`."""
+    ``reports`` (in worker order), whose inputs had sent records up to epoch ``sent``; then
+    call :meth:`CheckpointProtocol.commit_written`."""
     sequence: int
     epoch: int
     final: bool
     reports: tuple[Report, ...]
+    sent: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,14 +358,15 @@ class CheckpointProtocol:
                 actions.append(WriteSnapshot(request.sequence, request.epoch))
         return actions
 
-    def snapshot_written(self, sequence: int, files: dict, latest: int) -> list[Action]:
-        """This worker's snapshot for checkpoint ``sequence`` is durable: ``files`` as
-        :class:`Report` has them; ``latest`` is the latest epoch its components saw."""
+    def snapshot_written(self, sequence: int, files: dict, latest: int,
+                         sent: int) -> list[Action]:
+        """This worker's snapshot for checkpoint ``sequence`` is durable: ``files``,
+        ``latest`` and ``sent`` as :class:`Report` has them."""
         request = self.request
         assert request is not None and self.writing and request.sequence == sequence
         self.request, self.writing = None, False
         limit = None if request.epoch is None or self.ungated else request.epoch + self.every
-        return [Release(limit), Send(0, Report(sequence, self.index, files, latest))]
+        return [Release(limit), Send(0, Report(sequence, self.index, files, latest, sent))]
 
     def commit_written(self, sequence: int) -> list[Action]:
         """Worker 0: the commit record of checkpoint ``sequence`` is durable."""
@@ -435,7 +439,10 @@ class CheckpointProtocol:
             epoch = max([self.epoch] + [report.latest for report in reports])
         else:
             epoch = request.epoch
-        self.committing = WriteCommit(request.sequence, epoch, request.epoch is None, reports)
+        # What the inputs sent after epoch (before the snapshot) is not in it.
+        sent = min(epoch, max(report.sent for report in reports))
+        self.committing = WriteCommit(request.sequence, epoch, request.epoch is None, reports,
+                                      sent)
         return [self.committing]
 
     # -- stalls (worker 0) -------------------------------------------------------------------

@@ -3,11 +3,12 @@
 A checkpoint exists from the instant its commit record, ``<dataflow>/commits/<sequence>.json``,
 is in place (written atomically by worker 0). The record names the program it belongs to
 (the dataflow, its operators and its checkpointed components), the epoch it holds (every
-root epoch up to it), whether the dataflow had completed, the number of workers, and every
+root epoch up to it), the latest epoch its inputs had sent records at (later than that, a
+completed dataflow's epoch may come from a ``delay``), whether the dataflow had completed, the number of workers, and every
 state file with its size and XXH3-128 digest; the record carries the digest of its own
 contents too. Its bytes have one canonical layout, so any change to them shows.
 
->>> record = build("totals", 1, epoch=4, complete=False, workers=1, every=2,
+>>> record = build("totals", 1, epoch=4, sent=4, complete=False, workers=1, every=2,
 ...                operators=["Input", "Sink"], components=[["counts", "sink"]],
 ...                files=[{"checkpoints/000000000001/counts.w00000.arrow":
 ...                        file_entry(b"state", worker=0, component="counts")}])
@@ -18,7 +19,7 @@ contents too. Its bytes have one canonical layout, so any change to them shows.
 ...     parse(data.replace(b'"epoch": 4', b'"epoch": 5'), "commits/x.json", 1)
 ... except RecordError as error:
 ...     print(str(error).split(": ")[1])
-its contents do not match its XXH3-128 digest d4d993b9b943f7c2316a92a17417afdf
+its contents do not match its XXH3-128 digest 5878dcbb34e5023bbfb6b93c88783e3f
 """
 from __future__ import annotations
 
@@ -59,13 +60,15 @@ def file_entry(data: Any, worker: int, component: str) -> dict:
             "component": component, "xxh3_128": digest(data)}
 
 
-def build(dataflow: str, sequence: int, epoch: int, complete: bool, workers: int, every: int,
-          operators: list[str], components: list[list[str]], files: Iterable[dict]) -> dict:
+def build(dataflow: str, sequence: int, epoch: int, sent: int, complete: bool, workers: int,
+          every: int, operators: list[str], components: list[list[str]],
+          files: Iterable[dict]) -> dict:
     """The commit record of checkpoint ``sequence`` of ``epoch`` (``complete``: the last, of
-    a completed dataflow), naming the state files of every worker's report (``files``: each
-    worker's ``{path: file_entry}``), with its digest."""
+    a completed dataflow) whose inputs had sent records up to epoch ``sent``, naming the
+    state files of every worker's report (``files``: each worker's ``{path: file_entry}``),
+    with its digest."""
     record = {"format": FORMAT, "dataflow": dataflow, "sequence": sequence, "epoch": epoch,
-              "complete": complete, "workers": workers, "checkpoint_every": every,
+              "inputs_sent": sent, "complete": complete, "workers": workers, "checkpoint_every": every,
               "operators": operators, "components": components,
               "files": {path: entry for written in files for path, entry in written.items()}}
     record["checksum"] = _record_digest(record)
@@ -102,6 +105,12 @@ def parse(data: bytes, path: str, sequence: int) -> dict:
         raise RecordError(f"commit record {path} is corrupt: it says it is number "
                           f"{record.get('sequence')}")
     return record
+
+
+def inputs_sent(record: dict) -> int:
+    """The latest epoch the inputs of ``record``'s checkpoint had sent records at (records
+    written before this was kept: its epoch)."""
+    return record.get("inputs_sent", record["epoch"])
 
 
 def check_program(record: dict, where: str, dataflow: str, operators: list[str],

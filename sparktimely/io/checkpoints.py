@@ -13,8 +13,9 @@ sinks; bytewax's partitioned sources):
    raises :class:`RecoveryError` with that worker's reason and nothing on disk has changed.
    Otherwise the components restore their state, sinks finish the commit of the resumed
    epoch (and discard what was staged after it), sources continue from their positions, and
-   the dataflow's other inputs (input handles, ``to_stream``) send nothing at the resumed
-   epoch and before (:class:`~sparktimely.ops.recovery.InputEpochs`).
+   the dataflow's other inputs (input handles, ``to_stream``) send nothing at the epochs
+   they had sent at, and send what a longer run sends at the epochs between those and the
+   resumed one at the next (:class:`~sparktimely.ops.recovery.InputEpochs`).
 2. **Checkpoints.** Stateful operators and sinks see inputs only up to the next checkpoint
    epoch (``EpochGate``). When worker 0 sees every epoch up to that one complete, it asks
    for a checkpoint of the latest complete epoch ``e`` that is a multiple of
@@ -395,7 +396,7 @@ class _Flow:
         self.components = components
         self.name = dataflow.name
         self.inputs = InputEpochs(dataflow, {c.operator for c in components if c.kind == "source"},
-                                  self.told_dropped)
+                                  self.told_of_input)
         self.directory = self.storage.path(quote(self.name, safe=""))
         self.core = CheckpointProtocol(self.worker.index, self.worker.peers, self.every,
                                        STALL_SECONDS, self.name, self.storage.where)
@@ -406,6 +407,7 @@ class _Flow:
         self.closing = False
         self.companion: "Dataflow | None" = None
         self.restored: dict[str, Any] = {}            # the resumed states, decoded
+        self.resumed_sent = -1             # the resumed checkpoint's inputs had sent up to
         self.decision: Start | Fail | None = None     # worker 0's, until begin() acts on it
 
     def finished(self) -> bool:
@@ -425,7 +427,8 @@ class _Flow:
                     self.decision = action
                 case WriteSnapshot(sequence, epoch):
                     files, latest = self.write_snapshot(sequence, epoch)
-                    self.perform(self.core.snapshot_written(sequence, files, latest))
+                    self.perform(self.core.snapshot_written(sequence, files, latest,
+                                                            self.inputs.sent))
                 case Release(limit):
                     for component in self.components:
                         component.release(limit)
@@ -457,7 +460,7 @@ class _Flow:
         self.perform(self.examine())
         resumed = self.core.found[1]          # every worker found it, or all of them fail
         if resumed >= 0:
-            self.inputs.resume_after(resumed)
+            self.inputs.resume_after(resumed, self.resumed_sent)
         self.worker.step_while(lambda: self.decision is None)
         decision, self.decision = self.decision, None
         if isinstance(decision, Fail):
@@ -467,12 +470,21 @@ class _Flow:
         assert decision is not None
         self.start(decision)
 
-    def told_dropped(self, operator: str, epoch: int) -> None:
-        logger.warning(
-            "dataflow %r, worker %d: %r sent records at epoch %d, which the checkpoint this "
-            "run resumed from (of epoch %d) already holds; they are dropped (a resumed run "
-            "continues after that epoch)", self.name, self.worker.index, operator, epoch,
-            self.inputs.first - 1)
+    def told_of_input(self, operator: str, epoch: int, moved: bool) -> None:
+        resumed = self.inputs.resume_at - 1
+        if moved:
+            logger.warning(
+                "dataflow %r, worker %d: %r sent records at epoch %d, later than its inputs "
+                "had sent when the checkpoint this run resumed from was taken, but not later "
+                "than that checkpoint's epoch %d (an operator's output had reached it); they "
+                "are sent at epoch %d", self.name, self.worker.index, operator, epoch,
+                resumed, resumed + 1)
+        else:
+            logger.warning(
+                "dataflow %r, worker %d: %r sent records at epoch %d, which the checkpoint "
+                "this run resumed from (of epoch %d) already holds; they are dropped (a "
+                "resumed run continues after that epoch)", self.name, self.worker.index,
+                operator, epoch, resumed)
 
     def examine(self) -> list[Action]:
         """Read and check what this worker needs to resume (reads only); tell the protocol."""
@@ -487,6 +499,7 @@ class _Flow:
                 return self.core.examined()
             self.check_program(record)
             self.restored = self.read_states(record)
+            self.resumed_sent = records.inputs_sent(record)
             return self.core.examined(record["sequence"], record["epoch"])
         except (RecoveryError, records.RecordError) as error:
             return self.core.examined(error=str(error))
@@ -671,11 +684,12 @@ class _Flow:
             files[f"{relative}/{name}"] = records.file_entry(data, index, component.name)
         storage.sync(directory)
         storage.sync(posixpath.dirname(directory))
-        return files, max([self.inputs.latest] + [c.max_epoch for c in self.components])
+        return files, max([self.inputs.sent] + [c.max_epoch for c in self.components])
 
     def write_commit(self, commit: WriteCommit) -> None:
         """Worker 0: every worker's files are durable; write the commit record."""
-        record = records.build(self.name, commit.sequence, commit.epoch, commit.final,
+        record = records.build(self.name, commit.sequence, commit.epoch, commit.sent,
+                               commit.final,
                                self.worker.peers, self.every,
                                [op.name for op in self.dataflow.operators],
                                [[c.name, c.kind] for c in self.components],

@@ -64,6 +64,18 @@ def epoch_time(minimum: Timestamp, epoch: int) -> Timestamp:
     return epoch
 
 
+def with_root_epoch(time: Timestamp, epoch: int) -> Timestamp:
+    """``time`` with its root epoch replaced by ``epoch`` (its inner coordinates kept).
+
+    >>> import sparktimely as st
+    >>> with_root_epoch(3, 8), with_root_epoch(st.Product(3, 9), 8)
+    (8, Product(8, 9))
+    """
+    if time.__class__ is Product:
+        return Product(with_root_epoch(time.outer, epoch), time.inner)
+    return epoch
+
+
 def frontier_epoch(frontier: list) -> float:
     """The least root epoch a frontier still allows (infinity for an empty frontier): every
     epoch below it is complete."""
@@ -94,57 +106,76 @@ class InputEpochs:
     dataflow that has no inputs (input handles, ``to_stream``, a program's own sources),
     except the ``exempt`` ones (sources that resume from positions of their own).
 
-    A run resumed from the checkpoint of root epoch ``e`` continues after it: those
-    operators send nothing at epochs ``<= e`` (:meth:`resume_after`), whose records the
-    restored state already holds, so a program that sends its input again from the start
-    has it counted once; ``dropped(operator name, epoch)`` is told of each operator's first
-    dropped batch. ``latest`` is the latest epoch they sent records at (-1: none), what the
-    last checkpoint of a completed dataflow holds.
+    ``sent`` is the latest epoch they sent records at (-1: none), over every run. A run
+    resumed from the checkpoint of root epoch ``e`` continues after it
+    (:meth:`resume_after`): the inputs send nothing at epochs up to the ``sent`` of that
+    checkpoint, whose records the restored state already holds, so a program that sends its
+    input again from the start has it counted once; what they send at the epochs between
+    that and ``e`` (a completed dataflow's last checkpoint is of the latest epoch anything
+    in it reached, a ``delay``'s output maybe, past its inputs) is sent at ``e + 1``, as a
+    ``FileSource`` sends a new file's early epochs. ``told(operator, epoch, moved)`` is told
+    of each operator's first dropped (``moved`` False) and first moved batch.
     """
 
     def __init__(self, dataflow: "Dataflow", exempt: set[int],
-                 dropped: Callable[[str, int], None]) -> None:
-        self.first = 0
-        self.latest = -1
-        self._dropped = dropped
-        self._told: set[str] = set()
+                 told: Callable[[str, int, bool], None]) -> None:
+        self.keep_from = 0           # epochs below are dropped
+        self.resume_at = 0           # epochs from keep_from below this are sent at it
+        self.sent = -1
+        self._told_of = told
+        self._told: set[tuple[str, bool]] = set()
+        handles = dataflow.input_handles()
         for operator in dataflow.operators:
             if operator is None or operator.inputs or operator.index in exempt:
                 continue
+            handle = handles.get(operator.index)
+            retimed = None if handle is None else handle.retimed
             for port in operator.outputs:
-                port.pushers = [_Watched(pusher, self, operator.name)
+                port.pushers = [_Watched(pusher, self, operator.name, retimed)
                                 for pusher in port.pushers]
 
-    def resume_after(self, epoch: int) -> None:
-        """Drop what the inputs send at root epochs ``<= epoch``."""
-        self.first = epoch + 1
-        self.latest = max(self.latest, epoch)
+    def resume_after(self, epoch: int, sent: int) -> None:
+        """Resume from the checkpoint of root epoch ``epoch`` whose inputs had sent up to
+        epoch ``sent``: drop what they send up to ``sent``, send the rest up to ``epoch`` at
+        ``epoch + 1``."""
+        self.keep_from = sent + 1
+        self.resume_at = epoch + 1
+        self.sent = max(self.sent, sent)
 
-    def drop(self, operator: str, epoch: int) -> None:
-        """A batch of ``operator`` at ``epoch`` was dropped: tell the first of each."""
-        if operator not in self._told:
-            self._told.add(operator)
-            self._dropped(operator, epoch)
+    def tell(self, operator: str, epoch: int, moved: bool) -> None:
+        """A batch of ``operator`` at ``epoch`` was dropped (or ``moved``): tell the first
+        of each kind."""
+        if (operator, moved) not in self._told:
+            self._told.add((operator, moved))
+            self._told_of(operator, epoch, moved)
 
 
 class _Watched:
     """One output's pusher of an input operator, as :class:`InputEpochs` watches it."""
 
-    __slots__ = ("pusher", "epochs", "name")
+    __slots__ = ("pusher", "epochs", "name", "retimed")
 
-    def __init__(self, pusher: Any, epochs: InputEpochs, name: str) -> None:
+    def __init__(self, pusher: Any, epochs: InputEpochs, name: str,
+                 retimed: Callable[[Any, Timestamp], Any] | None) -> None:
         self.pusher = pusher
         self.epochs = epochs
         self.name = name
+        self.retimed = retimed          # the handle's, for records with times of their own
 
     def push(self, time: Timestamp, batch: Any) -> None:
         epoch = root_epoch(time)
         epochs = self.epochs
-        if epoch < epochs.first:
-            epochs.drop(self.name, epoch)
-            return
-        if epoch > epochs.latest:
-            epochs.latest = epoch
+        if epoch < epochs.resume_at:
+            if epoch < epochs.keep_from:
+                epochs.tell(self.name, epoch, False)
+                return
+            epochs.tell(self.name, epoch, True)
+            epoch = epochs.resume_at
+            time = with_root_epoch(time, epoch)
+            if self.retimed is not None:
+                batch = self.retimed(batch, time)
+        if epoch > epochs.sent:
+            epochs.sent = epoch
         self.pusher.push(time, batch)
 
 

@@ -192,7 +192,8 @@ class Simulation:
             sequence = worker.writing.sequence
             worker.writing = None
             self.perform(worker, worker.core.snapshot_written(
-                sequence, {f"w{index}/{sequence}": index}, worker.latest))
+                sequence, {f"w{index}/{sequence}": index}, worker.latest,
+                sent=worker.latest - index % 2))
 
     def write_one(self, choice):
         """Some worker's snapshot becomes durable."""
@@ -281,6 +282,7 @@ class Simulation:
         else:
             assert action.epoch > epoch and action.epoch % self.every == 0
             assert self.truth >= action.epoch, "a record of an epoch not complete everywhere"
+        assert action.sent == min(action.epoch, max(r.sent for r in action.reports))
         self.committing = action
 
     def do_CommitComponents(self, worker, action: CommitComponents):

@@ -187,3 +187,49 @@ def test_checkpoints_do_not_hold_a_trace_back_from_compacting(run, tmp_path):
     for sizes_per_worker in run(job), run(checkpointed(job, tmp_path / "ck", every=100)):
         # the spine's tail of tiny batches, each merge of it leaving one update
         assert max(max(sizes) for sizes in sizes_per_worker) <= MAX_TINY
+
+
+def session_counts(out: str, epochs: int):
+    """Word counts of an ``InputSession`` that inserts each epoch's words at the epoch and a
+    ``"tick"`` three epochs later (so a completed run's last checkpoint is three epochs
+    past its inputs')."""
+    def job(worker):
+        session = dd.InputSession()
+
+        def build(scope):
+            counts = session.to_collection(scope).count()
+            counts.inner.output_to(DirectorySink(out, format="jsonl"), "updates")
+            return counts.inner.probe()
+        probe = worker.dataflow(build, name="session counts")
+        for epoch in range(epochs):
+            for word in session_words(epoch)[worker.index::worker.peers]:
+                session.insert(word)
+            if worker.index == 0:
+                session.update_at("tick", epoch + 3, 1)
+            session.advance_to(epoch + 1)
+            worker.step_while(lambda: probe.less_than(session.time()))
+        session.close()
+    return job
+
+
+def session_words(epoch: int) -> list[str]:
+    return [f"w{(epoch * 5 + i) % 7}" for i in range(4)]
+
+
+def test_a_longer_rerun_of_a_completed_session_moves_its_updates_with_their_batch(
+        run, tmp_path):
+    """Epochs 6 and 7 of the longer reruns come after the inputs' last epoch (5) but not
+    after the completed run's checkpoint (8): their batches, and the updates' own times,
+    move to epoch 9; nothing is lost or counted twice."""
+    out, directory = str(tmp_path / "out"), tmp_path / "ck"
+
+    def expected(epochs: int) -> Counter:
+        words = Counter(w for epoch in range(epochs) for w in session_words(epoch))
+        return Counter({(word, n): 1 for word, n in (words + Counter(tick=epochs)).items()})
+    run(checkpointed(session_counts(out, 6), directory))
+    assert jobs.accumulated(jobs.updates(out))[8] == expected(6)
+    for again in range(2):                 # the second changes nothing
+        run(checkpointed(session_counts(out, 8), directory))
+        final = jobs.accumulated(jobs.updates(out))
+        assert max(final) == 10 and final[10] == expected(8), again
+        assert final[8] == expected(6), again

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 
 import pytest
 
@@ -291,13 +292,16 @@ def test_the_example_killed_from_outside_and_rerun_writes_every_total_once(tmp_p
     assert totals(out) == totals(str(tmp_path / "plain"))
 
 
-def handle_counts(worker: st.Worker, out: str, epochs: int, hook: FailOnce | None = None) -> None:
+def handle_counts(worker: st.Worker, out: str, epochs: int, hook: FailOnce | None = None,
+                  delay: int = 0) -> None:
     """Running word counts of words a program sends itself through an InputHandle, the
-    same words in every run, from epoch 0 (as a program started again does)."""
+    same words in every run, from epoch 0 (as a program started again does); with
+    ``delay``, the words reach the counts that many epochs after they were sent."""
     input = st.InputHandle()
 
     def build(scope):
         counts = (scope.input_from(input)
+                  .delay(lambda pair, time: time + delay)
                   .exchange(lambda pair: st.stable_hash(pair[0]))
                   .state_machine(fold)
                   .inspect_batch(lambda time, batch: hook and hook(worker, time)))
@@ -333,6 +337,24 @@ def test_a_rerun_that_sends_its_input_again_from_the_start_counts_it_once(
     assert visible(out) == expected
     st.execute(lambda w: handle_counts(w, out, 12), workers=workers, checkpoint_dir=directory)
     assert visible(out) == running_counts({epoch: words_of(epoch) for epoch in range(12)})
+
+
+@pytest.mark.parametrize("workers, rerun_workers", [(1, 1), (2, 3), (3, 2)])
+def test_a_longer_rerun_of_a_completed_program_whose_output_ran_ahead_loses_nothing(
+        tmp_path, workers, rerun_workers):
+    """The completed dataflow's last checkpoint is of epoch 12 (the delay's output), its
+    inputs had sent up to 9: a rerun's epochs 10 and 11 are sent at 13, not dropped."""
+    out, directory = str(tmp_path / "out"), str(tmp_path / "ck")
+    st.execute(lambda w: handle_counts(w, out, 10, delay=3), workers=workers,
+               checkpoint_dir=directory)
+    first = running_counts({epoch + 3: words_of(epoch) for epoch in range(10)})
+    assert visible(out) == first
+    for run in range(2):                # the second longer run changes nothing
+        st.execute(lambda w: handle_counts(w, out, 12, delay=3), workers=rerun_workers,
+                   checkpoint_dir=directory)
+        later = running_counts({16: words_of(10) + words_of(11)},
+                               Counter(w for epoch in range(10) for w in words_of(epoch)))
+        assert visible(out) == sorted(first + later), run
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
