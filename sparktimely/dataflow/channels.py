@@ -258,7 +258,9 @@ class _Routing:
         """The error of a batch this exchange could not partition, naming the exchange: for
         records, the first whose route is not an int and what the route returned (checked
         only now, so routing costs nothing more while it works); for Arrow batches, the
-        error partitioning gave. None when there is nothing to add (the route itself failed)."""
+        error partitioning gave; for a route that raised a TypeError, ValueError or KeyError
+        (``stable_hash`` of a key it cannot hash), that error with the exchange and the
+        record, unless it names the operator already. None when there is nothing to add."""
         target = self._target
         operator = target.dataflow.operators[target.operator]
         port = f"input {operator.inputs.index(target)} of " if len(operator.inputs) > 1 else ""
@@ -275,6 +277,13 @@ class _Routing:
         for record in batch:
             try:
                 value = self._route(record)
+            except (TypeError, ValueError, KeyError) as raised:
+                message = raised.args[0] if raised.args else raised
+                if (type(raised) not in (TypeError, ValueError, KeyError)  # one message?
+                        or str(message).startswith(operator.name)):      # named already
+                    return None
+                return type(raised)(f"{where}: its route raised on the record "
+                                    f"{_short(record)}: {message}")
             except Exception:
                 return None
             try:

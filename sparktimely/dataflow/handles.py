@@ -221,6 +221,9 @@ class LoopHandle:
         self._input = input
         self._summary = summary
         self._connected = False
+        # What is never closed, as the error says it (a layer above names its own loops).
+        self.unclosed = (f"a feedback loop (summary {summary!r}) was never closed with "
+                         f"stream.connect_loop(handle)")
 
     def connect(self, stream: "StreamCore") -> None:
         """Feed the loop from ``stream`` (what ``stream.connect_loop(handle)`` does)."""
@@ -233,5 +236,4 @@ class LoopHandle:
 
     def _check_connected(self) -> None:
         if not self._connected:
-            raise RuntimeError(f"a feedback loop (summary {self._summary!r}) was never closed "
-                               f"with stream.connect_loop(handle)")
+            raise RuntimeError(self.unclosed)

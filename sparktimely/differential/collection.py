@@ -363,7 +363,8 @@ class Collection:
         """``(key, (v1, v2))`` for every pair of ``(key, v1)`` here and ``(key, v2)`` in
         ``other``, at the join of their times with the product of their diffs (Arrow
         collections: ``on`` names the key column(s); the result has the key, then this
-        side's other columns, then the other side's, and ``diff``).
+        side's other columns, then the other side's, a name already taken getting
+        ``_right`` until it is unique, and ``diff``).
 
         >>> import sparktimely as st, sparktimely.differential as dd
         >>> def build(scope):
@@ -423,12 +424,14 @@ class Collection:
     def reduce(self, logic: Callable[[Any, list, list], None] | None = None, *,
                key: KeyColumns = None, aggs: dict | None = None) -> "Collection":
         """``(key, val)`` for the output of ``logic(key, input, output)`` on each key's
-        values: ``input`` lists ``(val, count)`` (positive counts, sorted by val), ``logic``
-        appends ``(val, diff)`` pairs to ``output``.
+        values: ``input`` lists ``(val, count)`` (positive counts, sorted by val; values
+        Python cannot compare, such as None beside ints, by ``ordering.total_order``: None
+        first), ``logic`` appends ``(val, diff)`` pairs to ``output``.
 
         Arrow collections aggregate instead: ``reduce(key="k", aggs={"total": ("sum", "x")})``
         gives one row per key with the ``key`` columns and one column per aggregation
-        (``sum``, ``count``, ``min``, ``max``; ``("count", None)`` counts rows).
+        (``sum``, ``count``, ``min``, ``max`` of the column's non-null values, as SQL's: a
+        sum of none is null; ``("count", None)`` counts rows).
 
         >>> import sparktimely as st, sparktimely.differential as dd
         >>> def largest(key, input, output):
@@ -847,6 +850,8 @@ class Variable(Collection):
 
     def __init__(self, scope: "Scope", step: Any = 1, source: Collection | None = None) -> None:
         loop, stream = loop_variable(scope, step)
+        loop.unclosed = ("a dd.Variable was never defined: call var.set(collection) in the "
+                         "iterative scope that made it")
         super().__init__(stream if source is None else stream.concat(source.inner))
         self._loop = loop
         self._source = source

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..dataflow import InputHandle
-from ..progress.timestamp import Timestamp, join, less_equal
+from ..progress.timestamp import TimeKind, Timestamp, join, less_equal
 from .collection import Collection, as_collection
 from .updates import DIFF
 
@@ -64,6 +64,7 @@ class InputSession:
     def __init__(self) -> None:
         self._handle = _UpdatesHandle()
         self._time: Timestamp | None = None
+        self._kind: TimeKind | None = None
         self._buffer: list = []
 
     def to_collection(self, scope: "Scope") -> Collection:
@@ -83,6 +84,7 @@ class InputSession:
         collection = as_collection(scope.input_from(self._handle))
         if self._time is None:
             self._time = scope.kind.minimum()
+            self._kind = scope.kind
         return collection
 
     def time(self) -> Timestamp:
@@ -174,13 +176,23 @@ class InputSession:
         if diff.__class__ is not int:
             raise TypeError(f"InputSession.update_at: the diff of {data!r} must be an "
                             f"integer, not {diff!r}")
+        self._check_time("update_at", time)
         now = self.time()
-        if time.__class__ is not now.__class__ or not less_equal(now, time):
+        if not less_equal(now, time):
             raise ValueError(f"InputSession.update_at({data!r}, {time!r}, {diff}): the time "
                              f"is before the session's time {now!r} (times go forward only)")
         self._buffer.append((data, time, diff))
         if len(self._buffer) >= FLUSH_EVERY:
             self._send()
+
+    def _check_time(self, action: str, time: Any) -> None:
+        """Raise TypeError, naming ``action``, if ``time`` is not of the session's scope's
+        type (a numpy integer, a float)."""
+        if self._kind is not None:
+            try:
+                self._kind.check(time)
+            except TypeError as error:
+                raise TypeError(f"InputSession.{action}: {error}") from None
 
     def _check_open(self, action: str) -> None:
         if self._handle.closed:
@@ -211,6 +223,12 @@ class InputSession:
         if not pa.types.is_integer(batch.schema.field(DIFF).type):
             raise TypeError(f"InputSession.update_batch: the '{DIFF}' column must be int64, "
                             f"not {batch.schema.field(DIFF).type}")
+        nulls = batch.column(DIFF).null_count
+        if nulls:
+            row = batch.column(DIFF).to_pylist().index(None)
+            raise ValueError(f"InputSession.update_batch: the '{DIFF}' column has {nulls} "
+                             f"null{'s' if nulls > 1 else ''} (the first in row {row}); every "
+                             f"row needs its diff")
         if batch.schema.field(DIFF).type != pa.int64():
             index = names.index(DIFF)
             batch = batch.set_column(index, DIFF, batch.column(index).cast(pa.int64()))
@@ -256,8 +274,9 @@ class InputSession:
         >>> st.execute_directly(job)
         [2]
         """
+        self._check_time("advance_to", time)
         now = self.time()
-        if time.__class__ is not now.__class__ or not less_equal(now, time):
+        if not less_equal(now, time):
             raise ValueError(f"InputSession.advance_to({time!r}) goes backwards: the session "
                              f"is at time {now!r}")
         self._send()

@@ -20,6 +20,7 @@ from ..dataflow.capability import Capability
 from ..dataflow.operator import sink_operator
 from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
+from ..ordering import total_order
 from ..progress.frontier import MutableAntichain
 from ..progress.timestamp import less_equal
 
@@ -63,7 +64,7 @@ class Capture:
 
 def merge_by_time(pairs: Iterable[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     """``(time, container)`` pairs merged per time, as :meth:`Capture.extract` gives them:
-    records sorted (when they compare), Arrow batches or tables joined into one table sorted
+    records sorted (``ordering.total_order`` where Python cannot compare them), Arrow batches or tables joined into one table sorted
     by its columns, times in order.
 
     >>> merge_by_time([(1, ["b"]), (0, [3, 1]), (1, ["a"])])
@@ -78,8 +79,8 @@ def merge_by_time(pairs: Iterable[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
             records = [x for part in parts for x in part]
             try:
                 records.sort()
-            except (TypeError, ValueError):       # numpy scalars beside tuples
-                pass
+            except (TypeError, ValueError):       # None beside ints, numpy scalars beside tuples
+                records.sort(key=total_order)
             result.append((time, records))
         else:
             import pyarrow

@@ -201,3 +201,69 @@ def test_numpy_integer_keys_count_with_the_ints_they_equal(run):
         return [update for _, batch in captured.extract() for update in batch]
     counts = sorted((int(k), n, t, d) for updates in run(job) for (k, n), t, d in updates)
     assert counts == [(1, 3, 0, 1), (2, 2, 0, 1)]
+
+
+@WORKERS
+@pytest.mark.timeout(60)
+def test_a_key_stable_hash_cannot_hash_is_named_with_the_exchange_it_failed_in(workers):
+    with pytest.raises(st.WorkerError, match=r"the exchange into operator 'ArrangeBySelf'.*"
+                                             r"its route raised on the record.*frozenset"):
+        run_stream([((frozenset({1}), "a"), 0, 1)], lambda c: c.count().inner, workers)
+
+
+@WORKERS
+@pytest.mark.timeout(60)
+def test_a_variable_never_set_is_named(workers):
+    def build(scope):
+        def loop(inner):
+            reach = dd.Variable(inner)
+            return reach.leave()
+        return scope.iterative(loop).inner.probe()
+    with pytest.raises(st.WorkerError, match=r"a dd.Variable was never defined: call "
+                                             r"var.set\(collection\)"):
+        st.execute(lambda worker: worker.dataflow(build), workers=workers)
+
+
+@pytest.mark.timeout(60)
+def test_a_null_diff_or_a_time_of_another_type_is_refused_at_the_call_losing_nothing():
+    import numpy as np
+    import pyarrow as pa
+
+    def job(worker):
+        session = dd.InputSession()
+        out = worker.dataflow(lambda scope: session.to_collection(scope).consolidate()
+                              .inner.capture())
+        session.update_batch(pa.table({"w": ["a"], "diff": [1]}))
+        errors = []
+        for call in (lambda: session.update_batch(pa.table({"w": ["b", "c"], "diff": [1, None]})),
+                     lambda: session.advance_to(np.int64(3)),
+                     lambda: session.update_at("x", 2.0, 1)):
+            with pytest.raises((TypeError, ValueError)) as error:
+                call()
+            errors.append(str(error.value))
+        session.close()
+        worker.run()
+        return errors, [table.to_pydict() for _, table in out.extract()]
+    errors, tables = st.execute_directly(job)
+    assert errors == [
+        "InputSession.update_batch: the 'diff' column has 1 null (the first in row 1); "
+        "every row needs its diff",
+        "InputSession.advance_to: time np.int64(3) is not of this scope's type (like 0)",
+        "InputSession.update_at: time 2.0 is not of this scope's type (like 0)"]
+    assert tables == [{"w": ["a"], "diff": [1]}]
+
+
+@pytest.mark.timeout(60)
+def test_a_compaction_frontier_of_another_time_type_is_refused_naming_the_call():
+    def job(worker):
+        session = dd.InputSession()
+        trace = worker.dataflow(lambda scope: session.to_collection(scope).arrange_by_self().trace)
+        with pytest.raises(TypeError, match=re.escape(
+                "set_logical_compaction: time None is not of this scope's type (like 0)")):
+            trace.set_logical_compaction([None])
+        with pytest.raises(TypeError, match=re.escape(
+                "set_physical_compaction: time Product(1, 1) is not of this scope's type")):
+            trace.set_physical_compaction([Product(1, 1)])
+        session.close()
+        worker.run()
+    st.execute_directly(job)

@@ -77,7 +77,10 @@ class ArrowJoiner:
             values = [n for n in right.data.column_names if n != DIFF and n not in right.key]
             if values:
                 columns.extend(right.take_columns(values, i2))
-                names.extend(n + "_right" if n in names else n for n in values)
+                for name in values:
+                    while name in names:        # a name already used: "_right" until unique
+                        name += "_right"
+                    names.append(name)
         columns.append(pa.array(diffs))                # int64, as the diffs it multiplies
         names.append(DIFF)
         return pa.Table.from_arrays(columns, names)

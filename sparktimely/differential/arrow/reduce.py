@@ -74,8 +74,9 @@ class DistinctSpec(AggregateSpec):
 
 class AggregateColumns(AggregateSpec):
     """``{name: (function, column)}`` per key, for keys with a positive row count:
-    ``count`` (rows, with ``column`` None), ``sum`` (of ``column`` weighted by diff), and
-    ``min``/``max`` (over the values present)."""
+    ``count`` (rows with ``column`` None, else the column's non-null values), ``sum`` (of
+    ``column``'s non-null values weighted by diff; null where none is present, as SQL's),
+    and ``min``/``max`` (over the values present)."""
 
     def __init__(self, aggs: dict) -> None:
         self.aggs = dict(aggs)
@@ -93,6 +94,11 @@ class AggregateColumns(AggregateSpec):
         table = rows.select(key).append_column(DIFF, diff).append_column(_FIRST, first)
         sums = []
         for i, (name, (function, column)) in enumerate(self.aggs.items()):
+            if function in ("sum", "count") and column is not None:
+                # How many of the column's values are present (non-null), by their diffs.
+                present = pc.if_else(pc.is_valid(rows.column(column)), diff, ZERO)
+                table = table.append_column(f"_n{i}", present)
+                sums.append((f"_n{i}", "sum"))
             if function == "sum":
                 table = table.append_column(f"_w{i}", pc.multiply(rows.column(column), diff))
                 sums.append((f"_w{i}", "sum"))
@@ -100,9 +106,13 @@ class AggregateColumns(AggregateSpec):
         out = grouped.select(key)
         for i, (name, (function, column)) in enumerate(self.aggs.items()):
             if function == "count":
-                out = out.append_column(name, grouped.column(f"{DIFF}_sum"))
+                out = out.append_column(name, grouped.column(
+                    f"{DIFF}_sum" if column is None else f"_n{i}_sum"))
             elif function == "sum":
-                out = out.append_column(name, grouped.column(f"_w{i}_sum"))
+                total = grouped.column(f"_w{i}_sum")
+                out = out.append_column(name, pc.if_else(
+                    pc.greater(grouped.column(f"_n{i}_sum"), ZERO), total,
+                    pa.scalar(None, total.type)))
             else:
                 out = out.append_column(name, _extremes(rows, key, column, function, first))
         return out.filter(pc.greater(grouped.column(f"{DIFF}_sum"), ZERO))

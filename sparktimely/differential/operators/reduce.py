@@ -25,6 +25,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ...dataflow import CapabilitySet, Pipeline
+from ...ordering import total_order
 from ...progress.timestamp import less_equal
 from ..arrow.reduce import AggregateSpec, ArrowReducer, aggregate_spec
 from ..lattice import antichain, antichain_join, beyond, interesting_times
@@ -67,8 +68,8 @@ class UserReduction(Reduction):
             return {}
         try:
             input.sort()
-        except TypeError:
-            pass
+        except TypeError:                   # e.g. None among ints: a total order of our own
+            input.sort(key=lambda entry: total_order(entry[0]))
         output: list = []
         self.logic(key, input, output)
         wanted: dict = {}

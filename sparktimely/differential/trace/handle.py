@@ -247,7 +247,8 @@ class TraceAgent:
         >>> st.execute_directly(job)
         [1]
         """
-        self._move(frontier, self._physical, "set_logical_compaction")
+        self._move(self._checked(frontier, "set_logical_compaction"), self._physical,
+                   "set_logical_compaction")
 
     def set_physical_compaction(self, frontier: Iterable[Any]) -> None:
         """This handle will not need batch boundaries before ``frontier`` (``[]``: any);
@@ -267,7 +268,8 @@ class TraceAgent:
         >>> st.execute_directly(job)
         []
         """
-        self._move(self._logical, frontier, "set_physical_compaction")
+        self._move(self._logical, self._checked(frontier, "set_physical_compaction"),
+                   "set_physical_compaction")
 
     def set_compaction(self, logical: list, physical: list) -> None:
         """``set_logical_compaction(logical)`` and ``set_physical_compaction(physical)`` in
@@ -279,6 +281,19 @@ class TraceAgent:
         ([4], [2])
         """
         self._move(logical, physical, "set_compaction")
+
+    def _checked(self, frontier: Iterable[Any], action: str) -> list:
+        """A user's ``frontier`` as a list, after checking that its times are of the trace's
+        type (TypeError naming ``action``)."""
+        times = as_frontier(frontier, action)
+        kind = self._box.kind
+        if kind is not None:
+            for time in times:
+                try:
+                    kind.check(time)
+                except TypeError as error:
+                    raise TypeError(f"{action}: {error}") from None
+        return times
 
     def _move(self, logical: Iterable[Any], physical: Iterable[Any], action: str) -> None:
         """Each frontier joined with the requested one, the trace adjusted once if either

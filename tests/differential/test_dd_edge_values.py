@@ -1,0 +1,120 @@
+"""Values at the edges, at 1, 2 and 3 workers against plain-Python oracles: a reduce whose
+values Python cannot compare (None beside ints), Arrow aggregations over null values after
+retractions, and an Arrow join whose column names clash twice."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+
+import sparktimely as st
+import sparktimely.differential as dd
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def accumulated(results: list) -> Counter:
+    """The updates captured on every worker, summed (zero sums dropped)."""
+    total: Counter = Counter()
+    for updates in results:
+        for data, _, diff in updates:
+            total[data] += diff
+    return Counter({data: n for data, n in total.items() if n})
+
+
+@pytest.mark.parametrize("order", [[None, 5, 2], [5, 2, None]], ids=["none-first", "none-last"])
+def test_reduce_sees_values_python_cannot_compare_in_one_order_whatever_came_first(run, order):
+    """Python cannot sort ``None`` beside ints; ``input`` puts ``None`` first, then the
+    numbers, on every worker, whichever arrived first."""
+    def values(key, input, output):
+        output.append((tuple(val for val, _ in input), 1))
+
+    def job(worker):
+        session = dd.InputSession()
+        out = worker.dataflow(lambda scope: session.to_collection(scope).reduce(values)
+                              .inner.capture())
+        for time, val in enumerate(order):
+            if time % worker.peers == worker.index:
+                session.update_at(("k", val), time, 1)
+        session.close()
+        worker.run()
+        return [update for _, updates in out.extract() for update in updates]
+    assert accumulated(run(job)) == Counter({("k", (None, 2, 5)): 1})
+
+
+def test_capture_sorts_records_python_cannot_compare_in_one_order(run):
+    def job(worker):
+        records = [3, None, (1, None), 1, (1, 2)][worker.index::worker.peers]
+        return worker.dataflow(lambda scope: scope.to_stream(records)
+                               .exchange(lambda x: 0).capture())
+    captures = run(job)
+    assert captures[0].extract() == [(0, [None, 1, 3, (1, None), (1, 2)])]
+
+
+AGGS = {"total": ("sum", "v"), "values": ("count", "v"), "rows": ("count", None),
+        "lo": ("min", "v")}
+
+
+def aggregates_oracle(rows: Counter) -> list[dict]:
+    """``AGGS`` per key from the accumulated ``{(k, v): count}``, as SQL: sums and counts
+    of the non-null values, None where there are none."""
+    out = []
+    for k in sorted({k for k, _ in rows}):
+        present = {v: n for (key, v), n in rows.items() if key == k and n > 0}
+        values = {v: n for v, n in present.items() if v is not None}
+        if present:
+            out.append({"k": k, "total": sum(v * n for v, n in values.items()) if values else None,
+                        "values": sum(values.values()), "rows": sum(present.values()),
+                        "lo": min(values) if values else None})
+    return out
+
+
+def test_arrow_sums_and_counts_skip_nulls_however_the_key_got_to_them(run):
+    """At time 1 keys 1 and 2 both hold one null value: key 1 by retracting its 5."""
+    batches = [[(1, None, 1), (1, 5, 1), (3, 4, 2)], [(1, 5, -1), (2, None, 1), (3, None, 1)]]
+
+    def job(worker):
+        session = dd.InputSession()
+        out = worker.dataflow(lambda scope: session.to_collection(scope)
+                              .reduce(key="k", aggs=AGGS).inner.capture())
+        for time, rows in enumerate(batches):
+            session.advance_to(time)
+            if worker.index == time % worker.peers:
+                session.update_batch(pa.record_batch({
+                    "k": pa.array([k for k, _, _ in rows], pa.int64()),
+                    "v": pa.array([v for _, v, _ in rows], pa.int64()),
+                    "diff": pa.array([d for _, _, d in rows], pa.int64())}))
+        session.close()
+        worker.run()
+        return [(time, row) for time, table in out.extract() for row in table.to_pylist()]
+    results = [pair for worker in run(job) for pair in worker]
+    inputs: Counter = Counter()
+    for time, rows in enumerate(batches):
+        for k, v, d in rows:
+            inputs[(k, v)] += d
+        got: Counter = Counter()
+        for at, row in results:
+            if at <= time:
+                got[tuple(sorted((n, v) for n, v in row.items() if n != "diff"))] += row["diff"]
+        assert sorted((dict(r) for r, n in got.items() if n for _ in range(n)),
+                      key=lambda r: r["k"]) == aggregates_oracle(inputs), time
+
+
+def test_an_arrow_join_names_a_column_that_clashes_twice_uniquely(run):
+    def job(worker):
+        left, right = dd.InputSession(), dd.InputSession()
+        out = worker.dataflow(lambda scope: left.to_collection(scope)
+                              .join(right.to_collection(scope), on="k").inner.capture())
+        if worker.index == worker.peers - 1:
+            left.update_batch(pa.table({"k": [1, 2], "v": [1, 2], "v_right": [9, 8],
+                                        "diff": [1, 1]}))
+            right.update_batch(pa.table({"k": [1, 1], "v": [5, 6], "diff": [1, 2]}))
+        left.close(), right.close()
+        worker.run()
+        return [table for _, table in out.extract()]
+    tables = [table for worker in run(job) for table in worker]
+    assert {tuple(table.column_names) for table in tables} == {
+        ("k", "v", "v_right", "v_right_right", "diff")}
+    rows = sorted(tuple(row.values()) for table in tables for row in table.to_pylist())
+    assert rows == [(1, 1, 9, 5, 1), (1, 1, 9, 6, 2)]
