@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import pickle
 import signal
 import socket
 import sys
@@ -23,6 +24,7 @@ import warnings
 from contextlib import contextmanager
 from typing import Any, Callable, Mapping, Sequence
 
+import dill
 import multiprocess
 from multiprocess.connection import wait
 
@@ -142,6 +144,19 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def _report(conn: Any, message: tuple) -> None:
+    """Send ``message`` to the supervisor, pickled by reference: it forked this process, so
+    a class of the program's ``__main__`` is the very class there (dill would rebuild it by
+    value, a class of its own that no instance of the program's equals). What pickle cannot
+    take (a lambda, a class made inside a function) goes with dill, classes it can name
+    still by reference."""
+    try:
+        data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        data = dill.dumps(message, pickle.HIGHEST_PROTOCOL, byref=True)
+    conn.send_bytes(data)
+
+
 def _worker_main(func: Callable[[Worker], Any], index: int, plan: list[WorkerAddress],
                  group: HostGroup | None, listener: socket.socket | None, inherited: list,
                  options: dict, conn, parent: int) -> None:
@@ -160,17 +175,17 @@ def _worker_main(func: Callable[[Worker], Any], index: int, plan: list[WorkerAdd
         sys.stdout.flush()
         sys.stderr.flush()
         try:
-            conn.send(("ok", result, _lingering_threads(), _warm.loaded_since(modules)))
+            _report(conn, ("ok", result, _lingering_threads(), _warm.loaded_since(modules)))
         except Exception as error:
-            conn.send(("error", index, f"the result of worker {index} cannot be sent back: "
+            _report(conn, ("error", index, f"the result of worker {index} cannot be sent back: "
                                        f"{describe(error)}", traceback.format_exc(), False))
     except WorkerError as error:
         cause = error.__cause__           # a lost remote peer, seen here or by a group member
         lost_peer = isinstance(cause, PeerLost) or (isinstance(cause, GroupFailed) and
                                                     cause.lost_peer)
-        conn.send(("error", error.index, error.message, error.traceback, lost_peer))
+        _report(conn, ("error", error.index, error.message, error.traceback, lost_peer))
     except BaseException as error:
-        conn.send(("error", index, describe(error), traceback.format_exc(), False))
+        _report(conn, ("error", index, describe(error), traceback.format_exc(), False))
     finally:
         conn.close()
     if _lingering_threads():
@@ -290,9 +305,15 @@ def _collect(processes: list, pipes: list, indexes: list[int],
             report = None
             if pipe.poll():
                 try:
-                    report = pipe.recv()
+                    data = pipe.recv_bytes()
                 except (EOFError, OSError):
                     report = None
+                else:
+                    try:
+                        report = dill.loads(data)      # a pickle, or a dill pickle
+                    except Exception as error:
+                        raise WorkerError(index, f"the result of worker {index} cannot be read "
+                                                 f"back: {describe(error)}") from None
             if report is None:
                 processes[local].join(2)     # its pipe may close just before it is reaped
                 code = processes[local].exitcode

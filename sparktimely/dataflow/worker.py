@@ -10,6 +10,7 @@ same worker whose dataflows are built in the operator library's ``Scope``.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import pickle
@@ -93,6 +94,12 @@ class WorkerCore(Generic[S]):
     """Seconds without any work, after ``func`` returned, before :meth:`run` logs which input
     handles were never closed (once per dataflow)."""
 
+    collect_after = 1.0
+    """Seconds without any work after which a waiting worker runs Python's cycle collector
+    once (until it has work again): a capability whose last references sit in a reference
+    cycle is released then, as one no longer referenced must be, where an idle worker
+    allocates too little for the collector to run by itself."""
+
     idle_work_after = 0.002
     """Seconds without any work after which :meth:`step_or_park` and :meth:`run` spend the
     wait on work put off with :meth:`defer`: longer than a worker waits for its peers in the
@@ -122,6 +129,8 @@ class WorkerCore(Generic[S]):
         """Steps taken so far (a stall watchdog reads it from another thread)."""
         self._deferred: dict[Any, None] = {}   # tasks or WeakMethods, an ordered set: defer()
         self._busy_at = _time.perf_counter()      # when a step last had something to do
+        self._failure: BaseException | None = None  # what a step raised: no step goes on
+        self._collected = False                    # the collector ran since the last work
 
     def dataflow(self, build: Callable[[S], R], *, name: str | None = None,
                  timestamp: type = int) -> R:
@@ -321,6 +330,12 @@ class WorkerCore(Generic[S]):
 
     def _step(self) -> tuple[bool, bool]:
         """One round; returns (still running, whether there was anything to do)."""
+        if self._failure is not None:
+            # A step raised (an operator's logic, a lost peer): the dataflows are halfway
+            # through it, so none can go on, though the caller caught the error. Raising it
+            # again fails the job at every worker count, as timely's panic does, instead of
+            # stepping forever beside peers that wait for this worker.
+            raise self._failure
         self.steps += 1
         observer = self._observer
         if observer is not None:
@@ -354,6 +369,7 @@ class WorkerCore(Generic[S]):
                     observer.step_sending()
                 allocator.flush()
         except BaseException as error:
+            self._failure = error
             if self._observer is not None:      # e.g. logs keep this worker's last events
                 self._observer.failed(error)
             raise
@@ -361,6 +377,7 @@ class WorkerCore(Generic[S]):
             observer.step_ended()
         if busy:
             self._busy_at = _time.perf_counter()
+            self._collected = False
         return bool(self._dataflows), busy
 
     def defer(self, task: Callable[[], bool]) -> None:
@@ -394,7 +411,15 @@ class WorkerCore(Generic[S]):
 
     def _wait(self, timeout_seconds: float | None, idle_sleep: float = 0.0) -> None:
         """Nothing to do: a unit of deferred work once idle long enough, else park (until
-        then, if deferred work waits; a lone worker without activators does not park)."""
+        then, if deferred work waits; a lone worker without activators does not park), or
+        collect cycles once idle for :attr:`collect_after`."""
+        if not self._collected:
+            left = self.collect_after - (_time.perf_counter() - self._busy_at)
+            if left <= 0:
+                self._collected = True
+                gc.collect()
+                return
+            timeout_seconds = left if timeout_seconds is None else min(timeout_seconds, left)
         if self._deferred:
             idle = _time.perf_counter() - self._busy_at
             if idle >= self.idle_work_after:

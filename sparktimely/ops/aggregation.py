@@ -19,16 +19,17 @@ class AggregationOps(StreamCore):
 
     def accumulate(self, init: Any, f: Callable[[Any, list], Any]) -> Self:
         """Folds each time's batches on this worker, ``acc = f(acc, batch)`` starting from a
-        copy of ``init``, and sends ``acc`` once the time is complete. Epoch checkpoints
-        (:mod:`sparktimely.io`) hold nothing of it: its state lives per time and is empty once
-        an epoch is complete everywhere; inputs of later epochs are replayed after a resume.
+        deep copy of ``init`` (each time its own), and sends ``acc`` once the time is
+        complete. Epoch checkpoints (:mod:`sparktimely.io`) hold nothing of it: its state
+        lives per time and is empty once an epoch is complete everywhere; inputs of later
+        epochs are replayed after a resume.
 
         >>> import sparktimely as st
         >>> st.example(lambda s: s.to_stream(range(5)).accumulate(0, lambda a, b: a + sum(b))
         ...            .capture()).extract()
         [(0, [10])]
         """
-        totals: PerTime[list] = PerTime(lambda: [copy.copy(init)])
+        totals: PerTime[list] = PerTime(lambda: [copy.deepcopy(init)])
 
         def logic(input: Any, output: Any, notificator: Any) -> None:
             for cap, batch in input:

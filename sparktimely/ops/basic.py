@@ -59,18 +59,30 @@ class Err:
         return f"Err({self.error!r})"
 
 
+def _not_records(operator: str, batch: Any) -> TypeError:
+    """The error of a record operator given an Arrow batch (iterating it would give its
+    columns, not its rows)."""
+    return TypeError(f"{operator} takes Python records, but this stream carries "
+                     f"{type(batch).__name__}es: use map_batches, filter_batches or "
+                     f"inspect_batch on them, or from_arrow() for records (dicts or tuples)")
+
+
 class BasicOps(StreamCore):
     """map, flat_map, filter, inspect*, map_in_place, partition, branch, branch_when, ok_err."""
 
     __slots__ = ()
 
-    def _per_batch(self, name: str, transform: Callable[[Any, Any], Any]) -> Self:
-        """A pipeline operator sending ``transform(time, batch)`` for each input batch."""
+    def _per_batch(self, name: str, transform: Callable[[Any, Any], Any],
+                   records: bool = True) -> Self:
+        """A pipeline operator sending ``transform(time, batch)`` for each input batch (of
+        records: lists, with ``records``; any container without)."""
         def ctor(capability: Any, info: Any) -> Callable:
             capability.drop()
 
             def logic(input: Any, output: Any) -> None:
                 for cap, batch in input:
+                    if records and batch.__class__ is not list:
+                        raise _not_records(name, batch)
                     output.give_at(cap, transform(cap.time, batch))
             return logic
         return self.unary(Pipeline, name, ctor)
@@ -119,6 +131,8 @@ class BasicOps(StreamCore):
 
             def logic(input: Any, output: Any) -> None:
                 for cap, batch in input:
+                    if batch.__class__ is not list:
+                        raise _not_records("FlatMap", batch)
                     output.session(cap).give_iterator_later(chain.from_iterable(map(f, batch)))
             return logic
         return self.unary(Pipeline, "FlatMap", ctor)
@@ -179,7 +193,7 @@ class BasicOps(StreamCore):
         def look(time: Any, batch: Any) -> Any:
             f(time, batch)
             return batch
-        return self._per_batch("InspectBatch", look)
+        return self._per_batch("InspectBatch", look, records=False)
 
     def inspect_core(self, f: Callable[[Ok | Err], None]) -> Self:
         """Calls ``f(st.Ok((time, batch)))`` for each batch and ``f(st.Err(frontier))`` (a

@@ -22,7 +22,7 @@ from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
 from ..ordering import total_order
 from ..progress.frontier import MutableAntichain
-from ..progress.timestamp import less_equal
+from ..progress.timestamp import less_equal, sort_times
 
 S = TypeVar("S", bound=StreamCore)
 _LENGTH = struct.Struct("<Q")
@@ -92,10 +92,8 @@ def merge_by_time(pairs: Iterable[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
             except pyarrow.ArrowException:
                 pass
             result.append((time, table))
-    try:
-        result.sort(key=lambda pair: pair[0])
-    except TypeError:
-        pass
+    order = {time: i for i, time in enumerate(sort_times(list(by_time)))}
+    result.sort(key=lambda pair: order[pair[0]])
     return result
 
 

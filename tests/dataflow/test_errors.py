@@ -560,3 +560,14 @@ def test_an_operator_given_no_function_says_so_where_the_dataflow_is_built(build
     with pytest.raises(TypeError, match=re.escape(told)):
         st.execute_directly(job)
     assert built == []
+
+
+def test_advance_to_a_time_of_another_type_names_the_input_and_the_type():
+    def job(worker):
+        handle = st.InputHandle("events")
+        worker.dataflow(lambda scope: scope.input_from(handle).probe(), timestamp=st.Product)
+        with pytest.raises(TypeError, match=re.escape(
+                "events.advance_to: time 3 is not of this scope's type (like Product(0, 0))")):
+            handle.advance_to(3)
+        handle.close()
+    st.execute_directly(job)

@@ -480,3 +480,34 @@ def test_operators_method_names_exist():
                  "reclock", "probe", "probe_with", "capture", "enter", "leave",
                  "connect_loop"]:
         assert callable(getattr(st.Stream, name)), name
+
+
+def test_accumulate_starts_each_time_from_its_own_copy_of_a_mutable_init(run):
+    results = run_rounds(run, lambda s: s.accumulate({"seen": []}, lambda acc, batch: (
+        acc["seen"].extend(batch), acc)[1]).capture(), [[1, 2], [3], [4, 5, 6]])
+    merged_seen = {}
+    for captured in results:
+        for time, accs in captured.extract():
+            for acc in accs:
+                merged_seen.setdefault(time, []).extend(acc["seen"])
+    assert {t: sorted(v) for t, v in merged_seen.items()} == {0: [1, 2], 1: [3], 2: [4, 5, 6]}
+
+
+def test_a_capability_held_only_by_a_reference_cycle_is_released_once_idle(run):
+    """The last references to a capability sit in a cycle: the collector an idle worker
+    runs releases it, and the dataflow completes (it waited forever before)."""
+    class Pending:
+        def __init__(self, capability):
+            self.capability, self.me = capability, self
+
+    def build(scope):
+        def ctor(capability, info):
+            def logic(output):
+                later = capability.delayed(3)
+                output.session(later).give("x")
+                Pending(later)
+                capability.drop()
+            return logic
+        return st.source(scope, "Source", ctor).capture()
+    captures = example(run, build)
+    assert [c.extract() for c in captures] == [[(3, ["x"])]] * run.workers

@@ -936,6 +936,8 @@ def run_user_time(run, kind):
         return captured
     totals = {}
     for captured in run(job):
+        times = [(t.a, t.b) for t, _ in captured.extract()]
+        assert times == sorted(times), "extract sorts times, __lt__ or not"
         for t, counts in captured.extract():
             totals[(t.a, t.b)] = totals.get((t.a, t.b), 0) + sum(counts)
     return sorted((a, b, n) for (a, b), n in totals.items())

@@ -143,3 +143,43 @@ def test_an_exception_whose_str_fails_is_told_under_its_own_type(workers):
         st.execute(lambda worker: worker.dataflow(
             lambda scope: scope.to_stream([1]).map(fail).probe()), workers=workers)
     assert str(info.value).endswith("raised BadStr: <exception str() failed>"), str(info.value)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_an_operator_error_the_function_catches_still_fails_the_run(tmp_path, workers):
+    """A dataflow whose operator raised cannot go on: catching the error in the worker
+    function and returning fails the run all the same, at every worker count (at two it
+    used to step forever beside a peer waiting for this worker)."""
+    result = run_script(tmp_path, "swallow.py", """\
+        import sys
+        import sparktimely as st
+
+        def job(worker):
+            def bad(x):
+                raise ValueError("bad record")
+            worker.dataflow(lambda s: s.to_stream([1]).exchange(lambda x: x).map(bad).probe())
+            try:
+                worker.run()
+            except st.OperatorError:
+                return "caught"
+
+        st.execute(job, workers=int(sys.argv[1]))
+        """, str(workers))
+    assert result.returncode == 1
+    assert "OperatorError: operator 'Map'" in result.stderr
+    assert "ValueError: bad record" in result.stderr
+
+
+def test_results_of_a_class_of_the_program_are_of_that_very_class(tmp_path):
+    result = run_script(tmp_path, "classes.py", """\
+        import sparktimely as st
+
+        class Key:
+            def __init__(self, k):
+                self.k = k
+
+        results = st.execute(lambda worker: (Key(worker.index), lambda: 1), workers=2)
+        print([type(key) is Key for key, _ in results], [f() for _, f in results])
+        """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[0] == "[True, True] [1, 1]"

@@ -529,3 +529,12 @@ def test_object_and_arrow_streams_mix(run):
                            .from_arrow(tuples=True).capture())
     counts = consolidate(run(job))
     assert counts == [(0, sorted(collections.Counter(" ".join(text).split()).items()))]
+
+
+@pytest.mark.parametrize("operator", ["map", "filter", "flat_map", "inspect"])
+def test_record_operators_refuse_arrow_batches_naming_the_batch_operators(run, operator):
+    table = pa.table({"x": [1, 2]})
+    with pytest.raises((st.WorkerError, st.OperatorError),
+                       match=r"takes Python records, but this stream carries RecordBatches: "
+                             r"use map_batches"):
+        example(run, lambda s: getattr(s.to_stream(table), operator)(lambda r: r).probe())

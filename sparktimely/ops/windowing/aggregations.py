@@ -150,14 +150,14 @@ def collect() -> Aggregation:
 def fold(init: Any, f: Callable[[Any, Any], Any]) -> Aggregation:
     """``acc = f(acc, record)`` over the window's records in timely-time order (records of
     one time in any order), starting from ``init()`` if ``init`` is callable, else from a
-    copy of ``init``.
+    deep copy of ``init`` (each window its own).
 
     >>> agg = fold(list, lambda acc, r: acc + [r])
     >>> agg.result(agg.add(agg.add(None, "second", 0, 5), "first", 9, 2))
     ['first', 'second']
     """
     def result(pairs: list) -> Any:
-        acc = init() if callable(init) else copy.copy(init)
+        acc = init() if callable(init) else copy.deepcopy(init)
         for _, record in sorted(pairs, key=_first):
             acc = f(acc, record)
         return acc
