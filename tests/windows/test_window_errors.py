@@ -101,6 +101,13 @@ def test_mixing_python_and_arrow_forms_is_refused():
             5, time_of=lambda r: r, aggregate=win.count()))
 
 
+def test_a_python_aggregation_on_arrow_batches_names_the_arrow_form():
+    message = failure(lambda scope: scope.to_stream(pa.table({"ts": [1]})).window(
+        win.Tumbling(5), time_of=lambda r: r["ts"], aggregate=win.count()).results.capture())
+    assert ("window: a Python aggregation (win.count(), win.sum(), ...) takes records, but "
+            "this stream carries RecordBatches: aggregate Arrow batches with a dict") in message
+
+
 def test_windows_need_int_timely_times():
     def build(scope):
         def inner(loop):

@@ -221,6 +221,8 @@ class ArrowPanes(PaneWindows):
 
 def _differs(column: pa.ChunkedArray) -> np.ndarray:
     """Whether each value differs from the one before it (nulls equal each other)."""
+    if pa.types.is_null(column.type):
+        return np.zeros(max(len(column) - 1, 0), bool)     # nulls only: all one group
     after, before = column.slice(1), column.slice(0, len(column) - 1)
     unequal = pc.fill_null(pc.not_equal(after, before), True)
     both_null = pc.and_(pc.is_null(after), pc.is_null(before))

@@ -129,11 +129,15 @@ class WindowOps(StreamCore):
         if isinstance(aggregate, dict):
             return self._window(*_arrow_engine(kind, time_of, key, aggregate, lateness))
         if isinstance(aggregate, Aggregation):
-            return self._window(*_records_engine(kind, time_of, key, aggregate, lateness))
+            return self._window(*_records_engine(kind, time_of, key, aggregate, lateness),
+                                records=True)
         raise TypeError(f"window: aggregate must be a win.count(), win.sum(), ... or an "
                         f"Arrow dict {{out: (op, column)}}, got {aggregate!r}")
 
-    def _window(self, pact: Exchange, engine: Engine, route: Callable[[Any], int] | str) -> Any:
+    def _window(self, pact: Exchange, engine: Engine, route: Callable[[Any], int] | str,
+                records: bool = False) -> Any:
+        """The window operator over ``engine``; ``records``: a Python aggregation, which
+        refuses Arrow batches (it would iterate their columns)."""
         builder = OperatorBuilder("Window", self.scope)
         input = builder.new_input(self, pact)
         results_output, results = builder.new_output()
@@ -174,6 +178,13 @@ class WindowOps(StreamCore):
                         capability.drop()
                     starting.clear()
                 for cap, batch in input:
+                    if records and batch.__class__ is not list:
+                        raise TypeError(
+                            f"window: a Python aggregation (win.count(), win.sum(), ...) "
+                            f"takes records, but this stream carries "
+                            f"{type(batch).__name__}es: aggregate "
+                            f"Arrow batches with a dict {{out: (function, column)}} and "
+                            f"column names for time_of and key")
                     stashed = stash.at(cap, notificator)
                     if stashed.late is None:
                         stashed.late = cap.retain_for_output(1)
