@@ -101,6 +101,13 @@ def test_mixing_python_and_arrow_forms_is_refused():
             5, time_of=lambda r: r, aggregate=win.count()))
 
 
+@pytest.mark.parametrize("kind", [win.Tumbling(5), win.Session(5)], ids=["panes", "sessions"])
+def test_an_arrow_aggregate_of_a_missing_column_names_it(kind):
+    message = failure(lambda scope: scope.to_stream(pa.table({"ts": [1], "v": [2]})).window(
+        kind, time_of="ts", aggregate={"n": ("sum", "x")}).results.capture())
+    assert "window: aggregate 'n': column 'x' is not in the batch (columns ts, v)" in message
+
+
 def test_a_python_aggregation_on_arrow_batches_names_the_arrow_form():
     message = failure(lambda scope: scope.to_stream(pa.table({"ts": [1]})).window(
         win.Tumbling(5), time_of=lambda r: r["ts"], aggregate=win.count()).results.capture())

@@ -67,9 +67,19 @@ class Aggregates:
             self.ops.append((out, op))
         if not self.ops:
             raise ValueError("window: aggregate names no output column")
+        self.inputs = {out: column for out, (_, column) in aggregate.items()
+                       if column is not None}
         self.names = [f"__p{i}" for i in range(len(partial))]
         self.partial = partial
         self.merging = list(zip(self.names, merging))
+
+    def check_columns(self, rows: pa.Table) -> None:
+        """A KeyError naming the aggregate whose input column ``rows`` lack."""
+        names = rows.schema.names
+        for out, column in self.inputs.items():
+            if column not in names:
+                raise KeyError(f"window: aggregate {out!r}: column {column!r} is not in the "
+                               f"batch (columns {', '.join(names)})")
 
     def partials(self, rows: pa.Table, by: list[str]) -> pa.RecordBatch:
         """Input rows grouped by ``by``: its columns, then the partial columns."""
@@ -153,6 +163,7 @@ class ArrowPanes(PaneWindows):
         kind, keys = self.kind, self.keys
         rows = pa.Table.from_batches(list(batches))
         relative = event_times(rows, self.time_of) - kind.offset
+        self.aggregates.check_columns(rows)
         too_late = time > self.last_close + relative // kind.slide * kind.slide
         late, rows = _late(rows, too_late)
         if late:
@@ -317,6 +328,7 @@ class ArrowSessions:
         keys, aggregates = self.keys, self.aggregates
         rows = pa.Table.from_batches(list(batches))
         begin = event_times(rows, self.time_of)
+        aggregates.check_columns(rows)
         hashes = key_hashes(rows, keys)
         sessions, rest = self._touched(hashes)
         m = sessions.num_rows if sessions is not None else 0
