@@ -178,7 +178,10 @@ def _worker_main(func: Callable[[Worker], Any], index: int, plan: list[WorkerAdd
             _report(conn, ("ok", result, _lingering_threads(), _warm.loaded_since(modules)))
         except Exception as error:
             _report(conn, ("error", index, f"the result of worker {index} cannot be sent back: "
-                                       f"{describe(error)}", traceback.format_exc(), False))
+                                       f"{describe(error)} (results leave the worker's "
+                                       f"process pickled: return plain values, not the "
+                                       f"Worker, its dataflows or streams, nor functions "
+                                       f"that use them)", traceback.format_exc(), False))
     except WorkerError as error:
         cause = error.__cause__           # a lost remote peer, seen here or by a group member
         lost_peer = isinstance(cause, PeerLost) or (isinstance(cause, GroupFailed) and

@@ -39,8 +39,8 @@ class WorkerError(RuntimeError):
 def describe(error: BaseException) -> str:
     """``Type: message`` of ``error``, as failures are told, also when its ``str()`` fails.
 
-    >>> describe(KeyError("x")), describe(SystemExit("no config"))
-    ("KeyError: 'x'", 'SystemExit: no config')
+    >>> describe(KeyError("x")), describe(SystemExit("no config")), describe(KeyboardInterrupt())
+    ("KeyError: 'x'", 'SystemExit: no config', 'KeyboardInterrupt')
     >>> class Odd(Exception):
     ...     def __str__(self):
     ...         raise RuntimeError
@@ -51,7 +51,7 @@ def describe(error: BaseException) -> str:
         text = str(error)
     except Exception:
         text = "<exception str() failed>"
-    return f"{type(error).__name__}: {text}"
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 _FRAME = re.compile(r'  File "([^"]*)", line \d+, in ')

@@ -291,13 +291,24 @@ def _seconds(text: str) -> float:
 
 
 def _hostfile(path: str) -> list[str]:
+    """The addresses of the hostfile at ``path``; a usage error names the file and what is
+    wrong with it, a host that does not resolve included (before any process listens)."""
     try:
-        return parse_hostfile(path)
+        addresses = parse_hostfile(path)
     except OSError as error:
         raise argparse.ArgumentTypeError(f"cannot read hostfile {path}: "
                                          f"{error.strerror or error}") from None
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+    for address in addresses:
+        host, _, port = address.rpartition(":")
+        try:
+            socket.getaddrinfo(host.strip("[]"), int(port), type=socket.SOCK_STREAM)
+        except socket.gaierror as error:
+            raise argparse.ArgumentTypeError(
+                f"hostfile {path}: {address!r} names a host that does not resolve "
+                f"({error.strerror or error})") from None
+    return addresses
 
 
 def _config(options: argparse.Namespace, args: Sequence[str]) -> Config:

@@ -187,6 +187,18 @@ def test_a_bad_value_is_one_line_of_error_after_the_usage(program, mode, argv, e
     assert err.splitlines()[-1] == f"program.py: error: {error}"
 
 
+def test_a_hostfile_host_that_does_not_resolve_is_a_usage_error_naming_the_file(program,
+                                                                                tmp_path):
+    hostfile = tmp_path / "hosts.txt"
+    hostfile.write_text("127.0.0.1:4000\nno-such-host.invalid:4001\n")
+    status, out, err = program("undeclared", "-n", "2", "-p", "0", "-h", str(hostfile))
+    assert (status, out) == (2, "")
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].startswith(
+        f"program.py: error: argument -h/--hostfile: hostfile {hostfile}: "
+        f"'no-such-host.invalid:4001' names a host that does not resolve (")
+
+
 @pytest.mark.parametrize("flag, meant", [("--wrokers", "--workers"), ("--work", "--workers"),
                                          ("--log_dir", "--log-dir"),
                                          ("--checkpoint_every", "--checkpoint-every")])

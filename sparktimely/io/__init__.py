@@ -12,13 +12,13 @@
   :mod:`sparktimely.io.checkpoints`.
 
 >>> import sparktimely as st
->>> st.io.FileSource is FileSource, st.RecoveryError is RecoveryError
-(True, True)
+>>> st.io.FileSource is FileSource, st.RecoveryError is RecoveryError, callable(st.io.committed_epochs)
+(True, True, True)
 """
 from ..ops.sinks import Sink, SinkPart
 from ..ops.sources import Source, SourcePart
-from .checkpoints import Checkpoints, RecoveryError, enable_checkpoints
+from .checkpoints import Checkpoints, RecoveryError, committed_epochs, enable_checkpoints
 from .files import DirectorySink, FileSource
 
 __all__ = ["Checkpoints", "DirectorySink", "FileSource", "RecoveryError", "Sink", "SinkPart",
-           "Source", "SourcePart", "enable_checkpoints"]
+           "Source", "SourcePart", "committed_epochs", "enable_checkpoints"]

@@ -286,6 +286,10 @@ class Checkpoints(WorkerObserver):
             raise ValueError(f"worker.dataflow: with a checkpoint directory every dataflow "
                              f"needs a name (dataflow {dataflow.index} has none): "
                              f"worker.dataflow(build, name=...)")
+        if any(flow.name == dataflow.name for flow in self.flows):
+            raise ValueError(f"worker.dataflow: a dataflow named {dataflow.name!r} was built "
+                             f"already; with a checkpoint directory every dataflow needs a "
+                             f"name of its own (its checkpoints are kept under it)")
         for operator in dataflow.operators:
             for port in operator.outputs:
                 if port.kind.base not in (int, Product):

@@ -285,6 +285,17 @@ def test_every_dataflow_needs_a_name(tmp_path):
         st.execute_directly(job)
 
 
+def test_two_dataflows_of_one_name_are_refused(run, tmp_path):
+    """Their checkpoints would share a folder: a rerun restored one from the other's."""
+    def job(worker):
+        for _ in range(2):
+            worker.dataflow(lambda scope: scope.to_stream([1]).probe(), name="d")
+    with pytest.raises(st.WorkerError, match=r"a dataflow named 'd' was built already; with a "
+                                             r"checkpoint directory every dataflow needs a "
+                                             r"name of its own"):
+        run(checkpointed(job, tmp_path / "ck"))
+
+
 def test_without_checkpoints_each_epoch_is_written_once_even_when_rerun(run, texts, tmp_path):
     out = str(tmp_path / "out")
     expected = running_counts(epochs_of(texts))
