@@ -53,7 +53,8 @@ def root_epoch(time: Timestamp) -> int:
 
 
 def epoch_time(minimum: Timestamp, epoch: int) -> Timestamp:
-    """The earliest time of root epoch ``epoch`` in a scope whose least time is ``minimum``.
+    """The earliest time of root epoch ``epoch`` in a scope whose least time is ``minimum``
+    (of any time: that time moved to root epoch ``epoch``, its inner coordinates kept).
 
     >>> import sparktimely as st
     >>> epoch_time(0, 5), epoch_time(st.Product(0, 0), 5)
@@ -61,18 +62,6 @@ def epoch_time(minimum: Timestamp, epoch: int) -> Timestamp:
     """
     if minimum.__class__ is Product:
         return Product(epoch_time(minimum.outer, epoch), minimum.inner)
-    return epoch
-
-
-def with_root_epoch(time: Timestamp, epoch: int) -> Timestamp:
-    """``time`` with its root epoch replaced by ``epoch`` (its inner coordinates kept).
-
-    >>> import sparktimely as st
-    >>> with_root_epoch(3, 8), with_root_epoch(st.Product(3, 9), 8)
-    (8, Product(8, 9))
-    """
-    if time.__class__ is Product:
-        return Product(with_root_epoch(time.outer, epoch), time.inner)
     return epoch
 
 
@@ -171,7 +160,7 @@ class _Watched:
                 return
             epochs.tell(self.name, epoch, True)
             epoch = epochs.resume_at
-            time = with_root_epoch(time, epoch)
+            time = epoch_time(time, epoch)
             if self.retimed is not None:
                 batch = self.retimed(batch, time)
         if epoch > epochs.sent:
