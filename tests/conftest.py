@@ -19,9 +19,15 @@ import signal
 import zlib
 
 import pytest
+from hypothesis import HealthCheck, settings
 from segment_leaks import SegmentWatch, tag_this_run
 
 from sparktimely.testing import execute_in_process
+
+# On a loaded machine hypothesis may find its own data generation too slow and fail a
+# property test for it; the properties, not the speed of generating examples, are tested.
+settings.register_profile("suite", suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
 
 DEFAULT_TIMEOUT = 120
 WORKER_COUNTS = (1, 2, 3)
