@@ -305,6 +305,8 @@ def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
     >>> counts = stb.map_partitions(lines, lambda scope, s: s.flat_map(str.split).count())  # doctest: +SKIP
     """
     workers = rdd.getNumPartitions()
+    if workers == 0:                    # nothing to run (Spark runs no task either)
+        return rdd.context.emptyRDD()
     check(rdd.context, workers)
     ship(rdd.context)
     options = _task_options(rdd.context, timeout, stall_limit, log_dir, checkpoint_dir,
@@ -346,7 +348,10 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
             "before it runs, and a barrier stage with more tasks than free task slots can "
             "shut the Spark Connect server's SparkContext down")
     else:
-        check(spark, df.rdd.getNumPartitions())
+        partitions = df.rdd.getNumPartitions()
+        if partitions == 0:             # nothing to run (Spark runs no task either)
+            return spark.createDataFrame([], _schemas(spark, schema)[0])
+        check(spark, partitions)
     spark_schema, arrow_schema = _schemas(spark, schema)
     ship(spark)
     options = _task_options(context_of(spark), timeout, stall_limit, log_dir, checkpoint_dir,
@@ -397,6 +402,7 @@ def _schemas(spark, schema):
     if not isinstance(schema, StructType):
         raise TypeError(f"schema must be a DDL string, a StructType or a pyarrow.Schema, "
                         f"not {type(schema).__name__}")
-    return schema, to_arrow_schema(schema)
+    # Timestamps are in the session's time zone, as Spark sends them to mapInArrow.
+    return schema, to_arrow_schema(schema, timezone=spark.conf.get("spark.sql.session.timeZone"))
 
 

@@ -347,8 +347,23 @@ def records_task(build, options: TaskOptions, records: Iterable[Any]) -> Iterato
 def arrow_task(build, schema, options: TaskOptions, batches: Iterable[Any]) -> Iterator[Any]:
     """The task of ``map_in_arrow``: the partition's Arrow batches through the dataflow
     ``build`` makes; yields its output as RecordBatches of ``schema``."""
-    for batch in stream_task(build, (b for b in batches if b.num_rows), options):
-        yield as_arrow(batch, schema)
+    def converted(scope, stream):
+        """``build``'s output, as RecordBatches of ``schema`` made inside the dataflow: a
+        batch that does not fit is an operator's error, which cancels the stage at once
+        naming the worker (converted as Spark reads them, it was retried by Spark)."""
+        result = build(scope, stream)
+        if result is None:
+            return None
+
+        def to_schema(capability, info):
+            capability.drop()
+
+            def logic(input, output):
+                for cap, batch in input:
+                    output.give_at(cap, as_arrow(batch, schema))
+            return logic
+        return result.unary(Pipeline, "ToSchema", to_schema)
+    yield from stream_task(converted, (b for b in batches if b.num_rows), options)
 
 
 def stream_task(build, chunks: Iterable[Any], options: TaskOptions) -> Iterator[Any]:
@@ -448,7 +463,16 @@ def as_arrow(batch, schema):
         else:
             raise ValueError(f"an output batch has columns {names}, but the schema asks for "
                              f"{schema.names}")
-        return batch.cast(schema)
+        try:
+            return batch.cast(schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+            for column, field in zip(batch.columns, schema):     # which column, then
+                try:
+                    column.cast(field.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as cause:
+                    raise type(error)(f"output column {field.name!r} ({column.type}) does not "
+                                      f"fit the schema's {field.type}: {cause}") from None
+            raise
     rows = batch
     if rows and isinstance(rows[0], dict):
         return pa.RecordBatch.from_pylist(rows, schema=schema)
@@ -458,6 +482,11 @@ def as_arrow(batch, schema):
     if len(columns) != len(schema):
         raise ValueError(f"output records have {len(columns)} fields, but the schema has "
                          f"{len(schema)}: {schema.names}")
-    return pa.RecordBatch.from_arrays(
-        [pa.array(column, type=field.type) for column, field in zip(columns, schema)],
-        schema=schema)
+    arrays = []
+    for column, field in zip(columns, schema):
+        try:
+            arrays.append(pa.array(column, type=field.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as error:
+            raise type(error)(f"output column {field.name!r} does not fit the schema's "
+                              f"{field.type}: {error}") from None
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

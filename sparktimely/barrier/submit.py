@@ -173,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
         where_arguments_go = "arguments for the job go after module:function"
 
     parser = SubmitParser(
-        prog="sparktimely-submit",
+        prog="sparktimely-submit", allow_abbrev=False,   # a job's --c is not our --conf
         usage="%(prog)s [options] module:function [job arguments...]",
         description="Run a sparktimely worker function on Spark, one barrier task per worker. "
                     "Every argument after module:function goes to the job (worker.args).")

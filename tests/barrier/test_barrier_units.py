@@ -92,6 +92,16 @@ def test_output_records_become_batches_of_the_schema():
         as_arrow([("a", 1, 2)], SCHEMA)
 
 
+def test_an_output_that_does_not_fit_the_schema_names_its_column():
+    with pytest.raises(pa.ArrowInvalid, match="output column 'count' does not fit the "
+                                              "schema's int64: Could not convert 'many'"):
+        as_arrow([("a", "many")], SCHEMA)
+    batch = pa.RecordBatch.from_pydict({"word": ["x"], "count": ["many"]})
+    with pytest.raises(pa.ArrowInvalid, match=r"output column 'count' \(string\) does not "
+                                              r"fit the schema's int64"):
+        as_arrow(batch, SCHEMA)
+
+
 # -- entry point helpers -----------------------------------------------------------------------
 
 def test_load_function():

@@ -3,6 +3,7 @@ by the first test that needs it; and ``local-cluster`` in a separate driver): ru
 map_in_arrow, map_partitions, failures, reused Python workers, the entry point."""
 from __future__ import annotations
 
+import datetime
 import os
 import re
 import signal
@@ -163,6 +164,25 @@ def test_map_partitions(spark):
         (k, sum(range(k, 1000, 10))) for k in range(10)]
 
 
+def test_map_in_arrow_takes_timestamps_in_the_sessions_time_zone(spark):
+    rows = [(i, datetime.datetime(2024, 1, 1, 0, 0, i), datetime.datetime(2024, 1, 1, 0, 0, i))
+            for i in range(6)]
+    schema = "id long, ts timestamp, ntz timestamp_ntz"
+    df = spark.createDataFrame(rows, schema).repartition(2)
+    for output_schema in (schema, df.schema):
+        out = stb.map_in_arrow(df, lambda scope, stream: stream, output_schema)
+        assert sorted(tuple(row) for row in out.collect()) == rows
+
+
+def test_the_lazy_forms_of_nothing_are_empty(spark):
+    """No partitions: no worker to run, as Spark runs no task (not a num_workers error)."""
+    empty = spark.sparkContext.emptyRDD()
+    assert stb.map_partitions(empty, lambda scope, stream: stream).collect() == []
+    df = spark.createDataFrame(empty, "a long")
+    out = stb.map_in_arrow(df, lambda scope, stream: stream, "a long")
+    assert (out.collect(), out.schema.simpleString()) == ([], "struct<a:bigint>")
+
+
 def test_pagerank_dataframe_matches_numpy(spark):
     from examples.pagerank import generate_graph, numpy_pagerank, pagerank_dataframe
     src, dst = generate_graph(2000, 20000)
@@ -270,6 +290,21 @@ def test_a_failure_in_map_in_arrow_carries_the_traceback(spark):
         df.collect()
     assert "sparktimely worker" in str(caught.value) and "no such column, worker side" in str(caught.value)
     assert "in explode" in str(caught.value)
+    assert time.monotonic() - started < 20
+
+
+def test_an_output_that_does_not_fit_the_schema_fails_at_once_naming_worker_and_column(spark):
+    def build(scope, stream):
+        return stream.map_batches(lambda batch: pa.RecordBatch.from_pydict(
+            {"id": batch.column("id"),
+             "n": ["many" if scope.index == 1 else "1"] * batch.num_rows}))
+    out = stb.map_in_arrow(spark.range(0, 100, 1, 2), build, "id long, n long")
+    started = time.monotonic()
+    with pytest.raises(Exception) as caught:
+        out.groupBy("n").count().collect()          # a shuffle-feeding stage Spark would retry
+    message = str(caught.value)
+    assert "sparktimely worker 1 failed" in message
+    assert "operator 'ToSchema'" in message and "output column 'n' (string)" in message
     assert time.monotonic() - started < 20
 
 

@@ -73,6 +73,8 @@ def test_arguments_after_the_function_or_a_double_dash_go_to_the_job_untouched()
     assert (options.workers, options.target, options.args) == (2, "m:f", ["--help"])
     options = parse(["m:f", "--", "--x"])
     assert (options.target, options.args) == ("m:f", ["--x"])
+    for prefix in ("--c", "--check", "--max"):      # not taken for --conf or --checkpoint-*
+        assert parse(["m:f", prefix, "1"]).args == [prefix, "1"]
     options = parse(["--no-progress", "--checkpoint-dir", "ck", "--checkpoint-every", "3",
                      "--max-attempts", "2", "--stall-limit", "1.5", "m:f"])
     assert (options.progress, options.checkpoint_dir, options.checkpoint_every,
