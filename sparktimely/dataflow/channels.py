@@ -267,25 +267,18 @@ class _Routing:
         where = (f"the exchange into {port}operator {operator.name!r} (address "
                  f"{operator.address}) by {self._pact!r}")
         if batch.__class__ is not list:
-            if type(error) not in (TypeError, ValueError, KeyError):
-                return None
-            message = error.args[0] if isinstance(error, KeyError) and error.args else error
-            return type(error)(f"{where}: {message}")
+            return _reworded(error, where)
         if self._route is None:
             return None
         workers = range(peers)
         for record in batch:
             try:
                 value = self._route(record)
-            except (TypeError, ValueError, KeyError) as raised:
-                message = raised.args[0] if raised.args else raised
-                if (type(raised) not in (TypeError, ValueError, KeyError)  # one message?
-                        or str(message).startswith(operator.name)):      # named already
+            except Exception as raised:
+                if str(_message(raised)).startswith(operator.name):     # named already
                     return None
-                return type(raised)(f"{where}: its route raised on the record "
-                                    f"{_short(record)}: {message}")
-            except Exception:
-                return None
+                return _reworded(raised, f"{where}: its route raised on the record "
+                                         f"{_short(record)}")
             try:
                 workers[value % peers]                  # what routing does with the value
             except TypeError:
@@ -295,6 +288,19 @@ class _Routing:
                     f"(the record goes to worker route(record) % peers), e.g. "
                     f"st.stable_hash(key)")
         return None
+
+
+def _message(error: Exception) -> Any:
+    """What ``error`` says (a KeyError's key without the quotes its ``str`` adds)."""
+    return error.args[0] if isinstance(error, KeyError) and error.args else error
+
+
+def _reworded(error: Exception, place: str) -> Exception | None:
+    """``error`` again, of its own type, saying ``place`` first; None unless it is exactly a
+    TypeError, ValueError or KeyError (a subclass may not take one message)."""
+    if type(error) not in (TypeError, ValueError, KeyError):
+        return None
+    return type(error)(f"{place}: {_message(error)}")
 
 
 class ExchangePusher(_RemotePusher, _Routing):

@@ -119,10 +119,7 @@ class InputHandle:
         """Move the input's time forward to ``time``; earlier times can then complete."""
         self._check_open("advance_to")
         if self._bound:
-            try:
-                self._bound[0][0].kind.check(time)
-            except TypeError as error:
-                raise TypeError(f"{self.name}.advance_to: {error}") from None
+            self._bound[0][0].kind.check(time, where=f"{self.name}.advance_to")
         if not less_equal(self._time, time):
             raise ValueError(f"advance_to({time!r}) goes backwards: the input is already at "
                              f"time {self._time!r}")

@@ -189,10 +189,7 @@ class InputSession:
         """Raise TypeError, naming ``action``, if ``time`` is not of the session's scope's
         type (a numpy integer, a float)."""
         if self._kind is not None:
-            try:
-                self._kind.check(time)
-            except TypeError as error:
-                raise TypeError(f"InputSession.{action}: {error}") from None
+            self._kind.check(time, where=f"InputSession.{action}")
 
     def _check_open(self, action: str) -> None:
         if self._handle.closed:

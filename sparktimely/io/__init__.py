@@ -12,8 +12,10 @@
   :mod:`sparktimely.io.checkpoints`.
 
 >>> import sparktimely as st
->>> st.io.FileSource is FileSource, st.RecoveryError is RecoveryError, callable(st.io.committed_epochs)
-(True, True, True)
+>>> st.io.FileSource is FileSource, st.RecoveryError is RecoveryError
+(True, True)
+>>> callable(st.io.committed_epochs)
+True
 """
 from ..ops.sinks import Sink, SinkPart
 from ..ops.sources import Source, SourcePart

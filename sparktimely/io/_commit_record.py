@@ -4,9 +4,10 @@ A checkpoint exists from the instant its commit record, ``<dataflow>/commits/<se
 is in place (written atomically by worker 0). The record names the program it belongs to
 (the dataflow, its operators and its checkpointed components), the epoch it holds (every
 root epoch up to it), the latest epoch its inputs had sent records at (later than that, a
-completed dataflow's epoch may come from a ``delay``), whether the dataflow had completed, the number of workers, and every
-state file with its size and XXH3-128 digest; the record carries the digest of its own
-contents too. Its bytes have one canonical layout, so any change to them shows.
+completed dataflow's epoch may come from a ``delay``), whether the dataflow had completed,
+the number of workers, and every state file with its size and XXH3-128 digest; the record
+carries the digest of its own contents too. Its bytes have one canonical layout, so any
+change to them shows.
 
 >>> record = build("totals", 1, epoch=4, sent=4, complete=False, workers=1, every=2,
 ...                operators=["Input", "Sink"], components=[["counts", "sink"]],
@@ -68,7 +69,8 @@ def build(dataflow: str, sequence: int, epoch: int, sent: int, complete: bool, w
     state files of every worker's report (``files``: each worker's ``{path: file_entry}``),
     with its digest."""
     record = {"format": FORMAT, "dataflow": dataflow, "sequence": sequence, "epoch": epoch,
-              "inputs_sent": sent, "complete": complete, "workers": workers, "checkpoint_every": every,
+              "inputs_sent": sent, "complete": complete, "workers": workers,
+              "checkpoint_every": every,
               "operators": operators, "components": components,
               "files": {path: entry for written in files for path, entry in written.items()}}
     record["checksum"] = _record_digest(record)

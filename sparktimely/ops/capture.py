@@ -64,8 +64,9 @@ class Capture:
 
 def merge_by_time(pairs: Iterable[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     """``(time, container)`` pairs merged per time, as :meth:`Capture.extract` gives them:
-    records sorted (``ordering.total_order`` where Python cannot compare them), Arrow batches or tables joined into one table sorted
-    by its columns, times in order.
+    records sorted (``ordering.total_order`` where Python cannot compare them), Arrow
+    batches or tables joined into one table sorted by its columns, times in order (their
+    partial order's, for a user type without ``<``).
 
     >>> merge_by_time([(1, ["b"]), (0, [3, 1]), (1, ["a"])])
     [(0, [1, 3]), (1, ['a', 'b'])]

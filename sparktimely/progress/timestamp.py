@@ -287,18 +287,27 @@ class TimeKind:
         parts.reverse()
         return tuple(parts)
 
-    def check(self, time: Timestamp) -> None:
-        """Raise TypeError if ``time`` is not of this kind."""
+    def check(self, time: Timestamp, where: str = "") -> None:
+        """Raise TypeError if ``time`` is not of this kind; the message starts with
+        ``where`` (the call given the time), if given.
+
+        >>> TimeKind(int).check(2.5, where="advance_to")
+        Traceback (most recent call last):
+        TypeError: advance_to: time 2.5 is not of this scope's type (like 0)
+        """
         if time.__class__ is int and not self.inners and self.base is int and time >= 0:
             return
         probe = time
         for inner in reversed(self.inners):
             if probe.__class__ is not Product or not _is_time_of(probe.inner, inner):
-                raise TypeError(f"time {time!r} is not of this scope's type "
-                                f"(like {self.minimum()!r})")
+                break
             probe = probe.outer
-        if not _is_time_of(probe, self.base):
-            raise TypeError(f"time {time!r} is not of this scope's type (like {self.minimum()!r})")
+        else:
+            if _is_time_of(probe, self.base):
+                return
+        place = f"{where}: " if where else ""
+        raise TypeError(f"{place}time {time!r} is not of this scope's type "
+                        f"(like {self.minimum()!r})")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, TimeKind) and (self.base, self.inners) == (other.base, other.inners)

@@ -289,10 +289,7 @@ class TraceAgent:
         kind = self._box.kind
         if kind is not None:
             for time in times:
-                try:
-                    kind.check(time)
-                except TypeError as error:
-                    raise TypeError(f"{action}: {error}") from None
+                kind.check(time, where=action)
         return times
 
     def _move(self, logical: Iterable[Any], physical: Iterable[Any], action: str) -> None:
