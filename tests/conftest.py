@@ -1,10 +1,11 @@
 """Test-suite plumbing: a wall-clock limit on every test (a hang is a bug), a check that no
-test leaves shared-memory segments of this run behind, and the worker matrix.
+test leaves shared-memory segments or processes of this run behind, and the worker matrix.
 
 ``@pytest.mark.timeout(seconds)`` sets a test's limit; others get DEFAULT_TIMEOUT. The limit
 is enforced with SIGALRM in the main thread, so a stuck test fails with a traceback instead
 of stalling the run. The leak check counts only this run's segments (see ``segment_leaks``):
-other programs' segments in /dev/shm are none of its business.
+other programs' segments in /dev/shm are none of its business. A test that leaves a process
+it started running fails, and the process is killed, so that no later test fails for it.
 
 The ``run`` fixture runs a job at 1, 2 and 3 workers (the ``workers`` fixture), in this
 process, in a seeded random interleaving (:func:`sparktimely.testing.execute_in_process`):
@@ -18,6 +19,7 @@ import os
 import signal
 import zlib
 
+import psutil
 import pytest
 from hypothesis import HealthCheck, settings
 from segment_leaks import SegmentWatch, tag_this_run
@@ -108,3 +110,39 @@ def no_leftover_segments():
     if leftovers:
         watch.clean()
         pytest.fail(f"segments left behind: {leftovers}")
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind():
+    """Fail a test that leaves a process it started running (after a grace of a few seconds
+    for processes on their way out) and kill what is left. The processes of wider-scoped
+    fixtures (a Spark JVM) and what they start (Spark's Python workers) are not the test's."""
+    me = psutil.Process()
+    before = me.children(recursive=True)
+    yield
+    theirs = {process.pid for process in before}
+    for process in before:
+        theirs.update(child.pid for child in _descendants(process))
+    new = [process for process in me.children(recursive=True) if process.pid not in theirs]
+    if not new:
+        return
+    _, alive = psutil.wait_procs(new, timeout=5)
+    if alive:
+        for process in alive:
+            _kill(process)
+        psutil.wait_procs(alive, timeout=5)
+        pytest.fail(f"processes left running: {alive}")
+
+
+def _descendants(process: psutil.Process) -> list[psutil.Process]:
+    try:
+        return process.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _kill(process: psutil.Process) -> None:
+    try:
+        process.kill()
+    except psutil.NoSuchProcess:
+        pass
