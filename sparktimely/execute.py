@@ -77,9 +77,19 @@ class Config:
             raise ValueError(f"checkpoint_every must be a positive integer, got "
                              f"{self.checkpoint_every!r}")
         if self.hostfile is not None and len(self.hostfile) < self.processes:
-            raise ValueError(f"the hostfile lists {len(self.hostfile)} address(es) but "
+            path = getattr(self.hostfile, "path", None)
+            origin = "the hostfile" if path is None else f"hostfile {path}"
+            raise ValueError(f"{origin} lists {len(self.hostfile)} address(es) but "
                              f"{self.processes} processes need one each "
                              f"(process {len(self.hostfile)} has none)")
+
+
+class _Addresses(list):
+    """A hostfile's addresses, knowing the file they were read from (None: given as a list)."""
+
+    def __init__(self, addresses: list[str], path: str | None) -> None:
+        super().__init__(addresses)
+        self.path = path
 
 
 _LOOPBACK = dict.fromkeys(["127.0.0.1", "::1", "ip6-localhost"], "localhost")
@@ -99,9 +109,10 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
     Traceback (most recent call last):
     ValueError: hostfile line 2: '127.0.0.1:2101' is the address of line 1 ('localhost:2101') again: every process needs an address of its own
     """
-    if isinstance(hostfile, (str, os.PathLike)):
-        with open(hostfile) as lines:
-            entries, origin = lines.read().splitlines(), f"hostfile {os.fspath(hostfile)}"
+    path = os.fspath(hostfile) if isinstance(hostfile, (str, os.PathLike)) else None
+    if path is not None:
+        with open(path) as lines:
+            entries, origin = lines.read().splitlines(), f"hostfile {path}"
     else:
         entries, origin = list(hostfile), "hostfile"
     addresses = []
@@ -123,7 +134,7 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
                              f"({earlier!r}) again: every process needs an address of its own")
         seen[key] = (number, text)
         addresses.append(text)
-    return addresses
+    return _Addresses(addresses, path)
 
 
 _TIMELY = ("workers", "processes", "process", "hostfile", "stall_limit", "log_dir", "progress",
