@@ -155,8 +155,14 @@ class Collection:
         [(0, [(3, 0, 3)])]
         """
         def transform(time, batch):
-            return [(y, t, r * n) for d, t, r in python_only("explode", "map_batches", batch)
-                    for y, n in f(d)]
+            out = []
+            for d, t, r in python_only("explode", "map_batches", batch):
+                for y, n in f(d):
+                    if n.__class__ is not int:
+                        raise TypeError(f"explode: f({d!r}) gave ({y!r}, {n!r}), whose diff is "
+                                        f"not an integer ({type(n).__name__})")
+                    out.append((y, t, r * n))
+            return out
         return self._per_batch("Explode", transform)
 
     def negate(self) -> "Collection":

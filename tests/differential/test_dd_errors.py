@@ -33,6 +33,16 @@ def test_a_non_integer_diff_is_rejected_with_its_record(workers):
 
 @WORKERS
 @pytest.mark.timeout(60)
+def test_explode_refuses_a_diff_that_is_not_an_integer_where_it_is_made(workers):
+    for bad, kind in ((0.5, "float"), (None, "NoneType")):
+        with pytest.raises(st.WorkerError, match=rf"'Explode'.* explode: f\('x'\) gave \('x', "
+                                                 rf"{bad}\), whose diff is not an integer "
+                                                 rf"\({kind}\)"):
+            run_stream([("x", 0, 2)], lambda c: c.explode(lambda d: [(d, bad)]).inner, workers)
+
+
+@WORKERS
+@pytest.mark.timeout(60)
 def test_non_pairs_into_arrange_by_key_are_rejected_with_their_record(workers):
     with pytest.raises(st.WorkerError, match=r"ArrangeByKey: the data 5 of update \(5, 0, 1\) "
                                              r"is not a \(key, val\) pair"):
