@@ -130,6 +130,12 @@ class Exchange(Pact):
         self.key = key
         self.combine = combine
 
+    def refusal(self, batch: Any) -> Exception | None:
+        """The error to tell when ``batch`` could not be routed, if the receiving operator
+        knows better than the routing error (a subclass's hook: a receiver of Python
+        records told an Arrow batch); None for the routing error itself."""
+        return None
+
     def connect(self, source: "OutputPort", target: "InputPort") -> LocalPusher:
         if target.dataflow.peers == 1:
             local = LocalPusher(target)
@@ -267,7 +273,7 @@ class _Routing:
         where = (f"the exchange into {port}operator {operator.name!r} (address "
                  f"{operator.address}) by {self._pact!r}")
         if batch.__class__ is not list:
-            return _reworded(error, where)
+            return self._pact.refusal(batch) or _reworded(error, where)
         if self._route is None:
             return None
         workers = range(peers)

@@ -108,11 +108,21 @@ def test_an_arrow_aggregate_of_a_missing_column_names_it(kind):
     assert "window: aggregate 'n': column 'x' is not in the batch (columns ts, v)" in message
 
 
-def test_a_python_aggregation_on_arrow_batches_names_the_arrow_form():
-    message = failure(lambda scope: scope.to_stream(pa.table({"ts": [1]})).window(
-        win.Tumbling(5), time_of=lambda r: r["ts"], aggregate=win.count()).results.capture())
-    assert ("window: a Python aggregation (win.count(), win.sum(), ...) takes records, but "
-            "this stream carries RecordBatches: aggregate Arrow batches with a dict") in message
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("key", [None, lambda r: r["k"]], ids=["unkeyed", "keyed"])
+def test_a_python_aggregation_on_arrow_batches_names_the_arrow_form(workers, key):
+    """At 2 or more workers the batch meets the window's exchange first: it tells the same."""
+    def job(worker):
+        worker.dataflow(lambda scope: scope.to_stream(pa.table({"ts": [1], "k": ["a"]})).window(
+            win.Tumbling(5), time_of=lambda r: r["ts"], key=key, aggregate=win.count()
+        ).results.probe())
+        worker.run()
+    with pytest.raises(st.WorkerError) as caught:
+        st.execute(job, workers=workers)
+    assert ("raised TypeError: window: a Python aggregation (win.count(), win.sum(), ...) "
+            "takes records, but this stream carries RecordBatches: aggregate Arrow batches "
+            "with a dict") in str(caught.value), caught.value
 
 
 def test_windows_need_int_timely_times():

@@ -179,12 +179,7 @@ class WindowOps(StreamCore):
                     starting.clear()
                 for cap, batch in input:
                     if records and batch.__class__ is not list:
-                        raise TypeError(
-                            f"window: a Python aggregation (win.count(), win.sum(), ...) "
-                            f"takes records, but this stream carries "
-                            f"{type(batch).__name__}es: aggregate "
-                            f"Arrow batches with a dict {{out: (function, column)}} and "
-                            f"column names for time_of and key")
+                        raise _records_only(batch)
                     stashed = stash.at(cap, notificator)
                     if stashed.late is None:
                         stashed.late = cap.retain_for_output(1)
@@ -315,9 +310,25 @@ def _records_engine(kind: Sliding | Session, time_of: Any, key: Any, aggregate: 
                         "record (column names go with an Arrow aggregate dict)")
     engine: Engine = (Sessions(kind, time_of, key, aggregate, lateness) if isinstance(kind, Session)
               else Panes(kind, time_of, key, aggregate, lateness))
-    pact = Exchange(lambda record: NONE_ROUTE) if key is None else Exchange(
+    pact = _RecordsExchange(lambda record: NONE_ROUTE) if key is None else _RecordsExchange(
         lambda record: stable_hash(key(record)))
     return pact, engine, stable_hash
+
+
+def _records_only(batch: Any) -> TypeError:
+    """The error of a window with a Python aggregation given an Arrow batch."""
+    return TypeError(f"window: a Python aggregation (win.count(), win.sum(), ...) takes "
+                     f"records, but this stream carries {type(batch).__name__}es: aggregate "
+                     f"Arrow batches with a dict {{out: (function, column)}} and column names "
+                     f"for time_of and key")
+
+
+class _RecordsExchange(Exchange):
+    """The exchange into a window over Python records: an Arrow batch it cannot route (its
+    route is a function of one record) is told as the window's own error."""
+
+    def refusal(self, batch: Any) -> Exception | None:
+        return _records_only(batch)
 
 
 def _unkeyed_rows(batch: Any) -> Any:
