@@ -149,12 +149,27 @@ def _report(conn: Any, message: tuple) -> None:
     a class of the program's ``__main__`` is the very class there (dill would rebuild it by
     value, a class of its own that no instance of the program's equals). What pickle cannot
     take (a lambda, a class made inside a function) goes with dill, classes it can name
-    still by reference."""
+    still by reference; and a class that cannot be named (the program's own, in a Spark
+    task whose ``__main__`` is Spark's) by value."""
     try:
         data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
     except Exception:
-        data = dill.dumps(message, pickle.HIGHEST_PROTOCOL, byref=True)
+        try:
+            data = dill.dumps(message, pickle.HIGHEST_PROTOCOL, byref=True)
+        except Exception:
+            data = _by_value(message)
     conn.send_bytes(data)
+
+
+def _by_value(message: tuple) -> bytes:
+    """``message`` pickled with its classes by value: with Spark's cloudpickle where pyspark
+    is installed (a class Spark shipped to this task then goes back to the driver as the
+    driver's very class, as Spark's own results do), else with dill."""
+    try:
+        from pyspark import cloudpickle
+    except ImportError:
+        return dill.dumps(message, pickle.HIGHEST_PROTOCOL)
+    return cloudpickle.dumps(message, pickle.HIGHEST_PROTOCOL)
 
 
 def _worker_main(func: Callable[[Worker], Any], index: int, plan: list[WorkerAddress],

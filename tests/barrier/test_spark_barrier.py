@@ -126,6 +126,21 @@ def test_run_returns_results_by_worker_index_and_workers_exchange_data(spark):
     assert stb.run(spark, lambda worker: worker.args, 2, args=["--x", "1"]) == [["--x", "1"]] * 2
 
 
+def test_run_returns_instances_of_the_programs_own_classes_as_those_classes(spark):
+    """A class Spark shipped by value (the program's own, here local) comes back as the
+    driver's very class, as from Spark's own collect; what no pickler takes is named."""
+    class Reading:
+        def __init__(self, worker: int) -> None:
+            self.worker = worker
+
+    results = stb.run(spark, lambda worker: Reading(worker.index), 2)
+    assert [type(r) for r in results] == [Reading, Reading]
+    assert [r.worker for r in results] == [0, 1]
+    with pytest.raises(st.WorkerError, match=r"^worker \d failed: the result of worker \d cannot "
+                                             r"be sent back: TypeError: cannot pickle 'generator'"):
+        stb.run(spark, lambda worker: (x for x in "generators do not pickle"), 2)
+
+
 def test_map_in_arrow_wordcount(spark):
     df = spark.createDataFrame([(line,) for line in LINES], "line string")
     out = stb.map_in_arrow(df, wordcount, "word string, count long", num_workers=2)

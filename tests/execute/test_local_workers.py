@@ -236,6 +236,18 @@ def test_different_dataflows_on_different_workers_fail_clearly():
         st.execute(job, workers=2)
 
 
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_instances_of_a_class_made_in_a_function_come_back(workers):
+    """pickle and dill by reference cannot name such a class: it comes back by value."""
+    class Reading:
+        def __init__(self, worker: int) -> None:
+            self.worker = worker
+
+    results = st.execute(lambda worker: Reading(worker.index), workers=workers)
+    assert [(type(r).__name__, r.worker) for r in results] == \
+        [("Reading", i) for i in range(workers)]
+
+
 def test_unpicklable_result_is_reported():
     with pytest.raises(st.WorkerError, match="cannot be sent back"):
         st.execute(lambda worker: (x for x in "generators do not pickle"), workers=2)
