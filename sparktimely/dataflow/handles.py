@@ -43,7 +43,8 @@ class InputHandle:
         self._bound: list[tuple[OutputPort, Capability]] = []
         self._connected = False          # bound once (its dataflows may be dropped since)
         self._closed = False
-        self._schema = None
+        self._schema = None                # of the Arrow batches sent, if any were
+        self._records_sent = False
 
     def retimed(self, batch: Any, time: Timestamp) -> Any:
         """``batch`` as sent at ``time`` instead of the earlier time it was sent at (what a
@@ -82,6 +83,8 @@ class InputHandle:
         """Send one record at the current time."""
         self._check_open("send")
         buffer = self._buffer
+        if not buffer:
+            self.check_kind(False, f"{self.name}.send")
         buffer.append(record)
         if len(buffer) >= BATCH_SIZE:
             self.flush()
@@ -90,21 +93,41 @@ class InputHandle:
         """Send a batch of records (a list, any iterable, or a pyarrow.RecordBatch or Table,
         whose schema must be that of the first Arrow batch sent)."""
         self._check_open("send")
-        self.flush()
         arrow = arrow_batches(records, self._schema, "InputHandle.send_batch")
         if arrow is None:
             batches = [list(records)]
+            if batches[0]:
+                self.check_kind(False, f"{self.name}.send_batch")
         else:
+            self.check_kind(True, f"{self.name}.send_batch")
             batches, self._schema = arrow
+        self.flush()
         for batch in batches:
             if batch_length(batch):
                 self._push(batch)
+
+    def check_kind(self, arrow: bool, where: str) -> None:
+        """Raise TypeError, naming ``where``, if sending Arrow batches (``arrow``) or Python
+        records (not ``arrow``) would mix the two on this input: a stream carries one kind."""
+        if arrow:
+            if not (self._buffer or self._records_sent):
+                return
+            these, those = "Arrow batches", "records"
+        else:
+            if self._schema is None:
+                return
+            these, those = "records", "Arrow batches"
+        raise TypeError(f"{where}: cannot send {these} on an input that has sent {those}: a "
+                        f"stream carries Python records or Arrow batches, not both (use an "
+                        f"input of its own for each)")
 
     def _forget(self, dataflow: Any) -> None:
         """Stop feeding ``dataflow`` (it was dropped)."""
         self._bound = [(port, cap) for port, cap in self._bound if port.dataflow is not dataflow]
 
     def _push(self, batch: Any) -> None:
+        if batch.__class__ is list:
+            self._records_sent = True
         last = len(self._bound) - 1
         for i, (port, _) in enumerate(self._bound):
             port.push(self._time, batch if i == last else own_copy(batch))

@@ -153,6 +153,8 @@ class InputSession:
         if diff.__class__ is not int:
             raise TypeError(f"InputSession.update: the diff of {data!r} must be an integer, "
                             f"not {diff!r}")
+        if not self._buffer:
+            self._handle.check_kind(False, "InputSession.update")
         self._buffer.append((data, self.time(), diff))
         if len(self._buffer) >= FLUSH_EVERY:
             self._send()
@@ -181,6 +183,8 @@ class InputSession:
         if not less_equal(now, time):
             raise ValueError(f"InputSession.update_at({data!r}, {time!r}, {diff}): the time "
                              f"is before the session's time {now!r} (times go forward only)")
+        if not self._buffer:
+            self._handle.check_kind(False, "InputSession.update_at")
         self._buffer.append((data, time, diff))
         if len(self._buffer) >= FLUSH_EVERY:
             self._send()
@@ -213,6 +217,8 @@ class InputSession:
         [{'word': ['a', 'b'], 'diff': [2, -1]}]
         """
         self._check_open("update_batch")
+        self._send()                         # what was accepted goes, whatever follows
+        self._handle.check_kind(True, "InputSession.update_batch")
         names = batch.schema.names
         if DIFF not in names:
             raise ValueError(f"InputSession.update_batch: the batch has no '{DIFF}' column "
@@ -229,7 +235,6 @@ class InputSession:
         if batch.schema.field(DIFF).type != pa.int64():
             index = names.index(DIFF)
             batch = batch.set_column(index, DIFF, batch.column(index).cast(pa.int64()))
-        self._send()
         self._handle.send_batch(batch)
 
     def _send(self) -> None:

@@ -210,6 +210,49 @@ def test_send_after_close(run):
     assert consolidate([c.extract() for c in run(job)]) == [(0, list(range(run.workers)))]
 
 
+@pytest.mark.parametrize("first", ["records", "arrow"])
+def test_an_input_refuses_to_mix_records_and_arrow_batches_losing_nothing(run, first):
+    """A stream carries Python records or Arrow batches: the second kind is refused at the
+    call, and what was sent before arrives."""
+    import pyarrow as pa
+    table = pa.table({"x": [7, 8]})
+
+    def job(worker):
+        handle = st.InputHandle("readings")
+        captured = worker.dataflow(lambda scope: scope.input_from(handle).capture())
+        errors = []
+        if first == "records":
+            handle.send(worker.index)
+            for mix in (lambda: handle.send_batch(table), lambda: handle.send_batch([table])):
+                with pytest.raises(TypeError) as caught:
+                    mix()
+                errors.append(str(caught.value))
+        else:
+            handle.send_batch(table)
+            for mix in (lambda: handle.send(1), lambda: handle.send_batch([1, 2])):
+                with pytest.raises(TypeError) as caught:
+                    mix()
+                errors.append(str(caught.value))
+        handle.send_batch([])                                  # nothing: no kind
+        handle.close()
+        worker.run()
+        return captured.extract(), errors
+    results = run(job)
+    these, those = ("Arrow batches", "records") if first == "records" else \
+        ("records", "Arrow batches")
+    for _, errors in results:
+        assert [e.split(":")[0] for e in errors] == (
+            ["readings.send_batch"] * 2 if first == "records" else
+            ["readings.send", "readings.send_batch"])
+        assert all(f"cannot send {these} on an input that has sent {those}: a stream carries "
+                   f"Python records or Arrow batches, not both" in e for e in errors)
+    if first == "records":
+        assert consolidate([r[0] for r in results]) == [(0, list(range(run.workers)))]
+    else:
+        tables = [t for r in results for _, t in r[0]]
+        assert [t.to_pydict() for t in tables] == [{"x": [7, 8]}] * run.workers
+
+
 def test_send_on_unbound_input_handle():
     handle = st.InputHandle()
     with pytest.raises(RuntimeError, match="not connected to a dataflow"):

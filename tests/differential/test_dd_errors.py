@@ -73,6 +73,37 @@ def test_an_update_before_its_batch_time_is_rejected(run):
         run(job)
 
 
+def test_an_input_session_refuses_to_mix_updates_and_arrow_batches_losing_nothing(run):
+    import pyarrow as pa
+    batch = pa.table({"x": [1], "diff": [1]})
+
+    def job(worker):
+        python, arrow = dd.InputSession(), dd.InputSession()
+        got = worker.dataflow(lambda scope: (python.to_collection(scope).inner.capture(),
+                                             arrow.to_collection(scope).inner.capture()))
+        python.insert("a")                          # buffered, not sent yet: still accepted
+        arrow.update_batch(batch)
+        errors = []
+        for mix in (lambda: python.update_batch(batch), lambda: arrow.update("b", 1),
+                    lambda: arrow.update_at("b", 3, 1)):
+            with pytest.raises(TypeError) as caught:
+                mix()
+            errors.append(str(caught.value))
+        python.close()
+        arrow.close()
+        worker.run()
+        return errors, got[0].extract(), [t.to_pydict() for _, t in got[1].extract()]
+    results = run(job)
+    for errors, _, tables in results:
+        assert [e.split(":")[0] for e in errors] == [
+            "InputSession.update_batch", "InputSession.update", "InputSession.update_at"]
+        assert "cannot send Arrow batches on an input that has sent records" in errors[0]
+        assert "cannot send records on an input that has sent Arrow batches" in errors[1]
+        assert tables == [{"x": [1], "diff": [1]}]
+    assert [u for r in results for _, updates in r[1] for u in updates] == \
+        [("a", 0, 1)] * run.workers
+
+
 def test_input_session_rejects_bad_updates_and_keeps_the_good_ones(run):
     def job(worker):
         session = dd.InputSession()
