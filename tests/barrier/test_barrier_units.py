@@ -196,4 +196,4 @@ def test_an_old_application_or_dynamic_allocation_is_refused_at_once():
         check(ScriptedContext([(0.0, 2), (0.5, 3)], age=120.0), 3)
     with pytest.raises(BarrierSetupError, match="dynamic allocation"):
         check(ScriptedContext([(0.0, 0)], age=1.0, dynamic=True), 2)
-    assert time.monotonic() - started < 0.5
+    assert time.monotonic() - started < 1.5                # not SETTLE (2 s) each

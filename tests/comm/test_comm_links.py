@@ -134,7 +134,7 @@ def test_stray_connections_are_ignored_and_misrouted_ones_refused():
                                               rf"{addresses[0]}: it is process 0 of this job, "
                                               rf"not process 1"):
         connect_peers(2, wrong, listeners[2], 5, token=token)
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 3                  # not the 5 s timeout
     thread.join(10)
     assert waiting[0].startswith(f"process 1 ({addresses[1]}) did not connect to process 0 "
                                  f"within 2 s; meanwhile ")

@@ -33,7 +33,7 @@ def test_a_hostfile_naming_one_address_twice_is_refused_naming_both_lines(tmp_pa
                                          r"\('127.0.0.1:7000'\)"):
         st.execute(lambda worker: None, processes=2, process=1,
                    hostfile=["127.0.0.1:7000", "localhost:7000"])
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 5       # before connecting: no connect timeout
 
 
 def test_several_processes_without_a_process_index_say_which_flag_is_missing(capsys):

@@ -94,7 +94,7 @@ def test_bytes_that_cannot_begin_a_handshake_are_named_at_once(answer, sent):
     error, elapsed, address = against(answer)
     assert str(error).startswith(f"process 1 could not connect to process 0 at {address}: it "
                                  f"is not a sparktimely process: it sent {sent}")
-    assert elapsed < 1
+    assert elapsed < 5
 
 
 def test_a_silent_service_is_named_within_five_seconds():
