@@ -46,11 +46,13 @@ class InputHandle:
         self._schema = None                # of the Arrow batches sent, if any were
         self._records_sent = False
 
-    def retimed(self, batch: Any, time: Timestamp) -> Any:
+    @classmethod
+    def retimed(cls, batch: Any, time: Timestamp) -> Any:
         """``batch`` as sent at ``time`` instead of the earlier time it was sent at (what a
         resumed run does with records between its inputs' last epoch and its checkpoint's,
         see ``sparktimely.io``): the same batch; handles whose records carry times of their
-        own (a differential ``InputSession``) move those too."""
+        own (a differential ``InputSession``) move those too. A class method: whoever keeps
+        it must not keep the handle alive (a dropped handle closes its input)."""
         return batch
 
     def bind(self, port: OutputPort) -> None:

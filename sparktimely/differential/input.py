@@ -33,7 +33,8 @@ class _UpdatesHandle(InputHandle):
     """The handle of an :class:`InputSession`: its batches of ``(data, time, diff)`` move
     their times with them."""
 
-    def retimed(self, batch: Any, time: Timestamp) -> Any:
+    @classmethod
+    def retimed(cls, batch: Any, time: Timestamp) -> Any:
         if batch.__class__ is not list:
             return batch                    # Arrow updates are at their message's time
         return [(data, join(at, time), diff) for data, at, diff in batch]

@@ -118,7 +118,7 @@ class InputEpochs:
             if operator is None or operator.inputs or operator.index in exempt:
                 continue
             handle = handles.get(operator.index)
-            retimed = None if handle is None else handle.retimed
+            retimed = None if handle is None else type(handle).retimed   # not the handle
             for port in operator.outputs:
                 port.pushers = [_Watched(pusher, self, operator.name, retimed)
                                 for pusher in port.pushers]

@@ -296,6 +296,27 @@ def test_two_dataflows_of_one_name_are_refused(run, tmp_path):
         run(checkpointed(job, tmp_path / "ck"))
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_an_input_handle_dropped_unclosed_ends_its_input_as_without_checkpoints(tmp_path,
+                                                                                 workers):
+    """Dropping the last reference to an input handle closes it (examples/distinct.py does
+    so); the checkpoint machinery must not keep the handle alive (it hung the run)."""
+    def job(worker):
+        handle = st.InputHandle()
+        seen: list[int] = []
+        probe = worker.dataflow(lambda scope: scope.input_from(handle).exchange(lambda x: x)
+                                .inspect(seen.append).probe(), name="dropped")
+        handle.send_batch(range(10 * worker.index, 10 * worker.index + 5))
+        handle.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+        return sorted(seen)                          # the handle goes with this frame
+    plain = st.execute(job, workers=workers)
+    assert st.execute(job, workers=workers, checkpoint_dir=tmp_path / "ck") == plain
+    assert sorted(x for part in plain for x in part) == \
+        [10 * w + i for w in range(workers) for i in range(5)]
+
+
 def test_without_checkpoints_each_epoch_is_written_once_even_when_rerun(run, texts, tmp_path):
     out = str(tmp_path / "out")
     expected = running_counts(epochs_of(texts))
