@@ -86,13 +86,13 @@ def bfs(worker: st.Worker, edges: list[tuple[int, int]], root: int = 0) -> dict[
             next_level.connect_loop(handle)
             return accepted.leave()
         return scope.iterative(loop).capture()
-    captured = worker.dataflow(build)
+    captured = worker.dataflow(build, name="bfs")
     worker.run()
     return {node: distance for _, pairs in captured.extract() for node, distance in pairs}
 
 
 if __name__ == "__main__":
-    parser = st.timely_parser(description=__doc__)
+    parser = st.timely_parser(description=__doc__, checkpoints=False)
     parser.add_argument("--nodes", type=int, default=1000, help="nodes of the random graph")
     parser.add_argument("--edges", type=int, default=5000, help="edges of the random graph")
     options = parser.parse_args()

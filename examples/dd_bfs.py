@@ -57,7 +57,8 @@ def bfs(worker: st.Worker, rounds: list[list[tuple]]) -> list[tuple]:
     changes: list = []
     probe = worker.dataflow(lambda scope: distances(edges.to_collection(scope),
                                                     roots.to_collection(scope))
-                            .inner.exchange(lambda change: 0).inspect(changes.append).probe())
+                            .inner.exchange(lambda change: 0).inspect(changes.append).probe(),
+                            name="dd-bfs")
     if worker.index == 0:
         roots.insert(0)
     for round, updates in enumerate(rounds):
@@ -73,7 +74,7 @@ def bfs(worker: st.Worker, rounds: list[list[tuple]]) -> list[tuple]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = st.timely_parser(description=__doc__)
+    parser = st.timely_parser(description=__doc__, checkpoints=False)
     parser.add_argument("--nodes", type=int, default=1000, help="nodes of the random graph")
     parser.add_argument("--edges", type=int, default=3000, help="edges at first")
     parser.add_argument("--rounds", type=int, default=4, help="rounds of edge changes")

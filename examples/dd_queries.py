@@ -24,7 +24,7 @@ def queries(worker: st.Worker, edges: int, rounds: int, report=print) -> list[fl
     def build(scope):
         arranged = knows.to_collection(scope).arrange_by_key()
         return arranged.trace, arranged.stream.probe()
-    trace, probe = worker.dataflow(build)
+    trace, probe = worker.dataflow(build, name="knows")
     people = max(1, edges // 10)
     rng = random.Random(worker.index)
     for i in range(worker.index, edges, worker.peers):
@@ -39,7 +39,7 @@ def queries(worker: st.Worker, edges: int, rounds: int, report=print) -> list[fl
         index = worker.next_dataflow_index()
         done = worker.dataflow(lambda scope: trace.import_(scope)
                                .semijoin(query.to_collection(scope))
-                               .inspect(answers.append).probe())
+                               .inspect(answers.append).probe(), name=f"query-{round}")
         query.advance_to(round)
         if worker.index == 0:
             for person in range(round, round + 3):
@@ -62,7 +62,7 @@ def queries(worker: st.Worker, edges: int, rounds: int, report=print) -> list[fl
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = st.timely_parser(description=__doc__)
+    parser = st.timely_parser(description=__doc__, checkpoints=False)
     parser.add_argument("--edges", type=int, default=100_000, help="size of knows")
     parser.add_argument("--queries", type=int, default=1000, help="query dataflows to install")
     options = parser.parse_args(argv)

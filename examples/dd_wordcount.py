@@ -30,7 +30,7 @@ def wordcount(worker: st.Worker, rounds: list[list[str]] = ROUNDS) -> list[tuple
                   .flat_map(str.split)
                   .count())
         return counts.inspect(changes.append).probe()
-    probe = worker.dataflow(build)
+    probe = worker.dataflow(build, name="dd-wordcount")
     for round, batch in enumerate(rounds):
         for i, line in enumerate(batch):
             if i % worker.peers == worker.index:          # each worker sends its share

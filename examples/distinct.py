@@ -31,7 +31,7 @@ def distinct(worker: st.Worker) -> list[int]:
                 .inspect(lambda x: print(f"worker {worker.index}:\tvalue {x}", flush=True))
                 .inspect(seen.append)
                 .probe())
-    probe = worker.dataflow(build)
+    probe = worker.dataflow(build, name="distinct")
     input.send_batch(DATA.get(worker.index, []))
     input.advance_to(1)
     worker.step_while(lambda: probe.less_than(input.time()))

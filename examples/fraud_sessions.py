@@ -105,7 +105,7 @@ def fraud_sessions(worker: st.Worker, folder: str,
         ).active_between("ts", "until")
         flagged = recent.join(blocked.to_collection(scope), on="card")
         flagged.inner.inspect_batch(rows("flagged", ["card", "id", "amount", "diff"]))
-    worker.dataflow(build)
+    worker.dataflow(build, name="fraud-sessions")
     if worker.index == 0:
         for time, card, diff in sorted(blocklist):
             blocked.advance_to(time)

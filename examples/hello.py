@@ -16,7 +16,7 @@ def hello(worker: st.Worker) -> list[int]:
                 .inspect(lambda x: print(f"worker {worker.index}:\thello {x}", flush=True))
                 .inspect(seen.append)
                 .probe())
-    probe = worker.dataflow(build)
+    probe = worker.dataflow(build, name="hello")
     for round in range(10):
         if worker.index == 0:
             input.send(round)

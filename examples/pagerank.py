@@ -310,7 +310,7 @@ def pagerank_dataframe(df, iterations: int = 10, num_workers: int | None = None)
 
 
 if __name__ == "__main__":
-    parser = st.timely_parser(description=__doc__)
+    parser = st.timely_parser(description=__doc__, checkpoints=False)
     parser.add_argument("--nodes", type=int, default=100_000, metavar="N",
                         help="nodes of the random graph (default 100000)")
     parser.add_argument("--edges", type=int, default=1_000_000, metavar="N",

@@ -57,7 +57,7 @@ def sensor_windows(worker: st.Worker, arriving: list | None = None) -> dict[str,
         means.results.inspect_time(lambda t, r: reports["means"].append((t, *r)))
         maxima.results.inspect_time(lambda t, r: reports["maxima"].append((t, *r)))
         return means.late.inspect_time(lambda t, r: reports["late"].append((t, r))).probe()
-    probe = worker.dataflow(build)
+    probe = worker.dataflow(build, name="sensor-windows")
     for reading in arriving[worker.index::worker.peers]:
         sensor_input.send(reading, reading[2])
         worker.step_while(lambda: probe.less_than(sensor_input.time()))

@@ -45,7 +45,7 @@ def wordcount(worker: st.Worker, lines: list[str] = TEXT) -> list[tuple[int, str
                 .unary_frontier(st.Exchange(word_route), "WordCount", counter)
                 .inspect_time(lambda t, wc: reports.append((t, *wc)))
                 .probe())
-    probe = worker.dataflow(build)
+    probe = worker.dataflow(build, name="wordcount")
     for round, line in enumerate(lines):
         if round % worker.peers == worker.index:
             input.send(line)

@@ -142,8 +142,8 @@ _TIMELY = ("workers", "processes", "process", "hostfile", "stall_limit", "log_di
 """The settings timely's flags set (their ``dest`` in a :func:`timely_parser`)."""
 
 
-def timely_parser(prog: str | None = None, description: str | None = None,
-                  **kwargs: Any) -> SuggestingParser:
+def timely_parser(prog: str | None = None, description: str | None = None, *,
+                  checkpoints: bool = True, **kwargs: Any) -> SuggestingParser:
     """An ``argparse.ArgumentParser`` that knows timely's flags, for a program to add its own
     to: ``-w/--workers/--threads N``, ``-n/--processes N``, ``-p/--process I``,
     ``-h/--hostfile FILE`` (so ``--help`` alone asks for help), ``--stall-limit SECONDS``,
@@ -152,7 +152,10 @@ def timely_parser(prog: str | None = None, description: str | None = None,
     :func:`execute_from_args` hands to the workers as ``worker.args``. ``prog`` defaults to
     how the program was started (``python -m package.module`` for a module); other keywords
     go to ``ArgumentParser`` (abbreviated long flags are off unless ``allow_abbrev=True``, and
-    ``description`` is shown as written, so a module's docstring serves).
+    ``description`` is shown as written, so a module's docstring serves). A program that
+    cannot resume from a checkpoint (it computes one answer and checks it, say) passes
+    ``checkpoints=False``: its ``--help`` leaves the checkpoint flags out, and given one it
+    says that it runs without checkpoints.
 
     Parse with it as with any parser (``--help`` prints the flags and exits with status 0; a
     bad value, an unknown flag, or ``-n 2`` without ``-p`` prints ``prog: error: ...`` with
@@ -188,12 +191,28 @@ def timely_parser(prog: str | None = None, description: str | None = None,
                              "(then: python -m sparktimely.profile DIR)")
     timely.add_argument("--progress", action="store_true",
                         help="show a live progress display on stderr")
-    timely.add_argument("--checkpoint-dir", default=None, metavar="DIR",
-                        help="checkpoint there, and resume from the last checkpoint")
-    timely.add_argument("--checkpoint-every", type=_positive, default=1, metavar="N",
-                        help="checkpoint every N epochs (default 1)")
+    if checkpoints:
+        timely.add_argument("--checkpoint-dir", default=None, metavar="DIR",
+                            help="checkpoint there, and resume from the last checkpoint")
+        timely.add_argument("--checkpoint-every", type=_positive, default=1, metavar="N",
+                            help="checkpoint every N epochs (default 1)")
+    else:
+        for flag in ("--checkpoint-dir", "--checkpoint-every"):
+            timely.add_argument(flag, action=_Refused, help=argparse.SUPPRESS)
+        parser.set_defaults(checkpoint_dir=None, checkpoint_every=1)
     parser.add_argument("--help", action="help", help="show this help and exit")
     return parser
+
+
+class _Refused(argparse.Action):
+    """A timely flag the program does not take: given, it is a usage error saying so."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs="?", **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        raise argparse.ArgumentError(self, "this program runs without checkpoints")
 
 
 class SuggestingParser(argparse.ArgumentParser):

@@ -120,10 +120,46 @@ def test_every_example_follows_argparses_conventions(tmp_path):
 def test_the_examples_help_lists_their_own_flags_with_timelys(tmp_path):
     status, out, _ = finish(start([EXAMPLES / "bfs.py", "--help"], tmp_path))
     assert status == 0
-    for flag in ("--nodes", "--edges", "-w N, --workers N, --threads N", "-h FILE, --hostfile",
-                 "--checkpoint-dir DIR"):
+    for flag in ("--nodes", "--edges", "-w N, --workers N, --threads N", "-h FILE, --hostfile"):
         assert flag in out, out
     assert out.startswith("usage: bfs.py ")
+    assert "--checkpoint" not in out                  # it runs without checkpoints
+    status, out, _ = finish(start([EXAMPLES / "wordcount.py", "--help"], tmp_path))
+    assert status == 0 and "--checkpoint-dir DIR" in out and "--checkpoint-every N" in out
+
+
+WITHOUT_CHECKPOINTS = {"bfs.py", "dd_bfs.py", "dd_queries.py", "pagerank.py"}
+"""Examples that compute one answer and check it: a run resumed from a completed checkpoint
+would not compute it again, so they take no --checkpoint-dir."""
+OWN_PARSERS = {"simple.py", "loopdemo.py", "recoverable_wordcount.py"}
+"""Examples whose command line is not timely's, or that checkpoint by their own flags."""
+
+
+@pytest.mark.timeout(240)
+def test_every_example_runs_with_checkpoints_or_says_it_runs_without(tmp_path):
+    """With --checkpoint-dir an example prints what it prints without; run again, it
+    resumes from the completed checkpoint and says that it drops what that holds."""
+    pending = [(name, args) for name, args in COMMANDS.items() if name not in OWN_PARSERS]
+    while pending:
+        batch, pending = pending[:2], pending[2:]
+        for again in (False, True):
+            runs = [(name, start([EXAMPLES / name, *args, "--checkpoint-dir",
+                                  tmp_path / name], tmp_path)) for name, args in batch]
+            for name, process in runs:
+                status, out, err = finish(process)
+                assert "Traceback" not in err, (name, err)
+                if name in WITHOUT_CHECKPOINTS:
+                    assert status == 2 and err.splitlines()[-1].endswith(
+                        "error: argument --checkpoint-dir: this program runs without "
+                        "checkpoints"), (name, err)
+                elif not again:
+                    assert status == 0, (name, err)
+                    assert any(line.startswith(EXPECTED[name]) for line in out.splitlines()), \
+                        (name, out)
+                else:
+                    assert status == 0 and "already holds; they are dropped" in err, (name, err)
+    assert sorted(os.listdir(tmp_path)) == sorted(set(COMMANDS) - OWN_PARSERS -
+                                                  WITHOUT_CHECKPOINTS)
 
 
 PROGRAM = textwrap.dedent("""
