@@ -109,8 +109,9 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
     Traceback (most recent call last):
     ValueError: hostfile line 2: '127.0.0.1:2101' is the address of line 1 ('localhost:2101') again: every process needs an address of its own
     """
-    path = os.fspath(hostfile) if isinstance(hostfile, (str, os.PathLike)) else None
-    if path is not None:
+    path: str | None = None
+    if isinstance(hostfile, (str, os.PathLike)):
+        path = os.fspath(hostfile)
         with open(path) as lines:
             entries, origin = lines.read().splitlines(), f"hostfile {path}"
     else:
