@@ -199,7 +199,7 @@ def _shares(summary: Summary, worker: int, shift: int, span: int) -> list[dict]:
     ``worker``'s time in it: operator ids, and "progress", "communication",
     "checkpoints", "parked", "other" (as the workers table, interval by interval)."""
     width = span / COLUMNS
-    columns: list[dict] = [{} for _ in range(COLUMNS)]
+    columns: list[dict] = [dict.fromkeys(_PARTS[1:], 0) for _ in range(COLUMNS)]
 
     def spread(begin: int, stop: int, key: Any) -> None:
         begin, stop = begin + shift, stop + shift
@@ -235,7 +235,7 @@ def _columns(summary: Summary, worker: int, shift: int, span: int, names: dict[i
         total = sum(column.values()) or 1
         ordered: list[int | str] = sorted((key for key in column if isinstance(key, int)),
                                           key=lambda key: -column[key])
-        ordered += ["progress", "communication", "checkpoints", "parked", "other"]
+        ordered += _PARTS[1:]
         label = ", ".join(
             f"{html.escape(names.get(key, f'operator {key}')) if isinstance(key, int) else key}"
             f" {100 * column[key] / total:.1f}%" for key in ordered if column[key] > 0)
@@ -301,8 +301,11 @@ def write_report(directory: str | os.PathLike, output: str | os.PathLike | None 
     """
     logs = read_log_directory(directory)
     path = os.fspath(output) if output is not None else os.path.join(directory, "profile.html")
-    with open(path, "w") as file:
-        file.write(render_report(logs, f"sparktimely profile of {os.path.abspath(directory)}"))
+    page = render_report(logs, f"sparktimely profile of {os.path.abspath(directory)}")
+    partial = f"{path}.partial"
+    with open(partial, "w") as file:
+        file.write(page)
+    os.replace(partial, path)  # a failed or killed run leaves no empty page behind
     return path
 
 

@@ -229,6 +229,22 @@ def test_a_long_timeline_is_drawn_in_intervals_showing_where_the_time_went():
     assert few.split("<h2>Timeline</h2>")[1].count("<rect") == 50 + 50   # each run and park
 
 
+def test_a_long_timeline_of_a_worker_that_never_parks_names_only_the_parts_it_had(tmp_path):
+    """A long run with no parks and no checkpoints (a busy worker): the intervals show the
+    operator and progress only, and ``python -m sparktimely.profile`` writes the page."""
+    periods = COLUMNS * 111
+    events = [OperatesEvent(0, 0, 0, (0, 0), "Busy", "d")]
+    for i in range(periods):
+        at = 1000 * i
+        events += [ScheduleEvent(at, 0, 0, True), ScheduleEvent(at + 900, 0, 0, False),
+                   StepsEvent(at + 1000, 0, 1, 1000, 0, 0)]
+    page = render_report(LogDirectory({0: {"epoch_ns": 0}}, events))
+    labels = re.findall(r"<g><title>worker 0, [\d.,]+-[\d.,]+ ms: ([^<]*)</title>",
+                        page.split("<h2>Timeline</h2>")[1])
+    assert len(labels) == COLUMNS
+    assert all(label == "Busy 90.0%, progress 10.0%" for label in labels[1:-1]), labels
+
+
 def _chromium() -> str | None:
     for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
         path = shutil.which(name)
