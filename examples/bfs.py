@@ -10,6 +10,7 @@ import random
 from collections import defaultdict
 
 import sparktimely as st
+from sparktimely.execute import at_least
 
 
 def random_graph(nodes: int, edges: int, seed: int = 7) -> list[tuple[int, int]]:
@@ -93,8 +94,8 @@ def bfs(worker: st.Worker, edges: list[tuple[int, int]], root: int = 0) -> dict[
 
 if __name__ == "__main__":
     parser = st.timely_parser(description=__doc__, checkpoints=False)
-    parser.add_argument("--nodes", type=int, default=1000, help="nodes of the random graph")
-    parser.add_argument("--edges", type=int, default=5000, help="edges of the random graph")
+    parser.add_argument("--nodes", type=at_least(1), default=1000, help="nodes of the random graph")
+    parser.add_argument("--edges", type=at_least(0), default=5000, help="edges of the random graph")
     options = parser.parse_args()
     graph = random_graph(options.nodes, options.edges)
     parts = st.execute_from_args(options, lambda worker: bfs(worker, graph))

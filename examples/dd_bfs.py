@@ -16,6 +16,7 @@ from collections import defaultdict
 
 import sparktimely as st
 import sparktimely.differential as dd
+from sparktimely.execute import at_least
 
 if __package__ in (None, ""):          # run as a file: its sibling examples.bfs is a module away
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -75,9 +76,9 @@ def bfs(worker: st.Worker, rounds: list[list[tuple]]) -> list[tuple]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = st.timely_parser(description=__doc__, checkpoints=False)
-    parser.add_argument("--nodes", type=int, default=1000, help="nodes of the random graph")
-    parser.add_argument("--edges", type=int, default=3000, help="edges at first")
-    parser.add_argument("--rounds", type=int, default=4, help="rounds of edge changes")
+    parser.add_argument("--nodes", type=at_least(1), default=1000, help="nodes of the random graph")
+    parser.add_argument("--edges", type=at_least(0), default=3000, help="edges at first")
+    parser.add_argument("--rounds", type=at_least(0), default=4, help="rounds of edge changes")
     options = parser.parse_args(argv)
     rounds = edge_rounds(options.nodes, options.edges, options.rounds)
     parts = st.execute_from_args(options, lambda worker: bfs(worker, rounds))

@@ -15,6 +15,7 @@ import time
 
 import sparktimely as st
 import sparktimely.differential as dd
+from sparktimely.execute import at_least
 
 
 def queries(worker: st.Worker, edges: int, rounds: int, report=print) -> list[float]:
@@ -63,8 +64,8 @@ def queries(worker: st.Worker, edges: int, rounds: int, report=print) -> list[fl
 
 def main(argv: list[str] | None = None) -> None:
     parser = st.timely_parser(description=__doc__, checkpoints=False)
-    parser.add_argument("--edges", type=int, default=100_000, help="size of knows")
-    parser.add_argument("--queries", type=int, default=1000, help="query dataflows to install")
+    parser.add_argument("--edges", type=at_least(0), default=100_000, help="size of knows")
+    parser.add_argument("--queries", type=at_least(1), default=1000, help="query dataflows to install")
     options = parser.parse_args(argv)
     edges, rounds = options.edges, options.queries
     parts = st.execute_from_args(options, lambda worker: queries(worker, edges, rounds))

@@ -22,6 +22,7 @@ import tempfile
 import time
 
 from sparktimely.barrier import submit
+from sparktimely.execute import at_least
 
 if __package__ in (None, ""):          # run as a file: the job is examples.pagerank:job
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -30,10 +31,10 @@ if __package__ in (None, ""):          # run as a file: the job is examples.page
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=int, default=100_000)
-    parser.add_argument("--edges", type=int, default=1_000_000)
-    parser.add_argument("--iterations", type=int, default=10)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--nodes", type=at_least(1), default=100_000)
+    parser.add_argument("--edges", type=at_least(0), default=1_000_000)
+    parser.add_argument("--iterations", type=at_least(1), default=10)
+    parser.add_argument("--workers", type=at_least(1), default=2)
     parser.add_argument("--master", default="local[2]")
     options = parser.parse_args(argv)
     try:

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 
 import sparktimely as st
+from sparktimely.execute import at_least
 
 SCHEMA = pa.schema([("node", pa.int64()), ("rank", pa.float64())])
 
@@ -274,8 +275,8 @@ def job_options(args: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="examples.pagerank:job", add_help=False,
                                      allow_abbrev=False, exit_on_error=False)
     parser.add_argument("--edges", metavar="PATH")
-    parser.add_argument("--iterations", type=int, default=10)
-    parser.add_argument("--top", type=int, default=10)
+    parser.add_argument("--iterations", type=at_least(1), default=10)
+    parser.add_argument("--top", type=at_least(1), default=10)
     usage = "it takes --edges PATH (a Parquet edge list), --iterations N, --top K"
     try:
         options, unknown = parser.parse_known_args(args)
@@ -311,13 +312,13 @@ def pagerank_dataframe(df, iterations: int = 10, num_workers: int | None = None)
 
 if __name__ == "__main__":
     parser = st.timely_parser(description=__doc__, checkpoints=False)
-    parser.add_argument("--nodes", type=int, default=100_000, metavar="N",
+    parser.add_argument("--nodes", type=at_least(1), default=100_000, metavar="N",
                         help="nodes of the random graph (default 100000)")
-    parser.add_argument("--edges", type=int, default=1_000_000, metavar="N",
+    parser.add_argument("--edges", type=at_least(0), default=1_000_000, metavar="N",
                         help="random edges between them (default 1000000; the Spark form, "
                              "sparktimely-submit ... examples.pagerank:job, takes a Parquet "
                              "path instead)")
-    parser.add_argument("--iterations", type=int, default=10, metavar="N",
+    parser.add_argument("--iterations", type=at_least(1), default=10, metavar="N",
                         help="PageRank iterations (default 10)")
     options = parser.parse_args()
     src, dst = generate_graph(options.nodes, options.edges)

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import sparktimely as st
 from sparktimely.hashing import hash_rows
 from sparktimely.io import DirectorySink, FileSource
+from sparktimely.execute import at_least
 
 LINES_PER_EPOCH = 1000
 
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("input", metavar="INPUT_DIR", help="a directory of text files")
     parser.add_argument("output", metavar="OUTPUT_DIR",
                         help="where the Parquet files go (made when missing)")
-    parser.add_argument("--lines-per-epoch", type=int, default=LINES_PER_EPOCH, metavar="N",
+    parser.add_argument("--lines-per-epoch", type=at_least(1), default=LINES_PER_EPOCH, metavar="N",
                         help=f"lines of each file per epoch (default {LINES_PER_EPOCH})")
     options = parser.parse_args(argv)
     if not os.path.isdir(options.input):

@@ -177,15 +177,15 @@ def timely_parser(prog: str | None = None, description: str | None = None, *,
                            **kwargs)
     timely = parser.add_argument_group(
         "timely", "where the workers run (arguments after -- go to the program as worker.args)")
-    timely.add_argument("-w", "--workers", "--threads", type=_positive, default=1,
+    timely.add_argument("-w", "--workers", "--threads", type=at_least(1), default=1,
                         metavar="N", help="worker processes in this process (default 1)")
-    timely.add_argument("-n", "--processes", type=_positive, default=1, metavar="N",
+    timely.add_argument("-n", "--processes", type=at_least(1), default=1, metavar="N",
                         help="processes in the job (default 1)")
     timely.add_argument("-p", "--process", type=_index, default=None, metavar="I",
                         help="this process's index, 0..N-1 (needed with -n N > 1)")
     timely.add_argument("-h", "--hostfile", type=_hostfile, default=None, metavar="FILE",
                         help="one host:port per process (default localhost:2101, 2102, ...)")
-    timely.add_argument("--stall-limit", type=_seconds, default=None, metavar="SECONDS",
+    timely.add_argument("--stall-limit", type=positive_seconds, default=None, metavar="SECONDS",
                         help="stop the job when a worker takes no step for this long")
     timely.add_argument("--log-dir", default=None, metavar="DIR",
                         help="each worker writes its log files there "
@@ -195,7 +195,7 @@ def timely_parser(prog: str | None = None, description: str | None = None, *,
     if checkpoints:
         timely.add_argument("--checkpoint-dir", default=None, metavar="DIR",
                             help="checkpoint there, and resume from the last checkpoint")
-        timely.add_argument("--checkpoint-every", type=_positive, default=1, metavar="N",
+        timely.add_argument("--checkpoint-every", type=at_least(1), default=1, metavar="N",
                             help="checkpoint every N epochs (default 1)")
     else:
         for flag in ("--checkpoint-dir", "--checkpoint-every"):
@@ -291,14 +291,34 @@ def _program() -> str:
     return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` for a whole number no less than ``minimum``: for a program's own
+    flags beside timely's, refused in the words timely's own flags use.
+
+    >>> import sparktimely as st
+    >>> parser = st.timely_parser(prog="bfs")
+    >>> _ = parser.add_argument("--nodes", type=at_least(1), default=1000)
+    >>> parser.parse_args(["--nodes", "5"]).nodes
+    5
+    >>> at_least(1)("0")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: expected a positive integer, got '0'
+    >>> at_least(0)("-1")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: expected a non-negative integer, got '-1'
+    """
+    expected = {0: "a non-negative integer", 1: "a positive integer"}.get(
+        minimum, f"an integer of at least {minimum}")
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+    return parse
 
 
 def _index(text: str) -> int:
@@ -311,7 +331,15 @@ def _index(text: str) -> int:
     return value
 
 
-def _seconds(text: str) -> float:
+def positive_seconds(text: str) -> float:
+    """An argparse ``type`` for a time in seconds above 0 (``--stall-limit``, ``--timeout``).
+
+    >>> positive_seconds("0.5")
+    0.5
+    >>> positive_seconds("-1")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: expected a positive number of seconds, got '-1'
+    """
     try:
         value = float(text)
     except ValueError:
@@ -600,6 +628,6 @@ def example(build: Callable[[Any], Any]) -> Any:
     return execute_directly(lambda worker: worker.dataflow(build))
 
 
-__all__ = ["Config", "Seat", "WorkerAddress", "WorkerError", "WorkerSession",
+__all__ = ["Config", "Seat", "WorkerAddress", "WorkerError", "WorkerSession", "at_least",
            "config_from_args", "example", "execute", "execute_directly", "execute_from_args",
-           "parse_hostfile", "run_workers", "timely_parser"]
+           "parse_hostfile", "positive_seconds", "run_workers", "timely_parser"]

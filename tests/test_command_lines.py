@@ -44,9 +44,9 @@ EXPECTED = {                  # a line of each program's output when it ran as t
     "sensor_windows.py": "s0 mean  [00:00, 01:00): ",
     "fraud_sessions.py": "late transaction ",
 }
-BAD_VALUE = {"simple.py": (["-w", "abc"], "unrecognized arguments: -w abc"),
-             "loopdemo.py": (["abc"], "argument N: invalid int value: 'abc'"),
-             "demo.py": (["--workers", "abc"], "argument --workers: invalid int value: 'abc'")}
+BAD_VALUE = {"loopdemo.py": (["0"], "argument N: expected a positive integer, got '0'"),
+             "demo.py": (["--workers", "abc"], "argument --workers: expected a positive integer, "
+                                                "got 'abc'")}
 TIMELY_BAD_VALUE = (["-w", "abc"], "argument -w/--workers/--threads: expected a positive "
                                    "integer, got 'abc'")
 
@@ -109,7 +109,7 @@ def test_every_example_follows_argparses_conventions(tmp_path):
             assert lines[0].startswith("usage: "), what
             message = kind
             if kind == "unknown":                 # argparse's own parser suggests nothing
-                plain = name in ("simple.py", "loopdemo.py", "demo.py")
+                plain = name == "demo.py"
                 message = "unrecognized arguments: --wrokers 3" if plain else (
                     "unrecognized argument --wrokers: did you mean --workers? (arguments for "
                     "the program go after --, or declare them on sparktimely.timely_parser())")
@@ -128,11 +128,11 @@ def test_the_examples_help_lists_their_own_flags_with_timelys(tmp_path):
     assert status == 0 and "--checkpoint-dir DIR" in out and "--checkpoint-every N" in out
 
 
-WITHOUT_CHECKPOINTS = {"bfs.py", "dd_bfs.py", "dd_queries.py", "pagerank.py"}
+WITHOUT_CHECKPOINTS = {"bfs.py", "dd_bfs.py", "dd_queries.py", "loopdemo.py", "pagerank.py"}
 """Examples that compute one answer and check it: a run resumed from a completed checkpoint
 would not compute it again, so they take no --checkpoint-dir."""
-OWN_PARSERS = {"simple.py", "loopdemo.py", "recoverable_wordcount.py"}
-"""Examples whose command line is not timely's, or that checkpoint by their own flags."""
+OWN_PARSERS = {"recoverable_wordcount.py"}
+"""Examples that checkpoint by their own flags."""
 
 
 @pytest.mark.timeout(240)

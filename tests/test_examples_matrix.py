@@ -2,8 +2,8 @@
 fixture, tests/conftest.py), against an oracle computed here from scratch: plain Python,
 and networkx for breadth-first search.
 
-(``examples.simple`` and ``examples.loopdemo`` are one-worker programs, see
-tests/test_examples_simple.py; ``examples.demo`` starts Spark, see tests/barrier.)
+(``examples.simple`` and ``examples.loopdemo`` are in tests/test_examples_simple.py;
+``examples.demo`` starts Spark, see tests/barrier.)
 """
 from collections import Counter, defaultdict
 

@@ -1,5 +1,4 @@
-"""timely's "simple" and "hello" examples at 1, 2 and 3 workers, the one-worker example
-programs, and what ``st.example`` and ``st.execute_directly`` (one worker by definition)
+"""timely's "simple", "hello" and "loopdemo" examples at 1, 2 and 3 workers, and what ``st.example`` and ``st.execute_directly`` (one worker by definition)
 return."""
 
 import sparktimely as st
@@ -43,21 +42,25 @@ def test_simple_rounds_with_inspect_and_probe(run):
                 [(t, x) for t, x in mine if t <= round]
 
 
-def test_simple_example_program():
-    assert simple.main() == [(r, r) for r in range(10)]
+def test_simple_example_program_sees_each_round_at_its_time_on_every_worker(run):
+    assert run(simple.simple) == [[(r, r) for r in range(10)]] * run.workers
 
 
-def test_loopdemo_example_program_leaves_the_loop_in_step_order():
+def test_loopdemo_example_program_leaves_the_loop_in_step_order(run):
     seeds = [6, 27, 97, 871]
-    got = sorted(loopdemo.collatz_steps(seeds))
+    got = sorted(pair for part in run(lambda w: loopdemo.collatz_job(w, seeds)) for pair in part)
     # the later a seed reaches 1, the later it leaves the loop, one time per step
     assert [seed for _, seed in got] == sorted(seeds, key=collatz_steps)
-    assert len({time - collatz_steps(seed) for time, seed in got}) == 1
+    assert [time for time, _ in got] == sorted(map(collatz_steps, seeds))
 
 
-def test_loopdemo_example_program_reports_step_counts():
+def test_loopdemo_example_program_reports_step_counts_wherever_a_seed_ends(run):
     seeds = [1, 6, 27, 97, 871]
-    assert sorted(loopdemo.collatz_steps(seeds)) == sorted((collatz_steps(s), s) for s in seeds)
+    parts = run(lambda w: loopdemo.collatz_job(w, seeds))
+    assert sorted(pair for part in parts for pair in part) == \
+        sorted((collatz_steps(s), s) for s in seeds)
+    if run.workers > 1:                     # exchanged by value: not all end on worker 0
+        assert any(parts[1:]), parts
 
 
 def test_example_returns_build_value():

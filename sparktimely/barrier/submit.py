@@ -55,6 +55,8 @@ import sys
 import time
 from typing import Callable, Sequence
 
+from sparktimely.execute import at_least, positive_seconds  # absolute: run as a file too
+
 __all__ = ["JavaMissing", "load_function", "main", "require_java"]
 
 
@@ -134,29 +136,6 @@ def _send_by_value(function: Callable) -> None:
         cloudpickle.register_pickle_by_value(module)
 
 
-def _positive(kind: type) -> Callable[[str], float]:
-    """An argparse type: a number of ``kind`` (int or float) above 0.
-
-    >>> _positive(int)("3"), _positive(float)("0.5")
-    (3, 0.5)
-    >>> _positive(int)("abc")
-    Traceback (most recent call last):
-    ...
-    argparse.ArgumentTypeError: expected a whole number above 0, got 'abc'
-    """
-    what = "a whole number" if kind is int else "a number"
-
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            value = None
-        if value is None or not value > 0:
-            raise argparse.ArgumentTypeError(f"expected {what} above 0, got {text!r}")
-        return value
-    return parse
-
-
 def _setting(text: str) -> tuple[str, str]:
     """An argparse type: ``KEY=VALUE``."""
     key, sep, value = text.partition("=")
@@ -177,7 +156,7 @@ def _parser() -> argparse.ArgumentParser:
         usage="%(prog)s [options] module:function [job arguments...]",
         description="Run a sparktimely worker function on Spark, one barrier task per worker. "
                     "Every argument after module:function goes to the job (worker.args).")
-    parser.add_argument("-w", "--workers", type=_positive(int), default=None,
+    parser.add_argument("-w", "--workers", type=at_least(1), default=None,
                         help="number of workers (barrier tasks); default: all task slots")
     parser.add_argument("--master", help="Spark master when starting the driver here "
                                          "(ignored under spark-submit)")
@@ -185,17 +164,17 @@ def _parser() -> argparse.ArgumentParser:
                         type=_setting, help="Spark configuration for the driver started here; "
                         "spark.pyspark.python is the executors' Python")
     parser.add_argument("--name", default=None, help="application name")
-    parser.add_argument("--timeout", type=_positive(float), default=None, metavar="SECONDS",
+    parser.add_argument("--timeout", type=positive_seconds, default=None, metavar="SECONDS",
                         help="seconds allowed for the workers to connect (default 60)")
-    parser.add_argument("--stall-limit", type=_positive(float), default=None,
+    parser.add_argument("--stall-limit", type=positive_seconds, default=None,
                         metavar="SECONDS", help="stop a worker that makes no progress for "
                                                 "this long")
     parser.add_argument("--checkpoint-dir", metavar="DIR", default=None,
                         help="checkpoint to DIR (one every executor reaches) and resume from "
                              "it")
-    parser.add_argument("--checkpoint-every", type=_positive(int), default=1, metavar="N",
+    parser.add_argument("--checkpoint-every", type=at_least(1), default=1, metavar="N",
                         help="checkpoint every N epochs (default 1)")
-    parser.add_argument("--max-attempts", type=_positive(int), default=1, metavar="N",
+    parser.add_argument("--max-attempts", type=at_least(1), default=1, metavar="N",
                         help="run a failed stage again, from its last checkpoint, up to N "
                              "times in all (default 1)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
