@@ -60,7 +60,12 @@ class OutputPort:
         return True
 
     def push(self, time: Timestamp, batch: Any) -> None:
-        """Send one non-empty batch at ``time`` to every consumer of this output."""
+        """Send one non-empty batch at ``time`` to every consumer of this output (once the
+        dataflow is built: what is sent while it is built, when not every consumer is
+        connected yet, waits for that)."""
+        if self.dataflow.graph is not None:
+            self.dataflow.hold_until_built(self, time, batch)
+            return
         pushers = self.pushers
         if len(pushers) == 1:                   # the usual: one consumer
             pushers[0].push(time, batch)

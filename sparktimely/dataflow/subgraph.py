@@ -94,6 +94,7 @@ class Dataflow:
         self._cursor: int | None = None
         self._inputs_at: dict[int, "InputPort"] = {}
         self._input_handles: list = []
+        self._sent_while_built: list[tuple["OutputPort", Any, Any]] = []
 
     # -- building -------------------------------------------------------------------------
 
@@ -161,6 +162,11 @@ class Dataflow:
         Weakly: what nobody references any more is not kept alive for it."""
         self._held.append(weakref.ref(closeable))
 
+    def hold_until_built(self, port: "OutputPort", time: Any, batch: Any) -> None:
+        """Keep a batch sent out of ``port`` while the dataflow is built (an input handle
+        given records in the build function) until every consumer is connected."""
+        self._sent_while_built.append((port, time, batch))
+
     def finish_building(self) -> None:
         """Compile the graph into a tracker; errors here name the offending operators."""
         graph = self._building()
@@ -176,6 +182,9 @@ class Dataflow:
             (source.location, target.location) for source, target, _, _ in self._edges]
         self.graph = None
         self._loops = []
+        for port, time, batch in self._sent_while_built:
+            port.push(time, batch)
+        self._sent_while_built = []
         if self.worker._observer is not None:
             self.worker._observer.dataflow_built(self)
         for operator in self.operators:

@@ -41,6 +41,37 @@ def test_unordered_input_sends_at_several_times_at_once(workers):
         assert all(t < 3 for t, _ in early)
 
 
+@pytest.mark.parametrize("workers", WORKERS)
+def test_records_sent_while_the_dataflow_is_built_reach_every_consumer(workers):
+    """An input handle (and an unordered input) given records inside the build function,
+    before any consumer is connected, and a source whose constructor sends: every
+    consumer, connected later in the build, sees them at their times, here and on other
+    workers through an exchange."""
+    def job(worker):
+        def build(scope):
+            handle, stream = scope.new_input()
+            (unordered, cap), late = scope.new_unordered_input()
+            handle.send(f"a{worker.index}")
+            handle.advance_to(1)
+            handle.send(f"b{worker.index}")
+            with unordered.session(cap.delayed(2)) as session:
+                session.give(f"u{worker.index}")
+            cap.drop()
+            both = stream.concat(late)
+            exchanged = both.exchange(lambda r: int(r[1:]) + 1).map(str.upper)
+            return handle, both.capture(), exchanged.capture()
+        handle, kept, exchanged = worker.dataflow(build, name="sent-in-build")
+        handle.close()
+        worker.run()
+        return kept, exchanged
+    results = st.execute(job, workers=workers)
+    expected = {0: [f"a{w}" for w in range(workers)], 1: [f"b{w}" for w in range(workers)],
+                2: [f"u{w}" for w in range(workers)]}
+    assert {t: sorted(r) for t, r in merged(kept for kept, _ in results)} == expected
+    assert {t: sorted(r) for t, r in merged(ex for _, ex in results)} == {
+        t: [r.upper() for r in records] for t, records in expected.items()}
+
+
 def test_an_unordered_capability_cannot_send_before_its_time():
     def job(worker):
         (handle, cap), _ = worker.dataflow(lambda scope: (
