@@ -26,6 +26,7 @@ from .worker import Worker
 from .io.checkpoints import (RecoveryError, checkpointing, create_directory,
                              reraise_recovery_error)
 from .logging import observing
+from .logging.files import directory_problem
 from .shm import job_prefix
 
 
@@ -187,7 +188,7 @@ def timely_parser(prog: str | None = None, description: str | None = None, *,
                         help="one host:port per process (default localhost:2101, 2102, ...)")
     timely.add_argument("--stall-limit", type=positive_seconds, default=None, metavar="SECONDS",
                         help="stop the job when a worker takes no step for this long")
-    timely.add_argument("--log-dir", default=None, metavar="DIR",
+    timely.add_argument("--log-dir", type=_log_directory, default=None, metavar="DIR",
                         help="each worker writes its log files there "
                              "(then: python -m sparktimely.profile DIR)")
     timely.add_argument("--progress", action="store_true",
@@ -347,6 +348,14 @@ def positive_seconds(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
     return value
+
+
+def _log_directory(path: str) -> str:
+    """``--log-dir``: a usage error, before anything runs, if logs cannot be written there."""
+    problem = directory_problem(path)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"cannot write logs to {path}: {problem}")
+    return path
 
 
 def _hostfile(path: str) -> list[str]:
@@ -543,6 +552,8 @@ def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
 
 
 def _run(func: Callable[[Worker], Any], config: Config) -> list[Any]:
+    if config.log_dir is not None and (problem := directory_problem(config.log_dir)):
+        raise ValueError(f"log_dir: cannot write logs to {config.log_dir}: {problem}")
     try:
         if config.checkpoint_dir is None:
             return _run_workers(func, config)

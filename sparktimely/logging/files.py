@@ -38,6 +38,27 @@ if TYPE_CHECKING:
 SUFFIXES = {"timely": "timely", "timely/progress": "progress"}
 
 
+def directory_problem(directory: str | os.PathLike) -> str | None:
+    """Why ``directory`` cannot be (made) a directory to write logs in, or None if it can:
+    checked before any worker starts, without creating anything.
+
+    >>> import tempfile
+    >>> file = tempfile.mkstemp()[1]
+    >>> directory_problem(tempfile.mkdtemp()) is None
+    True
+    >>> directory_problem(os.path.join(file, "logs")) == f"{file} is not a directory"
+    True
+    """
+    path = os.path.abspath(directory)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)                  # the root exists: this ends
+    if not os.path.isdir(path):
+        return f"{path} is not a directory"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"{path} is not writable"
+    return None
+
+
 def log_to_directory(worker: "Worker", directory: str | os.PathLike,
                      progress: bool = False) -> None:
     """Have ``worker`` write its ``"timely"`` log (and with ``progress`` its
@@ -163,4 +184,4 @@ def read_log_directory(directory: str | os.PathLike) -> LogDirectory:
     return logs
 
 
-__all__ = ["LogDirectory", "log_to_directory", "read_events", "read_log_directory"]
+__all__ = ["LogDirectory", "directory_problem", "log_to_directory", "read_events", "read_log_directory"]

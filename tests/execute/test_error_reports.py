@@ -70,6 +70,25 @@ def test_a_checkpoint_directory_that_cannot_be_one_is_named_before_workers_start
     assert sorted(os.listdir(tmp_path)) == ["file"]           # no worker ran
 
 
+def test_a_log_directory_that_cannot_be_one_is_named_before_workers_start(tmp_path):
+    """--log-dir under a file is a usage error naming the flag and why; execute(log_dir=...)
+    raises ValueError saying the same; no worker runs."""
+    (tmp_path / "file").write_text("")
+    ran = run_script(tmp_path, "job.py", """\
+        import sys, sparktimely as st
+        st.execute_from_args(sys.argv[1:], lambda worker: open(f"ran-{worker.index}", "w"))
+        """, "-w2", "--log-dir", "file/logs")
+    assert ran.returncode == 2 and "Traceback" not in ran.stderr, ran.stderr
+    assert ran.stderr.splitlines()[-1] == (
+        f"job.py: error: argument --log-dir: cannot write logs to file/logs: "
+        f"{tmp_path / 'file'} is not a directory")
+    with pytest.raises(ValueError, match=f"log_dir: cannot write logs to {tmp_path}/file/x: "
+                                         f"{tmp_path}/file is not a directory"):
+        st.execute(lambda worker: (tmp_path / f"ran-{worker.index}").touch(), workers=2,
+                   log_dir=tmp_path / "file" / "x")
+    assert sorted(os.listdir(tmp_path)) == ["file", "job.py"]       # no worker ran
+
+
 def test_execute_from_args_takes_a_list_not_one_string():
     with pytest.raises(TypeError, match="argv is the list of arguments"):
         st.execute_from_args("-w2", lambda worker: None)
