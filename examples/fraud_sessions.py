@@ -22,9 +22,14 @@ transactions of the hour before, as the join maintains them: no recount from scr
 
     python examples/fraud_sessions.py -w 2          (writes its data to a temporary directory)
     python examples/fraud_sessions.py --folder DIR -w 2   (reads the Parquet files in DIR)
+
+Without ``--folder`` the sample data is written to a temporary directory removed at the end;
+with ``--checkpoint-dir CK`` it is kept in ``CK/_sample-transactions`` instead, so that a
+resumed run reads the same files.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sys
@@ -155,12 +160,18 @@ def main(argv: list[str]) -> list[str]:
                         "write sample transactions to a temporary folder)")
     options = parser.parse_args(argv)
     folder = options.folder
-    if folder is None:
-        folder = tempfile.mkdtemp(prefix="transactions-")
-        write_transactions(folder)
-    elif not os.path.isdir(folder):
-        parser.error(f"argument --folder: {folder!r} is not a directory")
-    return report(st.execute_from_args(options, lambda worker: fraud_sessions(worker, folder)))
+    with contextlib.ExitStack() as cleanup:
+        if folder is None and options.checkpoint_dir is not None:
+            folder = os.path.join(options.checkpoint_dir, "_sample-transactions")
+            if not os.path.isdir(folder):
+                write_transactions(folder)
+        elif folder is None:
+            folder = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="transactions-"))
+            write_transactions(folder)
+        elif not os.path.isdir(folder):
+            parser.error(f"argument --folder: {folder!r} is not a directory")
+        parts = st.execute_from_args(options, lambda worker: fraud_sessions(worker, folder))
+    return report(parts)
 
 
 if __name__ == "__main__":

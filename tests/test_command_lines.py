@@ -51,9 +51,10 @@ TIMELY_BAD_VALUE = (["-w", "abc"], "argument -w/--workers/--threads: expected a 
                                    "integer, got 'abc'")
 
 
-def start(argv: list[str], cwd) -> subprocess.Popen:
+def start(argv: list[str], cwd, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, *map(str, argv)], cwd=cwd, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=None if env is None else {**os.environ, **env})
 
 
 def finish(process: subprocess.Popen) -> tuple[int, str, str]:
@@ -72,16 +73,20 @@ def test_every_example_runs_from_any_folder_as_the_readme_says(tmp_path):
     texts.mkdir()
     for name in ("a.txt", "b.txt"):
         (texts / name).write_text("the quick brown fox\njumps over the lazy dog\n" * 600)
+    temporary = tmp_path / "TMP"                     # the programs' temporary files
+    temporary.mkdir()
     pending = list(COMMANDS.items())
     while pending:
         batch, pending = pending[:2], pending[2:]
-        runs = [(name, start([EXAMPLES / name, *args], tmp_path)) for name, args in batch]
+        runs = [(name, start([EXAMPLES / name, *args], tmp_path, {"TMPDIR": str(temporary)}))
+                for name, args in batch]
         for name, process in runs:
             status, out, err = finish(process)
             assert status == 0, (name, err)
             assert any(line.startswith(EXPECTED[name]) for line in out.splitlines()), (name, out)
             assert "Traceback" not in err, (name, err)
-    assert sorted(os.listdir(tmp_path)) == ["CK", "IN", "OUT"]  # the wordcount's, nothing else
+    assert sorted(os.listdir(tmp_path)) == ["CK", "IN", "OUT", "TMP"]  # the wordcount's
+    assert os.listdir(temporary) == []                 # nothing left behind
 
 
 @pytest.mark.timeout(240)
