@@ -2,8 +2,11 @@
 
 Encoders return a list of buffers that ``Endpoint.send`` writes contiguously, so nothing is
 joined in Python: numpy arrays and Arrow column buffers are copied once, straight into shared
-memory. Decoders read in place: out-of-band buffers and Arrow columns are views of the message
-(hence read-only) and hold its ring space until they die.
+memory. Arrow columns are decoded in place: they are views of the message (immutable, as
+every Arrow array) and hold its ring space until they die. A pickle's out-of-band buffers
+(numpy arrays) are copied out of the message: the receiver owns what it gets, writable as
+the sender's array was, as a record that stays on its worker is, and keeping it holds no
+ring space.
 
 Layout: an 8-byte header (u32 kind, u32 count). Pickle continues with count+1 u64 lengths
 (stream, then each out-of-band buffer) and the stream and the buffers, each padded to 8 bytes.
@@ -37,7 +40,7 @@ def encode_pickle(obj: Any) -> list:
     >>> parts = encode_pickle(("batch", np.arange(4)))
     >>> tag, array = decode_pickle(b"".join(bytes(p) for p in parts))
     >>> tag, array.tolist(), array.flags.writeable
-    ('batch', [0, 1, 2, 3], False)
+    ('batch', [0, 1, 2, 3], True)
     """
     return frame_pickle(*pickle_out_of_band(obj))
 
@@ -86,7 +89,8 @@ def frame_pickle(stream: bytes, buffers: list[memoryview]) -> list:
 
 
 def decode_pickle(message: Any) -> Any:
-    """Inverse of ``encode_pickle``; out-of-band arrays are read-only views of ``message``.
+    """Inverse of ``encode_pickle``; out-of-band arrays are writable copies, independent of
+    ``message``.
 
     >>> from sparktimely.shm import decode_pickle, encode_pickle
     >>> decode_pickle(b"".join(bytes(p) for p in encode_pickle({"a": [1, 2]})))
@@ -101,7 +105,7 @@ def decode_pickle(message: Any) -> Any:
     for n in lengths:
         parts.append(view[off:off + n])
         off += (n + 7) & -8
-    return pickle.loads(parts[0], buffers=parts[1:])
+    return pickle.loads(parts[0], buffers=[bytearray(part) for part in parts[1:]])
 
 
 class _Chunks:

@@ -347,3 +347,29 @@ def test_workers_die_with_a_killed_supervisor(tmp_path):
         # its segments outlive it until the next job sweeps stale ones; do that now
         sweep_stale()
     assert segments_of([supervisor.pid]) == []
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_numpy_records_are_writable_wherever_they_were_sent_from(workers):
+    """A map that changes a numpy array in place works the same at every worker count: an
+    array that crossed to another worker through shared memory arrives writable (small
+    arrays copied with the message, large ones read from the ring) and keeps its values
+    after the ring's space is reused."""
+    import numpy as np
+
+    def job(worker):
+        sizes = [3, 5_000, 400_000]                     # bytes: below and above the ring copy
+        mine = [np.full(n, i, dtype=np.int64) for i, n in enumerate(sizes * 3)] \
+            if worker.index == 0 else []
+        kept: list = []
+
+        def bump(array):
+            array += 1
+            return array
+        worker.dataflow(lambda scope: scope.to_stream(mine).exchange(lambda a: int(a[0]))
+                        .map(bump).inspect(kept.append).probe())
+        worker.run()
+        return sorted((int(a[0]), int(a.sum())) for a in kept)
+    got = sorted(pair for part in st.execute(job, workers=workers) for pair in part)
+    sizes = [3, 5_000, 400_000] * 3
+    assert got == sorted((i + 1, (i + 1) * n) for i, n in enumerate(sizes))
