@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..dataflow.scope import ScopeCore
@@ -41,7 +41,7 @@ from ..dataflow.worker import WorkerCore as Worker
 from ._hooks import structure
 from .events import ChannelsEvent, OperatesEvent
 from .files import LogDirectory, of_lowest_worker
-from .summary import Summary, summarize
+from .summary import OperatorSummary, Summary, summarize
 
 
 class GraphvizMissing(RuntimeError):
@@ -122,6 +122,72 @@ def graph_of(source: Any) -> Graph:
     return Graph.from_events(list(source))
 
 
+ALIKE_SHOWN = 3
+"""Dataflows of one shape drawn one by one; more are drawn once, for all of them."""
+
+
+def collapse_alike(graph: Graph, summary: Summary | None = None
+                   ) -> tuple[Graph, Summary | None]:
+    """``graph`` (and ``summary``) with the dataflows that have one shape (the same operators,
+    scopes and channels, as a program that builds a query dataflow per request makes) drawn
+    once when there are more than :data:`ALIKE_SHOWN` of them: the first stands for all,
+    its label says how many, and its operators and channels count what all of theirs did.
+
+    >>> from sparktimely.logging import OperatesEvent
+    >>> events = [OperatesEvent(0, 0, d, (d, 0), "Query", f"query-{d}") for d in range(5)]
+    >>> graph, _ = collapse_alike(Graph.from_events(events))
+    >>> [op.id for op in graph.operators], graph.scopes[(0,)]
+    ([0], 'query-0 and 4 more alike, to query-4')
+    """
+    members: dict[int, list[OperatesEvent]] = {}
+    for operator in graph.operators:
+        members.setdefault(operator.addr[0], []).append(operator)
+    channels: dict[int, list[ChannelsEvent]] = {}
+    owner = {operator.id: operator.addr[0] for operator in graph.operators}
+    for channel in graph.channels:
+        channels.setdefault(owner.get(channel.source[0], -1), []).append(channel)
+    shapes: dict[tuple, list[int]] = {}
+    for dataflow, operators in members.items():
+        place = {operator.id: i for i, operator in enumerate(operators)}
+        shape = (tuple((op.addr[1:], op.name) for op in operators),
+                 tuple((place.get(c.source[0]), c.source[1], place.get(c.target[0]),
+                        c.target[1], c.pact) for c in channels.get(dataflow, [])),
+                 tuple(sorted((a[1:], n.partition("/")[2]) for a, n in graph.scopes.items()
+                              if a[0] == dataflow and len(a) > 1)))
+        shapes.setdefault(shape, []).append(dataflow)
+    groups = [alike for alike in shapes.values() if len(alike) > ALIKE_SHOWN]
+    if not groups:
+        return graph, summary
+    hidden = {dataflow for alike in groups for dataflow in alike[1:]}
+    scopes = {a: n for a, n in graph.scopes.items() if a[0] not in hidden}
+    totals = dict(summary.operators) if summary is not None else {}
+    carried = dict(summary.channels) if summary is not None else {}
+    for first, *rest in groups:
+        scopes[(first,)] = (f"{graph.scopes.get((first,), 'dataflow')} and {len(rest)} more "
+                            f"alike, to {graph.scopes.get((rest[-1],), 'dataflow')}")
+        if summary is None:
+            continue
+        for i, operator in enumerate(members[first]):
+            total = OperatorSummary(operator.id, operator.name)
+            for dataflow in (first, *rest):
+                part = summary.operators.get(members[dataflow][i].id)
+                if part is not None:
+                    total.runs += part.runs
+                    total.busy_ns += part.busy_ns
+                    total.records_in += part.records_in
+                    total.records_out += part.records_out
+            totals[operator.id] = total
+        for i, channel in enumerate(channels.get(first, [])):
+            carried[channel.id] = sum(summary.channels.get(channels[d][i].id, 0)
+                                      for d in (first, *rest))
+    collapsed = Graph([op for op in graph.operators if op.addr[0] not in hidden],
+                      [c for c in graph.channels if owner.get(c.source[0]) not in hidden],
+                      scopes)
+    if summary is None:
+        return collapsed, None
+    return collapsed, replace(summary, operators=totals, channels=carried)
+
+
 def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
@@ -161,6 +227,7 @@ def to_dot(source: Any, summary: Summary | None = None) -> str:
     graph = graph_of(source)
     if summary is None and isinstance(source, (LogDirectory, list)):
         summary = summarize(source.events if isinstance(source, LogDirectory) else source)
+    graph, summary = collapse_alike(graph, summary)
     hottest = (max((op.busy_ns for op in summary.operators.values()), default=0)
                if summary is not None else 0)
     lines = ["digraph dataflow {",
@@ -220,9 +287,14 @@ def has_graphviz() -> bool:
     return shutil.which("dot") is not None
 
 
+DOT_SECONDS = 60
+"""How long Graphviz may take to lay out a picture."""
+
+
 def dot_to(dot: str, format: str = "svg") -> bytes:
     """DOT text drawn by Graphviz as ``format`` (``svg``, ``png``, ``pdf``, ...); raises
-    :class:`GraphvizMissing` without Graphviz.
+    :class:`GraphvizMissing` without Graphviz, RuntimeError if it fails or takes longer than
+    :data:`DOT_SECONDS`.
 
     >>> if has_graphviz():
     ...     assert dot_to("digraph { a -> b }").startswith(b"<?xml")
@@ -230,8 +302,12 @@ def dot_to(dot: str, format: str = "svg") -> bytes:
     program = shutil.which("dot")
     if program is None:
         raise GraphvizMissing()
-    result = subprocess.run([program, f"-T{format}"], input=dot.encode(), capture_output=True,
-                            timeout=60)
+    try:
+        result = subprocess.run([program, f"-T{format}"], input=dot.encode(),
+                                capture_output=True, timeout=DOT_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"Graphviz's dot did not lay out the picture within {DOT_SECONDS} "
+                           f"s") from None
     if result.returncode != 0:
         raise RuntimeError(f"Graphviz's dot failed on the picture: "
                            f"{result.stderr.decode(errors='replace').strip()}")
@@ -257,5 +333,5 @@ def render(source: Any, path: str | os.PathLike, summary: Summary | None = None)
     return os.fspath(path)
 
 
-__all__ = ["Graph", "GraphvizMissing", "dot_to", "graph_of", "has_graphviz", "render",
-           "to_dot"]
+__all__ = ["Graph", "GraphvizMissing", "collapse_alike", "dot_to", "graph_of", "has_graphviz",
+           "render", "to_dot"]

@@ -73,8 +73,8 @@ def _picture(logs: LogDirectory, summary: Summary) -> str:
     try:
         svg = dot_to(dot, "svg").decode()
         return f'<div class="picture">{svg[svg.index("<svg"):]}</div>'
-    except GraphvizMissing as missing:
-        return (f'<p class="note">{html.escape(str(missing))}. The picture as DOT text:</p>'
+    except (GraphvizMissing, RuntimeError) as problem:   # not installed, failed, too slow
+        return (f'<p class="note">{html.escape(str(problem))}. The picture as DOT text:</p>'
                 f"<pre>{html.escape(dot)}</pre>")
 
 

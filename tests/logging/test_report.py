@@ -245,6 +245,47 @@ def test_a_long_timeline_of_a_worker_that_never_parks_names_only_the_parts_it_ha
     assert all(label == "Busy 90.0%, progress 10.0%" for label in labels[1:-1]), labels
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_many_dataflows_of_one_shape_are_drawn_once_counting_them_all(tmp_path, workers):
+    """A query dataflow per round (seed 003's program): the picture draws the first of six
+    alike dataflows for all of them, its operators' runs and records being their sums, and
+    the dataflow of another shape as it is."""
+    def job(worker):
+        log_to_directory(worker, tmp_path)
+        worker.dataflow(lambda scope: scope.to_stream(range(10)).probe(), name="other")
+        for q in range(6):
+            mine = list(range(q + 1)) if worker.index == 0 else []
+            worker.dataflow(lambda scope: scope.to_stream(mine).exchange(lambda x: x)
+                            .map(str).probe(), name=f"q-{q}")
+            worker.run()
+    st.execute(job, workers=workers)
+    logs = read_log_directory(tmp_path)
+    summary = summarize(logs.events)
+    from sparktimely.logging.picture import collapse_alike, graph_of, to_dot
+    graph, collapsed = collapse_alike(graph_of(logs), summary)
+    assert sorted(graph.scopes[(d,)] for d in {op.addr[0] for op in graph.operators}) == [
+        "other", "q-0 and 5 more alike, to q-5"]
+    maps = [op for op in summary.operators.values() if op.name == "Map"]
+    [shown] = [op.id for op in graph.operators if op.name == "Map"]
+    assert collapsed.operators[shown].records_in == sum(range(1, 7)) == \
+        sum(op.records_in for op in maps)
+    assert collapsed.operators[shown].runs == sum(op.runs for op in maps)
+    dot = to_dot(logs)
+    assert dot.count("Map\\n") == 1 and "21 in, 21 out" in dot, dot
+
+
+def test_a_picture_graphviz_cannot_draw_in_time_is_shown_as_dot_text(logdir, monkeypatch):
+    from sparktimely.logging import picture
+    if not has_graphviz():
+        pytest.skip("Graphviz's dot is not installed (apt-get install graphviz)")
+    monkeypatch.setattr(picture, "DOT_SECONDS", 1e-9)
+    page = render_report(read_log_directory(logdir))
+    parse(page)
+    assert "Graphviz&#x27;s dot did not lay out the picture within 1e-09 s" in page, page[:2000]
+    assert "<pre>digraph dataflow {" in page
+
+
 def _chromium() -> str | None:
     for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
         path = shutil.which(name)
