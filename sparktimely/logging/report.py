@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 from .events import ChannelsEvent, MessagesEvent
 from .files import LogDirectory, read_log_directory
-from .picture import GraphvizMissing, dot_to, graph_of, to_dot
+from .picture import GraphvizMissing, collapse_alike, dot_to, graph_of, to_dot
 from .summary import Summary, summarize
 
 TIMELINE_WIDTH = 1100
@@ -79,10 +79,16 @@ def _picture(logs: LogDirectory, summary: Summary) -> str:
 
 
 def _operators_table(logs: LogDirectory, summary: Summary) -> str:
-    scopes = {op.id: op.scope for op in logs.operators()}
+    """A row per operator, busiest first; dataflows of one shape share rows, as in the
+    picture (:func:`~sparktimely.logging.picture.collapse_alike`)."""
+    graph, collapsed = collapse_alike(graph_of(logs), summary)
+    assert collapsed is not None
+    scopes = {op.id: graph.scopes.get(op.addr[:1], "") + op.scope.partition("/")[1]
+              + op.scope.partition("/")[2] for op in graph.operators}
     total = summary.total_busy_ns() or 1
     rows = []
-    for op in sorted(summary.operators.values(), key=lambda op: (-op.busy_ns, op.id)):
+    shown = [collapsed.operators[i] for i in scopes if i in collapsed.operators]
+    for op in sorted(shown, key=lambda op: (-op.busy_ns, op.id)):
         rows.append(
             f'<tr><td>{op.id}</td><td class="name"><span style="color:{_color(op.id)}">'
             f'&#9632;</span> {html.escape(op.name)}</td>'

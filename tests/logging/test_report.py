@@ -273,6 +273,9 @@ def test_many_dataflows_of_one_shape_are_drawn_once_counting_them_all(tmp_path, 
     assert collapsed.operators[shown].runs == sum(op.runs for op in maps)
     dot = to_dot(logs)
     assert dot.count("Map\\n") == 1 and "21 in, 21 out" in dot, dot
+    rows = parse(render_report(logs)).tables["operators"][1:]
+    [map_row] = [row for row in rows if row[1].endswith("Map")]
+    assert map_row[2] == "q-0 and 5 more alike, to q-5" and map_row[6:] == ["21", "21"], rows
 
 
 def test_a_picture_graphviz_cannot_draw_in_time_is_shown_as_dot_text(logdir, monkeypatch):
