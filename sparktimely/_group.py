@@ -214,12 +214,15 @@ class Janitor:
         self._write = write
 
     def finish(self, clean: bool) -> None:
-        """Release the janitor: it sweeps unless ``clean``; wait for it to exit."""
+        """Release the janitor: it sweeps unless ``clean``; wait for it to exit. A janitor
+        killed from outside has nothing left to be told: the job it watched goes on."""
         if self.pid is None:
             return
         try:
             if clean:
                 os.write(self._write, _CLEAN)
+        except BrokenPipeError:                        # it is gone (SIGKILLed, say)
+            pass
         finally:
             os.close(self._write)
             try:

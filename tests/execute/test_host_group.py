@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from sparktimely._group import GroupRecord, Janitor
@@ -57,6 +58,28 @@ def test_janitor_leaves_alone_after_a_clean_finish():
     with pytest.raises(ChildProcessError):
         os.waitpid(pid, 0)                              # already reaped
     sweep(prefix)
+
+
+def test_a_job_whose_janitor_is_killed_finishes_as_if_nothing_happened():
+    """The janitor is a child of the job beside its workers: a fault that kills it (a test
+    killing the job's children at random, an OOM killer) takes away the safety net, not
+    the job's results."""
+    import sparktimely as st
+
+    def job(worker):
+        handle = st.InputHandle()
+        probe = worker.dataflow(lambda scope: scope.input_from(handle).exchange(lambda x: x)
+                                .probe())
+        if worker.index == 0:                  # the janitor is the job's first child
+            janitor = min(p.pid for p in psutil.Process(os.getppid()).children())
+            assert janitor != os.getpid()
+            os.kill(janitor, signal.SIGKILL)
+        for epoch in range(5):
+            handle.send(epoch)
+            handle.advance_to(epoch + 1)
+            worker.step_while(lambda: probe.less_than(epoch + 1))
+        return worker.index
+    assert st.execute(job, workers=2) == [0, 1]
 
 
 def test_group_record_counts_members_out_and_keeps_the_first_failure():
