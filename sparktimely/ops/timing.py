@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Self, Sequence, TypeVar
 
 from ..dataflow import Notificator, OperatorBuilder, Pipeline
+from ..dataflow.containers import kept
 from ..dataflow.stream import StreamCore
 from ..progress.frontier import MutableAntichain
 from ..progress.timestamp import Timestamp, less_equal
@@ -191,10 +192,13 @@ class TimingOps(StreamCore):
         ...            .capture()).extract()
         [(10, [1, 2])]
         """
+        peers = self.scope.peers
+
         def logic(input: Any, output: Any, notificator: Notificator, held: _Held) -> None:
             for cap, batch in input:
                 time = cap.time
-                held.at(cap, notificator, _later(time, f(time), "delay_batch")).append(batch)
+                held.at(cap, notificator, _later(time, f(time), "delay_batch")).append(
+                    kept(batch, peers))                # not a view of a ring, held for long
             for cap, batches in held.completed(notificator):
                 for batch in batches:
                     output.give_at(cap, batch)
