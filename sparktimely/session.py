@@ -40,6 +40,11 @@ from .comm import (PeerLost, WorkerAddress, build_allocator, connect_timeout, ho
 from .worker import Worker
 from .shm import job_prefix
 
+MEMORY_RESERVE = 16 << 20
+"""Bytes of address space a worker sets aside and gives back when it fails, so that telling a
+MemoryError (formatting its traceback, sending it to the supervisor) has room when the
+memory the job filled is still held, as under an address-space limit."""
+
 
 class Seat:
     """Where one worker is reached, known before its job is: a listening socket bound at
@@ -245,6 +250,7 @@ class WorkerSession:
         and sockets), once connected."""
         self._allocator: _SessionAllocator | None = None
         self._watch: StallWatch | None = None
+        self._reserve = bytes(MEMORY_RESERVE)      # mapped, not touched: no resident pages
 
     # -- entering ----------------------------------------------------------------------------
 
@@ -314,6 +320,7 @@ class WorkerSession:
 
     def _fail(self, error: BaseException) -> NoReturn:
         """Record ``error`` for the host group, let go of everything, raise WorkerError."""
+        self._reserve = b""                 # room to tell a MemoryError that left none
         if self._watch is not None:
             self._watch.stop()
         if isinstance(error, (GroupFailed, WorkerError)):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -218,3 +219,37 @@ def test_results_of_a_class_of_the_program_are_of_that_very_class(tmp_path):
         """)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[0] == "[True, True] [1, 1]"
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_a_memory_error_that_leaves_no_memory_is_still_named(tmp_path, workers):
+    """An operator fills its worker's address space (an RLIMIT_AS set in that worker) and
+    keeps what it filled: telling the MemoryError needs memory too, which the worker set
+    aside for it, so the program's error names the worker, the operator and MemoryError.
+    (A fresh interpreter: a worker forked from pytest inherits free memory it could use.)"""
+    ran = run_script(tmp_path, "fill.py", """\
+        import os, resource, sys, sparktimely as st
+        def job(worker):
+            kept = []
+            def fill(x):
+                if x == worker.peers - 1:
+                    with open("/proc/self/statm") as statm:
+                        size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+                    resource.setrlimit(resource.RLIMIT_AS, (size + (64 << 20),) * 2)
+                    chunk = 1 << 20
+                    while True:
+                        try:
+                            kept.append(bytearray(chunk))
+                        except MemoryError:
+                            if chunk <= 16:
+                                raise
+                            chunk //= 4
+                return x
+            worker.dataflow(lambda scope: scope.to_stream(range(worker.peers))
+                            .exchange(lambda x: x).map(fill).probe())
+        st.execute_from_args(sys.argv[1:], job)
+        """, "-w", str(workers))
+    assert ran.returncode == 1, ran.stderr
+    assert re.search(rf"WorkerError: worker {workers - 1} failed: OperatorError: operator "
+                     rf"'Map' .*raised MemoryError", ran.stderr), ran.stderr
+    assert "died (exit code" not in ran.stderr, ran.stderr
