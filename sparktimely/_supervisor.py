@@ -11,6 +11,7 @@ is raised as WorkerError. Shared-memory segments are removed whatever happens.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import pickle
@@ -31,7 +32,7 @@ from multiprocess.connection import wait
 from . import _warm
 from ._group import GroupFailed, HostGroup
 from .errors import WorkerError, describe
-from .session import WorkerSession, join_group
+from .session import WorkerSession, join_group, stall_dump_path, stall_report
 from .comm import PeerLost, WorkerAddress, connect_timeout
 from .comm.rendezvous import PeerFailed, ProcessCluster
 from .worker import Worker
@@ -184,7 +185,8 @@ def _worker_main(func: Callable[[Worker], Any], index: int, plan: list[WorkerAdd
     for sock in inherited:      # the supervisor's sockets and the other workers' listeners
         sock.close()
     try:
-        with WorkerSession(index, plan, listener, group=group, **options) as worker:
+        with WorkerSession(index, plan, listener, group=group,
+                           stall_dump=stall_dump_path(parent, index), **options) as worker:
             result = func(worker)
             worker.run()
         sys.stdout.flush()
@@ -255,7 +257,7 @@ def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
                     writer.close()
                     processes.append(process)
                     pipes.append(reader)
-        results = _collect(processes, pipes, local, cluster)
+        results = _collect(processes, pipes, local, cluster, stall_limit)
         for process in processes:
             process.join(5)                  # they only exit after reporting
         if cluster is not None:
@@ -294,10 +296,14 @@ def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
                 pipe.close()
             if group is not None:
                 group.abandon()
+            if stall_limit is not None:       # dumps of workers killed with the job
+                for index in local:
+                    with contextlib.suppress(OSError):
+                        os.remove(stall_dump_path(os.getpid(), index))
 
 
 def _collect(processes: list, pipes: list, indexes: list[int],
-             cluster: ProcessCluster | None) -> list[Any]:
+             cluster: ProcessCluster | None, stall_limit: float | None) -> list[Any]:
     results: dict[int, Any] = {}
     waiting = set(range(len(processes)))
     while waiting:
@@ -334,6 +340,9 @@ def _collect(processes: list, pipes: list, indexes: list[int],
                                                  f"back: {describe(error)}") from None
             if report is None:
                 processes[local].join(2)     # its pipe may close just before it is reaped
+                stalled = stall_report(stall_dump_path(os.getpid(), index), stall_limit)
+                if stalled is not None:
+                    raise WorkerError(index, *stalled)
                 code = processes[local].exitcode
                 cause = (f"killed by signal {signal.Signals(-code).name}" if code and code < 0
                          else f"exit code {code}")

@@ -22,6 +22,7 @@ outside the scheduler, for longer than the limit, naming where it is (faulthandl
 from __future__ import annotations
 
 import faulthandler
+import os
 import re
 import signal
 import socket
@@ -226,7 +227,7 @@ class WorkerSession:
                  listener: socket.socket | None = None, *, peers: int | None = None,
                  group: HostGroup | None = None, args: Sequence[str] = (),
                  timeout: float | None = None, stall_limit: float | None = None,
-                 peer_lost_grace: float = 0.0) -> None:
+                 peer_lost_grace: float = 0.0, stall_dump: str | None = None) -> None:
         self.index = index
         self._plan_source = plan if callable(plan) else None
         self.plan: list[WorkerAddress] | None = None if callable(plan) else list(plan)
@@ -243,6 +244,7 @@ class WorkerSession:
         self.listener, self.args = listener, list(args)
         self.timeout = connect_timeout(timeout)
         self.stall_limit, self.peer_lost_grace = stall_limit, peer_lost_grace
+        self.stall_dump = stall_dump
         self.group, self._owns_group = group, False
         self.worker: Worker | None = None
         self.timings: dict[str, float] = {}
@@ -260,7 +262,7 @@ class WorkerSession:
                 self._allocator = _SessionAllocator(self)
             self.worker = worker = Worker(self.index, self.peers, self.args, self._allocator)
             if self.stall_limit is not None:
-                self._watch = StallWatch(worker, self, self.stall_limit)
+                self._watch = StallWatch(worker, self, self.stall_limit, self.stall_dump)
             if self._allocator is not None and self.plan is not None:
                 self._allocator.connect()
         except BaseException as error:
@@ -398,15 +400,30 @@ class StallWatch:
     waiting for other workers (stuck in user code, or blocked on I/O), it takes the Python
     stack of every thread with faulthandler and raises :class:`Stalled` in the main thread
     (by a signal, which also interrupts a blocking call). The failure then names the worker
-    and where it is."""
+    and where it is.
+
+    A call that keeps Python's interpreter lock (a C extension's long loop, a regex that
+    backtracks for minutes) keeps this thread from running as well. For that, given a
+    ``dump`` path, the thread keeps faulthandler's own watchdog (a thread of C, which needs no
+    lock) armed for :meth:`grace` seconds beyond the limit: if the thread could not push it
+    back, it writes every thread's stack to ``dump`` and ends the process with status 1, and
+    the supervisor tells the stall from that file (:func:`stall_report`)."""
 
     SIGNAL = signal.SIGUSR2
 
-    def __init__(self, worker: Worker, session: WorkerSession, limit: float) -> None:
+    def __init__(self, worker: Worker, session: WorkerSession, limit: float,
+                 dump: str | None = None) -> None:
         if threading.current_thread() is not threading.main_thread():
             raise RuntimeError("a stall limit needs the worker in the main thread")
         self.worker, self.session, self.limit = worker, session, limit
         self.report: tuple[str, str] | None = None
+        self._dump_path = dump
+        self._dump = None
+        if dump is not None:
+            self._dump = open(dump, "w")
+            self._dump.write(f"main thread {threading.get_ident():#018x}\n")  # then the stacks
+            self._dump.flush()
+        self._arm()
         self._previous = signal.signal(self.SIGNAL, self._raise)
         self._main = threading.get_ident()
         self._stop = threading.Event()
@@ -414,10 +431,26 @@ class StallWatch:
                                         daemon=True)
         self._thread.start()
 
+    @staticmethod
+    def grace(limit: float) -> float:
+        """Seconds beyond ``limit`` before faulthandler's watchdog ends a worker whose
+        interpreter lock a call keeps.
+
+        >>> StallWatch.grace(2), StallWatch.grace(60)
+        (1.0, 30.0)
+        """
+        return max(1.0, limit / 2)
+
+    def _arm(self) -> None:
+        if self._dump is not None:
+            faulthandler.dump_traceback_later(self.limit + self.grace(self.limit), exit=True,
+                                              file=self._dump)
+
     def _watch(self) -> None:
         worker = self.worker
         seen, since = worker.steps, time.monotonic()
         while not self._stop.wait(min(self.limit / 4, 0.25)):
+            self._arm()                      # this thread runs: no call keeps the lock
             now = time.monotonic()
             if worker.steps != seen or self.session.waiting:
                 seen, since = worker.steps, now
@@ -452,6 +485,43 @@ class StallWatch:
             self._stop.set()
             self._thread.join()
             signal.signal(self.SIGNAL, self._previous)
+            if self._dump is not None and self._dump_path is not None:
+                faulthandler.cancel_dump_traceback_later()
+                self._dump.close()
+                os.remove(self._dump_path)
+
+
+def stall_dump_path(supervisor: int, index: int) -> str:
+    """Where worker ``index`` of the supervising process ``supervisor`` (a pid) has
+    faulthandler write its stacks if a call keeping the interpreter lock stalls it."""
+    return os.path.join(tempfile.gettempdir(), f"sparktimely-stall-{supervisor}-{index}.txt")
+
+
+def stall_report(path: str, limit: float | None) -> tuple[str, str] | None:
+    """``(message, stacks)`` for a worker that faulthandler's watchdog ended after it
+    stalled in a call that kept the interpreter lock (its dump at ``path``, which is then
+    removed), or None if it left no dump.
+
+    >>> stall_report("/nonexistent", 2.0) is None
+    True
+    """
+    try:
+        with open(path) as file:
+            text = file.read()
+        os.remove(path)
+    except OSError:
+        return None
+    header, _, stacks = text.partition("\n")
+    if not stacks.strip():                   # the worker ended otherwise: not a stall
+        return None
+    main = int(header.split()[-1], 16)
+    blocks = [block for block in stacks.split("\n\n") if block.strip()]
+    held = [block for block in blocks if _thread_of(block.split("\n", 1)[-1]) == main
+            or _thread_of(block) == main] or blocks
+    frames = [line.strip() for line in held[0].splitlines() if line.strip().startswith("File ")]
+    at = frames[0] if frames else "an unknown place"
+    return (f"stalled: no step for {limit:g} s and more (stall limit {limit:g} s), in a call "
+            f"that kept Python's interpreter lock, at {at}", stacks)
 
 
 def _thread_of(block: str) -> int | None:

@@ -1,14 +1,18 @@
 """An opt-in stall limit stops a job whose worker makes no progress (user
-code in an endless loop, or blocked on I/O) within the limit plus 5 s, naming the worker and
-where it is (its Python stack, from faulthandler)."""
+code in an endless loop, blocked on I/O, or in a call that keeps the interpreter lock) within
+the limit plus 5 s (plus a grace for the last), naming the worker and where it is (its Python
+stack, from faulthandler)."""
 from __future__ import annotations
 
+import glob
+import os
 import socket
 import time
 
 import pytest
 
 import sparktimely as st
+from sparktimely.session import StallWatch, stall_dump_path
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -54,6 +58,31 @@ def test_a_stalled_worker_is_named_with_where_it_is(workers, stuck, function):
     assert error.traceback.startswith("Thread 0x") and f"in {function}" in error.traceback
     assert "in maybe_stuck" in error.traceback
     assert elapsed < LIMIT + 5, f"the job took {elapsed:.1f} s to stop"
+
+
+def hold_the_lock(x):
+    return sum(range(10 ** 13))                  # a loop in C that never lets the lock go
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_a_worker_stalled_in_a_call_that_keeps_the_interpreter_lock_is_named(workers):
+    """The stall watch is a Python thread, which such a call keeps from running:
+    faulthandler's watchdog, a thread of C that the watch keeps pushing back, ends the
+    worker instead, and the supervisor tells the stall from its dump."""
+    stalled = workers - 1
+    started = time.monotonic()
+    with pytest.raises(st.WorkerError) as caught:
+        st.execute(job_with(hold_the_lock, stalled), workers=workers, stall_limit=LIMIT)
+    elapsed = time.monotonic() - started
+    error = caught.value
+    assert error.index == stalled
+    assert str(error) == (f"worker {stalled} failed: stalled: no step for 1 s and more (stall "
+                          f"limit 1 s), in a call that kept Python's interpreter lock, at "
+                          f"File \"{__file__}\", line {hold_the_lock.__code__.co_firstlineno + 1}"
+                          f" in hold_the_lock")
+    assert "in hold_the_lock" in error.traceback and "in maybe_stuck" in error.traceback
+    assert elapsed < LIMIT + StallWatch.grace(LIMIT) + 5, f"the job took {elapsed:.1f} s"
+    assert glob.glob(stall_dump_path(os.getpid(), 0).replace("-0.txt", "-*")) == []  # none left
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
