@@ -520,6 +520,10 @@ def execute_from_args(argv: Sequence[str] | argparse.Namespace,
     except WorkerError as error:
         if _output_closed(error):
             _leave_quietly()
+        _told_if_uncaught(error)
+        raise
+    except (RecoveryError, ConnectionError) as error:
+        _told_if_uncaught(error)
         raise
 
 
@@ -578,6 +582,25 @@ def _output_closed(error: WorkerError) -> bool:
         return any(events & select.POLLERR for _, events in poller.poll(0))
     except (AttributeError, OSError, ValueError):  # stdout replaced, or not a descriptor
         return False
+
+
+def _told_if_uncaught(error: BaseException) -> None:
+    """Mark ``error`` (a job's failure, raised by :func:`execute_from_args`) to be told, if
+    the program does not catch it, as a command line tells an error: ``prog: message`` and
+    its notes (a worker's own traceback), without the frames of the call that raised it."""
+    error.told_by_sparktimely = True           # type: ignore[attr-defined]
+    if getattr(sys.excepthook, "tells_sparktimely_errors", False):
+        return
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], value: BaseException, trace: Any) -> None:
+        if getattr(value, "told_by_sparktimely", False):
+            print("\n".join([f"{_program()}: {value}", *getattr(value, "__notes__", [])]),
+                  file=sys.stderr)
+        else:
+            previous(kind, value, trace)
+    hook.tells_sparktimely_errors = True       # type: ignore[attr-defined]
+    sys.excepthook = hook
 
 
 def _leave_quietly() -> NoReturn:

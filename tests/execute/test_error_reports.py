@@ -42,6 +42,10 @@ def test_a_failing_operator_shows_the_programs_own_line(tmp_path, workers):
     assert f'File "{tmp_path / "job.py"}", line 3, in <lambda>' in err, err
     assert "'s traceback:" in err and "frames inside sparktimely" in err, err
     assert "_supervisor.py" not in err and "worker.py" not in err, err
+    # told as a command line tells an error: the program's name, the message, then the
+    # worker's own traceback; not the frames of the execute_from_args call that raised it
+    assert re.match(r"job\.py: worker \d failed: OperatorError: operator 'Map'", err), err
+    assert "execute.py" not in err and "in <module>" not in err, err
 
 
 def test_a_checkpoint_of_another_program_is_told_once(tmp_path):
@@ -250,6 +254,6 @@ def test_a_memory_error_that_leaves_no_memory_is_still_named(tmp_path, workers):
         st.execute_from_args(sys.argv[1:], job)
         """, "-w", str(workers))
     assert ran.returncode == 1, ran.stderr
-    assert re.search(rf"WorkerError: worker {workers - 1} failed: OperatorError: operator "
+    assert re.search(rf"^fill.py: worker {workers - 1} failed: OperatorError: operator "
                      rf"'Map' .*raised MemoryError", ran.stderr), ran.stderr
     assert "died (exit code" not in ran.stderr, ran.stderr
