@@ -41,17 +41,22 @@ def job_with(stuck, stalled_index):
     return job
 
 
+def stall(stuck, workers: int) -> tuple[st.WorkerError, float]:
+    """The error of a job whose last worker gets ``stuck`` under the stall limit, and the
+    seconds the job took; the error names that worker."""
+    started = time.monotonic()
+    with pytest.raises(st.WorkerError) as caught:
+        st.execute(job_with(stuck, workers - 1), workers=workers, stall_limit=LIMIT)
+    assert caught.value.index == workers - 1
+    return caught.value, time.monotonic() - started
+
+
 @pytest.mark.parametrize("stuck, function", [(spin_forever, "spin_forever"),
                                              (wait_forever, "wait_forever")])
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_a_stalled_worker_is_named_with_where_it_is(workers, stuck, function):
     stalled = workers - 1
-    started = time.monotonic()
-    with pytest.raises(st.WorkerError) as caught:
-        st.execute(job_with(stuck, stalled), workers=workers, stall_limit=LIMIT)
-    elapsed = time.monotonic() - started
-    error = caught.value
-    assert error.index == stalled
+    error, elapsed = stall(stuck, workers)
     assert str(error).startswith(f"worker {stalled} failed: stalled: no step for ")
     assert f"(stall limit 1 s), at File \"{__file__}\"" in str(error)
     assert str(error).endswith(f" in {function}")
@@ -70,12 +75,7 @@ def test_a_worker_stalled_in_a_call_that_keeps_the_interpreter_lock_is_named(wor
     faulthandler's watchdog, a thread of C that the watch keeps pushing back, ends the
     worker instead, and the supervisor tells the stall from its dump."""
     stalled = workers - 1
-    started = time.monotonic()
-    with pytest.raises(st.WorkerError) as caught:
-        st.execute(job_with(hold_the_lock, stalled), workers=workers, stall_limit=LIMIT)
-    elapsed = time.monotonic() - started
-    error = caught.value
-    assert error.index == stalled
+    error, elapsed = stall(hold_the_lock, workers)
     assert str(error) == (f"worker {stalled} failed: stalled: no step for 1 s and more (stall "
                           f"limit 1 s), in a call that kept Python's interpreter lock, at "
                           f"File \"{__file__}\", line {hold_the_lock.__code__.co_firstlineno + 1}"
