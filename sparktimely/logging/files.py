@@ -64,8 +64,8 @@ def log_to_directory(worker: "Worker", directory: str | os.PathLike,
     """Have ``worker`` write its ``"timely"`` log (and with ``progress`` its
     ``"timely/progress"`` log) to files in ``directory`` (created if missing); see the
     module doc. Logging stops, and the files are completed, with
-    ``worker.log_register().remove(name)`` or ``.close()``; files of a worker that stopped
-    otherwise are read all the same. Each worker replaces its own files, and worker 0
+    ``worker.log_register().close()`` (the program's own ``insert`` and ``remove`` leave
+    them in place); files of a worker that stopped otherwise are read all the same. Each worker replaces its own files, and worker 0
     removes those of workers beyond this run's, so a directory holds one run. (With
     several processes, each writes its workers' files where it runs: gather them in one
     directory for the profile.)
@@ -88,7 +88,7 @@ def log_to_directory(worker: "Worker", directory: str | os.PathLike,
         json.dump({"worker": worker.index, "peers": worker.peers, "pid": os.getpid(),
                    "host": socket.gethostname(), "epoch_ns": registry.epoch_ns}, meta)
     for name in ("timely", "timely/progress") if progress else ("timely",):
-        registry.add(name, BatchLogger(EventWriter(f"{stem}.{SUFFIXES[name]}")))
+        registry.add(name, BatchLogger(EventWriter(f"{stem}.{SUFFIXES[name]}")), kept=True)
 
 
 def of_lowest_worker(events: list) -> list:

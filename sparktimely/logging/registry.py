@@ -46,13 +46,18 @@ class Logger:
     [(0, 'loaded')]
     """
 
-    __slots__ = ("name", "callbacks", "buffer", "_registry")
+    __slots__ = ("name", "callbacks", "kept", "buffer", "_registry")
 
     def __init__(self, name: str, callback: Callback, registry: "Registry") -> None:
         self.name = name
         self.callbacks = [callback]
+        self.kept: list[Callback] = []          # those insert and remove leave in place
         self.buffer: list = []
         self._registry = registry
+
+    def is_kept(self, callback: Callback) -> bool:
+        """Whether ``callback`` was added with ``kept=True``."""
+        return any(callback is kept for kept in self.kept)
 
     def log(self, event: Any) -> None:
         """Log ``event`` as ``(time, worker, event)`` (for a program's own logs)."""
@@ -73,6 +78,14 @@ class Logger:
                     f"worker {self._registry.worker}: the callback {callback!r} of log "
                     f"{self.name!r} raised {describe(error)}") from error
         return batch
+
+
+def _close(callbacks: list[Callback]) -> None:
+    """Call each callback's ``close()``, if it has one."""
+    for callback in callbacks:
+        close = getattr(callback, "close", None)
+        if close is not None:
+            close()
 
 
 class Registry:
@@ -108,22 +121,44 @@ class Registry:
 
     def insert(self, name: str, callback: Callback) -> Callback | None:
         """Send the events logged under ``name`` to ``callback(time, batch)``, instead of
-        the callbacks registered for it before; returns the last of those (after handing
-        them what was buffered), or None."""
+        the callbacks registered for it before (but those added with ``kept=True``); returns
+        the last of those it replaces, after handing them what was buffered and calling
+        their ``close()`` if they have one (a :class:`BatchLogger`'s stream completes), or
+        None.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     registry, first, second = worker.log_register(), [], []
+        ...     registry.add("app", lambda time, batch: first.extend(batch), kept=True)
+        ...     registry.insert("app", lambda time, batch: second.extend(batch))
+        ...     registry.get("app").log("seen by both")
+        ...     registry.flush()
+        ...     return len(first), len(second)
+        >>> st.execute_directly(job)
+        (1, 1)
+        """
         previous = self._loggers.get(name)
+        replaced: list[Callback] = []
         if previous is not None:
             previous.flush(self.now())
+            replaced = [c for c in previous.callbacks if not previous.is_kept(c)]
         logger = self._loggers[name] = Logger(name, callback, self)
+        if previous is not None:
+            logger.callbacks += previous.kept
+            logger.kept = previous.kept
         self._attach()
         if name == "timely" and self._hooks is not None:
             logger.buffer += self._hooks.built
-        return None if previous is None else previous.callbacks[-1]
+        _close(replaced)
+        return replaced[-1] if replaced else None
 
-    def add(self, name: str, callback: Callback) -> None:
+    def add(self, name: str, callback: Callback, *, kept: bool = False) -> None:
         """Send the events logged under ``name`` to ``callback`` too, beside the callbacks
         registered already (so that, say, a file and the progress display share the
         ``"timely"`` log). A ``"timely"`` callback first gets the operators and channels
-        built so far.
+        built so far. With ``kept``, :meth:`insert` and :meth:`remove` leave it in place
+        (log files and the progress display: a program's own logging does not end them);
+        :meth:`close` ends it.
 
         >>> import sparktimely as st
         >>> def job(worker):
@@ -140,29 +175,37 @@ class Registry:
         logger = self._loggers.get(name)
         if logger is None:
             self.insert(name, callback)
-            return
-        if name == "timely" and self._hooks is not None and self._hooks.built:
-            logger.flush(self.now())
-            callback(self.now(), list(self._hooks.built))
-        logger.callbacks.append(callback)
+            logger = self._loggers[name]
+        else:
+            if name == "timely" and self._hooks is not None and self._hooks.built:
+                logger.flush(self.now())
+                callback(self.now(), list(self._hooks.built))
+            logger.callbacks.append(callback)
+        if kept:
+            logger.kept.append(callback)
 
     def remove(self, name: str) -> Callback | None:
-        """Stop logging ``name``: hand its callbacks what is buffered, call each callback's
-        ``close()`` if it has one (a :class:`BatchLogger` then completes its stream), and
-        return the last callback (None if ``name`` was not registered)."""
+        """Stop logging ``name`` to the callbacks registered for it (but those added with
+        ``kept=True``): hand them what is buffered, call each one's ``close()`` if it has
+        one (a :class:`BatchLogger` then completes its stream), and return the last (None
+        if there is none)."""
+        return self._remove(name, keep=True)
+
+    def _remove(self, name: str, keep: bool) -> Callback | None:
         logger = self._loggers.get(name)
         if logger is None:
             return None
         if name == "timely" and self._hooks is not None:
             self._hooks.log_steps()
         logger.flush(self.now())
-        del self._loggers[name]
-        self._attach()
-        for callback in logger.callbacks:
-            close = getattr(callback, "close", None)
-            if close is not None:
-                close()
-        return logger.callbacks[-1]
+        gone = [c for c in logger.callbacks if not (keep and logger.is_kept(c))]
+        if len(gone) < len(logger.callbacks):
+            logger.callbacks = logger.kept
+        else:
+            del self._loggers[name]
+            self._attach()
+        _close(gone)
+        return gone[-1] if gone else None
 
     def get(self, name: str) -> Logger | None:
         """The logger of ``name`` (to log a program's own events with ``log(event)``)."""
@@ -183,9 +226,9 @@ class Registry:
                 hooks.remember(batch)
 
     def close(self) -> None:
-        """Remove every name (closing the callbacks that can be closed)."""
+        """Remove every name and every callback (closing those that can be closed)."""
         for name in list(self._loggers):
-            self.remove(name)
+            self._remove(name, keep=False)
 
     def _attach(self) -> None:
         """Point the worker's hooks at the loggers registered now (or remove them)."""
@@ -266,7 +309,7 @@ def log_stream(scope: "ScopeCore", name: str = "timely") -> Any:
     ['Capture', 'Filter', 'Map', 'Map', 'Probe', 'Replay', 'ToStream']
     """
     link = EventLink()
-    registry_of(scope.dataflow.worker).insert(name, BatchLogger(link))
+    registry_of(scope.dataflow.worker).add(name, BatchLogger(link))
     return link.replay_into(scope)
 
 

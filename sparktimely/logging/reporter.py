@@ -179,7 +179,7 @@ def report_status(worker: "Worker", directory: str | os.PathLike | None = None,
     sparktimely: 1 worker, ... done; probe dataflow-0/1: done; worker 0: cpu ... 2 records done
     """
     reporter = StatusReporter(worker, directory, stream, interval, address)
-    registry_of(worker).add("timely", reporter)
+    registry_of(worker).add("timely", reporter, kept=True)
     return reporter
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 import sparktimely as st
 from sparktimely.logging import MessagesEvent, OperatesEvent, ScheduleEvent, log_stream
 from sparktimely.testing import consolidate
@@ -93,3 +95,51 @@ def test_schedule_events_of_a_log_stream_name_its_own_operators():
     runs = st.execute_directly(job)
     assert runs[0] == 1 and runs[1] >= 1                 # ToStream once, and Probe
     assert runs[2] >= 5                                  # the replay polls its log each step
+
+
+@pytest.mark.timeout(60)
+def test_two_log_streams_of_one_log_both_complete_when_it_is_removed(run):
+    """Each log_stream is one more consumer of the log: both see the operators built, and
+    removing the log completes both (a second used to replace the first, which never
+    completed: the job stepped forever)."""
+    def job(worker):
+        first, second = (worker.dataflow(lambda scope: log_stream(scope)
+                                         .filter(lambda e: type(e) is OperatesEvent)
+                                         .map(lambda e: e.name).capture())
+                         for _ in range(2))
+        worker.dataflow(lambda scope: scope.to_stream([1]).map(str).probe())
+        for _ in range(3):
+            worker.step()
+        worker.log_register().remove("timely")
+        worker.run()
+        return [sorted(name for _, batch in c.extract() for name in batch) for c in
+                (first, second)]
+    for first, second in run(job):
+        assert "Map" in first and "ToStream" in first and first == second
+
+
+@pytest.mark.timeout(120)
+def test_a_programs_own_logging_leaves_the_log_files_whole(tmp_path):
+    """Under execute(log_dir=...), the program's own insert (README's example) and a
+    log_stream removed again do not end the log files: the profile sees the whole run."""
+    def job(worker):
+        seen = []
+        worker.log_register().insert("timely", lambda time, batch: seen.extend(batch))
+        worker.dataflow(lambda scope: scope.to_stream(range(10)).exchange(lambda x: x)
+                        .probe(), name="first")
+        worker.dataflow(lambda scope: log_stream(scope).probe(), name="logs")
+        worker.step()
+        worker.log_register().remove("timely")
+        worker.dataflow(lambda scope: scope.to_stream(range(10)).map(str).probe(),
+                        name="later")
+        worker.run()
+        return len(seen) > 0
+    for workers in (1, 2, 3):
+        assert st.execute(job, workers=workers, log_dir=tmp_path) == [True] * workers
+        logs = st.logging.read_log_directory(tmp_path)
+        names = [e.name for e in logs.operators()]
+        assert names == ["ToStream", "Exchange", "Probe", "Replay", "Probe", "ToStream", "Map",
+                         "Probe"], names
+        sent = sum(e.length for e in logs.events if type(e) is MessagesEvent and e.is_send
+                   and e.channel < 2)
+        assert sent == 2 * 10 * workers, sent         # both of the first dataflow's channels
