@@ -10,8 +10,11 @@ operators hold exactly the times the original stream could still carry.
 """
 from __future__ import annotations
 
+import io
 import os
 import pickle
+import select
+import socket
 import struct
 from typing import IO, Any, Callable, Iterable, Protocol, Self, TypeVar
 
@@ -133,9 +136,9 @@ class EventLink:
 
 
 class EventWriter:
-    """Writes events to a file (a path or a binary file object) as length-prefixed pickles;
-    the file is flushed after each scheduling and closed once the stream is complete. A
-    path under ``/dev/shm`` keeps the log in shared memory.
+    """Writes events to a file (a path, a binary file object or a connected socket) as
+    length-prefixed pickles; the file is flushed after each scheduling and closed once the
+    stream is complete. A path under ``/dev/shm`` keeps the log in shared memory.
 
     >>> import os, tempfile, sparktimely as st
     >>> path = os.path.join(tempfile.mkdtemp(), "log")
@@ -144,7 +147,9 @@ class EventWriter:
     [(0, ['x'])]
     """
 
-    def __init__(self, target: str | os.PathLike | IO[bytes]) -> None:
+    def __init__(self, target: str | os.PathLike | IO[bytes] | socket.socket) -> None:
+        if isinstance(target, socket.socket):
+            target = target.makefile("wb")
         self._file: IO[bytes] = (open(target, "wb") if isinstance(target, (str, os.PathLike))
                                  else target)
 
@@ -164,8 +169,10 @@ class EventWriter:
 
 
 class EventReader:
-    """Reads the events an :class:`EventWriter` writes, from a path or a binary file object,
-    also while they are being written (``next()`` returns None until a whole event is there).
+    """Reads the events an :class:`EventWriter` writes, from a path, a binary file object or
+    a connected socket (timely's ``capture_send``/``capture_recv`` over TCP), also while
+    they are being written: ``next()`` returns None until a whole event is there, and never
+    waits for more (a pipe or socket with nothing new is not read).
 
     >>> import io, sparktimely as st
     >>> buffer = io.BytesIO()
@@ -177,22 +184,36 @@ class EventReader:
     (('messages', 0, [1]), None)
     """
 
-    def __init__(self, source: str | os.PathLike | IO[bytes]) -> None:
+    def __init__(self, source: str | os.PathLike | IO[bytes] | socket.socket) -> None:
+        if isinstance(source, socket.socket):
+            source = source.makefile("rb")
         self._file: IO[bytes] = (open(source, "rb") if isinstance(source, (str, os.PathLike))
                                  else source)
         self._buffer = bytearray()
+        try:
+            self._ready: select.poll | None = select.poll()
+            self._ready.register(self._file.fileno(), select.POLLIN)
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            self._ready = None                   # in memory (BytesIO): always readable
 
     def next(self) -> tuple | None:
         """The next whole event, or None if none has been written yet."""
         end = self._whole_event()
         if end == 0:
-            self._buffer += self._file.read(1 << 20)
+            self._buffer += self._available()
             end = self._whole_event()
             if end == 0:
                 return None
         event: tuple = pickle.loads(self._buffer[_LENGTH.size:end])
         del self._buffer[:end]
         return event
+
+    def _available(self) -> bytes:
+        """What can be read now without waiting (a file: up to its end)."""
+        if self._ready is not None and not self._ready.poll(0):
+            return b""
+        read = getattr(self._file, "read1", self._file.read)
+        return read(1 << 20) or b""             # None: a non-blocking file had nothing
 
     def _whole_event(self) -> int:
         """Where the first buffered event ends, or 0 if it is not all buffered yet."""

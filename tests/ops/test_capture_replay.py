@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 
 import numpy as np
@@ -102,6 +103,42 @@ def test_a_log_read_while_it_is_written_waits_for_whole_events():
         reader.close()
     finally:
         shutil.rmtree(directory)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("blocking", [True, False])
+def test_a_log_over_a_socket_is_read_without_waiting_for_more(blocking):
+    """timely's capture_send / capture_recv over TCP: the reader returns what has arrived
+    and None when nothing has, never waiting (the worker replaying must go on stepping)."""
+    sending, receiving = socket.socketpair()
+    receiving.setblocking(blocking)
+    writer, reader = st.EventWriter(sending), st.EventReader(receiving)
+    assert reader.next() is None
+    writer.push(("messages", 0, [1, 2]))
+    writer.flush()
+    assert reader.next() == ("messages", 0, [1, 2]) and reader.next() is None
+    writer.push(("progress", [(0, -1)]))
+    writer.close()
+    sending.close()
+    assert reader.next() == ("progress", [(0, -1)]) and reader.next() is None   # then EOF
+    reader.close()
+    receiving.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_dataflow_replays_a_socket_log_while_another_writes_it(run):
+    """One dataflow captures into a socket, another of the same workers replays it from
+    the other end: replaying never blocks the worker, so both complete."""
+    def job(worker):
+        sending, receiving = socket.socketpair()
+        worker.dataflow(lambda scope: scope.to_stream(range(5)).delay(lambda x, t: x)
+                        .capture_into(st.EventWriter(sending)))
+        replayed = worker.dataflow(lambda scope: st.EventReader(receiving)
+                                   .replay_into(scope).capture())
+        worker.run()
+        return replayed.extract()
+    for worker, got in enumerate(run(job)):
+        assert got == [(t, [t]) for t in range(5)], (worker, got)
 
 
 def test_replay_rejects_a_batch_outside_the_logged_frontier():
