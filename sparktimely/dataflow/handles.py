@@ -57,9 +57,12 @@ class InputHandle:
 
     def bind(self, port: OutputPort) -> None:
         """Feed the input operator whose output is ``port`` (what ``scope.input_from`` does
-        for each dataflow the handle feeds)."""
+        for each dataflow the handle feeds). Records still buffered go to the dataflows
+        already fed first, as timely's ``register`` flushes: a new dataflow sees only what is
+        sent after it was connected."""
         if self._closed:
             raise RuntimeError("cannot connect a closed InputHandle to a dataflow")
+        self.flush()
         if self._time is None:
             self._time = port.kind.minimum()
         self._bound.append((port, Capability(self._time, port)))

@@ -45,8 +45,9 @@ class InputSession:
     at the session's time; ``advance_to(t)`` moves it forward (sending what is buffered and
     letting earlier times complete); ``close()`` ends the input.
 
-    One session may feed several dataflows. With several workers each worker has its own
-    session: the collection is the sum of what all of them send.
+    One session may feed several dataflows; a dataflow connected later sees the updates sent
+    after it was connected (as timely's input handles do). With several workers each worker
+    has its own session: the collection is the sum of what all of them send.
 
     >>> import sparktimely as st, sparktimely.differential as dd
     >>> def job(worker):
@@ -82,6 +83,7 @@ class InputSession:
         >>> st.execute_directly(job)
         [('a', 0, 1)]
         """
+        self._send()            # buffered updates go to the dataflows already fed, not to this one
         collection = as_collection(scope.input_from(self._handle))
         if self._time is None:
             self._time = scope.kind.minimum()

@@ -72,6 +72,39 @@ def test_records_sent_while_the_dataflow_is_built_reach_every_consumer(workers):
         t: [r.upper() for r in records] for t, records in expected.items()}
 
 
+@pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.parametrize("send", ["send", "send_batch"])
+def test_a_dataflow_connected_later_sees_only_what_is_sent_after(workers, send):
+    """One handle feeding two dataflows: records sent (buffered or not) before the second
+    was connected reach only the first, as timely's register flushes first; the same for a
+    differential InputSession's buffered updates."""
+    from sparktimely import differential as dd
+
+    def job(worker):
+        handle, session = st.InputHandle(), dd.InputSession()
+        first = worker.dataflow(lambda scope: (scope.input_from(handle).capture(),
+                                               session.to_collection(scope).inner.capture()))
+        getattr(handle, send)(*([f"before{worker.index}"] if send == "send"
+                                else [[f"before{worker.index}"]]))
+        session.insert(f"before{worker.index}")
+        second = worker.dataflow(lambda scope: (scope.input_from(handle).capture(),
+                                                session.to_collection(scope).inner.capture()))
+        handle.send(f"after{worker.index}")
+        session.insert(f"after{worker.index}")
+        handle.close()
+        session.close()
+        worker.run()
+        return [[c.extract() for c in flow] for flow in (first, second)]
+    results = st.execute(job, workers=workers)
+    both = sorted(f"{when}{w}" for w in range(workers) for when in ("before", "after"))
+    after = sorted(f"after{w}" for w in range(workers))
+    for flow, expected in ((0, both), (1, after)):
+        records = sorted(r for result in results for _, rs in result[flow][0] for r in rs)
+        updates = sorted(d for result in results for _, us in result[flow][1]
+                         for d, _, _ in us)
+        assert (records, updates) == (expected, expected)
+
+
 def test_an_unordered_capability_cannot_send_before_its_time():
     def job(worker):
         (handle, cap), _ = worker.dataflow(lambda scope: (
