@@ -233,6 +233,8 @@ class BasicOps(StreamCore):
         >>> [c.extract() for c in st.example(build)]
         [[(0, [0, 2, 4])], [(0, [1, 3])]]
         """
+        if parts.__class__ is not int or parts < 1:
+            raise ValueError(f"{name}: parts must be a positive int, not {parts!r}")
         builder = OperatorBuilder(name, self.scope)
         input = builder.new_input(self, Pipeline)
         builder.set_notify_for(0, FrontierInterest.NEVER)

@@ -31,7 +31,7 @@ class FeedbackScope(ScopeCore[S]):
         >>> st.example(build).extract()
         [(0, [1]), (1, [2]), (2, [3])]
         """
-        check_summary(summary)
+        _check_advances(self.kind.minimum(), summary)
         input, stream = passthrough_operator(f"Feedback({summary!r})", self, self,
                                              lambda t: advance(t, summary), summary, restamp)
         handle = LoopHandle(self, input, summary)
@@ -59,6 +59,25 @@ class FeedbackScope(ScopeCore[S]):
         if summary.__class__ is int:
             summary = Product(0, summary)
         return self.feedback(summary, restamp)
+
+
+def _check_advances(minimum: Any, summary: Any) -> None:
+    """Raise ValueError (a negative summary) or TypeError (a summary that cannot advance
+    times like ``minimum``, the scope's least time), naming ``feedback`` and the summary."""
+    where = f"feedback({summary!r})"
+    if summary.__class__ is bool:
+        raise TypeError(f"{where}: a path summary is an int or a Product, not a bool")
+    try:
+        check_summary(summary)
+        advanced = advance(minimum, summary)
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
+    except (TypeError, AttributeError):
+        advanced = None
+    if advanced is None or advanced.__class__ is not minimum.__class__:
+        raise TypeError(f"{where}: the summary cannot advance this scope's times (like "
+                        f"{minimum!r}): an int scope takes an int, a nested scope a Product "
+                        f"(or, in loop_variable, an int n for Product(0, n))")
 
 
 class FeedbackOps(StreamCore):

@@ -17,7 +17,7 @@ Product(4, 1)
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 Timestamp = Any
 Summary = Any
@@ -288,26 +288,38 @@ class TimeKind:
         return tuple(parts)
 
     def check(self, time: Timestamp, where: str = "") -> None:
-        """Raise TypeError if ``time`` is not of this kind; the message starts with
-        ``where`` (the call given the time), if given.
+        """Raise TypeError if ``time`` is not of this kind, ValueError if it is but has a
+        negative int coordinate (below the minimum); the message starts with ``where`` (the
+        call given the time), if given.
 
         >>> TimeKind(int).check(2.5, where="advance_to")
         Traceback (most recent call last):
         TypeError: advance_to: time 2.5 is not of this scope's type (like 0)
+        >>> TimeKind(int).nested().check(Product(-1, 0))
+        Traceback (most recent call last):
+        ValueError: time Product(-1, 0) is below this scope's minimum Product(0, 0)
         """
         if time.__class__ is int and not self.inners and self.base is int and time >= 0:
             return
-        probe = time
-        for inner in reversed(self.inners):
-            if probe.__class__ is not Product or not _is_time_of(probe.inner, inner):
-                break
-            probe = probe.outer
-        else:
-            if _is_time_of(probe, self.base):
-                return
+        if self._shaped(time, _is_time_of):
+            return
         place = f"{where}: " if where else ""
+        if self._shaped(time, lambda t, kind: kind is int and t.__class__ is int or
+                        kind is not int and isinstance(t, kind)):
+            raise ValueError(f"{place}time {time!r} is below this scope's minimum "
+                             f"{self.minimum()!r}")
         raise TypeError(f"{place}time {time!r} is not of this scope's type "
                         f"(like {self.minimum()!r})")
+
+    def _shaped(self, time: Timestamp, is_time_of: Callable[[Any, type], bool]) -> bool:
+        """Whether ``time`` nests as this kind's times do, each coordinate passing
+        ``is_time_of(coordinate, its type)``."""
+        probe = time
+        for inner in reversed(self.inners):
+            if probe.__class__ is not Product or not is_time_of(probe.inner, inner):
+                return False
+            probe = probe.outer
+        return is_time_of(probe, self.base)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, TimeKind) and (self.base, self.inners) == (other.base, other.inners)

@@ -193,6 +193,23 @@ def test_advance_to_backwards_before_any_step(run):
     assert consolidate([c.extract() for c in run(job)]) == [(2, [1, 2])]
 
 
+@pytest.mark.parametrize("time", [-1, 2.5])
+def test_advance_to_a_time_not_of_the_scope_names_it(run, time):
+    """A negative int is below the minimum (ValueError, as any earlier time); a float is
+    not a time of an int scope (TypeError); the input still works after either."""
+    def job(worker):
+        handle = st.InputHandle()
+        captured = worker.dataflow(lambda scope: scope.input_from(handle).capture())
+        handle.advance_to(5)
+        with pytest.raises(ValueError if time == -1 else TypeError,
+                           match=rf"input.advance_to: time {time}"):
+            handle.advance_to(time)
+        handle.send(worker.index)
+        handle.close()
+        return captured
+    assert consolidate([c.extract() for c in run(job)]) == [(5, list(range(run.workers)))]
+
+
 def test_send_after_close(run):
     def job(worker):
         handle = st.InputHandle()
@@ -484,6 +501,22 @@ def test_input_inside_iterative_scope_rejected(run):
 def test_negative_feedback_summary(run):
     with pytest.raises(st.WorkerError, match="ValueError: .*negative"):
         example(run, lambda scope: scope.feedback(-1))
+
+
+@pytest.mark.parametrize("summary, message", [
+    (1.5, "cannot advance this scope's times"), (Product(0, 1), "cannot advance this scope's"),
+    (True, "not a bool")])
+def test_feedback_summary_of_another_kind_is_named(run, summary, message):
+    with pytest.raises(st.WorkerError, match=rf"TypeError: feedback\({re.escape(repr(summary))}\): "
+                                             rf"(the summary |a path summary is ).*{message}"):
+        example(run, lambda scope: scope.feedback(summary))
+
+
+@pytest.mark.parametrize("parts", [0, -1, 2.0])
+def test_partition_into_no_parts_is_named(run, parts):
+    with pytest.raises(st.WorkerError, match=rf"ValueError: Partition: parts must be a "
+                                             rf"positive int, not {parts}"):
+        example(run, lambda scope: scope.to_stream([1]).partition(parts, lambda x: (0, x)))
 
 
 @pytest.mark.parametrize("summary", [-2, Product(-1, 1)])
