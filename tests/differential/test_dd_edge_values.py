@@ -118,3 +118,36 @@ def test_an_arrow_join_names_a_column_that_clashes_twice_uniquely(run):
         ("k", "v", "v_right", "v_right_right", "diff")}
     rows = sorted(tuple(row.values()) for table in tables for row in table.to_pylist())
     assert rows == [(1, 1, 9, 5, 1), (1, 1, 9, 6, 2)]
+
+
+@pytest.mark.parametrize("on, columns", [
+    ("k", ("k", "v", "k2", "k2_right", "w", "diff")),
+    (["k2", "k"], ("k2", "k", "v", "w", "diff"))])
+def test_an_arrow_join_puts_the_key_columns_first_in_the_order_of_on(run, on, columns):
+    """Whatever the left schema's order, the key columns come first (as ``on`` lists them),
+    then the left side's other columns, the right side's, and ``diff``; a semijoin keeps its
+    input's columns as they are."""
+    keys = [on] if isinstance(on, str) else on
+
+    def job(worker):
+        left, right = dd.InputSession(), dd.InputSession()
+        out = worker.dataflow(lambda scope: [
+            joined.inner.capture() for joined in (
+                left.to_collection(scope).join(right.to_collection(scope), on=on),
+                left.to_collection(scope).semijoin(right.to_collection(scope).map_batches(
+                    lambda b: b.select(keys + ["diff"])), on=on))])
+        if worker.index == worker.peers - 1:
+            left.update_batch(pa.table({"v": [1, 2], "k": [1, 2], "k2": [3, 4], "diff": [1, 1]}))
+            right.update_batch(pa.table({"k2": [3, 3], "k": [1, 1], "w": [5, 6],
+                                         "diff": [1, 2]}))
+        left.close(), right.close()
+        worker.run()
+        return [[table for _, table in c.extract()] for c in out]
+    results = run(job)
+    joined = [t for worker in results for t in worker[0]]
+    semijoined = [t for worker in results for t in worker[1]]
+    assert {tuple(t.column_names) for t in joined} == {columns}
+    assert sorted((r["v"], r["w"], r["diff"]) for t in joined for r in t.to_pylist()) == [
+        (1, 5, 1), (1, 6, 2)]
+    assert {tuple(t.column_names) for t in semijoined} == {("v", "k", "k2", "diff")}
+    assert sorted((r["v"], r["diff"]) for t in semijoined for r in t.to_pylist()) == [(1, 3)]

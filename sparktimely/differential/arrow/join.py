@@ -67,11 +67,14 @@ class ArrowJoiner:
 
     def _assemble(self, left: ArrowBatch, i1: np.ndarray, right: ArrowBatch, i2: np.ndarray,
                   diffs: np.ndarray) -> pa.Table:
-        """The matched rows: ``left``'s columns at ``i1`` (its key first), then (not for a
-        semijoin) ``right``'s value columns at ``i2``, then the diffs; one gather per side
+        """The matched rows: ``left``'s columns at ``i1`` (for a join its key columns first,
+        in ``on``'s order; a semijoin keeps its input's columns as they are), then (not for
+        a semijoin) ``right``'s value columns at ``i2``, then the diffs; one gather per side
         (:meth:`~.batch.ArrowBatch.take_columns`), none for a side with nothing to
         contribute."""
         names = [n for n in left.data.column_names if n != DIFF]
+        if not self.semijoin and names[:len(left.key)] != left.key:
+            names = left.key + [n for n in names if n not in left.key]
         columns = left.take_columns(names, i1)
         if not self.semijoin:
             values = [n for n in right.data.column_names if n != DIFF and n not in right.key]
