@@ -58,11 +58,11 @@ The rules:
 [Send(to=-1, message=Checkpoint(sequence=1, epoch=0))]
 >>> core.receive(Checkpoint(sequence=1, epoch=0)), core.tick(now=0.1, idle=0.0, view=view)
 ([], [WriteSnapshot(sequence=1, epoch=0)])
->>> core.snapshot_written(1, files={}, latest=0, sent=0)
-[Release(limit=1), Send(to=0, message=Report(sequence=1, worker=0, files={}, latest=0, sent=0))]
->>> [commit] = core.receive(Report(sequence=1, worker=0, files={}, latest=0, sent=0))
+>>> core.snapshot_written(1, files={}, latest=0, sent={3: 0})
+[Release(limit=1), Send(to=0, message=Report(sequence=1, worker=0, files={}, latest=0, sent={3: 0}))]
+>>> [commit] = core.receive(Report(sequence=1, worker=0, files={}, latest=0, sent={3: 0}))
 >>> commit.sequence, commit.epoch, commit.final, commit.sent, len(commit.reports)
-(1, 0, False, 0, 1)
+(1, 0, False, ({3: 0},), 1)
 >>> core.commit_written(1)
 [Send(to=-1, message=Committed(sequence=1, epoch=0, final=False))]
 >>> core.receive(Committed(sequence=1, epoch=0, final=False))
@@ -114,12 +114,13 @@ class Checkpoint:
 class Report:
     """To worker 0: ``worker`` wrote its part of checkpoint ``sequence``: ``files`` (path ->
     the commit record's entry); ``latest`` is the latest epoch its components saw and
-    ``sent`` the latest its inputs sent records at, over every run (-1: none)."""
+    ``sent`` the latest each of its inputs (by operator index) sent records at, over every
+    run (an input not named: none)."""
     sequence: int
     worker: int
     files: dict
     latest: int
-    sent: int
+    sent: dict
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,13 +193,14 @@ class Release:
 @dataclass(frozen=True, slots=True)
 class WriteCommit:
     """Worker 0: write the commit record of checkpoint ``sequence`` of ``epoch`` from
-    ``reports`` (in worker order), whose inputs had sent records up to epoch ``sent``; then
+    ``reports`` (in worker order), whose inputs had sent records up to the epochs ``sent``
+    says (per worker, as its report, but none later than ``epoch``); then
     call :meth:`CheckpointProtocol.commit_written`."""
     sequence: int
     epoch: int
     final: bool
     reports: tuple[Report, ...]
-    sent: int
+    sent: tuple[dict, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,7 +361,7 @@ class CheckpointProtocol:
         return actions
 
     def snapshot_written(self, sequence: int, files: dict, latest: int,
-                         sent: int) -> list[Action]:
+                         sent: dict) -> list[Action]:
         """This worker's snapshot for checkpoint ``sequence`` is durable: ``files``,
         ``latest`` and ``sent`` as :class:`Report` has them."""
         request = self.request
@@ -440,7 +442,8 @@ class CheckpointProtocol:
         else:
             epoch = request.epoch
         # What the inputs sent after epoch (before the snapshot) is not in it.
-        sent = min(epoch, max(report.sent for report in reports))
+        sent = tuple({input: min(epoch, had) for input, had in report.sent.items()}
+                     for report in reports)
         self.committing = WriteCommit(request.sequence, epoch, request.epoch is None, reports,
                                       sent)
         return [self.committing]

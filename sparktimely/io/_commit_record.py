@@ -3,13 +3,13 @@
 A checkpoint exists from the instant its commit record, ``<dataflow>/commits/<sequence>.json``,
 is in place (written atomically by worker 0). The record names the program it belongs to
 (the dataflow, its operators and its checkpointed components), the epoch it holds (every
-root epoch up to it), the latest epoch its inputs had sent records at (later than that, a
-completed dataflow's epoch may come from a ``delay``), whether the dataflow had completed,
+root epoch up to it), the latest epoch each worker's inputs had sent records at (later than
+that, a completed dataflow's epoch may come from another input or a ``delay``), whether the dataflow had completed,
 the number of workers, and every state file with its size and XXH3-128 digest; the record
 carries the digest of its own contents too. Its bytes have one canonical layout, so any
 change to them shows.
 
->>> record = build("totals", 1, epoch=4, sent=4, complete=False, workers=1, every=2,
+>>> record = build("totals", 1, epoch=4, sent=[{0: 4}], complete=False, workers=1, every=2,
 ...                operators=["Input", "Sink"], components=[["counts", "sink"]],
 ...                files=[{"checkpoints/000000000001/counts.w00000.arrow":
 ...                        file_entry(b"state", worker=0, component="counts")}])
@@ -20,13 +20,13 @@ change to them shows.
 ...     parse(data.replace(b'"epoch": 4', b'"epoch": 5'), "commits/x.json", 1)
 ... except RecordError as error:
 ...     print(str(error).split(": ")[1])
-its contents do not match its XXH3-128 digest 5878dcbb34e5023bbfb6b93c88783e3f
+its contents do not match its XXH3-128 digest facf77b8d6f56bd64c2db45998b6c698
 """
 from __future__ import annotations
 
 import json
 import re
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from ..hashing import xxh3_128_hexdigest
 
@@ -61,15 +61,17 @@ def file_entry(data: Any, worker: int, component: str) -> dict:
             "component": component, "xxh3_128": digest(data)}
 
 
-def build(dataflow: str, sequence: int, epoch: int, sent: int, complete: bool, workers: int,
-          every: int, operators: list[str], components: list[list[str]],
-          files: Iterable[dict]) -> dict:
+def build(dataflow: str, sequence: int, epoch: int, sent: Sequence[dict[int, int]],
+          complete: bool, workers: int, every: int, operators: list[str],
+          components: list[list[str]], files: Iterable[dict]) -> dict:
     """The commit record of checkpoint ``sequence`` of ``epoch`` (``complete``: the last, of
-    a completed dataflow) whose inputs had sent records up to epoch ``sent``, naming the
-    state files of every worker's report (``files``: each worker's ``{path: file_entry}``),
-    with its digest."""
+    a completed dataflow) whose inputs had sent records up to the epochs ``sent`` gives
+    (per worker: input operator index -> epoch), naming the state files of every worker's
+    report (``files``: each worker's ``{path: file_entry}``), with its digest."""
     record = {"format": FORMAT, "dataflow": dataflow, "sequence": sequence, "epoch": epoch,
-              "inputs_sent": sent, "complete": complete, "workers": workers,
+              "inputs_sent": [{str(input): had for input, had in mine.items()}
+                              for mine in sent],
+              "complete": complete, "workers": workers,
               "checkpoint_every": every,
               "operators": operators, "components": components,
               "files": {path: entry for written in files for path, entry in written.items()}}
@@ -109,10 +111,30 @@ def parse(data: bytes, path: str, sequence: int) -> dict:
     return record
 
 
-def inputs_sent(record: dict) -> int:
-    """The latest epoch the inputs of ``record``'s checkpoint had sent records at (records
-    written before this was kept: its epoch)."""
-    return record.get("inputs_sent", record["epoch"])
+def inputs_sent(record: dict, worker: int, peers: int) -> tuple[dict[int, int], int]:
+    """The latest epoch each input (by operator index) of worker ``worker`` of ``peers`` had
+    sent records at when ``record``'s checkpoint was taken, and the epoch for an input not
+    named. Run at another number of workers, a worker cannot tell which records its inputs
+    send were sent before: each input takes the latest epoch any worker's sent at. (Records
+    written before inputs were told apart have one epoch for all; before that was kept,
+    the checkpoint's.)
+
+    >>> record = {"epoch": 9, "workers": 2, "inputs_sent": [{"3": 7}, {"3": 2, "4": 5}]}
+    >>> inputs_sent(record, 1, 2), inputs_sent(record, 0, 3)
+    (({3: 2, 4: 5}, -1), ({3: 7, 4: 5}, -1))
+    >>> inputs_sent({"epoch": 9, "workers": 2, "inputs_sent": 4}, 0, 2)
+    ({}, 4)
+    """
+    sent = record.get("inputs_sent", record["epoch"])
+    if isinstance(sent, int):
+        return {}, sent
+    if record["workers"] == peers:
+        return {int(input): had for input, had in sent[worker].items()}, -1
+    latest: dict[int, int] = {}
+    for mine in sent:
+        for input, had in mine.items():
+            latest[int(input)] = max(had, latest.get(int(input), -1))
+    return latest, -1
 
 
 def check_program(record: dict, where: str, dataflow: str, operators: list[str],

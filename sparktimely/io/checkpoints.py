@@ -14,7 +14,7 @@ sinks; bytewax's partitioned sources):
    Otherwise the components restore their state, sinks finish the commit of the resumed
    epoch (and discard what was staged after it), sources continue from their positions, and
    the dataflow's other inputs (input handles, ``to_stream``) send nothing at the epochs
-   they had sent at, and send what a longer run sends at the epochs between those and the
+   each had sent at, and send what a longer run sends at the epochs between those and the
    resumed one at the next (:class:`~sparktimely.ops.recovery.InputEpochs`).
 2. **Checkpoints.** Stateful operators and sinks see inputs only up to the next checkpoint
    epoch (``EpochGate``). When worker 0 sees every epoch up to that one complete, it asks
@@ -411,7 +411,8 @@ class _Flow:
         self.closing = False
         self.companion: "Dataflow | None" = None
         self.restored: dict[str, Any] = {}            # the resumed states, decoded
-        self.resumed_sent = -1             # the resumed checkpoint's inputs had sent up to
+        # the resumed checkpoint's inputs had sent up to (per input; for inputs not named)
+        self.resumed_sent: tuple[dict[int, int], int] = ({}, -1)
         self.decision: Start | Fail | None = None     # worker 0's, until begin() acts on it
 
     def finished(self) -> bool:
@@ -432,7 +433,7 @@ class _Flow:
                 case WriteSnapshot(sequence, epoch):
                     files, latest = self.write_snapshot(sequence, epoch)
                     self.perform(self.core.snapshot_written(sequence, files, latest,
-                                                            self.inputs.sent))
+                                                            dict(self.inputs.sent)))
                 case Release(limit):
                     for component in self.components:
                         component.release(limit)
@@ -464,7 +465,7 @@ class _Flow:
         self.perform(self.examine())
         resumed = self.core.found[1]          # every worker found it, or all of them fail
         if resumed >= 0:
-            self.inputs.resume_after(resumed, self.resumed_sent)
+            self.inputs.resume_after(resumed, *self.resumed_sent)
         self.worker.step_while(lambda: self.decision is None)
         decision, self.decision = self.decision, None
         if isinstance(decision, Fail):
@@ -478,10 +479,11 @@ class _Flow:
         resumed = self.inputs.resume_at - 1
         if moved:
             logger.warning(
-                "dataflow %r, worker %d: %r sent records at epoch %d, later than its inputs "
-                "had sent when the checkpoint this run resumed from was taken, but not later "
-                "than that checkpoint's epoch %d (an operator's output had reached it); they "
-                "are sent at epoch %d", self.name, self.worker.index, operator, epoch,
+                "dataflow %r, worker %d: %r sent records at epoch %d, later than it had "
+                "sent when the checkpoint this run resumed from was taken, but not later "
+                "than that checkpoint's epoch %d (another input or an operator's output had "
+                "reached it); they are sent at epoch %d", self.name, self.worker.index,
+                operator, epoch,
                 resumed, resumed + 1)
         else:
             logger.warning(
@@ -503,7 +505,8 @@ class _Flow:
                 return self.core.examined()
             self.check_program(record)
             self.restored = self.read_states(record)
-            self.resumed_sent = records.inputs_sent(record)
+            self.resumed_sent = records.inputs_sent(record, self.worker.index,
+                                                    self.worker.peers)
             return self.core.examined(record["sequence"], record["epoch"])
         except (RecoveryError, records.RecordError) as error:
             return self.core.examined(error=str(error))
@@ -688,7 +691,7 @@ class _Flow:
             files[f"{relative}/{name}"] = records.file_entry(data, index, component.name)
         storage.sync(directory)
         storage.sync(posixpath.dirname(directory))
-        return files, max([self.inputs.sent] + [c.max_epoch for c in self.components])
+        return files, max([self.inputs.latest()] + [c.max_epoch for c in self.components])
 
     def write_commit(self, commit: WriteCommit) -> None:
         """Worker 0: every worker's files are durable; write the commit record."""

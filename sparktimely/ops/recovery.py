@@ -95,41 +95,51 @@ class InputEpochs:
     dataflow that has no inputs (input handles, ``to_stream``, a program's own sources),
     except the ``exempt`` ones (sources that resume from positions of their own).
 
-    ``sent`` is the latest epoch they sent records at (-1: none), over every run. A run
-    resumed from the checkpoint of root epoch ``e`` continues after it
-    (:meth:`resume_after`): the inputs send nothing at epochs up to the ``sent`` of that
-    checkpoint, whose records the restored state already holds, so a program that sends its
-    input again from the start has it counted once; what they send at the epochs between
-    that and ``e`` (a completed dataflow's last checkpoint is of the latest epoch anything
-    in it reached, a ``delay``'s output maybe, past its inputs) is sent at ``e + 1``, as a
-    ``FileSource`` sends a new file's early epochs. ``told(operator, epoch, moved)`` is told
-    of each operator's first dropped (``moved`` False) and first moved batch.
+    ``sent`` holds, per input (its operator index), the latest epoch it sent records at
+    over every run (absent: none). A run resumed from the checkpoint of root epoch ``e``
+    continues after it (:meth:`resume_after`): each input sends nothing at epochs up to its
+    own ``sent`` of that checkpoint, whose records the restored state already holds, so a
+    program that sends its input again from the start has it counted once; what it sends at
+    the epochs between that and ``e`` (a completed dataflow's last checkpoint is of the
+    latest epoch anything in it reached: another input's, or a ``delay``'s output past its
+    inputs) is sent at ``e + 1``, as a ``FileSource`` sends a new file's early epochs.
+    ``told(operator, epoch, moved)`` is told of each operator's first dropped (``moved``
+    False) and first moved batch.
     """
 
     def __init__(self, dataflow: "Dataflow", exempt: set[int],
                  told: Callable[[str, int, bool], None]) -> None:
-        self.keep_from = 0           # epochs below are dropped
+        self.keep_from: dict[int, int] = {}     # per input: its epochs below are dropped
         self.resume_at = 0           # epochs from keep_from below this are sent at it
-        self.sent = -1
+        self.sent: dict[int, int] = {}
         self._told_of = told
         self._told: set[tuple[str, bool]] = set()
+        self.inputs: list[int] = []
         handles = dataflow.input_handles()
         for operator in dataflow.operators:
             if operator is None or operator.inputs or operator.index in exempt:
                 continue
+            self.inputs.append(operator.index)
             handle = handles.get(operator.index)
             retimed = None if handle is None else type(handle).retimed   # not the handle
             for port in operator.outputs:
-                port.pushers = [_Watched(pusher, self, operator.name, retimed)
+                port.pushers = [_Watched(pusher, self, operator.name, operator.index, retimed)
                                 for pusher in port.pushers]
 
-    def resume_after(self, epoch: int, sent: int) -> None:
+    def latest(self) -> int:
+        """The latest epoch any input sent records at, over every run (-1: none)."""
+        return max(self.sent.values(), default=-1)
+
+    def resume_after(self, epoch: int, sent: dict[int, int], otherwise: int) -> None:
         """Resume from the checkpoint of root epoch ``epoch`` whose inputs had sent up to
-        epoch ``sent``: drop what they send up to ``sent``, send the rest up to ``epoch`` at
-        ``epoch + 1``."""
-        self.keep_from = sent + 1
+        epoch ``sent[input]`` (``otherwise`` for an input it does not name): drop what each
+        sends up to that, send the rest up to ``epoch`` at ``epoch + 1``."""
         self.resume_at = epoch + 1
-        self.sent = max(self.sent, sent)
+        for input in self.inputs:
+            had = sent.get(input, otherwise)
+            self.keep_from[input] = had + 1
+            if had > self.sent.get(input, -1):
+                self.sent[input] = had
 
     def tell(self, operator: str, epoch: int, moved: bool) -> None:
         """A batch of ``operator`` at ``epoch`` was dropped (or ``moved``): tell the first
@@ -142,20 +152,21 @@ class InputEpochs:
 class _Watched:
     """One output's pusher of an input operator, as :class:`InputEpochs` watches it."""
 
-    __slots__ = ("pusher", "epochs", "name", "retimed")
+    __slots__ = ("pusher", "epochs", "name", "index", "retimed")
 
-    def __init__(self, pusher: Any, epochs: InputEpochs, name: str,
+    def __init__(self, pusher: Any, epochs: InputEpochs, name: str, index: int,
                  retimed: Callable[[Any, Timestamp], Any] | None) -> None:
         self.pusher = pusher
         self.epochs = epochs
         self.name = name
+        self.index = index              # the operator's
         self.retimed = retimed          # the handle's, for records with times of their own
 
     def push(self, time: Timestamp, batch: Any) -> None:
         epoch = root_epoch(time)
         epochs = self.epochs
         if epoch < epochs.resume_at:
-            if epoch < epochs.keep_from:
+            if epoch < epochs.keep_from.get(self.index, 0):
                 epochs.tell(self.name, epoch, False)
                 return
             epochs.tell(self.name, epoch, True)
@@ -163,8 +174,8 @@ class _Watched:
             time = epoch_time(time, epoch)
             if self.retimed is not None:
                 batch = self.retimed(batch, time)
-        if epoch > epochs.sent:
-            epochs.sent = epoch
+        if epoch > epochs.sent.get(self.index, -1):
+            epochs.sent[self.index] = epoch
         self.pusher.push(time, batch)
 
 

@@ -193,7 +193,7 @@ class Simulation:
             worker.writing = None
             self.perform(worker, worker.core.snapshot_written(
                 sequence, {f"w{index}/{sequence}": index}, worker.latest,
-                sent=worker.latest - index % 2))
+                sent={0: worker.latest - index % 2, index + 1: worker.latest}))
 
     def write_one(self, choice):
         """Some worker's snapshot becomes durable."""
@@ -282,7 +282,8 @@ class Simulation:
         else:
             assert action.epoch > epoch and action.epoch % self.every == 0
             assert self.truth >= action.epoch, "a record of an epoch not complete everywhere"
-        assert action.sent == min(action.epoch, max(r.sent for r in action.reports))
+        assert action.sent == tuple({i: min(action.epoch, had) for i, had in r.sent.items()}
+                                    for r in action.reports)
         self.committing = action
 
     def do_CommitComponents(self, worker, action: CommitComponents):

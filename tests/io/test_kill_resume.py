@@ -357,6 +357,49 @@ def test_a_longer_rerun_of_a_completed_program_whose_output_ran_ahead_loses_noth
         assert visible(out) == sorted(first + later), run
 
 
+def two_input_counts(worker: st.Worker, out: str, lagging_epochs: int) -> None:
+    """Running word counts of two inputs on every worker: ``words_of`` each epoch of ten
+    through one, and, through the other of the last worker only, the word ``b<epoch>`` for
+    each of the first ``lagging_epochs``."""
+    words, lagging = st.InputHandle(), st.InputHandle()
+
+    def build(scope):
+        counts = (scope.input_from(words).concat(scope.input_from(lagging))
+                  .exchange(lambda pair: st.stable_hash(pair[0])).state_machine(fold))
+        counts.output_to(DirectorySink(out, format="jsonl"), "counts")
+        return counts.probe()
+    probe = worker.dataflow(build, name="two inputs")
+    for epoch in range(10):
+        for word in words_of(epoch)[worker.index::worker.peers]:
+            words.send((word, 1))
+        if epoch < lagging_epochs and worker.index == worker.peers - 1:
+            lagging.send((f"b{epoch}", 1))
+        words.advance_to(epoch + 1)
+        if epoch + 1 == lagging_epochs:
+            lagging.close()                 # it ends here, the other goes on
+        elif epoch < lagging_epochs:
+            lagging.advance_to(epoch + 1)
+        worker.step_while(lambda: probe.less_than(words.time()))
+    words.close()
+
+
+@pytest.mark.parametrize("workers, rerun_workers", [(1, 1), (2, 2), (3, 3), (2, 3)])
+def test_a_longer_rerun_loses_nothing_of_an_input_that_had_sent_less_than_another(
+        tmp_path, workers, rerun_workers):
+    """The completed dataflow's last checkpoint is of epoch 9, the epoch one input reached;
+    the other (of one worker) had sent up to epoch 5. A rerun that sends it on to epoch 9
+    has its epochs 6 to 9 sent at 10, not dropped as if the checkpoint held them."""
+    out, directory = str(tmp_path / "out"), str(tmp_path / "ck")
+    by_epoch = {epoch: words_of(epoch) + [f"b{epoch}"] * (epoch < 6) for epoch in range(10)}
+    st.execute(lambda w: two_input_counts(w, out, 6), workers=workers, checkpoint_dir=directory)
+    assert visible(out) == running_counts(by_epoch)
+    for run in range(2):                # the second longer run changes nothing
+        st.execute(lambda w: two_input_counts(w, out, 10), workers=rerun_workers,
+                   checkpoint_dir=directory)
+        assert visible(out) == running_counts(
+            {**by_epoch, 10: [f"b{epoch}" for epoch in range(6, 10)]}), run
+
+
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_a_rerun_of_a_completed_program_does_not_apply_its_to_stream_again(tmp_path, workers):
     def job(worker):
