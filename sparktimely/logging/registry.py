@@ -145,10 +145,10 @@ class Registry:
         logger = self._loggers[name] = Logger(name, callback, self)
         if previous is not None:
             logger.callbacks += previous.kept
-            logger.kept = previous.kept
+            logger.kept = list(previous.kept)
         self._attach()
-        if name == "timely" and self._hooks is not None:
-            logger.buffer += self._hooks.built
+        if name == "timely" and self._hooks is not None and self._hooks.built:
+            callback(self.now(), list(self._hooks.built))    # the kept ones have them
         _close(replaced)
         return replaced[-1] if replaced else None
 
@@ -200,7 +200,7 @@ class Registry:
         logger.flush(self.now())
         gone = [c for c in logger.callbacks if not (keep and logger.is_kept(c))]
         if len(gone) < len(logger.callbacks):
-            logger.callbacks = logger.kept
+            logger.callbacks = list(logger.kept)      # not the same list: add() appends
         else:
             del self._loggers[name]
             self._attach()

@@ -143,3 +143,33 @@ def test_a_programs_own_logging_leaves_the_log_files_whole(tmp_path):
         sent = sum(e.length for e in logs.events if type(e) is MessagesEvent and e.is_send
                    and e.channel < 2)
         assert sent == 2 * 10 * workers, sent         # both of the first dataflow's channels
+
+
+@pytest.mark.timeout(120)
+def test_under_log_dir_logs_come_and_go_as_they_do_without_it(tmp_path):
+    """With the kept log-file callbacks in place: a program's insert after a dataflow was
+    built does not write that dataflow's operators into the files again, a log_stream made
+    after a remove completes at the next remove (it used to join the kept callbacks, and the
+    job never finished), and a callback added after a remove stops at the next one."""
+    def job(worker):
+        registry, late = worker.log_register(), []
+        worker.dataflow(lambda scope: scope.to_stream(range(10)).map(str).probe(), name="a")
+        registry.insert("timely", lambda time, batch: None)
+        streams = []
+        for round in range(2):
+            streams.append(worker.dataflow(lambda scope: log_stream(scope).probe(),
+                                           name=f"logs{round}"))
+            if round:
+                registry.add("timely", lambda time, batch: late.extend(batch))
+            worker.step()
+            registry.remove("timely")
+            worker.step_while(lambda: not streams[-1].done())
+        seen = len(late)
+        worker.dataflow(lambda scope: scope.to_stream(range(10)).probe(), name="b")
+        worker.run()
+        return seen == len(late)
+    for workers in (1, 2, 3):
+        assert st.execute(job, workers=workers, log_dir=tmp_path) == [True] * workers
+        names = [e.name for e in st.logging.read_log_directory(tmp_path).operators()]
+        assert names == ["ToStream", "Map", "Probe", "Replay", "Probe", "Replay", "Probe",
+                         "ToStream", "Probe"], names
