@@ -199,11 +199,12 @@ class EventReader:
     def next(self) -> tuple | None:
         """The next whole event, or None if none has been written yet."""
         end = self._whole_event()
-        if end == 0:
-            self._buffer += self._available()
-            end = self._whole_event()
-            if end == 0:
+        while end == 0:                 # an event may be longer than one read
+            more = self._available()
+            if not more:
                 return None
+            self._buffer += more
+            end = self._whole_event()
         event: tuple = pickle.loads(self._buffer[_LENGTH.size:end])
         del self._buffer[:end]
         return event

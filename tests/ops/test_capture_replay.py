@@ -105,6 +105,20 @@ def test_a_log_read_while_it_is_written_waits_for_whole_events():
         shutil.rmtree(directory)
 
 
+def test_an_event_longer_than_one_read_is_read_whole(tmp_path):
+    """A finished log whose events are several megabytes each (a step's batch of many
+    events) reads whole: next() gives each, not None after the first read's megabyte."""
+    path = str(tmp_path / "log")
+    writer = st.EventWriter(path)
+    big = [("messages", t, [bytes(1 << 20)] * 3) for t in range(2)]
+    for event in big:
+        writer.push(event)
+    writer.close()
+    reader = st.EventReader(path)
+    assert [reader.next(), reader.next(), reader.next()] == big + [None]
+    reader.close()
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("blocking", [True, False])
 def test_a_log_over_a_socket_is_read_without_waiting_for_more(blocking):
