@@ -215,10 +215,9 @@ class Session:
         iterable is consumed before this call returns, in batches of ``BATCH_SIZE`` pushed as
         they fill, so memory stays bounded by the channel, not by the iterable."""
         buffer = self._buffer
-        if records.__class__ is list or records.__class__ is tuple:
+        if (records.__class__ is list or records.__class__ is tuple) and \
+                len(buffer) + len(records) < BATCH_SIZE:       # the usual few records
             buffer.extend(records)
-            if len(buffer) >= BATCH_SIZE:
-                self.flush()
             return
         records = iter(records)
         while True:

@@ -83,16 +83,18 @@ def test_label_propagation_with_generator_output_matches_networkx(graph, run):
     assert labels == least_in_component(graph)
 
 
-def test_give_iterator_sends_in_batches_as_it_iterates(run):
-    """The records of a long iterator are sent as batches of at most BATCH_SIZE while the
-    logic runs: a consumer sees all of them, in order, at the session's time."""
+@pytest.mark.parametrize("container", [iter, list, tuple])
+def test_give_iterator_sends_in_batches_as_it_iterates(run, container):
+    """The records of a long iterator (or list, or tuple) are sent as batches of at most
+    BATCH_SIZE while the logic runs: a consumer sees all of them, in order, at the
+    session's time."""
     def job(worker):
         sizes = []
 
         def ctor(cap, info):
             def logic(output):
                 with output.session(cap) as session:
-                    session.give_iterator(iter(range(2 * BATCH_SIZE + 5)))
+                    session.give_iterator(container(range(2 * BATCH_SIZE + 5)))
                 cap.drop()
             return logic
 
