@@ -88,10 +88,26 @@ class _FilePart:
         rows = source.batch_rows
         if source.format == "parquet":
             self.batches: Iterator[Any] = self._parquet(rows)
+        elif source.format == "csv" and self.file.size() == 0:
+            self.batches = iter(())          # no header, no rows: as an empty file of lines
         elif source.format == "csv":
-            self.batches = _rechunk(iter(pacsv.open_csv(self.file)), rows, self.done * rows)
+            try:
+                reader = pacsv.open_csv(self.file)
+            except (pa.ArrowException, UnicodeDecodeError) as error:
+                raise self._unreadable(error) from error
+            self.batches = _rechunk(iter(reader), rows, self.done * rows)
         else:
             self.batches = self._lines(rows)
+
+    def _unreadable(self, error: Exception) -> ValueError:
+        """``error`` from reading this file, as an error naming the file."""
+        hint = ""
+        if self.source.format == "csv" and "conversion error" in str(error):
+            hint = (" (a CSV column's type is inferred from the file's first block: values "
+                    "of another type further on cannot be read; write such a column as "
+                    "text from its start, or the file as Parquet)")
+        return ValueError(f"FileSource: {self.path} cannot be read as "
+                          f"{self.source.format}: {type(error).__name__}: {error}{hint}")
 
     def _parquet(self, rows: int) -> Iterator[pa.RecordBatch]:
         parquet = pq.ParquetFile(self.file)
@@ -124,7 +140,10 @@ class _FilePart:
                                  f"{error}") from None
 
     def next_batch(self) -> tuple[int, Any]:
-        batch = next(self.batches)
+        try:
+            batch = next(self.batches)
+        except (pa.ArrowException, UnicodeDecodeError) as error:
+            raise self._unreadable(error) from error
         self.done += 1
         if self.source.event_time is None:
             return (self.done - 1) // self.source.batches_per_epoch, batch

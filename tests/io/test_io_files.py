@@ -125,6 +125,32 @@ def test_a_jsonl_line_that_is_not_json_is_named_with_its_line_number(tmp_path):
         part.next_batch()
 
 
+@pytest.mark.parametrize("format, content, message", [
+    ("parquet", b"not parquet", "ArrowInvalid: Parquet magic bytes not found"),
+    ("text", b"\xff\xfe", "UnicodeDecodeError: 'utf-8' codec can't decode"),
+    ("csv", b"n,word\n" + b"1,a\n" * 400_000 + b"x,b\n",
+     "ArrowInvalid: In CSV column #0: CSV conversion error to int64: invalid value 'x' "
+     "\\(a CSV column's type is inferred")])
+def test_a_file_that_cannot_be_read_is_named(tmp_path, format, content, message):
+    path = tmp_path / f"bad.{format}"
+    path.write_bytes(content)
+    part = FileSource([str(path)], format=format, batch_rows=100_000).open(str(path), None)
+    with pytest.raises(ValueError, match=f"FileSource: {path} cannot be read as {format}: "
+                                         f"{message}"):
+        while True:
+            part.next_batch()
+
+
+def test_an_empty_csv_file_has_no_rows(tmp_path):
+    """A 0-byte CSV file (no header) reads as no batches, as empty files of the other
+    formats do."""
+    path = tmp_path / "empty.csv"
+    path.write_bytes(b"")
+    part = FileSource([str(path)], format="csv").open(str(path), None)
+    with pytest.raises(StopIteration):
+        part.next_batch()
+
+
 def test_a_directory_lists_its_visible_files_in_order_each_time(tmp_path):
     for name in ("b.txt", "a.txt", "_hidden.txt", ".dot"):
         (tmp_path / name).write_text("x\n")
