@@ -305,13 +305,23 @@ class _SinkFile(StagedFile):
         super().__init__(storage, name)
         self.format = format
         self.writer: pq.ParquetWriter | None = None
+        self.records: list[pa.RecordBatch] = []     # Python records' columns, until finish
 
     def write(self, batch: Any) -> None:
         if self.format == "jsonl":
             rows = batch.to_pylist() if isinstance(batch, pa.RecordBatch) else batch
             self.stream.write("".join([json.dumps(row) + "\n" for row in rows]).encode())
-            return
-        records = _record_batch(batch)
+        elif isinstance(batch, pa.RecordBatch):
+            self._write(batch)
+        else:       # the types of one batch's columns may not be the epoch's (None, then 1)
+            records = _record_batch(batch)
+            first = self.records[0].schema if self.records else None
+            if first is not None and records.schema.names != first.names:
+                raise ValueError(f"a batch of schema {records.schema} does not fit the schema "
+                                 f"{first} of {self.name}")
+            self.records.append(records)
+
+    def _write(self, records: pa.RecordBatch) -> None:
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.stream, records.schema)
         elif records.schema != self.writer.schema:
@@ -323,6 +333,19 @@ class _SinkFile(StagedFile):
         self.writer.write_batch(records)
 
     def finish(self) -> None:
+        if self.records:
+            batches, self.records = self.records, []
+            schema = batches[0].schema
+            if any(b.schema != schema for b in batches):
+                try:
+                    schema = pa.unify_schemas([b.schema for b in batches],
+                                              promote_options="permissive")
+                    batches = [b.cast(schema) for b in batches]
+                except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
+                    raise ValueError(f"the records of {self.name} have columns whose types do "
+                                     f"not fit one Parquet schema: {error}") from None
+            for batch in batches:
+                self._write(batch)
         if self.writer is not None:
             self.writer.close()
 

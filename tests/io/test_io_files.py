@@ -281,6 +281,25 @@ def test_parquet_columns_from_dicts_tuples_values_and_record_batches(tmp_path):
         part.write(0, [{"other": 1}])
 
 
+def test_parquet_columns_take_the_types_of_every_batch_of_an_epoch(tmp_path):
+    """Batches of Python records are cut by the runtime: a column None in one batch and
+    ints (then floats) in the next is one column of the epoch's type; types that do not
+    fit one column are an error naming the file."""
+    part = DirectorySink(str(tmp_path / "ok")).open("0", None)
+    for batch in ([{"v": None}] * 3, [{"v": 1}], [{"v": 2.5}]):
+        part.write(0, batch)
+    part.commit(0)
+    table = pq.read_table(tmp_path / "ok" / "part-0000000000-0.parquet")
+    assert table.schema.field("v").type == pa.float64()
+    assert table.column("v").to_pylist() == [None, None, None, 1.0, 2.5]
+    part = DirectorySink(str(tmp_path / "bad")).open("0", None)
+    part.write(0, [{"v": 1}])
+    part.write(0, [{"v": "a"}])
+    with pytest.raises(ValueError, match="records of .*part-0000000000-0.parquet have columns "
+                                         "whose types do not fit one Parquet schema"):
+        part.commit(0)
+
+
 def test_output_is_visible_per_epoch_once_complete_at_any_worker_count(run, tmp_path):
     out = str(tmp_path / "out")
 
