@@ -411,11 +411,18 @@ def config_from_args(argv: Sequence[str]) -> Config:
     >>> config_from_args(["-w", "two"])
     Traceback (most recent call last):
     ValueError: argument -w/--workers/--threads: expected a positive integer, got 'two'
+    >>> config_from_args(["--wrokers", "2"])        # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ValueError: unrecognized argument --wrokers: did you mean --workers? (arguments for ...)
     """
+    parser = timely_parser(exit_on_error=False)
     try:
-        options, unknown = timely_parser(exit_on_error=False).parse_known_args(argv)
+        options, unknown = parser.parse_known_args(argv)
     except argparse.ArgumentError as error:
         raise ValueError(str(error)) from None
+    problem = parser.misspelt(unknown)
+    if problem is not None:
+        raise ValueError(problem)
     return _config(options, [*unknown, *options.args])
 
 

@@ -100,9 +100,9 @@ class ProcessCluster:
         for q in sorted(self.controls):
             _, hello_q = self._expect(q, deadline)      # hellos come first
             if hello_q["workers"] != self.workers:
-                raise ValueError(f"process {q} runs {hello_q['workers']} workers but process "
-                                 f"{self.process} runs {self.workers}: every process must "
-                                 f"use the same -w")
+                raise ConnectionError(f"process {q} runs {hello_q['workers']} workers but "
+                                      f"process {self.process} runs {self.workers}: every "
+                                      f"process must use the same -w")
             hellos[q] = hello_q
         groups = {q: f"process {q}" if force_sockets else h["identity"]
                   for q, h in hellos.items()}
