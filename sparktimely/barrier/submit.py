@@ -53,6 +53,7 @@ import shutil
 import subprocess
 import sys
 import time
+import types
 from typing import Callable, Sequence
 
 from sparktimely.execute import at_least, positive_seconds  # absolute: run as a file too
@@ -121,6 +122,9 @@ def load_function(target: str) -> Callable:
             raise ValueError(f"{target} is a module: name the function to run in it, as "
                              f"{target}:FUNCTION") from None
         raise
+    if isinstance(function, types.ModuleType):
+        raise ValueError(f"{target} is a module: name the function to run in it, as "
+                         f"{target}:FUNCTION")
     if not callable(function):
         raise TypeError(f"{target} is not callable")
     return function

@@ -109,6 +109,12 @@ def test_load_function():
     assert load_function("os.path.join")("a", "b") == "a/b"
     with pytest.raises(ValueError):
         load_function("nomodule")
+    # a module reached as an attribute of its package (json imports json.decoder) is still
+    # a module: the message says to name the function, however it was found
+    for module in ("json.decoder", "os.path"):
+        with pytest.raises(ValueError, match=f"{module} is a module: name the function to "
+                                             f"run in it, as {module}:FUNCTION"):
+            load_function(module)
 
 
 def test_missing_java_is_a_clear_error(monkeypatch, tmp_path):
