@@ -70,19 +70,31 @@ class Config:
                      else f"there are {self.processes} processes")
             raise ValueError(f"process index {self.process!r} is not in 0..{self.processes - 1} "
                              f"({count})")
-        if self.stall_limit is not None and not (isinstance(self.stall_limit, (int, float))
-                                                 and self.stall_limit > 0):
-            raise ValueError(f"stall_limit must be a positive number of seconds, got "
-                             f"{self.stall_limit!r}")
-        if not isinstance(self.checkpoint_every, int) or self.checkpoint_every < 1:
-            raise ValueError(f"checkpoint_every must be a positive integer, got "
-                             f"{self.checkpoint_every!r}")
+        check_run_options(self.stall_limit, self.checkpoint_every)
         if self.hostfile is not None and len(self.hostfile) < self.processes:
             path = getattr(self.hostfile, "path", None)
             origin = "the hostfile" if path is None else f"hostfile {path}"
             raise ValueError(f"{origin} lists {len(self.hostfile)} address(es) but "
                              f"{self.processes} processes need one each "
                              f"(process {len(self.hostfile)} has none)")
+
+
+def check_run_options(stall_limit: float | None, checkpoint_every: int) -> None:
+    """Raise ValueError naming the option if ``stall_limit`` is not None or a positive
+    number of seconds, or ``checkpoint_every`` not a positive integer: what ``execute`` and
+    the Spark launchers check before any worker starts.
+
+    >>> check_run_options(None, 0)
+    Traceback (most recent call last):
+    ValueError: checkpoint_every must be a positive integer, got 0
+    """
+    if stall_limit is not None and not (isinstance(stall_limit, (int, float))
+                                        and stall_limit > 0):
+        raise ValueError(f"stall_limit must be a positive number of seconds, got "
+                         f"{stall_limit!r}")
+    if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be a positive integer, got "
+                         f"{checkpoint_every!r}")
 
 
 class _Addresses(list):

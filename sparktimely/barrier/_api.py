@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 from .. import Worker
 from ..io.checkpoints import RecoveryError, checkpointing, committed_epochs, \
     reraise_recovery_error
+from ..execute import check_run_options
 from ..logging import observing
 from ._cancel import FailureMemo, StageCanceller, driver_host
 from ._resources import BarrierSetupError, check, check_resources, context_of, wait_for_slots
@@ -132,6 +133,7 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
                         "(under Spark Connect use map_in_arrow)")
     if not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"max_attempts must be a positive integer, got {max_attempts!r}")
+    check_run_options(stall_limit, checkpoint_every)
     check(sc, num_workers)
     ship(sc)
     description = f"sparktimely: run {_name_of(func)} on {num_workers} workers"
@@ -371,6 +373,7 @@ def _task_options(sc, timeout, stall_limit, log_dir, checkpoint_dir,
                   checkpoint_every) -> TaskOptions:
     """The lazy forms' task options: with the driver's stage canceller when there is a
     SparkContext, else (Spark Connect) with a failure memo (see :mod:`._cancel`)."""
+    check_run_options(stall_limit, checkpoint_every)
     canceller = StageCanceller.address_for(sc)
     return TaskOptions(timeout=timeout, stall_limit=stall_limit, canceller=canceller,
                        memo=None if canceller else FailureMemo.new(), log_dir=_log_dir(log_dir),

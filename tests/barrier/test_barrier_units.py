@@ -203,3 +203,14 @@ def test_an_old_application_or_dynamic_allocation_is_refused_at_once():
     with pytest.raises(BarrierSetupError, match="dynamic allocation"):
         check(ScriptedContext([(0.0, 0)], age=1.0, dynamic=True), 2)
     assert time.monotonic() - started < 1.5                # not SETTLE (2 s) each
+
+
+@pytest.mark.parametrize("option, message", [
+    ({"checkpoint_every": 0}, "checkpoint_every must be a positive integer, got 0"),
+    ({"stall_limit": -1}, "stall_limit must be a positive number of seconds, got -1")])
+def test_run_refuses_bad_options_before_any_stage(option, message):
+    """As execute does: before the slot check (which would find the scripted context's 2
+    slots too few for 3 workers) and before any barrier stage is launched."""
+    from sparktimely.barrier import run
+    with pytest.raises(ValueError, match=message):
+        run(ScriptedContext([(0.0, 2)], age=120.0), lambda worker: None, 3, **option)
