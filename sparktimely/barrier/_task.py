@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import time
+import traceback
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from itertools import islice
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .. import InputHandle, Pipeline, Worker
+from ..errors import describe
 from ..execute import Seat, WorkerError, WorkerSession, run_workers
 from ..io.checkpoints import enable_checkpoints
 from ..io.tasks import TaskInput, TaskOutput
@@ -199,6 +201,7 @@ def run_in_task(func: Callable[[Worker], Any], args: Sequence[str] = (),
     doc); returns its result or raises :class:`TaskFailed`."""
     context = _barrier_context(context)
     seat = _seat(context)
+    plan = None
     try:
         plan = _gather(context, seat)
         [result] = run_workers(func, plan.addresses, {plan.index: seat.release_listener()},
@@ -206,6 +209,10 @@ def run_in_task(func: Callable[[Worker], Any], args: Sequence[str] = (),
                                peer_lost_grace=PEER_LOST_GRACE)
     except WorkerError as error:
         raise TaskFailed(error.index, error.message, error.traceback) from None
+    except (TimeoutError, ConnectionError) as error:     # meeting the other workers
+        if plan is None:
+            raise
+        raise TaskFailed(plan.index, describe(error), traceback.format_exc()) from None
     finally:
         seat.close()
     return result

@@ -214,3 +214,35 @@ def test_run_refuses_bad_options_before_any_stage(option, message):
     from sparktimely.barrier import run
     with pytest.raises(ValueError, match=message):
         run(ScriptedContext([(0.0, 2)], age=120.0), lambda worker: None, 3, **option)
+
+
+@pytest.mark.timeout(60)
+def test_a_task_whose_first_worker_of_the_host_never_comes_fails_naming_it():
+    """Task 1 of a stage of 2 on one host, whose task 0 (the one that makes the host's
+    shared memory) never comes: the task fails with TaskFailed naming worker 1 and the
+    timeout (the driver turns it into a WorkerError), not a bare TimeoutError."""
+    from types import SimpleNamespace
+
+    from sparktimely.barrier._plan import TaskAddress
+    from sparktimely.barrier._task import TaskFailed, run_in_task
+    from sparktimely.execute import Seat
+
+    absent = Seat("localhost", label="Spark partition 0")
+
+    class SecondTask:
+        def partitionId(self):
+            return 1
+
+        def getTaskInfos(self):
+            return [SimpleNamespace(address="localhost:1")] * 2
+
+        def allGather(self, mine):
+            return [TaskAddress.of(0, absent.address()).to_json(), mine]
+    try:
+        with pytest.raises(TaskFailed) as failed:
+            run_in_task(lambda worker: worker.index, timeout=0.5, context=SecondTask())
+    finally:
+        absent.close()
+    assert failed.value.index == 1
+    assert failed.value.message.startswith("TimeoutError: worker 0 (Spark partition 0), the "
+                                           "first of this host's workers, did not create")
