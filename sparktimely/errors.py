@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-__all__ = ["WorkerError"]
+__all__ = ["WorkerError", "ExchangeSchemaError"]
 
 
 class WorkerError(RuntimeError):
@@ -34,6 +34,12 @@ class WorkerError(RuntimeError):
 
     def __reduce__(self):
         return (type(self), (self.index, self.message, self.traceback))
+
+
+class ExchangeSchemaError(ValueError):
+    """An exchange received Arrow batches of two schemas (from two workers, or one worker at
+    two times). Raised by the exchange where it notices, and told as itself: not as the
+    failure of whichever operator was running when the batch arrived."""
 
 
 def describe(error: BaseException) -> str:

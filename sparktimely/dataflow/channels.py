@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import pyarrow as pa
 
+from ..errors import ExchangeSchemaError
 from .containers import format_schema, partition_batch
 from .ports import batch_length, own_copy
 
@@ -194,7 +195,7 @@ class SchemaCheckedQueue(deque):
         first, first_sender = self._first
         dataflow = self._target.dataflow
         operator = dataflow.operators[self._target.operator].name
-        raise ValueError(
+        raise ExchangeSchemaError(
             f"an exchange into {operator!r} (dataflow {dataflow.name!r}) on worker {self._me} "
             f"got Arrow batches of two schemas: worker {first_sender} sent "
             f"{format_schema(first)}, worker {sender} sent {format_schema(schema)}; every "

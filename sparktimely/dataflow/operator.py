@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Generic, Sequence, TypeVar
 
-from ..errors import describe
+from ..errors import ExchangeSchemaError, describe
 from ..progress.timestamp import LEAVE, EnterSummary, Timestamp, check_summary
 from .capability import Capability
 from .channels import Pact, Pipeline, as_pact
@@ -127,7 +127,7 @@ class Operator:
             for handle in self.handles:
                 if handle._flush():
                     self.blocked = True
-        except OperatorError:
+        except (OperatorError, ExchangeSchemaError):   # the latter is the stream's, not ours
             raise
         except Exception as error:
             raise OperatorError(
