@@ -91,10 +91,26 @@ def connect_timeout(timeout: float | None = None) -> float:
 
     >>> connect_timeout(2.5)
     2.5
+    >>> os.environ[TIMEOUT_ENV] = "abc"
+    >>> try:
+    ...     connect_timeout()
+    ... except ValueError as error:
+    ...     print(error)
+    $SPARKTIMELY_CONNECT_TIMEOUT must be a positive number of seconds, got 'abc'
+    >>> del os.environ[TIMEOUT_ENV]
     """
     if timeout is not None:
         return float(timeout)
-    return float(os.environ.get(TIMEOUT_ENV) or DEFAULT_TIMEOUT)
+    text = os.environ.get(TIMEOUT_ENV)
+    if not text:
+        return DEFAULT_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not seconds > 0:
+        raise ValueError(f"${TIMEOUT_ENV} must be a positive number of seconds, got {text!r}")
+    return seconds
 
 
 def split_address(address: str) -> tuple[str, int]:
