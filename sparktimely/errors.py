@@ -39,7 +39,19 @@ class WorkerError(RuntimeError):
 class ExchangeSchemaError(ValueError):
     """An exchange received Arrow batches of two schemas (from two workers, or one worker at
     two times). Raised by the exchange where it notices, and told as itself: not as the
-    failure of whichever operator was running when the batch arrived."""
+    failure of whichever operator was running when the batch arrived.
+
+    >>> import pyarrow as pa, sparktimely as st
+    >>> def job(worker):                  # worker 1's column n holds strings, worker 0's ints
+    ...     n = pa.array(["x"]) if worker.index else pa.array([1])
+    ...     batch = pa.record_batch({"key": [7], "n": n})
+    ...     worker.dataflow(lambda scope: scope.to_stream([batch]).exchange(key="key").probe())
+    >>> try:
+    ...     st.execute(job, workers=2)
+    ... except st.WorkerError as error:
+    ...     print(str(error).split(": ")[1])
+    ExchangeSchemaError
+    """
 
 
 def describe(error: BaseException) -> str:
