@@ -4,8 +4,8 @@ A checkpoint exists from the instant its commit record, ``<dataflow>/commits/<se
 is in place (written atomically by worker 0). The record names the program it belongs to
 (the dataflow, its operators and its checkpointed components), the epoch it holds (every
 root epoch up to it), the latest epoch each worker's inputs had sent records at (later than
-that, a completed dataflow's epoch may come from another input or a ``delay``), whether the dataflow had completed,
-the number of workers, and every state file with its size and XXH3-128 digest; the record
+that, a completed dataflow's epoch may come from another input or a ``delay``), whether the
+dataflow had completed, the number of workers, and every state file with its size and XXH3-128 digest; the record
 carries the digest of its own contents too. Its bytes have one canonical layout, so any
 change to them shows.
 

@@ -483,8 +483,7 @@ class _Flow:
                 "sent when the checkpoint this run resumed from was taken, but not later "
                 "than that checkpoint's epoch %d (another input or an operator's output had "
                 "reached it); they are sent at epoch %d", self.name, self.worker.index,
-                operator, epoch,
-                resumed, resumed + 1)
+                operator, epoch, resumed, resumed + 1)
         else:
             logger.warning(
                 "dataflow %r, worker %d: %r sent records at epoch %d, which the checkpoint "

@@ -304,8 +304,7 @@ class TimeKind:
         if self._shaped(time, _is_time_of):
             return
         place = f"{where}: " if where else ""
-        if self._shaped(time, lambda t, kind: kind is int and t.__class__ is int or
-                        kind is not int and isinstance(t, kind)):
+        if self._shaped(time, _is_of_type):
             raise ValueError(f"{place}time {time!r} is below this scope's minimum "
                              f"{self.minimum()!r}")
         raise TypeError(f"{place}time {time!r} is not of this scope's type "
@@ -337,10 +336,14 @@ def minimum_of(kind: type) -> Timestamp:
     return 0 if kind is int else kind.minimum()      # type: ignore[attr-defined]
 
 
+def _is_of_type(time: Timestamp, kind: type) -> bool:
+    """Whether ``time`` is of ``kind`` (an int of ``int``, whatever its sign)."""
+    return time.__class__ is int if kind is int else isinstance(time, kind)
+
+
 def _is_time_of(time: Timestamp, kind: type) -> bool:
-    if kind is int:
-        return time.__class__ is int and time >= 0
-    return isinstance(time, kind)
+    """Whether ``time`` is a time of ``kind``: of its type, and not negative if an int."""
+    return _is_of_type(time, kind) and (kind is not int or time >= 0)
 
 
 class EnterSummary:
