@@ -59,13 +59,16 @@ class Capability:
 
     __slots__ = ("_time", "_port", "_live", "__weakref__")
 
-    def __init__(self, time: Timestamp, port: "OutputPort") -> None:
+    def __init__(self, time: Timestamp, port: "OutputPort", initial: bool = False) -> None:
         port.kind.check(time)
         self._time = time
         self._port = port
         self._live = True
         port.held += 1
-        port.dataflow.acquire(port.location, time)
+        if initial:             # the one an operator's constructor gets: alike at every worker
+            port.dataflow.acquire_initial(port.location, time)
+        else:
+            port.dataflow.update(port.location, time, 1)
 
     @property
     def time(self) -> Timestamp:

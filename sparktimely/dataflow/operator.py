@@ -318,7 +318,8 @@ class OperatorBuilder(Generic[S]):
         frontiers = [handle.frontier for handle in self._inputs]
         for i, handle in enumerate(self._inputs):
             handle._set_outputs(operator.outputs, self._summaries[i])
-        capabilities = [Capability(self.scope.kind.minimum(), port) for port in operator.outputs]
+        capabilities = [Capability(self.scope.kind.minimum(), port, initial=True)
+                        for port in operator.outputs]
         logic = ctor(capabilities)
         del capabilities
         operator.logic = lambda: logic(frontiers)

@@ -206,13 +206,16 @@ class Dataflow:
 
     # -- progress and scheduling ----------------------------------------------------------
 
-    def acquire(self, location: int, time: Timestamp) -> None:
-        """Count a new capability. One made while the dataflow is built is made identically
-        by every worker, so it is counted once per worker without any message."""
-        if self.graph is not None:
-            self.progress.acquire_initial(location, time)
-        else:
-            self.update(location, time, 1)
+    def acquire_initial(self, location: int, time: Timestamp) -> None:
+        """Count the capability an operator's constructor is given while the dataflow is
+        built: every worker's operator gets the same one, so it is counted once per worker
+        without any message. Any other capability (one a constructor delays to, an input
+        handle's at its current time) is a change of this worker's own, shared as any other
+        (``update``): it may differ from worker to worker."""
+        if self.graph is None:
+            raise RuntimeError(f"dataflow {self.name!r} is built: an initial capability "
+                               f"can only be made while it is being built")
+        self.progress.acquire_initial(location, time)
 
     def activate(self, index: int) -> None:
         """Schedule operator ``index`` at the next opportunity."""

@@ -10,8 +10,10 @@ Events in:
 - :meth:`~ProgressExchange.update`: a pointstamp change this worker made (a capability
   acquired, downgraded or dropped; records produced for an input, ``+n``; records consumed,
   ``-n``).
-- :meth:`~ProgressExchange.acquire_initial`: a capability made while the dataflow is built.
-  Every worker builds the same dataflow, so each counts it once per worker, with no message.
+- :meth:`~ProgressExchange.acquire_initial`: the capability an operator's constructor is given
+  while the dataflow is built. Every worker builds the same dataflow, so each counts it once
+  per worker, with no message. (Other capabilities made while building may differ from worker
+  to worker: they are changes of its own, shared when tracking starts.)
 - :meth:`~ProgressExchange.receive`: a batch another worker broadcast (FIFO per sender).
 
 Out, from :meth:`~ProgressExchange.exchange`: the batch to broadcast to every other worker
@@ -80,7 +82,8 @@ class ProgressExchange:
     # -- events in -------------------------------------------------------------------------
 
     def acquire_initial(self, location: int, time: Timestamp) -> None:
-        """Count a capability made while the dataflow is built (before :meth:`start`)."""
+        """Count an operator's initial capability, made alike by every worker while the
+        dataflow is built (before :meth:`start`)."""
         key = (location, time)
         self._initial[key] = self._initial.get(key, 0) + 1
 
@@ -88,12 +91,13 @@ class ProgressExchange:
               ) -> tuple[Batch | None, set[int]]:
         """Begin tracking with ``tracker``: every worker's initial capabilities are counted
         (each worker made the same ones), and the changes this worker made while building
-        (the initial capabilities its operators dropped at once) are released as one batch,
-        sent with ``send`` before the one pass that applies both, so the first frontier
-        anything sees holds what is still held. ``send``, if given, is called once, with
-        None when there is nothing to share: a caller can carry the batch in a message it
-        sends anyway (a dataflow's description). Returns ``(batch to broadcast or None,
-        input locations whose frontier changed)``, as :meth:`exchange` does."""
+        (initial capabilities dropped or delayed, input handles connected at their times) are
+        released as one batch, sent with ``send`` before the one pass that applies both, so
+        the first frontier anything sees holds what is still held. ``send``, if given, is
+        called once, with None when there is nothing to share: a caller can carry the batch
+        in a message it sends anyway (a dataflow's description). Returns ``(batch to
+        broadcast or None, input locations whose frontier changed)``, as :meth:`exchange`
+        does."""
         self.tracker = tracker
         for (location, time), count in self._initial.items():
             tracker.update(location, time, count * self.peers)

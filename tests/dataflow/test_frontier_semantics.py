@@ -96,6 +96,82 @@ def test_first_frontier_when_no_capability_is_dropped_while_building(run):
     assert consolidate([c for _, _, c in results]) == [(0, list(range(run.workers)))]
 
 
+# -- capabilities made while building may differ from worker to worker ------------------------
+
+def test_notification_times_that_differ_per_worker_are_each_delivered(run):
+    # Each worker asks, while the dataflow is built, for a notification at its own time: the
+    # capabilities behind them are this worker's, not every worker's.
+    def job(worker):
+        def build(scope):
+            def logic(input, output, notificator):
+                for _ in input:
+                    pass
+                for cap, _ in notificator:
+                    output.session(cap).give(worker.index)
+            return scope.to_stream([]).unary_notify(
+                st.Pipeline, "OwnTime", [worker.index + 1], logic).capture()
+        captured = worker.dataflow(build)
+        worker.run()
+        return captured.extract()
+    assert consolidate(run(job)) == [(w + 1, [w]) for w in range(run.workers)]
+
+
+def test_a_capability_one_worker_delays_to_while_building_holds_every_probe(run):
+    # Worker 0's constructor delays its capability to 5 and drops the first one; the others
+    # drop theirs. Until worker 0 sends at 5, no worker's probe may pass 5.
+    def job(worker):
+        def build(scope):
+            def ctor(cap, info):
+                held = [cap.delayed(5)] if worker.index == 0 else []
+                cap.drop()
+                activate = scope.activator_for(info.address).activate
+                steps = []
+
+                def logic(output):
+                    steps.append(1)
+                    if held and len(steps) < 20:
+                        activate()          # hold time 5 for a while
+                    elif held:
+                        output.session(held[0]).give("x")
+                        held.pop().drop()
+                return logic
+            stream = st.source(scope, "DelayedWhileBuilt", ctor).exchange(lambda x: 0)
+            return stream.probe(), stream.capture()
+        probe, captured = worker.dataflow(build)
+        frontiers = []
+        while worker.step():
+            frontiers.append(probe.frontier())
+        return frontiers, captured.extract()
+    results = run(job)
+    for frontiers, _ in results:
+        before_end = [f for f in frontiers if f]
+        assert all(f in ([0], [5]) for f in before_end), before_end
+    assert consolidate([c for _, c in results]) == [(5, ["x"])]
+
+
+def test_a_later_dataflow_fed_by_inputs_at_different_times_completes(run):
+    # One InputHandle feeds two dataflows; worker 0's handle is at 3 when the second one
+    # connects it, the others' still at 0: each input starts at its own handle's time.
+    def job(worker):
+        input = st.InputHandle()
+        first = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: 0)
+                                .capture())
+        if worker.index == 0:
+            input.advance_to(3)
+        second = worker.dataflow(lambda scope: scope.input_from(input).exchange(lambda x: 0)
+                                 .capture())
+        input.send(worker.index)
+        input.advance_to(4)
+        input.close()
+        worker.run()
+        return first.extract(), second.extract()
+    results = run(job)
+    expected = [(0, list(range(1, run.workers)))] if run.workers > 1 else []
+    expected = expected + [(3, [0])]
+    assert consolidate([first for first, _ in results]) == expected
+    assert consolidate([second for _, second in results]) == expected
+
+
 def test_capability_set_downgraded_on_first_scheduling_keeps_open_times(run):
     # The operator re-stamps each batch with a capability from a set it downgrades to the
     # input frontier whenever scheduled: downgrading past open times would make it fail.
