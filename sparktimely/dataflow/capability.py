@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from ..progress.timestamp import Timestamp, advance, less_equal
 
 if TYPE_CHECKING:
+    from .operator import Operator
     from .ports import OutputPort
 
 
@@ -143,9 +144,10 @@ class Capability:
 
 
 class InputCapability:
-    """The time of an input batch being processed, usable to send output at that time.
-
-    ``retain()`` turns it into a :class:`Capability` that outlives the batch.
+    """The time of an input batch being processed, usable to send output at that time
+    while the operator's logic that received the batch runs (afterwards the time may be
+    complete: using it then raises CapabilityError). ``retain()`` turns it into a
+    :class:`Capability` that outlives the batch.
 
     >>> import sparktimely as st
     >>> def ctor(cap, info):
@@ -160,12 +162,23 @@ class InputCapability:
     [(0, ['a', 'b']), (1, [2])]
     """
 
-    __slots__ = ("time", "_outputs", "_summaries")
+    __slots__ = ("time", "_outputs", "_summaries", "_operator", "_activation")
 
-    def __init__(self, time: Timestamp, outputs: list, summaries: list[list]) -> None:
+    def __init__(self, time: Timestamp, outputs: list, summaries: list[list],
+                 operator: "Operator") -> None:
         self.time = time
         self._outputs = outputs
         self._summaries = summaries     # per output: path summaries from this input
+        self._operator = operator       # the Operator whose logic received the batch
+        self._activation = operator.activations
+
+    def _check_current(self, action: str) -> None:
+        """Raise CapabilityError once the logic that received this batch has returned."""
+        if self._operator.activations != self._activation:
+            raise CapabilityError(
+                f"cannot {action} the input capability for time {self.time!r}: its batch "
+                f"was received in an earlier run of the operator's logic, and the time may "
+                f"be complete since; retain() it while the batch is processed to keep it")
 
     def _earliest_allowed(self, output: int) -> list[Timestamp]:
         """The times this input's data may produce on ``output`` (empty: not connected)."""
@@ -202,6 +215,7 @@ class InputCapability:
 
     def delayed_for_output(self, time: Timestamp, output: int) -> Capability:
         """A capability for ``time`` on output ``output``."""
+        self._check_current("delay")
         if not less_equal(self.time, time):
             raise CapabilityError(
                 f"cannot delay input capability at time {self.time!r} to {time!r}: "

@@ -91,7 +91,8 @@ class Operator:
     """An operator as the dataflow schedules it."""
 
     __slots__ = ("name", "index", "address", "inputs", "outputs", "handles", "logic",
-                 "watches_frontiers", "interest", "poked", "blocked", "gated", "_seen")
+                 "watches_frontiers", "interest", "poked", "blocked", "gated", "activations",
+                 "_seen")
 
     def __init__(self, name: str, index: int, address: tuple) -> None:
         self.name = name
@@ -106,6 +107,7 @@ class Operator:
         self.poked = True         # activated by an Activator, by asking again, or at start
         self.blocked = False      # lazily given output waits for room downstream
         self.gated = False        # an input holds batches back (InputPort.gate)
+        self.activations = 0      # how many times the logic ran: an InputCapability's era
         self._seen: list[list] = []
 
     def schedule(self) -> bool:
@@ -124,6 +126,7 @@ class Operator:
                 for input in self.inputs:
                     input.hold_back()
             again = self.logic() if self.logic is not None else False
+            self.activations += 1
             for handle in self.handles:
                 if handle._flush():
                     self.blocked = True

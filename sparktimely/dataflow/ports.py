@@ -158,10 +158,11 @@ class InputPort:
         queue = self.queue
         update = self.dataflow.update
         location = self.location
+        operator = self.dataflow.operators[self.operator]
         while queue:
             time, batch, count = queue.popleft()
             update(location, time, -count)
-            yield InputCapability(time, self._outputs, self._summaries), batch
+            yield InputCapability(time, self._outputs, self._summaries, operator), batch
 
     def next(self) -> tuple[InputCapability, Any] | None:
         """The next waiting ``(capability, batch)``, or None."""
@@ -179,8 +180,24 @@ class InputPort:
         return f"InputPort(waiting={len(self.queue)}, frontier={self.frontier.frontier()})"
 
 
+class _Ended(list):
+    """The buffer of a session whose operator's logic has returned: giving to it raises (the
+    session's time may be complete since)."""
+
+    def refuse(self, *records: Any) -> None:
+        raise CapabilityError("a session sends only while the operator's logic that opened "
+                              "it runs: open another with output.session(capability)")
+
+    append = extend = refuse
+
+
+_ENDED = _Ended()
+
+
 class Session:
-    """Buffers records sent at one time on one output; flushed in batches and on exit.
+    """Buffers records sent at one time on one output; flushed in batches and on exit. A
+    session lasts while the operator's logic that opened it runs; giving to it afterwards
+    raises CapabilityError.
 
     >>> import sparktimely as st
     >>> def ctor(cap, info):
@@ -251,12 +268,16 @@ class Session:
         >>> st.example(lambda scope: st.source(scope, "Late", ctor).capture()).extract()
         [(0, ['a', 'a', 'b', 'b', 'b', 'b', 'b', 'b'])]
         """
+        if self._buffer is _ENDED:
+            _ENDED.refuse()
         self.flush()
         self._handle._defer(self._time, iter(records))
 
     def give_batch(self, batch: Any) -> None:
         """Send a whole batch (a list or a pyarrow.RecordBatch) as one message; a list is
         copied, so the caller may reuse it."""
+        if self._buffer is _ENDED:
+            _ENDED.refuse()
         self.flush()
         if batch_length(batch):
             self._port.push(self._time, own_copy(batch))
@@ -266,6 +287,11 @@ class Session:
         if self._buffer:
             batch, self._buffer = self._buffer, []
             self._port.push(self._time, batch)
+
+    def _end(self) -> None:
+        """Send what is buffered; from now on the session refuses records."""
+        self.flush()
+        self._buffer = _ENDED
 
     def __enter__(self) -> "Session":
         return self
@@ -310,6 +336,7 @@ class OutputHandle:
 
     def _time_of(self, capability: Capability | InputCapability) -> Timestamp:
         if capability.__class__ is InputCapability:
+            capability._check_current("send with")
             outputs = capability._outputs
             if self._index < len(outputs) and outputs[self._index] is self._port:
                 capability._check_allows(capability.time, self._index)
@@ -347,7 +374,7 @@ class OutputHandle:
         room (called after each scheduling of the operator); True if records remain."""
         if self._sessions:
             for session in self._sessions:
-                session.flush()
+                session._end()
             self._sessions = []
         return bool(self._pending) and self._drain()
 

@@ -117,6 +117,89 @@ def test_capability_used_after_drop(run, use):
         assert "dropped" in str(error)
 
 
+@pytest.mark.parametrize("use", ["session", "give_at", "delayed", "retain"])
+def test_input_capability_kept_past_its_logic_is_refused(run, use):
+    # An InputCapability stands for its batch while the logic that received it runs; kept
+    # for a later run, its time may be complete (here: the frontier has passed 5).
+    def job(worker):
+        errors = []
+
+        def build(scope):
+            kept = []
+
+            def ctor(cap, info):
+                cap.drop()
+                activate = scope.activator_for(info.address).activate
+
+                def logic(input, output):
+                    for in_cap, batch in input:
+                        output.session(in_cap).give_batch(batch)
+                        if in_cap.time == 0:
+                            kept.append(in_cap)
+                    if kept and not input.frontier.less_equal(5) and not errors:
+                        stale = kept[0]
+                        try:
+                            if use == "session":
+                                output.session(stale).give("stale")
+                            elif use == "give_at":
+                                output.give_at(stale, ["stale"])
+                            elif use == "delayed":
+                                stale.delayed(7)
+                            else:
+                                stale.retain()
+                        except st.CapabilityError as error:
+                            errors.append(str(error))
+                    elif kept and not errors:
+                        activate()
+                return logic
+            return scope.to_stream([0, 5, 9]).delay(lambda x, t: x).unary_frontier(
+                st.Pipeline, "KeepsInputCapability", ctor).capture()
+        captured = worker.dataflow(build)
+        worker.run()
+        return errors, captured.extract()
+    results = run(job)
+    for errors, _ in results:
+        assert len(errors) == 1 and "earlier run of the operator's logic" in errors[0]
+    assert consolidate([c for _, c in results]) == [
+        (t, [t] * run.workers) for t in (0, 5, 9)]
+
+
+def test_session_kept_past_its_logic_is_refused_losing_nothing_given_before(run):
+    # A session is flushed when the logic that opened it returns; records given to it later
+    # used to wait in its buffer forever.
+    def job(worker):
+        errors = []
+
+        def build(scope):
+            def ctor(cap, info):
+                activate = scope.activator_for(info.address).activate
+                session = []
+
+                def logic(output):
+                    if not session:
+                        session.append(output.session(cap))
+                        session[0].give("first")
+                        activate()
+                        return
+                    for give in (lambda s: s.give("later"), lambda s: s.give_batch(["b"]),
+                                 lambda s: s.give_iterator(["i"]),
+                                 lambda s: s.give_iterator_later(["l"])):
+                        try:
+                            give(session[0])
+                        except st.CapabilityError as error:
+                            errors.append(str(error))
+                    cap.drop()
+                return logic
+            return st.source(scope, "KeepsSession", ctor).capture()
+        captured = worker.dataflow(build)
+        worker.run()
+        return errors, captured.extract()
+    results = run(job)
+    for errors, _ in results:
+        assert len(errors) == 4 and all("output.session(capability)" in e for e in errors)
+    assert consolidate([c for _, c in results]) == [(0, ["first"] * run.workers)]
+
+
 def test_drop_twice_is_harmless(run):
     def action(cap, output):
         cap.drop()
