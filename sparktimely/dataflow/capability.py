@@ -9,11 +9,30 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from ..progress.timestamp import Timestamp, advance, less_equal
+from ..progress.timestamp import TimeKind, Timestamp, advance, less_equal
 
 if TYPE_CHECKING:
     from .operator import Operator
     from .ports import OutputPort
+
+
+def not_earlier(kind: "TimeKind", time: Timestamp, later: Timestamp) -> bool:
+    """Whether ``later`` is at or after ``time`` (a time of the scope's ``kind``); a
+    ``later`` of another type is a TypeError naming its type (comparing the two would fail
+    inside the times' own methods).
+
+    >>> from sparktimely.progress.timestamp import Product, TimeKind
+    >>> not_earlier(TimeKind(int), 3, 5), not_earlier(TimeKind(int), 3, 2)
+    (True, False)
+    >>> not_earlier(TimeKind(int), 3, Product(5, 0))
+    Traceback (most recent call last):
+    TypeError: time Product(5, 0) is not of this scope's type (like 0)
+    """
+    try:
+        return less_equal(time, later)
+    except (AttributeError, TypeError):
+        kind.check(later)
+        raise
 
 
 class CapabilityError(RuntimeError):
@@ -83,7 +102,7 @@ class Capability:
                 f"cannot {action} the capability for time {self._time!r}: it was dropped")
 
     def _check_not_before(self, time: Timestamp, action: str) -> None:
-        if not less_equal(self._time, time):
+        if not not_earlier(self._port.kind, self._time, time):
             raise CapabilityError(
                 f"cannot {action} capability at time {self._time!r} to {time!r}: "
                 f"times must not go backwards")
@@ -97,14 +116,14 @@ class Capability:
     def try_delayed(self, time: Timestamp) -> "Capability | None":
         """A new capability for ``time``, or None if ``time`` is not at or after this one's."""
         self._check_live("delay")
-        if not less_equal(self._time, time):
+        if not not_earlier(self._port.kind, self._time, time):
             return None
         return Capability(time, self._port)
 
     def try_downgrade(self, time: Timestamp) -> bool:
         """Move this capability forward to ``time`` if it is not earlier; True if it did."""
         self._check_live("downgrade")
-        if not less_equal(self._time, time):
+        if not not_earlier(self._port.kind, self._time, time):
             return False
         self.downgrade(time)
         return True
@@ -216,7 +235,9 @@ class InputCapability:
     def delayed_for_output(self, time: Timestamp, output: int) -> Capability:
         """A capability for ``time`` on output ``output``."""
         self._check_current("delay")
-        if not less_equal(self.time, time):
+        if not 0 <= output < len(self._outputs):
+            raise CapabilityError(f"operator has no output {output}")
+        if not not_earlier(self._outputs[output].kind, self.time, time):
             raise CapabilityError(
                 f"cannot delay input capability at time {self.time!r} to {time!r}: "
                 f"times must not go backwards")

@@ -323,7 +323,14 @@ class OperatorBuilder(Generic[S]):
             handle._set_outputs(operator.outputs, self._summaries[i])
         capabilities = [Capability(self.scope.kind.minimum(), port, initial=True)
                         for port in operator.outputs]
-        logic = ctor(capabilities)
+        try:
+            logic = ctor(capabilities)
+        except (OperatorError, ExchangeSchemaError):
+            raise
+        except Exception as error:
+            raise OperatorError(
+                f"operator {operator.name!r} (address {operator.address}), while it was "
+                f"built, raised {describe(error)}") from error
         del capabilities
         operator.logic = lambda: logic(frontiers)
         operator.watches_frontiers = self._notify

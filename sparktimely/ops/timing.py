@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Self, Sequence, TypeVar
 
 from ..dataflow import Notificator, OperatorBuilder, Pipeline
+from ..dataflow.capability import not_earlier
 from ..dataflow.containers import kept
 from ..dataflow.stream import StreamCore
 from ..progress.frontier import MutableAntichain
-from ..progress.timestamp import Timestamp, less_equal
+from ..progress.timestamp import TimeKind, Timestamp, less_equal
 from ._stash import PerTime
 from .recovery import HOLD_ALL, EpochGate, KeyedState, epoch_time
 
@@ -25,8 +26,8 @@ if TYPE_CHECKING:
 S = TypeVar("S", bound=StreamCore)
 
 
-def _later(time: Any, new_time: Any, operator: str) -> Any:
-    if not less_equal(time, new_time):
+def _later(kind: TimeKind, time: Any, new_time: Any, operator: str) -> Any:
+    if not not_earlier(kind, time, new_time):
         raise ValueError(f"{operator}: new time {new_time!r} is earlier than the "
                          f"record's time {time!r}")
     return new_time
@@ -163,11 +164,13 @@ class TimingOps(StreamCore):
         >>> st.example(lambda s: s.to_stream([1, 5]).delay(lambda x, t: x).capture()).extract()
         [(1, [1]), (5, [5])]
         """
+        kind = self.scope.kind
+
         def logic(input: Any, output: Any, notificator: Notificator, held: _Held) -> None:
             for cap, batch in input:
                 time = cap.time
                 for x in batch:
-                    held.at(cap, notificator, _later(time, f(x, time), "delay")).append(x)
+                    held.at(cap, notificator, _later(kind, time, f(x, time), "delay")).append(x)
             for cap, records in held.completed(notificator):
                 output.give_at(cap, records)
         return _holding([self], "Delay", True, logic)
@@ -192,12 +195,12 @@ class TimingOps(StreamCore):
         ...            .capture()).extract()
         [(10, [1, 2])]
         """
-        peers = self.scope.peers
+        peers, kind = self.scope.peers, self.scope.kind
 
         def logic(input: Any, output: Any, notificator: Notificator, held: _Held) -> None:
             for cap, batch in input:
                 time = cap.time
-                held.at(cap, notificator, _later(time, f(time), "delay_batch")).append(
+                held.at(cap, notificator, _later(kind, time, f(time), "delay_batch")).append(
                     kept(batch, peers))                # not a view of a ring, held for long
             for cap, batches in held.completed(notificator):
                 for batch in batches:

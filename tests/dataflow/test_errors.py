@@ -200,6 +200,67 @@ def test_session_kept_past_its_logic_is_refused_losing_nothing_given_before(run)
     assert consolidate([c for _, c in results]) == [(0, ["first"] * run.workers)]
 
 
+@pytest.mark.parametrize("use", ["delayed", "downgrade", "try_delayed", "try_downgrade"])
+def test_a_capability_moved_to_a_time_of_another_type_names_it(run, use):
+    def action(cap, output):
+        getattr(cap, use)(Product(0, 1))
+    for error in capture_errors_in_source(run, action):
+        assert isinstance(error, TypeError)
+        assert "Product(0, 1) is not of this scope's type (like 0)" in str(error)
+
+
+@pytest.mark.parametrize("where", ["input capability", "delay in a loop"])
+def test_a_time_of_another_type_from_a_batch_names_it_and_the_operator(run, where):
+    def build(scope):
+        if where == "delay in a loop":
+            def body(inner):
+                inner.to_stream([1]).delay(lambda x, t: x).probe()
+            scope.iterative(body)
+            return
+
+        def ctor(cap, info):
+            cap.drop()
+
+            def logic(input, output):
+                for in_cap, batch in input:
+                    output.session(in_cap.delayed(Product(1, 1))).give_batch(batch)
+            return logic
+        scope.to_stream([1]).unary(st.Pipeline, "Restamp", ctor)
+    with pytest.raises(st.WorkerError) as info:
+        example(run, build)
+    message = str(info.value)
+    expected = ("'Delay'", "time 1 is not of this scope's type (like Product(0, 0))") \
+        if where == "delay in a loop" else \
+        ("'Restamp'", "time Product(1, 1) is not of this scope's type (like 0)")
+    assert all(part in message for part in expected), message
+
+
+@pytest.mark.parametrize("fault", ["capability", "notification time", "own"])
+def test_an_error_in_an_operator_constructor_names_the_operator(run, fault):
+    def build(scope):
+        if fault == "notification time":
+            def body(inner):
+                inner.to_stream([]).unary_notify(st.Pipeline, "Wakes", [3],
+                                                 lambda i, o, n: None)
+            scope.iterative(body)
+            return
+
+        def ctor(cap, info):
+            if fault == "capability":
+                cap.delayed(5).delayed(3)
+            raise KeyError("no such column")
+        st.source(scope, "Built", ctor)
+    with pytest.raises(st.WorkerError) as info:
+        example(run, build)
+    message = str(info.value)
+    expected = {"capability": ("'Built'", "while it was built",
+                               "cannot delay capability at time 5 to 3"),
+                "notification time": ("'Wakes'", "while it was built",
+                                      "time 3 is not of this scope's type"),
+                "own": ("'Built'", "while it was built", "KeyError: 'no such column'")}[fault]
+    assert all(part in message for part in expected), message
+
+
 def test_drop_twice_is_harmless(run):
     def action(cap, output):
         cap.drop()
