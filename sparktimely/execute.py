@@ -125,8 +125,16 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
     path: str | None = None
     if isinstance(hostfile, (str, os.PathLike)):
         path = os.fspath(hostfile)
-        with open(path) as lines:
-            entries, origin = lines.read().splitlines(), f"hostfile {path}"
+        with open(path, "rb") as file:
+            data = file.read()
+        origin = f"hostfile {path}"
+        try:
+            entries = data.decode().splitlines()
+        except UnicodeDecodeError as error:
+            line = data.count(b"\n", 0, error.start) + 1
+            raise ValueError(f"{origin} line {line}: not UTF-8 text (byte "
+                             f"{data[error.start]:#04x}); a hostfile lists host:port "
+                             f"addresses, one per line") from None
     else:
         entries, origin = list(hostfile), "hostfile"
     addresses = []

@@ -36,6 +36,18 @@ def test_a_hostfile_naming_one_address_twice_is_refused_naming_both_lines(tmp_pa
     assert time.monotonic() - started < 5       # before connecting: no connect timeout
 
 
+def test_a_hostfile_that_is_not_text_is_refused_naming_the_file_and_line(tmp_path, capsys):
+    hostfile = tmp_path / "hosts"
+    hostfile.write_bytes(b"localhost:2101\n\xff\xfe\n")
+    with pytest.raises(SystemExit, match="^2$"):
+        st.execute_from_args(["-n", "2", "-p", "0", "-h", str(hostfile)], lambda worker: None)
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        f": error: argument -h/--hostfile: hostfile {hostfile} line 2: not UTF-8 text (byte "
+        f"0xff); a hostfile lists host:port addresses, one per line")
+    with pytest.raises(ValueError, match=f"hostfile {hostfile} line 2: not UTF-8 text"):
+        st.execute(lambda worker: None, processes=2, process=1, hostfile=str(hostfile))
+
+
 def test_several_processes_without_a_process_index_say_which_flag_is_missing(capsys):
     for argv, processes in ((["-n", "3", "-w", "2"], 3), (["--processes=2"], 2)):
         with pytest.raises(SystemExit, match="^2$"):
