@@ -386,7 +386,8 @@ def _finish_int(v: int) -> int:
 
 def hash_array(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """A deterministic uint64 hash per value: equal values hash equally across processes,
-    hosts, integer widths, and plain, large or dictionary-encoded strings; nulls hash alike.
+    hosts, integer widths, integers and floats (``1`` and ``1.0``), and plain, large or
+    dictionary-encoded strings; nulls hash alike.
 
     >>> import pyarrow as pa
     >>> a = hash_array(pa.array(["x", None, "y"]))
@@ -395,6 +396,8 @@ def hash_array(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     [True, True, True]
     >>> bool(hash_array(pa.array([7], pa.int8()))[0] == hash_array(pa.array([7]))[0])
     True
+    >>> (hash_array(pa.array([7.0, -2.0, 0.5])) == hash_array(pa.array([7, -2, 0]))).tolist()
+    [True, True, False]
     """
     if isinstance(array, pa.ChunkedArray):
         array = array.chunk(0) if array.num_chunks == 1 else array.combine_chunks()
@@ -406,8 +409,13 @@ def hash_array(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     elif pa.types.is_dictionary(kind):
         h = _by_dictionary(array, hash_array(array.dictionary))
     elif pa.types.is_floating(kind):
-        floats = array.cast(pa.float64())
-        h = _mix((np.asarray(floats.fill_null(0.0)) + 0.0).view(_U64))   # -0.0 becomes 0.0
+        floats = np.asarray(array.cast(pa.float64()).fill_null(0.0)) + 0.0  # -0.0 becomes 0.0
+        bits = floats.view(_U64)
+        whole = (floats == np.trunc(floats)) & (np.abs(floats) < 2.0 ** 63)
+        if whole.any():             # hashed as the equal integer: 1.0 joins 1, as in Python
+            bits = bits.copy()
+            bits[whole] = floats[whole].astype(np.int64).view(_U64)
+        h = _mix(bits)
     elif pa.types.is_integer(kind) or pa.types.is_boolean(kind) or (
             pa.types.is_temporal(kind) and kind.bit_width <= 64):
         ints = array.cast(pa.int32()) if kind.bit_width == 32 else array   # date32, time32

@@ -168,6 +168,24 @@ def test_arrow_semijoin(run, data, keys):
           [KV, (["k"], [pa.int64()])], run)
 
 
+@pytest.mark.timeout(120)
+@SETTINGS
+@given(left=kv_rows, right=rows_of({"k": hs.sampled_from([0.0, 1.0, 2.5, 3.0, -1.0]),
+                                    "x": hs.integers(-5, 5)}))
+def test_arrow_join_of_an_integer_and_a_float_key_column_matches_equal_values(run, left,
+                                                                               right):
+    # Equal keys match by value, as Python's 1 == 1.0: an int64 column against a float64.
+    def oracle(a, b):
+        out = Counter()
+        for (k1, v), n1 in a.items():
+            for (k2, x), n2 in b.items():
+                if k1 == k2:
+                    out[(k1, v, x)] += n1 * n2
+        return out
+    check(lambda scope, a, b: a.join(b, on="k"), oracle, [left, right],
+          [KV, (["k", "x"], [pa.float64(), pa.int64()])], run)
+
+
 @pytest.mark.parametrize("workers", [1, 2, 3])
 @pytest.mark.timeout(120)
 def test_arrow_reachability_by_iterate(workers):
