@@ -233,3 +233,63 @@ def test_a_longer_rerun_of_a_completed_session_moves_its_updates_with_their_batc
         final = jobs.accumulated(jobs.updates(out))
         assert max(final) == 10 and final[10] == expected(8), again
         assert final[8] == expected(6), again
+
+
+JOINED_KEYS = 6
+
+
+def joined_counts(out: str, epochs: int, fail_at: int | None = None):
+    """Each key's count joined with its distinct values, from an ``InputSession``: epoch 0
+    inserts every ``(key, val)`` pair, each later epoch one more of a pair already there, so
+    the counts change every epoch and the distinct pairs never again. Worker 0 fails at
+    epoch ``fail_at``, if given."""
+    def job(worker):
+        session = dd.InputSession()
+
+        def build(scope):
+            pairs = session.to_collection(scope)
+            joined = pairs.map(lambda pair: pair[0]).count().join(pairs.distinct())
+            joined.inner.output_to(DirectorySink(out, format="jsonl"), "updates")
+            return joined.inner.probe()
+        probe = worker.dataflow(build, name="joined counts")
+        for epoch in range(epochs):
+            if epoch == fail_at and worker.index == 0:
+                raise RuntimeError(f"failing on purpose at epoch {epoch}")
+            for pair in joined_pairs(epoch)[worker.index::worker.peers]:
+                session.insert(pair)
+            session.advance_to(epoch + 1)
+            worker.step_while(lambda: probe.less_than(session.time()))
+        session.close()
+    return job
+
+
+def joined_pairs(epoch: int) -> list[tuple[int, int]]:
+    if epoch == 0:
+        return [(key, val) for key in range(JOINED_KEYS) for val in range(3)]
+    return [(key, epoch % 3) for key in range(JOINED_KEYS)]
+
+
+def joined_counts_oracle(epochs: int) -> dict[int, Counter]:
+    """Per epoch, the collection :func:`joined_counts` should hold (recomputed from scratch)."""
+    pairs: Counter = Counter()
+    result = {}
+    for epoch in range(epochs):
+        pairs.update(joined_pairs(epoch))
+        counts = Counter(key for key, _ in pairs.elements())
+        result[epoch] = Counter({(key, (counts[key], val)): 1 for key, val in pairs})
+    return result
+
+
+@pytest.mark.parametrize("before, after", [(1, 2), (1, 3), (2, 3), (3, 2)])
+def test_a_join_reads_its_restored_side_however_long_that_side_stays_unchanged(
+        tmp_path, before, after):
+    """A rerun (at another worker count) joins the new counts with the distinct pairs the
+    checkpoint restored, though the distinct side brings nothing new in the rerun's 20-odd
+    epochs: its trace, left idle, compacts the restored batch anew (before, the join then
+    lost it, and the output stopped changing about a dozen epochs after the resume)."""
+    out, directory = str(tmp_path / "out"), tmp_path / "ck"
+    with pytest.raises(st.WorkerError, match="failing on purpose"):
+        execute_in_process(checkpointed(joined_counts(out, 24, fail_at=4), directory),
+                           before, seed=before)
+    execute_in_process(checkpointed(joined_counts(out, 24), directory), after, seed=after)
+    jobs.agrees(jobs.updates(out), joined_counts_oracle(24))

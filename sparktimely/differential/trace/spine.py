@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..lattice import frontier_le
+from ..lattice import antichain_join, frontier_le
 
 SMALL_BATCH = 4096
 """Batches smaller than this are not merged one by one: up to :data:`MAX_SMALL` of them wait
@@ -94,7 +94,7 @@ class Spine:
         """Called with :meth:`idle_work` when merge work could be done ahead of time: a
         worker's ``defer``, so that it merges while it has nothing else to do."""
         self._offered = False           # idle_work is with on_work and has not said "done"
-        self._restored: Any = None      # the batch restore() made, while it is merged alone
+        self._restored: list | None = None  # the upper restore() began at: all readers saw it
 
     def insert(self, batch: Any) -> None:
         """Add the next batch (its times follow every batch already held)."""
@@ -145,15 +145,28 @@ class Spine:
     def batches_through(self, frontier: list) -> list:
         """The batches whose upper bound is at or before ``frontier`` (the updates at times
         not beyond it), for a reader whose physical frontier is at or before ``frontier``.
-        Merged batches beyond ``frontier`` are left out too (but the batch a checkpoint
-        restored, which every reader has seen): a reader that came after the trace merged
-        past its start (an import, a reader of a handle compacted physically) reads up to
-        the batches it is handed, which it gets as input."""
+        Merged batches beyond ``frontier`` are left out too: a reader that came after the
+        trace merged past its start (an import, a reader of a handle compacted physically)
+        reads up to the batches it is handed, which it gets as input. Every reader has seen
+        what a checkpoint restored, so ``frontier`` counts as at least the restored upper,
+        however the restored batch was merged or compacted since (a join whose other input
+        brought nothing new reads at the least frontier for many epochs).
+
+        >>> from sparktimely.differential.trace.batch import Batch
+        >>> spine = Spine([0])
+        >>> spine.restore(Batch.from_updates([(("k", 1), 0, 1)], [0], [4]), [4])
+        >>> spine.set_frontiers([9], [0])
+        >>> for _ in range(16):                  # idle: the restored batch is compacted anew
+        ...     spine.advance_upper([4])
+        >>> [len(batch) for batch in spine.batches_through([0])]
+        [1]
+        """
+        restored = self._restored
+        if restored is not None and not frontier_le(restored, frontier):
+            frontier = antichain_join(frontier, restored)
         merged = self.merged
         if merged and not frontier_le(merged[-1].upper, frontier):
-            restored = self._restored
-            return [batch for batch in merged
-                    if batch is restored or frontier_le(batch.upper, frontier)]
+            return [batch for batch in merged if frontier_le(batch.upper, frontier)]
         result = list(merged)
         for batch in self.pending:
             if not frontier_le(batch.upper, frontier):
@@ -170,10 +183,10 @@ class Spine:
 
     def restore(self, batch: Any, upper: list) -> None:
         """Start from ``batch`` (the contents of a checkpoint, complete up to ``upper``) as
-        the one merged batch: readers see it whatever their physical frontier, as they saw the
-        batches it stands for before the checkpoint."""
+        the one merged batch: readers see it whatever their frontier, as they saw the batches
+        it stands for before the checkpoint."""
         self.merged = [batch] if batch is not None and len(batch) else []
-        self._restored = batch
+        self._restored = list(upper)
         self.pending = []
         self.upper = list(upper)
         self._merging, self._merging_batches = None, []
