@@ -131,8 +131,8 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
         try:
             entries = data.decode().splitlines()
         except UnicodeDecodeError as error:
-            line = data.count(b"\n", 0, error.start) + 1
-            raise ValueError(f"{origin} line {line}: not UTF-8 text (byte "
+            number = data.count(b"\n", 0, error.start) + 1
+            raise ValueError(f"{origin} line {number}: not UTF-8 text (byte "
                              f"{data[error.start]:#04x}); a hostfile lists host:port "
                              f"addresses, one per line") from None
     else:
