@@ -169,7 +169,9 @@ class SchemaCheckedQueue(deque):
     fails at once naming both schemas and the workers that sent them. Batches from one stream
     meet here first, so a mismatch is caught before it reaches an operator. This worker's own
     parts arrive by ``append``; other workers' by :meth:`append_from`, which
-    ``Dataflow.deliver`` calls with the sender the transport names."""
+    ``Dataflow.deliver`` calls with the sender the transport names. Each sender also
+    announces its schema to every worker (:meth:`check`), so that a mismatch is told
+    wherever the rows go."""
 
     def __init__(self, target: "InputPort") -> None:
         super().__init__()
@@ -184,11 +186,16 @@ class SchemaCheckedQueue(deque):
         """Queue ``item``, a ``(time, batch, count)`` that worker ``sender`` sent."""
         batch = item[1]
         if batch.__class__ is pa.RecordBatch:
-            if self._first is None:
-                self._first = (batch.schema, sender)
-            elif not batch.schema.equals(self._first[0]):
-                self._mismatch(batch.schema, sender)
+            self.check(sender, batch.schema)
         super().append(item)
+
+    def check(self, sender: int, schema: pa.Schema) -> None:
+        """Raise ExchangeSchemaError unless ``schema`` (of a batch worker ``sender`` sent
+        or announced) is the first one's."""
+        if self._first is None:
+            self._first = (schema, sender)
+        elif not schema.equals(self._first[0]):
+            self._mismatch(schema, sender)
 
     def _mismatch(self, schema: pa.Schema, sender: int) -> None:
         assert self._first is not None
@@ -317,13 +324,25 @@ class ExchangePusher(_RemotePusher, _Routing):
         _RemotePusher.__init__(self, target, local)
         _Routing.__init__(self, pact, target)
         self._combine = pact.combine
+        self._announced = pa.schema([])     # none yet: no batch has this schema
 
     def push(self, time, batch) -> None:
         if self._combine is not None:
             batch = self._combine(batch)
+        if batch.__class__ is pa.RecordBatch and not batch.schema.equals(self._announced):
+            self._announce(batch.schema)
         for worker, part in enumerate(self._partition(batch, self._peers)):
             if batch_length(part):
                 self._deliver(worker, time, part)
+
+    def _announce(self, schema: pa.Schema) -> None:
+        """Tell every worker's end of this exchange the schema of the batches this worker
+        sends from now on, whichever worker each row goes to: batches of two schemas then
+        meet (and are told) even where the route keeps their rows apart (the same columns
+        in another order, arranged by the whole row)."""
+        self._announced = schema
+        self._target.queue.check(self._me, schema)
+        self._target.dataflow.announce_schema(self._location, schema)
 
 
 class LoneExchangePusher(_Routing):

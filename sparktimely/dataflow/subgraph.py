@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .worker import WorkerCore
 
 
-DATA, PROGRESS, GRAPH, FINISHED = 0, 1, 2, 3
+DATA, PROGRESS, GRAPH, FINISHED, SCHEMA = 0, 1, 2, 3, 4
 """Kinds of worker-to-worker messages: ``(DATA, dataflow, location, time, batch)``,
 ``(PROGRESS, dataflow, [((location, time), delta), ...])``,
 ``(GRAPH, dataflow, name, shape, operator_names, salt_probe, batch)`` (each worker's description
@@ -243,6 +243,9 @@ class Dataflow:
             self.activate(input.operator)
         elif kind == PROGRESS:
             self.progress.receive(message[2])
+        elif kind == SCHEMA:
+            _, _, location, schema = message
+            self._inputs_at[location].queue.check(source, schema)
         elif kind == GRAPH:
             _, _, _, shape, names, salt_probe, dropped = message
             if shape != self.shape:
@@ -256,6 +259,11 @@ class Dataflow:
                 self.worker._warn_salted_hash(source)
             if dropped is not None:
                 self.progress.receive(dropped)
+
+    def announce_schema(self, location: int, schema: Any) -> None:
+        """Tell every other worker's input ``location`` (an exchange's) the Arrow schema of
+        the batches this worker sends it from now on."""
+        self.worker.broadcast((SCHEMA, self.index, location, schema))
 
     def _routes(self) -> list[Callable[[Any], Any]]:
         """The route functions of this dataflow's exchanges."""

@@ -54,3 +54,36 @@ def test_equal_schemas_pass_unchanged(workers):
     assert sorted(sum((t.column("key").to_pylist() for t in tables), [])) == sorted(
         list(range(8)) * workers)
     assert all(t.schema.metadata == {b"owner": b"user"} for t in tables)   # ours removed
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("operator", ["count", "distinct", "consolidate"])
+def test_whole_rows_in_another_column_order_are_told_wherever_they_go(workers, operator):
+    # Worker 1 orders the same columns differently. Arranged by the whole row, its row and
+    # the others' equal one could go to different workers (each hashed in its batch's
+    # column order), never meet, and be counted apart, silently: each worker's exchange now
+    # learns every sender's schema.
+    import sparktimely.differential as dd
+
+    def job(worker):
+        rows = dd.InputSession()
+        captured = worker.dataflow(lambda scope: getattr(rows.to_collection(scope), operator)()
+                                   .inner.capture())
+        columns = {"k": ["x"], "v": [1], "diff": [1]}
+        if worker.index == 1:
+            columns = {"v": [1], "k": ["x"], "diff": [1]}
+        rows.update_batch(pa.record_batch(columns))
+        rows.close()
+        worker.run()
+        return [row for _, table in captured.extract() for row in table.to_pylist()]
+    if workers == 1:
+        assert st.execute(job, workers=1) == [[{"k": "x", "v": 1, "count": 1, "diff": 1}]
+                                              if operator == "count" else
+                                              [{"k": "x", "v": 1, "diff": 1}]]
+        return
+    with pytest.raises(st.WorkerError) as caught:
+        st.execute(job, workers=workers)
+    message = str(caught.value)
+    assert "ExchangeSchemaError" in message and "got Arrow batches of two schemas" in message
+    assert "worker 1 sent v: int64, k: string" in message
+
