@@ -13,6 +13,7 @@ import re
 import select
 import socket
 import sys
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NoReturn, Sequence
 
@@ -250,20 +251,44 @@ class SuggestingParser(argparse.ArgumentParser):
 
     where_arguments_go = ""
 
+    def meant(self, argument: str) -> str | None:
+        """The flag of this parser that ``argument`` looks like a mistyping of, or None.
+
+        >>> parser = SuggestingParser(prog="job")
+        >>> _ = parser.add_argument("--workers")
+        >>> parser.meant("--wrokers=3"), parser.meant("--work"), parser.meant("--input")
+        ('--workers', '--workers', None)
+        """
+        name = argument.partition("=")[0]
+        if not name.startswith("--") or len(name) < 4:
+            return None
+        flags = [flag for action in self._actions for flag in action.option_strings
+                 if flag.startswith("--") and flag != "--help"]
+        close = [flag for flag in flags if flag.startswith(name)] or \
+            difflib.get_close_matches(name, flags, n=1, cutoff=0.85)
+        return close[0] if close else None
+
+    def left_for_program(self, unknown: Sequence[str]) -> str | None:
+        """What to warn of when arguments the program gets (``unknown``: not timely's) hold
+        one that looks like a timely flag mistyped, or None: the contract leaves every
+        unrecognised argument to the program, and a program may have a ``--host`` of its
+        own, but a ``--worker 4`` that runs one worker should not pass unseen."""
+        for argument in unknown:
+            meant = self.meant(argument)
+            if meant is not None:
+                return (f"{argument.partition('=')[0]} is not one of timely's flags (did you "
+                        f"mean {meant}?): it is left for the program in worker.args")
+        return None
+
     def misspelt(self, unknown: Sequence[str]) -> str | None:
         """The error for the first of ``unknown`` that looks like a flag of this parser
         mistyped, or None."""
-        flags = [flag for action in self._actions for flag in action.option_strings
-                 if flag.startswith("--") and flag != "--help"]
         for argument in unknown:
-            name = argument.partition("=")[0]
-            if not name.startswith("--") or len(name) < 4:
-                continue
-            close = [flag for flag in flags if flag.startswith(name)] or \
-                difflib.get_close_matches(name, flags, n=1, cutoff=0.85)
-            if close:
-                return f"unrecognized argument {name}: did you mean {close[0]}?" + (
-                    f" ({self.where_arguments_go})" if self.where_arguments_go else "")
+            meant = self.meant(argument)
+            if meant is not None:
+                return (f"unrecognized argument {argument.partition('=')[0]}: did you mean "
+                        f"{meant}?" + (f" ({self.where_arguments_go})"
+                                       if self.where_arguments_go else ""))
         return None
 
     def error(self, message: str) -> NoReturn:
@@ -431,18 +456,21 @@ def config_from_args(argv: Sequence[str]) -> Config:
     >>> config_from_args(["-w", "two"])
     Traceback (most recent call last):
     ValueError: argument -w/--workers/--threads: expected a positive integer, got 'two'
-    >>> config_from_args(["--wrokers", "2"])        # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ValueError: unrecognized argument --wrokers: did you mean --workers? (arguments for ...)
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     config_from_args(["--wrokers", "2"]).args
+    ['--wrokers', '2']
+    >>> print(caught[0].message)                          # doctest: +ELLIPSIS
+    --wrokers is not one of timely's flags (did you mean --workers?): it is left for ...
     """
     parser = timely_parser(exit_on_error=False)
     try:
         options, unknown = parser.parse_known_args(argv)
     except argparse.ArgumentError as error:
         raise ValueError(str(error)) from None
-    problem = parser.misspelt(unknown)
-    if problem is not None:
-        raise ValueError(problem)
+    doubt = parser.left_for_program(unknown)
+    if doubt is not None:
+        warnings.warn(doubt, stacklevel=2)
     return _config(options, [*unknown, *options.args])
 
 
@@ -511,9 +539,10 @@ def execute_from_args(argv: Sequence[str] | argparse.Namespace,
     ``--log-dir DIR``, ``--progress``, ``--checkpoint-dir DIR``, ``--checkpoint-every N``) and
     leaves every other argument for the program, in order, in ``worker.args`` (and everything
     after a ``--``, untouched). ``--help`` prints timely's flags and exits with status 0; a
-    bad value (``-w abc``), settings that do not fit together (``-n 2`` without ``-p``) or a
-    mistyped timely flag (``--wrokers``) print ``prog: error: ...`` with the usage and exit
-    with status 2, before any worker starts.
+    bad value (``-w abc``) or settings that do not fit together (``-n 2`` without ``-p``)
+    print ``prog: error: ...`` with the usage and exit with status 2, before any worker
+    starts. An argument left for the program that looks like a mistyped timely flag
+    (``--wrokers``) is told as ``prog: warning: ...`` (did you mean ``--workers``?).
 
     A program with flags of its own declares them on a :func:`timely_parser`, parses, and
     passes the options: then an unknown flag is an error too, ``--help`` lists the program's
@@ -538,9 +567,9 @@ def execute_from_args(argv: Sequence[str] | argparse.Namespace,
     else:
         parser = timely_parser()
         options, unknown = parser.parse_known_args(argv)
-        problem = parser.misspelt(unknown)
-        if problem is not None:
-            parser.error(problem)
+        doubt = parser.left_for_program(unknown)
+        if doubt is not None:
+            print(f"{parser.prog}: warning: {doubt}", file=sys.stderr)
         args = [*unknown, *options.args]
     try:
         return _run(func, _config(options, args))

@@ -243,12 +243,25 @@ def test_a_hostfile_host_that_does_not_resolve_is_a_usage_error_naming_the_file(
 @pytest.mark.parametrize("flag, meant", [("--wrokers", "--workers"), ("--work", "--workers"),
                                          ("--log_dir", "--log-dir"),
                                          ("--checkpoint_every", "--checkpoint-every")])
-def test_a_mistyped_timely_flag_is_an_error_naming_the_flag_meant(program, flag, meant):
-    status, out, err = program("undeclared", flag, "3")
+def test_a_flag_like_a_mistyped_timely_one_is_left_for_the_program_with_a_warning(
+        program, flag, meant):
+    # The contract leaves every unrecognised argument to the program (which may have a
+    # --host of its own); one that looks like a timely flag mistyped is told once.
+    status, out, err = program("undeclared", "-w2", flag, "3")
+    assert status == 0, err
+    assert out.splitlines() == [f"worker {i} of 2: ['{flag}', '3']" for i in range(2)]
+    assert err.splitlines() == [
+        f"program.py: warning: {flag} is not one of timely's flags (did you mean {meant}?): "
+        f"it is left for the program in worker.args"]
+
+
+def test_a_mistyped_timely_flag_in_a_program_that_declares_its_flags_is_an_error(program):
+    status, out, err = program("declared", "--wrokers", "3")
     assert (status, out) == (2, "")
     assert err.splitlines()[-1] == (
-        f"program.py: error: unrecognized argument {flag}: did you mean {meant}? (arguments "
-        f"for the program go after --, or declare them on sparktimely.timely_parser())")
+        "program.py: error: unrecognized argument --wrokers: did you mean --workers? "
+        "(arguments for the program go after --, or declare them on "
+        "sparktimely.timely_parser())")
 
 
 def test_a_program_that_declares_its_flags_refuses_any_other(program):

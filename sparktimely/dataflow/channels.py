@@ -325,6 +325,8 @@ class ExchangePusher(_RemotePusher, _Routing):
         _Routing.__init__(self, pact, target)
         self._combine = pact.combine
         self._announced = pa.schema([])     # none yet: no batch has this schema
+        assert isinstance(target.queue, SchemaCheckedQueue)     # connect() made it
+        self._checked = target.queue
 
     def push(self, time, batch) -> None:
         if self._combine is not None:
@@ -341,7 +343,7 @@ class ExchangePusher(_RemotePusher, _Routing):
         meet (and are told) even where the route keeps their rows apart (the same columns
         in another order, arranged by the whole row)."""
         self._announced = schema
-        self._target.queue.check(self._me, schema)
+        self._checked.check(self._me, schema)
         self._target.dataflow.announce_schema(self._location, schema)
 
 

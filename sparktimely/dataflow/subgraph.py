@@ -245,7 +245,9 @@ class Dataflow:
             self.progress.receive(message[2])
         elif kind == SCHEMA:
             _, _, location, schema = message
-            self._inputs_at[location].queue.check(source, schema)
+            queue = self._inputs_at[location].queue
+            if isinstance(queue, SchemaCheckedQueue):       # an exchange's, as announced
+                queue.check(source, schema)
         elif kind == GRAPH:
             _, _, _, shape, names, salt_probe, dropped = message
             if shape != self.shape:
