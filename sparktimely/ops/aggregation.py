@@ -4,11 +4,12 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable, Self
 
-from ..dataflow import Exchange, Pipeline
+from ..dataflow import Pipeline
 from ..dataflow.channels import route_name
 from ..dataflow.stream import StreamCore
 from ..hashing import stable_hash
 from ._stash import PerTime
+from .basic import RecordsExchange, not_records
 from .recovery import KeyedState
 
 
@@ -69,13 +70,16 @@ class AggregationOps(StreamCore):
 
         def logic(input: Any, output: Any, notificator: Any) -> None:
             for cap, batch in input:
+                if batch.__class__ is not list:
+                    raise not_records("Aggregate", batch)
                 per_key = aggregates.at(cap, notificator)
                 get = per_key.get
                 for key, val in batch:
                     per_key[key] = fold(key, val, get(key))
             for cap, per_key in aggregates.completed(notificator):
                 output.give_at(cap, [emit(k, agg) for k, agg in per_key.items()])
-        return self.unary_notify(Exchange(_by_key(route)), "Aggregate", [], logic)
+        return self.unary_notify(RecordsExchange(_by_key(route), "Aggregate"), "Aggregate", [],
+                                 logic)
 
     def state_machine(self, fold: Callable[[Any, Any, Any], tuple],
                       route: Callable[[Any], int] = stable_hash) -> Self:
@@ -102,6 +106,8 @@ class AggregationOps(StreamCore):
 
         def logic(input: Any, output: Any, notificator: Any) -> None:
             for cap, batch in input:
+                if batch.__class__ is not list:
+                    raise not_records("StateMachine", batch)
                 pending.at(cap, notificator).extend(batch)
             for cap, records in pending.completed(notificator):
                 results = []
@@ -115,7 +121,8 @@ class AggregationOps(StreamCore):
                         states.pop(key, None)
                     results.extend(outputs)
                 output.give_at(cap, results)
-        stream = self.unary_notify(Exchange(_by_key(route)), "StateMachine", [], logic)
+        stream = self.unary_notify(RecordsExchange(_by_key(route), "StateMachine"),
+                                   "StateMachine", [], logic)
         index = len(self.scope.dataflow.operators) - 1
         KeyedState(self.scope, f"StateMachine#{index}", index, lambda: states, states.update,
                    route)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from itertools import chain
 from typing import Any, Callable, Self
 
-from ..dataflow import OperatorBuilder, Pipeline
+from ..dataflow import Exchange, OperatorBuilder, Pipeline
 from ..dataflow.operator import FrontierInterest, require_function
 from ..dataflow.stream import StreamCore
 
@@ -59,12 +59,24 @@ class Err:
         return f"Err({self.error!r})"
 
 
-def _not_records(operator: str, batch: Any) -> TypeError:
+def not_records(operator: str, batch: Any) -> TypeError:
     """The error of a record operator given an Arrow batch (iterating it would give its
     columns, not its rows)."""
     return TypeError(f"{operator} takes Python records, but this stream carries "
                      f"{type(batch).__name__}es: use map_batches, filter_batches or "
                      f"inspect_batch on them, or from_arrow() for records (dicts or tuples)")
+
+
+class RecordsExchange(Exchange):
+    """The exchange into an operator of Python records (``operator``): an Arrow batch, which
+    its route (a function of one record) cannot route, is told as :func:`not_records`."""
+
+    def __init__(self, route: Callable[[Any], int], operator: str) -> None:
+        super().__init__(route)
+        self.operator = operator
+
+    def refusal(self, batch: Any) -> Exception | None:
+        return not_records(self.operator, batch)
 
 
 class BasicOps(StreamCore):
@@ -82,7 +94,7 @@ class BasicOps(StreamCore):
             def logic(input: Any, output: Any) -> None:
                 for cap, batch in input:
                     if records and batch.__class__ is not list:
-                        raise _not_records(name, batch)
+                        raise not_records(name, batch)
                     output.give_at(cap, transform(cap.time, batch))
             return logic
         return self.unary(Pipeline, name, ctor)
@@ -132,7 +144,7 @@ class BasicOps(StreamCore):
             def logic(input: Any, output: Any) -> None:
                 for cap, batch in input:
                     if batch.__class__ is not list:
-                        raise _not_records("FlatMap", batch)
+                        raise not_records("FlatMap", batch)
                     output.session(cap).give_iterator_later(chain.from_iterable(map(f, batch)))
             return logic
         return self.unary(Pipeline, "FlatMap", ctor)
@@ -246,6 +258,8 @@ class BasicOps(StreamCore):
 
             def logic(frontiers: list) -> None:
                 for cap, batch in input:
+                    if batch.__class__ is not list:
+                        raise not_records(name, batch)
                     buckets: list[list] = [[] for _ in range(parts)]
                     for x in batch:
                         routed = route(x)
@@ -277,6 +291,8 @@ class BasicOps(StreamCore):
         [[(0, [1, 2])], [(0, [9])]]
         """
         def split(time: Any, batch: Any) -> tuple[list, list]:
+            if batch.__class__ is not list:
+                raise not_records("Branch", batch)
             yes: list = []
             no: list = []
             for x in batch:

@@ -18,6 +18,7 @@ from ..dataflow.stream import StreamCore
 from ..progress.frontier import MutableAntichain
 from ..progress.timestamp import TimeKind, Timestamp, less_equal
 from ._stash import PerTime
+from .basic import not_records
 from .recovery import HOLD_ALL, EpochGate, KeyedState, epoch_time
 
 if TYPE_CHECKING:
@@ -168,6 +169,8 @@ class TimingOps(StreamCore):
 
         def logic(input: Any, output: Any, notificator: Notificator, held: _Held) -> None:
             for cap, batch in input:
+                if batch.__class__ is not list:
+                    raise not_records("Delay", batch)
                 time = cap.time
                 for x in batch:
                     held.at(cap, notificator, _later(kind, time, f(x, time), "delay")).append(x)
@@ -223,6 +226,8 @@ class TimingOps(StreamCore):
         def logic(data: Any, ticks: Any, output: Any, notificator: Notificator,
                   held: _Held) -> None:
             for cap, batch in data:
+                if batch.__class__ is not list:
+                    raise not_records("Reclock", batch)
                 held.keep(cap.time).extend(batch)
             for cap, _ in ticks:
                 notificator.notify_at(cap.retain())

@@ -538,3 +538,23 @@ def test_record_operators_refuse_arrow_batches_naming_the_batch_operators(run, o
                        match=r"takes Python records, but this stream carries RecordBatches: "
                              r"use map_batches"):
         example(run, lambda s: getattr(s.to_stream(table), operator)(lambda r: r).probe())
+
+
+@pytest.mark.parametrize("operator, make", [
+    ("Branch", lambda s: s.branch(lambda t, r: True)[0]),
+    ("Partition", lambda s: s.partition(2, lambda r: (0, r))[0]),
+    ("OkErr", lambda s: s.ok_err(lambda r: st.Ok(r))[0]),
+    ("Delay", lambda s: s.delay(lambda r, t: t)),
+    ("Reclock", lambda s: s.reclock(s)),
+    ("Aggregate", lambda s: s.aggregate(lambda k, v, a: v, lambda k, a: a)),
+    ("StateMachine", lambda s: s.state_machine(lambda k, v, a: (a, [v]))),
+])
+def test_more_record_operators_refuse_arrow_batches_instead_of_taking_their_columns(
+        run, operator, make):
+    # Iterating a RecordBatch gives its columns: these used to treat each column as a
+    # record (or unpack two columns as a key and a value).
+    table = pa.table({"k": ["a", "b"], "v": [1, 2]})
+    with pytest.raises((st.WorkerError, st.OperatorError),
+                       match=rf"{operator} takes Python records, but this stream carries "
+                             r"RecordBatches: use map_batches"):
+        example(run, lambda s: make(s.to_stream(table)).probe())
