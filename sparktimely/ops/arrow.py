@@ -51,6 +51,20 @@ def _per_batch(stream: StreamCore, name: str,
     return stream.unary(Pipeline, name, ctor)
 
 
+def unified(table: pa.Table) -> pa.Table:
+    """``table`` with each dictionary column's chunks on one dictionary (batches encoded
+    apart have different ones, which ``group_by`` and ``join`` refuse to mix).
+
+    >>> a = pa.array(["x"]).dictionary_encode(); b = pa.array(["y", "x"]).dictionary_encode()
+    >>> t = unified(pa.Table.from_batches([pa.record_batch({"k": a}), pa.record_batch({"k": b})]))
+    >>> t.column("k").chunk(0).dictionary == t.column("k").chunk(1).dictionary
+    True
+    """
+    if any(pa.types.is_dictionary(field.type) for field in table.schema):
+        return table.unify_dictionaries()
+    return table
+
+
 def group_rows(rows: list | pa.Table, keys: list[str], specs: list[tuple],
                names: list[str]) -> pa.RecordBatch:
     """The rows (a list of RecordBatches, or a Table) grouped by ``keys`` and aggregated by
@@ -61,7 +75,7 @@ def group_rows(rows: list | pa.Table, keys: list[str], specs: list[tuple],
     ...            ["total"]).to_pydict()
     {'k': ['a', 'b'], 'total': [4, 2]}
     """
-    table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches(rows)
+    table = unified(rows if isinstance(rows, pa.Table) else pa.Table.from_batches(rows))
     out = table.group_by(keys, use_threads=False).aggregate(specs)
     columns = [column.combine_chunks() for column in out.columns]
     if out.column_names[:len(keys)] != keys:       # older pyarrow puts the keys last
@@ -155,7 +169,9 @@ class ArrowOps(StreamCore):
             else:
                 partial.append(([], "count_all") if column is None else (column, function))
                 final.append("sum" if function == "count" else function)
-        names = [f"_{i}" for i in range(len(partial))]
+        names = [f"_{i}" for i in range(len(partial))]     # the partials' columns
+        while any(name in keys for name in names):
+            names = ["_" + name for name in names]
 
         def reduce(batches: list) -> pa.RecordBatch:
             """Partial rows folded into one partial row per key."""
@@ -226,9 +242,10 @@ class ArrowOps(StreamCore):
                     pending.at(cap, notificator)[side].append(_arrow(batch, "join_batches"))
             for cap, (left, right) in pending.completed(notificator):
                 if left and right:
-                    joined = pa.Table.from_batches(left).join(
-                        pa.Table.from_batches(right), on, right_keys=right_on, join_type="inner",
-                        left_suffix=suffixes[0], right_suffix=suffixes[1], use_threads=False)
+                    joined = unified(pa.Table.from_batches(left)).join(
+                        unified(pa.Table.from_batches(right)), on, right_keys=right_on,
+                        join_type="inner", left_suffix=suffixes[0], right_suffix=suffixes[1],
+                        use_threads=False)
                     if joined.num_rows:
                         output.give_at(cap, joined.combine_chunks().to_batches()[0])
         return self.binary_notify(other, Exchange(key=left_keys), Exchange(key=right_keys),

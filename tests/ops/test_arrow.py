@@ -558,3 +558,47 @@ def test_more_record_operators_refuse_arrow_batches_instead_of_taking_their_colu
                        match=rf"{operator} takes Python records, but this stream carries "
                              r"RecordBatches: use map_batches"):
         example(run, lambda s: make(s.to_stream(table)).probe())
+
+
+@pytest.mark.parametrize("operator", ["aggregate", "aggregate without combining", "join"])
+def test_dictionary_encoded_keys_group_and_join_by_value_whatever_the_batches(run, operator):
+    # Each worker's batch (and each of its two batches) has a dictionary of its own: pyarrow
+    # refuses to group or join such chunks together unless they are unified.
+    def batches(worker):
+        keys = [["a", "b"], ["b", "c"], ["c", "a"]][worker.index % 3]
+        return [pa.record_batch({"k": pa.array(keys[i:i + 1]).dictionary_encode(),
+                                 "v": pa.array([i + 1])}) for i in range(2)]
+
+    def job(worker):
+        def build(scope):
+            rows = scope.to_stream(batches(worker))
+            if operator == "join":
+                out = rows.join_batches(rows.map_batches(
+                    lambda b: b.rename_columns(["k", "u"])), "k")
+            else:
+                out = rows.aggregate_batches("k", {"t": ("sum", "v")},
+                                             combine=operator == "aggregate")
+            return out.capture()
+        return [(time, [(str(r["k"]),) + tuple(v for c, v in r.items() if c != "k")
+                        for r in table.to_pylist()]) for time, table in captured_on(worker, build)]
+    rows = [(k, v) for w in range(run.workers)
+            for k, v in zip([["a", "b"], ["b", "c"], ["c", "a"]][w % 3], (1, 2))]
+    if operator == "join":
+        expected = sorted((k, v, u) for k, v in rows for k2, u in rows if k == k2)
+    else:
+        totals = collections.Counter()
+        for k, v in rows:
+            totals[k] += v
+        expected = sorted(totals.items())
+    assert consolidate(run(job)) == [(0, expected)]
+
+
+@pytest.mark.parametrize("combine", [True, False])
+def test_aggregate_batches_takes_key_columns_named_like_its_partials(run, combine):
+    def job(worker):
+        table = pa.table({"_0": ["a", "b", "a"], "_1": [1, 2, 3]})
+        return captured_on(worker, lambda s: s.to_stream(table).aggregate_batches(
+            ["_0"], {"n": ("count", None), "t": ("sum", "_1")}, combine=combine)
+            .from_arrow(tuples=True).capture())
+    assert consolidate(run(job)) == [(0, [("a", 2 * run.workers, 4 * run.workers),
+                                          ("b", run.workers, 2 * run.workers)])]
