@@ -264,18 +264,36 @@ class ArrowOps(StreamCore):
         {'k': ['a', 'b'], 'v': [1, 2]}
         """
         schema = pa.schema(schema)
+        if batch_size.__class__ is not int or batch_size < 1:
+            raise ValueError(f"to_arrow: batch_size must be a positive int, not {batch_size!r}")
+        names = ", ".join(schema.names)
+        # a one-field schema of lists takes lists as its values, not as rows
+        list_values = len(schema) == 1 and (pa.types.is_list(schema.field(0).type) or
+                                            pa.types.is_large_list(schema.field(0).type) or
+                                            pa.types.is_fixed_size_list(schema.field(0).type))
+
+        def is_row(kind: type) -> bool:
+            return issubclass(kind, tuple) or (issubclass(kind, list) and not list_values)
 
         def convert(records: list) -> pa.RecordBatch:
-            first = records[0]
-            if isinstance(first, dict):
+            kinds = set(map(type, records))
+            if all(issubclass(kind, dict) for kind in kinds):
                 return pa.RecordBatch.from_pylist(records, schema=schema)
-            if isinstance(first, (tuple, list)):
+            if all(is_row(kind) for kind in kinds):
+                if set(map(len, records)) != {len(schema)}:
+                    wrong = next(r for r in records if len(r) != len(schema))
+                    raise ValueError(f"to_arrow: the record {wrong!r} has {len(wrong)} fields, "
+                                     f"the schema {len(schema)} ({names})")
                 return pa.RecordBatch.from_arrays(
                     [pa.array(column, field.type) for column, field in zip(zip(*records), schema)],
                     schema=schema)
+            if any(issubclass(kind, dict) or is_row(kind) for kind in kinds):
+                raise TypeError(f"to_arrow: the records of one batch are dicts (by field name) "
+                                f"or tuples (by position), not a mix of "
+                                f"{', '.join(sorted(k.__name__ for k in kinds))}")
             if len(schema) != 1:
-                raise TypeError(f"to_arrow: records of {type(first).__name__} need a one-field "
-                                f"schema, not ({', '.join(schema.names)}); use dicts or tuples")
+                raise TypeError(f"to_arrow: records of {type(records[0]).__name__} need a "
+                                f"one-field schema, not ({names}); use dicts or tuples")
             return pa.RecordBatch.from_arrays([pa.array(records, schema.field(0).type)],
                                               schema=schema)
         pending: PerTime[list] = PerTime(list)

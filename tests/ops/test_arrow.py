@@ -602,3 +602,33 @@ def test_aggregate_batches_takes_key_columns_named_like_its_partials(run, combin
             .from_arrow(tuples=True).capture())
     assert consolidate(run(job)) == [(0, [("a", 2 * run.workers, 4 * run.workers),
                                           ("b", run.workers, 2 * run.workers)])]
+
+
+@pytest.mark.parametrize("records, schema, problem", [
+    ([("a", 1, 99)], [("k", "string"), ("x", "int64")],
+     "ValueError: to_arrow: the record ('a', 1, 99) has 3 fields, the schema 2 (k, x)"),
+    ([("a", 1), {"k": "c", "x": 2}], [("k", "string"), ("x", "int64")],
+     "TypeError: to_arrow: the records of one batch are dicts (by field name) or tuples (by "
+     "position), not a mix of dict, tuple"),
+])
+def test_to_arrow_refuses_records_it_would_have_misread(run, records, schema, problem):
+    # A longer tuple lost its extra fields; a dict after tuples was read by position over
+    # its keys (its values lost), silently.
+    with pytest.raises(st.WorkerError) as caught:
+        example(run, lambda s: s.to_stream(records).to_arrow(schema).probe())
+    assert problem in str(caught.value)
+
+
+def test_to_arrow_of_a_one_field_list_schema_takes_lists_as_values(run):
+    def job(worker):
+        return captured_on(worker, lambda s: s.to_stream([[1, 2], [3]])
+                           .to_arrow([("xs", pa.list_(pa.int64()))])
+                           .from_arrow(tuples=True).capture())
+    assert consolidate(run(job)) == [(0, sorted([([1, 2],), ([3],)] * run.workers))]
+
+
+@pytest.mark.parametrize("size", [0, -1, 2.5])
+def test_to_arrow_refuses_a_batch_size_that_is_not_a_positive_int_when_built(size):
+    with pytest.raises(ValueError, match=f"to_arrow: batch_size must be a positive int, not "
+                                         f"{size}"):
+        st.example(lambda s: s.to_stream([1]).to_arrow([("x", "int64")], batch_size=size))
