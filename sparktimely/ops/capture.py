@@ -91,14 +91,31 @@ def merge_by_time(pairs: Iterable[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
             table = pyarrow.concat_tables(
                 [pyarrow.Table.from_batches([part]) if isinstance(part, pyarrow.RecordBatch)
                  else part for part in parts])
-            try:
-                table = table.sort_by([(name, "ascending") for name in table.column_names])
-            except pyarrow.ArrowException:
-                pass
-            result.append((time, table))
+            result.append((time, _sorted_rows(table)))
     order = {time: i for i, time in enumerate(sort_times(list(by_time)))}
     result.sort(key=lambda pair: order[pair[0]])
     return result
+
+
+def _sorted_rows(table: Any) -> Any:
+    """``table``'s rows sorted by all its columns, a dictionary-encoded one by its values;
+    as they are if a column cannot be sorted (lists, structs).
+
+    >>> import pyarrow as pa
+    >>> words = pa.array(["z", "b", "a"]).dictionary_encode()
+    >>> _sorted_rows(pa.table({"w": words, "n": [1, 2, 3]})).column("n").to_pylist()
+    [3, 2, 1]
+    """
+    import pyarrow
+    import pyarrow.compute as pc
+    keys = [(name, "ascending") for name in table.column_names]
+    columns = [column.cast(column.type.value_type) if pyarrow.types.is_dictionary(column.type)
+               else column for column in table.columns]
+    try:
+        order = pc.sort_indices(pyarrow.table(columns, names=table.column_names), keys)
+    except pyarrow.ArrowException:
+        return table
+    return table.take(order)
 
 
 class EventLink:

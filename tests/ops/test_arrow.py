@@ -632,3 +632,17 @@ def test_to_arrow_refuses_a_batch_size_that_is_not_a_positive_int_when_built(siz
     with pytest.raises(ValueError, match=f"to_arrow: batch_size must be a positive int, not "
                                          f"{size}"):
         st.example(lambda s: s.to_stream([1]).to_arrow([("x", "int64")], batch_size=size))
+
+
+def test_capture_sorts_rows_with_a_dictionary_encoded_column_by_its_values(run):
+    # The rows came back in arrival order (so an extract depended on the batching and the
+    # worker count) when a column was dictionary-encoded.
+    def job(worker):
+        words = pa.array(["z", "b", "y", "a"][worker.index % 2::2]).dictionary_encode()
+        batch = pa.record_batch({"w": words, "n": pa.array([worker.index] * len(words))})
+        return captured_on(worker, lambda s: s.to_stream([batch]).exchange(key="w").capture())
+    tables = [table for part in run(job) for _, table in part]
+    for table in tables:
+        assert table.column("w").to_pylist() == sorted(table.column("w").to_pylist())
+    assert sorted(w for table in tables for w in table.column("w").to_pylist()) == sorted(
+        ["z", "y"] * ((run.workers + 1) // 2) + ["b", "a"] * (run.workers // 2))
