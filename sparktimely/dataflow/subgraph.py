@@ -41,8 +41,10 @@ DATA, PROGRESS, GRAPH, FINISHED, SCHEMA = 0, 1, 2, 3, 4
 ``(PROGRESS, dataflow, [((location, time), delta), ...])``,
 ``(GRAPH, dataflow, name, shape, operator_names, salt_probe, batch)`` (each worker's description
 of the dataflow it built, its Python ``hash`` of a fixed string, to detect differently salted
-peers, and the progress batch of the capabilities its operators dropped while building, or
-None: one message per dataflow built instead of two) and
+peers, and the progress batch of the changes it made to capabilities while building, or
+None: one message per dataflow built instead of two),
+``(SCHEMA, dataflow, location, schema)`` (the Arrow schema this worker sends into the exchange
+at input ``location`` from now on) and
 ``(FINISHED, None, built)``: a worker's last word, the number of dataflows it built (it builds
 no more). Its dataflow slot is None, so it never reaches a dataflow's ``deliver``."""
 
