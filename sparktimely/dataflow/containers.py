@@ -135,6 +135,21 @@ def kept(batch: Any, peers: int) -> Any:
                                       schema=batch.schema)
 
 
+def unified(table: pa.Table) -> pa.Table:
+    """``table`` with each dictionary column's chunks on one dictionary (batches encoded
+    apart have different ones, which ``group_by`` and ``join`` refuse to mix).
+
+    >>> import pyarrow as pa
+    >>> a = pa.array(["x"]).dictionary_encode(); b = pa.array(["y", "x"]).dictionary_encode()
+    >>> t = unified(pa.Table.from_batches([pa.record_batch({"k": a}), pa.record_batch({"k": b})]))
+    >>> t.column("k").chunk(0).dictionary == t.column("k").chunk(1).dictionary
+    True
+    """
+    if any(pa.types.is_dictionary(field.type) for field in table.schema):
+        return table.unify_dictionaries()
+    return table
+
+
 def format_schema(schema: pa.Schema) -> str:
     """A schema on one line.
 

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from ..dataflow import Exchange, Pipeline
 from ..dataflow.stream import StreamCore
 from ._stash import PerTime
-from ..dataflow.containers import check_schema
+from ..dataflow.containers import check_schema, unified
 
 AGGREGATES = ("sum", "count", "min", "max", "mean")
 _COMPACT_EVERY = 64     # partial aggregates kept per time before they are folded into one
@@ -49,20 +49,6 @@ def _per_batch(stream: StreamCore, name: str,
                 output.give_at(cap, transform(_arrow(batch, name)))
         return logic
     return stream.unary(Pipeline, name, ctor)
-
-
-def unified(table: pa.Table) -> pa.Table:
-    """``table`` with each dictionary column's chunks on one dictionary (batches encoded
-    apart have different ones, which ``group_by`` and ``join`` refuse to mix).
-
-    >>> a = pa.array(["x"]).dictionary_encode(); b = pa.array(["y", "x"]).dictionary_encode()
-    >>> t = unified(pa.Table.from_batches([pa.record_batch({"k": a}), pa.record_batch({"k": b})]))
-    >>> t.column("k").chunk(0).dictionary == t.column("k").chunk(1).dictionary
-    True
-    """
-    if any(pa.types.is_dictionary(field.type) for field in table.schema):
-        return table.unify_dictionaries()
-    return table
 
 
 def group_rows(rows: list | pa.Table, keys: list[str], specs: list[tuple],

@@ -43,6 +43,9 @@ class ArrowArranger:
             raise TypeError(f"{self.name}: this collection mixes Python updates with Arrow "
                             f"batches")
         schema = batch.schema
+        if schema.names[-1] != DIFF and DIFF in schema.names:       # diff last, as we make
+            batch = batch.select([n for n in schema.names if n != DIFF] + [DIFF])
+            schema = batch.schema
         if self.schema is None or not schema.equals(self.schema):   # else checked before
             arrow_only(self.name, batch)
             if schema.field(DIFF).type != pa.int64():

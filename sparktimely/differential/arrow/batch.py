@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...dataflow.containers import unified
 from ...hashing import hash_array, hash_rows
 from ...progress.timestamp import Product, TimeKind
 from ..updates import DIFF
@@ -358,8 +359,9 @@ def group_sum(table: pa.Table, columns: list) -> pa.Table:
 
 def group_by(table: pa.Table, keys: list, aggregations: list) -> pa.Table:
     """``table.group_by(keys).aggregate(aggregations)`` on one thread, key columns first
-    (pyarrow may put them last)."""
-    out = table.group_by(keys, use_threads=False).aggregate(aggregations)
+    (pyarrow may put them last), dictionary columns unified first (batches encoded apart
+    carry different dictionaries, which ``group_by`` refuses to mix)."""
+    out = unified(table).group_by(keys, use_threads=False).aggregate(aggregations)
     names = out.column_names
     if names[:len(keys)] != keys:
         out = out.select(keys + [n for n in names if n not in keys])

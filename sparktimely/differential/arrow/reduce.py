@@ -133,7 +133,12 @@ def _by_first_row(grouped: pa.Table) -> pa.Table:
 def _extremes(rows: pa.Table, key: list, column: str, function: str,
               first: pa.Array) -> pa.ChunkedArray:
     """``function`` (min or max) of ``column`` per key over the values present (their diffs
-    summing to more than zero), in the order of the keys' first rows; null where none is."""
+    summing to more than zero), in the order of the keys' first rows; null where none is. A
+    dictionary-encoded column is compared by its values (its extremes are of their type)."""
+    kind = rows.schema.field(column).type
+    if pa.types.is_dictionary(kind):
+        rows = rows.set_column(rows.schema.get_field_index(column), column,
+                               rows.column(column).cast(kind.value_type))
     values = group_by(rows.select(key + [column]).append_column(DIFF, rows.column(DIFF))
                       .append_column(_FIRST, first), key + [column],
                       [(DIFF, "sum"), (_FIRST, "min")])
