@@ -11,6 +11,7 @@ from typing import Any, Callable, Sequence
 from .. import Worker
 from ..io.checkpoints import RecoveryError, checkpointing, committed_epochs, \
     reraise_recovery_error
+from ..comm.net import connect_timeout
 from ..execute import check_run_options
 from ..logging import observing
 from ._cancel import FailureMemo, StageCanceller, driver_host
@@ -133,7 +134,7 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
                         "(under Spark Connect use map_in_arrow)")
     if not isinstance(max_attempts, int) or max_attempts < 1:
         raise ValueError(f"max_attempts must be a positive integer, got {max_attempts!r}")
-    check_run_options(stall_limit, checkpoint_every)
+    _check_options(timeout, stall_limit, checkpoint_every)
     check(sc, num_workers)
     ship(sc)
     description = f"sparktimely: run {_name_of(func)} on {num_workers} workers"
@@ -369,11 +370,21 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
         return _map_in_arrow_without_pandas(df, task, spark_schema)
 
 
+def _check_options(timeout: float | None, stall_limit: float | None,
+                  checkpoint_every: int) -> None:
+    """Raise ValueError naming the option, on the driver before any stage, for a
+    ``timeout`` that is not None or a positive number of seconds, and for what
+    ``execute.check_run_options`` refuses."""
+    if timeout is not None:
+        connect_timeout(timeout)
+    check_run_options(stall_limit, checkpoint_every)
+
+
 def _task_options(sc, timeout, stall_limit, log_dir, checkpoint_dir,
                   checkpoint_every) -> TaskOptions:
     """The lazy forms' task options: with the driver's stage canceller when there is a
     SparkContext, else (Spark Connect) with a failure memo (see :mod:`._cancel`)."""
-    check_run_options(stall_limit, checkpoint_every)
+    _check_options(timeout, stall_limit, checkpoint_every)
     canceller = StageCanceller.address_for(sc)
     return TaskOptions(timeout=timeout, stall_limit=stall_limit, canceller=canceller,
                        memo=None if canceller else FailureMemo.new(), log_dir=_log_dir(log_dir),

@@ -234,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("a module:function to run is required")
     try:
         function = load_function(options.target)
-    except (ValueError, TypeError, ImportError, AttributeError) as error:
+    except Exception as error:      # noqa: BLE001 - the job's module failed as it loaded
         parser.error(f"cannot run {options.target}: {type(error).__name__}: {error}")
     _send_by_value(function)
     from pyspark.sql import SparkSession

@@ -91,6 +91,9 @@ def connect_timeout(timeout: float | None = None) -> float:
 
     >>> connect_timeout(2.5)
     2.5
+    >>> connect_timeout(-5)
+    Traceback (most recent call last):
+    ValueError: timeout must be a positive number of seconds, got -5
     >>> os.environ[TIMEOUT_ENV] = "abc"
     >>> try:
     ...     connect_timeout()
@@ -100,6 +103,9 @@ def connect_timeout(timeout: float | None = None) -> float:
     >>> del os.environ[TIMEOUT_ENV]
     """
     if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
+                not timeout > 0:
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         return float(timeout)
     text = os.environ.get(TIMEOUT_ENV)
     if not text:

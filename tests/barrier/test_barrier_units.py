@@ -207,7 +207,9 @@ def test_an_old_application_or_dynamic_allocation_is_refused_at_once():
 
 @pytest.mark.parametrize("option, message", [
     ({"checkpoint_every": 0}, "checkpoint_every must be a positive integer, got 0"),
-    ({"stall_limit": -1}, "stall_limit must be a positive number of seconds, got -1")])
+    ({"stall_limit": -1}, "stall_limit must be a positive number of seconds, got -1"),
+    ({"timeout": -5}, "timeout must be a positive number of seconds, got -5"),
+    ({"timeout": 0}, "timeout must be a positive number of seconds, got 0")])
 def test_run_refuses_bad_options_before_any_stage(option, message):
     """As execute does: before the slot check (which would find the scripted context's 2
     slots too few for 3 workers) and before any barrier stage is launched."""

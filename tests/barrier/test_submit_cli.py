@@ -65,6 +65,20 @@ def test_a_bad_flag_or_value_is_one_line_with_the_usage_and_status_2(args, error
     assert message.startswith(f"sparktimely-submit: error: {error}"), message
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("source, error", [
+    ("raise RuntimeError('no config here')\n", "RuntimeError: no config here"),
+    ("def job(worker)\n", "SyntaxError: expected ':' (broken.py, line 1)"),
+])
+def test_a_job_module_that_fails_as_it_loads_is_one_line_with_status_2(tmp_path, source,
+                                                                        error):
+    (tmp_path / "broken.py").write_text(source)
+    done = sparktimely_submit("-w", "2", "broken:job", cwd=str(tmp_path))
+    assert done.returncode == 2, done.stderr
+    usage, message = done.stderr.strip().split("\n")
+    assert message == f"sparktimely-submit: error: cannot run broken:job: {error}"
+
+
 def test_arguments_after_the_function_or_a_double_dash_go_to_the_job_untouched():
     parse = submit._parser().parse_args
     assert parse(["-w", "2", "m:f", "--edges", "x", "-w", "3"]).args == [
