@@ -60,18 +60,21 @@ kv_rows = rows_of({"k": hs.integers(0, 3), "v": hs.sampled_from(["a", "b"])})
 kx_rows = rows_of({"k": hs.integers(0, 3), "x": hs.integers(-5, 5)})
 
 
+def joined(a: dict, b: dict) -> Counter:
+    """The oracle of ``a.join(b, on="k")``: ``(k, v, x)`` for each pair of rows of a key."""
+    out: Counter = Counter()
+    for (k1, v), n1 in a.items():
+        for (k2, x), n2 in b.items():
+            if k1 == k2:
+                out[(k1, v, x)] += n1 * n2
+    return out
+
+
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(left=kv_rows, right=kx_rows)
 def test_arrow_join(run, left, right):
-    def oracle(a, b):
-        out = Counter()
-        for (k1, v), n1 in a.items():
-            for (k2, x), n2 in b.items():
-                if k1 == k2:
-                    out[(k1, v, x)] += n1 * n2
-        return out
-    check(lambda scope, a, b: a.join(b, on="k"), oracle, [left, right], [KV, KX], run)
+    check(lambda scope, a, b: a.join(b, on="k"), joined, [left, right], [KV, KX], run)
 
 
 @pytest.mark.timeout(120)
@@ -175,14 +178,7 @@ def test_arrow_semijoin(run, data, keys):
 def test_arrow_join_of_an_integer_and_a_float_key_column_matches_equal_values(run, left,
                                                                                right):
     # Equal keys match by value, as Python's 1 == 1.0: an int64 column against a float64.
-    def oracle(a, b):
-        out = Counter()
-        for (k1, v), n1 in a.items():
-            for (k2, x), n2 in b.items():
-                if k1 == k2:
-                    out[(k1, v, x)] += n1 * n2
-        return out
-    check(lambda scope, a, b: a.join(b, on="k"), oracle, [left, right],
+    check(lambda scope, a, b: a.join(b, on="k"), joined, [left, right],
           [KV, (["k", "x"], [pa.float64(), pa.int64()])], run)
 
 
@@ -253,11 +249,7 @@ def test_arrow_collections_whose_diff_column_comes_first_join_and_reduce(run, le
         return dd.concatenate(scope, [joined, totals])
 
     def oracle(a, b):
-        out = Counter()
-        for (k1, v), n1 in a.items():
-            for (k2, x), n2 in b.items():
-                if k1 == k2:
-                    out[(k1, v, x)] += n1 * n2
+        out = joined(a, b)
         for k in {k for k, _ in b}:
             if sum(n for (kk, _), n in b.items() if kk == k) > 0:
                 out[(k, "total", sum(x * n for (kk, x), n in b.items() if kk == k))] += 1
