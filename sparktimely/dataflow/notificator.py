@@ -12,7 +12,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from ..progress.frontier import MutableAntichain
 from ..progress.timestamp import Timestamp, sort_times
-from .capability import Capability
+from .capability import Capability, CapabilityError, InputCapability
 
 
 class FrontierNotificator:
@@ -49,7 +49,12 @@ class FrontierNotificator:
             self.notify_at(capability)
 
     def notify_at(self, capability: Capability) -> None:
-        """Request a notification at ``capability.time`` (keeping the capability until then)."""
+        """Request a notification at ``capability.time`` (keeping the capability until then).
+        An input capability holds no time past its batch: ``retain()`` it first."""
+        if capability.__class__ is InputCapability:
+            raise CapabilityError(f"notify_at needs a Capability, which holds its time until "
+                                  f"the notification: retain() the input capability for "
+                                  f"time {capability.time!r}")
         time = capability.time
         entry = self._pending.get(time)
         if entry is None:

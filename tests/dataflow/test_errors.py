@@ -164,6 +164,32 @@ def test_input_capability_kept_past_its_logic_is_refused(run, use):
         (t, [t] * run.workers) for t in (0, 5, 9)]
 
 
+@pytest.mark.parametrize("notificator", ["FrontierNotificator", "unary_notify's"])
+def test_notify_at_an_input_capability_asks_for_a_retained_one(run, notificator):
+    # An input capability holds no time after its batch: a notification for it would come
+    # when the time is complete, too late to send at it.
+    def build(scope):
+        if notificator == "unary_notify's":
+            def logic(input, output, notifications):
+                for cap, _ in input:
+                    notifications.notify_at(cap)
+            scope.to_stream([1]).unary_notify(st.Pipeline, "Notified", [], logic)
+            return
+
+        def ctor(cap, info):
+            cap.drop()
+            requests = st.FrontierNotificator()
+
+            def logic(input, output):
+                for in_cap, _ in input:
+                    requests.notify_at(in_cap)
+            return logic
+        scope.to_stream([1]).unary_frontier(st.Pipeline, "Notified", ctor)
+    with pytest.raises(st.WorkerError, match="'Notified'.*CapabilityError: notify_at needs a "
+                                             "Capability.*retain\\(\\) the input capability"):
+        example(run, build)
+
+
 def test_session_kept_past_its_logic_is_refused_losing_nothing_given_before(run):
     # A session is flushed when the logic that opened it returns; records given to it later
     # used to wait in its buffer forever.
