@@ -65,6 +65,8 @@ class InputHandle:
         self.flush()
         if self._time is None:
             self._time = port.kind.minimum()
+        else:
+            port.kind.check(self._time, where=f"{self.name} (advanced to it before connected)")
         self._bound.append((port, Capability(self._time, port)))
         self._connected = True
 
@@ -144,11 +146,14 @@ class InputHandle:
             self._push(batch)
 
     def advance_to(self, time: Timestamp) -> None:
-        """Move the input's time forward to ``time``; earlier times can then complete."""
-        self._check_open("advance_to")
+        """Move the input's time forward to ``time``; earlier times can then complete. A
+        handle not yet connected to a dataflow keeps the time for the dataflows it will
+        feed, as timely's does."""
+        if self._closed:
+            raise RuntimeError("cannot advance_to: the input handle is closed")
         if self._bound:
             self._bound[0][0].kind.check(time, where=f"{self.name}.advance_to")
-        if not less_equal(self._time, time):
+        if self._time is not None and not less_equal(self._time, time):
             raise ValueError(f"advance_to({time!r}) goes backwards: the input is already at "
                              f"time {self._time!r}")
         self.flush()

@@ -446,6 +446,16 @@ def test_send_on_unbound_input_handle():
         handle.send(1)
 
 
+def test_a_handle_advanced_to_a_time_of_another_type_is_told_when_connected(run):
+    def job(worker):
+        handle = st.InputHandle()
+        handle.advance_to(Product(1, 0))
+        worker.dataflow(lambda scope: scope.input_from(handle).probe())
+    with pytest.raises(st.WorkerError, match=r"TypeError: .*time Product\(1, 0\) is not of "
+                                             r"this scope's type \(like 0\)"):
+        run(job)
+
+
 def test_closed_handle_cannot_be_bound(run):
     handle = st.InputHandle()
     handle.close()

@@ -9,6 +9,7 @@ import tracemalloc
 import pytest
 
 import sparktimely as st
+import sparktimely.differential as dd
 from sparktimely import Product
 from sparktimely.testing import consolidate
 
@@ -147,6 +148,32 @@ def test_a_capability_one_worker_delays_to_while_building_holds_every_probe(run)
         before_end = [f for f in frontiers if f]
         assert all(f in ([0], [5]) for f in before_end), before_end
     assert consolidate([c for _, c in results]) == [(5, ["x"])]
+
+
+def test_an_input_advanced_before_it_is_connected_starts_at_its_time(run):
+    # As timely's handle: the time is kept for the dataflow it will feed (it used to raise).
+    def job(worker):
+        input, session = st.InputHandle(), dd.InputSession()
+        if worker.index == 0:
+            input.advance_to(3)
+            session.advance_to(3)
+        records, counts = worker.dataflow(lambda scope: (
+            scope.input_from(input).exchange(lambda x: 0).capture(),
+            session.to_collection(scope).count().inner.capture()))
+        input.send(worker.index)
+        session.insert("a")
+        for handle in (input, session):
+            handle.advance_to(5)
+            handle.close()
+        worker.run()
+        return records.extract(), counts.extract()
+    results = run(job)
+    early = run.workers - 1
+    assert consolidate([r for r, _ in results]) == (
+        [(0, list(range(1, run.workers)))] if early else []) + [(3, [0])]
+    assert consolidate([c for _, c in results]) == (
+        [(0, [(("a", early), 0, 1)])] if early else []) + [
+        (3, sorted(([(("a", early), 3, -1)] if early else []) + [(("a", early + 1), 3, 1)]))]
 
 
 def test_a_later_dataflow_fed_by_inputs_at_different_times_completes(run):
