@@ -410,10 +410,9 @@ def hash_array(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
         h = _by_dictionary(array, hash_array(array.dictionary))
     elif pa.types.is_floating(kind):
         floats = np.asarray(array.cast(pa.float64()).fill_null(0.0)) + 0.0  # -0.0 becomes 0.0
-        bits = floats.view(_U64)
+        bits = floats.view(_U64)            # a view of our own new array: changed in place
         whole = (floats == np.trunc(floats)) & (np.abs(floats) < 2.0 ** 63)
         if whole.any():             # hashed as the equal integer: 1.0 joins 1, as in Python
-            bits = bits.copy()
             bits[whole] = floats[whole].astype(np.int64).view(_U64)
         h = _mix(bits)
     elif pa.types.is_integer(kind) or pa.types.is_boolean(kind) or (
