@@ -220,6 +220,16 @@ class ClusterAllocator(EncodingAllocator):
         else:
             link.send(parts)
 
+    def broadcast(self, message: tuple) -> None:
+        """Send a control message (progress, above all) to every other worker, and write it
+        to the sockets at once, with what was sent before it: a remote peer then reads it
+        while this worker's step goes on (its pass, its operators), as a peer of this host
+        reads its ring at once. Batches of data wait for the step's :meth:`flush` (one
+        write for many)."""
+        super().broadcast(message)
+        for link in self._links.values():
+            link.flush()
+
     def _read_all(self) -> None:
         """Read every socket that has input into the inbox."""
         by_fd, inbox = self._by_fd, self._inbox

@@ -182,3 +182,22 @@ def test_a_worker_with_only_remote_peers_polls_its_sockets_before_it_sleeps():
         assert drain(b, 1) == [(0, ("hi",))]
     finally:
         close_both([a, b])
+
+
+def test_a_broadcast_leaves_at_once_with_what_was_sent_before_it():
+    """A control message (progress) is written to the sockets when it is broadcast, not at
+    the step's flush: the remote peer reads it while the sender's step goes on, as a peer
+    of its host reads the ring; a batch sent before it goes with it, in order."""
+    a, b = pair()
+    try:
+        a.send(1, ("data", 1, [10, 20]))
+        a.broadcast(("progress", 1, [((0, 5), -1)]))           # no a.flush()
+        assert drain(b, 2, timeout=3) == [(0, ("data", 1, [10, 20])),
+                                          (0, ("progress", 1, [((0, 5), -1)]))]
+        a.send(1, ("data", 2, [30]))                            # data alone waits for it
+        b.park(0.2)
+        assert b.receive() == []
+        a.flush()
+        assert drain(b, 1, timeout=3) == [(0, ("data", 2, [30]))]
+    finally:
+        close_both([a, b])
