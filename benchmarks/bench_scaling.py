@@ -342,9 +342,12 @@ def main(quick: bool = False, runs: int = 3) -> list[Section]:
         f"more workers than cores: each extra worker adds its own steps to every round "
         f"(n - 1 progress messages to encode, read and apply), and a worker with nothing to do "
         f"yields its core, but the kernel hands it back at its own pace; the park loop sleeps "
-        f"on the doorbell and pays a futex wake-up per message. Parked over sockets, a round "
-        f"pays the kernel's wake-ups whenever an answer takes longer than the 200 us spin "
-        f"(a Pipe round trip, both sides sleeping in the kernel, took {f['pipe us']:.3g} us).",
+        f"on the doorbell and pays a futex wake-up per message. Over sockets, a progress "
+        f"message is written when it is broadcast, before the sender's pass and operators run "
+        f"(as a ring write is), so a round adds a send and a read system call to the "
+        f"shared-memory round; a worker waits by polling its sockets for 200 us before it "
+        f"sleeps in the kernel (a Pipe round trip, both sides sleeping in the kernel, took "
+        f"{f['pipe us']:.3g} us).",
         f"natural aggregation: each of 2 workers groups half the words but also hashes and "
         f"splits its half (partition_batch in the pipeline's batches: "
         f"{f['partition batched ms']:.3g} ms per 1M keys, against {group_ms:.3g} ms for "
