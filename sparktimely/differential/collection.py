@@ -40,9 +40,11 @@ from ..dataflow import Pipeline
 from ..dataflow.operator import enter as enter_stream, leave as leave_stream, require_function
 from ..progress.timestamp import Product
 from .arrow.reduce import count_spec, distinct_spec
+from .recovery import checkpointing
 from .operators.arrange import (EnteredHandle, KeyColumns, TraceReader, arrange_stream,
                                 as_collection_stream, check_importable, entered_stream,
                                 import_stream)
+from .operators.count import count_total_stream
 from .operators.iterate import loop_variable
 from .operators.join import JOIN_MANY, JOIN_MAP, JOIN_PAIR, JOIN_SEMI, join_core_stream
 from .operators.reduce import (CountReduction, ThresholdReduction, distinct_count,
@@ -466,6 +468,10 @@ class Collection:
         >>> sorted(st.example(build).extract()[0][1].to_pylist(), key=lambda row: row["word"])
         [{'word': 'a', 'count': 2, 'diff': 1}, {'word': 'b', 'count': 1, 'diff': 1}]
         """
+        scope = self.scope
+        if key is not None and scope.kind.depth == 0 and scope.kind.base is int and \
+                not checkpointing(scope):
+            return Collection(count_total_stream(self.inner, key))     # no input trace
         arranged = self.arrange_by_self() if key is None else self.arrange_by_key(key=key)
         return arranged.count()
 

@@ -547,6 +547,31 @@ def test_arrow_count_small_and_vectorised_paths(run, monkeypatch, small, limit, 
           [(["w", "v"], [pa.string(), pa.int64()])], run)
 
 
+def test_arrow_count_at_int_times_arranges_nothing():
+    """``count(key=...)`` of an Arrow collection at int times is one operator that counts
+    the rows as they arrived (differential's ``count_total``): its input is neither sealed
+    into batches nor kept in a trace. In an iterative scope (``Product`` times) it is an
+    arrangement and the count of it; both count alike (the tests above, at 1, 2 and 3
+    workers, run the int-time one on every path: the index, numpy, and colliding hashes)."""
+    def job(worker):
+        rows = pa.record_batch({"w": ["a", "b", "a"], "diff": [1, 1, 1]})
+
+        def build(scope):
+            flat = dd.as_collection(scope.to_stream([rows])).count(key="w").inner.capture()
+            nested = scope.iterative(lambda inner: dd.as_collection(
+                scope.to_stream([rows])).enter(inner).count(key="w").leave()).inner.capture()
+            return flat, nested
+        flat, nested = worker.dataflow(build)
+        worker.run()
+        names = [operator.name for operator in worker.dataflows()[0].operators]
+        return names, [sorted(table.to_pylist(), key=str) for _, table in flat.extract()], \
+            [sorted(table.to_pylist(), key=str) for _, table in nested.extract()]
+    names, flat, nested = st.execute_directly(job)
+    assert names.count("ArrangeByKey") == 1 and names.count("Count") == 2, names
+    assert flat == nested == [[{"w": "a", "count": 2, "diff": 1},
+                               {"w": "b", "count": 1, "diff": 1}]]
+
+
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("key", [["x"], ["w", "v"]], ids=["float", "two columns"])
 @SETTINGS

@@ -59,11 +59,20 @@ class ArrowArranger:
 
     def seal(self, lower: list, upper: list, held: list) -> list:
         """``(capability time, ArrowBatch)`` for each held capability with sealed rows."""
+        return self.seal_ready(self.take_ready(upper), lower, upper, held)
+
+    def take_ready(self, upper: list) -> list:
+        """The buffered ``(time, RecordBatch)`` entries at times ``upper`` has passed,
+        no longer buffered."""
         ready: list = []
         keep: list = []
         for time, batch in self.buffered:
             (keep if upper and beyond(upper, time) else ready).append((time, batch))
         self.buffered = keep
+        return ready
+
+    def seal_ready(self, ready: list, lower: list, upper: list, held: list) -> list:
+        """:meth:`seal` of the entries :meth:`take_ready` gave."""
         if not ready:
             return []
         parts = split_by_capabilities(ready, held, lambda entry: entry[0])

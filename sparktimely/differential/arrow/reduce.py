@@ -11,7 +11,7 @@ sent. Keys evaluated at a time where nothing changed simply produce no correctio
 from __future__ import annotations
 
 from operator import itemgetter
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -22,8 +22,8 @@ from ..updates import DIFF
 from ..lattice import beyond, interesting_times
 from .batch import (HASH, INT64, SMALL_ROWS, ZERO, ArrowBatch, column_numpy, constant_times,
                     coordinates, coordinates_le, distinct_times, group_by, group_sum,
-                    hash_is_key, hash_order, int64_array, keys_equal, lookup_all, nonzero_sums,
-                    table_batch, time_from, times_le)
+                    hash_is_key, hash_order, int64_array, key_hashes, keys_equal, lookup_all,
+                    nonzero_sums, table_batch, time_from, times_le)
 
 AGGREGATES = ("count", "sum", "min", "max")
 FEW_ROWS = 128
@@ -212,6 +212,20 @@ class ArrowReducer:
         produced, out_batch = counted or self._general(batches, ready, history, out_history,
                                                        lower, upper)
         return produced, caught_up + ([out_batch] if out_batch is not None else [])
+
+    def retire_rows(self, parts: list, key: list, out_history: list, lower: list,
+                    upper: list) -> tuple[list, list] | None:
+        """:meth:`retire` for a count that arranges nothing (``count_total_stream``), of
+        its new rows as they arrived (``(time, RecordBatch)`` entries): through the index
+        when they are few and it can say, else None (the caller seals them and calls
+        :meth:`retire`)."""
+        if not self.key:
+            self.spec.check_key(self.name, key)
+            self.key = key
+        if sum(batch.num_rows for _, batch in parts) > SMALL_COUNT:
+            return None
+        fast = self.counts.row_updates(parts, key, out_history, lower, upper, self.kind)
+        return None if fast is None else (fast[0], [])
 
     def _general(self, batches: list, ready: list, history: list, out_history: list,
                  lower: list, upper: list) -> tuple[list, ArrowBatch | None]:
@@ -638,7 +652,24 @@ class CountIndex:
         large to index or holding two keys of one hash): the caller counts with numpy then.
         With ``keep``, no batch for the output trace (see the class docstring)."""
         key = batches[0].key
-        schema = self._output_schema(batches[0].data.schema, key)
+        return self._counted(lambda: _deltas(batches, key), batches[0].data.schema, key,
+                             out_history, lower, upper, kind, keep)
+
+    def row_updates(self, parts: list, key: list, out_history: list, lower: list,
+                    upper: list, kind: TimeKind) -> tuple[list, ArrowBatch | None] | None:
+        """:meth:`updates` with ``keep`` (no output batch) for an input that is not
+        arranged: ``parts`` are ``(time, RecordBatch)`` entries as they arrived (key
+        columns, maybe the ``HASH`` column an exchange's combiner added, ``diff``); the
+        rows of a key at a time are summed here."""
+        return self._counted(lambda: _row_deltas(parts, key), parts[0][1].schema, key,
+                             out_history, lower, upper, kind, True)
+
+    def _counted(self, deltas: Callable[[], dict], input_schema: pa.Schema, key: list,
+                 out_history: list, lower: list, upper: list, kind: TimeKind,
+                 keep: bool) -> tuple[list, ArrowBatch | None] | None:
+        """The output of the changes ``deltas()`` gives (``{time: (hash, key, summed
+        diff) rows in hash order}``), or None if the index cannot say."""
+        schema = self._output_schema(input_schema, key)
         if not self.plain_keys:
             return None
         current = self.current
@@ -646,7 +677,7 @@ class CountIndex:
             current = self.current = self._indexed(out_history)
             if current is None:
                 return None
-        by_time = _deltas(batches, key)
+        by_time = deltas()
         produced: list = []
         outputs: list[pa.RecordBatch] = []
         hashes: list[np.ndarray] = []
@@ -774,6 +805,24 @@ def _deltas(batches: list, key: list) -> dict:
         for t, h, k, d in zip(batch.times[0].tolist(), batch.hashes.tolist(),
                               row_keys(batch.data, key), batch.diffs.tolist()):
             deltas = by_time.setdefault(t, {})
+            present = deltas.get(k)
+            if present is None:
+                deltas[k] = [h, d]
+            else:
+                present[1] += d
+    return {t: sorted(((h, k, d) for k, (h, d) in deltas.items()), key=itemgetter(0))
+            for t, deltas in by_time.items()}
+
+
+def _row_deltas(parts: list, key: list) -> dict:
+    """:func:`_deltas` of ``(time, RecordBatch)`` entries that no arrangement sealed: each
+    row hashed by its key columns (or its ``HASH`` column, when an exchange's combiner
+    added one), the diffs of a key at a time summed."""
+    by_time: dict = {}
+    for time, batch in parts:
+        deltas = by_time.setdefault(time, {})
+        for h, k, d in zip(key_hashes(batch, key).tolist(), row_keys(batch, key),
+                           batch.column(DIFF).to_pylist()):
             present = deltas.get(k)
             if present is None:
                 deltas[k] = [h, d]

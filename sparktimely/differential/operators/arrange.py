@@ -188,6 +188,13 @@ class ImportFeed:
 
 # -- the arrange operator --------------------------------------------------------------------------
 
+def key_exchange(name: str, pairs: bool, key: KeyColumns) -> Exchange:
+    """The pact of an arrangement's input (or of an operator keyed as one, such as
+    ``count_total_stream``): each update to the worker of its key, Arrow batches combined
+    and hashed before they cross (:func:`combiner`)."""
+    return Exchange(_route(name, pairs), combine=combiner(name, key))
+
+
 def _route(name: str, pairs: bool) -> Callable[[Any], Any]:
     """The exchange route of an arrangement: ``stable_hash`` of the key of a Python update,
     or, for an Arrow batch, the hashes of its key columns that the exchange's
@@ -255,7 +262,7 @@ def arrange_stream(updates: "Stream", name: str, pairs: bool,
     minimum = scope.kind.minimum()
     box = TraceBox(name, [minimum], scope.kind, scope.dataflow.worker, trace_phase(scope))
     scope.on_drop(box.drop_writer)
-    pact = Exchange(_route(name, pairs), combine=combiner(name, key))
+    pact = key_exchange(name, pairs, key)
 
     def ctor(capability, info):
         caps = CapabilitySet()

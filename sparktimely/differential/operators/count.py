@@ -1,0 +1,101 @@
+"""``count`` of an Arrow collection at totally ordered times without arranging its input
+(differential's ``count_total``).
+
+``Collection.count(key=...)`` at int times needs no trace of its input: a key's count is
+the sum of its diffs, and the operator keeps the counts it sent (its output trace, or the
+:class:`~..arrow.reduce.CountIndex` alone). So one operator takes the batches in, keyed and
+exchanged as an arrangement's would be, and once their time is complete counts a small
+update's rows as they arrived (a dict lookup per key), where an arrangement would first seal
+them into a sorted, hashed batch and a second operator would count that. Larger updates, and
+keys the index cannot hold (floats, hash collisions), are sealed and counted as the
+arrangement's count does. With a checkpoint directory the arrangement path is taken: its
+state is what a checkpoint holds.
+
+>>> import sparktimely as st, sparktimely.differential as dd, pyarrow as pa
+>>> def build(scope):
+...     words = pa.table({"w": ["a", "b", "a"], "diff": [1, 1, 1]})
+...     return dd.as_collection(scope.to_stream(words)).count(key="w").inner.capture()
+>>> sorted(st.example(build).extract()[0][1].to_pylist(), key=lambda row: row["w"])
+[{'w': 'a', 'count': 2, 'diff': 1}, {'w': 'b', 'count': 1, 'diff': 1}]
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...dataflow import CapabilitySet
+from ...progress.timestamp import less_equal
+from ..arrow.arrange import ArrowArranger
+from ..arrow.reduce import ArrowReducer, count_spec
+from ..lattice import antichain, beyond
+from ..trace.handle import TraceAgent, TraceBox
+from .arrange import KeyColumns, choose_arranger, key_exchange, trace_phase
+
+if TYPE_CHECKING:
+    from ...ops import Stream
+
+
+def count_total_stream(updates: "Stream", key: KeyColumns, name: str = "Count") -> "Stream":
+    """The count updates of the Arrow collection ``updates`` by its ``key`` columns, at
+    int times of a root scope (see the module docstring)."""
+    scope = updates.scope
+    minimum = [scope.kind.minimum()]
+    out_box = TraceBox(f"{name} output", minimum, scope.kind, scope.dataflow.worker,
+                       trace_phase(scope))
+    out_trace = TraceAgent(out_box)
+    scope.hold(out_trace)
+
+    def ctor(capability, info):
+        capability.drop()
+        caps = CapabilitySet()
+        lower = list(minimum)
+        arranger: ArrowArranger | None = None
+        reducer = ArrowReducer(name, count_spec(), scope.kind, keep_index=True)
+
+        def logic(input, output):
+            nonlocal lower, arranger
+            for cap, batch in input:
+                time = cap.time
+                if not any(less_equal(c.time, time) for c in caps):
+                    caps.insert(cap.retain())
+                if arranger is None:
+                    chosen = choose_arranger(name, True, key, scope.kind, batch)
+                    assert isinstance(chosen, ArrowArranger)    # (key columns: Arrow)
+                    arranger = chosen
+                arranger.push(time, batch)
+            upper = input.frontier.frontier()
+            if upper == lower:
+                return
+            if arranger is not None:
+                produced, out_batches = _counted(arranger, reducer, lower, upper,
+                                                 out_trace.batches_through(lower),
+                                                 sorted(c.time for c in caps))
+                for time, counts in produced:
+                    cap = next(c for c in caps if less_equal(c.time, time))
+                    output.give_at(cap if cap.time == time else cap.delayed(time), counts)
+                for out_batch in out_batches:
+                    out_box.insert(out_batch, None)
+                caps.downgrade(antichain(arranger.pending_times()))
+            out_box.seal(upper)
+            lower = upper
+            if not upper:
+                out_trace.close()
+            else:
+                out_trace.set_compaction(upper, upper)
+        return logic
+    return updates.unary_frontier(key_exchange(name, True, key), name, ctor)
+
+
+def _counted(arranger: ArrowArranger, reducer: ArrowReducer, lower: list, upper: list,
+             out_history: list, held: list) -> tuple[list, list]:
+    """The count's output for the rows ``arranger`` holds at times in ``[lower, upper)``:
+    ``[(time, RecordBatch)]`` and the batches for the output trace."""
+    ready = arranger.take_ready(upper)
+    if not ready:
+        return [], []
+    assert arranger.key is not None             # (set by the first push)
+    counted = reducer.retire_rows(ready, arranger.key, out_history, lower, upper)
+    if counted is not None:
+        return counted
+    sealed = arranger.seal_ready(ready, lower, upper,
+                                 [t for t in held if not beyond(upper, t)])
+    return reducer.retire([batch for _, batch in sealed], [], out_history, lower, upper)
