@@ -50,6 +50,7 @@ from .operators.join import JOIN_MANY, JOIN_MAP, JOIN_PAIR, JOIN_SEMI, join_core
 from .operators.reduce import (CountReduction, ThresholdReduction, distinct_count,
                                reduce_stream, user_reduction)
 from .operators.temporal import TimeOf, active_between_stream
+from .trace.batch import entered_frontier
 from .trace.handle import TraceAgent
 from .updates import DIFF, arrow_only, negated, python_only
 
@@ -594,6 +595,8 @@ class Arranged(Generic[Trace_co]):
     entered, a view of the enclosing scope's trace).
 
     ``key`` names the key column(s) of an Arrow arrangement (None for Python updates).
+    ``since`` is an import's logical compaction frontier (None: not an import): the trace's
+    history reads as of it (:meth:`TraceHandle.import_`).
 
     >>> import sparktimely as st, sparktimely.differential as dd
     >>> def build(scope):
@@ -606,10 +609,12 @@ class Arranged(Generic[Trace_co]):
     [(0, [(('a', 2), 0, 1), (('a', 2), 0, 1), (('b', 1), 0, 1), (('b', 3), 0, 1)])]
     """
 
-    def __init__(self, stream: "Stream", trace: Trace_co, key: KeyColumns = None) -> None:
+    def __init__(self, stream: "Stream", trace: Trace_co, key: KeyColumns = None,
+                 since: list | None = None) -> None:
         self.stream = stream
         self.trace = trace
         self.key = key
+        self.since = since
 
     @property
     def scope(self) -> "Scope":
@@ -652,10 +657,11 @@ class Arranged(Generic[Trace_co]):
         """
         stream = self.stream.enter(scope)
         if scope.kind.depth == self.scope.kind.depth:
-            return Arranged(stream, self.trace, self.key)
+            return Arranged(stream, self.trace, self.key, self.since)
         handle = EnteredHandle(self.trace.clone())
         scope.hold(handle)
-        return Arranged(entered_stream(stream), handle, self.key)
+        return Arranged(entered_stream(stream), handle, self.key,
+                        None if self.since is None else entered_frontier(self.since))
 
     # -- joins -------------------------------------------------------------------------------
 
@@ -834,8 +840,8 @@ class TraceHandle(TraceAgent):
         check_importable(box, scope)
         handle = TraceHandle(box, self._logical, box.physical_frontier())
         scope.hold(handle)
-        return Arranged(import_stream(box, handle.get_logical_compaction(), scope, name),
-                        handle)
+        since = handle.get_logical_compaction()
+        return Arranged(import_stream(box, since, scope, name), handle, since=since)
 
 
 class Variable(Collection):

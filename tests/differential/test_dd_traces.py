@@ -166,6 +166,66 @@ def test_import_after_compaction_advances_times(workers, idle):
     assert accumulate(everything, 5) == expected
 
 
+@pytest.mark.parametrize("arrow", [False, True], ids=["records", "arrow"])
+@pytest.mark.timeout(60)
+def test_joins_with_an_import_read_its_history_as_of_its_frontier(run, arrow):
+    """An import compacted to [3] holds its trace as of time 3: a join with it, whose other
+    side starts at time 0, gives its matches with that history at time 3 or later (as the
+    import's own replay is), never before, and accumulated there they are the join of the
+    accumulations. Both joiners: Python records (semijoin, join_core) and Arrow rows."""
+    import pyarrow as pa
+
+    def job(worker):
+        knows = dd.InputSession()
+        trace = worker.dataflow(lambda scope: (
+            knows.to_collection(scope).arrange_by_key(key="k") if arrow
+            else knows.to_collection(scope).arrange_by_key()).trace)
+        mine = [k for k in range(6) if k % worker.peers == worker.index]
+        for t in range(3):
+            if t:
+                knows.advance_to(t)
+            if arrow:
+                knows.update_batch(pa.record_batch({"k": pa.array(mine, pa.int64()),
+                                                    "v": [f"v{t}"] * len(mine),
+                                                    "diff": pa.array([1] * len(mine))}))
+            else:
+                for k in mine:
+                    knows.insert((k, f"v{t}"))
+        knows.advance_to(4)
+        worker.step_while(lambda: trace.read_upper() != [4])
+        trace.set_logical_compaction([3])
+        query = dd.InputSession()
+
+        def build(scope):
+            imported = trace.import_(scope)
+            keys = query.to_collection(scope)
+            if arrow:
+                return [imported.semijoin(keys).inner.capture()]
+            return [imported.semijoin(keys).inner.capture(),
+                    imported.join_core(keys.arrange_by_self(),
+                                       lambda k, v, _: [(k, v)]).inner.capture()]
+        captures = worker.dataflow(build)
+        if worker.index == 0:                   # at time 0: behind the import's frontier
+            if arrow:
+                query.update_batch(pa.record_batch({"k": pa.array([1, 4], pa.int64()),
+                                                    "diff": pa.array([1, 1])}))
+            else:
+                query.insert(1)
+                query.insert(4)
+        query.close()
+        knows.close()
+        worker.run()
+        if arrow:
+            return [[((r["k"], r["v"]), t, r["diff"]) for t, table in captures[0].extract()
+                     for r in table.to_pylist()]]
+        return [[u for _, batch in c.extract() for u in batch] for c in captures]
+    results = run(job)
+    for output in zip(*results):
+        updates = [u for part in output for u in part]
+        assert updates and all(t >= 3 for _, t, _ in updates), updates
+        assert accumulate(updates, 3) == {(k, f"v{t}"): 1 for k in (1, 4) for t in range(3)}
+
+
 @pytest.mark.timeout(60)
 def test_imported_batches_are_the_traces_own(run):
     """An import shares the trace's batches: no copy of the data."""

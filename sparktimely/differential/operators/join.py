@@ -8,7 +8,9 @@ batches of trace 1 acknowledged so far, so each pair of updates meets exactly on
 ``(v1, t1, d1)``, ``(v2, t2, d2)`` of one key gives ``f(key, v1, v2)`` at ``t1.join(t2)``
 with diff ``d1 * d2``. Trace 2 may be compacted to input 1's frontier (every later input-1
 time is beyond it) and merged up to what was acknowledged; once an input ends, the other
-side's trace is released. Examples are on the methods (``Collection.join`` and the others).
+side's trace is released. An imported arrangement holds its trace's contents as of the
+import's frontier (``since``): the matches with its history are advanced by it, as its
+replayed batches are. Examples are on the methods (``Collection.join`` and the others).
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ...dataflow import Pipeline
 from ..arrow.join import ArrowJoiner
-from ..lattice import join
+from ..lattice import advance_by, frontier_le, join
 from .arrange import TraceReader, reader
 
 if TYPE_CHECKING:
@@ -50,6 +52,8 @@ def join_core_stream(arranged1: "Arranged", arranged2: "Arranged", f: Callable |
     trace1 = reader(arranged1.trace, scope)
     trace2 = reader(arranged2.trace, scope)
     minimum = [scope.kind.minimum()]
+    since = tuple(None if a.since is None or frontier_le(a.since, minimum) else a.since
+                  for a in (arranged1, arranged2))
     total = scope.kind.depth == 0 and scope.kind.base is int
     joiner: Joiner | None = None
 
@@ -77,7 +81,10 @@ def join_core_stream(arranged1: "Arranged", arranged2: "Arranged", f: Callable |
                         if others is None:
                             others = traces[1 - side].batches_through(acknowledged[1 - side])
                         if others:
+                            as_of = since[1 - side]
                             for time, out in joiner.join(batch, others, side == 1, cap.time):
+                                if as_of is not None:
+                                    time, out = _advanced(time, out, as_of, cap.time)
                                 output.give_at(cap if time is None else cap.delayed(time), out)
                     acknowledged[side] = batch.upper
 
@@ -88,6 +95,16 @@ def join_core_stream(arranged1: "Arranged", arranged2: "Arranged", f: Callable |
             maintain(trace2, acknowledged[1], input1.frontier.frontier())
         return logic
     return arranged1.stream.binary_frontier(arranged2.stream, Pipeline, Pipeline, name, ctor)
+
+
+def _advanced(time: Any, out: Any, since: list, cap_time: Any) -> tuple[Any, Any]:
+    """A join's output group ``(time, out)`` (Python updates, each at its own time; or an
+    Arrow batch at ``time``, None meaning ``cap_time``) with its times advanced by
+    ``since``. The join of ``t1`` with ``t2`` advanced by ``since`` is ``t1.join(t2)``
+    advanced by it (times form a distributive lattice)."""
+    if out.__class__ is list:
+        return time, [(data, advance_by(t, since), diff) for data, t, diff in out]
+    return advance_by(cap_time if time is None else time, since), out
 
 
 def maintain(trace: TraceReader, acknowledged: list, other_frontier: list) -> None:
