@@ -157,6 +157,33 @@ class Capability:
         if getattr(self, "_live", False):
             self.drop()
 
+    def __copy__(self) -> "Capability":
+        """A new capability for the same time (timely's ``Capability::clone``), counted
+        as one more: ``copy.copy`` and ``copy.deepcopy`` give one; dropping either leaves
+        the other.
+
+        >>> import copy, sparktimely as st
+        >>> def ctor(cap, info):
+        ...     kept = copy.copy(cap.delayed(5))        # the delayed one is dropped at once
+        ...     cap.drop()
+        ...     def logic(output):
+        ...         output.session(kept).give("at 5")
+        ...         kept.drop()
+        ...     return logic
+        >>> st.example(lambda scope: st.source(scope, "Copy", ctor).capture()).extract()
+        [(5, ['at 5'])]
+        """
+        self._check_live("copy")
+        return Capability(self._time, self._port)
+
+    def __deepcopy__(self, memo: dict) -> "Capability":
+        return self.__copy__()
+
+    def __reduce__(self) -> tuple:
+        raise TypeError(f"a capability cannot be pickled: it holds time {self._time!r} on "
+                        f"an output of this worker's dataflow, which another process has "
+                        f"not got; send the time instead")
+
     def __repr__(self) -> str:
         state = "" if self._live else ", dropped"
         return f"Capability({self._time!r}{state})"

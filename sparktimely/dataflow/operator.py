@@ -11,8 +11,9 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Generic, Sequence, TypeVar
 
+from ..comm import PeerLost
 from ..errors import ExchangeSchemaError, describe
-from ..progress.timestamp import LEAVE, EnterSummary, Timestamp, check_summary
+from ..progress.timestamp import LEAVE, EnterSummary, Timestamp, advance, check_summary
 from .capability import Capability
 from .channels import Pact, Pipeline, as_pact
 from .notificator import Notificator
@@ -130,8 +131,8 @@ class Operator:
             for handle in self.handles:
                 if handle._flush():
                     self.blocked = True
-        except (OperatorError, ExchangeSchemaError):   # the latter is the stream's, not ours
-            raise
+        except (OperatorError, ExchangeSchemaError, PeerLost):
+            raise               # the stream's, or the transport's (sending), not the operator's
         except Exception as error:
             raise OperatorError(
                 f"operator {self.name!r} (address {self.address}) raised "
@@ -260,6 +261,23 @@ class OperatorBuilder(Generic[S]):
         interests[input] = FrontierInterest(interest)
         self._interest = interests
 
+    def _connection(self, connection: Sequence | None, count: int, what: str) -> list[list]:
+        """``connection`` as a list of path summaries per port on the other side, each one
+        that advances this scope's times; errors name the operator."""
+        name = self._operator.name
+        minimum = self.scope.kind.minimum()
+        try:
+            paths = _normalize_connection(connection, count, what)
+            for summaries in paths:
+                for summary in summaries:
+                    advance(minimum, summary)
+        except ValueError as error:
+            raise ValueError(f"operator {name!r}: {error}") from None
+        except (TypeError, AttributeError) as error:
+            raise TypeError(f"operator {name!r}: an {what} connection's path summary does not "
+                            f"advance this scope's times (like {minimum!r}): {error}") from None
+        return paths
+
     def new_input(self, stream: "StreamCore", pact: Pact | type,
                   connection: Sequence | None = None) -> InputPort:
         """Add an input fed by ``stream`` through ``pact``; returns the logic's handle on it.
@@ -270,7 +288,7 @@ class OperatorBuilder(Generic[S]):
         self._check_open()
         self.scope._check_owns(stream)
         outputs = len(self._operator.outputs)
-        self._summaries.append(_normalize_connection(connection, outputs, "input"))
+        self._summaries.append(self._connection(connection, outputs, "input"))
         self._input_streams.append((stream, as_pact(pact)))
         handle = InputPort(self._dataflow, -1, self._operator.index, None)
         self._inputs.append(handle)
@@ -283,7 +301,7 @@ class OperatorBuilder(Generic[S]):
         reaches the new output unchanged.
         """
         self._check_open()
-        summaries = _normalize_connection(connection, len(self._inputs), "output")
+        summaries = self._connection(connection, len(self._inputs), "output")
         for row, paths in zip(self._summaries, summaries):
             row.append(paths)
         port = OutputPort(self._dataflow, -1, self.scope.kind)

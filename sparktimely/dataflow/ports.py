@@ -274,13 +274,16 @@ class Session:
         self._handle._defer(self._time, iter(records))
 
     def give_batch(self, batch: Any) -> None:
-        """Send a whole batch (a list or a pyarrow.RecordBatch) as one message; a list is
-        copied, so the caller may reuse it."""
+        """Send a whole batch (a pyarrow.RecordBatch, or a list or any other iterable of
+        records: a tuple, a list subclass) as one message; records are copied into a list
+        of their own, so the caller may reuse its container."""
         if self._buffer is _ENDED:
             _ENDED.refuse()
         self.flush()
+        if not hasattr(batch, "num_rows"):
+            batch = list(batch)
         if batch_length(batch):
-            self._port.push(self._time, own_copy(batch))
+            self._port.push(self._time, batch)
 
     def flush(self) -> None:
         """Send the buffered records now."""

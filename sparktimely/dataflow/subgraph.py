@@ -172,6 +172,12 @@ class Dataflow:
     def finish_building(self) -> None:
         """Compile the graph into a tracker; errors here name the offending operators."""
         graph = self._building()
+        for operator in self.operators:
+            if operator.logic is None:
+                raise RuntimeError(
+                    f"operator {operator.name!r} (address {operator.address}) of dataflow "
+                    f"{self.name!r} was never built: call build(ctor) or build_reschedule(ctor) "
+                    f"on its OperatorBuilder")
         for handle in self._loops:
             handle._check_connected()
         source_ports = {loc: port for port, loc in graph.sources.items()}

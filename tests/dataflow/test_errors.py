@@ -287,6 +287,53 @@ def test_an_error_in_an_operator_constructor_names_the_operator(run, fault):
     assert all(part in message for part in expected), message
 
 
+@pytest.mark.parametrize("fault", ["never built", "int summary in a loop", "str summary"])
+def test_an_operator_builder_misused_while_building_names_the_operator(run, fault):
+    """An OperatorBuilder never built, and a connection whose path summary does not advance
+    the scope's times (an int other than 0 among Product times, a string), are errors
+    naming the operator when the dataflow is built (they were a bare KeyError, and a
+    TypeError of the progress tracker naming no operator)."""
+    def build(scope):
+        def make(inner):
+            builder = st.OperatorBuilder("Mine", inner)
+            summary = {"never built": 0, "int summary in a loop": 1, "str summary": "1"}[fault]
+            builder.new_input(inner.to_stream([1]), st.Pipeline, connection=[])
+            builder.new_output(connection=[summary])
+            if fault != "never built":
+                builder.build(lambda caps: lambda frontiers: None)
+        if fault == "int summary in a loop":
+            scope.iterative(make)
+        else:
+            make(scope)
+    with pytest.raises(st.WorkerError) as info:
+        example(run, build)
+    expected = {"never built": "operator 'Mine' (address (0, 0)) of dataflow 'dataflow-0' "
+                               "was never built",
+                "int summary in a loop": "operator 'Mine': an output connection's path "
+                                         "summary does not advance this scope's times "
+                                         "(like Product(0, 0))",
+                "str summary": "operator 'Mine': an output connection's path summary does "
+                               "not advance this scope's times (like 0)"}[fault]
+    assert expected in str(info.value), str(info.value)
+
+
+def test_a_lost_peer_met_while_an_operator_sends_is_not_the_operators_error():
+    """The transport's PeerLost, raised inside an operator's logic (a large batch handed
+    to a failed link, a broadcast written at once), passes through as itself, so the job
+    blames the lost peer, not this worker's operator."""
+    from sparktimely.comm import PeerLost
+
+    def job(worker):
+        def ctor(cap, info):
+            def logic(output):
+                raise PeerLost("lost connection to worker 1 at 127.0.0.1:1 (test)")
+            return logic
+        worker.dataflow(lambda scope: st.source(scope, "Sends", ctor).probe())
+        worker.step()
+    with pytest.raises(PeerLost, match="lost connection to worker 1"):
+        st.execute_directly(job)
+
+
 def test_drop_twice_is_harmless(run):
     def action(cap, output):
         cap.drop()
@@ -720,7 +767,7 @@ def test_connection_of_wrong_length(run):
         builder.new_output()
         builder.new_input(scope.to_stream([1]), st.Pipeline, connection=[0, 0])
     with pytest.raises(st.WorkerError, match=re.escape(
-            "ValueError: input connection lists 2 entries for 1 ports")):
+            "ValueError: operator 'Len': input connection lists 2 entries for 1 ports")):
         example(run, build)
 
 

@@ -52,6 +52,29 @@ def test_map(run):
         (0, [-3, -2, -1]), (1, [-5]), (3, [-4, -4, 0])]
 
 
+class Records(list):
+    """A list subclass, as a program's own batch type may be."""
+
+
+def test_give_batch_takes_any_iterable_of_records(run):
+    """``session.give_batch`` takes a list subclass, a tuple or a generator as
+    ``InputHandle.send_batch`` does (a list subclass was taken for an Arrow batch), each as
+    one batch of its own copy of the records."""
+    def build(scope):
+        def ctor(cap, info):
+            def logic(output):
+                mine = Records([1, 2])
+                with output.session(cap) as session:
+                    session.give_batch(mine)
+                    session.give_batch((3,))
+                    session.give_batch(x for x in [4, 5])
+                mine.append(99)             # the batch given is a copy
+                cap.drop()
+            return logic
+        return st.source(scope, "Gives", ctor).capture()
+    assert merged(example(run, build)) == copies([(0, [1, 2, 3, 4, 5])], run.workers)
+
+
 def test_map_to_other_types(run):
     got = example(run, lambda s: s.to_stream([1, 2]).map(lambda x: (x, str(x))).capture())
     assert merged(got) == copies([(0, [(1, "1"), (2, "2")])], run.workers)

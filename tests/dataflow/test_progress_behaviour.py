@@ -624,6 +624,55 @@ def test_capability_set_insert_first_and_errors(run):
     assert merged(captured) == copies([(6, ["late"])], run.workers)
 
 
+def test_a_copied_capability_is_one_more_capability(run):
+    """``copy.copy`` (and ``deepcopy``) of a capability is timely's ``clone``: a new one at
+    the same time, counted on its own. Dropping the original (and another copy) leaves the
+    copy holding time 5: every worker's probe stays at 5 until it gives there and drops it,
+    and the record given is never behind a frontier. A capability refuses to be pickled."""
+    import copy
+    import pickle
+    frontiers, given = per_worker(run.workers), per_worker(run.workers)
+
+    def build(scope):
+        def ctor(cap, info):
+            at_5 = cap.delayed(5)
+            kept, spare = copy.copy(at_5), copy.deepcopy(at_5)
+            with pytest.raises(TypeError, match="cannot be pickled"):
+                pickle.dumps(kept)
+            cap.drop()
+            at_5.drop()
+            spare.drop()
+            again = scope.activator_for(info.address)
+            runs = [0]
+
+            def logic(output):
+                runs[0] += 1
+                if runs[0] < 20:
+                    again.activate()            # the probe must stay at 5 meanwhile
+                elif kept.time == 5:
+                    output.session(kept).give("at 5")
+                    kept.drop()
+            return logic
+        stream = st.source(scope, "Copies", ctor)
+        probe = stream.probe()
+        stream.inspect_time(lambda t, x: given[scope.index].append((t, probe.frontier())))
+        return stream.capture(), probe
+
+    def job(worker):
+        captured, probe = worker.dataflow(build)
+        seen = frontiers[worker.index]
+        running = True
+        while running:
+            running = worker.step()
+            if not seen or seen[-1] != probe.frontier():
+                seen.append(probe.frontier())
+        return captured.extract()
+    assert run(job) == [[(5, ["at 5"])]] * run.workers
+    for seen, data in zip(frontiers, given):
+        assert seen[-2:] == [[5], []], seen
+        assert data == [(5, [5])], data
+
+
 # -- sources and activation ---------------------------------------------------------------
 
 def test_source_with_activator_emits_over_several_schedules(run):
