@@ -84,20 +84,6 @@ def with_key_hashes(operator: str, batch: pa.RecordBatch, key: Any) -> pa.Record
     return batch.append_column(HASH, pa.array(hashes, pa.uint64()))
 
 
-def key_hashes(batch: pa.RecordBatch, key: list) -> np.ndarray:
-    """The hash of each row's ``key`` columns: the ``HASH`` column a combiner added
-    (:func:`with_key_hashes`), else computed here.
-
-    >>> import pyarrow as pa
-    >>> batch = pa.record_batch({"w": ["a", "b"], "diff": [1, 1]})
-    >>> bool((key_hashes(batch, ["w"]) == key_hashes(with_key_hashes("A", batch, "w"), ["w"])).all())
-    True
-    """
-    if HASH in batch.schema.names:
-        return column_numpy(batch, HASH)
-    return hash_rows(batch, key)
-
-
 def carried_hashes(batches: Sequence[pa.RecordBatch]) -> np.ndarray | None:
     """The key hashes the ``batches`` carry (see :func:`with_key_hashes`), concatenated;
     None unless every one carries them."""

@@ -22,7 +22,7 @@ from ..updates import DIFF
 from ..lattice import beyond, interesting_times
 from .batch import (HASH, INT64, SMALL_ROWS, ZERO, ArrowBatch, column_numpy, constant_times,
                     coordinates, coordinates_le, distinct_times, group_by, group_sum,
-                    hash_is_key, hash_order, int64_array, key_hashes, keys_equal, lookup_all,
+                    hash_is_key, hash_order, int64_array, keys_equal, lookup_all,
                     nonzero_sums, table_batch, time_from, times_le)
 
 AGGREGATES = ("count", "sum", "min", "max")
@@ -660,7 +660,8 @@ class CountIndex:
         """:meth:`updates` with ``keep`` (no output batch) for an input that is not
         arranged: ``parts`` are ``(time, RecordBatch)`` entries as they arrived (key
         columns, maybe the ``HASH`` column an exchange's combiner added, ``diff``); the
-        rows of a key at a time are summed here."""
+        rows of a key at a time are summed here, and the output has the keys in the order
+        they came (not sorted by hash)."""
         return self._counted(lambda: _row_deltas(parts, key), parts[0][1].schema, key,
                              out_history, lower, upper, kind, True)
 
@@ -815,21 +816,16 @@ def _deltas(batches: list, key: list) -> dict:
 
 
 def _row_deltas(parts: list, key: list) -> dict:
-    """:func:`_deltas` of ``(time, RecordBatch)`` entries that no arrangement sealed: each
-    row hashed by its key columns (or its ``HASH`` column, when an exchange's combiner
-    added one), the diffs of a key at a time summed."""
+    """:func:`_deltas` of ``(time, RecordBatch)`` entries that no arrangement sealed, for
+    the index that keeps the output alone (no output batch: its rows need no hashes, which
+    are None here; keys in the order they came), the diffs of a key at a time summed."""
     by_time: dict = {}
     for time, batch in parts:
         deltas = by_time.setdefault(time, {})
-        for h, k, d in zip(key_hashes(batch, key).tolist(), row_keys(batch, key),
-                           batch.column(DIFF).to_pylist()):
-            present = deltas.get(k)
-            if present is None:
-                deltas[k] = [h, d]
-            else:
-                present[1] += d
-    return {t: sorted(((h, k, d) for k, (h, d) in deltas.items()), key=itemgetter(0))
-            for t, deltas in by_time.items()}
+        get = deltas.get
+        for k, d in zip(row_keys(batch, key), batch.column(DIFF).to_pylist()):
+            deltas[k] = get(k, 0) + d
+    return {t: [(None, k, d) for k, d in deltas.items()] for t, deltas in by_time.items()}
 
 
 def row_keys(table: pa.Table, key: list) -> Any:
