@@ -502,7 +502,10 @@ class Collection:
         """The fixed point of ``f`` started from this collection: ``f`` gets the collection
         of the current round (in a nested iterative scope) and returns the next round's; the
         result is the limit, back in this collection's scope. Outer collections used inside
-        ``f`` must be entered: ``other.enter(x.scope)``.
+        ``f`` must be entered: ``other.enter(x.scope)``. As in differential, ``f`` must
+        consolidate what it returns (end in ``distinct``, ``reduce``, ``count`` or
+        ``consolidate``): what goes round is not consolidated, and an update and its
+        retraction would circulate for ever.
 
         >>> import sparktimely as st, sparktimely.differential as dd
         >>> def build(scope):

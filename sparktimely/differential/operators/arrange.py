@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import weakref
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, TypeVar
 
 from ...dataflow import CapabilitySet, Exchange, Pipeline, source
 from ...hashing import stable_hash
@@ -293,13 +293,8 @@ def arrange_stream(updates: "Stream", name: str, pairs: bool,
 
         def logic(input, output):
             nonlocal lower, arranger
-            for cap, batch in input:
-                time = cap.time
-                if not any(less_equal(c.time, time) for c in caps):
-                    caps.insert(cap.retain())
-                if arranger is None:
-                    arranger = choose_arranger(name, pairs, key, scope.kind, batch)
-                arranger.push(time, batch)
+            arranger = take_in(input, caps, arranger, lambda batch: choose_arranger(
+                name, pairs, key, scope.kind, batch))
             frontier = input.frontier.frontier()
             if frontier == lower:
                 return
@@ -314,6 +309,24 @@ def arrange_stream(updates: "Stream", name: str, pairs: bool,
             lower = frontier
         return logic
     return updates.unary_frontier(pact, name, ctor), box
+
+
+A = TypeVar("A", bound="Arranger")
+
+
+def take_in(input: Any, caps: CapabilitySet, arranger: A | None,
+            choose: Callable[[Any], A]) -> A | None:
+    """Push every batch of ``input`` into ``arranger`` (made by ``choose(batch)`` for the
+    first batch when None), with a capability in ``caps`` for each time not yet held;
+    returns the arranger."""
+    for cap, batch in input:
+        time = cap.time
+        if not any(less_equal(c.time, time) for c in caps):
+            caps.insert(cap.retain())
+        if arranger is None:
+            arranger = choose(batch)
+        arranger.push(time, batch)
+    return arranger
 
 
 def combiner(name: str, key: KeyColumns) -> Callable[[Any], Any]:

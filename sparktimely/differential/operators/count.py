@@ -20,15 +20,15 @@ state is what a checkpoint holds.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...dataflow import CapabilitySet
-from ...progress.timestamp import less_equal
 from ..arrow.arrange import ArrowArranger
 from ..arrow.reduce import ArrowReducer, count_spec
 from ..lattice import antichain, beyond
 from ..trace.handle import TraceAgent, TraceBox
-from .arrange import KeyColumns, choose_arranger, key_exchange, trace_phase
+from .arrange import KeyColumns, choose_arranger, key_exchange, take_in, trace_phase
+from .reduce import give_reduced
 
 if TYPE_CHECKING:
     from ...ops import Stream
@@ -44,6 +44,11 @@ def count_total_stream(updates: "Stream", key: KeyColumns, name: str = "Count") 
     out_trace = TraceAgent(out_box)
     scope.hold(out_trace)
 
+    def choose(batch: Any) -> ArrowArranger:
+        arranger = choose_arranger(name, True, key, scope.kind, batch)
+        assert isinstance(arranger, ArrowArranger)      # (key columns: Arrow batches)
+        return arranger
+
     def ctor(capability, info):
         capability.drop()
         caps = CapabilitySet()
@@ -53,15 +58,7 @@ def count_total_stream(updates: "Stream", key: KeyColumns, name: str = "Count") 
 
         def logic(input, output):
             nonlocal lower, arranger
-            for cap, batch in input:
-                time = cap.time
-                if not any(less_equal(c.time, time) for c in caps):
-                    caps.insert(cap.retain())
-                if arranger is None:
-                    chosen = choose_arranger(name, True, key, scope.kind, batch)
-                    assert isinstance(chosen, ArrowArranger)    # (key columns: Arrow)
-                    arranger = chosen
-                arranger.push(time, batch)
+            arranger = take_in(input, caps, arranger, choose)
             upper = input.frontier.frontier()
             if upper == lower:
                 return
@@ -69,11 +66,7 @@ def count_total_stream(updates: "Stream", key: KeyColumns, name: str = "Count") 
                 produced, out_batches = _counted(arranger, reducer, lower, upper,
                                                  out_trace.batches_through(lower),
                                                  sorted(c.time for c in caps))
-                for time, counts in produced:
-                    cap = next(c for c in caps if less_equal(c.time, time))
-                    output.give_at(cap if cap.time == time else cap.delayed(time), counts)
-                for out_batch in out_batches:
-                    out_box.insert(out_batch, None)
+                give_reduced(output, caps, produced, out_batches, out_box)
                 caps.downgrade(antichain(arranger.pending_times()))
             out_box.seal(upper)
             lower = upper

@@ -5,9 +5,13 @@ Inside ``scope.iterative(...)`` times are ``Product(outer, round)``. A ``Variabl
 collection defined in terms of itself: ``var.set(result)`` feeds ``result`` back one round
 later, so the variable's value in round ``i + 1`` is ``result``'s value in round ``i``. Only
 changes travel around the loop: once a round changes nothing, nothing circulates and the
-frontier moves on. Leaving the scope accumulates every round, so the collection outside is
-the fixed point; when an input changes at a later outer time, only the differences are
-recomputed, retractions included (an edge deleted later retracts what was derived from it).
+frontier moves on. As in differential, the feedback (``result`` minus the variable's start)
+is not consolidated on its way round: the step must hold an operator that consolidates
+(``distinct``, ``reduce``, ``count``, ``consolidate``), or an update and its retraction go
+round for ever (``iterate(lambda x: x)`` does not end). Leaving the scope accumulates every
+round, so the collection outside is the fixed point; when an input changes at a later outer
+time, only the differences are recomputed, retractions included (an edge deleted later
+retracts what was derived from it).
 
 >>> import sparktimely as st, sparktimely.differential as dd
 >>> def build(scope):

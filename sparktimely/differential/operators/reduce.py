@@ -221,11 +221,7 @@ def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
                     batches, history, out_trace.batches_through(lower), lower, upper)
                 if not source.closed and not reducer.reads_history and not checkpointing(scope):
                     source.close()      # a checkpoint snapshots the input trace: keep it
-                for time, updates in produced:
-                    cap = next(c for c in caps if less_equal(c.time, time))
-                    output.give_at(cap if cap.time == time else cap.delayed(time), updates)
-                for out_batch in out_batches:
-                    out_box.insert(out_batch, None)
+                give_reduced(output, caps, produced, out_batches, out_box)
                 caps.downgrade(antichain(reducer.pending_times()))
             out_box.seal(upper)
             if not upper:
@@ -237,6 +233,17 @@ def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
                 out_trace.set_compaction(upper, upper)
         return logic
     return arranged.stream.unary_frontier(Pipeline, name, ctor)
+
+
+def give_reduced(output: Any, caps: CapabilitySet, produced: list, out_batches: list,
+                 out_box: TraceBox) -> None:
+    """Send each ``(time, updates)`` of a reducer's ``produced`` at its time (through the
+    capability of ``caps`` at or before it), and add ``out_batches`` to the output trace."""
+    for time, updates in produced:
+        cap = next(c for c in caps if less_equal(c.time, time))
+        output.give_at(cap if cap.time == time else cap.delayed(time), updates)
+    for out_batch in out_batches:
+        out_box.insert(out_batch, None)
 
 
 class PythonReducer:
