@@ -470,8 +470,7 @@ class Collection:
         [{'word': 'a', 'count': 2, 'diff': 1}, {'word': 'b', 'count': 1, 'diff': 1}]
         """
         scope = self.scope
-        if key is not None and scope.kind.depth == 0 and scope.kind.base is int and \
-                not checkpointing(scope):
+        if scope.kind.depth == 0 and scope.kind.base is int and not checkpointing(scope):
             return Collection(count_total_stream(self.inner, key))     # no input trace
         arranged = self.arrange_by_self() if key is None else self.arrange_by_key(key=key)
         return arranged.count()

@@ -67,7 +67,7 @@ def test_an_update_before_its_batch_time_is_rejected(run):
         handle.send_batch([("x", 5, 1), ("y", 3, 1)])
         handle.close()
         worker.step_while(lambda: not probe.done())
-    with pytest.raises(st.WorkerError, match=r"ArrangeBySelf: update \('y', 3, 1\) has time 3, "
+    with pytest.raises(st.WorkerError, match=r"Count: update \('y', 3, 1\) has time 3, "
                                              r"which is not at or after the time of the batch "
                                              r"carrying it \(5\): a time went back"):
         run(job)
@@ -247,7 +247,7 @@ def test_numpy_integer_keys_count_with_the_ints_they_equal(run):
 @WORKERS
 @pytest.mark.timeout(60)
 def test_a_key_stable_hash_cannot_hash_is_named_with_the_exchange_it_failed_in(workers):
-    with pytest.raises(st.WorkerError, match=r"the exchange into operator 'ArrangeBySelf'.*"
+    with pytest.raises(st.WorkerError, match=r"the exchange into operator 'Count'.*"
                                              r"its route raised on the record.*frozenset"):
         run_stream([((frozenset({1}), "a"), 0, 1)], lambda c: c.count().inner, workers)
 

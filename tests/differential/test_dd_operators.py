@@ -225,8 +225,8 @@ def test_count_lets_go_of_an_input_trace_no_other_operator_reads(run, monkeypatc
                                                                  shared):
     """``count`` (and ``distinct`` of Python records) at totally ordered times read no input
     trace after their first interval, so they let go of their handle on it: over a
-    collection, whose arrangement no other operator reads, that trace keeps nothing (an
-    Arrow collection's ``count(key=...)`` makes no input trace at all). An arrangement the
+    collection, whose arrangement no other operator reads, that trace keeps nothing (a
+    collection's ``count()`` at int times makes no input trace at all). An arrangement the
     program holds as well keeps its trace for it, whole. The output is exact round by round
     either way, with removals that take keys to zero and below."""
     import random
@@ -302,7 +302,7 @@ def test_count_lets_go_of_an_input_trace_no_other_operator_reads(run, monkeypatc
     results = run(job)
     sent = results[0][2]
     if not shared:
-        assert [held for held, _, _ in results] == [[] if arrow else [0]] * run.workers
+        assert [held for held, _, _ in results] == [[0] if distinct else []] * run.workers
     else:                                   # the arrangement's trace: every worker's keys
         kept = sum((kept for _, kept, _ in results), Counter())
         assert {w: n for w, n in kept.items() if n} == {w: n for w, n in sent.items() if n}

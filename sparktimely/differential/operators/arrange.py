@@ -400,6 +400,11 @@ class PythonArranger:
                 for (cap_time, part_lower, part_upper), part
                 in zip(capability_intervals(lower, upper, held), parts) if part]
 
+    def take_ready(self, upper: list) -> list:
+        """The buffered ``((key, val), time, diff)`` updates at times ``upper`` has passed,
+        no longer buffered (not sealed into a batch)."""
+        return self.batcher.seal(upper)
+
     def pending_times(self) -> list:
         return self.batcher.frontier_times()
 

@@ -1,15 +1,15 @@
-"""``count`` of an Arrow collection at totally ordered times without arranging its input
-(differential's ``count_total``).
+"""``count`` at totally ordered times without arranging its input (differential's
+``count_total``).
 
-``Collection.count(key=...)`` at int times needs no trace of its input: a key's count is
-the sum of its diffs, and the operator keeps the counts it sent (its output trace, or the
-:class:`~..arrow.reduce.CountIndex` alone). So one operator takes the batches in, keyed and
-exchanged as an arrangement's would be, and once their time is complete counts a small
-update's rows as they arrived (a dict lookup per key), where an arrangement would first seal
-them into a sorted, hashed batch and a second operator would count that. Larger updates, and
-keys the index cannot hold (floats, hash collisions), are sealed and counted as the
-arrangement's count does. With a checkpoint directory the arrangement path is taken: its
-state is what a checkpoint holds.
+``Collection.count()`` at int times needs no trace of its input: a key's count is the sum
+of its diffs, and the operator keeps what it sent (the totals of Python keys; for Arrow
+rows, its output trace or the :class:`~..arrow.reduce.CountIndex` alone). So one operator
+takes the updates in, keyed and exchanged as an arrangement's would be, and once their time
+is complete counts them as they arrived, where an arrangement would first seal them into a
+batch (consolidated, and for Arrow rows hashed and sorted) and a second operator would
+count that. Larger Arrow updates, and keys the index cannot hold (floats, hash collisions),
+are sealed and counted as the arrangement's count does. With a checkpoint directory the
+arrangement path is taken: its state is what a checkpoint holds.
 
 >>> import sparktimely as st, sparktimely.differential as dd, pyarrow as pa
 >>> def build(scope):
@@ -17,6 +17,8 @@ state is what a checkpoint holds.
 ...     return dd.as_collection(scope.to_stream(words)).count(key="w").inner.capture()
 >>> sorted(st.example(build).extract()[0][1].to_pylist(), key=lambda row: row["w"])
 [{'w': 'a', 'count': 2, 'diff': 1}, {'w': 'b', 'count': 1, 'diff': 1}]
+>>> st.example(lambda s: dd.from_stream(s.to_stream("abca")).count().inner.capture()).extract()
+[(0, [(('a', 2), 0, 1), (('b', 1), 0, 1), (('c', 1), 0, 1)])]
 """
 from __future__ import annotations
 
@@ -27,34 +29,39 @@ from ..arrow.arrange import ArrowArranger
 from ..arrow.reduce import ArrowReducer, count_spec
 from ..lattice import antichain, beyond
 from ..trace.handle import TraceAgent, TraceBox
-from .arrange import KeyColumns, choose_arranger, key_exchange, take_in, trace_phase
-from .reduce import give_reduced
+from .arrange import (KeyColumns, PythonArranger, choose_arranger, key_exchange, take_in,
+                      trace_phase)
+from .reduce import CountReduction, TotalsReducer, give_reduced
 
 if TYPE_CHECKING:
     from ...ops import Stream
 
 
 def count_total_stream(updates: "Stream", key: KeyColumns, name: str = "Count") -> "Stream":
-    """The count updates of the Arrow collection ``updates`` by its ``key`` columns, at
-    int times of a root scope (see the module docstring)."""
+    """The count updates of the collection ``updates`` (Arrow rows by their ``key`` columns,
+    default every data column; Python updates by their data), at int times of a root scope
+    (see the module docstring)."""
     scope = updates.scope
+    pairs = key is not None
     minimum = [scope.kind.minimum()]
     out_box = TraceBox(f"{name} output", minimum, scope.kind, scope.dataflow.worker,
                        trace_phase(scope))
     out_trace = TraceAgent(out_box)
     scope.hold(out_trace)
 
-    def choose(batch: Any) -> ArrowArranger:
-        arranger = choose_arranger(name, True, key, scope.kind, batch)
-        assert isinstance(arranger, ArrowArranger)      # (key columns: Arrow batches)
-        return arranger
-
     def ctor(capability, info):
         capability.drop()
         caps = CapabilitySet()
         lower = list(minimum)
-        arranger: ArrowArranger | None = None
-        reducer = ArrowReducer(name, count_spec(), scope.kind, keep_index=True)
+        arranger: Any = None                # an ArrowArranger or a PythonArranger
+        reducer: Any = None                 # and its ArrowReducer or TotalsReducer
+
+        def choose(batch: Any) -> Any:
+            nonlocal reducer
+            chosen = choose_arranger(name, pairs, key, scope.kind, batch)
+            reducer = ArrowReducer(name, count_spec(), scope.kind, keep_index=True) \
+                if isinstance(chosen, ArrowArranger) else TotalsReducer(CountReduction())
+            return chosen
 
         def logic(input, output):
             nonlocal lower, arranger
@@ -64,8 +71,7 @@ def count_total_stream(updates: "Stream", key: KeyColumns, name: str = "Count") 
                 return
             if arranger is not None:
                 produced, out_batches = _counted(arranger, reducer, lower, upper,
-                                                 out_trace.batches_through(lower),
-                                                 sorted(c.time for c in caps))
+                                                 out_trace, sorted(c.time for c in caps))
                 give_reduced(output, caps, produced, out_batches, out_box)
                 caps.downgrade(antichain(arranger.pending_times()))
             out_box.seal(upper)
@@ -75,17 +81,20 @@ def count_total_stream(updates: "Stream", key: KeyColumns, name: str = "Count") 
             else:
                 out_trace.set_compaction(upper, upper)
         return logic
-    return updates.unary_frontier(key_exchange(name, True, key), name, ctor)
+    return updates.unary_frontier(key_exchange(name, pairs, key), name, ctor)
 
 
-def _counted(arranger: ArrowArranger, reducer: ArrowReducer, lower: list, upper: list,
-             out_history: list, held: list) -> tuple[list, list]:
-    """The count's output for the rows ``arranger`` holds at times in ``[lower, upper)``:
-    ``[(time, RecordBatch)]`` and the batches for the output trace."""
+def _counted(arranger: ArrowArranger | PythonArranger, reducer: Any, lower: list,
+             upper: list, out_trace: TraceAgent, held: list) -> tuple[list, list]:
+    """The count's output for the updates ``arranger`` holds at times in ``[lower,
+    upper)``: ``[(time, updates)]`` and the batches for the output trace (Arrow only)."""
     ready = arranger.take_ready(upper)
     if not ready:
         return [], []
-    assert arranger.key is not None             # (set by the first push)
+    if isinstance(reducer, TotalsReducer):
+        return reducer.retire_updates(ready), []
+    assert isinstance(arranger, ArrowArranger) and arranger.key is not None
+    out_history = out_trace.batches_through(lower)
     counted = reducer.retire_rows(ready, arranger.key, out_history, lower, upper)
     if counted is not None:
         return counted

@@ -359,18 +359,38 @@ class TotalsReducer:
     def retire(self, batches: list, history: list, out_history: list, lower: list,
                upper: list) -> tuple[list, list]:
         """What :meth:`PythonReducer.retire` returns, without an output trace's batch."""
-        totals = self.totals
-        if totals is None:
-            totals = self.totals = {}
+        if self.totals is None:
+            self.totals = {}
             for batch in history:
                 for key, updates in batch.items():
-                    totals[key] = totals.get(key, 0) + sum(diff for _, _, diff in updates)
+                    self.totals[key] = self.totals.get(key, 0) + sum(d for _, _, d in updates)
         changes: dict = {}                   # key -> {time: summed diff}
         for batch in batches:
             for key, updates in batch.items():
                 at = changes.setdefault(key, {})
                 for _, time, diff in updates:
                     at[time] = at.get(time, 0) + diff
+        return self._changed(changes), []
+
+    def retire_updates(self, updates: list) -> list:
+        """The output (``[(time, updates)]``) of ``((key, val), time, diff)`` updates as they
+        arrived, not sealed into batches (``count_total_stream``; the totals start empty)."""
+        if self.totals is None:
+            self.totals = {}
+        changes: dict = {}
+        for (key, _), time, diff in updates:
+            at = changes.get(key)
+            if at is None:
+                changes[key] = {time: diff}
+            else:
+                at[time] = at.get(time, 0) + diff
+        return self._changed(changes)
+
+    def _changed(self, changes: dict) -> list:
+        """The output for ``{key: {time: summed diff}}`` against the totals, which it
+        moves on."""
+        totals = self.totals
+        assert totals is not None
         desired, data = self.reduction.desired, self.reduction.data
         by_time: dict = {}
         for key, at in changes.items():
@@ -388,7 +408,7 @@ class TotalsReducer:
                 totals[key] = total
             else:
                 totals.pop(key, None)
-        return list(by_time.items()), []
+        return list(by_time.items())
 
 
 def accumulate(updates: list) -> dict:
