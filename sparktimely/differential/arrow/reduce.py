@@ -243,6 +243,7 @@ class ArrowReducer:
         else:
             in_data, in_times = _gather(history, keys, batches)
             out_data, out_times = _gather(out_history, keys, [])
+            in_data, out_data = _one_zero(in_data, key), _one_zero(out_data, key)
         seeds = set(ready) | set(distinct_times(new_times, self.kind) if batches else [])
         future: set = set()
         if self.total:
@@ -741,7 +742,7 @@ class CountIndex:
             self._input_schema = input_schema
             fields = [input_schema.field(n) for n in key]
             self.schema = pa.schema(fields + COUNT_FIELDS)
-            self.plain_keys = not any(pa.types.is_floating(f.type) for f in fields)
+            self.plain_keys = all(_indexable(f.type) for f in fields)
         assert self.schema is not None
         return self.schema
 
@@ -767,6 +768,25 @@ class CountIndex:
                 not keys_equal(data, key, data.take(group_start), key).all():
             return None                     # two keys share a hash: numpy's path compares keys
         return dict(zip(row_keys(data.take(live), key), counts[order][live].tolist()))
+
+
+def _indexable(kind: pa.DataType) -> bool:
+    """Whether the count index may hold keys of a column of type ``kind`` by their Python
+    values: equal exactly when the keys are (not floats: a NaN is not equal to itself),
+    read without pandas (not nanosecond times), and of a type the hashed paths take too,
+    so that a type they refuse is refused at any size and number of workers.
+
+    >>> [_indexable(t) for t in (pa.int32(), pa.string(), pa.timestamp("ms"),
+    ...                          pa.timestamp("ns"), pa.float64(), pa.decimal128(5, 2))]
+    [True, True, True, False, False, False]
+    """
+    if pa.types.is_dictionary(kind):
+        return _indexable(kind.value_type)
+    if pa.types.is_temporal(kind):
+        return kind.bit_width <= 64 and getattr(kind, "unit", None) != "ns"
+    return (pa.types.is_integer(kind) or pa.types.is_boolean(kind) or pa.types.is_string(kind)
+            or pa.types.is_large_string(kind) or pa.types.is_binary(kind)
+            or pa.types.is_large_binary(kind))
 
 
 def counts_as_input(out_history: list, key: list) -> list:
@@ -917,6 +937,24 @@ def _gather(batches: list, keys: np.ndarray, whole: list) -> tuple[Any, Any]:
         return None, None
     data = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     return _with_hash(data, np.concatenate(hashes)), np.concatenate(times, axis=1)
+
+
+def _one_zero(table: pa.Table | None, key: list) -> pa.Table | None:
+    """``table`` with -0.0 read as 0.0 in its floating key columns: one key, as the hash
+    and Python's ``==`` take them, where Arrow's grouping keeps the two apart.
+
+    >>> _one_zero(pa.table({"k": [-0.0, 1.5]}), ["k"]).column("k").to_pylist()
+    [0.0, 1.5]
+    """
+    if table is None:
+        return None
+    for name in key:
+        index = table.schema.get_field_index(name)
+        kind = table.schema.field(index).type
+        if pa.types.is_floating(kind):
+            table = table.set_column(index, name, pc.add(table.column(index),
+                                                         pa.scalar(0.0, kind)))
+    return table
 
 
 def _gather_int64(matches: list, names: list) -> tuple[Any, Any] | None:
