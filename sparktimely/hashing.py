@@ -421,9 +421,7 @@ def hash_array(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
         ints = ints.cast(pa.int64(), safe=False)
         h = _mix(np.array(ints.fill_null(0) if ints.null_count else ints).view(_U64))
     elif pa.types.is_null(kind):
-        raise TypeError("cannot hash a key column of type null (no value given, so no type "
-                        "inferred): give the column a type, e.g. pa.array(values, "
-                        "pa.string())")
+        h = np.full(len(array), _NULL)
     else:
         raise TypeError(f"cannot hash a key column of type {kind}: use integer, floating, "
                         f"temporal, boolean, string, binary or dictionary columns")

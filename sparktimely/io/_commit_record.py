@@ -63,12 +63,14 @@ def file_entry(data: Any, worker: int, component: str) -> dict:
 
 def build(dataflow: str, sequence: int, epoch: int, sent: Sequence[dict[int, int]],
           complete: bool, workers: int, every: int, operators: list[str],
-          components: list[list[str]], files: Iterable[dict]) -> dict:
+          components: list[list[str]], files: Iterable[dict], position: int) -> dict:
     """The commit record of checkpoint ``sequence`` of ``epoch`` (``complete``: the last, of
     a completed dataflow) whose inputs had sent records up to the epochs ``sent`` gives
     (per worker: input operator index -> epoch), naming the state files of every worker's
-    report (``files``: each worker's ``{path: file_entry}``), with its digest."""
-    record = {"format": FORMAT, "dataflow": dataflow, "sequence": sequence, "epoch": epoch,
+    report (``files``: each worker's ``{path: file_entry}``), with its digest; ``position``
+    is the dataflow's place among the program's checkpointed dataflows (1: the first)."""
+    record = {"format": FORMAT, "dataflow": dataflow, "position": position,
+              "sequence": sequence, "epoch": epoch,
               "inputs_sent": [{str(input): had for input, had in mine.items()}
                               for mine in sent],
               "complete": complete, "workers": workers,

@@ -399,6 +399,7 @@ class _Flow:
         self.dataflow = dataflow
         self.components = components
         self.name = dataflow.name
+        self.position = checkpoints.started + 1     # among the checkpointed dataflows
         self.inputs = InputEpochs(dataflow, {c.operator for c in components if c.kind == "source"},
                                   self.told_of_input)
         self.directory = self.storage.path(quote(self.name, safe=""))
@@ -515,20 +516,40 @@ class _Flow:
         sequences = [s for s in map(records.sequence_of, self.storage.names(commits))
                      if s is not None]
         if not sequences:
-            if self.checkpoints.started == 1:
-                others = [unquote(name) for name in self.storage.names(self.storage.root)
-                          if not name.startswith(("_", ".")) and
-                          any(records.sequence_of(record) is not None for record in
-                              self.storage.names(self.storage.path(name, "commits")))]
-                if others:
-                    held = ", ".join(repr(name) for name in others)
-                    raise RecoveryError(
-                        f"checkpoint directory {self.storage.where}: it holds checkpoints of "
-                        f"dataflow {held}, not of this program's first dataflow {self.name!r}")
+            self.check_not_replaced()
             return None
-        sequence = max(sequences)
+        return self.record_of(commits, max(sequences))
+
+    def record_of(self, commits: str, sequence: int) -> dict:
         path = posixpath.join(commits, records.name(sequence))
         return records.parse(bytes(self.storage.read(path)), path, sequence)
+
+    def check_not_replaced(self) -> None:
+        """A dataflow with no checkpoint of its own starts afresh, unless the directory
+        holds checkpoints of another dataflow in its place in the program (any, for the
+        first; one whose records say it was the program's dataflow number ``position``,
+        for a later one): then this program renamed or replaced it, and starting afresh
+        would repeat the output it had given (RecoveryError)."""
+        for quoted in self.storage.names(self.storage.root):
+            other = unquote(quoted)
+            if quoted.startswith(("_", ".")) or other == self.name:
+                continue
+            commits = self.storage.path(quoted, "commits")
+            sequences = [s for s in map(records.sequence_of, self.storage.names(commits))
+                         if s is not None]
+            if not sequences:
+                continue
+            if self.position == 1:
+                raise RecoveryError(
+                    f"checkpoint directory {self.storage.where}: it holds checkpoints of "
+                    f"dataflow {other!r}, not of this program's first dataflow {self.name!r}")
+            if self.record_of(commits, max(sequences)).get("position") == self.position:
+                raise RecoveryError(
+                    f"checkpoint directory {self.storage.where}: it holds checkpoints of "
+                    f"dataflow {other!r}, the program's dataflow number {self.position}, "
+                    f"which is {self.name!r} in this program: a renamed or replaced dataflow "
+                    f"would start afresh and repeat its output (keep its name, or use "
+                    f"another checkpoint directory)")
 
     def check_program(self, record: dict) -> None:
         """Raise :class:`RecoveryError` naming the first difference between the checkpointed
@@ -699,7 +720,7 @@ class _Flow:
                                self.worker.peers, self.every,
                                [op.name for op in self.dataflow.operators],
                                [[c.name, c.kind] for c in self.components],
-                               [report.files for report in commit.reports])
+                               [report.files for report in commit.reports], self.position)
         commits = posixpath.join(self.directory, "commits")
         self.storage.write_atomic(posixpath.join(commits, records.name(commit.sequence)),
                                   records.serialize(record))

@@ -226,6 +226,49 @@ def test_another_program_is_refused_naming_what_differs_and_nothing_changes(run,
         assert tree(str(tmp_path)) == before
 
 
+def test_a_later_dataflow_renamed_is_refused_and_one_never_checkpointed_starts_afresh(
+        run, texts, tmp_path):
+    """A program's second dataflow renamed (or replaced) between runs is refused, naming
+    both (it started afresh: its sink repeated every record it had made visible), and
+    nothing changes; a second dataflow that never committed in the run that failed (it
+    failed in its first epoch) starts afresh, and its output is the oracle's. (The first
+    dataflow, complete, commits its rerun before the second is built.)"""
+    directory = tmp_path / "ck"
+
+    def program(second: str, hook=None):
+        def job(worker):
+            worker.dataflow(lambda scope: scope.to_stream([1]).probe(), name="first")
+            worker.run()
+            wordcount(worker, texts, str(tmp_path / second), hook=hook)
+        return job
+
+    def renamed(name):                      # the second dataflow under another name
+        def job(worker):
+            dataflow = worker.dataflow
+            worker.dataflow = lambda build, name=None: dataflow(  # type: ignore[method-assign]
+                build, name="renamed" if name == "wordcount" else name)
+            try:
+                program(name)(worker)
+            finally:
+                del worker.dataflow
+        return job
+    run(checkpointed(program("out"), directory))
+    before = tree(str(tmp_path / "out")), tree(str(directory / "wordcount"))
+    with pytest.raises(st.WorkerError) as failure:
+        run(checkpointed(renamed("out"), directory))
+    assert isinstance(cause(failure.value), st.RecoveryError)
+    assert ("holds checkpoints of dataflow 'wordcount', the program's dataflow number 2, "
+            "which is 'renamed' in this program") in str(cause(failure.value))
+    assert (tree(str(tmp_path / "out")), tree(str(directory / "wordcount"))) == before
+    assert not (directory / "renamed" / "commits").exists()
+
+    fresh = tmp_path / "fresh"              # the second dataflow fails before any commit
+    with pytest.raises(st.WorkerError):
+        run(checkpointed(program("late", FailOnce(str(tmp_path / "failed"), 0)), fresh))
+    run(checkpointed(program("late"), fresh))
+    assert visible(str(tmp_path / "late")) == running_counts(epochs_of(texts))
+
+
 @pytest.mark.parametrize("damage", ["garbage", "edited", "state file", "missing file"])
 def test_a_corrupted_checkpoint_is_refused_naming_the_file_and_nothing_changes(
         run, texts, tmp_path, damage):

@@ -889,12 +889,15 @@ def keys_equal(left: pa.Table, left_key: list, right: pa.Table, right_key: list)
     mask: Any = None
     for a_name, b_name in zip(left_key, right_key):
         a, b = left.column(a_name), right.column(b_name)
-        if a.type != b.type:
-            b = b.cast(a.type)
-        equal = pc.equal(a, b)
-        if equal.null_count:
-            equal = pc.or_(equal.fill_null(FALSE), pc.and_(a.is_null(), b.is_null()))
-        flags = np.asarray(equal)
+        if pa.types.is_null(a.type) and pa.types.is_null(b.type):
+            flags = np.ones(len(a), bool)       # every value null: one key
+        else:
+            if a.type != b.type:
+                b = b.cast(a.type)
+            equal = pc.equal(a, b)
+            if equal.null_count:
+                equal = pc.or_(equal.fill_null(FALSE), pc.and_(a.is_null(), b.is_null()))
+            flags = np.asarray(equal)
         mask = flags if mask is None else mask & flags
     return mask
 
