@@ -278,8 +278,11 @@ def main(quick: bool = False) -> list[Section]:
         Section("Epoch checkpoints: throughput of the differential word count, 2 worker "
                 "processes", throughput(quick, differential=True), notes=[
                     "The same input and epochs; a diff column of ones added per batch, "
-                    "count(key=\"word\") (an arrangement and an output trace per worker, "
-                    "both in every checkpoint), its updates as Parquet files out."]).print(),
+                    "count(key=\"word\"), its updates as Parquet files out. With a checkpoint "
+                    "directory it is an arrangement and its count (an arrangement and an "
+                    "output trace per worker, both in every checkpoint); without one, a single "
+                    "operator that arranges nothing (count_total): the limit is the faster "
+                    "program."]).print(),
         Section("Epoch checkpoints: resume time and checkpoint size against state size, 2 "
                 "worker processes", restore(quick), notes=[
                     "restored per second: the state's bytes (in memory, or in the checkpoint) over "
