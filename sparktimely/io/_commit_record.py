@@ -2,7 +2,8 @@
 
 A checkpoint exists from the instant its commit record, ``<dataflow>/commits/<sequence>.json``,
 is in place (written atomically by worker 0). The record names the program it belongs to
-(the dataflow, its operators and its checkpointed components), the epoch it holds (every
+(the dataflow, its place among the program's checkpointed dataflows, its operators and its
+checkpointed components), the epoch it holds (every
 root epoch up to it), the latest epoch each worker's inputs had sent records at (later than
 that, a completed dataflow's epoch may come from another input or a ``delay``), whether the
 dataflow had completed, the number of workers, and every state file with its size and XXH3-128 digest; the record
@@ -12,7 +13,8 @@ change to them shows.
 >>> record = build("totals", 1, epoch=4, sent=[{0: 4}], complete=False, workers=1, every=2,
 ...                operators=["Input", "Sink"], components=[["counts", "sink"]],
 ...                files=[{"checkpoints/000000000001/counts.w00000.arrow":
-...                        file_entry(b"state", worker=0, component="counts")}])
+...                        file_entry(b"state", worker=0, component="counts")}],
+...                position=1)
 >>> data = serialize(record)
 >>> parse(data, "commits/" + name(1), 1)["epoch"], sequence_of(name(1))
 (4, 1)
@@ -20,7 +22,7 @@ change to them shows.
 ...     parse(data.replace(b'"epoch": 4', b'"epoch": 5'), "commits/x.json", 1)
 ... except RecordError as error:
 ...     print(str(error).split(": ")[1])
-its contents do not match its XXH3-128 digest facf77b8d6f56bd64c2db45998b6c698
+its contents do not match its XXH3-128 digest f76a0103772c1f0138aa9146f8f56b83
 """
 from __future__ import annotations
 
