@@ -234,13 +234,19 @@ def committed_epochs(checkpoint_dir: Location) -> dict[str, int | None]:
     storage = Storage(checkpoint_dir)
     epochs: dict[str, int | None] = {}
     for name in storage.names(storage.root):
-        commits = storage.path(name, "commits")
-        sequences = [s for s in map(records.sequence_of, storage.names(commits)) if s is not None]
-        if sequences:
-            path = posixpath.join(commits, records.name(max(sequences)))
-            record = records.parse(bytes(storage.read(path)), path, max(sequences))
+        record = newest_commit(storage, storage.path(name, "commits"))
+        if record is not None:
             epochs[unquote(name)] = None if record["complete"] else record["epoch"]
     return epochs
+
+
+def newest_commit(storage: Storage, commits: str) -> dict | None:
+    """The newest commit record in the folder ``commits`` (None if it holds none)."""
+    sequences = [s for s in map(records.sequence_of, storage.names(commits)) if s is not None]
+    if not sequences:
+        return None
+    path = posixpath.join(commits, records.name(max(sequences)))
+    return records.parse(bytes(storage.read(path)), path, max(sequences))
 
 
 class Checkpoints(WorkerObserver):
@@ -512,17 +518,10 @@ class _Flow:
             return self.core.examined(error=str(error))
 
     def newest_record(self) -> dict | None:
-        commits = posixpath.join(self.directory, "commits")
-        sequences = [s for s in map(records.sequence_of, self.storage.names(commits))
-                     if s is not None]
-        if not sequences:
+        record = newest_commit(self.storage, posixpath.join(self.directory, "commits"))
+        if record is None:
             self.check_not_replaced()
-            return None
-        return self.record_of(commits, max(sequences))
-
-    def record_of(self, commits: str, sequence: int) -> dict:
-        path = posixpath.join(commits, records.name(sequence))
-        return records.parse(bytes(self.storage.read(path)), path, sequence)
+        return record
 
     def check_not_replaced(self) -> None:
         """A dataflow with no checkpoint of its own starts afresh, unless the directory
@@ -534,16 +533,14 @@ class _Flow:
             other = unquote(quoted)
             if quoted.startswith(("_", ".")) or other == self.name:
                 continue
-            commits = self.storage.path(quoted, "commits")
-            sequences = [s for s in map(records.sequence_of, self.storage.names(commits))
-                         if s is not None]
-            if not sequences:
+            record = newest_commit(self.storage, self.storage.path(quoted, "commits"))
+            if record is None:
                 continue
             if self.position == 1:
                 raise RecoveryError(
                     f"checkpoint directory {self.storage.where}: it holds checkpoints of "
                     f"dataflow {other!r}, not of this program's first dataflow {self.name!r}")
-            if self.record_of(commits, max(sequences)).get("position") == self.position:
+            if record.get("position") == self.position:
                 raise RecoveryError(
                     f"checkpoint directory {self.storage.where}: it holds checkpoints of "
                     f"dataflow {other!r}, the program's dataflow number {self.position}, "
