@@ -193,9 +193,8 @@ class ArrowReducer:
     def retire(self, batches: list, history: list, out_history: list, lower: list,
                upper: list) -> tuple[list, list]:
         batches = [b for b in batches if len(b)]
-        if batches and not self.key:
-            self.spec.check_key(self.name, batches[0].key)
-            self.key = batches[0].key
+        if batches:
+            self._keyed_by(batches[0].key)
         ready = [t for t in self.pending if not beyond(upper, t)]
         if not batches and not ready:
             return [], []
@@ -213,15 +212,20 @@ class ArrowReducer:
                                                        lower, upper)
         return produced, caught_up + ([out_batch] if out_batch is not None else [])
 
+    def _keyed_by(self, key: list) -> None:
+        """Take the input's key columns at the first batch (checked against the output's
+        columns)."""
+        if not self.key:
+            self.spec.check_key(self.name, key)
+            self.key = key
+
     def retire_rows(self, parts: list, key: list, out_history: list, lower: list,
                     upper: list) -> tuple[list, list] | None:
         """:meth:`retire` for a count that arranges nothing (``count_total_stream``), of
         its new rows as they arrived (``(time, RecordBatch)`` entries): through the index
         when they are few and it can say, else None (the caller seals them and calls
         :meth:`retire`)."""
-        if not self.key:
-            self.spec.check_key(self.name, key)
-            self.key = key
+        self._keyed_by(key)
         if sum(batch.num_rows for _, batch in parts) > SMALL_COUNT:
             return None
         fast = self.counts.row_updates(parts, key, out_history, lower, upper, self.kind)
