@@ -1,5 +1,6 @@
 """Bad input gets an error naming the operator (or call) and the record, at any worker count;
 what was accepted before is not lost."""
+import pickle
 import re
 
 import pytest
@@ -305,6 +306,21 @@ def test_a_compaction_frontier_of_another_time_type_is_refused_naming_the_call()
         with pytest.raises(TypeError, match=re.escape(
                 "set_physical_compaction: time Product(1, 1) is not of this scope's type")):
             trace.set_physical_compaction([Product(1, 1)])
+        session.close()
+        worker.run()
+    st.execute_directly(job)
+
+
+@pytest.mark.timeout(60)
+def test_a_trace_handle_cannot_be_pickled_and_says_why():
+    def job(worker):
+        session = dd.InputSession()
+        trace = worker.dataflow(lambda scope: session.to_collection(scope).arrange_by_self(
+            name="Seen").trace)
+        with pytest.raises(TypeError, match=re.escape(
+                "a handle on the trace of 'Seen' cannot be pickled: the trace lives in this "
+                "worker's memory")):
+            pickle.dumps(trace)
         session.close()
         worker.run()
     st.execute_directly(job)

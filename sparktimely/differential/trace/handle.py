@@ -200,6 +200,11 @@ class TraceAgent:
             raise RuntimeError(f"cannot {action}: this handle on the trace of {self._box.name!r} "
                                f"is closed")
 
+    def __reduce__(self) -> tuple:
+        raise TypeError(f"a handle on the trace of {self._box.name!r} cannot be pickled: the "
+                        f"trace lives in this worker's memory; import it into a dataflow of "
+                        f"the same worker (import_), or send its contents")
+
     def clone(self) -> "TraceAgent":
         """Another handle on the same trace, with this handle's frontiers.
 
