@@ -266,13 +266,15 @@ class _Routing:
             explained = self._explain(batch, error, peers)
             if explained is None:
                 raise
-            raise explained from error
+            raise explained[0] from explained[1]
 
-    def _explain(self, batch: Any, error: Exception, peers: int) -> Exception | None:
-        """The error of a batch this exchange could not partition, naming the exchange: for
-        records, the first whose route is not an int and what the route returned (checked
-        only now, so routing costs nothing more while it works); for Arrow batches, the
-        error partitioning gave; for a route that raised a TypeError, ValueError or KeyError
+    def _explain(self, batch: Any, error: Exception, peers: int
+                 ) -> tuple[Exception, BaseException | None] | None:
+        """The error of a batch this exchange could not partition, naming the exchange, and
+        its cause: for records, the first whose route is not an int and what the route
+        returned (checked only now, so routing costs nothing more while it works; no cause:
+        the arithmetic that failed on the value is ours); for Arrow batches, the error
+        partitioning gave; for a route that raised a TypeError, ValueError or KeyError
         (``stable_hash`` of a key it cannot hash), that error with the exchange and the
         record, unless it names the operator already. None when there is nothing to add."""
         target = self._target
@@ -281,7 +283,7 @@ class _Routing:
         where = (f"the exchange into {port}operator {operator.name!r} (address "
                  f"{operator.address}) by {self._pact!r}")
         if batch.__class__ is not list:
-            return self._pact.refusal(batch) or _reworded(error, where)
+            return self._pact.refusal(batch) or _reworded(error, where), error
         if self._route is None:
             return None
         workers = range(peers)
@@ -292,7 +294,7 @@ class _Routing:
                 if str(_message(raised)).startswith(operator.name):     # named already
                     return None
                 return _reworded(raised, f"{where}: its route raised on the record "
-                                         f"{_short(record)}")
+                                         f"{_short(record)}"), error
             try:
                 workers[value % peers]                  # what routing does with the value
             except TypeError:
@@ -300,7 +302,7 @@ class _Routing:
                     f"{where} cannot route the record {_short(record)}: its route returned "
                     f"{_short(value)} (a {type(value).__name__}); a route must return an int "
                     f"(the record goes to worker route(record) % peers), e.g. "
-                    f"st.stable_hash(key)")
+                    f"st.stable_hash(key)"), None
         return None
 
 

@@ -125,6 +125,17 @@ def test_an_exchange_route_returning_no_int_names_the_exchange_record_and_value(
                        records[0], records[0])
 
 
+def test_a_route_returning_no_int_is_told_without_the_arithmetic_that_failed_on_it(run):
+    """The error is the exchange's: the worker's traceback shows no internal ``value %
+    peers`` failing on the string as its cause."""
+    def job(worker):
+        worker.dataflow(lambda scope: scope.to_stream(["b"]).exchange(identity).probe())
+        worker.run()
+    with pytest.raises(st.WorkerError, match="cannot route the record 'b'") as raised:
+        run(job)
+    assert "not all arguments converted" not in raised.value.traceback
+
+
 def test_numpy_integers_route_as_ints(run):
     """Each record lands on worker ``route(x) % peers`` whatever integer type the route
     returns."""
