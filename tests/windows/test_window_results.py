@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
@@ -81,6 +82,20 @@ def test_every_kind_of_arrow_batches(run, kind, key):
     else:
         expected = model(kind, ENTRIES, 1, arrow_value, keyed=key is not None)
     assert (results, late) == expected
+
+
+def dictionary_keys(batch: pa.RecordBatch) -> pa.RecordBatch:
+    at = batch.schema.get_field_index("key")
+    return batch.set_column(at, "key", pc.dictionary_encode(batch.column(at)))
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=repr)
+def test_a_dictionary_encoded_key_column_gives_the_windows_of_its_values(run, kind):
+    """A categorical key (a pandas category, a Parquet column read as a dictionary), its
+    dictionary different from batch to batch: sessions failed sorting it."""
+    results, late = run_window(run, ENTRIES, lambda s: s.map_batches(dictionary_keys).window(
+        kind, time_of="ts", key="key", aggregate=ARROW_AGGREGATE, lateness=1), arrow=True)
+    assert (results, late) == model(kind, ENTRIES, 1, arrow_value)
 
 
 SETTINGS = settings(max_examples=40, deadline=None, database=None,

@@ -253,6 +253,7 @@ def merge_intervals(keys: list[pa.ChunkedArray], begin: np.ndarray, end: np.ndar
     ([0, 1, 2, 0], [0, 12, 3], [9, 17, 8], [0, 1, 2])
     """
     rows = len(begin)
+    keys = [_plain(column) for column in keys]
     order = _key_time_order(keys, begin)
     begin, end = begin[order], end[order]
     new_key = np.zeros(rows, bool)
@@ -280,6 +281,19 @@ def merge_intervals(keys: list[pa.ChunkedArray], begin: np.ndarray, end: np.ndar
     number = np.empty(rows, np.int64)
     number[order] = np.cumsum(starts) - 1
     return number, begin[firsts], np.maximum.reduceat(end, firsts), order[firsts]
+
+
+def _plain(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A dictionary-encoded key column as its values (what Arrow sorts and compares; each
+    chunk may have its own dictionary), any other column as it is.
+
+    >>> import pyarrow.compute as pc
+    >>> _plain(pa.chunked_array([pc.dictionary_encode(pa.array(["b", "a", "b"]))])).to_pylist()
+    ['b', 'a', 'b']
+    """
+    if pa.types.is_dictionary(column.type):
+        return column.cast(column.type.value_type)
+    return column
 
 
 def _key_time_order(keys: list[pa.ChunkedArray], begin: np.ndarray) -> np.ndarray:
