@@ -227,6 +227,37 @@ def test_joins_with_an_import_read_its_history_as_of_its_frontier(run, arrow):
 
 
 @pytest.mark.timeout(60)
+def test_a_count_of_an_arrow_import_counts_at_its_frontier(run):
+    """An Arrow trace whose rows sit in a batch of one time ([1, 2)), compacted to [2] and
+    imported: the import's count is at time 2 or later (the rows were advanced there; the
+    count's shortcut for a batch of one time dated them at its lower bound, 1), and there
+    it is the count of the accumulated rows."""
+    import pyarrow as pa
+
+    def job(worker):
+        data = dd.InputSession()
+        trace = worker.dataflow(lambda scope: data.to_collection(scope)
+                                .arrange_by_key(key="k").trace)
+        data.advance_to(1)
+        worker.step_while(lambda: trace.read_upper() != [1])
+        keys = [k for k in range(4) if k % worker.peers == worker.index]
+        data.update_batch(pa.record_batch({"k": pa.array(keys, pa.int64()),
+                                           "v": pa.array(keys, pa.int64()),
+                                           "diff": pa.array([1] * len(keys), pa.int64())}))
+        data.advance_to(2)
+        worker.step_while(lambda: trace.read_upper() != [2])
+        trace.set_logical_compaction([2])
+        counts = worker.dataflow(lambda scope: trace.import_(scope).count().inner.capture())
+        data.close()
+        worker.run()
+        return [((r["k"], r["count"]), t, r["diff"]) for t, table in counts.extract()
+                for r in table.to_pylist()]
+    updates = [u for part in run(job) for u in part]
+    assert updates and all(t >= 2 for _, t, _ in updates), updates
+    assert accumulate(updates, 2) == {(k, 1): 1 for k in range(4)}
+
+
+@pytest.mark.timeout(60)
 def test_imported_batches_are_the_traces_own(run):
     """An import shares the trace's batches: no copy of the data."""
     def job(worker):
