@@ -415,11 +415,11 @@ def hash_array(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
         if whole.any():             # hashed as the equal integer: 1.0 joins 1, as in Python
             bits[whole] = floats[whole].astype(np.int64).view(_U64)
         h = _mix(bits)
-    elif pa.types.is_integer(kind) or pa.types.is_boolean(kind) or (
-            pa.types.is_temporal(kind) and kind.bit_width <= 64):
-        ints = array.cast(pa.int32()) if kind.bit_width == 32 else array   # date32, time32
-        ints = ints.cast(pa.int64(), safe=False)
+    elif pa.types.is_integer(kind) or pa.types.is_boolean(kind):
+        ints = array.cast(pa.int64(), safe=False)
         h = _mix(np.array(ints.fill_null(0) if ints.null_count else ints).view(_U64))
+    elif pa.types.is_temporal(kind) and kind.bit_width <= 64:
+        h = _mix(_instants(array) ^ _TEMPORAL_TAGS[temporal_family(kind)])
     elif pa.types.is_null(kind):
         h = np.full(len(array), _NULL)
     else:
@@ -428,6 +428,58 @@ def hash_array(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if array.null_count:
         h[np.asarray(array.is_null())] = _NULL
     return h
+
+
+_PER_MICROSECOND = {"s": 1_000_000, "ms": 1_000, "us": 1}
+_TEMPORAL_TAGS = {family: _U64(tag) for family, tag in (
+    ("timestamp", 0x74696D657374616D), ("timestamp with a time zone", 0x74696D657A6F6E65),
+    ("date", 0x6461746564617465), ("time of day", 0x74696D656F666461),
+    ("duration", 0x6475726174696F6E))}
+
+
+def temporal_family(kind: pa.DataType) -> str:
+    """Which of Python's kinds of time values a temporal Arrow type holds: values of two
+    families never compare equal in Python (a ``datetime`` and a ``date``, a naive and an
+    aware ``datetime``), values of one family do whatever their units.
+
+    >>> temporal_family(pa.timestamp("ms")), temporal_family(pa.timestamp("s", tz="UTC"))
+    ('timestamp', 'timestamp with a time zone')
+    >>> temporal_family(pa.date64()), temporal_family(pa.time32("s"))
+    ('date', 'time of day')
+    """
+    if pa.types.is_timestamp(kind):
+        return "timestamp with a time zone" if kind.tz is not None else "timestamp"
+    if pa.types.is_date(kind):
+        return "date"
+    if pa.types.is_time(kind):
+        return "time of day"
+    return "duration"
+
+
+def _instants(array: pa.Array) -> np.ndarray:
+    """A temporal column's values as one unit whatever the column's (uint64 bits): days for
+    dates, whole microseconds (Python's resolution) for the others, so that equal values in
+    two units hash alike; nanoseconds within one microsecond share it (a collision that
+    the comparison of the values settles).
+
+    >>> import datetime as dt
+    >>> day = dt.datetime(2020, 1, 1, 0, 0, 1)
+    >>> [int(_instants(pa.array([day], pa.timestamp(unit)))[0]) for unit in ("s", "ms", "ns")]
+    [1577836801000000, 1577836801000000, 1577836801000000]
+    """
+    kind = array.type
+    width = pa.int32() if kind.bit_width == 32 else pa.int64()          # date32, time32
+    values = array.cast(width).cast(pa.int64())
+    ints = np.array(values.fill_null(0) if values.null_count else values, np.int64)
+    if pa.types.is_date64(kind):
+        ints //= 86_400_000                                 # milliseconds to days
+    elif not pa.types.is_date(kind):
+        unit = kind.unit
+        if unit == "ns":
+            ints //= 1_000
+        elif unit != "us":
+            ints *= _PER_MICROSECOND[unit]                  # (wraps beyond 292,000 years)
+    return ints.view(_U64)
 
 
 def hash_rows(batch: pa.RecordBatch | pa.Table, key: str | Sequence[str]) -> np.ndarray:

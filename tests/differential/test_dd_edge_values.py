@@ -3,6 +3,7 @@ values Python cannot compare (None beside ints), Arrow aggregations over null va
 retractions, and an Arrow join whose column names clash twice."""
 from __future__ import annotations
 
+import datetime as dt
 from collections import Counter
 
 import pyarrow as pa
@@ -151,3 +152,45 @@ def test_an_arrow_join_puts_the_key_columns_first_in_the_order_of_on(run, on, co
         (1, 5, 1), (1, 6, 2)]
     assert {tuple(t.column_names) for t in semijoined} == {("v", "k", "k2", "diff")}
     assert sorted((r["v"], r["diff"]) for t in semijoined for r in t.to_pylist()) == [(1, 3)]
+
+
+EPOCH = dt.datetime(1970, 1, 1)
+KEY_PAIRS = [
+    # (left values and type, right values and type): joined where Python says equal
+    (([dt.datetime(2020, 1, 1, 0, 0, 1), dt.datetime(2020, 1, 1, 0, 0, 2)], pa.timestamp("ms")),
+     ([dt.datetime(2020, 1, 1, 0, 0, 1), dt.datetime(2020, 1, 1, 0, 0, 3)], pa.timestamp("us"))),
+    (([dt.date(2020, 1, 1), dt.date(2021, 5, 6)], pa.date32()),
+     ([dt.date(2020, 1, 1), dt.date(2021, 5, 7)], pa.date64())),
+    (([dt.timedelta(seconds=3), dt.timedelta(milliseconds=5)], pa.duration("s")),
+     ([dt.timedelta(seconds=3), dt.timedelta(milliseconds=4)], pa.duration("ms"))),
+    (([EPOCH + dt.timedelta(microseconds=5), EPOCH], pa.timestamp("us")), ([5, 0], pa.int64())),
+    (([dt.datetime(2020, 1, 1)], pa.timestamp("s")), ([dt.date(2020, 1, 1)], pa.date32())),
+    (([2 ** 63, 2 ** 64 - 1, 7], pa.uint64()), ([-2 ** 63, -1, 7], pa.int64())),
+    ((["a", "b"], pa.string()), ([b"a", b"c"], pa.binary())),
+    (([True, False], pa.bool_()), ([1, 2], pa.int64())),
+    (([1.0, 2.5], pa.float64()), ([1, 2], pa.int32())),
+]
+
+
+@pytest.mark.parametrize("left, right", KEY_PAIRS, ids=lambda side: str(side[1]))
+def test_arrow_keys_of_two_types_join_where_python_says_their_values_are_equal(run, left, right):
+    """Key values compare as in Python, whatever the columns' types: one instant, date or
+    duration in two units is one key; a timestamp never equals an int, nor a datetime a
+    date, nor a string bytes; a uint64 beyond int64's range equals no int64 (it failed the
+    job), 1 equals True and 1.0."""
+    def job(worker):
+        a, b = dd.InputSession(), dd.InputSession()
+        out = worker.dataflow(lambda scope: a.to_collection(scope).join(
+            b.to_collection(scope), on="k").inner.capture())
+        for session, (values, kind), tag in ((a, left, "l"), (b, right, "r")):
+            mine = [i for i in range(len(values)) if i % worker.peers == worker.index]
+            session.update_batch(pa.table({
+                "k": pa.array([values[i] for i in mine], kind),
+                tag: pa.array(mine, pa.int64()), "diff": pa.array([1] * len(mine), pa.int64())}))
+        a.close(), b.close()
+        worker.run()
+        return [((r["l"], r["r"]), t, r["diff"]) for t, table in out.extract()
+                for r in table.to_pylist()]
+    expected = Counter({(i, j): 1 for i, x in enumerate(left[0]) for j, y in enumerate(right[0])
+                        if x == y})
+    assert accumulated(run(job)) == expected

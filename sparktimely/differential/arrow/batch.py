@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...dataflow.containers import unified
-from ...hashing import hash_array, hash_rows
+from ...hashing import hash_array, hash_rows, temporal_family
 from ...progress.timestamp import Product, TimeKind
 from ..updates import DIFF
 from ..lattice import frontier_le
@@ -885,21 +885,66 @@ def integer_key_type(table: pa.Table, key: list) -> pa.DataType | None:
 
 
 def keys_equal(left: pa.Table, left_key: list, right: pa.Table, right_key: list) -> np.ndarray:
-    """Row-wise equality of the key columns of two equally long tables (nulls equal nulls)."""
+    """Row-wise equality of the key columns of two equally long tables, as Python compares
+    their values (nulls equal nulls; ``1 == 1.0``; a string never equals bytes, nor a
+    timestamp an int; one instant in two units is one value).
+
+    >>> import datetime as dt
+    >>> left = pa.table({"k": pa.array([dt.date(2020, 1, 1), None], pa.date32())})
+    >>> right = pa.table({"k": pa.array([dt.date(2020, 1, 1), None], pa.date64())})
+    >>> keys_equal(left, ["k"], right, ["k"]).tolist()
+    [True, True]
+    >>> keys_equal(pa.table({"k": [5]}), ["k"],
+    ...            pa.table({"k": pa.array([5], pa.timestamp("us"))}), ["k"]).tolist()
+    [False]
+    """
     mask: Any = None
     for a_name, b_name in zip(left_key, right_key):
         a, b = left.column(a_name), right.column(b_name)
         if pa.types.is_null(a.type) and pa.types.is_null(b.type):
             flags = np.ones(len(a), bool)       # every value null: one key
+        elif a.type != b.type and value_family(a.type) != value_family(b.type):
+            flags = np.asarray(pc.and_(a.is_null(), b.is_null()))
         else:
-            if a.type != b.type:
-                b = b.cast(a.type)
-            equal = pc.equal(a, b)
+            equal = pc.equal(a, b) if a.type == b.type else _equal_across_types(a, b)
             if equal.null_count:
                 equal = pc.or_(equal.fill_null(FALSE), pc.and_(a.is_null(), b.is_null()))
             flags = np.asarray(equal)
         mask = flags if mask is None else mask & flags
     return mask
+
+
+def value_family(kind: pa.DataType) -> str:
+    """The kind of Python value a column type holds, as far as equality goes: numbers
+    (integers, floats, booleans), strings, bytes, one family per kind of time
+    (:func:`~sparktimely.hashing.temporal_family`), else the type itself; a dictionary's
+    values'.
+
+    >>> value_family(pa.uint8()), value_family(pa.large_string()), value_family(pa.binary())
+    ('number', 'string', 'bytes')
+    """
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
+        return "number"
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return "string"
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or \
+            pa.types.is_fixed_size_binary(kind):
+        return "bytes"
+    if pa.types.is_temporal(kind):
+        return temporal_family(kind)
+    return str(kind)
+
+
+def _equal_across_types(a: pa.ChunkedArray, b: pa.ChunkedArray) -> Any:
+    """``pc.equal`` of columns of one family and two types (Arrow's common type), or the
+    values compared in Python where Arrow has none (a uint64 beyond int64's range against
+    an int64, a boolean against an integer)."""
+    try:
+        return pc.equal(a, b)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.array([x == y for x, y in zip(a.to_pylist(), b.to_pylist())], pa.bool_())
 
 
 def split_by_time(data: pa.Table, times: np.ndarray, kind: TimeKind) -> list[tuple[Any, pa.RecordBatch]]:
