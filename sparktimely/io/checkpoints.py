@@ -516,6 +516,9 @@ class _Flow:
             return self.core.examined(record["sequence"], record["epoch"])
         except (RecoveryError, records.RecordError) as error:
             return self.core.examined(error=str(error))
+        except OSError as error:           # a file unreadable, a directory in its place
+            return self.core.examined(error=f"checkpoint directory {where} cannot be read "
+                                            f"to resume from: {error}")
 
     def newest_record(self) -> dict | None:
         record = newest_commit(self.storage, posixpath.join(self.directory, "commits"))

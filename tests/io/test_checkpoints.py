@@ -269,7 +269,8 @@ def test_a_later_dataflow_renamed_is_refused_and_one_never_checkpointed_starts_a
     assert visible(str(tmp_path / "late")) == running_counts(epochs_of(texts))
 
 
-@pytest.mark.parametrize("damage", ["garbage", "edited", "state file", "missing file"])
+@pytest.mark.parametrize("damage", ["garbage", "edited", "state file", "missing file",
+                                    "unreadable file", "unreadable record"])
 def test_a_corrupted_checkpoint_is_refused_naming_the_file_and_nothing_changes(
         run, texts, tmp_path, damage):
     out, directory = str(tmp_path / "out"), tmp_path / "ck"
@@ -291,9 +292,14 @@ def test_a_corrupted_checkpoint_is_refused_naming_the_file_and_nothing_changes(
     elif damage == "state file":
         state.write_bytes(state.read_bytes()[:-1] + b"!")
         named = str(state)
-    else:
+    elif damage == "missing file":
         state.unlink()
         named = str(state)
+    else:                               # a directory where a file is (cannot be read)
+        unreadable = state if damage == "unreadable file" else newest
+        unreadable.unlink()
+        unreadable.mkdir()
+        named = str(unreadable)
     before = tree(str(tmp_path))
     with pytest.raises(st.WorkerError) as failure:
         run(job)
