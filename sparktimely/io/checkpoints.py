@@ -421,6 +421,8 @@ class _Flow:
         # the resumed checkpoint's inputs had sent up to (per input; for inputs not named)
         self.resumed_sent: tuple[dict[int, int], int] = ({}, -1)
         self.decision: Start | Fail | None = None     # worker 0's, until begin() acts on it
+        # warnings about inputs resumed, held until every worker agreed to resume (None after)
+        self.untold: list[tuple] | None = []
 
     def finished(self) -> bool:
         assert self.companion is not None
@@ -475,28 +477,35 @@ class _Flow:
             self.inputs.resume_after(resumed, *self.resumed_sent)
         self.worker.step_while(lambda: self.decision is None)
         decision, self.decision = self.decision, None
+        untold, self.untold = self.untold or [], None
         if isinstance(decision, Fail):
             self.close_companion()
             self.checkpoints.release_lock()
-            raise RecoveryError(decision.reason)
+            raise RecoveryError(decision.reason)        # (no resume: nothing was dropped)
         assert decision is not None
+        for warning in untold:
+            logger.warning(*warning)
         self.start(decision)
 
     def told_of_input(self, operator: str, epoch: int, moved: bool) -> None:
         resumed = self.inputs.resume_at - 1
         if moved:
-            logger.warning(
+            warning: tuple = (
                 "dataflow %r, worker %d: %r sent records at epoch %d, later than it had "
                 "sent when the checkpoint this run resumed from was taken, but not later "
                 "than that checkpoint's epoch %d (another input or an operator's output had "
                 "reached it); they are sent at epoch %d", self.name, self.worker.index,
                 operator, epoch, resumed, resumed + 1)
         else:
-            logger.warning(
+            warning = (
                 "dataflow %r, worker %d: %r sent records at epoch %d, which the checkpoint "
                 "this run resumed from (of epoch %d) already holds; they are dropped (a "
                 "resumed run continues after that epoch)", self.name, self.worker.index,
                 operator, epoch, resumed)
+        if self.untold is None:
+            logger.warning(*warning)
+        else:
+            self.untold.append(warning)
 
     def examine(self) -> list[Action]:
         """Read and check what this worker needs to resume (reads only); tell the protocol."""

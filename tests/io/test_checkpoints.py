@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 
 import pyarrow as pa
@@ -306,6 +307,38 @@ def test_a_corrupted_checkpoint_is_refused_naming_the_file_and_nothing_changes(
     error = cause(failure.value)
     assert isinstance(error, st.RecoveryError) and named in str(error)
     assert tree(str(tmp_path)) == before
+
+
+@pytest.mark.timeout(120)
+def test_a_resume_refused_by_one_worker_tells_no_other_of_records_dropped(tmp_path):
+    """Worker 1 reads its part of the checkpoint, worker 0 cannot: the run is refused, and
+    worker 1 does not warn that its input's records of the resumed epochs are dropped (it
+    did while it waited for the others' word: no resume happened, nothing was dropped)."""
+    import logging
+
+    def fold(key, value, total):
+        total = (total or 0) + value
+        return False, [(key, total)], total
+
+    def job(worker):
+        logging.getLogger("sparktimely").addHandler(
+            logging.FileHandler(tmp_path / f"worker-{worker.index}.log"))
+        worker.dataflow(lambda scope: scope.to_stream([("a", 1), ("b", 2)])
+                        .state_machine(fold).probe(), name="totals")
+    directory = tmp_path / "ck"
+    st.execute(job, workers=2, checkpoint_dir=str(directory))
+    commits = directory / "totals" / "commits"
+    record = json.loads((commits / sorted(os.listdir(commits))[-1]).read_text())
+    state = directory / "totals" / sorted(record["files"])[0]
+    assert ".w00000." in state.name                     # worker 0's part
+    state.unlink()
+    state.mkdir()
+    with pytest.raises(st.RecoveryError, match=re.escape(str(state))):
+        st.execute(job, workers=2, checkpoint_dir=str(directory))
+    assert "they are dropped" not in (tmp_path / "worker-1.log").read_text()
+    st.execute(job, workers=2, checkpoint_dir=str(tmp_path / "other"))   # the handler works
+    st.execute(job, workers=2, checkpoint_dir=str(tmp_path / "other"))
+    assert "they are dropped" in (tmp_path / "worker-1.log").read_text()
 
 
 def test_a_directory_in_use_by_another_run_is_refused(run, texts, tmp_path):
