@@ -409,11 +409,18 @@ def hash_array(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     elif pa.types.is_dictionary(kind):
         h = _by_dictionary(array, hash_array(array.dictionary))
     elif pa.types.is_floating(kind):
+        if kind == pa.float16():
+            raise TypeError("cannot key on a float16 column (Arrow compares no half floats): "
+                            "cast it to float32 or float64")
         floats = np.asarray(array.cast(pa.float64()).fill_null(0.0)) + 0.0  # -0.0 becomes 0.0
         bits = floats.view(_U64)            # a view of our own new array: changed in place
-        whole = (floats == np.trunc(floats)) & (np.abs(floats) < 2.0 ** 63)
-        if whole.any():             # hashed as the equal integer: 1.0 joins 1, as in Python
-            bits[whole] = floats[whole].astype(np.int64).view(_U64)
+        whole = floats == np.trunc(floats)  # hashed as the equal integer: 1.0 joins 1
+        signed = whole & (floats >= -2.0 ** 63) & (floats < 2.0 ** 63)
+        if signed.any():
+            bits[signed] = floats[signed].astype(np.int64).view(_U64)
+        unsigned = whole & (floats >= 2.0 ** 63) & (floats < 2.0 ** 64)   # as uint64's bits
+        if unsigned.any():
+            bits[unsigned] = floats[unsigned].astype(_U64)
         h = _mix(bits)
     elif pa.types.is_integer(kind) or pa.types.is_boolean(kind):
         ints = array.cast(pa.int64(), safe=False)
@@ -497,7 +504,10 @@ def hash_rows(batch: pa.RecordBatch | pa.Table, key: str | Sequence[str]) -> np.
         if name not in batch.schema.names:
             raise KeyError(f"key column {name!r} is not in the batch's schema "
                            f"(columns {', '.join(batch.schema.names)})")
-        column = hash_array(batch.column(name))
+        try:
+            column = hash_array(batch.column(name))
+        except TypeError as error:
+            raise TypeError(f"key column {name!r}: {error}") from None
         h = column if h is None else _mix(h * _GOLDEN + column)
     if h is None:
         raise ValueError("partitioning by key needs at least one key column")

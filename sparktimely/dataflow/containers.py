@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..hashing import hash_rows
 
@@ -144,9 +145,20 @@ def unified(table: pa.Table) -> pa.Table:
     >>> t = unified(pa.Table.from_batches([pa.record_batch({"k": a}), pa.record_batch({"k": b})]))
     >>> t.column("k").chunk(0).dictionary == t.column("k").chunk(1).dictionary
     True
+    >>> twice = pa.DictionaryArray.from_arrays(pa.array([0, 1]), pa.array(["a", "a"]))
+    >>> unified(pa.table({"k": twice})).column("k").chunk(0).dictionary.to_pylist()
+    ['a']
     """
-    if any(pa.types.is_dictionary(field.type) for field in table.schema):
-        return table.unify_dictionaries()
+    if not any(pa.types.is_dictionary(field.type) for field in table.schema):
+        return table
+    table = table.unify_dictionaries()
+    for index, field in enumerate(table.schema):
+        column = table.column(index)
+        if pa.types.is_dictionary(field.type) and column.num_chunks and \
+                len(pc.unique(column.chunk(0).dictionary)) < len(column.chunk(0).dictionary):
+            # a value twice in the dictionary (Arrow allows it): its rows would group apart
+            encoded = pc.dictionary_encode(column.cast(field.type.value_type).combine_chunks())
+            table = table.set_column(index, field.name, encoded.cast(field.type))
     return table
 
 

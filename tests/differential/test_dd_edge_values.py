@@ -169,6 +169,8 @@ KEY_PAIRS = [
     ((["a", "b"], pa.string()), ([b"a", b"c"], pa.binary())),
     (([True, False], pa.bool_()), ([1, 2], pa.int64())),
     (([1.0, 2.5], pa.float64()), ([1, 2], pa.int32())),
+    (([2.0 ** 63, -2.0 ** 63, 2.0 ** 64], pa.float64()), ([2 ** 63, 2 ** 64 - 1], pa.uint64())),
+    (([-2.0 ** 63, 2.0 ** 62], pa.float64()), ([-2 ** 63, 2 ** 62], pa.int64())),
 ]
 
 
@@ -194,3 +196,73 @@ def test_arrow_keys_of_two_types_join_where_python_says_their_values_are_equal(r
     expected = Counter({(i, j): 1 for i, x in enumerate(left[0]) for j, y in enumerate(right[0])
                         if x == y})
     assert accumulated(run(job)) == expected
+
+
+def rounds_of(run, build, rounds: list) -> Counter:
+    """The output of ``build(collection)`` over an Arrow input fed ``rounds`` (a list of
+    tables per round, round r at time r, each table's rows shared among the workers),
+    accumulated over every worker and time."""
+    def job(worker):
+        session = dd.InputSession()
+        out = worker.dataflow(lambda scope: build(session.to_collection(scope)).inner.capture())
+        for time, tables in enumerate(rounds):
+            session.advance_to(time)
+            for table in tables:
+                mine = list(range(worker.index, table.num_rows, worker.peers))
+                session.update_batch(table.take(pa.array(mine, pa.int64())))
+        session.close()
+        worker.run()
+        return [(tuple(row.values())[:-1], t, row["diff"]) for t, table in out.extract()
+                for row in table.to_pylist()]
+    return accumulated(run(job))
+
+
+def rows(columns: dict, diffs: list | None = None) -> pa.Table:
+    size = len(next(iter(columns.values())))
+    return pa.table({**columns, "diff": pa.array(diffs or [1] * size, pa.int64())})
+
+
+def test_a_dictionary_that_repeats_a_value_groups_its_rows_as_one_value(run):
+    """Arrow allows a dictionary to hold a value twice: rows of that value, through either
+    entry, are one key (at 1 worker they were two: grouping went by the entry)."""
+    twice = pa.DictionaryArray.from_arrays(pa.array([0, 1, 2], pa.int32()), ["a", "a", "b"])
+    table = rows({"k": twice})
+    assert rounds_of(run, lambda c: c.distinct(), [[table]]) == Counter({("a",): 1, ("b",): 1})
+    assert rounds_of(run, lambda c: c.consolidate(), [[table]]) == Counter({("a",): 2, ("b",): 1})
+    assert rounds_of(run, lambda c: c.reduce(key="k", aggs={"n": ("count", None)}),
+                     [[table]]) == Counter({("a", 2): 1, ("b", 1): 1})
+
+
+def test_a_float_sum_adds_the_values_present_not_every_update(run):
+    """``1e20 + 1.0``, then ``1e20`` retracted: the collection holds 1.0, and so does its
+    sum (adding the updates one by one gave 0.0)."""
+    sums = rounds_of(run, lambda c: c.reduce(key="k", aggs={"s": ("sum", "v")}), [
+        [rows({"k": [1, 1], "v": [1e20, 1.0]})], [rows({"k": [1], "v": [1e20]}, [-1])]])
+    assert sums == Counter({(1, 1.0): 1})
+
+
+def test_min_and_max_take_minus_zero_and_zero_as_one_value(run):
+    """``-0.0`` in, ``0.0`` out (Python: equal, so they cancel): the minimum is 5.0."""
+    extremes = rounds_of(run, lambda c: c.reduce(key="k", aggs={"lo": ("min", "v"),
+                                                                "hi": ("max", "v")}),
+                         [[rows({"k": [1, 1], "v": [5.0, -0.0]})],
+                          [rows({"k": [1], "v": [0.0]}, [-1])]])
+    assert extremes == Counter({(1, 5.0, 5.0): 1})
+
+
+@pytest.mark.parametrize("values, kind", [([2 ** 62, 2 ** 62], pa.int64()),
+                                          ([2 ** 63], pa.uint64())], ids=["int64", "uint64"])
+def test_an_integer_sum_beyond_int64_is_an_overflow_error_naming_it(run, values, kind):
+    """Python's ints do not wrap: a sum beyond int64's range fails naming the sum and its
+    column (int64 wrapped to a negative sum; a uint64 value failed with Arrow's words)."""
+    with pytest.raises(st.WorkerError, match="OverflowError: reduce: the sum 's' of column "
+                                             "'v' is beyond int64's range"):
+        rounds_of(run, lambda c: c.reduce(key="k", aggs={"s": ("sum", "v")}),
+                  [[rows({"k": [1] * len(values), "v": pa.array(values, kind)})]])
+
+
+def test_a_half_float_key_is_refused_naming_the_column(run):
+    import numpy as np
+    table = rows({"k": pa.array(np.array([1.5, 2.0], np.float16))})
+    with pytest.raises(st.WorkerError, match="key column 'k': cannot key on a float16 column"):
+        rounds_of(run, lambda c: c.count(key="k"), [[table]])

@@ -80,7 +80,10 @@ def with_key_hashes(operator: str, batch: pa.RecordBatch, key: Any) -> pa.Record
     >>> batch.schema.names, bool(carried_hashes([batch])[0] == hash_rows(batch, ["w"])[0])
     (['w', 'diff', '__hash'], True)
     """
-    hashes = hash_rows(batch, key_columns(operator, batch.schema, key))
+    try:
+        hashes = hash_rows(batch, key_columns(operator, batch.schema, key))
+    except TypeError as error:                  # a key column of a type no key may have
+        raise TypeError(f"{operator}: {error}") from None
     return batch.append_column(HASH, pa.array(hashes, pa.uint64()))
 
 

@@ -99,7 +99,14 @@ class AggregateColumns(AggregateSpec):
                 present = pc.if_else(pc.is_valid(rows.column(column)), diff, ZERO)
                 table = table.append_column(f"_n{i}", present)
                 sums.append((f"_n{i}", "sum"))
-            if function == "sum":
+            kind = None if column is None else rows.schema.field(column).type
+            if function == "sum" and _integral(kind):
+                table = table.append_column(f"_w{i}", _weighted(rows, column, diff, name))
+                # the same in floats: whether the int64 sum overflowed (it wraps)
+                table = table.append_column(f"_f{i}", pc.multiply(
+                    rows.column(column).cast(pa.float64()), diff.cast(pa.float64())))
+                sums += [(f"_w{i}", "sum"), (f"_f{i}", "sum")]
+            elif function == "sum" and not pa.types.is_floating(kind):
                 table = table.append_column(f"_w{i}", pc.multiply(rows.column(column), diff))
                 sums.append((f"_w{i}", "sum"))
         grouped = _by_first_row(group_by(table, key, [(DIFF, "sum"), (_FIRST, "min")] + sums))
@@ -109,7 +116,15 @@ class AggregateColumns(AggregateSpec):
                 out = out.append_column(name, grouped.column(
                     f"{DIFF}_sum" if column is None else f"_n{i}_sum"))
             elif function == "sum":
-                total = grouped.column(f"_w{i}_sum")
+                kind = rows.schema.field(column).type
+                if pa.types.is_floating(kind):
+                    total = _net_sum(rows, key, column, first)
+                else:
+                    total = grouped.column(f"_w{i}_sum")
+                    if _integral(kind) and \
+                            (pc.max(pc.abs(grouped.column(f"_f{i}_sum"))).as_py() or 0) >= 2.0 ** 63:
+                        raise OverflowError(f"reduce: the sum {name!r} of column {column!r} "
+                                            f"is beyond int64's range (for some key)")
                 out = out.append_column(name, pc.if_else(
                     pc.greater(grouped.column(f"_n{i}_sum"), ZERO), total,
                     pa.scalar(None, total.type)))
@@ -130,6 +145,37 @@ def _by_first_row(grouped: pa.Table) -> pa.Table:
     return grouped.take(np.argsort(column_numpy(grouped, f"{_FIRST}_min"), kind="stable"))
 
 
+def _integral(kind: pa.DataType | None) -> bool:
+    """Whether a column of type ``kind`` sums as Python ints (integers, booleans)."""
+    return kind is not None and (pa.types.is_integer(kind) or pa.types.is_boolean(kind))
+
+
+def _weighted(rows: pa.Table, column: str, diff: Any, name: str) -> Any:
+    """An integer (or boolean) ``column`` times the diffs, in int64; an OverflowError
+    naming the sum ``name`` where a product (or a uint64 value) is beyond int64's range."""
+    try:
+        return pc.multiply_checked(rows.column(column).cast(INT64), diff)
+    except pa.ArrowInvalid:
+        raise OverflowError(f"reduce: the sum {name!r} of column {column!r} is beyond "
+                            f"int64's range (a value times its count)") from None
+
+
+def _net_sum(rows: pa.Table, key: list, column: str, first: pa.Array) -> pa.ChunkedArray:
+    """The sum per key of a floating ``column``'s values times their diffs summed per value
+    first (the values present, as Python sums the accumulated collection: ``1e20 + 1.0 -
+    1e20`` is ``1.0``, not the ``0.0`` of adding the updates one by one), in the order of
+    the keys' first rows."""
+    rows = _one_zero(rows, [column])
+    values = group_by(rows.select(key + [column]).append_column(DIFF, rows.column(DIFF))
+                      .append_column(_FIRST, first), key + [column],
+                      [(DIFF, "sum"), (_FIRST, "min")])
+    weighted = pc.multiply(values.column(column), values.column(f"{DIFF}_sum"))
+    by_key = group_by(values.select(key).append_column("_weighted", weighted)
+                      .append_column(_FIRST, values.column(f"{_FIRST}_min")),
+                      key, [("_weighted", "sum"), (_FIRST, "min")])
+    return _by_first_row(by_key).column("_weighted_sum")
+
+
 def _extremes(rows: pa.Table, key: list, column: str, function: str,
               first: pa.Array) -> pa.ChunkedArray:
     """``function`` (min or max) of ``column`` per key over the values present (their diffs
@@ -139,6 +185,7 @@ def _extremes(rows: pa.Table, key: list, column: str, function: str,
     if pa.types.is_dictionary(kind):
         rows = rows.set_column(rows.schema.get_field_index(column), column,
                                rows.column(column).cast(kind.value_type))
+    rows = _one_zero(rows, [column])        # -0.0 and 0.0 are one value: their diffs cancel
     values = group_by(rows.select(key + [column]).append_column(DIFF, rows.column(DIFF))
                       .append_column(_FIRST, first), key + [column],
                       [(DIFF, "sum"), (_FIRST, "min")])
@@ -946,8 +993,8 @@ def _gather(batches: list, keys: np.ndarray, whole: list) -> tuple[Any, Any]:
 
 
 def _one_zero(table: pa.Table | None, key: list) -> pa.Table | None:
-    """``table`` with -0.0 read as 0.0 in its floating key columns: one key, as the hash
-    and Python's ``==`` take them, where Arrow's grouping keeps the two apart.
+    """``table`` with -0.0 read as 0.0 in its floating columns among ``key``: one value, as
+    the hash and Python's ``==`` take them, where Arrow's grouping keeps the two apart.
 
     >>> _one_zero(pa.table({"k": [-0.0, 1.5]}), ["k"]).column("k").to_pylist()
     [0.0, 1.5]
