@@ -283,7 +283,8 @@ class _Routing:
         where = (f"the exchange into {port}operator {operator.name!r} (address "
                  f"{operator.address}) by {self._pact!r}")
         if batch.__class__ is not list:
-            return self._pact.refusal(batch) or _reworded(error, where), error
+            explained = self._pact.refusal(batch) or _reworded(error, where)
+            return None if explained is None else (explained, error)
         if self._route is None:
             return None
         workers = range(peers)
@@ -291,10 +292,10 @@ class _Routing:
             try:
                 value = self._route(record)
             except Exception as raised:
-                if str(_message(raised)).startswith(operator.name):     # named already
-                    return None
-                return _reworded(raised, f"{where}: its route raised on the record "
-                                         f"{_short(record)}"), error
+                reworded = None if str(_message(raised)).startswith(operator.name) else \
+                    _reworded(raised, f"{where}: its route raised on the record "
+                                      f"{_short(record)}")         # (None: named already)
+                return None if reworded is None else (reworded, error)
             try:
                 workers[value % peers]                  # what routing does with the value
             except TypeError:

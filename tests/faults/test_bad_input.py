@@ -136,6 +136,24 @@ def test_a_route_returning_no_int_is_told_without_the_arithmetic_that_failed_on_
     assert "not all arguments converted" not in raised.value.traceback
 
 
+class NotARoute(ValueError):
+    """An error of the user's own, a ValueError subclass: told as raised, not reworded."""
+
+
+def refusing(record):
+    raise NotARoute(f"no route for {record!r}")
+
+
+def test_a_route_raising_its_own_error_class_is_told_as_raised(run):
+    def job(worker):
+        worker.dataflow(lambda scope: scope.to_stream(["b"]).exchange(refusing).probe())
+        worker.run()
+    with pytest.raises(st.WorkerError) as raised:
+        run(job)
+    assert "raised NotARoute: no route for 'b'" in raised.value.message, \
+        raised.value.message
+
+
 def test_numpy_integers_route_as_ints(run):
     """Each record lands on worker ``route(x) % peers`` whatever integer type the route
     returns."""
