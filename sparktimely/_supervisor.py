@@ -31,7 +31,7 @@ from multiprocess.connection import wait
 
 from . import _warm
 from ._group import GroupFailed, HostGroup
-from .errors import WorkerError, describe
+from .errors import WorkerError, describe, unsendable_result
 from .session import WorkerSession, join_group, stall_dump_path, stall_report
 from .comm import PeerLost, WorkerAddress, connect_timeout
 from .comm.rendezvous import PeerFailed, ProcessCluster
@@ -194,11 +194,8 @@ def _worker_main(func: Callable[[Worker], Any], index: int, plan: list[WorkerAdd
         try:
             _report(conn, ("ok", result, _lingering_threads(), _warm.loaded_since(modules)))
         except Exception as error:
-            _report(conn, ("error", index, f"the result of worker {index} cannot be sent back: "
-                                       f"{describe(error)} (results leave the worker's "
-                                       f"process pickled: return plain values, not the "
-                                       f"Worker, its dataflows or streams, nor functions "
-                                       f"that use them)", traceback.format_exc(), False))
+            _report(conn, ("error", index, unsendable_result(index, error),
+                           traceback.format_exc(), False))
     except WorkerError as error:
         cause = error.__cause__           # a lost remote peer, seen here or by a group member
         lost_peer = isinstance(cause, PeerLost) or (isinstance(cause, GroupFailed) and

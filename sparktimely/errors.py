@@ -72,6 +72,18 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
+def unsendable_result(index: int, error: BaseException) -> str:
+    """Why worker ``index``'s result did not reach the caller (``error``: what pickling it
+    raised).
+
+    >>> print(unsendable_result(1, TypeError("cannot pickle 'generator' object")).split(" (")[0])
+    the result of worker 1 cannot be sent back: TypeError: cannot pickle 'generator' object
+    """
+    return (f"the result of worker {index} cannot be sent back: {describe(error)} (results "
+            f"leave the worker's process pickled: return plain values, not the Worker, its "
+            f"dataflows or streams, nor functions that use them)")
+
+
 _FRAME = re.compile(r'  File "([^"]*)", line \d+, in ')
 
 

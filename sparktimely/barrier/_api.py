@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import time
 from contextlib import contextmanager
 from functools import partial
@@ -162,7 +163,7 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
                                "again%s", attempt, max_attempts, error,
                                " from its last checkpoint" if checkpoint_dir is not None else "")
                 wait_for_slots(sc, num_workers)       # a lost executor is being replaced
-    return [result for _, result in sorted(pairs, key=lambda pair: pair[0])]
+    return [pickle.loads(result) for _, result in sorted(pairs, key=lambda pair: pair[0])]
 
 
 def _log_dir(log_dir: str | os.PathLike | None) -> str | None:
@@ -373,10 +374,10 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
 def _check_options(timeout: float | None, stall_limit: float | None,
                   checkpoint_every: int) -> None:
     """Raise ValueError naming the option, on the driver before any stage, for a
-    ``timeout`` that is not None or a positive number of seconds, and for what
+    ``timeout`` that is not None or a positive number of seconds (or, without one, a
+    ``$SPARKTIMELY_CONNECT_TIMEOUT`` here that is not), and for what
     ``execute.check_run_options`` refuses."""
-    if timeout is not None:
-        connect_timeout(timeout)
+    connect_timeout(timeout)
     check_run_options(stall_limit, checkpoint_every)
 
 

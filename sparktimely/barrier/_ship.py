@@ -162,7 +162,13 @@ def on_executor(task: Callable, name: str | None = None) -> Callable:
     10
     """
     from pyspark import cloudpickle
-    payload = cloudpickle.dumps(task)
+    try:
+        payload = cloudpickle.dumps(task)
+    except Exception as error:
+        raise TypeError(f"the job cannot be sent to Spark's executors: pickling its function "
+                        f"(and what it refers to) failed with {type(error).__name__}: "
+                        f"{error}; a job's function must not hold locks, open files or "
+                        f"connections (make them inside it)") from error
     required, remedy = REQUIRED, REMEDY
 
     def sparktimely_task(*args: Any) -> Any:

@@ -18,6 +18,7 @@ stage's workers start with them (``sparktimely._warm``).
 """
 from __future__ import annotations
 
+import pickle
 import re
 import time
 import traceback
@@ -28,11 +29,13 @@ from itertools import islice
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from .. import InputHandle, Pipeline, Worker
-from ..errors import describe
+from ..comm.rendezvous import PeerFailed
+from ..errors import describe, unsendable_result
 from ..execute import Seat, WorkerError, WorkerSession, run_workers
 from ..io.checkpoints import enable_checkpoints
 from ..io.tasks import TaskInput, TaskOutput
 from ..logging import log_to_directory
+from ..shm import NoSpaceError
 from ._cancel import CancelAddress, FailureMemo
 from ._plan import TaskAddress, TaskPlan
 
@@ -286,8 +289,7 @@ class BarrierWorker:
             session.__exit__(kind, error, trace)
         except WorkerError as failure:
             text = format_failure(failure.index, failure.message, failure.traceback)
-            if (failure.index == self.context.partitionId() and isinstance(error, Exception)
-                    and not isinstance(error, OSError)):            # an error in user code
+            if failure.index == self.context.partitionId() and _in_user_code(error):
                 if self.canceller is not None:
                     self.canceller.cancel(self.context.stageId(), "an error in user code "
                                           "fails every attempt alike, so the stage is not "
@@ -301,6 +303,18 @@ class BarrierWorker:
                                  "finish": time.perf_counter() - started})
 
 
+_LOST_TOUCH = (ConnectionError, EOFError, TimeoutError, PeerFailed, NoSpaceError)
+"""What a worker raises when it lost its peers or its transport (a retried attempt may meet
+them again), as opposed to an error in user code."""
+
+
+def _in_user_code(error: BaseException | None) -> bool:
+    """Whether the error a task's worker raised comes from user code (a ``build``, an
+    operator's logic: its OSErrors too, such as a file it could not open), which fails every
+    attempt of the stage alike."""
+    return isinstance(error, Exception) and not isinstance(error, _LOST_TOUCH)
+
+
 # -- the tasks the driver's forms run ---------------------------------------------------------
 
 RECORDS_PER_BATCH = 4096
@@ -308,11 +322,21 @@ RECORDS_PER_BATCH = 4096
 
 
 def run_task(func, args: Sequence[str], timeout: float | None, stall_limit: float | None,
-             partition: Iterable[Any]) -> Iterator[tuple[int, Any]]:
-    """The task of ``barrier.run``: ``(partition, func(worker))`` of this task's worker."""
-    from pyspark import BarrierTaskContext
+             partition: Iterable[Any]) -> Iterator[tuple[int, bytes]]:
+    """The task of ``barrier.run``: ``(partition, func(worker) pickled)`` of this task's
+    worker, pickled here (with Spark's cloudpickle), so that a result the worker's process
+    could hand over but Spark cannot pickle fails as this worker's failure, not in Spark's
+    serializer after the task (the driver unpickles it)."""
+    from pyspark import BarrierTaskContext, cloudpickle
     context = BarrierTaskContext.get()
-    yield context.partitionId(), run_in_task(func, args, timeout, stall_limit, context)
+    index = context.partitionId()
+    result = run_in_task(func, args, timeout, stall_limit, context)
+    try:
+        pickled = cloudpickle.dumps(result, pickle.HIGHEST_PROTOCOL)
+    except Exception as error:
+        raise TaskFailed(index, unsendable_result(index, error),
+                         traceback.format_exc()) from None
+    yield index, pickled
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import zlib
 from collections import Counter
@@ -139,6 +140,27 @@ def test_run_returns_instances_of_the_programs_own_classes_as_those_classes(spar
     with pytest.raises(st.WorkerError, match=r"^worker \d failed: the result of worker \d cannot "
                                              r"be sent back: TypeError: cannot pickle 'generator'"):
         stb.run(spark, lambda worker: (x for x in "generators do not pickle"), 2)
+    # a lock leaves the worker's process (dill takes it) but Spark cannot pickle it
+    with pytest.raises(st.WorkerError, match=r"^worker 0 failed: the result of worker 0 cannot "
+                                             r"be sent back: TypeError: cannot pickle "
+                                             r"'_thread.lock'"):
+        stb.run(spark, lambda worker: threading.Lock(), 1)
+
+
+def test_what_cannot_reach_the_executors_is_named_before_any_stage(spark, monkeypatch):
+    """A job function holding a lock, and a bad ``$SPARKTIMELY_CONNECT_TIMEOUT`` here, are
+    told on the driver at once (they came back as Spark's errors after a stage)."""
+    lock = threading.Lock()
+    with pytest.raises(TypeError, match="the job cannot be sent to Spark's executors: pickling "
+                                        "its function .* cannot pickle '_thread.lock'"):
+        stb.run(spark, lambda worker: lock.locked(), 1)
+    monkeypatch.setenv("SPARKTIMELY_CONNECT_TIMEOUT", "abc")
+    for call in (lambda: stb.run(spark, lambda worker: 1, 1),
+                 lambda: stb.map_in_arrow(spark.range(0, 10, 1, 1), lambda scope, s: s,
+                                          "id long")):
+        with pytest.raises(ValueError, match=r"\$SPARKTIMELY_CONNECT_TIMEOUT must be a "
+                                             r"positive number of seconds, got 'abc'"):
+            call()
 
 
 def test_map_in_arrow_wordcount(spark):
@@ -350,6 +372,23 @@ def stalling_job(worker):
         while True:                                    # user code that never returns
             pass
     worker.run()
+
+
+def test_an_os_error_in_one_workers_build_is_told_as_its_own(spark):
+    """A FileNotFoundError in worker 1's ``build``, in a stage feeding a shuffle: the job
+    fails naming worker 1 and its error, not worker 0's loss of its peer (an OSError was
+    taken for a transport failure, so worker 1 did not cancel the stage and worker 0 did,
+    with its EOFError)."""
+    def build(scope, stream):
+        if scope.index == 1:
+            open("/nonexistent/lookup-table.csv")
+        return stream
+    df = stb.map_in_arrow(spark.range(0, 100, 1, 2), build, "id long", num_workers=2)
+    with pytest.raises(Exception) as caught:
+        df.groupBy("id").count().collect()
+    error = stb.parse_failure(str(caught.value))
+    assert error is not None and error.index == 1, str(caught.value)[:2000]
+    assert error.message.startswith("FileNotFoundError"), error.message
 
 
 def test_a_stall_limit_on_spark_names_the_stalled_worker(spark):
