@@ -321,8 +321,9 @@ def _by_dictionary(encoded: pa.DictionaryArray, distinct: np.ndarray) -> np.ndar
     the null hash)."""
     distinct = np.append(distinct, _NULL)
     indices = encoded.indices
-    return distinct[np.asarray(indices.fill_null(len(distinct) - 1) if indices.null_count
-                               else indices)]
+    if indices.null_count:      # the null row's index: one past the dictionary (in int64)
+        indices = indices.cast(pa.int64()).fill_null(len(distinct) - 1)
+    return distinct[np.asarray(indices)]
 
 
 def _long_words(views: pa.Array, rows: np.ndarray | slice,

@@ -138,28 +138,56 @@ def kept(batch: Any, peers: int) -> Any:
 
 def unified(table: pa.Table) -> pa.Table:
     """``table`` with each dictionary column's chunks on one dictionary (batches encoded
-    apart have different ones, which ``group_by`` and ``join`` refuse to mix).
+    apart have different ones, which ``group_by`` and ``join`` refuse to mix), a dictionary
+    that holds a null or a value twice (Arrow allows both) encoded again: its rows of one
+    value would group apart, and Arrow unifies no dictionary with nulls.
 
     >>> import pyarrow as pa
     >>> a = pa.array(["x"]).dictionary_encode(); b = pa.array(["y", "x"]).dictionary_encode()
     >>> t = unified(pa.Table.from_batches([pa.record_batch({"k": a}), pa.record_batch({"k": b})]))
     >>> t.column("k").chunk(0).dictionary == t.column("k").chunk(1).dictionary
     True
-    >>> twice = pa.DictionaryArray.from_arrays(pa.array([0, 1]), pa.array(["a", "a"]))
-    >>> unified(pa.table({"k": twice})).column("k").chunk(0).dictionary.to_pylist()
-    ['a']
+    >>> twice = pa.DictionaryArray.from_arrays(pa.array([0, 1, 2]), pa.array(["a", "a", None]))
+    >>> column = unified(pa.table({"k": twice})).column("k")
+    >>> column.chunk(0).dictionary.to_pylist(), column.to_pylist()
+    (['a'], ['a', 'a', None])
     """
     if not any(pa.types.is_dictionary(field.type) for field in table.schema):
         return table
-    table = table.unify_dictionaries()
     for index, field in enumerate(table.schema):
         column = table.column(index)
-        if pa.types.is_dictionary(field.type) and column.num_chunks and \
-                len(pc.unique(column.chunk(0).dictionary)) < len(column.chunk(0).dictionary):
-            # a value twice in the dictionary (Arrow allows it): its rows would group apart
+        if pa.types.is_dictionary(field.type) and any(
+                _irregular(chunk.dictionary) for chunk in column.chunks):
             encoded = pc.dictionary_encode(column.cast(field.type.value_type).combine_chunks())
             table = table.set_column(index, field.name, encoded.cast(field.type))
+    try:
+        return table.unify_dictionaries()
+    except pa.ArrowInvalid:         # the values of all of them overflow the index type
+        return table.cast(pa.schema([
+            field.with_type(pa.dictionary(pa.int32(), field.type.value_type))
+            if pa.types.is_dictionary(field.type) and field.type.index_type.bit_width < 32
+            else field for field in table.schema])).unify_dictionaries()
+
+
+def one_zero(table: pa.Table, columns: list[str]) -> pa.Table:
+    """``table`` with -0.0 read as 0.0 in its floating columns among ``columns``: one key, as
+    Python's ``==`` and the hash take them, where Arrow's grouping keeps the two apart.
+
+    >>> one_zero(pa.table({"k": [-0.0, 1.5]}), ["k"]).column("k").to_pylist()
+    [0.0, 1.5]
+    """
+    for name in columns:
+        index = table.schema.get_field_index(name)
+        kind = table.schema.field(index).type
+        if pa.types.is_floating(kind):
+            table = table.set_column(index, name, pc.add(table.column(index),
+                                                         pa.scalar(0.0, kind)))
     return table
+
+
+def _irregular(dictionary: pa.Array) -> bool:
+    """Whether ``dictionary`` holds a null or a value twice."""
+    return dictionary.null_count > 0 or len(pc.unique(dictionary)) < len(dictionary)
 
 
 def format_schema(schema: pa.Schema) -> str:

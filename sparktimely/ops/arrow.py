@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from ..dataflow import Exchange, Pipeline
 from ..dataflow.stream import StreamCore
 from ._stash import PerTime
-from ..dataflow.containers import check_schema, unified
+from ..dataflow.containers import check_schema, one_zero, unified
 
 AGGREGATES = ("sum", "count", "min", "max", "mean")
 _COMPACT_EVERY = 64     # partial aggregates kept per time before they are folded into one
@@ -51,17 +51,31 @@ def _per_batch(stream: StreamCore, name: str,
     return stream.unary(Pipeline, name, ctor)
 
 
+FLOAT_SUM = "float sum"
+"""A :func:`group_rows` function: the sum of a column's values as float64 (a mean's sum)."""
+
+
 def group_rows(rows: list | pa.Table, keys: list[str], specs: list[tuple],
                names: list[str]) -> pa.RecordBatch:
-    """The rows (a list of RecordBatches, or a Table) grouped by ``keys`` and aggregated by
-    ``specs`` (``group_by`` specs ``(column, function)``), as one RecordBatch with the key
-    columns and then one column per spec, named ``names``.
+    """The rows (a list of RecordBatches, or a Table) grouped by ``keys`` (-0.0 and 0.0 one
+    key) and aggregated by ``specs`` (``group_by`` specs ``(column, function)``, or
+    ``(column, FLOAT_SUM)``), as one RecordBatch with the key columns and then one column
+    per spec, named ``names``.
 
     >>> group_rows(pa.table({"k": ["a", "b", "a"], "x": [1, 2, 3]}), ["k"], [("x", "sum")],
     ...            ["total"]).to_pydict()
     {'k': ['a', 'b'], 'total': [4, 2]}
     """
     table = unified(rows if isinstance(rows, pa.Table) else pa.Table.from_batches(rows))
+    table = one_zero(table, keys)
+    specs = list(specs)
+    for i, (column, function) in enumerate(specs):
+        if function == FLOAT_SUM:           # a mean's sum: in floats (no int64 wrap)
+            name = f"__float {column}"
+            if name not in table.column_names:
+                table = table.append_column(name, table.column(column).cast(pa.float64(),
+                                                                               safe=False))
+            specs[i] = (name, "sum")
     out = table.group_by(keys, use_threads=False).aggregate(specs)
     columns = [column.combine_chunks() for column in out.columns]
     if out.column_names[:len(keys)] != keys:       # older pyarrow puts the keys last
@@ -150,7 +164,7 @@ class ArrowOps(StreamCore):
                 raise ValueError(f"aggregate {name!r}: ({function!r}, {column!r}) needs a column "
                                  f"and a name that is not a key")
             if function == "mean" and combine:
-                partial += [(column, "sum"), (column, "count")]
+                partial += [(column, FLOAT_SUM), (column, "count")]
                 final += ["sum", "sum"]
             else:
                 partial.append(([], "count_all") if column is None else (column, function))

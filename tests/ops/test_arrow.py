@@ -646,3 +646,52 @@ def test_capture_sorts_rows_with_a_dictionary_encoded_column_by_its_values(run):
         assert table.column("w").to_pylist() == sorted(table.column("w").to_pylist())
     assert sorted(w for table in tables for w in table.column("w").to_pylist()) == sorted(
         ["z", "y"] * ((run.workers + 1) // 2) + ["b", "a"] * (run.workers // 2))
+
+
+def aggregated_rows(run, table: pa.Table, keys: list, aggs: dict, combine: bool) -> list:
+    """``aggregate_batches`` of ``table``'s rows, shared among the workers: every worker's
+    output rows as dicts, sorted by their repr."""
+    def job(worker):
+        mine = table.take(pa.array(range(worker.index, table.num_rows, worker.peers),
+                                   pa.int64()))
+        return captured_on(worker, lambda s: s.to_stream(mine).aggregate_batches(
+            keys, aggs, combine=combine).capture())
+    return sorted((row for part in run(job) for _, batch in part
+                   for row in batch.to_pylist()), key=repr)
+
+
+@pytest.mark.parametrize("combine", [True, False])
+def test_minus_zero_and_zero_keys_aggregate_as_one_key(run, combine):
+    """Python: -0.0 == 0.0; both hash alike, so they reach one worker, where Arrow's grouping
+    kept them apart."""
+    table = pa.table({"k": [0.0, -0.0, 0.0], "v": [1, 2, 3]})
+    assert aggregated_rows(run, table, ["k"], {"n": ("count", None), "s": ("sum", "v")},
+                           combine) == [{"k": 0.0, "n": 3, "s": 6}]
+
+
+@pytest.mark.parametrize("combine", [True, False])
+def test_a_mean_of_large_integers_is_their_mean(run, combine):
+    """Epoch nanoseconds: the combining mean's int64 partial sum failed its cast to float
+    beyond 2**53 (and wrapped beyond int64); it is summed as floats."""
+    values = [1_700_000_000_000_000_000, 1_700_000_000_000_000_002, 2 ** 62, 2 ** 62]
+    table = pa.table({"k": [1, 1, 2, 2], "v": values})
+    assert aggregated_rows(run, table, ["k"], {"m": ("mean", "v")}, combine) == [
+        {"k": 1, "m": 1.700000000000000001e18}, {"k": 2, "m": float(2 ** 62)}]
+
+
+@pytest.mark.parametrize("combine", [True, False])
+def test_dictionary_keys_with_a_full_index_type_or_null_values_group_by_value(run, combine):
+    """int8 indices addressing 128 values, with a null row (hashing filled the null with
+    index 128, beyond int8); a dictionary holding a null (Arrow unifies none such, and
+    grouped its null apart from a null row)."""
+    full = pa.DictionaryArray.from_arrays(pa.array([0, 127, None], pa.int8()),
+                                          pa.array([f"v{i}" for i in range(128)]))
+    with_null = pa.DictionaryArray.from_arrays(pa.array([0, 1, None], pa.int8()),
+                                               pa.array(["a", None]))
+    for keys, expected in ((full, [{"k": None, "n": 1}, {"k": "v0", "n": 1},
+                                   {"k": "v127", "n": 1}]),
+                           (with_null, [{"k": "a", "n": 1}, {"k": None, "n": 2}])):
+        table = pa.Table.from_batches([pa.record_batch({"k": keys})] * 2)
+        doubled = [dict(row, n=2 * row["n"]) for row in expected]
+        assert sorted(aggregated_rows(run, table, ["k"], {"n": ("count", None)}, combine),
+                      key=repr) == sorted(doubled, key=repr)

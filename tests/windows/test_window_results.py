@@ -228,3 +228,23 @@ def test_sessions_of_event_times_too_far_apart_to_offset_by_key(run):
     results, late = run_window(run, far, lambda s: s.window(
         win.Session(3), time_of="ts", key="key", aggregate=ARROW_AGGREGATE), arrow=True)
     assert (results, late) == model(win.Session(3), far, 0, arrow_value)
+
+
+@pytest.mark.parametrize("kind", [win.Tumbling(10), win.Sliding(10, 5), win.Session(5)], ids=repr)
+def test_a_minus_zero_key_and_large_integer_means_window_as_python_says(run, kind):
+    """-0.0 and 0.0 are one key (tumbling and sliding windows kept two, sessions one); the
+    mean of epoch nanoseconds is their mean (its int64 partial sum failed its cast)."""
+    rows = pa.table({"k": [0.0, -0.0], "ts": [1, 2],
+                     "v": [1_700_000_000_000_000_000, 1_700_000_000_000_000_002]})
+
+    def job(worker):
+        mine = rows.take(pa.array(range(worker.index, rows.num_rows, worker.peers), pa.int64()))
+        results = worker.dataflow(lambda scope: scope.to_stream(mine).window(
+            kind, time_of="ts", key="k", aggregate={"n": ("count", None),
+                                                    "m": ("mean", "v")}).results.capture())
+        worker.run()
+        return results.extract()
+    found = sorted((row["window_start"], row["k"], row["n"], row["m"])
+                   for part in run(job) for _, table in part for row in table.to_pylist())
+    starts = {"Tumbling": [0], "Sliding": [-5, 0], "Session": [1]}[type(kind).__name__]
+    assert found == [(start, 0.0, 2, 1.700000000000000001e18) for start in starts]

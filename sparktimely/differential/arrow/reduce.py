@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...dataflow.containers import one_zero
 from ...progress.timestamp import TimeKind, less_equal
 from ..updates import DIFF
 from ..lattice import beyond, interesting_times
@@ -165,7 +166,7 @@ def _net_sum(rows: pa.Table, key: list, column: str, first: pa.Array) -> pa.Chun
     first (the values present, as Python sums the accumulated collection: ``1e20 + 1.0 -
     1e20`` is ``1.0``, not the ``0.0`` of adding the updates one by one), in the order of
     the keys' first rows."""
-    rows = _one_zero(rows, [column])
+    rows = one_zero(rows, [column])
     values = group_by(rows.select(key + [column]).append_column(DIFF, rows.column(DIFF))
                       .append_column(_FIRST, first), key + [column],
                       [(DIFF, "sum"), (_FIRST, "min")])
@@ -185,7 +186,7 @@ def _extremes(rows: pa.Table, key: list, column: str, function: str,
     if pa.types.is_dictionary(kind):
         rows = rows.set_column(rows.schema.get_field_index(column), column,
                                rows.column(column).cast(kind.value_type))
-    rows = _one_zero(rows, [column])        # -0.0 and 0.0 are one value: their diffs cancel
+    rows = one_zero(rows, [column])         # -0.0 and 0.0 are one value: their diffs cancel
     values = group_by(rows.select(key + [column]).append_column(DIFF, rows.column(DIFF))
                       .append_column(_FIRST, first), key + [column],
                       [(DIFF, "sum"), (_FIRST, "min")])
@@ -294,7 +295,8 @@ class ArrowReducer:
         else:
             in_data, in_times = _gather(history, keys, batches)
             out_data, out_times = _gather(out_history, keys, [])
-            in_data, out_data = _one_zero(in_data, key), _one_zero(out_data, key)
+            in_data = None if in_data is None else one_zero(in_data, key)
+            out_data = None if out_data is None else one_zero(out_data, key)
         seeds = set(ready) | set(distinct_times(new_times, self.kind) if batches else [])
         future: set = set()
         if self.total:
@@ -990,24 +992,6 @@ def _gather(batches: list, keys: np.ndarray, whole: list) -> tuple[Any, Any]:
         return None, None
     data = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     return _with_hash(data, np.concatenate(hashes)), np.concatenate(times, axis=1)
-
-
-def _one_zero(table: pa.Table | None, key: list) -> pa.Table | None:
-    """``table`` with -0.0 read as 0.0 in its floating columns among ``key``: one value, as
-    the hash and Python's ``==`` take them, where Arrow's grouping keeps the two apart.
-
-    >>> _one_zero(pa.table({"k": [-0.0, 1.5]}), ["k"]).column("k").to_pylist()
-    [0.0, 1.5]
-    """
-    if table is None:
-        return None
-    for name in key:
-        index = table.schema.get_field_index(name)
-        kind = table.schema.field(index).type
-        if pa.types.is_floating(kind):
-            table = table.set_column(index, name, pc.add(table.column(index),
-                                                         pa.scalar(0.0, kind)))
-    return table
 
 
 def _gather_int64(matches: list, names: list) -> tuple[Any, Any] | None:

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...hashing import hash_rows, stable_hash
-from ..arrow import AGGREGATES, group_rows
+from ..arrow import AGGREGATES, FLOAT_SUM, group_rows
 from ._records import PaneWindows, each_time
 from .kinds import Session, Sliding
 
@@ -56,7 +56,7 @@ class Aggregates:
                 raise ValueError(f"window: aggregate {out!r}: the name of an output column "
                                  f"is taken (by a key or window_start/window_end)")
             if op == "mean":
-                partial += [(column, "sum"), (column, "count")]
+                partial += [(column, FLOAT_SUM), (column, "count")]
                 merging += ["sum", "sum"]
             elif op == "count":
                 partial.append(([], "count_all") if column is None else (column, "count"))
