@@ -42,7 +42,7 @@ def edge_rounds(nodes: int, edges: int, rounds: int, seed: int = 7) -> list[list
     present = [(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(edges)]
     result = [[(e, 1) for e in present]]
     for _ in range(rounds):
-        out = rng.sample(present, max(1, edges // 100))
+        out = rng.sample(present, min(len(present), max(1, edges // 100)))
         new = [(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(max(1, edges // 100))]
         for e in out:
             present.remove(e)

@@ -25,7 +25,8 @@ transactions of the hour before, as the join maintains them: no recount from scr
 
 Without ``--folder`` the sample data is written to a temporary directory removed at the end;
 with ``--checkpoint-dir CK`` it is kept in ``CK/_sample-transactions`` instead, so that a
-resumed run reads the same files.
+resumed run reads the same files. A job of several processes (``-n``) needs one folder they
+all read: ``--folder`` or ``--checkpoint-dir``.
 """
 from __future__ import annotations
 
@@ -165,6 +166,13 @@ def main(argv: list[str]) -> list[str]:
             folder = os.path.join(options.checkpoint_dir, "_sample-transactions")
             if not os.path.isdir(folder):
                 write_transactions(folder)
+        elif folder is None and options.processes > 1:
+            # each process would write its own sample, and a file is read by the worker its
+            # path routes to: files of one process's folder would be read by a worker of
+            # the other, which has no such file, or by none
+            parser.error("argument --folder: a job of several processes (-n) reads its "
+                         "Parquet files from one folder every process can read: give "
+                         "--folder (or --checkpoint-dir, which holds a sample folder)")
         elif folder is None:
             folder = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="transactions-"))
             write_transactions(folder)

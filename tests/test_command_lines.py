@@ -324,3 +324,26 @@ def test_the_benchmarks_command_checks_its_flags_before_running_anything(argv, e
         assert (status, out) == (2, "")
         assert err.splitlines()[-1].startswith(f"python -m benchmarks: error: {error}"), err
     assert results.stat().st_mtime_ns == before
+
+
+def test_fraud_sessions_of_several_processes_needs_one_folder_they_all_read(tmp_path):
+    """Each process wrote its own sample folder, and a file is read by the worker its path
+    routes to: files went unread or were read twice, silently (498 sessions, then 362)."""
+    (tmp_path / "hosts").write_text("127.0.0.1:1\n127.0.0.1:2\n")
+    status, out, err = finish(start([EXAMPLES / "fraud_sessions.py", "-n", "2", "-p", "0",
+                                     "-h", "hosts"], tmp_path))
+    assert (status, out) == (2, "")
+    assert err.splitlines()[-1] == (
+        "fraud_sessions.py: error: argument --folder: a job of several processes (-n) reads "
+        "its Parquet files from one folder every process can read: give --folder (or "
+        "--checkpoint-dir, which holds a sample folder)")
+    assert os.listdir(tmp_path) == ["hosts"]
+
+
+def test_dd_bfs_of_a_graph_without_edges_runs(tmp_path):
+    """``--edges 0`` is accepted, and runs (its rounds sampled edges to remove from none)."""
+    status, out, err = finish(start([EXAMPLES / "dd_bfs.py", "--nodes", "3", "--edges", "0"],
+                                    tmp_path))
+    assert status == 0, err
+    assert out.splitlines()[-1] == ("round 4: 1 nodes reachable, 0 distance updates, same as "
+                                    "BFS from scratch")
