@@ -131,6 +131,7 @@ class WorkerCore(Generic[S]):
         self._busy_at = _time.perf_counter()      # when a step last had something to do
         self._failure: BaseException | None = None  # what a step raised: no step goes on
         self._collected = False                    # the collector ran since the last work
+        self._stepping = False                     # inside a step (operators' logic runs)
 
     def dataflow(self, build: Callable[[S], R], *, name: str | None = None,
                  timestamp: type = int) -> R:
@@ -138,6 +139,8 @@ class WorkerCore(Generic[S]):
 
         Every worker must build the same dataflows in the same order.
         """
+        if self._stepping:
+            raise RuntimeError(self._reentered("worker.dataflow()", "build a dataflow"))
         index = self._dataflow_count
         self._dataflow_count += 1
         dataflow = Dataflow(self, index, name)
@@ -328,8 +331,16 @@ class WorkerCore(Generic[S]):
             os.sched_yield()
         return running
 
+    def _reentered(self, call: str, what: str) -> str:
+        return (f"{call} was called while worker {self.index} steps (from an operator's "
+                f"logic, or what it calls): a worker cannot {what} inside its own step; "
+                f"step, run and build dataflows from the worker's function")
+
     def _step(self) -> tuple[bool, bool]:
         """One round; returns (still running, whether there was anything to do)."""
+        if self._stepping:
+            raise RuntimeError(self._reentered("a worker's step (step, run, step_while, "
+                                               "step_or_park)", "step"))
         if self._failure is not None:
             # A step raised (an operator's logic, a lost peer): the dataflows are halfway
             # through it, so none can go on, though the caller caught the error. Raising it
@@ -340,6 +351,7 @@ class WorkerCore(Generic[S]):
         observer = self._observer
         if observer is not None:
             observer.step_began()
+        self._stepping = True
         try:
             allocator = self._allocator
             busy = allocator is not None and self._receive(allocator)
@@ -373,6 +385,8 @@ class WorkerCore(Generic[S]):
             if self._observer is not None:      # e.g. logs keep this worker's last events
                 self._observer.failed(error)
             raise
+        finally:
+            self._stepping = False
         if observer is not None:
             observer.step_ended()
         if busy:

@@ -874,3 +874,27 @@ def test_advance_to_a_time_of_another_type_names_the_input_and_the_type():
             handle.advance_to(3)
         handle.close()
     st.execute_directly(job)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("call, told", [
+    (lambda worker: worker.step(), "a worker's step (step, run, step_while, step_or_park) was "
+                                   "called while worker {} steps"),
+    (lambda worker: worker.run(), "a worker's step (step, run, step_while, step_or_park) was "
+                                  "called while worker {} steps"),
+    (lambda worker: worker.dataflow(lambda scope: scope.to_stream([1]).probe()),
+     "worker.dataflow() was called while worker {} steps"),
+], ids=["step", "run", "dataflow"])
+def test_a_worker_driven_from_its_own_operators_logic_says_so(run, call, told):
+    """Stepping, running or building from inside an operator's logic re-entered the worker:
+    ``run`` there hung, ``step`` and ``dataflow`` went on silently."""
+    def job(worker):
+        def touch(x):
+            call(worker)
+            return x
+        worker.dataflow(lambda scope: scope.to_stream([1]).map(touch).probe())
+        worker.run()
+    with pytest.raises(st.WorkerError) as caught:
+        run(job)
+    assert f"operator 'Map' (address (0, 1)) raised RuntimeError: " \
+           f"{told.format(caught.value.index)}" in caught.value.message
