@@ -74,11 +74,12 @@ class AggregationOps(StreamCore):
                     raise not_records("Aggregate", batch)
                 per_key = aggregates.at(cap, notificator)
                 get = per_key.get
-                for key, val in batch:
+                for record in batch:
+                    key, val = _pair("Aggregate", record)
                     per_key[key] = fold(key, val, get(key))
             for cap, per_key in aggregates.completed(notificator):
                 output.give_at(cap, [emit(k, agg) for k, agg in per_key.items()])
-        return self.unary_notify(RecordsExchange(_by_key(route), "Aggregate"), "Aggregate", [],
+        return self.unary_notify(RecordsExchange(_by_key(route, "Aggregate"), "Aggregate"), "Aggregate", [],
                                  logic)
 
     def state_machine(self, fold: Callable[[Any, Any, Any], tuple],
@@ -111,7 +112,8 @@ class AggregationOps(StreamCore):
                 pending.at(cap, notificator).extend(batch)
             for cap, records in pending.completed(notificator):
                 results = []
-                for key, val in records:
+                for record in records:
+                    key, val = _pair("StateMachine", record)
                     outcome = fold(key, val, states.get(key))
                     if len(outcome) == 3:
                         remove, outputs, states[key] = outcome
@@ -121,7 +123,7 @@ class AggregationOps(StreamCore):
                         states.pop(key, None)
                     results.extend(outputs)
                 output.give_at(cap, results)
-        stream = self.unary_notify(RecordsExchange(_by_key(route), "StateMachine"),
+        stream = self.unary_notify(RecordsExchange(_by_key(route, "StateMachine"), "StateMachine"),
                                    "StateMachine", [], logic)
         index = len(self.scope.dataflow.operators) - 1
         KeyedState(self.scope, f"StateMachine#{index}", index, lambda: states, states.update,
@@ -129,14 +131,30 @@ class AggregationOps(StreamCore):
         return stream
 
 
-def _by_key(route: Callable[[Any], int]) -> Callable[[Any], int]:
-    """``route`` of the key of a ``(key, val)`` record, named ``route(key)`` (as an
-    exchange's error shows it).
+def _pair(operator: str, record: Any) -> Any:
+    """``record`` if it is a ``(key, val)`` pair, else a TypeError naming it and ``operator``.
 
-    >>> _by_key(stable_hash).__qualname__, _by_key(len)(("abc", 1))
+    >>> _pair("Aggregate", ("a", 1)), _pair("Aggregate", ["a", 1])
+    (('a', 1), ['a', 1])
+    >>> _pair("Aggregate", ("a", 1, 2))
+    Traceback (most recent call last):
+    TypeError: Aggregate: the record ('a', 1, 2) is not a (key, val) pair
+    """
+    if (record.__class__ is tuple or isinstance(record, (tuple, list))) and len(record) == 2:
+        return record
+    raise TypeError(f"{operator}: the record {record!r} is not a (key, val) pair")
+
+
+def _by_key(route: Callable[[Any], int], operator: str) -> Callable[[Any], int]:
+    """``route`` of the key of a ``(key, val)`` record, named ``route(key)`` (as an
+    exchange's error shows it), for ``operator`` (which a record that is no pair names).
+
+    >>> _by_key(stable_hash, "Aggregate").__qualname__, _by_key(len, "Aggregate")(("abc", 1))
     ('stable_hash(key)', 3)
     """
     def by_key(record: Any) -> int:
+        if record.__class__ is not tuple:
+            _pair(operator, record)         # (a TypeError for what is no pair)
         return route(record[0])
     by_key.__qualname__ = f"{route_name(route)}(key)"
     return by_key

@@ -237,3 +237,25 @@ def test_an_arrow_exchange_route_returning_no_integers_names_the_exchange(run):
                "the_exchange.<locals>.<lambda>.<locals>.<lambda>): an Exchange route for " \
                "Arrow batches must return one integer per row (2), got float64 of shape (2,)" \
                in result, result
+
+
+@pytest.mark.parametrize("records, told", [
+    ([("k", 1, "extra")], "the record ('k', 1, 'extra') is not a (key, val) pair"),
+    ([1], "the record 1 is not a (key, val) pair"),
+], ids=["triple", "int"])
+@pytest.mark.parametrize("operator", ["Aggregate", "StateMachine"])
+def test_keyed_operators_name_a_record_that_is_no_pair(run, operator, records, told):
+    """Was 'too many values to unpack (expected 2)', or the route's 'int' object is not
+    subscriptable, naming neither the record nor what was expected."""
+    def build(scope):
+        stream = scope.to_stream(records)
+        if operator == "Aggregate":
+            return stream.aggregate(lambda key, val, agg: val, lambda key, agg: agg).probe()
+        return stream.state_machine(lambda key, val, state: (False, [val])).probe()
+
+    def job(worker):
+        worker.dataflow(build)
+        worker.run()
+    with pytest.raises(st.WorkerError) as caught:
+        run(job)
+    assert f"TypeError: {operator}: {told}" in caught.value.message
