@@ -520,6 +520,7 @@ def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int =
     >>> st.execute(lambda worker: (worker.index, worker.peers), workers=2)
     [(0, 2), (1, 2)]
     """
+    _check_job(func, "execute")
     config = Config(workers, processes, process,
                     None if hostfile is None else parse_hostfile(hostfile), list(args),
                     stall_limit=stall_limit,
@@ -701,10 +702,18 @@ def execute_directly(func: Callable[[Worker], Any]) -> Any:
     >>> st.execute_directly(lambda worker: worker.peers)
     1
     """
+    _check_job(func, "execute_directly")
     worker = Worker(0, 1)
     result = func(worker)
     worker.run()
     return result
+
+
+def _check_job(func: Any, call: str) -> None:
+    """A TypeError naming ``call`` unless ``func`` (a job: a function of the worker) can be
+    called, before any worker starts."""
+    if not callable(func):
+        raise TypeError(f"{call}: the job must be a function of the worker, got {func!r}")
 
 
 def example(build: Callable[[Any], Any]) -> Any:

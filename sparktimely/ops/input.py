@@ -69,6 +69,9 @@ class InputScope(ScopeCore[S]):
         [(0, [0, 1, 4])]
         """
         lazy = isinstance(items, Iterator)
+        if not lazy and not isinstance(items, Iterable) and not hasattr(items, "schema"):
+            raise TypeError(f"to_stream: items must be an iterable of records (or a pyarrow "
+                            f"Table or RecordBatch), got {type(items).__name__} {items!r}")
         batches = [] if lazy else _as_batches(items)
 
         def ctor(capability: Capability, info: Any) -> Callable[[Any], None]:

@@ -259,3 +259,22 @@ def test_keyed_operators_name_a_record_that_is_no_pair(run, operator, records, t
     with pytest.raises(st.WorkerError) as caught:
         run(job)
     assert f"TypeError: {operator}: {told}" in caught.value.message
+
+
+def test_a_job_that_is_no_function_is_refused_before_any_worker_starts():
+    """Workers started, then each failed with "'NoneType' object is not callable"."""
+    with pytest.raises(TypeError, match=r"^execute: the job must be a function of the worker, "
+                                        r"got None$"):
+        st.execute(None, workers=2)           # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^execute_directly: the job must be a function of "
+                                        r"the worker, got 5$"):
+        st.execute_directly(5)                # type: ignore[arg-type]
+
+
+def test_to_stream_of_what_is_no_collection_names_itself(run):
+    """Was a bare "'int' object is not iterable" from deep inside the source."""
+    def job(worker):
+        worker.dataflow(lambda scope: scope.to_stream(5).probe())
+    with pytest.raises(st.WorkerError, match=r"TypeError: to_stream: items must be an "
+                                             r"iterable of records .*, got int 5"):
+        run(job)
