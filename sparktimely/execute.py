@@ -22,6 +22,7 @@ from .errors import WorkerError
 from .session import Seat, WorkerSession
 from ._supervisor import signals
 from .comm import WorkerAddress
+from .comm.net import connect_timeout
 from .comm.rendezvous import ProcessCluster
 from .worker import Worker
 from .io.checkpoints import (RecoveryError, checkpointing, create_directory,
@@ -72,6 +73,8 @@ class Config:
             raise ValueError(f"process index {self.process!r} is not in 0..{self.processes - 1} "
                              f"({count})")
         check_run_options(self.stall_limit, self.checkpoint_every)
+        if self.processes > 1 or self.workers > 1:
+            connect_timeout()           # $SPARKTIMELY_CONNECT_TIMEOUT, told before any worker
         if self.hostfile is not None and len(self.hostfile) < self.processes:
             path = getattr(self.hostfile, "path", None)
             origin = "the hostfile" if path is None else f"hostfile {path}"
