@@ -472,9 +472,23 @@ class WorkerCore(Generic[S]):
             self._observer.unparked()
 
     def step_while(self, predicate: Callable[[], bool]) -> None:
-        """Step until ``predicate()`` is false (parking while there is nothing to do)."""
+        """Step until ``predicate()`` is false (parking while there is nothing to do).
+
+        If nothing moves for :attr:`idle_hint_after` seconds while only input handles hold
+        a dataflow back, says which, once (a forgotten ``advance_to`` or ``close()``)."""
+        idle_since = _time.monotonic()
+        hinted: set[int] = set()
         while predicate():
-            self.step_or_park(1.0)
+            running, busy = self._step()
+            now = _time.monotonic()
+            if busy:
+                idle_since = now
+            elif now - idle_since >= self.idle_hint_after:
+                self._hint_open_inputs(hinted, "has not moved while step_while waits: only "
+                                       "{inputs} hold{s} it back. Advance an input handle "
+                                       "(advance_to) past the time waited for, or close() it.")
+            if not busy and (running or self._deferred):
+                self._wait(1.0)
 
     def step_or_park(self, timeout_seconds: float | None = None) -> bool:
         """Step; if there was nothing to do, wait up to ``timeout_seconds`` (None: until
@@ -509,7 +523,9 @@ class WorkerCore(Generic[S]):
             if busy:
                 idle_since = now
             elif now - idle_since >= self.idle_hint_after:
-                self._hint_open_inputs(hinted)
+                self._hint_open_inputs(hinted, "cannot complete: only {inputs} still hold{s} "
+                                       "it open. Call close() on an input handle once its "
+                                       "input is done.")
             if not busy:
                 self._wait(0.25, idle_sleep=0.001)
         self._flush_all()
@@ -543,18 +559,19 @@ class WorkerCore(Generic[S]):
             while not self._allocator.flush():
                 self._allocator.park(0.01)
 
-    def _hint_open_inputs(self, hinted: set[int]) -> None:
+    def _hint_open_inputs(self, hinted: set[int], hint: str) -> None:
+        """Say once per dataflow (not in ``hinted``) that only input handles hold it:
+        ``hint`` with the handles as ``{inputs}`` (and ``{s}`` for one)."""
         for dataflow in self._dataflows:
             if dataflow.index in hinted:
                 continue
             open_inputs = dataflow.open_inputs()
             if open_inputs:
                 hinted.add(dataflow.index)
-                logger.warning(
-                    "worker %d: dataflow %r (index %d) cannot complete: only %s still "
-                    "hold%s it open. Call close() on an input handle once its input is done.",
-                    self.index, dataflow.name, dataflow.index, " and ".join(open_inputs),
-                    "s" if len(open_inputs) == 1 else "")
+                logger.warning("worker %d: dataflow %r (index %d) %s", self.index,
+                               dataflow.name, dataflow.index, hint.format(
+                                   inputs=" and ".join(open_inputs),
+                                   s="s" if len(open_inputs) == 1 else ""))
 
     def _check_all_built(self) -> None:
         for index, messages in self._early.items():

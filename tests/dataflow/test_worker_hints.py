@@ -95,3 +95,26 @@ def test_no_hint_while_something_else_holds_the_dataflow(run, monkeypatch, caplo
         with pytest.raises(st.WorkerError, match="Stalled"):
             run(job, stall_seconds=1.0)
     assert "cannot complete" not in caplog.text
+
+
+def test_an_input_never_advanced_is_named_when_step_while_waits(run, monkeypatch, caplog):
+    """Waiting with step_while for a time no input handle was advanced past said nothing
+    (run() named handles never closed; a forgotten advance_to hung in silence)."""
+    monkeypatch.setattr(st.Worker, "idle_hint_after", 0.05)
+
+    def job(worker):
+        lines = st.InputHandle("lines")
+        kept.append(lines)
+        probe = worker.dataflow(lambda scope: scope.input_from(lines).exchange(len).probe(),
+                                name="wordcount")
+        lines.send("x")
+        worker.step_while(lambda: probe.less_than(1))       # lines is still at time 0
+    kept = []
+    with caplog.at_level(logging.WARNING, logger="sparktimely"):
+        with pytest.raises(st.WorkerError, match="Stalled"):
+            run(job, stall_seconds=1.0)
+    hints = [r.getMessage() for r in caplog.records if "step_while waits" in r.getMessage()]
+    assert hints, caplog.text
+    assert ("dataflow 'wordcount' (index 0) has not moved while step_while waits: only input "
+            "handle 'lines'") in hints[0]
+    assert "Advance an input handle (advance_to) past the time waited for" in hints[0]
