@@ -476,17 +476,12 @@ class WorkerCore(Generic[S]):
 
         If nothing moves for :attr:`idle_hint_after` seconds while only input handles hold
         a dataflow back, says which, once (a forgotten ``advance_to`` or ``close()``)."""
-        idle_since = _time.monotonic()
-        hinted: set[int] = set()
+        idleness = _Idleness(self, "has not moved while step_while waits: only {inputs} "
+                                   "hold{s} it back. Advance an input handle (advance_to) past "
+                                   "the time waited for, or close() it.")
         while predicate():
             running, busy = self._step()
-            now = _time.monotonic()
-            if busy:
-                idle_since = now
-            elif now - idle_since >= self.idle_hint_after:
-                self._hint_open_inputs(hinted, "has not moved while step_while waits: only "
-                                       "{inputs} hold{s} it back. Advance an input handle "
-                                       "(advance_to) past the time waited for, or close() it.")
+            idleness.stepped(busy)
             if not busy and (running or self._deferred):
                 self._wait(1.0)
 
@@ -513,19 +508,13 @@ class WorkerCore(Generic[S]):
         If nothing moves for :attr:`idle_hint_after` seconds and only input handles that were
         never closed hold a dataflow open, says which, once (a forgotten ``close()``).
         """
-        idle_since = _time.monotonic()
-        hinted: set[int] = set()
+        idleness = _Idleness(self, "cannot complete: only {inputs} still hold{s} it open. "
+                                   "Call close() on an input handle once its input is done.")
         while True:
             running, busy = self._step()
             if not running:
                 break
-            now = _time.monotonic()
-            if busy:
-                idle_since = now
-            elif now - idle_since >= self.idle_hint_after:
-                self._hint_open_inputs(hinted, "cannot complete: only {inputs} still hold{s} "
-                                       "it open. Call close() on an input handle once its "
-                                       "input is done.")
+            idleness.stepped(busy)
             if not busy:
                 self._wait(0.25, idle_sleep=0.001)
         self._flush_all()
@@ -559,20 +548,6 @@ class WorkerCore(Generic[S]):
             while not self._allocator.flush():
                 self._allocator.park(0.01)
 
-    def _hint_open_inputs(self, hinted: set[int], hint: str) -> None:
-        """Say once per dataflow (not in ``hinted``) that only input handles hold it:
-        ``hint`` with the handles as ``{inputs}`` (and ``{s}`` for one)."""
-        for dataflow in self._dataflows:
-            if dataflow.index in hinted:
-                continue
-            open_inputs = dataflow.open_inputs()
-            if open_inputs:
-                hinted.add(dataflow.index)
-                logger.warning("worker %d: dataflow %r (index %d) %s", self.index,
-                               dataflow.name, dataflow.index, hint.format(
-                                   inputs=" and ".join(open_inputs),
-                                   s="s" if len(open_inputs) == 1 else ""))
-
     def _check_all_built(self) -> None:
         for index, messages in self._early.items():
             sources = sorted({source for source, _ in messages})
@@ -582,3 +557,35 @@ class WorkerCore(Generic[S]):
                 f"worker {self.index} never built dataflow {index}{named}, for which it got "
                 f"messages from worker(s) {sources}: every worker must build the same "
                 f"dataflows in the same order")
+
+
+class _Idleness:
+    """How long a loop of a worker's steps has had nothing to do: once that is
+    :attr:`WorkerCore.idle_hint_after` and only input handles hold a dataflow, says so,
+    once per dataflow: ``hint`` with the handles as ``{inputs}`` (and ``{s}`` for one)."""
+
+    __slots__ = ("worker", "hint", "since", "hinted")
+
+    def __init__(self, worker: WorkerCore, hint: str) -> None:
+        self.worker = worker
+        self.hint = hint
+        self.since = _time.monotonic()
+        self.hinted: set[int] = set()
+
+    def stepped(self, busy: bool) -> None:
+        """A step of the loop happened (``busy``: it had something to do)."""
+        now = _time.monotonic()
+        if busy:
+            self.since = now
+        elif now - self.since >= self.worker.idle_hint_after:
+            worker = self.worker
+            for dataflow in worker._dataflows:
+                if dataflow.index in self.hinted:
+                    continue
+                open_inputs = dataflow.open_inputs()
+                if open_inputs:
+                    self.hinted.add(dataflow.index)
+                    logger.warning("worker %d: dataflow %r (index %d) %s", worker.index,
+                                   dataflow.name, dataflow.index, self.hint.format(
+                                       inputs=" and ".join(open_inputs),
+                                       s="s" if len(open_inputs) == 1 else ""))

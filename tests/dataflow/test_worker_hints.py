@@ -60,23 +60,32 @@ def test_a_route_by_hash_in_processes_salted_differently_is_warned_about_once(
         else said == [[], []], outputs
 
 
-def test_an_input_never_closed_is_named_when_nothing_moves(run, monkeypatch, caplog):
+@pytest.mark.parametrize("waiting, hint, advice", [
+    ("run", "cannot complete: only input handle 'lines'", "Call close() on an input handle"),
+    ("step_while", "has not moved while step_while waits: only input handle 'lines'",
+     "Advance an input handle (advance_to) past the time waited for"),
+])
+def test_an_input_that_alone_holds_a_dataflow_is_named_when_nothing_moves(
+        run, monkeypatch, caplog, waiting, hint, advice):
+    """run() names handles never closed; step_while names them too (waiting for a time no
+    input handle was advanced past said nothing: a forgotten advance_to hung in silence)."""
     monkeypatch.setattr(st.Worker, "idle_hint_after", 0.05)
 
     def job(worker):
         lines = st.InputHandle("lines")
         kept.append(lines)                      # referenced, so it never closes itself
-        worker.dataflow(lambda scope: scope.input_from(lines).exchange(len).probe(),
-                        name="wordcount")
+        probe = worker.dataflow(lambda scope: scope.input_from(lines).exchange(len).probe(),
+                                name="wordcount")
         lines.send("x")
+        if waiting == "step_while":
+            worker.step_while(lambda: probe.less_than(1))       # lines is still at time 0
     kept = []
     with caplog.at_level(logging.WARNING, logger="sparktimely"):
         with pytest.raises(st.WorkerError, match="Stalled"):
             run(job, stall_seconds=1.0)
-    hints = [r.getMessage() for r in caplog.records if "cannot complete" in r.getMessage()]
+    hints = [r.getMessage() for r in caplog.records if hint in r.getMessage()]
     assert hints, caplog.text
-    assert "dataflow 'wordcount' (index 0) cannot complete: only input handle 'lines'" in hints[0]
-    assert "Call close() on an input handle" in hints[0]
+    assert f"dataflow 'wordcount' (index 0) {hint}" in hints[0] and advice in hints[0]
 
 
 def test_no_hint_while_something_else_holds_the_dataflow(run, monkeypatch, caplog):
@@ -95,26 +104,3 @@ def test_no_hint_while_something_else_holds_the_dataflow(run, monkeypatch, caplo
         with pytest.raises(st.WorkerError, match="Stalled"):
             run(job, stall_seconds=1.0)
     assert "cannot complete" not in caplog.text
-
-
-def test_an_input_never_advanced_is_named_when_step_while_waits(run, monkeypatch, caplog):
-    """Waiting with step_while for a time no input handle was advanced past said nothing
-    (run() named handles never closed; a forgotten advance_to hung in silence)."""
-    monkeypatch.setattr(st.Worker, "idle_hint_after", 0.05)
-
-    def job(worker):
-        lines = st.InputHandle("lines")
-        kept.append(lines)
-        probe = worker.dataflow(lambda scope: scope.input_from(lines).exchange(len).probe(),
-                                name="wordcount")
-        lines.send("x")
-        worker.step_while(lambda: probe.less_than(1))       # lines is still at time 0
-    kept = []
-    with caplog.at_level(logging.WARNING, logger="sparktimely"):
-        with pytest.raises(st.WorkerError, match="Stalled"):
-            run(job, stall_seconds=1.0)
-    hints = [r.getMessage() for r in caplog.records if "step_while waits" in r.getMessage()]
-    assert hints, caplog.text
-    assert ("dataflow 'wordcount' (index 0) has not moved while step_while waits: only input "
-            "handle 'lines'") in hints[0]
-    assert "Advance an input handle (advance_to) past the time waited for" in hints[0]
