@@ -74,13 +74,18 @@ class AggregationOps(StreamCore):
                     raise not_records("Aggregate", batch)
                 per_key = aggregates.at(cap, notificator)
                 get = per_key.get
-                for record in batch:
-                    key, val = _pair("Aggregate", record)
-                    per_key[key] = fold(key, val, get(key))
+                try:
+                    for record in batch:
+                        if record.__class__ is not tuple:
+                            _check_pair("Aggregate", record)
+                        key, val = record
+                        per_key[key] = fold(key, val, get(key))
+                except (TypeError, ValueError) as error:
+                    raise _no_pair("Aggregate", batch) or error
             for cap, per_key in aggregates.completed(notificator):
                 output.give_at(cap, [emit(k, agg) for k, agg in per_key.items()])
-        return self.unary_notify(RecordsExchange(_by_key(route, "Aggregate"), "Aggregate"), "Aggregate", [],
-                                 logic)
+        return self.unary_notify(RecordsExchange(_by_key(route, "Aggregate"), "Aggregate"),
+                                 "Aggregate", [], logic)
 
     def state_machine(self, fold: Callable[[Any, Any, Any], tuple],
                       route: Callable[[Any], int] = stable_hash) -> Self:
@@ -112,37 +117,57 @@ class AggregationOps(StreamCore):
                 pending.at(cap, notificator).extend(batch)
             for cap, records in pending.completed(notificator):
                 results = []
-                for record in records:
-                    key, val = _pair("StateMachine", record)
-                    outcome = fold(key, val, states.get(key))
-                    if len(outcome) == 3:
-                        remove, outputs, states[key] = outcome
-                    else:
-                        remove, outputs = outcome
-                    if remove:
-                        states.pop(key, None)
-                    results.extend(outputs)
+                try:
+                    for record in records:
+                        if record.__class__ is not tuple:
+                            _check_pair("StateMachine", record)
+                        key, val = record
+                        outcome = fold(key, val, states.get(key))
+                        if len(outcome) == 3:
+                            remove, outputs, states[key] = outcome
+                        else:
+                            remove, outputs = outcome
+                        if remove:
+                            states.pop(key, None)
+                        results.extend(outputs)
+                except (TypeError, ValueError) as error:
+                    raise _no_pair("StateMachine", records) or error
                 output.give_at(cap, results)
-        stream = self.unary_notify(RecordsExchange(_by_key(route, "StateMachine"), "StateMachine"),
-                                   "StateMachine", [], logic)
+        stream = self.unary_notify(RecordsExchange(_by_key(route, "StateMachine"),
+                                                   "StateMachine"), "StateMachine", [], logic)
         index = len(self.scope.dataflow.operators) - 1
         KeyedState(self.scope, f"StateMachine#{index}", index, lambda: states, states.update,
                    route)
         return stream
 
 
-def _pair(operator: str, record: Any) -> Any:
-    """``record`` if it is a ``(key, val)`` pair, else a TypeError naming it and ``operator``.
+def _check_pair(operator: str, record: Any) -> None:
+    """A TypeError (:func:`_no_pair`) unless ``record`` (not a tuple: those are checked by
+    unpacking them) is a ``(key, val)`` pair.
 
-    >>> _pair("Aggregate", ("a", 1)), _pair("Aggregate", ["a", 1])
-    (('a', 1), ['a', 1])
-    >>> _pair("Aggregate", ("a", 1, 2))
+    >>> _check_pair("Aggregate", "ab")
     Traceback (most recent call last):
-    TypeError: Aggregate: the record ('a', 1, 2) is not a (key, val) pair
+    TypeError: Aggregate: the record 'ab' is not a (key, val) pair
     """
-    if (record.__class__ is tuple or isinstance(record, (tuple, list))) and len(record) == 2:
-        return record
-    raise TypeError(f"{operator}: the record {record!r} is not a (key, val) pair")
+    error = _no_pair(operator, [record])
+    if error is not None:
+        raise error
+
+
+def _no_pair(operator: str, records: list) -> TypeError | None:
+    """A TypeError naming ``operator`` and the first of ``records`` that is no ``(key,
+    val)`` pair (a tuple or list of two), or None if all are (looked through only once a
+    loop over them failed: a loop that works unpacks its tuples at full speed).
+
+    >>> _no_pair("Aggregate", [("a", 1), ("a", 1, 2)])
+    TypeError("Aggregate: the record ('a', 1, 2) is not a (key, val) pair")
+    >>> _no_pair("Aggregate", [("a", 1), ["b", 2]]) is None
+    True
+    """
+    for record in records:
+        if not (isinstance(record, (tuple, list)) and len(record) == 2):
+            return TypeError(f"{operator}: the record {record!r} is not a (key, val) pair")
+    return None
 
 
 def _by_key(route: Callable[[Any], int], operator: str) -> Callable[[Any], int]:
@@ -154,7 +179,7 @@ def _by_key(route: Callable[[Any], int], operator: str) -> Callable[[Any], int]:
     """
     def by_key(record: Any) -> int:
         if record.__class__ is not tuple:
-            _pair(operator, record)         # (a TypeError for what is no pair)
+            _check_pair(operator, record)
         return route(record[0])
     by_key.__qualname__ = f"{route_name(route)}(key)"
     return by_key
