@@ -102,11 +102,13 @@ class AggregateColumns(AggregateSpec):
                 sums.append((f"_n{i}", "sum"))
             kind = None if column is None else rows.schema.field(column).type
             if function == "sum" and _integral(kind):
-                table = table.append_column(f"_w{i}", _weighted(rows, column, diff, name))
-                # the same in floats: whether the int64 sum overflowed (it wraps)
-                table = table.append_column(f"_f{i}", pc.multiply(
-                    rows.column(column).cast(pa.float64()), diff.cast(pa.float64())))
-                sums += [(f"_w{i}", "sum"), (f"_f{i}", "sum")]
+                weighted = _weighted(rows, column, diff, name)
+                table = table.append_column(f"_w{i}", weighted)
+                sums.append((f"_w{i}", "sum"))
+                if _may_overflow(weighted):     # the same in floats: did an int64 sum wrap?
+                    table = table.append_column(f"_f{i}", pc.multiply(
+                        rows.column(column).cast(pa.float64()), diff.cast(pa.float64())))
+                    sums.append((f"_f{i}", "sum"))
             elif function == "sum" and not pa.types.is_floating(kind):
                 table = table.append_column(f"_w{i}", pc.multiply(rows.column(column), diff))
                 sums.append((f"_w{i}", "sum"))
@@ -122,8 +124,9 @@ class AggregateColumns(AggregateSpec):
                     total = _net_sum(rows, key, column, first)
                 else:
                     total = grouped.column(f"_w{i}_sum")
-                    if _integral(kind) and \
-                            (pc.max(pc.abs(grouped.column(f"_f{i}_sum"))).as_py() or 0) >= 2.0 ** 63:
+                    floats = f"_f{i}_sum"
+                    if floats in grouped.column_names and \
+                            (pc.max(pc.abs(grouped.column(floats))).as_py() or 0) >= 2.0 ** 63:
                         raise OverflowError(f"reduce: the sum {name!r} of column {column!r} "
                                             f"is beyond int64's range (for some key)")
                 out = out.append_column(name, pc.if_else(
@@ -161,20 +164,39 @@ def _weighted(rows: pa.Table, column: str, diff: Any, name: str) -> Any:
                             f"int64's range (a value times its count)") from None
 
 
+def _may_overflow(weighted: Any) -> bool:
+    """Whether sums of some of the int64 ``weighted`` values may leave int64's range (all
+    of them as large as the largest cannot).
+
+    >>> _may_overflow(pa.array([2 ** 61, 1])), _may_overflow(pa.array([2 ** 62, -2 ** 62]))
+    (False, True)
+    """
+    extremes = pc.min_max(weighted)
+    largest = max(abs(extremes["min"].as_py() or 0), abs(extremes["max"].as_py() or 0))
+    return largest * len(weighted) >= 2 ** 63
+
+
 def _net_sum(rows: pa.Table, key: list, column: str, first: pa.Array) -> pa.ChunkedArray:
     """The sum per key of a floating ``column``'s values times their diffs summed per value
     first (the values present, as Python sums the accumulated collection: ``1e20 + 1.0 -
     1e20`` is ``1.0``, not the ``0.0`` of adding the updates one by one), in the order of
     the keys' first rows."""
-    rows = one_zero(rows, [column])
-    values = group_by(rows.select(key + [column]).append_column(DIFF, rows.column(DIFF))
-                      .append_column(_FIRST, first), key + [column],
-                      [(DIFF, "sum"), (_FIRST, "min")])
+    values = _per_value(rows, key, column, first)
     weighted = pc.multiply(values.column(column), values.column(f"{DIFF}_sum"))
     by_key = group_by(values.select(key).append_column("_weighted", weighted)
                       .append_column(_FIRST, values.column(f"{_FIRST}_min")),
                       key, [("_weighted", "sum"), (_FIRST, "min")])
     return _by_first_row(by_key).column("_weighted_sum")
+
+
+def _per_value(rows: pa.Table, key: list, column: str, first: pa.Array) -> pa.Table:
+    """The rows grouped by key and ``column``'s value (-0.0 and 0.0 one value, as their diffs
+    cancel in Python): the key and value columns, the diffs summed (``DIFF_sum``) and each
+    group's first row (``_FIRST_min``)."""
+    rows = one_zero(rows, [column])
+    return group_by(rows.select(key + [column]).append_column(DIFF, rows.column(DIFF))
+                    .append_column(_FIRST, first), key + [column],
+                    [(DIFF, "sum"), (_FIRST, "min")])
 
 
 def _extremes(rows: pa.Table, key: list, column: str, function: str,
@@ -186,10 +208,7 @@ def _extremes(rows: pa.Table, key: list, column: str, function: str,
     if pa.types.is_dictionary(kind):
         rows = rows.set_column(rows.schema.get_field_index(column), column,
                                rows.column(column).cast(kind.value_type))
-    rows = one_zero(rows, [column])         # -0.0 and 0.0 are one value: their diffs cancel
-    values = group_by(rows.select(key + [column]).append_column(DIFF, rows.column(DIFF))
-                      .append_column(_FIRST, first), key + [column],
-                      [(DIFF, "sum"), (_FIRST, "min")])
+    values = _per_value(rows, key, column, first)
     present = pc.greater(values.column(f"{DIFF}_sum"), ZERO)
     kept = pc.if_else(present, values.column(column),
                       pa.scalar(None, values.schema.field(column).type))
