@@ -480,20 +480,22 @@ class WorkerCore(Generic[S]):
                                    "hold{s} it back. Advance an input handle (advance_to) past "
                                    "the time waited for, or close() it.")
         while predicate():
-            running, busy = self._step()
-            idleness.stepped(busy)
-            if not busy and (running or self._deferred):
-                self._wait(1.0)
+            idleness.stepped(self._step_or_park(1.0)[1])
 
     def step_or_park(self, timeout_seconds: float | None = None) -> bool:
         """Step; if there was nothing to do, wait up to ``timeout_seconds`` (None: until
         something arrives) for messages from other workers or activations from other
         threads, or do a unit of deferred work (:meth:`defer`) instead. A lone worker
         without such activators never waits."""
+        return self._step_or_park(timeout_seconds)[0]
+
+    def _step_or_park(self, timeout_seconds: float | None) -> tuple[bool, bool]:
+        """:meth:`step_or_park`; returns (still running, whether the step had anything to
+        do)."""
         running, busy = self._step()
         if not busy and (running or self._deferred):
             self._wait(timeout_seconds)
-        return running
+        return running, busy
 
     def step_or_park_while(self, timeout_seconds: float | None,
                            predicate: Callable[[], bool]) -> None:
