@@ -67,12 +67,12 @@ def partition_batch(batch: Any, key: str | Sequence[str] | None,
             rows = np.flatnonzero(dest == worker)
             if len(rows) == batch.num_rows:                  # one destination: no copy
                 return _all_to(batch, worker, peers)
-            parts.append(batch.take(_indices(rows)) if len(rows) else batch.slice(0, 0))
+            parts.append(_take(batch, rows) if len(rows) else batch.slice(0, 0))
         return parts
     counts = np.bincount(dest, minlength=peers)
     if counts.max(initial=0) == batch.num_rows:              # one destination: no copy
         return _all_to(batch, int(counts.argmax()), peers)
-    ordered = batch.take(_indices(np.argsort(dest, kind="stable")))  # radix sort by worker
+    ordered = _take(batch, np.argsort(dest, kind="stable"))  # radix sort by worker
     starts = np.cumsum(counts) - counts
     return [ordered.slice(start, n) for start, n in zip(starts.tolist(), counts.tolist())]
 
@@ -80,6 +80,42 @@ def partition_batch(batch: Any, key: str | Sequence[str] | None,
 _TAKE_EACH = 8
 """Up to this many workers, a batch is split with one comparison and one ``take`` per
 worker; beyond, with one stable sort by worker and one ``take``."""
+
+
+def _take(batch: pa.RecordBatch, rows: np.ndarray) -> pa.RecordBatch:
+    """The rows ``rows`` (numpy row numbers) of ``batch``, in that order. Arrow has no ``take``
+    for the view layouts (``string_view``, ``binary_view``, which Polars and DuckDB hand
+    out): such columns are taken as ``large_string``/``large_binary`` and cast back, so an
+    exchange keeps the schema it was given at every worker count. A column of another type
+    without a ``take`` is a TypeError naming it.
+
+    >>> batch = pa.record_batch({"s": pa.array(["a", "b", "c"], pa.string_view())})
+    >>> part = _take(batch, np.array([2, 0]))
+    >>> part.column("s").to_pylist(), part.schema.field("s").type
+    (['c', 'a'], DataType(string_view))
+    """
+    indices = _indices(rows)
+    try:
+        return batch.take(indices)
+    except pa.ArrowNotImplementedError:
+        pass
+    columns = []
+    for field, column in zip(batch.schema, batch.columns):
+        wide = _TAKEN_AS.get(field.type)
+        try:
+            if wide is None:
+                columns.append(column.take(indices))
+            else:
+                columns.append(column.cast(wide).take(indices).cast(field.type))
+        except pa.ArrowNotImplementedError:
+            raise TypeError(f"column {field.name!r} of type {field.type} cannot be split "
+                            f"between workers: Arrow has no take for it (cast it to a type "
+                            f"that has one, e.g. list for list_view)") from None
+    return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
+
+
+_TAKEN_AS = {pa.string_view(): pa.large_string(), pa.binary_view(): pa.large_binary()}
+"""The view layouts, and the layouts they are taken in (Arrow has no ``take`` for views)."""
 
 
 def _indices(rows: np.ndarray) -> pa.Array:
