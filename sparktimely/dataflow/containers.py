@@ -118,6 +118,22 @@ _TAKEN_AS = {pa.string_view(): pa.large_string(), pa.binary_view(): pa.large_bin
 """The view layouts, and the layouts they are taken in (Arrow has no ``take`` for views)."""
 
 
+def large_layouts(batch: Any) -> Any:
+    """``batch`` with its view-layout columns (``string_view``, ``binary_view``) cast to
+    ``large_string``/``large_binary``, for operators that sort and take rows, which Arrow
+    cannot do on views; ``batch`` itself when it has none.
+
+    >>> batch = pa.record_batch({"s": pa.array(["a"], pa.string_view()), "n": [1]})
+    >>> large_layouts(batch).schema.types
+    [DataType(large_string), DataType(int64)]
+    """
+    schema = batch.schema
+    if not any(field.type in _TAKEN_AS for field in schema):
+        return batch
+    return batch.cast(pa.schema([field.with_type(_TAKEN_AS.get(field.type, field.type))
+                                 for field in schema]))
+
+
 def _indices(rows: np.ndarray) -> pa.Array:
     """Row numbers (a numpy int64 array) as an Arrow array, without a copy. ``take`` would
     convert a numpy array itself with ``pa.array``, which imports ``numpy.ma`` on first use:

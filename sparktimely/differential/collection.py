@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..dataflow import Pipeline
+from ..dataflow.containers import large_layouts
 from ..dataflow.operator import enter as enter_stream, leave as leave_stream, require_function
 from ..progress.timestamp import Product
 from .arrow.reduce import count_spec, distinct_spec
@@ -951,7 +952,7 @@ def from_stream(stream: "Stream") -> Collection:
                                      f"(from_stream adds one, of ones): a stream of updates "
                                      f"with their own diffs is dd.as_collection(stream)")
                 else:
-                    output.give_at(cap, batch.append_column(
+                    output.give_at(cap, large_layouts(batch).append_column(
                         DIFF, pa.array(np.ones(batch.num_rows, np.int64))))
         return logic
     return Collection(stream.unary(Pipeline, "FromStream", ctor))

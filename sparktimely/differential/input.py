@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from ..dataflow import InputHandle
+from ..dataflow.containers import large_layouts
 from ..progress.timestamp import TimeKind, Timestamp, join, less_equal
 from .collection import Collection, as_collection
 from .updates import DIFF
@@ -238,7 +239,7 @@ class InputSession:
         if batch.schema.field(DIFF).type != pa.int64():
             index = names.index(DIFF)
             batch = batch.set_column(index, DIFF, batch.column(index).cast(pa.int64()))
-        self._handle.send_batch(batch)
+        self._handle.send_batch(large_layouts(batch))
 
     def _send(self) -> None:
         if self._buffer:

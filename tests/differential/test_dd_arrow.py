@@ -77,6 +77,36 @@ def test_arrow_join(run, left, right):
     check(lambda scope, a, b: a.join(b, on="k"), joined, [left, right], [KV, KX], run)
 
 
+VIEWS_L = (["k", "v"], [pa.string_view(), pa.binary_view()])
+VIEWS_R = (["k", "x"], [pa.string_view(), pa.int64()])
+view_words = hs.sampled_from(["", "a", "bb", "a-long-string-past-twelve-bytes"])
+
+
+@pytest.mark.timeout(120)
+@SETTINGS
+@given(left=rows_of({"k": view_words, "v": hs.sampled_from([b"", b"x", b"y" * 20])}),
+       right=rows_of({"k": view_words, "x": hs.integers(-2, 2)}))
+def test_arrow_collections_of_view_layout_columns_join_and_count(run, left, right):
+    """string_view/binary_view columns (Polars', DuckDB's) enter as large layouts: Arrow
+    sorts and takes no views."""
+    def build(scope, a, b):
+        counted = a.count(key="k").map_batches(lambda t: pa.RecordBatch.from_arrays(
+            [t.column("k"), pa.array([None] * t.num_rows, pa.large_binary()), t.column("count"),
+             t.column("diff")], ["k", "v", "x", "diff"]))
+        return dd.concatenate(scope, [a.join(b, on="k"), counted])
+
+    def oracle(a, b):
+        out = joined(a, b)
+        per_key: Counter = Counter()
+        for (k, _), n in a.items():
+            per_key[k] += n
+        for k, n in per_key.items():
+            if n:
+                out[(k, None, n)] += 1
+        return out
+    check(build, oracle, [left, right], [VIEWS_L, VIEWS_R], run)
+
+
 @pytest.mark.timeout(120)
 @SETTINGS
 @given(rows=kx_rows)
