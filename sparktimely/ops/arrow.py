@@ -60,7 +60,8 @@ def group_rows(rows: list | pa.Table, keys: list[str], specs: list[tuple],
     """The rows (a list of RecordBatches, or a Table) grouped by ``keys`` (-0.0 and 0.0 one
     key) and aggregated by ``specs`` (``group_by`` specs ``(column, function)``, or
     ``(column, FLOAT_SUM)``), as one RecordBatch with the key columns and then one column
-    per spec, named ``names``.
+    per spec, named ``names``. The min or max of a dictionary-encoded column is of its values
+    (a column of the dictionary's value type).
 
     >>> group_rows(pa.table({"k": ["a", "b", "a"], "x": [1, 2, 3]}), ["k"], [("x", "sum")],
     ...            ["total"]).to_pydict()
@@ -76,6 +77,12 @@ def group_rows(rows: list | pa.Table, keys: list[str], specs: list[tuple],
                 table = table.append_column(name, table.column(column).cast(pa.float64(),
                                                                                safe=False))
             specs[i] = (name, "sum")
+        elif function in ("min", "max") and pa.types.is_dictionary(table.schema.field(column).type):
+            name = f"__values {column}"     # Arrow has no min/max of dictionary indices' values
+            if name not in table.column_names:
+                table = table.append_column(name, table.column(column).cast(
+                    table.schema.field(column).type.value_type))
+            specs[i] = (name, function)
     out = table.group_by(keys, use_threads=False).aggregate(specs)
     columns = [column.combine_chunks() for column in out.columns]
     if out.column_names[:len(keys)] != keys:       # older pyarrow puts the keys last
