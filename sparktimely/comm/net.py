@@ -262,6 +262,7 @@ class _Meeting:
         self.pause: dict[int, float] = {}
         self.last_error: dict[int, str] = {}
         self.strays: list[str] = []          # what connected here that was not a peer
+        self.talking: set[int] = set()       # connected peers that have sent past the meeting
 
     def run(self) -> dict[int, socket.socket]:
         self.listener.setblocking(False)
@@ -275,8 +276,10 @@ class _Meeting:
                 parties = list(self.parties.values())
                 wake = min([self.deadline, *self.outgoing.values(), *self.probing.values(),
                             *(p.deadline for p in parties)])
+                watched = {sock: peer for peer, sock in self.connected.items()
+                           if peer not in self.talking}
                 readable, writable = ready(
-                    [self.listener, *(p.sock for p in parties if not p.connecting)],
+                    [self.listener, *(p.sock for p in parties if not p.connecting), *watched],
                     [p.sock for p in parties if p.connecting], max(wake - now, 0.0))
                 for sock in writable:
                     self._connected(self.parties[sock])
@@ -285,6 +288,8 @@ class _Meeting:
                         self._accept()
                     elif sock in self.parties:
                         self._receive(self.parties[sock])
+                    elif sock in watched:
+                        self._check_alive(watched[sock], sock)
         except BaseException:
             for sock in self.connected.values():
                 sock.close()
@@ -298,6 +303,31 @@ class _Meeting:
             sock.settimeout(None)
             tune(sock)
         return self.connected
+
+    def _check_alive(self, peer: int, sock: socket.socket) -> None:
+        """A connection made earlier in the meeting is readable: the peer closed it (it
+        died, e.g. killed, while this process waits for others: fail now, naming it, rather
+        than at the timeout naming a process that has not started), or it is through its
+        meeting and has sent what comes next, which stays unread for the caller."""
+        try:
+            data = sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return
+        except OSError as error:
+            data, reason = b"", f": {error.strerror or error}"
+        else:
+            reason = ""
+        if data:
+            self.talking.add(peer)
+            return
+        raise ConnectionError(f"{self.what} {peer} at {self.addresses[peer]} closed its "
+                              f"connection to {self.what} {self.index} during start-up, while "
+                              f"{self._awaited()} had not connected yet{reason}")
+
+    def _awaited(self) -> str:
+        """The peers this process still waits for, for an error message."""
+        peers = sorted(set(self.outgoing) | self.expected)
+        return ", ".join(f"{self.what} {p} ({self.addresses[p]})" for p in peers) or "nobody"
 
     # -- connecting to lower peers, probing higher ones --------------------------------------
 

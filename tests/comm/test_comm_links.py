@@ -201,3 +201,49 @@ def test_a_broadcast_leaves_at_once_with_what_was_sent_before_it():
         assert drain(b, 1, timeout=3) == [(0, ("data", 2, [30]))]
     finally:
         close_both([a, b])
+
+
+def test_a_peer_that_dies_while_another_is_awaited_is_named_at_once():
+    """Processes 0 and 2 of 3 have met; 1 never starts. Process 0 is killed: process 2 must
+    fail at once naming it (it waited for the timeout, then named only process 1)."""
+    import subprocess
+    import sys
+    listeners = [listen("127.0.0.1") for _ in range(3)]
+    addresses = {i: f"127.0.0.1:{s.getsockname()[1]}" for i, s in enumerate(listeners)}
+    port0 = listeners[0].getsockname()[1]
+    listeners[0].close()
+    listeners[1].close()                         # process 1 never listens
+    token = job_token("test")
+    process_0 = subprocess.Popen([sys.executable, "-c", (
+        "import sys\n"
+        "from sparktimely.comm.net import connect_peers, listen\n"
+        f"listener = listen('127.0.0.1', {port0})\n"
+        "print('listening', flush=True)\n"
+        f"connect_peers(0, {{1: {addresses[1]!r}, 2: {addresses[2]!r}}}, listener, 30, "
+        f"token={token!r})\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process_0.stdout.readline() == "listening\n"
+        failure: list = []
+
+        def process_2():
+            try:
+                connect_peers(2, {0: addresses[0], 1: addresses[1]}, listeners[2], 30, token=token)
+            except ConnectionError as error:
+                failure.append((str(error), time.monotonic()))
+        thread = threading.Thread(target=process_2)
+        thread.start()
+        time.sleep(2.0)                          # long enough for 0 and 2 to have met
+        assert not failure
+        process_0.kill()
+        killed = time.monotonic()
+        thread.join(10)
+        assert not thread.is_alive()
+        message, failed = failure[0]
+        assert message == (f"process 0 at {addresses[0]} closed its connection to process 2 "
+                           f"during start-up, while process 1 ({addresses[1]}) had not "
+                           f"connected yet")
+        assert failed - killed < 5               # not the 30 s timeout
+    finally:
+        process_0.kill()
+        process_0.wait()
+        listeners[2].close()
