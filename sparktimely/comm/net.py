@@ -314,15 +314,16 @@ class _Meeting:
         except BlockingIOError:
             return
         except OSError as error:
-            data, reason = b"", f": {error.strerror or error}"
+            data, reason = b"", f" ({(error.strerror or str(error)).lower()})"
         else:
             reason = ""
         if data:
             self.talking.add(peer)
             return
+        meanwhile = f"; meanwhile {'; '.join(self.strays[:5])}" if self.strays else ""
         raise ConnectionError(f"{self.what} {peer} at {self.addresses[peer]} closed its "
-                              f"connection to {self.what} {self.index} during start-up, while "
-                              f"{self._awaited()} had not connected yet{reason}")
+                              f"connection to {self.what} {self.index} during start-up{reason}, "
+                              f"while {self._awaited()} had not connected yet{meanwhile}")
 
     def _awaited(self) -> str:
         """The peers this process still waits for, for an error message."""
