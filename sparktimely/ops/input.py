@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from ..dataflow import InputHandle, OperatorBuilder, source
-from ..dataflow.capability import Capability
+from ..dataflow.capability import Capability, CapabilityError
 from ..dataflow.containers import arrow_batches
 from ..dataflow.ports import BATCH_SIZE, OutputHandle, Session
 from ..dataflow.scope import ScopeCore
@@ -36,13 +36,82 @@ class UnorderedHandle(OutputHandle):
 
     __slots__ = ()
 
-    def session(self, capability: Capability) -> Session:      # type: ignore[override]
-        """A session sending at ``capability``'s time (flush it, or use ``with``)."""
-        return Session(self, self._time_of(capability))
+    def session(self, capability: Capability) -> "UnorderedSession":  # type: ignore[override]
+        """A session sending at ``capability``'s time, which it holds (a capability of its
+        own) until it ends: its ``with`` block exits or it is garbage-collected, as timely's
+        session owns its capability. Records are sent when it fills up, on ``flush`` and at
+        its end."""
+        return UnorderedSession(self, capability)
 
     def _defer(self, time: Any, records: Iterator[Any]) -> None:
         while batch := [x for _, x in zip(range(BATCH_SIZE), records)]:
             self._port.push(time, batch)
+
+
+class _Over(list):
+    """The buffer of an unordered input's session that has ended: giving to it raises (its
+    time is no longer held)."""
+
+    def refuse(self, *records: Any) -> None:
+        raise CapabilityError("this session of an unordered input has ended (its with block "
+                              "exited) and no longer holds its time: open another with "
+                              "handle.session(capability)")
+
+    append = extend = refuse
+
+
+_OVER = _Over()
+
+
+class UnorderedSession(Session):
+    """A session of an unordered input (:meth:`UnorderedHandle.session`): it holds its
+    time until it ends, so the records it buffers are never late.
+
+    >>> import sparktimely as st
+    >>> def job(worker):
+    ...     (handle, cap), probe = worker.dataflow(
+    ...         lambda scope: (lambda hc_s: (hc_s[0], hc_s[1].probe()))(scope.new_unordered_input()))
+    ...     session = handle.session(cap.delayed(1))
+    ...     session.give("a")
+    ...     cap.drop()                      # the session still holds time 1
+    ...     worker.step()
+    ...     held = probe.frontier()
+    ...     session.__exit__(None, None, None)
+    ...     worker.run()
+    ...     return held, probe.frontier()
+    >>> st.execute_directly(job)
+    ([1], [])
+    """
+
+    __slots__ = ("_capability",)
+
+    def __init__(self, handle: UnorderedHandle, capability: Capability) -> None:
+        super().__init__(handle, handle._time_of(capability))
+        self._capability: Capability | None = capability.delayed(self._time)
+
+    def give_iterator_later(self, records: Iterable[Any]) -> None:
+        self._check_open()
+        super().give_iterator_later(records)
+
+    def give_batch(self, batch: Any) -> None:
+        self._check_open()
+        super().give_batch(batch)
+
+    def _check_open(self) -> None:
+        if self._capability is None:
+            _OVER.refuse()
+
+    def __exit__(self, *exc: object) -> None:
+        """Send what is buffered, then release the session's time."""
+        if self._capability is not None:
+            self.flush()
+            self._buffer = _OVER
+            capability, self._capability = self._capability, None
+            capability.drop()
+
+    def __del__(self) -> None:
+        if getattr(self, "_capability", None) is not None:
+            self.__exit__(None, None, None)
 
 
 def _as_batches(items: Any) -> list:

@@ -42,6 +42,48 @@ def test_unordered_input_sends_at_several_times_at_once(workers):
 
 
 @pytest.mark.parametrize("workers", WORKERS)
+def test_an_unordered_session_holds_its_time_until_it_ends(workers):
+    """timely's session owns its capability: records a session still buffers after the
+    capability it was opened with is downgraded must not arrive after the frontier passed
+    their time (a per-time count after an exchange fired twice for one time)."""
+    def job(worker):
+        def build(scope):
+            (handle, cap), stream = scope.new_unordered_input()
+            counts: dict = {}
+
+            def count(input, output, notificator):
+                for c, batch in input:
+                    counts[c.time] = counts.get(c.time, 0) + len(batch)
+                    notificator.notify_at(c.retain())
+                for c, _ in notificator:
+                    output.session(c).give(counts.pop(c.time))
+            out = stream.unary_notify(st.Exchange(lambda x: 0), "CountPerTime", [], count)
+            return handle, cap, out.capture(), stream.probe()
+        handle, cap, captured, probe = worker.dataflow(build)
+        session = handle.session(cap.delayed(5))
+        session.give("a")                          # buffered
+        cap.downgrade(10)
+        worker.step_while(lambda: probe.less_than(5))
+        for _ in range(20):
+            worker.step()
+        held_at = probe.frontier()                 # the session holds 5
+        session.give("b")
+        session.flush()
+        session.give("c")
+        with session:                              # its end sends "c" and releases 5
+            pass
+        with pytest.raises(st.CapabilityError, match="has ended"):
+            session.give("d")
+        worker.step_while(lambda: probe.less_than(10))
+        cap.drop()
+        worker.run()
+        return held_at, captured.extract()
+    results = st.execute(job, workers=workers)
+    assert [held for held, _ in results] == [[5]] * workers
+    assert [(t, n) for _, c in results for t, ns in c for n in ns] == [(5, 3 * workers)]
+
+
+@pytest.mark.parametrize("workers", WORKERS)
 def test_records_sent_while_the_dataflow_is_built_reach_every_consumer(workers):
     """An input handle (and an unordered input) given records inside the build function,
     before any consumer is connected, and a source whose constructor sends: every
