@@ -88,7 +88,7 @@ class InputSession:
         collection = as_collection(scope.input_from(self._handle))
         if self._time is None:
             self._time = scope.kind.minimum()
-            self._kind = scope.kind
+        self._kind = scope.kind
         return collection
 
     def time(self) -> Timestamp:
@@ -158,6 +158,7 @@ class InputSession:
             raise TypeError(f"InputSession.update: the diff of {data!r} must be an integer, "
                             f"not {diff!r}")
         if not self._buffer:
+            self._check_connected("update")
             self._handle.check_kind(False, "InputSession.update")
         self._buffer.append((data, self.time(), diff))
         if len(self._buffer) >= FLUSH_EVERY:
@@ -183,6 +184,8 @@ class InputSession:
             raise TypeError(f"InputSession.update_at: the diff of {data!r} must be an "
                             f"integer, not {diff!r}")
         self._check_time("update_at", time)
+        if not self._buffer:
+            self._check_connected("update_at")
         now = self.time()
         if not less_equal(now, time):
             raise ValueError(f"InputSession.update_at({data!r}, {time!r}, {diff}): the time "
@@ -204,6 +207,12 @@ class InputSession:
             raise RuntimeError(f"InputSession.{action}: the session is closed (no updates "
                                f"after close())")
 
+    def _check_connected(self, action: str) -> None:
+        if not self._handle._connected:
+            raise RuntimeError(f"InputSession.{action}: the session feeds no dataflow yet: "
+                               f"build one with session.to_collection(scope) first (a "
+                               f"dataflow sees only the updates made after it was connected)")
+
     def update_batch(self, batch: Any) -> None:
         """Arrow collections: send a ``pyarrow.RecordBatch`` (or Table) whose int64
         ``diff`` column holds each row's diff, at the session's time.
@@ -221,6 +230,7 @@ class InputSession:
         [{'word': ['a', 'b'], 'diff': [2, -1]}]
         """
         self._check_open("update_batch")
+        self._check_connected("update_batch")
         self._send()                         # what was accepted goes, whatever follows
         self._handle.check_kind(True, "InputSession.update_batch")
         names = batch.schema.names
@@ -281,8 +291,8 @@ class InputSession:
         [2]
         """
         self._check_time("advance_to", time)
-        now = self.time()
-        if not less_equal(now, time):
+        now = self._time if self._time is not None else self._handle._time
+        if now is not None and not less_equal(now, time):
             raise ValueError(f"InputSession.advance_to({time!r}) goes backwards: the session "
                              f"is at time {now!r}")
         self._send()

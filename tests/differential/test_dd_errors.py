@@ -324,3 +324,39 @@ def test_a_trace_handle_cannot_be_pickled_and_says_why():
         session.close()
         worker.run()
     st.execute_directly(job)
+
+
+def test_a_session_advanced_to_a_product_before_it_is_connected_starts_there(run):
+    """API.md: a session may be advanced before it is connected; with Product times the
+    check against its unknown time (an int 0) failed with an AttributeError."""
+    def job(worker):
+        session = dd.InputSession()
+        session.advance_to(Product(1, 0))
+        out = worker.dataflow(lambda scope: session.to_collection(scope).inner.capture(),
+                              timestamp=Product)
+        session.insert(f"x{worker.index}")
+        with pytest.raises(ValueError, match=r"advance_to\(Product\(0, 5\)\) goes backwards"):
+            session.advance_to(Product(0, 5))
+        with pytest.raises(TypeError):
+            session.advance_to(3)                 # an int in a Product dataflow
+        session.close()
+        worker.run()
+        return out.extract()
+    parts = run(job)
+    assert sorted(u for part in parts for _, updates in part for u in updates) == [
+        (f"x{w}", Product(1, 0), 1) for w in range(run.workers)]
+
+
+@pytest.mark.parametrize("call", ["insert", "update_at", "update_batch"])
+def test_updates_before_a_session_feeds_a_dataflow_are_named_at_the_call(call):
+    """They reach no dataflow (timely's register flushes first): told at the call, naming
+    the session and to_collection (the handle's words came from inside to_collection)."""
+    import pyarrow as pa
+    session = dd.InputSession()
+    do = {"insert": lambda: session.insert("a"),
+          "update_at": lambda: session.update_at("a", 3, 1),
+          "update_batch": lambda: session.update_batch(pa.table({"a": [1], "diff": [1]}))}
+    told = "update" if call == "insert" else call        # insert is update(data, 1)
+    with pytest.raises(RuntimeError, match=rf"InputSession.{told}: the session feeds no dataflow "
+                                           rf"yet: build one with session.to_collection\(scope\)"):
+        do[call]()
