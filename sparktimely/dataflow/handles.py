@@ -200,17 +200,35 @@ class ProbeHandle:
 
     def less_than(self, time: Timestamp) -> bool:
         """True if data at some time earlier than ``time`` may still arrive."""
-        for frontier in self._frontiers:
-            if frontier.less_than(time):
-                return True
+        try:
+            for frontier in self._frontiers:
+                if frontier.less_than(time):
+                    return True
+        except (AttributeError, TypeError) as error:
+            raise self._mistyped("less_than", time, error) from None
         return False
 
     def less_equal(self, time: Timestamp) -> bool:
         """True if data at ``time`` or earlier may still arrive."""
-        for frontier in self._frontiers:
-            if frontier.less_equal(time):
-                return True
+        try:
+            for frontier in self._frontiers:
+                if frontier.less_equal(time):
+                    return True
+        except (AttributeError, TypeError) as error:
+            raise self._mistyped("less_equal", time, error) from None
         return False
+
+    def _mistyped(self, call: str, time: Any, error: Exception) -> TypeError:
+        """The error of comparing ``time`` with the probed times, which are of another type
+        (an int against a loop's Product times, a string).
+
+        >>> ProbeHandle()._mistyped("less_than", "a", TypeError("...")).args[0]
+        "probe.less_than('a'): the probe compares times of the probed stream's scope, not strs: ..."
+        """
+        examples = self._antichain().elements()
+        like = f"like {examples[0]!r}" if examples else "of the probed stream's scope"
+        return TypeError(f"probe.{call}({time!r}): the probe compares times {like}, not "
+                         f"{type(time).__name__}s: {error}")
 
     def done(self) -> bool:
         """True once no more data can arrive at all."""

@@ -89,3 +89,24 @@ def test_probe_with_frontier_sees_the_antichain(workers):
         seen.append(probe.with_frontier(len))
         return seen
     assert st.execute(job, workers=workers) == [[("Antichain", [1]), ("Antichain", [4]), 0]] * workers
+
+
+def test_a_probe_asked_with_a_time_of_another_type_names_its_times(run):
+    """A probe inside a loop compares Product times: asked with an int it failed with an
+    AttributeError from the antichain's insides."""
+    def job(worker):
+        handle = st.InputHandle()
+        probe = worker.dataflow(lambda scope: scope.iterative(
+            lambda inner: scope.input_from(handle).enter(inner).probe()))
+        handle.advance_to(1)
+        worker.step_while(lambda: probe.less_than(st.Product(1, 0)))
+        told = []
+        for ask in (probe.less_than, probe.less_equal):
+            with pytest.raises(TypeError) as error:
+                ask(1)
+            told.append(str(error.value).split(", not ints")[0])
+        handle.close()
+        worker.run()
+        return told
+    assert run(job) == [[f"probe.{call}(1): the probe compares times like Product(1, 0)"
+                         for call in ("less_than", "less_equal")]] * run.workers
