@@ -52,6 +52,20 @@ def require_function(operator: str, value: Any) -> None:
                         f"({type(value).__name__})")
 
 
+def returned_logic(value: Any) -> Any:
+    """``value``, what an operator's constructor returned, if it is the logic function; a
+    TypeError saying so otherwise (told where the operator is built, not when it first runs).
+
+    >>> returned_logic(None)
+    Traceback (most recent call last):
+    TypeError: the constructor returned None, not the logic function to run when the operator is scheduled (does it end with return logic?)
+    """
+    if not callable(value):
+        raise TypeError(f"the constructor returned {value!r:.60}, not the logic function to "
+                        f"run when the operator is scheduled (does it end with return logic?)")
+    return value
+
+
 @dataclass(frozen=True)
 class OperatorInfo:
     """What an operator's constructor learns about it: ``name``, ``index`` within its
@@ -168,7 +182,11 @@ def _normalize_connection(connection, count: int, what: str) -> list[list]:
     if connection is None:
         return [[0] for _ in range(count)]
     if len(connection) != count:
-        raise ValueError(f"{what} connection lists {len(connection)} entries for {count} ports")
+        other = "output" if what == "input" else "input"
+        raise ValueError(f"{what} connection lists {len(connection)} entries, one per "
+                         f"{other} the operator has so far ({count}): an {what}'s connection "
+                         f"names the {other}s made before it; those made after it reach it "
+                         f"unchanged unless their own connection says otherwise")
     result = []
     for entry in connection:
         paths = [] if entry is None else list(entry) if isinstance(entry, (list, tuple)) else [entry]
@@ -318,7 +336,7 @@ class OperatorBuilder(Generic[S]):
         """Finish the operator: ``ctor(capabilities)`` returns ``logic(frontiers)``, which
         runs each time the operator is scheduled."""
         def reschedule_never(capabilities):
-            logic = ctor(capabilities)
+            logic = returned_logic(ctor(capabilities))
 
             def run(frontiers):
                 logic(frontiers)
@@ -342,7 +360,7 @@ class OperatorBuilder(Generic[S]):
         capabilities = [Capability(self.scope.kind.minimum(), port, initial=True)
                         for port in operator.outputs]
         try:
-            logic = ctor(capabilities)
+            logic = returned_logic(ctor(capabilities))
         except (OperatorError, ExchangeSchemaError):
             raise
         except Exception as error:
@@ -365,7 +383,8 @@ def unary_operator(stream: S, pact: Pact | type, name: str, ctor: Callable, *,
     builder.set_notify(frontier)
 
     def build(capabilities):
-        logic = ctor(capabilities[0], OperatorInfo(name, builder.index, builder.address))
+        logic = returned_logic(ctor(capabilities[0], OperatorInfo(name, builder.index,
+                                                                  builder.address)))
         return lambda frontiers: logic(input, output)
     builder.build(build)
     return result
@@ -380,7 +399,8 @@ def binary_operator(stream1: S, stream2: S, pact1: Pact | type, pact2: Pact | ty
     builder.set_notify(frontier)
 
     def build(capabilities):
-        logic = ctor(capabilities[0], OperatorInfo(name, builder.index, builder.address))
+        logic = returned_logic(ctor(capabilities[0], OperatorInfo(name, builder.index,
+                                                                  builder.address)))
         return lambda frontiers: logic(input1, input2, output)
     builder.build(build)
     return result
@@ -438,7 +458,8 @@ def source(scope: "ScopeCore[S]", name: str, ctor: Callable) -> S:
     builder.set_notify(False)
 
     def build(capabilities):
-        logic = ctor(capabilities[0], OperatorInfo(name, builder.index, builder.address))
+        logic = returned_logic(ctor(capabilities[0], OperatorInfo(name, builder.index,
+                                                                  builder.address)))
         return lambda frontiers: logic(output)
     builder.build(build)
     return result

@@ -46,7 +46,15 @@ class Activator:
 
     def activate(self) -> None:
         """Schedule the operator at the next opportunity (in this step if it comes later)."""
-        self._dataflow.operators[self._index].poked = True
+        if self._dataflow.dropped:
+            return
+        try:
+            self._dataflow.operators[self._index].poked = True
+        except IndexError:
+            raise ValueError(f"activate: dataflow {self._dataflow.name!r} has no operator "
+                             f"{self._index} (it has {len(self._dataflow.operators)}): use "
+                             f"scope.activator_for(info.address) with the address its "
+                             f"constructor was given") from None
         self._dataflow.activate(self._index)
 
 

@@ -767,7 +767,37 @@ def test_connection_of_wrong_length(run):
         builder.new_output()
         builder.new_input(scope.to_stream([1]), st.Pipeline, connection=[0, 0])
     with pytest.raises(st.WorkerError, match=re.escape(
-            "ValueError: operator 'Len': input connection lists 2 entries for 1 ports")):
+            "ValueError: operator 'Len': input connection lists 2 entries, one per output the "
+            "operator has so far (1): an input's connection names the outputs made before it")):
+        example(run, build)
+
+
+@pytest.mark.parametrize("kind", ["unary", "source", "builder"])
+def test_a_constructor_that_returns_no_logic_is_told_where_the_operator_is_built(run, kind):
+    """It failed at the first scheduling with "'NoneType' object is not callable"."""
+    def ctor(*args):
+        args[0].drop() if kind != "builder" else args[0][0].drop()
+
+    def build(scope):
+        if kind == "unary":
+            scope.to_stream([1]).unary(st.Pipeline, "NoLogic", ctor)
+        elif kind == "source":
+            st.source(scope, "NoLogic", ctor)
+        else:
+            builder = st.OperatorBuilder("NoLogic", scope)
+            builder.new_output()
+            builder.build(ctor)
+    with pytest.raises(st.WorkerError, match=re.escape(
+            "operator 'NoLogic' (address (0, ") + r"\d\)\), while it was built, raised " +
+            re.escape("TypeError: the constructor returned None, not the logic function")):
+        example(run, build)
+
+
+def test_activating_an_address_with_no_operator_names_it(run):
+    def build(scope):
+        scope.activator_for((0, 99)).activate()
+    with pytest.raises(st.WorkerError, match=re.escape(
+            "ValueError: activate: dataflow 'dataflow-0' has no operator 99")):
         example(run, build)
 
 
