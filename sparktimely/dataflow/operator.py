@@ -17,7 +17,7 @@ from ..progress.timestamp import LEAVE, EnterSummary, Timestamp, advance, check_
 from .capability import Capability
 from .channels import Pact, Pipeline, as_pact
 from .notificator import Notificator
-from .ports import InputPort, OutputHandle, OutputPort
+from .ports import InputPort, OutputHandle, OutputPort, batch_length
 
 if TYPE_CHECKING:
     from .scope import ScopeCore
@@ -490,7 +490,18 @@ def passthrough_operator(name: str, scope: "ScopeCore", out_scope: "ScopeCore[S]
         while queue:
             time, batch, count = queue.popleft()
             update(location, time, -count)
-            push(time_map(time), batch if restamp is None else restamp(batch))
+            push(time_map(time), batch if restamp is None else restamped(batch, count))
+
+    def restamped(batch: Any, count: int) -> Any:
+        assert restamp is not None
+        new = restamp(batch)
+        if new.__class__ is not list and not hasattr(new, "num_rows"):
+            raise TypeError(f"restamp must return the batch rewritten (a list or an Arrow "
+                            f"batch of {count} records), got {type(new).__name__} {new!r:.60}")
+        if batch_length(new) != count:
+            raise ValueError(f"restamp must keep the batch's length: {count} records came "
+                             f"in, {batch_length(new)} went out")
+        return new
     operator.logic = logic
     return input, out_scope._stream(output)
 

@@ -928,3 +928,20 @@ def test_a_worker_driven_from_its_own_operators_logic_says_so(run, call, told):
         run(job)
     assert f"operator 'Map' (address (0, 1)) raised RuntimeError: " \
            f"{told.format(caught.value.index)}" in caught.value.message
+
+
+@pytest.mark.parametrize("restamp, told", [
+    (lambda batch: batch[:1], "ValueError: restamp must keep the batch's length: 2 records "
+                              "came in, 1 went out"),
+    (lambda batch: None, "TypeError: restamp must return the batch rewritten (a list or an "
+                         "Arrow batch of 2 records), got NoneType None"),
+])
+def test_a_restamp_that_loses_records_or_returns_no_batch_is_named(run, restamp, told):
+    """A restamp changing a batch's length dropped or doubled records in silence."""
+    def build(scope):
+        handle, back = scope.feedback(1, restamp=restamp)
+        looped = scope.to_stream([1, 2]).concat(back)
+        looped.filter(lambda v: v < 3).map(lambda v: v + 1).connect_loop(handle)
+    with pytest.raises(st.WorkerError, match=re.escape(f"operator 'Feedback(1)' (address (0, 0)) "
+                                                       f"raised {told}")):
+        example(run, build)
