@@ -148,8 +148,11 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
         if not text:
             continue
         if len(text.split()) > 1:
+            parts = text.split()
+            hint = (f"write host:port, e.g. {parts[0].rstrip(':')}:{parts[-1]}"
+                    if len(parts) == 2 and parts[1].isdigit() else "one address per line")
             raise ValueError(f"{origin} line {number}: {line.strip()!r} is not host:port "
-                             f"(one address per line)")
+                             f"({hint})")
         host, sep, port = text.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"{origin} line {number}: {line.strip()!r} is not host:port")
@@ -435,6 +438,10 @@ def _config(options: argparse.Namespace, args: Sequence[str]) -> Config:
             raise ValueError(f"-n/--processes {values['processes']} needs -p/--process: this "
                              f"process's index, 0..{values['processes'] - 1}")
         values["process"] = 0
+    if not 0 <= values["process"] < values["processes"]:
+        raise ValueError(f"argument -p/--process: process index {values['process']} is not "
+                         f"in 0..{values['processes'] - 1} (-n/--processes is "
+                         f"{values['processes']})")
     return Config(**values, args=list(args))
 
 

@@ -269,6 +269,10 @@ def test_configuration_errors_are_reported_before_anything_starts(tmp_path):
     hostfile.write_text(f"127.0.0.1:{port} 127.0.0.1:{port + 1}\n127.0.0.1:{port + 2}\n")
     with pytest.raises(ValueError, match=r"line 1: .* is not host:port \(one address per line"):
         config_from_args(["-n", "2", "-p", "0", "-h", str(hostfile)])
+    hostfile.write_text(f"localhost {port}\n127.0.0.1:{port + 2}\n")     # a space for the colon
+    with pytest.raises(ValueError, match=rf"line 1: 'localhost {port}' is not host:port "
+                                         rf"\(write host:port, e.g. localhost:{port}\)"):
+        config_from_args(["-n", "2", "-p", "0", "-h", str(hostfile)])
     with pytest.raises(ValueError, match="process 2 has none"):
         st.execute(lambda worker: None, processes=3, process=0,
                    hostfile=[f"127.0.0.1:{port}", f"127.0.0.1:{port + 1}"])

@@ -276,7 +276,7 @@ def test_execute_from_args_flags_and_errors(capsys):
     with pytest.raises(ValueError, match="workers must be a positive integer"):
         st.execute(lambda w: None, workers=0)
     assert usage_error(capsys, ["-n", "2", "-p", "2"]).endswith(
-        "error: process index 2 is not in 0..1 (there are 2 processes)")
+        "error: argument -p/--process: process index 2 is not in 0..1 (-n/--processes is 2)")
 
 
 def test_hostfile_errors_name_the_line(tmp_path, capsys):
