@@ -437,24 +437,26 @@ class _Meeting:
     def _hello(self, party: _Party, data: bytes) -> None:
         """A connecting end introduced itself: welcome it if it is a peer we expect."""
         if len(data) < _Handshake.FORMAT.size or not data.startswith(_Handshake.MAGIC):
-            self.strays.append(f"{party.address} sent {data!r}")
+            self.strays.append(f"a connection from {party.address} sent {data!r}")
             self._drop(party)
             return
         magic, version, kind, token, source, target = _Handshake.FORMAT.unpack(data)
         problem = None
         if version != PROTOCOL_VERSION:
-            problem = f"{party.address} speaks sparktimely protocol version {version}"
+            problem = (f"a connection from {party.address} speaks sparktimely protocol "
+                       f"version {version}")
         elif token != self.token:
-            problem = f"{party.address} ({self.what} {source}) belongs to another job"
+            problem = (f"a connection from {party.address} ({self.what} {source}) belongs "
+                       f"to another job (another hostfile or plan, or another -n)")
         elif target != self.index:
-            problem = (f"{party.address} wanted {self.what} {target}, not {self.what} "
-                       f"{self.index}")
+            problem = (f"a connection from {party.address} wanted {self.what} {target}, not "
+                       f"{self.what} {self.index}")
         elif kind == _Handshake.PROBE:
             self._drop(party)                  # it has seen our greeting: all it wanted
             return
         elif kind != _Handshake.HELLO or source not in self.expected:
-            problem = (f"{party.address} claims to be {self.what} {source}, which "
-                       f"{self.what} {self.index} does not expect"
+            problem = (f"a connection from {party.address} claims to be {self.what} "
+                       f"{source}, which {self.what} {self.index} does not expect"
                        + (" (it connected already)" if source in self.connected else ""))
         if problem is not None:
             self.strays.append(problem)
@@ -509,7 +511,7 @@ class _Meeting:
             if now < party.deadline:
                 continue
             if party.peer is None:               # a silent stray: not our business
-                self.strays.append(f"{party.address} connected and sent no handshake")
+                self.strays.append(f"a connection from {party.address} sent no handshake")
                 self._drop(party)
             elif party.connecting:
                 self._drop(party)
