@@ -180,18 +180,22 @@ class InputPort:
         return f"InputPort(waiting={len(self.queue)}, frontier={self.frontier.frontier()})"
 
 
-class _Ended(list):
-    """The buffer of a session whose operator's logic has returned: giving to it raises (the
-    session's time may be complete since)."""
+class Ended(list):
+    """The buffer of a session that has ended: giving to it raises CapabilityError with
+    ``message`` (the session's time may be complete since)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__()
+        self.message = message
 
     def refuse(self, *records: Any) -> None:
-        raise CapabilityError("a session sends only while the operator's logic that opened "
-                              "it runs: open another with output.session(capability)")
+        raise CapabilityError(self.message)
 
     append = extend = refuse
 
 
-_ENDED = _Ended()
+_ENDED = Ended("a session sends only while the operator's logic that opened it runs: open "
+               "another with output.session(capability)")
 
 
 class Session:
@@ -268,8 +272,8 @@ class Session:
         >>> st.example(lambda scope: st.source(scope, "Late", ctor).capture()).extract()
         [(0, ['a', 'a', 'b', 'b', 'b', 'b', 'b', 'b'])]
         """
-        if self._buffer is _ENDED:
-            _ENDED.refuse()
+        if self._buffer.__class__ is Ended:
+            self._buffer.refuse()
         self.flush()
         self._handle._defer(self._time, iter(records))
 
@@ -277,8 +281,8 @@ class Session:
         """Send a whole batch (a pyarrow.RecordBatch, or a list or any other iterable of
         records: a tuple, a list subclass) as one message; records are copied into a list
         of their own, so the caller may reuse its container."""
-        if self._buffer is _ENDED:
-            _ENDED.refuse()
+        if self._buffer.__class__ is Ended:
+            self._buffer.refuse()
         self.flush()
         if not hasattr(batch, "num_rows"):
             batch = list(batch)

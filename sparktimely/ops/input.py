@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from ..dataflow import InputHandle, OperatorBuilder, source
-from ..dataflow.capability import Capability, CapabilityError
+from ..dataflow.capability import Capability
 from ..dataflow.containers import arrow_batches
-from ..dataflow.ports import BATCH_SIZE, OutputHandle, Session
+from ..dataflow.ports import BATCH_SIZE, Ended, OutputHandle, Session
 from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
 
@@ -48,19 +48,8 @@ class UnorderedHandle(OutputHandle):
             self._port.push(time, batch)
 
 
-class _Over(list):
-    """The buffer of an unordered input's session that has ended: giving to it raises (its
-    time is no longer held)."""
-
-    def refuse(self, *records: Any) -> None:
-        raise CapabilityError("this session of an unordered input has ended (its with block "
-                              "exited) and no longer holds its time: open another with "
-                              "handle.session(capability)")
-
-    append = extend = refuse
-
-
-_OVER = _Over()
+_OVER = Ended("this session of an unordered input has ended (its with block exited) and no "
+              "longer holds its time: open another with handle.session(capability)")
 
 
 class UnorderedSession(Session):
@@ -88,18 +77,6 @@ class UnorderedSession(Session):
     def __init__(self, handle: UnorderedHandle, capability: Capability) -> None:
         super().__init__(handle, handle._time_of(capability))
         self._capability: Capability | None = capability.delayed(self._time)
-
-    def give_iterator_later(self, records: Iterable[Any]) -> None:
-        self._check_open()
-        super().give_iterator_later(records)
-
-    def give_batch(self, batch: Any) -> None:
-        self._check_open()
-        super().give_batch(batch)
-
-    def _check_open(self) -> None:
-        if self._capability is None:
-            _OVER.refuse()
 
     def __exit__(self, *exc: object) -> None:
         """Send what is buffered, then release the session's time."""
