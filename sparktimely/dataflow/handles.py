@@ -75,6 +75,11 @@ class InputHandle:
         """Whether :meth:`close` was called."""
         return self._closed
 
+    @property
+    def connected(self) -> bool:
+        """Whether the handle was ever connected to a dataflow (``scope.input_from``)."""
+        return self._connected
+
     def time(self) -> Timestamp:
         """The time at which records sent now are stamped."""
         return 0 if self._time is None else self._time

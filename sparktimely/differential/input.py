@@ -208,7 +208,7 @@ class InputSession:
                                f"after close())")
 
     def _check_connected(self, action: str) -> None:
-        if not self._handle._connected:
+        if not self._handle.connected:
             raise RuntimeError(f"InputSession.{action}: the session feeds no dataflow yet: "
                                f"build one with session.to_collection(scope) first (a "
                                f"dataflow sees only the updates made after it was connected)")
@@ -291,7 +291,7 @@ class InputSession:
         [2]
         """
         self._check_time("advance_to", time)
-        now = self._time if self._time is not None else self._handle._time
+        now = self._time                    # None: never connected nor advanced
         if now is not None and not less_equal(now, time):
             raise ValueError(f"InputSession.advance_to({time!r}) goes backwards: the session "
                              f"is at time {now!r}")

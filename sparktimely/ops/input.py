@@ -41,7 +41,7 @@ class UnorderedHandle(OutputHandle):
         own) until it ends: its ``with`` block exits or it is garbage-collected, as timely's
         session owns its capability. Records are sent when it fills up, on ``flush`` and at
         its end."""
-        return UnorderedSession(self, capability)
+        return UnorderedSession(self, self._time_of(capability), capability)
 
     def _defer(self, time: Any, records: Iterator[Any]) -> None:
         while batch := [x for _, x in zip(range(BATCH_SIZE), records)]:
@@ -74,9 +74,9 @@ class UnorderedSession(Session):
 
     __slots__ = ("_capability",)
 
-    def __init__(self, handle: UnorderedHandle, capability: Capability) -> None:
-        super().__init__(handle, handle._time_of(capability))
-        self._capability: Capability | None = capability.delayed(self._time)
+    def __init__(self, handle: UnorderedHandle, time: Any, capability: Capability) -> None:
+        super().__init__(handle, time)
+        self._capability: Capability | None = capability.delayed(time)
 
     def __exit__(self, *exc: object) -> None:
         """Send what is buffered, then release the session's time."""
