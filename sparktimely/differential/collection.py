@@ -685,6 +685,26 @@ class Arranged(Generic[Trace_co]):
         """
         return Collection(join_core_stream(self, other, f, JOIN_MANY, "JoinCore"))
 
+    def join(self, other: "Collection | Arranged[Any]") -> Collection:
+        """The pairs of this arrangement's updates and ``other``'s of one key, as
+        :meth:`Collection.join` gives them (``(key, (v1, v2))``; Arrow rows by their key
+        columns), reading this arrangement's trace as it is: an imported arrangement joins
+        without arranging its collection again. ``other`` is an arrangement by the same key,
+        or a collection (arranged here by this arrangement's key columns).
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     names = dd.from_stream(scope.to_stream([(1, "ann"), (2, "bob")])).arrange_by_key()
+        ...     pets = dd.from_stream(scope.to_stream([(1, "cat")]))
+        ...     return names.join(pets).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [((1, ('ann', 'cat')), 0, 1)])]
+        """
+        if not isinstance(other, Arranged):
+            _require_collection("Arranged.join", other)
+            other = other.arrange_by_key(self.key)
+        return Collection(join_core_stream(self, other, None, JOIN_PAIR, "Join"))
+
     def semijoin(self, keys: "Collection | Arranged[Any]") -> Collection:
         """The ``(key, val)`` of this arrangement whose key is in ``keys`` (a collection of
         keys, or an arrangement of them by themselves; multiplicities multiply).
@@ -844,7 +864,7 @@ class TraceHandle(TraceAgent):
         handle = TraceHandle(box, self._logical, box.physical_frontier())
         scope.hold(handle)
         since = handle.get_logical_compaction()
-        return Arranged(import_stream(box, since, scope, name), handle, since=since)
+        return Arranged(import_stream(box, since, scope, name), handle, box.key, since=since)
 
 
 class Variable(Collection):

@@ -226,6 +226,79 @@ def test_joins_with_an_import_read_its_history_as_of_its_frontier(run, arrow):
         assert accumulate(updates, 3) == {(k, f"v{t}"): 1 for k in (1, 4) for t in range(3)}
 
 
+AHEAD_ROUNDS = {0: [((1, 10), 1), ((2, 20), 1)], 1: [((1, 11), 1)],
+                2: [((2, 20), -1), ((2, 21), 1)], 3: [], 4: [((1, 12), 1)]}
+
+
+@pytest.mark.parametrize("arrow", [False, True], ids=["records", "arrow"])
+@pytest.mark.timeout(60)
+def test_an_import_compacted_beyond_the_traces_upper_shows_later_batches_there_too(run, arrow):
+    """Compaction set to [3] while the trace's upper is [1], then an import: the batches
+    that come after it, at times 1 and 2, are shown as of [3] too (differential's
+    import_frontier). They came at their own times, after the replay at 3: an Arrow
+    distinct and reduce counted the output they had made at 3 again at 1 and 2."""
+    def job(worker):
+        data = dd.InputSession()
+
+        def build(scope):
+            collection = data.to_collection(scope)
+            arranged = collection.arrange_by_key(key="k") if arrow else collection.arrange_by_key()
+            return arranged.trace, arranged.stream.probe()
+        trace, upstream = worker.dataflow(build)
+
+        def send(r):
+            mine = [u for i, u in enumerate(AHEAD_ROUNDS[r]) if i % worker.peers == worker.index]
+            if arrow and mine:
+                data.update_batch(pa.record_batch({
+                    "k": pa.array([k for (k, _), _ in mine], pa.int64()),
+                    "v": pa.array([v for (_, v), _ in mine], pa.int64()),
+                    "diff": pa.array([d for _, d in mine], pa.int64())}))
+            elif mine:
+                for pair, diff in mine:
+                    data.update(pair, diff)
+        send(0)
+        data.advance_to(1)
+        worker.step_while(lambda: upstream.less_than(1))
+        trace.set_logical_compaction([3])                  # beyond the upper, [1]
+
+        def query(scope):
+            imported = trace.import_(scope)
+            if not arrow:
+                return imported.as_collection().inner.capture(), None, None
+            return (imported.as_collection().inner.capture(), imported.distinct().inner.capture(),
+                    imported.reduce(aggs={"top": ("max", "v")}).inner.capture())
+        captures = worker.dataflow(query)
+        for r in range(1, 5):
+            send(r)
+            data.advance_to(r + 1)
+            worker.step()
+        data.close()
+        worker.run()
+
+        def updates(capture):
+            if capture is None:
+                return []
+            if not arrow:
+                return [u for _, batch in capture.extract() for u in batch]
+            return [(tuple(v for k, v in row.items() if k != "diff"), t, row["diff"])
+                    for t, table in capture.extract() for row in table.to_pylist()]
+        return [updates(capture) for capture in captures]
+    parts = run(job)
+    imported, distinct, tops = ([u for part in parts for u in part[i]] for i in range(3))
+    assert imported and all(t >= 3 for _, t, _ in imported), imported
+    present: Counter = Counter()
+    for t in range(5):
+        present.update({pair: diff for pair, diff in AHEAD_ROUNDS[t]})
+        if t < 3:
+            continue
+        rows = {pair: n for pair, n in present.items() if n}
+        assert accumulate(imported, t) == rows, f"time {t}"
+        if arrow:
+            assert accumulate(distinct, t) == {pair: 1 for pair in rows}, f"time {t}"
+            top = {k: max(v for (k2, v) in rows if k2 == k) for k, _ in rows}
+            assert accumulate(tops, t) == {(k, v): 1 for k, v in top.items()}, f"time {t}"
+
+
 @pytest.mark.timeout(60)
 def test_a_count_of_an_arrow_import_counts_at_its_frontier(run):
     """An Arrow trace whose rows sit in a batch of one time ([1, 2)), compacted to [2] and
@@ -971,3 +1044,49 @@ def test_readers_of_a_trace_compacted_physically_count_its_batches_once(run):
     expected = reader_oracle(4)
     assert reader_results([same for same, _ in results]) == expected
     assert reader_results([imported for _, imported in results]) == expected
+
+
+@pytest.mark.parametrize("arrow", [False, True], ids=["records", "arrow"])
+@pytest.mark.parametrize("other_arranged", [False, True], ids=["collection", "arranged"])
+@pytest.mark.timeout(60)
+def test_an_imported_arrangement_joins_without_arranging_again(run, arrow, other_arranged):
+    """Arranged.join pairs an import's updates with another side's: an imported Arrow
+    arrangement had no join (join_core takes no Arrow rows; its error pointed at
+    join(other, on=...), which Arranged lacked)."""
+    left = [((k, 10 * k + i), 1) for k in range(4) for i in range(2)]
+    right = [((k, 100 + k), 1) for k in range(1, 6)]
+
+    def batch(updates):
+        return pa.record_batch({"k": pa.array([k for (k, _), _ in updates], pa.int64()),
+                                "v" if updates is left else "w":
+                                    pa.array([v for (_, v), _ in updates], pa.int64()),
+                                "diff": pa.array([d for _, d in updates], pa.int64())})
+
+    def job(worker):
+        a, b = dd.InputSession(), dd.InputSession()
+        key = {"key": "k"} if arrow else {}
+        trace = worker.dataflow(lambda scope: a.to_collection(scope).arrange_by_key(**key).trace)
+
+        def query(scope):
+            other = b.to_collection(scope)
+            other = other.arrange_by_key(**key) if other_arranged else other
+            return trace.import_(scope).join(other).inner.capture()
+        joined = worker.dataflow(query)
+        mine = [u for i, u in enumerate(left) if i % worker.peers == worker.index]
+        theirs = [u for i, u in enumerate(right) if i % worker.peers == worker.index]
+        for session, updates in ((a, mine), (b, theirs)):
+            if arrow and updates:
+                session.update_batch(batch(updates))
+            elif updates:
+                for pair, diff in updates:
+                    session.update(pair, diff)
+        a.close()
+        b.close()
+        worker.run()
+        if arrow:
+            return [(tuple(v for k, v in row.items() if k != "diff"), t, row["diff"])
+                    for t, table in joined.extract() for row in table.to_pylist()]
+        return [((k, v, w), t, d) for _, ups in joined.extract() for (k, (v, w)), t, d in ups]
+    updates = [u for part in run(job) for u in part]
+    expected = {(k, v, w): 1 for (k, v), _ in left for (k2, w), _ in right if k == k2}
+    assert accumulate(updates, 0) == expected

@@ -158,16 +158,22 @@ class ImportFeed:
         self.activate: Callable[[], None] | None = None
         self.closed = False
         self._box = box
+        self._since = since
         minimum = box._minimum[0]
         for batch in box.spine.batches():
-            if not frontier_le(since, batch.lower):
-                batch = batch.as_of(since)
-            self.queue.append(("batch", batch, minimum))
+            self.queue.append(("batch", self._as_of_since(batch), minimum))
         self.queue.append(("upper", list(box.spine.upper), None))
         box.add_listener(self)
 
+    def _as_of_since(self, batch: Any) -> Any:
+        """``batch`` with its times advanced to the import's compaction frontier, if it has
+        times before it: the import shows the trace as of that frontier (differential's
+        ``import_frontier``), the batches that come after the import included, so that no
+        operator sees a later batch's update at a time before one it was replayed at."""
+        return batch if frontier_le(self._since, batch.lower) else batch.as_of(self._since)
+
     def push_batch(self, batch: Any, time: Any) -> None:
-        self.queue.append(("batch", batch, time))
+        self.queue.append(("batch", self._as_of_since(batch), time))
         self._wake()
 
     def push_upper(self, upper: list) -> None:
@@ -261,6 +267,7 @@ def arrange_stream(updates: "Stream", name: str, pairs: bool,
     scope = updates.scope
     minimum = scope.kind.minimum()
     box = TraceBox(name, [minimum], scope.kind, scope.dataflow.worker, trace_phase(scope))
+    box.key = key
     scope.on_drop(box.drop_writer)
     pact = key_exchange(name, pairs, key)
 

@@ -60,8 +60,9 @@ def join_core_stream(arranged1: "Arranged", arranged2: "Arranged", f: Callable |
     def choose(batch: Any) -> Joiner:
         if hasattr(batch, "to_record_batches"):
             if mode not in (JOIN_PAIR, JOIN_SEMI):
-                raise TypeError(f"{name}: Arrow arrangements join on columns "
-                                f"(join(other, on=...), semijoin); no per-pair function")
+                raise TypeError(f"{name}: Arrow arrangements join on their key columns, "
+                                f"with no per-pair function: arranged.join(other), "
+                                f"collection.join(other, on=...) or semijoin")
             return ArrowJoiner(name, mode == JOIN_SEMI, scope.kind)
         return PythonJoiner(f, mode, total)
 

@@ -53,6 +53,9 @@ class TraceBox:
         self._handles = 0
         self._listeners: list[weakref.ref] = []
         self.freed = False
+        self.key: Any = None
+        """The key columns of an Arrow arrangement (None: Python updates), which the
+        arrangements imported from it are keyed by too."""
 
     # -- writer side -------------------------------------------------------------------------
 
