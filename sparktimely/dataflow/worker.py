@@ -141,13 +141,22 @@ class WorkerCore(Generic[S]):
         """
         if self._stepping:
             raise RuntimeError(self._reentered("worker.dataflow()", "build a dataflow"))
+        if self._failure is not None:
+            raise self._failure             # as a step would: this worker cannot go on
         index = self._dataflow_count
         self._dataflow_count += 1
         dataflow = Dataflow(self, index, name)
         kind = TimeKind(timestamp)
         scope = self.scope_class(dataflow, None, kind, (index,), dataflow.name)
-        result = build(scope)
-        dataflow.finish_building()
+        try:
+            result = build(scope)
+            dataflow.finish_building()
+        except BaseException as error:
+            # The other workers build this dataflow and wait for this one's part of it: the
+            # worker cannot go on, even if the caller catches the error (a step would raise
+            # it again, and so would the run after the job's function returns).
+            self._failure = error
+            raise
         self._dataflows.append(dataflow)
         self._built[index] = dataflow
         if self._finished_peers:        # (a peer's last word may come while this one builds)

@@ -683,12 +683,38 @@ def test_inner_stream_used_outside_without_leave(run):
 
 
 def test_stream_from_another_dataflow(run):
+    """Refused where it is built; the worker cannot go on (the others built the dataflow
+    and wait for this one's part), so the run fails though the job caught the error."""
     def job(worker):
         first = worker.dataflow(lambda scope: scope.to_stream([1]))
         with pytest.raises(ValueError, match="used in scope"):
             worker.dataflow(lambda scope: scope.to_stream([2]).concat(first))
         return "rejected"
-    assert run(job) == ["rejected"] * run.workers
+    with pytest.raises(st.WorkerError, match="ValueError: .*used in scope"):
+        run(job)
+
+
+@pytest.mark.parametrize("caught", [False, True])
+def test_a_constructor_that_raises_fails_the_run_even_if_the_job_catches_it(caught, workers):
+    """At 2+ workers the run hung (peers waited for the dataflow this worker had not built)
+    or failed naming only "never built dataflow 0"; at 1 it succeeded."""
+    def job(worker):
+        def ctor(capability, info):
+            if worker.index == worker.peers - 1:
+                raise KeyError("ctor-boom")
+            capability.drop()
+            return lambda output: None
+        try:
+            probe = worker.dataflow(lambda scope: st.source(scope, "BadCtor", ctor).probe())
+        except st.OperatorError:
+            if not caught:
+                raise
+            return "caught"
+        worker.step_while(lambda: not probe.done())
+    with pytest.raises(st.WorkerError, match=re.escape(
+            "OperatorError: operator 'BadCtor' (address (0, 0)), while it was built, raised "
+            "KeyError: 'ctor-boom'")):
+        st.execute(job, workers=workers)
 
 
 def test_connect_loop_from_wrong_scope(run):
