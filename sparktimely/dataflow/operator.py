@@ -269,10 +269,16 @@ class OperatorBuilder(Generic[S]):
         self._check_open()
         self._notify = notify
 
-    def set_notify_for(self, input: int, interest: FrontierInterest) -> None:
-        """Whether changes of input ``input``'s frontier schedule the operator (default
+    def set_notify_for(self, input: "int | InputPort", interest: FrontierInterest) -> None:
+        """Whether changes of input ``input``'s frontier (its index, or the handle
+        :meth:`new_input` returned) schedule the operator (default
         :attr:`FrontierInterest.ALWAYS`)."""
-        if not 0 <= input < len(self._inputs):
+        if isinstance(input, InputPort):
+            if input not in self._inputs:
+                raise ValueError(f"operator {self._operator.name!r}: set_notify_for was given "
+                                 f"another operator's input")
+            input = self._inputs.index(input)
+        if not isinstance(input, int) or not 0 <= input < len(self._inputs):
             raise ValueError(f"operator {self._operator.name!r} has no input {input}")
         interests = self._interest or [FrontierInterest.ALWAYS] * len(self._inputs)
         interests += [FrontierInterest.ALWAYS] * (len(self._inputs) - len(interests))
@@ -304,7 +310,7 @@ class OperatorBuilder(Generic[S]):
         the input reaches every output, present and future, unchanged.
         """
         self._check_open()
-        self.scope._check_owns(stream)
+        self.scope._check_owns(stream, self._operator.name)
         outputs = len(self._operator.outputs)
         self._summaries.append(self._connection(connection, outputs, "input"))
         self._input_streams.append((stream, as_pact(pact)))

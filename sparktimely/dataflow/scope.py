@@ -93,9 +93,10 @@ class ScopeCore(Generic[S]):
         stream: S = self.stream_class(self, port)
         return stream
 
-    def _check_owns(self, stream: StreamCore) -> None:
+    def _check_owns(self, stream: StreamCore, operator: str) -> None:
         if not isinstance(stream, StreamCore):
-            raise TypeError(f"expected a Stream, got {type(stream).__name__}")
+            raise TypeError(f"operator {operator!r}: an input must be a Stream, got "
+                            f"{type(stream).__name__} {stream!r:.60}")
         if stream.scope is not self:
             raise ValueError(
                 f"stream of scope {stream.scope.name!r} used in scope {self.name!r}: "

@@ -122,6 +122,7 @@ class AggregationOps(StreamCore):
                         if record.__class__ is not tuple:
                             _check_pair("StateMachine", record)
                         key, val = record
+                        outcome = _FOLDING
                         outcome = fold(key, val, states.get(key))
                         if len(outcome) == 3:
                             remove, outputs, states[key] = outcome
@@ -131,7 +132,7 @@ class AggregationOps(StreamCore):
                             states.pop(key, None)
                         results.extend(outputs)
                 except (TypeError, ValueError) as error:
-                    raise _no_pair("StateMachine", records) or error
+                    raise _no_pair("StateMachine", records) or _misshapen(outcome) or error
                 output.give_at(cap, results)
         stream = self.unary_notify(RecordsExchange(_by_key(route, "StateMachine"),
                                                    "StateMachine"), "StateMachine", [], logic)
@@ -168,6 +169,32 @@ def _no_pair(operator: str, records: list) -> TypeError | None:
         if not (isinstance(record, (tuple, list)) and len(record) == 2):
             return TypeError(f"{operator}: the record {record!r} is not a (key, val) pair")
     return None
+
+
+_FOLDING = object()
+"""What ``outcome`` holds while a state machine's fold runs (so that an error of the fold's
+own is not blamed on what it returned)."""
+
+
+def _misshapen(outcome: Any) -> TypeError | None:
+    """A TypeError saying what a state machine's fold must return, if ``outcome`` (what it
+    returned) is not that; None if it is, or if the fold itself raised.
+
+    >>> _misshapen(7)
+    TypeError('StateMachine: the fold returned 7: it must return (remove, outputs) or (remove, outputs, state), outputs an iterable of records')
+    >>> _misshapen((False, [1])) is None
+    True
+    """
+    if outcome is _FOLDING:
+        return None
+    if isinstance(outcome, (tuple, list)) and len(outcome) in (2, 3):
+        try:
+            iter(outcome[1])
+            return None
+        except TypeError:
+            pass
+    return TypeError(f"StateMachine: the fold returned {outcome!r:.80}: it must return (remove, "
+                     f"outputs) or (remove, outputs, state), outputs an iterable of records")
 
 
 def _by_key(route: Callable[[Any], int], operator: str) -> Callable[[Any], int]:

@@ -971,3 +971,25 @@ def test_a_restamp_that_loses_records_or_returns_no_batch_is_named(run, restamp,
     with pytest.raises(st.WorkerError, match=re.escape(f"operator 'Feedback(1)' (address (0, 0)) "
                                                        f"raised {told}")):
         example(run, build)
+
+
+@pytest.mark.parametrize("fold, returned", [(lambda k, v, s: 5, "5"),
+                                            (lambda k, v, s: (False,), "(False,)"),
+                                            (lambda k, v, s: (False, 7), "(False, 7)")])
+def test_a_state_machine_fold_of_the_wrong_shape_is_told_what_to_return(run, fold, returned):
+    """It failed with Python's words on the unpacking ("object of type 'int' has no len()")."""
+    def build(scope):
+        scope.to_stream([(1, 2)]).state_machine(fold)
+    with pytest.raises(st.WorkerError, match=re.escape(
+            f"TypeError: StateMachine: the fold returned {returned}: it must return (remove, "
+            f"outputs) or (remove, outputs, state)")):
+        example(run, build)
+
+
+@pytest.mark.parametrize("operator, name", [("concat", "Concatenate"), ("reclock", "Reclock")])
+def test_an_input_that_is_not_a_stream_names_the_operator(run, operator, name):
+    def build(scope):
+        getattr(scope.to_stream([1]), operator)([1])
+    with pytest.raises(st.WorkerError, match=re.escape(
+            f"TypeError: operator '{name}': an input must be a Stream, got list [1]")):
+        example(run, build)

@@ -233,7 +233,8 @@ def test_scoped_rejects_a_timestamp_type_without_an_order():
 
 @pytest.mark.parametrize("workers", WORKERS)
 @pytest.mark.parametrize("interest", list(st.FrontierInterest))
-def test_frontier_interest_decides_which_frontier_changes_schedule(workers, interest):
+@pytest.mark.parametrize("by", ["index", "handle"])
+def test_frontier_interest_decides_which_frontier_changes_schedule(workers, interest, by):
     """An operator that only counts its schedulings: with NEVER, the frontier moving (ten
     rounds without data) does not schedule it; with IF_CAPABILITY only while it holds its
     capability (dropped at its second scheduling); with ALWAYS at every change."""
@@ -245,7 +246,7 @@ def test_frontier_interest_decides_which_frontier_changes_schedule(workers, inte
             stream = scope.input_from(handle)
             builder = st.OperatorBuilder("Counter", scope)
             input = builder.new_input(stream, st.Pipeline)
-            builder.set_notify_for(0, interest)
+            builder.set_notify_for(0 if by == "index" else input, interest)
             builder.new_output()
 
             def ctor(capabilities):
