@@ -96,6 +96,7 @@ class Dataflow:
         self._cursor: int | None = None
         self._inputs_at: dict[int, "InputPort"] = {}
         self._input_handles: list = []
+        self._unordered_inputs: list[int] = []
         self._sent_while_built: list[tuple["OutputPort", Any, Any]] = []
 
     # -- building -------------------------------------------------------------------------
@@ -147,6 +148,11 @@ class Dataflow:
         """Remember that ``handle`` feeds operator ``operator`` (to name it if it is left
         open). Weakly: a handle nobody references any more closes itself."""
         self._input_handles.append((weakref.ref(handle), operator))
+
+    def add_unordered_input(self, operator: int) -> None:
+        """Remember that operator ``operator`` is an unordered input (to name it if its
+        capabilities or sessions alone hold the dataflow)."""
+        self._unordered_inputs.append(operator)
 
     def input_handles(self) -> dict[int, Any]:
         """The input handles still referenced that feed this dataflow, by the index of the
@@ -363,18 +369,24 @@ class Dataflow:
         """Descriptions of the input handles that alone keep this dataflow from completing
         (empty if anything else holds a pointstamp)."""
         tracker = self.tracker
-        held = {location for location in range(tracker.locations())
-                if not tracker.pointstamps(location).is_empty()}
+        # Capabilities, at operators' outputs: counts of messages at their inputs may stay
+        # unshared while a capability upstream holds their time (they could move nothing).
+        held = {port.location for operator in self.operators for port in operator.outputs
+                if not tracker.pointstamps(port.location).is_empty()}
         inputs = {}
         for handle_ref, operator in self._input_handles:
             handle = handle_ref()
             if handle is not None and not handle._closed:
-                inputs[self.operators[operator].outputs[0].location] = (handle, operator)
+                inputs[self.operators[operator].outputs[0].location] = (
+                    f"input handle {handle.name!r}", operator)
+        for operator in self._unordered_inputs:
+            inputs[self.operators[operator].outputs[0].location] = (
+                "an unordered input, by a capability not dropped or a session not ended,", operator)
         if not held or not held <= inputs.keys():
             return []
-        return [f"input handle {inputs[location][0].name!r} (operator "
-                f"{self.operators[inputs[location][1]].name!r} at address "
-                f"{self.operators[inputs[location][1]].address})" for location in sorted(held)]
+        return [f"{inputs[location][0]} (operator {self.operators[inputs[location][1]].name!r} "
+                f"at address {self.operators[inputs[location][1]].address})"
+                for location in sorted(held)]
 
 
 def _describe(names: list[str]) -> str:

@@ -38,9 +38,9 @@ class UnorderedHandle(OutputHandle):
 
     def session(self, capability: Capability) -> "UnorderedSession":  # type: ignore[override]
         """A session sending at ``capability``'s time, which it holds (a capability of its
-        own) until it ends: its ``with`` block exits or it is garbage-collected, as timely's
-        session owns its capability. Records are sent when it fills up, on ``flush`` and at
-        its end."""
+        own) until it ends: its ``with`` block exits, its ``close()`` is called or it is
+        garbage-collected, as timely's session owns its capability. Records are sent when it
+        fills up, on ``flush`` (which keeps the time held) and at its end."""
         return UnorderedSession(self, self._time_of(capability), capability)
 
     def _defer(self, time: Any, records: Iterator[Any]) -> None:
@@ -65,7 +65,7 @@ class UnorderedSession(Session):
     ...     cap.drop()                      # the session still holds time 1
     ...     worker.step()
     ...     held = probe.frontier()
-    ...     session.__exit__(None, None, None)
+    ...     session.close()
     ...     worker.run()
     ...     return held, probe.frontier()
     >>> st.execute_directly(job)
@@ -79,7 +79,11 @@ class UnorderedSession(Session):
         self._capability: Capability | None = capability.delayed(time)
 
     def __exit__(self, *exc: object) -> None:
-        """Send what is buffered, then release the session's time."""
+        self.close()
+
+    def close(self) -> None:
+        """End the session: send what it buffers, then release its time (what leaving its
+        ``with`` block does; ``flush`` sends and keeps the time held)."""
         if self._capability is not None:
             self.flush()
             self._buffer = _OVER
@@ -88,7 +92,7 @@ class UnorderedSession(Session):
 
     def __del__(self) -> None:
         if getattr(self, "_capability", None) is not None:
-            self.__exit__(None, None, None)
+            self.close()
 
 
 def _as_batches(items: Any) -> list:
@@ -220,6 +224,7 @@ class InputScope(ScopeCore[S]):
             held.append(capabilities[0])
             return lambda frontiers: None
         builder.build(ctor)
+        self.dataflow.add_unordered_input(builder.index)
         return (UnorderedHandle(output.port, 0), held[0]), stream
 
 

@@ -104,3 +104,31 @@ def test_no_hint_while_something_else_holds_the_dataflow(run, monkeypatch, caplo
         with pytest.raises(st.WorkerError, match="Stalled"):
             run(job, stall_seconds=1.0)
     assert "cannot complete" not in caplog.text
+
+
+@pytest.mark.parametrize("held_by", ["capability", "session"])
+def test_an_unordered_input_that_alone_holds_a_dataflow_is_named(run, monkeypatch, caplog,
+                                                                 held_by):
+    """A capability never dropped, or a session never ended (it holds its time, as
+    timely's does), hung in silence."""
+    monkeypatch.setattr(st.Worker, "idle_hint_after", 0.05)
+
+    def job(worker):
+        (handle, cap), probe = worker.dataflow(lambda scope: (lambda hs: (
+            hs[0], hs[1].probe()))(scope.new_unordered_input()), name="events")
+        session = handle.session(cap.delayed(3))
+        session.give("x")
+        session.flush()                         # sent; the time stays held
+        kept.append(session if held_by == "session" else cap)
+        if held_by == "session":
+            cap.drop()
+        else:
+            session.close()
+        worker.run()
+    kept = []
+    with caplog.at_level(logging.WARNING, logger="sparktimely"):
+        with pytest.raises(st.WorkerError, match="Stalled"):
+            run(job, stall_seconds=1.0)
+    assert ("dataflow 'events' (index 0) cannot complete: only an unordered input, by a "
+            "capability not dropped or a session not ended, (operator 'UnorderedInput'"
+            ) in caplog.text
