@@ -229,7 +229,7 @@ class Session:
         buffer = self._buffer
         buffer.append(record)
         if len(buffer) >= BATCH_SIZE:
-            self.flush()
+            self._send_buffered()
 
     def give_iterator(self, records: Iterable[Any]) -> None:
         """Send every record of an iterable now, as timely's ``give_iterator`` does: the
@@ -245,7 +245,7 @@ class Session:
             buffer.extend(islice(records, BATCH_SIZE - len(buffer)))
             if len(buffer) < BATCH_SIZE:
                 return
-            self.flush()
+            self._send_buffered()
             buffer = self._buffer
 
     def give_iterator_later(self, records: Iterable[Any]) -> None:
@@ -274,7 +274,7 @@ class Session:
         """
         if self._buffer.__class__ is Ended:
             self._buffer.refuse()
-        self.flush()
+        self._send_buffered()
         self._handle._defer(self._time, iter(records))
 
     def give_batch(self, batch: Any) -> None:
@@ -283,7 +283,7 @@ class Session:
         of their own, so the caller may reuse its container."""
         if self._buffer.__class__ is Ended:
             self._buffer.refuse()
-        self.flush()
+        self._send_buffered()
         if not hasattr(batch, "num_rows"):
             batch = list(batch)
         if batch_length(batch):
@@ -291,20 +291,23 @@ class Session:
 
     def flush(self) -> None:
         """Send the buffered records now."""
+        self._send_buffered()
+
+    def _send_buffered(self) -> None:
         if self._buffer:
             batch, self._buffer = self._buffer, []
             self._port.push(self._time, batch)
 
     def _end(self) -> None:
         """Send what is buffered; from now on the session refuses records."""
-        self.flush()
+        self._send_buffered()
         self._buffer = _ENDED
 
     def __enter__(self) -> "Session":
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.flush()
+        self._send_buffered()
 
 
 class OutputHandle:

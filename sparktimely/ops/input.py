@@ -2,10 +2,11 @@
 (timely's ``input``, ``to_stream``, ``empty`` and ``unordered_input``)."""
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from ..dataflow import InputHandle, OperatorBuilder, source
-from ..dataflow.capability import Capability
+from ..dataflow.capability import Capability, CapabilityError
 from ..dataflow.containers import arrow_batches
 from ..dataflow.ports import BATCH_SIZE, Ended, OutputHandle, Session
 from ..dataflow.scope import ScopeCore
@@ -37,10 +38,11 @@ class UnorderedHandle(OutputHandle):
     __slots__ = ()
 
     def session(self, capability: Capability) -> "UnorderedSession":  # type: ignore[override]
-        """A session sending at ``capability``'s time, which it holds (a capability of its
-        own) until it ends: its ``with`` block exits, its ``close()`` is called or it is
-        garbage-collected, as timely's session owns its capability. Records are sent when it
-        fills up, on ``flush`` (which keeps the time held) and at its end."""
+        """A session sending at ``capability``'s time (use it with ``with``, or call its
+        ``flush()``). It holds that time itself (a capability of its own) from when it is
+        opened until its first flush or its end, and again while it buffers records given
+        after: records it has accepted are never late, though the capability it was opened
+        with is downgraded meanwhile."""
         return UnorderedSession(self, self._time_of(capability), capability)
 
     def _defer(self, time: Any, records: Iterator[Any]) -> None:
@@ -48,13 +50,17 @@ class UnorderedHandle(OutputHandle):
             self._port.push(time, batch)
 
 
-_OVER = Ended("this session of an unordered input has ended (its with block exited) and no "
-              "longer holds its time: open another with handle.session(capability)")
+_OVER = Ended("this session of an unordered input has ended (its with block exited): open "
+              "another with handle.session(capability)")
 
 
 class UnorderedSession(Session):
-    """A session of an unordered input (:meth:`UnorderedHandle.session`): it holds its
-    time until it ends, so the records it buffers are never late.
+    """A session of an unordered input (:meth:`UnorderedHandle.session`). As timely's owns
+    its capability, it holds its time while records it accepted wait to be sent: from when
+    it is opened until its first flush, and from a later give until the next flush. A give
+    after a flush holds the time again through the capability the session was opened with,
+    which must still allow it (else a CapabilityError: nothing is accepted at a time no
+    capability holds).
 
     >>> import sparktimely as st
     >>> def job(worker):
@@ -62,37 +68,73 @@ class UnorderedSession(Session):
     ...         lambda scope: (lambda hc_s: (hc_s[0], hc_s[1].probe()))(scope.new_unordered_input()))
     ...     session = handle.session(cap.delayed(1))
     ...     session.give("a")
-    ...     cap.drop()                      # the session still holds time 1
+    ...     cap.drop()                      # the session still holds time 1 for "a"
     ...     worker.step()
     ...     held = probe.frontier()
-    ...     session.close()
+    ...     session.flush()                 # "a" is sent: time 1 can complete
     ...     worker.run()
     ...     return held, probe.frontier()
     >>> st.execute_directly(job)
     ([1], [])
     """
 
-    __slots__ = ("_capability",)
+    __slots__ = ("_capability", "_opener")
 
     def __init__(self, handle: UnorderedHandle, time: Any, capability: Capability) -> None:
         super().__init__(handle, time)
         self._capability: Capability | None = capability.delayed(time)
+        self._opener = weakref.ref(capability)
+
+    def _hold(self) -> None:
+        """Hold the session's time again (a give after a flush), through its opener."""
+        if self._buffer.__class__ is Ended:
+            self._buffer.refuse()
+        opener = self._opener()
+        try:
+            held = None if opener is None else opener.try_delayed(self._time)
+        except CapabilityError:                 # dropped
+            held = None
+        if held is None:
+            raise CapabilityError(
+                f"this session of an unordered input was flushed, and the capability it was "
+                f"opened with no longer allows its time {self._time!r} (dropped, downgraded or "
+                f"collected): give records before the flush, or open a new session")
+        self._capability = held
+
+    def give(self, record: Any) -> None:
+        if self._capability is None:
+            self._hold()
+        super().give(record)
+
+    def give_iterator(self, records: Iterable[Any]) -> None:
+        if self._capability is None:
+            self._hold()
+        super().give_iterator(records)
+
+    def give_iterator_later(self, records: Iterable[Any]) -> None:
+        if self._capability is None:
+            self._hold()
+        super().give_iterator_later(records)
+
+    def give_batch(self, batch: Any) -> None:
+        if self._capability is None:
+            self._hold()
+        super().give_batch(batch)
+
+    def flush(self) -> None:
+        """Send the buffered records, then let the session's time go."""
+        self._send_buffered()
+        capability, self._capability = self._capability, None
+        if capability is not None:
+            capability.drop()
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """End the session: send what it buffers, then release its time (what leaving its
-        ``with`` block does; ``flush`` sends and keeps the time held)."""
-        if self._capability is not None:
-            self.flush()
-            self._buffer = _OVER
-            capability, self._capability = self._capability, None
-            capability.drop()
+        self.flush()
+        self._buffer = _OVER
 
     def __del__(self) -> None:
         if getattr(self, "_capability", None) is not None:
-            self.close()
+            self.flush()
 
 
 def _as_batches(items: Any) -> list:

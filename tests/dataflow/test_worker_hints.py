@@ -117,13 +117,12 @@ def test_an_unordered_input_that_alone_holds_a_dataflow_is_named(run, monkeypatc
         (handle, cap), probe = worker.dataflow(lambda scope: (lambda hs: (
             hs[0], hs[1].probe()))(scope.new_unordered_input()), name="events")
         session = handle.session(cap.delayed(3))
-        session.give("x")
-        session.flush()                         # sent; the time stays held
+        session.give("x")                       # buffered: the session holds time 3
         kept.append(session if held_by == "session" else cap)
         if held_by == "session":
             cap.drop()
         else:
-            session.close()
+            session.flush()
         worker.run()
     kept = []
     with caplog.at_level(logging.WARNING, logger="sparktimely"):

@@ -42,10 +42,11 @@ def test_unordered_input_sends_at_several_times_at_once(workers):
 
 
 @pytest.mark.parametrize("workers", WORKERS)
-def test_an_unordered_session_holds_its_time_until_it_ends(workers):
+def test_an_unordered_session_holds_its_time_while_it_buffers(workers):
     """timely's session owns its capability: records a session still buffers after the
     capability it was opened with is downgraded must not arrive after the frontier passed
-    their time (a per-time count after an exchange fired twice for one time)."""
+    their time (a per-time count after an exchange fired twice for one time). A flush lets
+    the time go; a later give holds it again through the opener, if that still allows it."""
     def job(worker):
         def build(scope):
             (handle, cap), stream = scope.new_unordered_input()
@@ -66,21 +67,28 @@ def test_an_unordered_session_holds_its_time_until_it_ends(workers):
         worker.step_while(lambda: probe.less_than(5))
         for _ in range(20):
             worker.step()
-        held_at = probe.frontier()                 # the session holds 5
+        held_at = probe.frontier()                 # the session holds 5 for "a"
         session.give("b")
-        session.flush()
-        session.give("c")
-        with session:                              # its end sends "c" and releases 5
+        session.flush()                            # "a", "b" sent; 5 can complete
+        with pytest.raises(st.CapabilityError, match="was flushed"):
+            session.give("c")                      # its opener, cap.delayed(5), is gone
+        opener = cap.delayed(11)
+        again = handle.session(opener)
+        again.flush()
+        again.give("d")                            # held again through opener
+        opener.drop()
+        with again:                                # its end sends "d" and lets 11 go
             pass
         with pytest.raises(st.CapabilityError, match="has ended"):
-            session.give("d")
+            again.give("e")
         worker.step_while(lambda: probe.less_than(10))
         cap.drop()
         worker.run()
         return held_at, captured.extract()
     results = st.execute(job, workers=workers)
     assert [held for held, _ in results] == [[5]] * workers
-    assert [(t, n) for _, c in results for t, ns in c for n in ns] == [(5, 3 * workers)]
+    assert [(t, n) for _, c in results for t, ns in c for n in ns] == [
+        (5, 2 * workers), (11, workers)]
 
 
 @pytest.mark.parametrize("workers", WORKERS)
