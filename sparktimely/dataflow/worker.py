@@ -151,20 +151,22 @@ class WorkerCore(Generic[S]):
         try:
             result = build(scope)
             dataflow.finish_building()
+            self._dataflows.append(dataflow)
+            self._built[index] = dataflow
+            if self._finished_peers:    # (a peer's last word may come while this one builds)
+                self._check_built_by_finished(dataflow)
+            for source, message in self._early.pop(index, ()):
+                dataflow.deliver(source, message)
+            if self._observer is not None:
+                self._observer.dataflow_started(dataflow)   # (checkpoints may refuse it)
         except BaseException as error:
             # The other workers build this dataflow and wait for this one's part of it: the
             # worker cannot go on, even if the caller catches the error (a step would raise
             # it again, and so would the run after the job's function returns).
             self._failure = error
+            if self._observer is not None:      # e.g. logs keep this worker's last events
+                self._observer.failed(error)
             raise
-        self._dataflows.append(dataflow)
-        self._built[index] = dataflow
-        if self._finished_peers:        # (a peer's last word may come while this one builds)
-            self._check_built_by_finished(dataflow)
-        for source, message in self._early.pop(index, ()):
-            dataflow.deliver(source, message)
-        if self._observer is not None:
-            self._observer.dataflow_started(dataflow)
         return result
 
     def dataflows(self) -> Mapping[int, Dataflow]:

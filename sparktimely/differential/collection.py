@@ -572,6 +572,11 @@ class Collection:
         return f"Collection(scope={self.scope.name!r})"
 
 
+def _columns(key: KeyColumns) -> list | None:
+    """Key columns as a list (None: a Python arrangement's key, or an Arrow one by itself)."""
+    return None if key is None else [key] if isinstance(key, str) else list(key)
+
+
 def _require_collection(operator: str, other: Any) -> None:
     """A TypeError naming ``operator`` unless ``other`` is a :class:`Collection`."""
     if not isinstance(other, Collection):
@@ -703,6 +708,9 @@ class Arranged(Generic[Trace_co]):
         if not isinstance(other, Arranged):
             _require_collection("Arranged.join", other)
             other = other.arrange_by_key(self.key)
+        elif _columns(self.key) != _columns(other.key):
+            raise ValueError(f"Arranged.join: the arrangements are keyed by different columns "
+                             f"({self.key!r} and {other.key!r}): arrange both by the same key")
         return Collection(join_core_stream(self, other, None, JOIN_PAIR, "Join"))
 
     def semijoin(self, keys: "Collection | Arranged[Any]") -> Collection:

@@ -993,3 +993,19 @@ def test_an_input_that_is_not_a_stream_names_the_operator(run, operator, name):
     with pytest.raises(st.WorkerError, match=re.escape(
             f"TypeError: operator '{name}': an input must be a Stream, got list [1]")):
         example(run, build)
+
+
+def test_a_dataflow_refused_by_checkpointing_fails_the_run_even_if_the_job_catches_it(
+        workers, tmp_path):
+    """The refusal comes from the checkpoint observer as the dataflow starts, after its
+    build: it was not taken for the worker's failure, and the job went on unchecked."""
+    def job(worker):
+        st.io.enable_checkpoints(worker, tmp_path)
+        try:
+            worker.dataflow(lambda scope: scope.to_stream([1]).exchange(lambda x: x).probe())
+        except ValueError:
+            worker.run()
+        return "went on"
+    with pytest.raises(st.WorkerError, match="with a checkpoint directory every dataflow needs "
+                                             "a name"):
+        st.execute(job, workers=workers)

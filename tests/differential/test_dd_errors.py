@@ -360,3 +360,17 @@ def test_updates_before_a_session_feeds_a_dataflow_are_named_at_the_call(call):
     with pytest.raises(RuntimeError, match=rf"InputSession.{told}: the session feeds no dataflow "
                                            rf"yet: build one with session.to_collection\(scope\)"):
         do[call]()
+
+
+def test_arranged_join_of_arrangements_by_other_key_columns_is_refused_where_built():
+    """It gave no rows and no error."""
+    import pyarrow as pa
+
+    def build(scope):
+        def arranged(key):
+            batch = pa.record_batch({"k": [1], "w": [2], "diff": pa.array([1], pa.int64())})
+            return dd.as_collection(scope.to_stream([batch])).arrange_by_key(key=key)
+        arranged("k").join(arranged(["k", "w"]))
+    with pytest.raises(ValueError, match=r"Arranged.join: the arrangements are keyed by "
+                                         r"different columns \('k' and \['k', 'w'\]\)"):
+        st.example(build)
