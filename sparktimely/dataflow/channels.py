@@ -132,9 +132,10 @@ class Exchange(Pact):
         self.combine = combine
 
     def refusal(self, batch: Any) -> Exception | None:
-        """The error to tell when ``batch`` could not be routed, if the receiving operator
-        knows better than the routing error (a subclass's hook: a receiver of Python
-        records told an Arrow batch); None for the routing error itself."""
+        """The error to tell when ``batch`` (a list of records or an Arrow batch) could not
+        be routed, if the receiving operator knows better than the routing error (a
+        subclass's hook: a receiver of Python records told an Arrow batch, or the other way
+        round); None for the routing error itself."""
         return None
 
     def connect(self, source: "OutputPort", target: "InputPort") -> LocalPusher:
@@ -262,7 +263,7 @@ class _Routing:
     def _partition(self, batch: Any, peers: int) -> list:
         try:
             return partition_batch(batch, self._key, self._route, peers)
-        except (TypeError, ValueError, KeyError) as error:
+        except (TypeError, ValueError, KeyError, AttributeError) as error:
             explained = self._explain(batch, error, peers)
             if explained is None:
                 raise
@@ -282,8 +283,11 @@ class _Routing:
         port = f"input {operator.inputs.index(target)} of " if len(operator.inputs) > 1 else ""
         where = (f"the exchange into {port}operator {operator.name!r} (address "
                  f"{operator.address}) by {self._pact!r}")
+        refused = self._pact.refusal(batch)
+        if refused is not None:
+            return refused, error
         if batch.__class__ is not list:
-            explained = self._pact.refusal(batch) or _reworded(error, where)
+            explained = _reworded(error, where)
             return None if explained is None else (explained, error)
         if self._route is None:
             return None

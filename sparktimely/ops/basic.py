@@ -76,7 +76,7 @@ class RecordsExchange(Exchange):
         self.operator = operator
 
     def refusal(self, batch: Any) -> Exception | None:
-        return not_records(self.operator, batch)
+        return None if batch.__class__ is list else not_records(self.operator, batch)
 
 
 class BasicOps(StreamCore):

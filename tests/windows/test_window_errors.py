@@ -102,6 +102,22 @@ def test_mixing_python_and_arrow_forms_is_refused():
 
 
 @pytest.mark.parametrize("kind", [win.Tumbling(5), win.Session(5)], ids=["panes", "sessions"])
+@pytest.mark.parametrize("op", ["sum", "mean"])
+def test_an_arrow_sum_of_a_column_without_numbers_names_it(kind, op):
+    """It failed in Arrow's words ("Function 'hash_sum' has no kernel ...")."""
+    message = failure(lambda scope: scope.to_stream(pa.table({"ts": [1], "v": ["x"]})).window(
+        kind, time_of="ts", aggregate={"n": (op, "v")}).results.capture())
+    assert f"window: aggregate 'n': {op} of column 'v' of type string: it holds no numbers" \
+        in message
+
+
+def test_a_lateness_that_is_no_int_is_a_type_error():
+    with pytest.raises(TypeError, match="lateness must be a non-negative int, got 1.0"):
+        st.example(lambda scope: scope.to_stream([1]).window(
+            win.Tumbling(5), time_of=lambda r: r, aggregate=win.count(), lateness=1.0))
+
+
+@pytest.mark.parametrize("kind", [win.Tumbling(5), win.Session(5)], ids=["panes", "sessions"])
 def test_an_arrow_aggregate_of_a_missing_column_names_it(kind):
     message = failure(lambda scope: scope.to_stream(pa.table({"ts": [1], "v": [2]})).window(
         kind, time_of="ts", aggregate={"n": ("sum", "x")}).results.capture())
@@ -123,6 +139,24 @@ def test_a_python_aggregation_on_arrow_batches_names_the_arrow_form(workers, key
     assert ("raised TypeError: window: a Python aggregation (win.count(), win.sum(), ...) "
             "takes records, but this stream carries RecordBatches: aggregate Arrow batches "
             "with a dict") in str(caught.value), caught.value
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("key", [None, "k"], ids=["unkeyed", "keyed"])
+def test_an_arrow_aggregate_on_python_records_names_the_python_form(workers, key):
+    """The records met the window's exchange, which told an AttributeError of its route
+    (unkeyed) or an Exchange(key=...) the user never wrote (keyed)."""
+    def job(worker):
+        worker.dataflow(lambda scope: scope.to_stream([{"ts": 1, "k": "a"}]).window(
+            win.Tumbling(5), time_of="ts", key=key, aggregate={"n": ("count", None)}
+        ).results.probe())
+        worker.run()
+    with pytest.raises(st.WorkerError) as caught:
+        st.execute(job, workers=workers)
+    assert ("TypeError: window: an Arrow aggregate dict {out: (function, column)} takes "
+            "RecordBatches, but this stream carries Python records") in str(caught.value), \
+        caught.value
 
 
 def test_windows_need_int_timely_times():

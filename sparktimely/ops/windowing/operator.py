@@ -120,7 +120,9 @@ class WindowOps(StreamCore):
         if not isinstance(kind, (Sliding, Session)):
             raise TypeError(f"window: kind must be win.Tumbling, win.Sliding or win.Session, "
                             f"got {kind!r}")
-        if lateness.__class__ is not int or lateness < 0:
+        if lateness.__class__ is not int:
+            raise TypeError(f"window: lateness must be a non-negative int, got {lateness!r}")
+        if lateness < 0:
             raise ValueError(f"window: lateness must be a non-negative int, got {lateness!r}")
         times = self.scope.kind
         if times.depth or times.base is not int:
@@ -299,7 +301,7 @@ def _arrow_engine(kind: Sliding | Session, time_of: Any, key: Any, aggregate: di
     engine: Engine = (ArrowSessions(kind, time_of, keys, Aggregates(aggregate, keys), lateness)
               if isinstance(kind, Session) else
               ArrowPanes(kind, time_of, keys, Aggregates(aggregate, keys), lateness))
-    return Exchange(key=keys) if keys else Exchange(_unkeyed_rows), engine, HASH
+    return (_BatchesExchange(key=keys) if keys else _BatchesExchange(_unkeyed_rows)), engine, HASH
 
 
 def _records_engine(kind: Sliding | Session, time_of: Any, key: Any, aggregate: Aggregation,
@@ -328,7 +330,20 @@ class _RecordsExchange(Exchange):
     route is a function of one record) is told as the window's own error."""
 
     def refusal(self, batch: Any) -> Exception | None:
-        return _records_only(batch)
+        return None if batch.__class__ is list else _records_only(batch)
+
+
+class _BatchesExchange(Exchange):
+    """The exchange into a window over Arrow batches: Python records it cannot route (its
+    route reads columns) are told as the window's own error."""
+
+    def refusal(self, batch: Any) -> Exception | None:
+        if batch.__class__ is not list:
+            return None
+        return TypeError("window: an Arrow aggregate dict {out: (function, column)} takes "
+                         "RecordBatches, but this stream carries Python records: aggregate "
+                         "them with a Python aggregation (win.count(), win.sum(), ...) and "
+                         "functions of the record for time_of and key")
 
 
 def _unkeyed_rows(batch: Any) -> Any:
