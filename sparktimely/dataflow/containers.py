@@ -118,6 +118,11 @@ _TAKEN_AS = {pa.string_view(): pa.large_string(), pa.binary_view(): pa.large_bin
 """The view layouts, and the layouts they are taken in (Arrow has no ``take`` for views)."""
 
 
+_without_views: list[Any] = [None]
+"""The last schema :func:`large_layouts` found no view column in: the batches of one input
+share a schema, which compares in 40 ns where a walk over its fields takes a microsecond."""
+
+
 def large_layouts(batch: Any) -> Any:
     """``batch`` with its view-layout columns (``string_view``, ``binary_view``) cast to
     ``large_string``/``large_binary``, for operators that sort and take rows, which Arrow
@@ -128,7 +133,11 @@ def large_layouts(batch: Any) -> Any:
     [DataType(large_string), DataType(int64)]
     """
     schema = batch.schema
+    last = _without_views[0]
+    if last is not None and schema == last:
+        return batch
     if not any(field.type in _TAKEN_AS for field in schema):
+        _without_views[0] = schema
         return batch
     return batch.cast(pa.schema([field.with_type(_TAKEN_AS.get(field.type, field.type))
                                  for field in schema]))
