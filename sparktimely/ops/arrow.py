@@ -38,6 +38,29 @@ def _arrow(batch: Any, operator: str) -> pa.RecordBatch:
     return batch
 
 
+def check_sums(what: str, sums: Sequence[tuple[str, str, str | None]],
+               schema: pa.Schema) -> None:
+    """A TypeError naming the aggregate, among ``sums`` (``(out, function, column)``), that
+    sums or averages a column of ``schema`` holding no numbers (Arrow's own error names
+    neither: "Function 'hash_sum' has no kernel ..."). Columns ``schema`` lacks are left to
+    the caller's own check.
+
+    >>> check_sums("window", [("n", "sum", "v")], pa.schema([("v", pa.string())]))
+    Traceback (most recent call last):
+    TypeError: window: aggregate 'n': sum of column 'v' of type string: it holds no numbers
+    """
+    for out, function, column in sums:
+        if function not in ("sum", "mean") or column not in schema.names:
+            continue
+        kind = schema.field(column).type
+        if pa.types.is_dictionary(kind):
+            kind = kind.value_type
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)
+                or pa.types.is_decimal(kind) or pa.types.is_boolean(kind)):
+            raise TypeError(f"{what}: aggregate {out!r}: {function} of column {column!r} of "
+                            f"type {kind}: it holds no numbers")
+
+
 def _per_batch(stream: StreamCore, name: str,
                transform: Callable[[pa.RecordBatch], Any]) -> Any:
     """A pipeline operator sending ``transform(batch)`` for each Arrow input batch."""
@@ -194,6 +217,16 @@ class ArrowOps(StreamCore):
             return pa.RecordBatch.from_arrays(reduced.columns[:len(keys)] + outputs,
                                               keys + list(aggs))
 
+        sums = [(out, function, column) for out, (function, column) in aggs.items()]
+        checked: list = [None]                  # the last schema checked
+
+        def arrow_input(batch: Any) -> pa.RecordBatch:
+            batch = _arrow(batch, "aggregate_batches")
+            if not batch.schema == checked[0]:
+                check_sums("aggregate_batches", sums, batch.schema)
+                checked[0] = batch.schema
+            return batch
+
         source = self
         if combine:
             def pre(cap: Any, info: Any) -> Callable:
@@ -202,8 +235,7 @@ class ArrowOps(StreamCore):
                 def logic(input: Any, output: Any) -> None:       # the batches waiting now, per time, as one table
                     waiting: dict = {}
                     for cap, batch in input:
-                        waiting.setdefault(cap.time, (cap, []))[1].append(
-                            _arrow(batch, "aggregate_batches"))
+                        waiting.setdefault(cap.time, (cap, []))[1].append(arrow_input(batch))
                     for cap, batches in waiting.values():
                         output.give_at(cap, group_rows(batches, keys, partial, names))
                 return logic
@@ -213,7 +245,8 @@ class ArrowOps(StreamCore):
         def logic(input: Any, output: Any, notificator: Any) -> None:
             for cap, batch in input:
                 batches = pending.at(cap, notificator)
-                batches.append(_arrow(batch, "aggregate_batches"))
+                batches.append(_arrow(batch, "aggregate_batches") if combine
+                               else arrow_input(batch))
                 if combine and len(batches) >= _COMPACT_EVERY:
                     batches[:] = [reduce(batches)]
             for cap, batches in pending.completed(notificator):

@@ -742,3 +742,14 @@ def test_min_and_max_of_a_dictionary_encoded_column_are_of_its_values(run, combi
     expected = [{"k": k, "lo": min(vs), "hi": max(vs)} for k, vs in sorted(values.items())]
     assert aggregated_rows(run, table, ["k"], {"lo": ("min", "v"), "hi": ("max", "v")},
                            combine) == expected
+
+
+@pytest.mark.parametrize("combine", [True, False])
+@pytest.mark.parametrize("function", ["sum", "mean"])
+def test_a_sum_of_a_column_holding_no_numbers_names_the_aggregate(run, combine, function):
+    """It failed in Arrow's words ("Function 'hash_sum' has no kernel ...")."""
+    table = pa.table({"k": [1, 2], "v": ["x", "y"]})
+    with pytest.raises(st.WorkerError, match=re.escape(
+            f"TypeError: aggregate_batches: aggregate 'n': {function} of column 'v' of type "
+            f"string: it holds no numbers")):
+        aggregated_rows(run, table, ["k"], {"n": (function, "v")}, combine)

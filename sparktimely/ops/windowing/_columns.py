@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...hashing import hash_rows, stable_hash
-from ..arrow import AGGREGATES, FLOAT_SUM, group_rows
+from ..arrow import AGGREGATES, FLOAT_SUM, check_sums, group_rows
 from ._records import PaneWindows, each_time
 from .kinds import Session, Sliding
 
@@ -77,19 +77,13 @@ class Aggregates:
         """A KeyError naming the aggregate whose input column ``rows`` lack; a TypeError
         naming one that sums or averages a column that holds no numbers."""
         names = rows.schema.names
-        ops = dict(self.ops)
         for out, column in self.inputs.items():
             if column not in names:
                 raise KeyError(f"window: aggregate {out!r}: column {column!r} is not in the "
                                f"batch (columns {', '.join(names)})")
-            kind = rows.schema.field(column).type
-            if pa.types.is_dictionary(kind):
-                kind = kind.value_type
-            if ops[out] in ("sum", "mean") and not (
-                    pa.types.is_integer(kind) or pa.types.is_floating(kind)
-                    or pa.types.is_decimal(kind) or pa.types.is_boolean(kind)):
-                raise TypeError(f"window: aggregate {out!r}: {ops[out]} of column {column!r} "
-                                f"of type {kind}: it holds no numbers")
+        ops = dict(self.ops)
+        check_sums("window", [(out, ops[out], column) for out, column in self.inputs.items()],
+                   rows.schema)
 
     def partials(self, rows: pa.Table, by: list[str]) -> pa.RecordBatch:
         """Input rows grouped by ``by``: its columns, then the partial columns."""
