@@ -186,12 +186,11 @@ class InputSession:
         self._check_time("update_at", time)
         if not self._buffer:
             self._check_connected("update_at")
+            self._handle.check_kind(False, "InputSession.update_at")
         now = self.time()
         if not less_equal(now, time):
             raise ValueError(f"InputSession.update_at({data!r}, {time!r}, {diff}): the time "
                              f"is before the session's time {now!r} (times go forward only)")
-        if not self._buffer:
-            self._handle.check_kind(False, "InputSession.update_at")
         self._buffer.append((data, time, diff))
         if len(self._buffer) >= FLUSH_EVERY:
             self._send()

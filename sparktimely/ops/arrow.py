@@ -38,18 +38,17 @@ def _arrow(batch: Any, operator: str) -> pa.RecordBatch:
     return batch
 
 
-def check_sums(what: str, sums: Sequence[tuple[str, str, str | None]],
-               schema: pa.Schema) -> None:
-    """A TypeError naming the aggregate, among ``sums`` (``(out, function, column)``), that
-    sums or averages a column of ``schema`` holding no numbers (Arrow's own error names
-    neither: "Function 'hash_sum' has no kernel ..."). Columns ``schema`` lacks are left to
-    the caller's own check.
+def check_sums(what: str, aggs: dict[str, tuple[str, str | None]], schema: pa.Schema) -> None:
+    """A TypeError naming the aggregate of ``aggs`` (``{out: (function, column)}``) that sums
+    or averages a column of ``schema`` holding no numbers (Arrow's own error names neither:
+    "Function 'hash_sum' has no kernel ..."). Columns ``schema`` lacks are left to the
+    caller's own check.
 
-    >>> check_sums("window", [("n", "sum", "v")], pa.schema([("v", pa.string())]))
+    >>> check_sums("window", {"n": ("sum", "v")}, pa.schema([("v", pa.string())]))
     Traceback (most recent call last):
     TypeError: window: aggregate 'n': sum of column 'v' of type string: it holds no numbers
     """
-    for out, function, column in sums:
+    for out, (function, column) in aggs.items():
         if function not in ("sum", "mean") or column not in schema.names:
             continue
         kind = schema.field(column).type
@@ -217,13 +216,12 @@ class ArrowOps(StreamCore):
             return pa.RecordBatch.from_arrays(reduced.columns[:len(keys)] + outputs,
                                               keys + list(aggs))
 
-        sums = [(out, function, column) for out, (function, column) in aggs.items()]
         checked: list = [None]                  # the last schema checked
 
         def arrow_input(batch: Any) -> pa.RecordBatch:
             batch = _arrow(batch, "aggregate_batches")
             if not batch.schema == checked[0]:
-                check_sums("aggregate_batches", sums, batch.schema)
+                check_sums("aggregate_batches", aggs, batch.schema)
                 checked[0] = batch.schema
             return batch
 

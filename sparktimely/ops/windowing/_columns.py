@@ -67,6 +67,7 @@ class Aggregates:
             self.ops.append((out, op))
         if not self.ops:
             raise ValueError("window: aggregate names no output column")
+        self.aggregate = aggregate
         self.inputs = {out: column for out, (_, column) in aggregate.items()
                        if column is not None}
         self.names = [f"__p{i}" for i in range(len(partial))]
@@ -81,9 +82,7 @@ class Aggregates:
             if column not in names:
                 raise KeyError(f"window: aggregate {out!r}: column {column!r} is not in the "
                                f"batch (columns {', '.join(names)})")
-        ops = dict(self.ops)
-        check_sums("window", [(out, ops[out], column) for out, column in self.inputs.items()],
-                   rows.schema)
+        check_sums("window", self.aggregate, rows.schema)
 
     def partials(self, rows: pa.Table, by: list[str]) -> pa.RecordBatch:
         """Input rows grouped by ``by``: its columns, then the partial columns."""
