@@ -79,7 +79,11 @@ def merge_by_time(pairs: Iterable[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
         by_time.setdefault(time, []).append(container)
     result: list[tuple[Any, Any]] = []
     for time, parts in by_time.items():
-        if isinstance(parts[0], list):
+        arrow = [not isinstance(part, list) for part in parts]
+        if any(arrow) and not all(arrow):
+            raise TypeError(f"the captured stream gave both Python records and Arrow batches "
+                            f"at time {time!r}: a stream carries one kind of container")
+        if not arrow[0]:
             records = [x for part in parts for x in part]
             try:
                 records.sort()
@@ -87,14 +91,32 @@ def merge_by_time(pairs: Iterable[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
                 records.sort(key=total_order)
             result.append((time, records))
         else:
-            import pyarrow
-            table = pyarrow.concat_tables(
-                [pyarrow.Table.from_batches([part]) if isinstance(part, pyarrow.RecordBatch)
-                 else part for part in parts])
-            result.append((time, _sorted_rows(table)))
+            result.append((time, _sorted_rows(_one_table(time, parts))))
     order = {time: i for i, time in enumerate(sort_times(list(by_time)))}
     result.sort(key=lambda pair: order[pair[0]])
     return result
+
+
+def _one_table(time: Any, parts: list) -> Any:
+    """The Arrow batches and tables ``parts`` (captured at ``time``) as one table; a
+    ValueError naming the time and the schemas if they differ.
+
+    >>> import pyarrow as pa
+    >>> _one_table(0, [pa.record_batch({"k": [1]}), pa.record_batch({"j": ["x"]})])
+    Traceback (most recent call last):
+    ValueError: the captured stream gave Arrow batches of two schemas at time 0 (k: int64 | j: string): a stream carries one schema
+    """
+    import pyarrow
+    tables = [pyarrow.Table.from_batches([part]) if isinstance(part, pyarrow.RecordBatch)
+              else part for part in parts]
+    schema = tables[0].schema
+    for table in tables:
+        if not table.schema.equals(schema):
+            shown = " | ".join(", ".join(f"{field.name}: {field.type}" for field in s)
+                               for s in (schema, table.schema))
+            raise ValueError(f"the captured stream gave Arrow batches of two schemas at time "
+                             f"{time!r} ({shown}): a stream carries one schema")
+    return pyarrow.concat_tables(tables)
 
 
 def _sorted_rows(table: Any) -> Any:

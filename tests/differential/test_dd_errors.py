@@ -374,3 +374,27 @@ def test_arranged_join_of_arrangements_by_other_key_columns_is_refused_where_bui
     with pytest.raises(ValueError, match=r"Arranged.join: the arrangements are keyed by "
                                          r"different columns \('k' and \['k', 'w'\]\)"):
         st.example(build)
+
+
+@WORKERS
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("arrow_side", [0, 1])
+def test_a_join_of_arrow_rows_with_python_updates_is_named_with_its_operator(workers, arrow_side):
+    """A semijoin of an Arrow arrangement by Python keys failed with an AttributeError from
+    inside the Arrow joiner."""
+    import pyarrow as pa
+
+    def job(worker):
+        def build(scope):
+            rows = pa.record_batch({"k": [1, 2], "v": [3, 4], "diff": pa.array([1, 1])})
+            arrow = dd.as_collection(scope.to_stream([rows])).arrange_by_key("k")
+            keys = dd.from_stream(scope.to_stream([1, 2])).arrange_by_self()
+            pair = (arrow, keys) if arrow_side == 0 else (keys, arrow)
+            return pair[0].semijoin(pair[1]).inner.probe()
+        probe = worker.dataflow(build)
+        worker.step_while(lambda: not probe.done())
+    told = (r"input 1 holds Arrow rows and input 2 Python updates" if arrow_side == 0
+            else r"input 1 holds Python updates and input 2 Arrow rows")
+    with pytest.raises(st.WorkerError, match=rf"'Semijoin'.*Semijoin: {told}: both sides of a "
+                                             rf"join hold one kind"):
+        st.execute(job, workers=workers)

@@ -3,11 +3,13 @@ replayed by the same or another number of workers."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import tempfile
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 import sparktimely as st
@@ -170,3 +172,27 @@ def test_extract_sorts_records_that_do_not_compare_in_one_order(run):
     captures = example(run, lambda scope: scope.to_stream(
         records[scope.index::run.workers]).exchange(lambda x: 0).capture())
     assert captures[0].extract() == [(0, [np.float64(0.5), np.int64(5), (1, 2), [3]])]
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.parametrize("parts, told", [
+    ([[pa.record_batch({"k": [1]})], [pa.record_batch({"j": ["x"]})]],
+     r"ValueError: .*Arrow batches of two schemas at time 0 \(k: int64 \| j: string\)"),
+    ([[pa.record_batch({"k": [1]})], [2]],
+     r"TypeError: .*both Python records and Arrow batches at time 0"),
+])
+@pytest.mark.timeout(60)
+def test_extract_of_two_kinds_of_container_at_one_time_names_the_time(workers, parts, told):
+    """Batches of two schemas at one time failed in Arrow's words from concat_tables."""
+    def job(worker):
+        captured = worker.dataflow(lambda scope: scope.concatenate(
+            [scope.to_stream(part if worker.index == 0 else []) for part in parts]
+        ).capture())
+        worker.run()
+        try:
+            captured.extract()
+        except (ValueError, TypeError) as error:
+            return f"{type(error).__name__}: {error}"
+        return "no error"
+    told_by = st.execute(job, workers=workers)
+    assert re.search(told, told_by[0]), told_by[0]

@@ -70,10 +70,11 @@ def join_core_stream(arranged1: "Arranged", arranged2: "Arranged", f: Callable |
         capability.drop()
         acknowledged = [list(minimum), list(minimum)]     # the uppers of the batches received
         traces = (trace1, trace2)
+        forms_checked = False
 
         def drain(side: int, input: Any, output: Any) -> None:
             """Join each batch of input ``side`` with the other trace as acknowledged so far."""
-            nonlocal joiner
+            nonlocal joiner, forms_checked
             others: list | None = None          # the other trace's batches: the same for all
             for cap, batches in input:
                 for batch in batches:
@@ -82,6 +83,8 @@ def join_core_stream(arranged1: "Arranged", arranged2: "Arranged", f: Callable |
                         if others is None:
                             others = traces[1 - side].batches_through(acknowledged[1 - side])
                         if others:
+                            forms_checked = forms_checked or _one_form(name, side, batch,
+                                                                       others)
                             as_of = since[1 - side]
                             for time, out in joiner.join(batch, others, side == 1, cap.time):
                                 if as_of is not None:
@@ -96,6 +99,22 @@ def join_core_stream(arranged1: "Arranged", arranged2: "Arranged", f: Callable |
             maintain(trace2, acknowledged[1], input1.frontier.frontier())
         return logic
     return arranged1.stream.binary_frontier(arranged2.stream, Pipeline, Pipeline, name, ctor)
+
+
+def _one_form(name: str, side: int, batch: Any, others: list) -> bool:
+    """Whether ``batch`` (of input ``side``) could be checked against the other input's
+    non-empty ``others``: a TypeError if one side holds Arrow rows and the other Python
+    updates (an Arrow batch has ``to_record_batches``)."""
+    arrow = hasattr(batch, "to_record_batches")
+    for other in others:
+        if len(other):
+            if hasattr(other, "to_record_batches") != arrow:
+                first_arrow = arrow == (side == 0)
+                kinds = ("Arrow rows", "Python updates")[::1 if first_arrow else -1]
+                raise TypeError(f"{name}: input 1 holds {kinds[0]} and input 2 {kinds[1]}: "
+                                f"both sides of a join hold one kind")
+            return True
+    return False
 
 
 def _advanced(time: Any, out: Any, since: list, cap_time: Any) -> tuple[Any, Any]:
