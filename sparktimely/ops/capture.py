@@ -314,12 +314,16 @@ def replay_into(sources: Iterable[EventSource], scope: ScopeCore[S]) -> S:
                              f"future of the logged frontier {sorted(held)!r}")
 
         def logic(frontiers: list) -> bool:
-            for source in sources:
+            for number, source in enumerate(sources):
                 while (event := source.next()) is not None:
+                    if not _is_event(event):
+                        raise ValueError(f"replay: log {number} gave {_shown(event)}, which "
+                                         f"is no event: ('messages', time, batch) or "
+                                         f"('progress', [(time, delta), ...])")
                     if event[0] == "messages":
                         send(event[1], event[2])
                         continue
-                    changes = counts.update_iter(event[1])
+                    changes = counts.update_iter(_progress(number, event[1]))
                     for time, delta in changes:           # new frontier times first
                         if delta > 0:
                             parent = next(c for t, c in held.items() if less_equal(t, time))
@@ -331,6 +335,39 @@ def replay_into(sources: Iterable[EventSource], scope: ScopeCore[S]) -> S:
         return logic
     builder.build_reschedule(ctor)
     return stream
+
+
+def _is_event(event: Any) -> bool:
+    """Whether ``event`` has the shape of a ``messages`` or a ``progress`` event."""
+    return (event.__class__ is tuple and len(event) in (2, 3) and event[0].__class__ is str
+            and len(event) == {"messages": 3, "progress": 2}.get(event[0]))
+
+
+def _shown(event: Any) -> str:
+    """``repr(event)``, cut to 80 characters."""
+    text = repr(event)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _progress(number: int, changes: Any) -> list:
+    """The ``(time, delta)`` pairs of log ``number``'s progress event, as a list; a
+    ValueError naming the log and the event if they are not pairs with int deltas.
+
+    >>> _progress(0, [(1, 1), (0, -1)])
+    [(1, 1), (0, -1)]
+    >>> _progress(2, [(1, "x")])
+    Traceback (most recent call last):
+    ValueError: replay: log 2 gave progress [(1, 'x')], which is not a list of (time, delta) pairs with int deltas
+    """
+    try:
+        pairs = list(changes)
+        if all(pair.__class__ is tuple and len(pair) == 2 and isinstance(pair[1], int)
+               for pair in pairs):
+            return pairs
+    except TypeError:
+        pass
+    raise ValueError(f"replay: log {number} gave progress {_shown(changes)}, which is not a "
+                     f"list of (time, delta) pairs with int deltas")
 
 
 class CaptureOps(StreamCore):

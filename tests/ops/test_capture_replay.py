@@ -196,3 +196,23 @@ def test_extract_of_two_kinds_of_container_at_one_time_names_the_time(workers, p
         return "no error"
     told_by = st.execute(job, workers=workers)
     assert re.search(told, told_by[0]), told_by[0]
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.parametrize("event, told", [
+    ("x", r"log 0 gave 'x', which is no event: \('messages', time, batch\) or \('progress'"),
+    (("messages", 0), r"log 0 gave \('messages', 0\), which is no event"),
+    (("progress", [(0, "a")]), r"log 0 gave progress \[\(0, 'a'\)\], which is not a list of "
+                               r"\(time, delta\) pairs with int deltas"),
+])
+@pytest.mark.timeout(60)
+def test_a_malformed_event_in_a_replayed_log_is_named_with_its_log(workers, event, told):
+    """It failed with Python's words (an IndexError, a TypeError) from inside the replay."""
+    def job(worker):
+        link = st.EventLink()
+        link.push(("messages", 0, [1]))
+        link.push(event)
+        probe = worker.dataflow(lambda scope: st.replay_into([link], scope).probe())
+        worker.step_while(lambda: not probe.done())
+    with pytest.raises(st.WorkerError, match=rf"'Replay'.*replay: {told}"):
+        st.execute(job, workers=workers)
