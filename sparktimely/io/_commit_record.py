@@ -100,7 +100,13 @@ def parse(data: bytes, path: str, sequence: int) -> dict:
         record = json.loads(data)
     except ValueError as error:
         raise RecordError(f"commit record {path} is corrupt: it is not JSON ({error})")
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
+    written_in = record.get("format") if isinstance(record, dict) else None
+    if isinstance(written_in, str) and written_in.startswith(FORMAT.split("/")[0] + "/") \
+            and written_in != FORMAT:
+        raise RecordError(f"commit record {path} is in the format {written_in}, which this "
+                          f"sparktimely cannot read (it reads {FORMAT}): resume with the "
+                          f"version that wrote it, or start from no checkpoint")
+    if written_in != FORMAT:
         raise RecordError(f"commit record {path} is corrupt: it is not a {FORMAT} record")
     if data != serialize(record):
         raise RecordError(f"commit record {path} is corrupt: its bytes are not those "

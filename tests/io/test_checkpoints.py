@@ -271,7 +271,7 @@ def test_a_later_dataflow_renamed_is_refused_and_one_never_checkpointed_starts_a
 
 
 @pytest.mark.parametrize("damage", ["garbage", "edited", "state file", "missing file",
-                                    "unreadable file", "unreadable record"])
+                                    "unreadable file", "unreadable record", "newer format"])
 def test_a_corrupted_checkpoint_is_refused_naming_the_file_and_nothing_changes(
         run, texts, tmp_path, damage):
     out, directory = str(tmp_path / "out"), tmp_path / "ck"
@@ -290,6 +290,11 @@ def test_a_corrupted_checkpoint_is_refused_naming_the_file_and_nothing_changes(
         record["epoch"] += 1
         newest.write_text(json.dumps(record))
         named = str(newest)
+    elif damage == "newer format":      # told as a version, not as corruption
+        record["format"] = "sparktimely-checkpoint/2"
+        newest.write_text(json.dumps(record))
+        named = (f"{newest} is in the format sparktimely-checkpoint/2, which this sparktimely "
+                 f"cannot read (it reads sparktimely-checkpoint/1)")
     elif damage == "state file":
         state.write_bytes(state.read_bytes()[:-1] + b"!")
         named = str(state)
