@@ -108,3 +108,28 @@ def test_numpy_integers_hash_as_the_ints_they_equal():
                                                     else np.int64)} == {st.stable_hash(value)}
     assert st.stable_hash(np.uint64(2**64 - 1)) == st.stable_hash(2**64 - 1)
     assert st.stable_hash((np.int16(1), "a")) == st.stable_hash((1, "a"))
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.timeout(60)
+def test_a_python_stream_routed_by_hash_rows_meets_an_arrow_streams_keys(workers):
+    """The recipe docs/API.md gives for co-locating a Python stream with an Arrow stream
+    keyed by a column."""
+    import pyarrow as pa
+    from sparktimely.hashing import hash_rows
+    keys = [f"key{i}" for i in range(40)]
+
+    def job(worker):
+        def build(scope):
+            mine = worker.index == 0
+            python = scope.to_stream([(k, 1) for k in keys] if mine else [])
+            arrow = scope.to_stream([pa.record_batch({"k": keys})] if mine else [])
+            return (python.exchange(lambda r: int(hash_rows(pa.table({"k": [r[0]]}), "k")[0]))
+                    .map(lambda r: r[0]).capture(), arrow.exchange(key="k").capture())
+        python, arrow = worker.dataflow(build)
+        worker.run()
+        return (sorted(k for _, ks in python.extract() for k in ks),
+                sorted(k for _, table in arrow.extract() for k in table.column("k").to_pylist()))
+    placed = st.execute(job, workers=workers)
+    assert all(python == arrow for python, arrow in placed)
+    assert sorted(k for python, _ in placed for k in python) == sorted(keys)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, ClassVar, Generic, Self, TypeVar
 
-from ..progress.timestamp import TimeKind
+from ..progress.timestamp import TimeKind, check_time_type
 from .stream import StreamCore
 
 if TYPE_CHECKING:
@@ -167,14 +167,7 @@ class ScopeCore(Generic[S]):
         >>> st.example(build).extract(), seen
         ([(0, [1, 2, 3])], [(0, 1), (1, 2), (2, 3)])
         """
-        if timestamp is not int:
-            for needed in ("less_equal", "minimum", "__hash__"):
-                if getattr(timestamp, needed, None) is None:
-                    raise TypeError(f"scoped({name!r}): timestamp type {timestamp.__name__} "
-                                    f"has no {needed}")
-            if getattr(timestamp, "__lt__", None) is getattr(object, "__lt__"):
-                raise TypeError(f"scoped({name!r}): timestamp type {timestamp.__name__} needs "
-                                f"__lt__, a total order that extends less_equal")
+        check_time_type(timestamp, f"scoped({name!r})", total=True)
         return build(self._child(self.kind.nested(timestamp), name))
 
     def iterative(self, build: Callable[[Self], R]) -> R:

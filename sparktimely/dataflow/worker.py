@@ -21,7 +21,7 @@ from collections import deque
 from types import MappingProxyType, MethodType
 from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
 
-from ..progress.timestamp import TimeKind, Timestamp
+from ..progress.timestamp import TimeKind, Timestamp, check_time_type
 from .observer import ObserverFanOut, WorkerObserver
 from .scope import ScopeCore
 from .subgraph import DATA, FINISHED, GRAPH, Dataflow
@@ -143,6 +143,7 @@ class WorkerCore(Generic[S]):
             raise RuntimeError(self._reentered("worker.dataflow()", "build a dataflow"))
         if self._failure is not None:
             raise self._failure             # as a step would: this worker cannot go on
+        check_time_type(timestamp, "worker.dataflow")
         index = self._dataflow_count
         self._dataflow_count += 1
         dataflow = Dataflow(self, index, name)

@@ -121,7 +121,7 @@ class InputSession:
         >>> st.execute_directly(job)
         [('a', 0, 1), ('a', 0, 1)]
         """
-        self.update(data, 1)
+        self._update(data, 1, "insert")
 
     def remove(self, data: Any) -> None:
         """Remove one ``data``.
@@ -137,7 +137,7 @@ class InputSession:
         >>> st.execute_directly(job)
         [('a', 0, 1), ('a', 1, -1)]
         """
-        self.update(data, -1)
+        self._update(data, -1, "remove")
 
     def update(self, data: Any, diff: int) -> None:
         """Change the multiplicity of ``data`` by the integer ``diff``.
@@ -153,13 +153,17 @@ class InputSession:
         >>> st.execute_directly(job)
         [('a', 0, 3), ('b', 0, -1)]
         """
-        self._check_open("update")
+        self._update(data, diff, "update")
+
+    def _update(self, data: Any, diff: int, action: str) -> None:
+        """:meth:`update`, its errors naming the call ``action``."""
+        self._check_open(action)
         if diff.__class__ is not int:
             raise TypeError(f"InputSession.update: the diff of {data!r} must be an integer, "
                             f"not {diff!r}")
         if not self._buffer:
-            self._check_connected("update")
-            self._handle.check_kind(False, "InputSession.update")
+            self._check_connected(action)
+            self._handle.check_kind(False, f"InputSession.{action}")
         self._buffer.append((data, self.time(), diff))
         if len(self._buffer) >= FLUSH_EVERY:
             self._send()

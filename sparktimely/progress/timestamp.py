@@ -136,7 +136,11 @@ class Product:
         return cls(0, 0)
 
     def less_equal(self, other: "Product") -> bool:
-        a, b = self.outer, other.outer
+        try:
+            a, b = self.outer, other.outer
+        except AttributeError:
+            raise TypeError(f"cannot compare {self!r} with {other!r}: they are times of "
+                            f"two types") from None
         if a.__class__ is int and b.__class__ is int:
             if a > b:
                 return False
@@ -186,16 +190,28 @@ class Product:
         return self._hash
 
     def __lt__(self, other: "Product") -> bool:
-        return (self.outer, self.inner) < (other.outer, other.inner)
+        try:
+            return (self.outer, self.inner) < (other.outer, other.inner)
+        except AttributeError:
+            return NotImplemented
 
     def __le__(self, other: "Product") -> bool:
-        return (self.outer, self.inner) <= (other.outer, other.inner)
+        try:
+            return (self.outer, self.inner) <= (other.outer, other.inner)
+        except AttributeError:
+            return NotImplemented
 
     def __gt__(self, other: "Product") -> bool:
-        return (self.outer, self.inner) > (other.outer, other.inner)
+        try:
+            return (self.outer, self.inner) > (other.outer, other.inner)
+        except AttributeError:
+            return NotImplemented
 
     def __ge__(self, other: "Product") -> bool:
-        return (self.outer, self.inner) >= (other.outer, other.inner)
+        try:
+            return (self.outer, self.inner) >= (other.outer, other.inner)
+        except AttributeError:
+            return NotImplemented
 
     def __reduce__(self):
         return (Product, (self.outer, self.inner))
@@ -329,6 +345,31 @@ class TimeKind:
     def __repr__(self) -> str:
         inners = "".join(f", {t.__name__}" for t in self.inners)
         return f"TimeKind({self.base.__name__}{inners})"
+
+
+def check_time_type(timestamp: Any, where: str, total: bool = False) -> None:
+    """Raise TypeError, the message starting with ``where``, unless ``timestamp`` is ``int``
+    or a type whose times can be a scope's: with ``less_equal``, a ``minimum()`` classmethod
+    and hashing (``total``: and ``__lt__``, a total order that extends ``less_equal``).
+
+    >>> check_time_type(str, "worker.dataflow")
+    Traceback (most recent call last):
+    TypeError: worker.dataflow: timestamp type str has no less_equal (a timestamp type provides less_equal, a minimum() classmethod, hashing and pickling)
+    """
+    if timestamp is int:
+        return
+    name = getattr(timestamp, "__name__", repr(timestamp))
+    if not isinstance(timestamp, type):
+        raise TypeError(f"{where}: timestamp {name} is not a type (int, Product's parts, or a "
+                        f"class with less_equal and a minimum() classmethod)")
+    for needed in ("less_equal", "minimum", "__hash__"):
+        if getattr(timestamp, needed, None) is None:
+            raise TypeError(f"{where}: timestamp type {name} has no {needed} (a timestamp "
+                            f"type provides less_equal, a minimum() classmethod, hashing "
+                            f"and pickling)")
+    if total and getattr(timestamp, "__lt__", None) is getattr(object, "__lt__"):
+        raise TypeError(f"{where}: timestamp type {name} needs __lt__, a total order that "
+                        f"extends less_equal")
 
 
 def minimum_of(kind: type) -> Timestamp:

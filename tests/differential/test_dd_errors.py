@@ -86,7 +86,7 @@ def test_an_input_session_refuses_to_mix_updates_and_arrow_batches_losing_nothin
         arrow.update_batch(batch)
         errors = []
         for mix in (lambda: python.update_batch(batch), lambda: arrow.update("b", 1),
-                    lambda: arrow.update_at("b", 3, 1)):
+                    lambda: arrow.update_at("b", 3, 1), lambda: arrow.insert("b")):
             with pytest.raises(TypeError) as caught:
                 mix()
             errors.append(str(caught.value))
@@ -97,7 +97,8 @@ def test_an_input_session_refuses_to_mix_updates_and_arrow_batches_losing_nothin
     results = run(job)
     for errors, _, tables in results:
         assert [e.split(":")[0] for e in errors] == [
-            "InputSession.update_batch", "InputSession.update", "InputSession.update_at"]
+            "InputSession.update_batch", "InputSession.update", "InputSession.update_at",
+            "InputSession.insert"]
         assert "cannot send Arrow batches on an input that has sent records" in errors[0]
         assert "cannot send records on an input that has sent Arrow batches" in errors[1]
         assert tables == [{"x": [1], "diff": [1]}]
@@ -347,17 +348,18 @@ def test_a_session_advanced_to_a_product_before_it_is_connected_starts_there(run
         (f"x{w}", Product(1, 0), 1) for w in range(run.workers)]
 
 
-@pytest.mark.parametrize("call", ["insert", "update_at", "update_batch"])
+@pytest.mark.parametrize("call", ["insert", "remove", "update", "update_at", "update_batch"])
 def test_updates_before_a_session_feeds_a_dataflow_are_named_at_the_call(call):
     """They reach no dataflow (timely's register flushes first): told at the call, naming
-    the session and to_collection (the handle's words came from inside to_collection)."""
+    the session and to_collection (the handle's words came from inside to_collection; an
+    insert or remove was told as an update)."""
     import pyarrow as pa
     session = dd.InputSession()
-    do = {"insert": lambda: session.insert("a"),
+    do = {"insert": lambda: session.insert("a"), "remove": lambda: session.remove("a"),
+          "update": lambda: session.update("a", 2),
           "update_at": lambda: session.update_at("a", 3, 1),
           "update_batch": lambda: session.update_batch(pa.table({"a": [1], "diff": [1]}))}
-    told = "update" if call == "insert" else call        # insert is update(data, 1)
-    with pytest.raises(RuntimeError, match=rf"InputSession.{told}: the session feeds no dataflow "
+    with pytest.raises(RuntimeError, match=rf"InputSession.{call}: the session feeds no dataflow "
                                            rf"yet: build one with session.to_collection\(scope\)"):
         do[call]()
 

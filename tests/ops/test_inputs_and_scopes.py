@@ -239,6 +239,19 @@ def test_scoped_rejects_a_timestamp_type_without_an_order():
         st.example(lambda scope: scope.scoped("Bad", Plain, lambda inner: None))
 
 
+@pytest.mark.parametrize("timestamp, told", [
+    (str, "timestamp type str has no less_equal"), (5, "timestamp 5 is not a type")])
+def test_a_dataflow_of_a_type_that_is_no_timestamp_is_refused_naming_the_type(timestamp, told):
+    """It failed with an AttributeError ('str' has no attribute 'minimum')."""
+    def job(worker):
+        with pytest.raises(TypeError, match=f"worker.dataflow: {told}"):
+            worker.dataflow(lambda scope: None, timestamp=timestamp)
+        captured = worker.dataflow(lambda scope: scope.to_stream([1]).capture())
+        worker.run()
+        return captured.extract()
+    assert st.execute_directly(job) == [(0, [1])]   # the refused call built nothing
+
+
 @pytest.mark.parametrize("workers", WORKERS)
 @pytest.mark.parametrize("interest", list(st.FrontierInterest))
 @pytest.mark.parametrize("by", ["index", "handle"])
