@@ -5,6 +5,7 @@ record to worker ``route(record) % peers``. On a single worker both are a local 
 """
 from __future__ import annotations
 
+import os
 import reprlib
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
@@ -155,13 +156,22 @@ class Exchange(Pact):
 
 
 def route_name(route: Callable[[Any], Any]) -> str:
-    """How errors name a route: its qualified name, else its repr.
+    """How errors name a route: its qualified name, else its repr; a lambda or a function
+    defined inside another by its name and where it is defined.
 
     >>> import sparktimely as st
-    >>> route_name(st.stable_hash), st.Exchange(lambda x: x), st.Exchange(key="k")
-    ('stable_hash', Exchange(route=<lambda>), Exchange(key='k'))
+    >>> route_name(st.stable_hash), st.Exchange(key="k")
+    ('stable_hash', Exchange(key='k'))
+    >>> st.Exchange(lambda x: x)                                # doctest: +ELLIPSIS
+    Exchange(route=<lambda> at <doctest ...>:1)
     """
-    return getattr(route, "__qualname__", None) or repr(route)
+    name = getattr(route, "__qualname__", None)
+    if name is None:
+        return repr(route)
+    code = getattr(route, "__code__", None)
+    if code is not None and (name == "<lambda>" or "<locals>" in name):
+        return f"{route.__name__} at {os.path.basename(code.co_filename)}:{code.co_firstlineno}"
+    return name
 
 
 class SchemaCheckedQueue(deque):

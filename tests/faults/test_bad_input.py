@@ -233,10 +233,11 @@ def test_an_arrow_exchange_route_returning_no_integers_names_the_exchange(run):
     if run.workers == 1:                        # an Arrow route runs only where rows move
         assert result[0][1].equals(table)
     else:
-        assert "by Exchange(route=test_an_arrow_exchange_route_returning_no_integers_names_" \
-               "the_exchange.<locals>.<lambda>.<locals>.<lambda>): an Exchange route for " \
-               "Arrow batches must return one integer per row (2), got float64 of shape (2,)" \
-               in result, result
+        line = test_an_arrow_exchange_route_returning_no_integers_names_the_exchange \
+            .__code__.co_firstlineno + 3                    # a lambda named where it is
+        assert f"by Exchange(route=<lambda> at test_bad_input.py:{line}): an Exchange route " \
+               f"for Arrow batches must return one integer per row (2), got float64 of " \
+               f"shape (2,)" in result, result
 
 
 @pytest.mark.parametrize("records, told", [
