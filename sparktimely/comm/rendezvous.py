@@ -194,6 +194,10 @@ class ProcessCluster:
                 pass                # a lost process: ``wait`` reports it
         self.wait(None)
 
+    def owner(self, index: int) -> int:
+        """The process that runs worker ``index``."""
+        return index // self.workers
+
     def abort(self, index: int, message: str, traceback: str, origin: int | None = None) -> None:
         """Tell every process (best effort) that worker ``index`` failed, as seen by process
         ``origin`` (default: this one)."""

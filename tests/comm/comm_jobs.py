@@ -84,6 +84,24 @@ def forever(worker: st.Worker, fail_at: int | None = None) -> None:
         time.sleep(0.01)
 
 
+def fail_in_operator(worker: st.Worker) -> None:
+    """Worker 3's map raises at round 5, mid-run: word of it reaches the other process's
+    workers through the data connections, often before its own process tells them."""
+    def checked(x: tuple) -> tuple:
+        if worker.index == 3 and x[1] == 5:
+            raise ValueError("boom in worker 3")
+        return x
+    handle = st.InputHandle()
+    probe = worker.dataflow(lambda scope: scope.input_from(handle).map(checked)
+                            .exchange(lambda x: x[0]).probe())
+    for round in range(10):
+        handle.send_batch([(i, round) for i in range(20)])
+        handle.advance_to(round + 1)
+        worker.step()
+    handle.close()
+    worker.step_while(lambda: not probe.done())
+
+
 def diverge(worker: st.Worker) -> None:
     """Every worker but the last builds a dataflow exchanging records; the last returns at
     once (a program mistake its peers must report, not wait on)."""
@@ -93,7 +111,8 @@ def diverge(worker: st.Worker) -> None:
 
 
 JOBS = {"exchange": exchange, "bfs": bfs_job, "forever": forever,
-        "fail": lambda worker: forever(worker, fail_at=3), "diverge": diverge}
+        "fail": lambda worker: forever(worker, fail_at=3), "diverge": diverge,
+        "fail_in_operator": fail_in_operator}
 
 if __name__ == "__main__":
     # COMM_JOBS_HOLD_FDS: open this many descriptors first, as a program with many files or

@@ -191,6 +191,32 @@ def test_worker_failure_in_one_process_is_reported_by_all(jobs):
     assert job.wait(60) == [1, 1]
     for process in (0, 1):
         assert "worker 3 failed: ValueError: boom from worker 3" in job.output(process, "err")
+    assert_reported_by_its_own_process(job, 1)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("force_sockets", MODES)
+@pytest.mark.parametrize("attempt", range(4))
+def test_an_operator_failure_is_told_as_its_own_process_saw_it(jobs, force_sockets, attempt):
+    """Worker 3 (in process 1) fails mid-run: word reaches process 0's workers through the
+    data connections, often first; process 0 then told it as its own, and process 1 as
+    "reported by process 0" (in about half of the runs)."""
+    job = jobs("fail_in_operator", 2, force_sockets=force_sockets)
+    assert job.wait(60) == [1, 1]
+    for process in (0, 1):
+        assert "worker 3 failed: OperatorError: operator 'Map' (address (0, 1)) raised " \
+               "ValueError: boom in worker 3" in job.output(process, "err")
+    assert_reported_by_its_own_process(job, 1)
+
+
+def assert_reported_by_its_own_process(job, owner: int) -> None:
+    """The failure is told bare by process ``owner``, and by the other as reported by it."""
+    for process in (0, 1):
+        told = job.output(process, "err")
+        if process == owner:
+            assert "reported by process" not in told, told
+        else:
+            assert f"(reported by process {owner} at 127.0.0.1:" in told, told
 
 
 @pytest.mark.timeout(120)
