@@ -257,23 +257,47 @@ class FileSource:
         return storage.fs, storage.root
 
     def partitions(self) -> list[str]:
-        """The files to read (a directory is listed now)."""
+        """The files to read (a directory is listed now), named as the checkpoints know
+        them: a directory's files by their names in it, a single file by its name, the
+        files of a list by their paths as given (normalized). So a resumed run may give the
+        directory as another path (``./in``, absolute, moved) and find its positions.
+
+        >>> import os, tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> for name in ("b.txt", "a.txt", "_staged.txt"):
+        ...     open(os.path.join(folder, name), "w").close()
+        >>> FileSource(folder, format="text").partitions()
+        ['a.txt', 'b.txt']
+        >>> FileSource(["in/./a.txt", "b.txt"], format="text").partitions()
+        ['in/a.txt', 'b.txt']
+        """
         if isinstance(self._paths, list):
-            return list(self._paths)
+            return [posixpath.normpath(path) for path in self._paths]
+        return [name for name, _ in self._files()]
+
+    def _files(self) -> list[tuple[str, str]]:
+        """``(partition name, path)`` of the file or the directory's visible files."""
+        assert isinstance(self._paths, str)
         fs, path = self._filesystem_for(self._paths)
         info = fs.get_file_info(path)
         if info.type == pafs.FileType.NotFound:
             raise FileNotFoundError(f"FileSource: {self._paths} does not exist")
         if info.type != pafs.FileType.Directory:
-            return [self._paths]
+            return [(posixpath.basename(self._paths.rstrip("/")), self._paths)]
         infos = fs.get_file_info(pafs.FileSelector(path))
         names = sorted(posixpath.basename(i.path) for i in infos if i.type == pafs.FileType.File)
-        return [posixpath.join(self._paths, name) for name in names
+        return [(name, posixpath.join(self._paths, name)) for name in names
                 if not name.startswith((".", "_"))]
 
     def open(self, partition: str, resume_state: tuple | None) -> _FilePart:
-        """Read file ``partition`` from ``resume_state`` (a position from ``snapshot()``)."""
-        return _FilePart(self, partition, resume_state)
+        """Read file ``partition`` (a name :meth:`partitions` gave) from ``resume_state``
+        (a position from ``snapshot()``)."""
+        path = partition
+        if isinstance(self._paths, str):
+            fs, location = self._filesystem_for(self._paths)
+            directory = fs.get_file_info(location).type == pafs.FileType.Directory
+            path = posixpath.join(self._paths, partition) if directory else self._paths
+        return _FilePart(self, path, resume_state)
 
 
 _STAGED = re.compile(r"^_staged-part-(\d+)-(.+)\.(parquet|jsonl)$")

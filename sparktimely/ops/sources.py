@@ -12,6 +12,7 @@ position after exactly the batches of epochs ``<= e``, however far the reader ha
 """
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from typing import Any, Callable, Iterable, Protocol, TypeVar
 
@@ -21,6 +22,8 @@ from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
 from ..hashing import stable_hash
 from .recovery import Component, epoch_time
+
+logger = logging.getLogger("sparktimely")
 
 S = TypeVar("S", bound=StreamCore)
 
@@ -139,6 +142,17 @@ class SourceReader(Component):
 
     def owned_partitions(self) -> list[str]:
         """The names of the source's partitions this worker reads."""
+        return self._owned(self._listed())
+
+    def _owned(self, names: Iterable[str]) -> list[str]:
+        """The partitions of ``names`` this worker reads."""
+        worker_for = getattr(self.source, "worker_for", None)
+        if worker_for is None:
+            return [name for name in names if stable_hash(name) % self.peers == self.index]
+        return [name for name in names if worker_for(name, self.peers) == self.index]
+
+    def _listed(self) -> list[str]:
+        """The source's partitions, checked."""
         names = list(self.source.partitions())
         for name in names:
             if not isinstance(name, str):
@@ -147,10 +161,7 @@ class SourceReader(Component):
         twice = [name for name, n in Counter(names).items() if n > 1]
         if twice:
             raise ValueError(f"source {self.name!r}: partition {twice[0]!r} is listed twice")
-        worker_for = getattr(self.source, "worker_for", None)
-        if worker_for is None:
-            return [name for name in names if stable_hash(name) % self.peers == self.index]
-        return [name for name in names if worker_for(name, self.peers) == self.index]
+        return names
 
     def restore(self, state: dict[str, Any]) -> None:
         self.resume = state
@@ -158,7 +169,18 @@ class SourceReader(Component):
     def start(self, epoch: int, limit: int | None) -> None:
         self.start_epoch = epoch
         partitions = []
-        for name in self.owned_partitions():
+        listed = self._listed()
+        owned = self._owned(listed)
+        gone = sorted(self._owned(set(self.resume).difference(listed)))   # told by one worker
+        if gone:
+            shown = ", ".join(map(repr, gone[:5])) + (f" and {len(gone) - 5} more"
+                                                       if len(gone) > 5 else "")
+            logger.warning(
+                "source %r, worker %d: the checkpoint this run resumed from holds the "
+                "positions of partition(s) %s, which the source no longer lists; a partition "
+                "listed under another name is read again from its start", self.name,
+                self.index, shown)
+        for name in owned:
             part = self.source.open(name, self.resume.get(name))
             position = part.snapshot() if self.checkpointed else None
             partitions.append(_Partition(name, part, epoch, position))

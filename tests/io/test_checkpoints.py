@@ -100,6 +100,45 @@ def test_files_added_between_runs_are_read_after_the_resumed_epoch_with_the_stat
     assert visible(out) == sorted(first + later)
 
 
+@pytest.mark.parametrize("spelling", ["dot", "absolute", "moved"])
+def test_a_resume_finds_its_files_when_their_directory_is_given_another_way(
+        run, texts, tmp_path, spelling, monkeypatch, caplog):
+    """The first run read 'texts' (relative); the resume reads './texts', its absolute path,
+    or the directory moved elsewhere. A file's partition was named by the directory's path
+    as given: every file was read again from its start and counted twice, in silence."""
+    import shutil
+    out, directory = str(tmp_path / "out"), tmp_path / "ck"
+    monkeypatch.chdir(tmp_path)
+    fail = FailOnce(str(tmp_path / "failed"), 2)
+    first = os.path.relpath(texts, tmp_path)
+    with pytest.raises(st.WorkerError):
+        run(checkpointed(lambda w: wordcount(w, first, out, hook=fail), directory))
+    if spelling == "moved":
+        again = shutil.move(texts, tmp_path / "elsewhere")
+    else:
+        again = "./" + first if spelling == "dot" else texts
+    run(checkpointed(lambda w: wordcount(w, str(again), out, hook=fail), directory))
+    assert visible(out) == running_counts(epochs_of(str(again)))
+    assert "no longer lists" not in caplog.text
+
+
+def test_a_resume_tells_once_of_partitions_the_source_no_longer_lists(run, texts, tmp_path,
+                                                                       caplog):
+    out, directory = str(tmp_path / "out"), tmp_path / "ck"
+    fail = FailOnce(str(tmp_path / "failed"), 2)
+    job = checkpointed(lambda w: wordcount(w, texts, out, hook=fail), directory)
+    with pytest.raises(st.WorkerError):
+        run(job)
+    gone = sorted(os.listdir(texts))[0]
+    os.remove(os.path.join(texts, gone))
+    run(job)
+    told = re.findall(r"source 'lines', worker \d+: the checkpoint this run resumed from holds "
+                      r"the positions of partition\(s\) (.*), which the source no longer "
+                      r"lists; a partition listed under another name is read again from its "
+                      r"start", caplog.text)
+    assert told == [repr(gone)]                         # by the worker that read it
+
+
 @pytest.mark.parametrize("every", [2, 3])
 def test_checkpoints_come_at_multiples_of_checkpoint_every_and_resume_from_there(
         run, texts, tmp_path, every, monkeypatch):

@@ -155,9 +155,10 @@ def test_a_directory_lists_its_visible_files_in_order_each_time(tmp_path):
     for name in ("b.txt", "a.txt", "_hidden.txt", ".dot"):
         (tmp_path / name).write_text("x\n")
     source = FileSource(str(tmp_path), format="text")
-    assert source.partitions() == [str(tmp_path / "a.txt"), str(tmp_path / "b.txt")]
+    assert source.partitions() == ["a.txt", "b.txt"]      # named in the directory
     (tmp_path / "c.txt").write_text("y\n")
-    assert source.partitions()[-1] == str(tmp_path / "c.txt")
+    assert source.partitions()[-1] == "c.txt"
+    assert source.open("c.txt", None).next_batch() == (0, ["y"])
     with pytest.raises(FileNotFoundError, match="does not exist"):
         FileSource(str(tmp_path / "nowhere")).partitions()
     with pytest.raises(ValueError, match="unknown format 'xml'"):
