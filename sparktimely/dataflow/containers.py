@@ -217,6 +217,10 @@ def unified(table: pa.Table) -> pa.Table:
         return table
     for index, field in enumerate(table.schema):
         column = table.column(index)
+        if pa.types.is_dictionary(field.type) and column.null_count:
+            column = pa.chunked_array([_nulls_at_zero(chunk) for chunk in column.chunks],
+                                      field.type)
+            table = table.set_column(index, field, column)
         if pa.types.is_dictionary(field.type) and any(
                 _irregular(chunk.dictionary) for chunk in column.chunks):
             encoded = pc.dictionary_encode(column.cast(field.type.value_type).combine_chunks())
@@ -228,6 +232,26 @@ def unified(table: pa.Table) -> pa.Table:
             field.with_type(pa.dictionary(pa.int32(), field.type.value_type))
             if pa.types.is_dictionary(field.type) and field.type.index_type.bit_width < 32
             else field for field in table.schema])).unify_dictionaries()
+
+
+def _nulls_at_zero(chunk: pa.DictionaryArray) -> pa.DictionaryArray:
+    """``chunk`` with index 0 under its null rows. pyarrow's ``group_by`` leaves any value
+    there, and ``unify_dictionaries`` reads it as an index into the dictionary (the process
+    dies of a segmentation fault when it points outside).
+
+    >>> chunk = pa.array(["z", None]).dictionary_encode()
+    >>> _nulls_at_zero(chunk).to_pylist()
+    ['z', None]
+    """
+    if not chunk.null_count:
+        return chunk
+    indices = chunk.indices
+    valid = pa.concat_arrays([pc.is_valid(indices)])        # (concat: fresh, at offset 0)
+    filled = pa.concat_arrays([pc.fill_null(indices, 0)])
+    indices = pa.Array.from_buffers(indices.type, len(indices),
+                                    [valid.buffers()[1], filled.buffers()[1]],
+                                    null_count=indices.null_count)
+    return pa.DictionaryArray.from_arrays(indices, chunk.dictionary)
 
 
 def one_zero(table: pa.Table, columns: list[str]) -> pa.Table:

@@ -753,3 +753,32 @@ def test_a_sum_of_a_column_holding_no_numbers_names_the_aggregate(run, combine, 
             f"TypeError: aggregate_batches: aggregate 'n': {function} of column 'v' of type "
             f"string: it holds no numbers")):
         aggregated_rows(run, table, ["k"], {"n": (function, "v")}, combine)
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("keys", [["k"], ["k", "x"]])
+@pytest.mark.timeout(60)
+def test_aggregate_batches_of_a_dictionary_key_with_nulls_in_later_batches(workers, keys):
+    """The partials of two schedulings met with a null key: group_by leaves any index under
+    a null and unify_dictionaries read it, so the worker died of a segmentation fault."""
+    dictionary = pa.dictionary(pa.int32(), pa.string())
+    sent = [(["x", "y"], [1, 2]), (["z", None, "x"], [3, 4, 1]), ([None, "w"], [4, 5])]
+
+    def job(worker):
+        handle = st.InputHandle()
+        captured, probe = worker.dataflow(lambda scope: (lambda out: (out.capture(), out.probe()))(
+            scope.input_from(handle).aggregate_batches(keys, {"n": ("count", None)})))
+        for k, x in sent:                       # each in a scheduling of its own
+            handle.send_batch(pa.record_batch({"k": pa.array(k, dictionary), "x": x}))
+            worker.step()
+        handle.close()
+        worker.step_while(lambda: not probe.done())
+        return [row for _, table in captured.extract() for row in table.to_pylist()]
+    rows = [row for part in st.execute(job, workers=workers) for row in part]
+    counted = collections.Counter()
+    for row in rows:
+        counted[tuple(row[key] for key in keys)] += row["n"]
+    expected = collections.Counter(tuple(dict(k=k, x=x)[key] for key in keys)
+                                   for ks, xs in sent for k, x in zip(ks, xs))
+    assert counted == collections.Counter({key: n * workers for key, n in expected.items()})
+    assert len(rows) == len(expected)           # one row per key
