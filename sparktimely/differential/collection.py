@@ -53,7 +53,7 @@ from .operators.reduce import (CountReduction, ThresholdReduction, distinct_coun
 from .operators.temporal import TimeOf, active_between_stream
 from .trace.batch import entered_frontier
 from .trace.handle import TraceAgent
-from .updates import DIFF, arrow_only, negated, python_only
+from .updates import DIFF, arrow_only, diff_last, negated, python_only
 
 if TYPE_CHECKING:
     from ..dataflow import ProbeHandle
@@ -948,14 +948,21 @@ class Variable(Collection):
 
 def as_collection(stream: "Stream") -> Collection:
     """A timely stream of ``(data, time, diff)`` triples (or Arrow batches with a ``diff``
-    column) as a collection.
+    column, anywhere: it is moved last) as a collection.
 
     >>> import sparktimely as st, sparktimely.differential as dd
     >>> st.example(lambda s: dd.as_collection(s.to_stream([("x", 0, 2)])).count()
     ...            .inner.capture()).extract()
     [(0, [(('x', 2), 0, 1)])]
     """
-    return Collection(stream)
+    def ctor(capability, info):
+        capability.drop()
+
+        def logic(input, output):
+            for cap, batch in input:
+                output.give_at(cap, batch if batch.__class__ is list else diff_last(batch))
+        return logic
+    return Collection(stream.unary(Pipeline, "AsCollection", ctor))
 
 
 def from_stream(stream: "Stream") -> Collection:

@@ -20,8 +20,8 @@ import pyarrow as pa
 from ..dataflow import InputHandle
 from ..dataflow.containers import large_layouts
 from ..progress.timestamp import TimeKind, Timestamp, join, less_equal
-from .collection import Collection, as_collection
-from .updates import DIFF
+from .collection import Collection
+from .updates import DIFF, diff_last
 
 if TYPE_CHECKING:
     from ..ops import Scope
@@ -85,7 +85,7 @@ class InputSession:
         [('a', 0, 1)]
         """
         self._send()            # buffered updates go to the dataflows already fed, not to this one
-        collection = as_collection(scope.input_from(self._handle))
+        collection = Collection(scope.input_from(self._handle))
         if self._time is None:
             self._time = scope.kind.minimum()
         self._kind = scope.kind
@@ -252,7 +252,7 @@ class InputSession:
         if batch.schema.field(DIFF).type != pa.int64():
             index = names.index(DIFF)
             batch = batch.set_column(index, DIFF, batch.column(index).cast(pa.int64()))
-        self._handle.send_batch(large_layouts(batch))
+        self._handle.send_batch(diff_last(large_layouts(batch)))
 
     def _send(self) -> None:
         if self._buffer:

@@ -47,3 +47,17 @@ def negated(batch: pa.RecordBatch) -> pa.RecordBatch:
     """
     index = batch.schema.get_field_index(DIFF)
     return batch.set_column(index, DIFF, pc.negate(batch.column(index)))
+
+
+def diff_last(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with its ``diff`` column (if any) last, the layout every batch an operator
+    makes has: a collection's batches share one schema, so a user's layout cannot meet an
+    operator's output (in a concat, a loop) otherwise.
+
+    >>> diff_last(pa.record_batch({DIFF: [1], "k": ["a"]})).schema.names
+    ['k', 'diff']
+    """
+    names = batch.schema.names
+    if names[-1] == DIFF or DIFF not in names:
+        return batch
+    return batch.select([name for name in names if name != DIFF] + [DIFF])

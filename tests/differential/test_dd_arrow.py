@@ -1207,3 +1207,44 @@ def test_arrow_join_of_a_zero_diff_row_gives_no_output(run):
     right = [[((1, 7), 1), ((2, 8), 1), ((2, 8), 0)]]
     output = run_arrow(lambda scope, a, b: a.join(b, on="k"), [left, right], [KV, KX], run)
     assert sorted(output) == [((2, "b", 8), 0, 1)], f"{run.workers} worker(s)"
+
+
+@pytest.mark.parametrize("entry", ["update_batch", "as_collection"])
+@pytest.mark.parametrize("operation", ["antijoin", "iterate"])
+def test_a_diff_column_anywhere_meets_the_operators_batches(run, entry, operation):
+    """Batches whose diff is not last met the operators' diff-last batches in antijoin's
+    and iterate's concats: two schemas (at 1 and 2 workers; 3 by luck of the placement)."""
+    rows = {"diff": pa.array([1, 1, 2], pa.int64()), "k": [1, 2, 2], "v": [10, 20, 20]}
+    keys = pa.record_batch({"k": [1], "diff": pa.array([1], pa.int64())})
+
+    def job(worker):
+        data, held = dd.InputSession(), dd.InputSession()
+        stream = st.InputHandle()
+
+        def build(scope):
+            if entry == "update_batch":
+                collection = data.to_collection(scope)
+            else:
+                collection = dd.as_collection(scope.input_from(stream))
+            if operation == "antijoin":
+                result = collection.antijoin(held.to_collection(scope), on="k")
+            else:
+                result = collection.iterate(lambda inner: inner.distinct())
+            return result.inner.capture(), result.probe()
+        captured, probe = worker.dataflow(build)
+        if worker.index == 0:
+            if operation == "antijoin":
+                held.update_batch(keys)
+            if entry == "update_batch":
+                data.update_batch(pa.record_batch(rows))
+            else:
+                stream.send_batch(pa.record_batch(rows))
+        data.close(), held.close(), stream.close()
+        worker.step_while(lambda: not probe.done())
+        return [row for _, table in captured.extract() for row in table.to_pylist()]
+    net: Counter = Counter()
+    for part in run(job):
+        for row in part:
+            net[(row["k"], row["v"])] += row["diff"]
+    expected = {(2, 20): 3} if operation == "antijoin" else {(1, 10): 1, (2, 20): 1}
+    assert +net == expected
