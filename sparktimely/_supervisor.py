@@ -349,7 +349,8 @@ def _collect(processes: list, pipes: list, indexes: list[int],
                     cluster.wait(1.0)        # a lost peer: prefer its process's own account
                 elif cluster is not None and report[1] not in indexes:
                     # another process's worker failed, and word reached a worker here first
-                    raise PeerFailed(*report[1:4], cluster.owner(report[1]))
+                    index, message, trace = report[1:4]
+                    raise PeerFailed(index, message, trace, cluster.owner(index))
                 raise WorkerError(*report[1:4])
             results[local] = report[1]
             _warm.learn(report[3])
