@@ -22,6 +22,7 @@ drops without ``done``. At the end every process says ``done`` and waits for the
 """
 from __future__ import annotations
 
+import errno
 import socket
 import time
 from typing import Any, Sequence
@@ -78,8 +79,10 @@ class ProcessCluster:
         try:
             listener = listen(host, port)
         except OSError as error:
+            hint = (f" (is another process of this job also running as -p {self.process}, or "
+                    f"another program on that port?)" if error.errno == errno.EADDRINUSE else "")
             raise ConnectionError(f"process {self.process} cannot listen on its hostfile "
-                                  f"address {address}: {error.strerror or error}") from None
+                                  f"address {address}: {error.strerror or error}{hint}") from None
         with listener:
             bound = listener.getsockname()[0]
             first = self.process * self.workers

@@ -71,6 +71,9 @@ class Storage:
     def exists(self, path: str) -> bool:
         return self.info(path).type != pafs.FileType.NotFound
 
+    def is_file(self, path: str) -> bool:
+        return self.info(path).type == pafs.FileType.File
+
     def names(self, path: str) -> list[str]:
         """The names directly in directory ``path`` (none if it does not exist or is a file),
         sorted."""
@@ -81,6 +84,8 @@ class Storage:
 
     def read(self, path: str) -> pa.Buffer:
         """The bytes of file ``path`` (memory-mapped when local: no copy)."""
+        if self.info(path).type == pafs.FileType.Directory:
+            raise IsADirectoryError(f"{path} is a directory, not a file")
         if self.local:
             with pa.memory_map(path, "r") as mapped:
                 return mapped.read_buffer()

@@ -187,6 +187,9 @@ def create_directory(checkpoint_dir: Location) -> None:
     try:
         storage.makedirs(storage.root)
     except OSError as error:
+        if storage.is_file(storage.root):
+            raise RecoveryError(f"checkpoint directory {storage.where} is a file, not a "
+                                f"directory") from None
         raise RecoveryError(f"checkpoint directory {storage.where}: cannot create it: "
                             f"{error.strerror or error}") from None
 

@@ -238,6 +238,20 @@ def test_a_worker_that_never_builds_a_dataflow_stops_every_process_naming_it(job
 
 
 @pytest.mark.timeout(60)
+def test_a_hostfile_address_already_taken_asks_whether_another_process_runs_as_it():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConnectionError, match=rf"process 0 cannot listen on its hostfile "
+                           rf"address 127.0.0.1:{port}: Address already in use \(is another "
+                           rf"process of this job also running as -p 0, or another program "
+                           rf"on that port\?\)"):
+            st.execute(lambda worker: None, processes=2, process=0,
+                       hostfile=[f"127.0.0.1:{port}", "127.0.0.1:1"])
+
+
+@pytest.mark.timeout(60)
 def test_processes_with_different_worker_counts_refuse_to_start(jobs):
     job = jobs("exchange", 2, workers=[2, 1])
     assert job.wait(30) == [1, 1]
