@@ -140,10 +140,6 @@ class SourceReader(Component):
         self.partitions: list[_Partition] | None = None
         self.start_epoch = 0
 
-    def owned_partitions(self) -> list[str]:
-        """The names of the source's partitions this worker reads."""
-        return self._owned(self._listed())
-
     def _owned(self, names: Iterable[str]) -> list[str]:
         """The partitions of ``names`` this worker reads."""
         worker_for = getattr(self.source, "worker_for", None)
