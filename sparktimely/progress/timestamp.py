@@ -360,8 +360,8 @@ def check_time_type(timestamp: Any, where: str, total: bool = False) -> None:
         return
     name = getattr(timestamp, "__name__", repr(timestamp))
     if not isinstance(timestamp, type):
-        raise TypeError(f"{where}: timestamp {name} is not a type (int, Product's parts, or a "
-                        f"class with less_equal and a minimum() classmethod)")
+        raise TypeError(f"{where}: timestamp {name} is not a type (int, or a class "
+                        f"with less_equal and a minimum() classmethod)")
     for needed in ("less_equal", "minimum", "__hash__"):
         if getattr(timestamp, needed, None) is None:
             raise TypeError(f"{where}: timestamp type {name} has no {needed} (a timestamp "
