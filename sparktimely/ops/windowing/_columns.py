@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...dataflow.containers import large_layouts, unified
 from ...hashing import hash_rows, stable_hash
 from ..arrow import AGGREGATES, FLOAT_SUM, check_sums, group_rows
 from ._records import PaneWindows, each_time
@@ -143,11 +144,28 @@ def _one_batch(table: pa.Table) -> pa.RecordBatch:
     return table.combine_chunks().to_batches()[0]
 
 
-def _late(rows: pa.Table, late: np.ndarray) -> tuple[list, pa.Table]:
-    """The late rows as a list of (at most one) batch, and the other rows."""
+def _taken_in(batches: Iterable[pa.RecordBatch]) -> tuple[pa.Table, pa.Schema]:
+    """The batches as one table whose columns Arrow can filter, take and group (view layouts
+    as large ones, each dictionary column on one dictionary without nulls), and the schema
+    they came in.
+
+    >>> rows, schema = _taken_in([pa.record_batch({"k": pa.array(["a"], pa.string_view())})])
+    >>> rows.schema.types, schema.types
+    ([DataType(large_string)], [DataType(string_view)])
+    """
+    table = pa.Table.from_batches(list(batches))
+    return unified(large_layouts(table)), table.schema
+
+
+def _late(rows: pa.Table, late: np.ndarray, schema: pa.Schema) -> tuple[list, pa.Table]:
+    """The late rows as a list of (at most one) batch of ``schema``, the one they came in,
+    and the other rows."""
     if not late.any():
         return [], rows
-    return [_one_batch(rows.filter(late))], rows.filter(~late)
+    late_rows = _one_batch(rows.filter(late))
+    if late_rows.schema != schema:
+        late_rows = late_rows.cast(schema)
+    return [late_rows], rows.filter(~late)
 
 
 class ArrowPanes(PaneWindows):
@@ -164,11 +182,11 @@ class ArrowPanes(PaneWindows):
 
     def apply(self, time: int, batches: Iterable[pa.RecordBatch]) -> tuple[list, list[int]]:
         kind, keys = self.kind, self.keys
-        rows = pa.Table.from_batches(list(batches))
+        rows, schema = _taken_in(batches)
         relative = event_times(rows, self.time_of) - kind.offset
         self.aggregates.check_columns(rows)
         too_late = time > self.last_close + relative // kind.slide * kind.slide
-        late, rows = _late(rows, too_late)
+        late, rows = _late(rows, too_late, schema)
         if late:
             relative = relative[~too_late]
         if not rows.num_rows:
@@ -234,13 +252,20 @@ class ArrowPanes(PaneWindows):
 
 
 def _differs(column: pa.ChunkedArray) -> np.ndarray:
-    """Whether each value differs from the one before it (nulls equal each other)."""
+    """Whether each value differs from the one before it (nulls equal each other, and NaNs,
+    as the other windows' grouping takes them).
+
+    >>> _differs(pa.chunked_array([[1.0, float("nan"), float("nan"), None, None]])).tolist()
+    [True, False, True, False]
+    """
     if pa.types.is_null(column.type):
         return np.zeros(max(len(column) - 1, 0), bool)     # nulls only: all one group
     after, before = column.slice(1), column.slice(0, len(column) - 1)
     unequal = pc.fill_null(pc.not_equal(after, before), True)
-    both_null = pc.and_(pc.is_null(after), pc.is_null(before))
-    return (pc.and_not(unequal, both_null).to_numpy(zero_copy_only=False)
+    same = pc.and_(pc.is_null(after), pc.is_null(before))
+    if pa.types.is_floating(column.type):
+        same = pc.or_(same, pc.fill_null(pc.and_(pc.is_nan(after), pc.is_nan(before)), False))
+    return (pc.and_not(unequal, same).to_numpy(zero_copy_only=False)
             if len(column) > 1 else np.zeros(0, bool))
 
 
@@ -343,7 +368,7 @@ class ArrowSessions:
 
     def apply(self, time: int, batches: Iterable[pa.RecordBatch]) -> tuple[list, list[int]]:
         keys, aggregates = self.keys, self.aggregates
-        rows = pa.Table.from_batches(list(batches))
+        rows, schema = _taken_in(batches)
         begin = event_times(rows, self.time_of)
         aggregates.check_columns(rows)
         hashes = key_hashes(rows, keys)
@@ -364,7 +389,7 @@ class ArrowSessions:
         # ``time`` or later, and merging only moves that later); their records are late.
         late_sessions = closes < time
         records = number[m:]
-        late, rows = _late(rows, late_sessions[records])
+        late, rows = _late(rows, late_sessions[records], schema)
         # Grouped by session number alone (a session has one key): each session's key
         # columns and hash are those of its first interval.
         parts = [aggregates.partials(
