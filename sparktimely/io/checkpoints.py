@@ -578,8 +578,10 @@ class _Flow:
         states: dict[str, Any] = {}
         for component in self.components:
             if component.kind == "keyed":
-                shared = math.gcd(old, peers)
-                writers = [w for w in range(old) if w % shared == index % shared]
+                # At another worker count every file is read: an operator's state need not
+                # live where its routes point (active_between holds updates wherever they
+                # arrived), so no file can be skipped by its writer's index.
+                writers = [index] if old == peers else list(range(old))
             elif component.kind == "sink":
                 writers = [w for w in range(old) if w == index or handed_over(w, peers, index)]
             else:

@@ -139,6 +139,81 @@ def test_a_resume_tells_once_of_partitions_the_source_no_longer_lists(run, texts
     assert told == [repr(gone)]                         # by the worker that read it
 
 
+class Spans:
+    """A source of ``(key, start, end, name)`` records, partition by partition and epoch by
+    epoch: each present from ``start`` to ``end``, often beyond the epoch that sends it."""
+
+    EPOCHS = 8
+
+    @staticmethod
+    def records(partition: str) -> list[tuple[int, list]]:
+        import random
+        rng = random.Random(partition)
+        return [(epoch, [(rng.randrange(2), start, start + rng.randrange(1, 6),
+                          f"{partition}-{epoch}-{i}")
+                         for i in range(3) for start in [epoch + rng.randrange(0, 4)]])
+                for epoch in range(Spans.EPOCHS)]
+
+    def partitions(self) -> list[str]:
+        return [f"p{i}" for i in range(5)]
+
+    def open(self, partition, resume_state):
+        records, position = self.records(partition), resume_state or 0
+
+        class Part:
+            def next_batch(self):
+                nonlocal position
+                if position == len(records):
+                    raise StopIteration
+                position += 1
+                return records[position - 1]
+
+            def snapshot(self):
+                return position
+        return Part()
+
+
+@pytest.mark.parametrize("before, after", [(2, 4), (4, 2), (2, 3)])
+def test_updates_active_between_holds_are_restored_once_at_another_worker_count(
+        tmp_path, before, after):
+    """active_between holds updates wherever they arrived (a Pipeline operator): a resume at
+    a worker count sharing a factor with the old one read only some old workers' files, so
+    held insertions and retractions were lost (2 -> 4, 4 -> 2; 2 -> 3 read them all)."""
+    import sparktimely.differential as dd
+    from sparktimely.io import DirectorySink
+    out, directory = str(tmp_path / "out"), tmp_path / "ck"
+    fail = FailOnce(str(tmp_path / "failed"), 4, worker=None)
+
+    def job(worker):
+        def build(scope):
+            spans = dd.from_stream(scope.input_from_source(Spans(), "spans"))
+            counts = spans.active_between(lambda r: r[1], lambda r: r[2]) \
+                .map(lambda r: r[0]).count()
+            counts.inner.inspect_batch(lambda time, batch: fail(worker, time)).output_to(
+                DirectorySink(out, format="jsonl"), "counts")
+        worker.dataflow(build, name="active")
+    with pytest.raises(st.WorkerError, match="failing on purpose"):
+        execute_in_process(checkpointed(job, directory), before, seed=before)
+    execute_in_process(checkpointed(job, directory), after, seed=after)
+    got: Counter = Counter()
+    for name in os.listdir(out):
+        if not name.startswith(("_", ".")):
+            for line in open(os.path.join(out, name)):
+                (key, n), time, diff = json.loads(line)
+                got[((key, n), time)] += diff
+    sent = [(record, epoch) for p in Spans().partitions() for epoch, batch in Spans.records(p)
+            for record in batch]
+    expected: Counter = Counter()
+    previous: Counter = Counter()
+    for time in range(max(r[2] for r, _ in sent) + 1):      # counts, recomputed at each time
+        now = Counter(r[0] for r, epoch in sent if max(r[1], epoch) <= time < r[2])
+        for key in set(now) | set(previous):
+            expected[((key, now[key]), time)] += 1 if now[key] else 0
+            expected[((key, previous[key]), time)] -= 1 if previous[key] else 0
+        previous = now
+    assert +got == +expected and -got == -expected
+
+
 @pytest.mark.parametrize("every", [2, 3])
 def test_checkpoints_come_at_multiples_of_checkpoint_every_and_resume_from_there(
         run, texts, tmp_path, every, monkeypatch):
