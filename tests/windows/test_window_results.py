@@ -251,6 +251,13 @@ def test_a_minus_zero_key_and_large_integer_means_window_as_python_says(run, kin
     assert found == [(start, 0.0, 2, 1.700000000000000001e18) for start in starts]
 
 
+def counted_by_k(stream, kind) -> tuple:
+    """The captured results and late rows of ``kind``'s windows of ``stream``'s rows keyed by
+    column ``k`` (event times in ``ts``), counting rows."""
+    windowed = stream.window(kind, time_of="ts", key="k", aggregate={"n": ("count", None)})
+    return windowed.results.capture(), windowed.late.capture()
+
+
 def _dictionary(indices: list, values: list) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(pa.array(indices, pa.int32()),
                                           pa.array(values, pa.string()))
@@ -270,10 +277,7 @@ def test_a_dictionary_key_whose_dictionary_holds_a_null_gives_the_windows_of_its
     with nulls' failed the window."""
     def job(worker):
         handle = st.InputHandle()
-        out = worker.dataflow(lambda scope: (lambda windowed: (
-            windowed.results.capture(), windowed.late.capture()))(
-            scope.input_from(handle).window(kind, time_of="ts", key="k",
-                                            aggregate={"n": ("count", None)})))
+        out = worker.dataflow(lambda scope: counted_by_k(scope.input_from(handle), kind))
         if worker.index == 0:
             for time, (indices, values, times) in enumerate(batches):
                 handle.send_batch(pa.record_batch({"k": _dictionary(indices, values),
@@ -320,10 +324,7 @@ def test_string_view_columns_are_windowed_and_late_rows_keep_them(run, kind, col
 
     def job(worker):
         handle = st.InputHandle()
-        out = worker.dataflow(lambda scope: (lambda windowed: (
-            windowed.results.capture(), windowed.late.capture()))(
-            scope.input_from(handle).window(kind, time_of="ts", key="k",
-                                            aggregate={"n": ("count", None)})))
+        out = worker.dataflow(lambda scope: counted_by_k(scope.input_from(handle), kind))
         if worker.index == 0:
             handle.send_batch(rows.slice(0, 1).to_batches()[0])
             if column == "late":
