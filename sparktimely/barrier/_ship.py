@@ -16,8 +16,10 @@ ship an environment; the driver turns that error into :class:`EnvironmentMissing
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import re
+import sys
 import tempfile
 import zipfile
 from typing import Any, Callable
@@ -151,6 +153,32 @@ def _context_of(spark: Any) -> Any:
         return None
 
 
+_OPEN_FILES = (io.FileIO, io.BufferedReader, io.BufferedWriter, io.BufferedRandom,
+               io.TextIOWrapper)
+"""Files of the driver's own (a descriptor of its process): cloudpickle would send a file
+open for reading as a copy of what is left of it, read on the driver, and each worker would
+read that copy as if it were the file."""
+
+
+def _without_open_files(cloudpickle: Any, task: Callable) -> bytes:
+    """``task`` pickled with Spark's cloudpickle, refusing an open file it holds (TypeError).
+
+    >>> from pyspark import cloudpickle
+    >>> with open(__file__) as source:
+    ...     _without_open_files(cloudpickle, lambda: source.read())
+    Traceback (most recent call last):
+    TypeError: it holds the open file ...
+    """
+    class Refusing(cloudpickle.CloudPickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if isinstance(obj, _OPEN_FILES) and obj not in (sys.stdout, sys.stderr, sys.stdin):
+                raise TypeError(f"it holds the open file {getattr(obj, 'name', obj)!r}")
+            return super().reducer_override(obj)
+    buffer = io.BytesIO()
+    Refusing(buffer, protocol=cloudpickle.DEFAULT_PROTOCOL).dump(task)
+    return buffer.getvalue()
+
+
 def on_executor(task: Callable, name: str | None = None) -> Callable:
     """``task`` wrapped for an executor: the wrapper is pickled by value and imports nothing
     of sparktimely until it has checked :data:`REQUIRED` there (the task travels as bytes
@@ -163,7 +191,7 @@ def on_executor(task: Callable, name: str | None = None) -> Callable:
     """
     from pyspark import cloudpickle
     try:
-        payload = cloudpickle.dumps(task)
+        payload = _without_open_files(cloudpickle, task)
     except Exception as error:
         raise TypeError(f"the job cannot be sent to Spark's executors: pickling its function "
                         f"(and what it refers to) failed with {type(error).__name__}: "

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from .. import InputHandle, Pipeline, Worker
+from .. import InputHandle, Pipeline, Stream, Worker
 from ..comm.rendezvous import PeerFailed
 from ..errors import describe, unsendable_result
 from ..execute import Seat, WorkerError, WorkerSession, run_workers
@@ -382,7 +382,7 @@ def arrow_task(build, schema, options: TaskOptions, batches: Iterable[Any]) -> I
         """``build``'s output, as RecordBatches of ``schema`` made inside the dataflow: a
         batch that does not fit is an operator's error, which cancels the stage at once
         naming the worker (converted as Spark reads them, it was retried by Spark)."""
-        result = build(scope, stream)
+        result = output_of(build, scope, stream)
         if result is None:
             return None
 
@@ -395,6 +395,24 @@ def arrow_task(build, schema, options: TaskOptions, batches: Iterable[Any]) -> I
             return logic
         return result.unary(Pipeline, "ToSchema", to_schema)
     yield from stream_task(converted, (b for b in batches if b.num_rows), options)
+
+
+def output_of(build: Callable, scope: Any, stream: Stream) -> Stream | None:
+    """What ``build(scope, stream)`` returns: the stream of output rows, or None for none;
+    a TypeError naming what it returned otherwise (a list, a forgotten collection's
+    ``.inner``), told where the dataflow is built.
+
+    >>> import sparktimely as st
+    >>> st.example(lambda scope: output_of(lambda s, x: [x], scope, scope.to_stream([1])))
+    Traceback (most recent call last):
+    TypeError: build(scope, stream) returned a list: it must return the stream whose records become the output rows (or None for no output rows)
+    """
+    result = build(scope, stream)
+    if result is None or isinstance(result, Stream):
+        return result
+    raise TypeError(f"build(scope, stream) returned a {type(result).__name__}: it must return "
+                    f"the stream whose records become the output rows (or None for no "
+                    f"output rows)")
 
 
 def stream_task(build, chunks: Iterable[Any], options: TaskOptions) -> Iterator[Any]:
@@ -411,7 +429,7 @@ def stream_task(build, chunks: Iterable[Any], options: TaskOptions) -> Iterator[
     output: deque = deque()
 
     def dataflow(scope):
-        result = build(scope, scope.input_from(handle))
+        result = output_of(build, scope, scope.input_from(handle))
         if result is not None:
             result.sink(Pipeline, "ToSpark",
                         lambda input: output.extend(batch for _, batch in input))
@@ -447,7 +465,8 @@ def _checkpointed_task(build, chunks: Iterable[Any], barrier: BarrierWorker,
         try:
             def dataflow(scope):
                 chunked = TaskInput(chunks, worker.index, barrier.waiting_for_spark)
-                result = build(scope, scope.input_from_source(chunked, "spark-input"))
+                result = output_of(build, scope,
+                                   scope.input_from_source(chunked, "spark-input"))
                 if result is not None:
                     result.output_to(TaskOutput(directory, output.append, worker.index,
                                                 ["barrier-task", "output"]), "spark-output")

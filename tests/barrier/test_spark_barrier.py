@@ -25,6 +25,7 @@ from segment_leaks import segments_of
 from spark_session import spark_session
 
 import sparktimely as st
+import sparktimely.differential as dd
 import sparktimely.barrier as stb
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
@@ -154,6 +155,12 @@ def test_what_cannot_reach_the_executors_is_named_before_any_stage(spark, monkey
     with pytest.raises(TypeError, match="the job cannot be sent to Spark's executors: pickling "
                                         "its function .* cannot pickle '_thread.lock'"):
         stb.run(spark, lambda worker: lock.locked(), 1)
+    with open(__file__) as source:          # cloudpickle sent a copy of it, read here
+        with pytest.raises(TypeError, match=r"the job cannot be sent to Spark's executors: "
+                                            r"pickling its function .* it holds the open file "
+                                            r"'.*test_spark_barrier.py'"):
+            stb.map_partitions(spark.sparkContext.parallelize([1], 1),
+                               lambda scope, stream: stream.map(lambda x: source.readline()))
     monkeypatch.setenv("SPARKTIMELY_CONNECT_TIMEOUT", "abc")
     for call in (lambda: stb.run(spark, lambda worker: 1, 1),
                  lambda: stb.map_in_arrow(spark.range(0, 10, 1, 1), lambda scope, s: s,
@@ -364,6 +371,20 @@ def test_an_error_in_build_fails_a_shuffle_feeding_stage_at_once_without_retries
     assert error.message == "ValueError: no such operator, driver side"
     assert 'raise ValueError("no such operator, driver side")' in error.traceback
     assert elapsed < 5, f"the failure took {elapsed:.1f} s to surface"
+
+
+@pytest.mark.parametrize("returned, told", [
+    (lambda stream: [stream], "list"), (lambda stream: dd.from_stream(stream), "Collection")])
+def test_a_build_that_returns_no_stream_is_named_with_what_it_returned(spark, returned, told):
+    """It failed in Python's words ('list' object has no attribute 'unary')."""
+    df = stb.map_in_arrow(spark.range(0, 10, 1, 1), lambda scope, s: returned(s), "id long",
+                          num_workers=1)
+    with pytest.raises(Exception) as caught:
+        df.collect()
+    error = stb.parse_failure(str(caught.value))
+    assert error is not None and error.message == (
+        f"TypeError: build(scope, stream) returned a {told}: it must return the stream whose "
+        f"records become the output rows (or None for no output rows)"), str(caught.value)[:2000]
 
 
 def stalling_job(worker):
