@@ -67,9 +67,9 @@ def test_a_checkpoint_of_another_program_is_told_once(tmp_path):
 def test_a_checkpoint_directory_that_cannot_be_one_is_named_before_workers_start(tmp_path):
     file = tmp_path / "file"
     file.write_text("")
-    for where in (file, file / "ck"):
-        with pytest.raises(st.RecoveryError, match=f"checkpoint directory {where}: cannot "
-                                                   f"create it"):
+    for where, told in ((file, "is a file, not a directory"),    # (pyarrow's words, before)
+                        (file / "ck", ": cannot create it")):
+        with pytest.raises(st.RecoveryError, match=f"checkpoint directory {where} ?{told}"):
             st.execute(lambda worker: (tmp_path / f"ran-{worker.index}").touch(), workers=2,
                        checkpoint_dir=where)
     assert sorted(os.listdir(tmp_path)) == ["file"]           # no worker ran

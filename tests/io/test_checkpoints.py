@@ -384,15 +384,6 @@ def test_a_later_dataflow_renamed_is_refused_and_one_never_checkpointed_starts_a
     assert visible(str(tmp_path / "late")) == running_counts(epochs_of(texts))
 
 
-def test_a_checkpoint_directory_that_is_a_file_is_named_as_one(tmp_path):
-    """It was told in pyarrow's words ('non-directory entry exists')."""
-    (tmp_path / "ck").write_text("")
-    with pytest.raises(st.RecoveryError, match=rf"^checkpoint directory {tmp_path}/ck is a "
-                                               rf"file, not a directory$"):
-        st.execute(lambda w: w.dataflow(lambda s: s.to_stream([1]).probe(), name="one"),
-                   checkpoint_dir=str(tmp_path / "ck"))
-
-
 @pytest.mark.parametrize("damage", ["garbage", "edited", "state file", "missing file",
                                     "unreadable file", "unreadable record", "newer format"])
 def test_a_corrupted_checkpoint_is_refused_naming_the_file_and_nothing_changes(
