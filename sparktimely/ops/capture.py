@@ -20,6 +20,7 @@ from typing import IO, Any, Callable, Iterable, Protocol, Self, TypeVar
 
 from ..dataflow import OperatorBuilder, Pipeline, ProbeHandle
 from ..dataflow.capability import Capability
+from ..dataflow.containers import check_schema
 from ..dataflow.operator import sink_operator
 from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
@@ -104,18 +105,14 @@ def _one_table(time: Any, parts: list) -> Any:
     >>> import pyarrow as pa
     >>> _one_table(0, [pa.record_batch({"k": [1]}), pa.record_batch({"j": ["x"]})])
     Traceback (most recent call last):
-    ValueError: the captured stream gave Arrow batches of two schemas at time 0 (k: int64 | j: string): a stream carries one schema
+    ValueError: Capture.extract at time 0: the batch's schema (j: string) differs from the stream's schema (k: int64)
     """
     import pyarrow
     tables = [pyarrow.Table.from_batches([part]) if isinstance(part, pyarrow.RecordBatch)
               else part for part in parts]
-    schema = tables[0].schema
+    schema = None
     for table in tables:
-        if not table.schema.equals(schema):
-            shown = " | ".join(", ".join(f"{field.name}: {field.type}" for field in s)
-                               for s in (schema, table.schema))
-            raise ValueError(f"the captured stream gave Arrow batches of two schemas at time "
-                             f"{time!r} ({shown}): a stream carries one schema")
+        schema = check_schema(schema, table.schema, f"Capture.extract at time {time!r}")
     return pyarrow.concat_tables(tables)
 
 
