@@ -72,6 +72,31 @@ def test_arrow_time_columns_must_be_integers_without_nulls():
     assert "time column 'when' is not in the batch (columns ts, v)" in message
 
 
+@pytest.mark.parametrize("kind, at, lateness, column_type, limits", [
+    (win.Tumbling(10), 2**63 - 15, 100, pa.int64(),
+     "which holds them for event times from -9223372036854775688 to 9223372036854775687"),
+    (win.Sliding(10, 5), 2**63 - 5, 0, pa.int64(), "to 9223372036854775792"),
+    (win.Session(100), -2**63 + 50, 0, pa.int64(), "from -9223372036854775708 to"),
+    (win.Tumbling(10), 2**63 + 5, 0, pa.uint64(), "to 9223372036854775787"),
+    (win.Tumbling(10), 5, 2**63, pa.int64(), "which cannot hold them for any event time"),
+], ids=["tumbling", "sliding", "session-low", "uint64", "lateness"])
+def test_arrow_event_times_too_near_the_int64_limits_are_refused_naming_the_row(
+        kind, at, lateness, column_type, limits):
+    """Such a record was sent to ``late`` though its window was open (its bounds overflowed),
+    or failed in numpy's words; Python records have no limit."""
+    rows = pa.table({"ts": pa.array([at, 0], column_type), "k": ["b", "a"]})
+    message = failure(lambda scope: scope.to_stream(rows).window(
+        kind, time_of="ts", key="k", lateness=lateness,
+        aggregate={"n": ("count", None)}).results.capture())
+    assert (f"window: event time {at} in column 'ts' (row {{'ts': {at}, 'k': 'b'}}) is too "
+            f"near the int64 limits for {kind!r} with lateness {lateness}: windows of Arrow "
+            f"rows compute bounds and close times in int64, ") in message
+    assert limits in message
+    assert st.example(lambda scope: scope.to_stream(rows.slice(1)).window(
+        win.Tumbling(10), time_of="ts", key="k",
+        aggregate={"n": ("count", None)}).results.capture()).extract()[0][1].num_rows == 1
+
+
 @pytest.mark.parametrize("aggregate, error, message", [
     ({"m": ("median", "v")}, ValueError, "aggregate 'm': unknown op 'median' \\(known: sum, "
                                          "count, min, max, mean\\)"),

@@ -85,6 +85,24 @@ def test_every_kind_of_arrow_batches(run, kind, key):
     assert (results, late) == expected
 
 
+@pytest.mark.parametrize("kind", KINDS, ids=repr)
+def test_arrow_event_times_at_the_edges_of_the_int64_range_they_accept(run, kind):
+    """Arrow windows compute bounds and close times in int64: event times as near the limits
+    as they accept (the window's size, slide, offset and lateness away) give the windows the
+    oracle gives, as Python records do."""
+    lateness = 1
+    margin = lateness + (kind.gap if isinstance(kind, win.Session)
+                         else abs(kind.offset) + kind.size + kind.slide)
+    low, high = -2**63 + margin, 2**63 - 1 - margin
+    entries = [(t, (i, key, at, i)) for i, (t, key, at) in enumerate(
+        [(0, "a", high), (0, "a", high - 1), (1, "b", high - 3), (2, "a", low),
+         (2, "b", low + 2), (3, "a", low + 1)])]
+    results, late = run_window(run, entries, lambda s: s.window(
+        kind, time_of="ts", key="key", aggregate=ARROW_AGGREGATE, lateness=lateness),
+        arrow=True)
+    assert (results, late) == model(kind, entries, lateness, arrow_value)
+
+
 def dictionary_keys(batch: pa.RecordBatch) -> pa.RecordBatch:
     at = batch.schema.get_field_index("key")
     return batch.set_column(at, "key", pc.dictionary_encode(batch.column(at)))

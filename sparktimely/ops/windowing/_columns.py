@@ -115,9 +115,12 @@ def _array(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
-def event_times(rows: pa.Table, column: str) -> np.ndarray:
+def event_times(rows: pa.Table, column: str, margin: int, window: str) -> np.ndarray:
     """The int64 event times of ``rows`` (the error names the column, or the first row whose
-    time is null)."""
+    time is null). Windows of Arrow rows compute their bounds and close times in int64,
+    adding at most ``margin`` to an event time or taking it away: a time closer than that
+    to the int64 limits is refused (the error names it, its row and ``window``, the window
+    kind and lateness), as is any time when ``margin`` leaves no room at all."""
     if column not in rows.schema.names:
         raise KeyError(f"window: time column {column!r} is not in the batch (columns "
                        f"{', '.join(rows.schema.names)})")
@@ -130,7 +133,22 @@ def event_times(rows: pa.Table, column: str) -> np.ndarray:
         row = int(np.flatnonzero(pc.is_null(times).to_numpy(zero_copy_only=False))[0])
         raise TypeError(f"window: time column {column!r} is null in row "
                         f"{rows.slice(row, 1).to_pylist()[0]}")
-    return times.to_numpy().astype(np.int64, copy=False)
+    values = times.to_numpy()
+    low, high = _INT64.min + margin, _INT64.max - margin
+    if len(values) and (values.min() < low or values.max() > high):
+        outside = (values < low) | (values > high)
+        if outside.any():
+            row = int(np.flatnonzero(outside)[0])
+            raise ValueError(
+                f"window: event time {times[row].as_py()} in column {column!r} (row "
+                f"{rows.slice(row, 1).to_pylist()[0]}) is too near the int64 limits for "
+                f"{window}: windows of Arrow rows compute bounds and close times in int64, "
+                + (f"which holds them for event times from {low} to {high}" if low <= high
+                   else "which cannot hold them for any event time"))
+    return values.astype(np.int64, copy=False)
+
+
+_INT64 = np.iinfo(np.int64)
 
 
 def key_hashes(rows: pa.Table | pa.RecordBatch, keys: list[str]) -> np.ndarray:
@@ -174,6 +192,8 @@ class ArrowPanes(PaneWindows):
     def __init__(self, kind: Sliding, time_of: str, keys: list[str], aggregates: Aggregates,
                  lateness: int) -> None:
         super().__init__(kind, lateness)
+        self.margin = abs(kind.offset) + kind.size + kind.slide + lateness
+        self.described = f"{kind!r} with lateness {lateness}"
         self.time_of = time_of
         self.keys = keys
         self.aggregates = aggregates
@@ -183,7 +203,7 @@ class ArrowPanes(PaneWindows):
     def apply(self, time: int, batches: Iterable[pa.RecordBatch]) -> tuple[list, list[int]]:
         kind, keys = self.kind, self.keys
         rows, schema = _taken_in(batches)
-        relative = event_times(rows, self.time_of) - kind.offset
+        relative = event_times(rows, self.time_of, self.margin, self.described) - kind.offset
         self.aggregates.check_columns(rows)
         too_late = time > self.last_close + relative // kind.slide * kind.slide
         late, rows = _late(rows, too_late, schema)
@@ -357,6 +377,7 @@ class ArrowSessions:
 
     def __init__(self, kind: Session, time_of: str, keys: list[str], aggregates: Aggregates,
                  lateness: int) -> None:
+        self.kind = kind
         self.gap = kind.gap
         self.time_of = time_of
         self.keys = keys
@@ -369,7 +390,8 @@ class ArrowSessions:
     def apply(self, time: int, batches: Iterable[pa.RecordBatch]) -> tuple[list, list[int]]:
         keys, aggregates = self.keys, self.aggregates
         rows, schema = _taken_in(batches)
-        begin = event_times(rows, self.time_of)
+        begin = event_times(rows, self.time_of, self.gap + self.lateness,
+                            f"{self.kind!r} with lateness {self.lateness}")
         aggregates.check_columns(rows)
         hashes = key_hashes(rows, keys)
         sessions, rest = self._touched(hashes)
