@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-from ..progress.timestamp import TimeKind, Timestamp, advance, less_equal
+from ..progress.timestamp import TimeKind, Timestamp, advance, less_equal, relation
 
 if TYPE_CHECKING:
     from .operator import Operator
@@ -50,7 +50,7 @@ class CapabilityError(RuntimeError):
     ...         later.drop()
     ...     return logic
     >>> _ = st.example(lambda scope: st.source(scope, "Back", ctor).probe())
-    cannot delay capability at time 5 to 3: times must not go backwards
+    cannot delay capability at time 5 to 3: 3 is earlier than 5; a capability moves only to times at or after its own
     """
 
 
@@ -104,8 +104,9 @@ class Capability:
     def _check_not_before(self, time: Timestamp, action: str) -> None:
         if not not_earlier(self._port.kind, self._time, time):
             raise CapabilityError(
-                f"cannot {action} capability at time {self._time!r} to {time!r}: "
-                f"times must not go backwards")
+                f"cannot {action} capability at time {self._time!r} to {time!r}: {time!r} is "
+                f"{relation(time, self._time)} {self._time!r}; a capability moves only to "
+                f"times at or after its own")
 
     def delayed(self, time: Timestamp) -> "Capability":
         """A new capability for ``time``, which must not be earlier than this one's."""
@@ -266,8 +267,9 @@ class InputCapability:
             raise CapabilityError(f"operator has no output {output}")
         if not not_earlier(self._outputs[output].kind, self.time, time):
             raise CapabilityError(
-                f"cannot delay input capability at time {self.time!r} to {time!r}: "
-                f"times must not go backwards")
+                f"cannot delay input capability at time {self.time!r} to {time!r}: {time!r} "
+                f"is {relation(time, self.time)} {self.time!r}; a capability moves only to "
+                f"times at or after its own")
         self._check_allows(time, output)
         return Capability(time, self._outputs[output])
 

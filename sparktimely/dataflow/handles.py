@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 from ..progress.frontier import Antichain, MutableAntichain
-from ..progress.timestamp import Timestamp, less_equal
+from ..progress.timestamp import Timestamp, less_equal, relation
 from .capability import Capability
 from .channels import Pipeline
 from .containers import arrow_batches
@@ -159,8 +159,9 @@ class InputHandle:
         if self._bound:
             self._bound[0][0].kind.check(time, where=f"{self.name}.advance_to")
         if self._time is not None and not less_equal(self._time, time):
-            raise ValueError(f"advance_to({time!r}) goes backwards: the input is already at "
-                             f"time {self._time!r}")
+            raise ValueError(f"advance_to({time!r}): {time!r} is {relation(time, self._time)} "
+                             f"the input's time {self._time!r}; an input advances only to "
+                             f"times at or after it")
         self.flush()
         for _, capability in self._bound:
             capability.downgrade(time)

@@ -55,6 +55,7 @@ class FrontierNotificator:
             raise CapabilityError(f"notify_at needs a Capability, which holds its time until "
                                   f"the notification: retain() the input capability for "
                                   f"time {capability.time!r}")
+        capability._check_live("notify_at with")
         time = capability.time
         entry = self._pending.get(time)
         if entry is None:

@@ -383,6 +383,7 @@ class OperatorBuilder(Generic[S]):
 
 def unary_operator(stream: S, pact: Pact | type, name: str, ctor: Callable, *,
                    frontier: bool) -> S:
+    require_function(f"{name} (unary{'_frontier' if frontier else ''})", ctor)
     builder = OperatorBuilder(name, stream.scope)
     input = builder.new_input(stream, pact)
     output, result = builder.new_output()
@@ -398,6 +399,7 @@ def unary_operator(stream: S, pact: Pact | type, name: str, ctor: Callable, *,
 
 def binary_operator(stream1: S, stream2: S, pact1: Pact | type, pact2: Pact | type, name: str,
                     ctor: Callable, *, frontier: bool) -> S:
+    require_function(f"{name} (binary{'_frontier' if frontier else ''})", ctor)
     builder = OperatorBuilder(name, stream1.scope)
     input1 = builder.new_input(stream1, pact1)
     input2 = builder.new_input(stream2, pact2)
@@ -415,6 +417,7 @@ def binary_operator(stream1: S, stream2: S, pact1: Pact | type, pact2: Pact | ty
 def notify_operator(streams: Sequence[S], pacts: Sequence[Pact | type], name: str,
                     init_times: Sequence[Timestamp], logic: Callable) -> S:
     """An operator with a Notificator: ``logic(*inputs, output, notificator)``."""
+    require_function(f"{name} ({'unary' if len(streams) == 1 else 'binary'}_notify)", logic)
     builder = OperatorBuilder(name, streams[0].scope)
     inputs = [builder.new_input(s, p) for s, p in zip(streams, pacts)]
     output, result = builder.new_output()
@@ -436,6 +439,7 @@ def notify_operator(streams: Sequence[S], pacts: Sequence[Pact | type], name: st
 
 def sink_operator(stream: "StreamCore", pact: Pact | type, name: str,
                   logic: Callable[[InputPort], Any]) -> InputPort:
+    require_function(f"{name} (sink)", logic)
     builder = OperatorBuilder(name, stream.scope)
     input = builder.new_input(stream, pact)
     builder.build(lambda capabilities: lambda frontiers: logic(input))
@@ -459,6 +463,7 @@ def source(scope: "ScopeCore[S]", name: str, ctor: Callable) -> S:
     >>> st.example(build).extract()
     [(0, ['a', 'b'])]
     """
+    require_function(f"{name} (source)", ctor)
     builder = OperatorBuilder(name, scope)
     output, result = builder.new_output()
     builder.set_notify(False)

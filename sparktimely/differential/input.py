@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ..dataflow import InputHandle
 from ..dataflow.containers import large_layouts
-from ..progress.timestamp import TimeKind, Timestamp, join, less_equal
+from ..progress.timestamp import TimeKind, Timestamp, join, less_equal, relation
 from .collection import Collection
 from .updates import DIFF, diff_last
 
@@ -296,8 +296,9 @@ class InputSession:
         self._check_time("advance_to", time)
         now = self._time                    # None: never connected nor advanced
         if now is not None and not less_equal(now, time):
-            raise ValueError(f"InputSession.advance_to({time!r}) goes backwards: the session "
-                             f"is at time {now!r}")
+            raise ValueError(f"InputSession.advance_to({time!r}): {time!r} is "
+                             f"{relation(time, now)} the session's time {now!r}; a session "
+                             f"advances only to times at or after it")
         self._send()
         self._handle.advance_to(time)
         self._time = time

@@ -45,6 +45,16 @@ def less_than(a: Timestamp, b: Timestamp) -> bool:
     return a != b and a.less_equal(b)
 
 
+def relation(time: Timestamp, other: Timestamp) -> str:
+    """How ``time``, not at or after ``other``, stands to it: ``"earlier than"``, or
+    ``"incomparable with"`` (times of a partial order), for errors that refuse it.
+
+    >>> relation(2, 5), relation(Product(0, 5), Product(1, 1))
+    ('earlier than', 'incomparable with')
+    """
+    return "earlier than" if less_than(time, other) else "incomparable with"
+
+
 def join(a: Timestamp, b: Timestamp) -> Timestamp:
     """The least upper bound of two times (ints: the larger; Product: component-wise max).
 

@@ -908,6 +908,16 @@ def test_an_input_capability_sends_at_its_time_only_where_its_summary_allows(run
     (lambda s: s.map_in_place([]), "map_in_place: expected a function, got []"),
     (lambda s: s.exchange("word"), "exchange: the route must be a function of a record, got "
                                    "'word' (to route an Arrow stream by a column: key='word')"),
+    (lambda s: s.unary_notify(st.Pipeline, "U", [], None),
+     "U (unary_notify): expected a function, got None"),
+    (lambda s: s.binary_notify(s, st.Pipeline, st.Pipeline, "B", [], 7),
+     "B (binary_notify): expected a function, got 7 (int)"),
+    (lambda s: s.unary_frontier(st.Pipeline, "F", "ctor"),
+     "F (unary_frontier): expected a function, got 'ctor' (str)"),
+    (lambda s: s.binary(s, st.Pipeline, st.Pipeline, "Two", None),
+     "Two (binary): expected a function, got None"),
+    (lambda s: s.sink(st.Pipeline, "Out", 1), "Out (sink): expected a function, got 1 (int)"),
+    (lambda s: st.source(s.scope, "In", None), "In (source): expected a function, got None"),
 ])
 def test_an_operator_given_no_function_says_so_where_the_dataflow_is_built(build, told):
     """Not later, from the first record, naming whichever operator sent it."""
@@ -919,6 +929,61 @@ def test_an_operator_given_no_function_says_so_where_the_dataflow_is_built(build
     with pytest.raises(TypeError, match=re.escape(told)):
         st.execute_directly(job)
     assert built == []
+
+
+def test_times_that_do_not_move_forward_are_told_as_earlier_or_incomparable():
+    """Product times that are incomparable were told as going backwards."""
+    told = []
+
+    def job(worker):
+        handle = st.InputHandle("events")
+
+        def build(scope):
+            def ctor(capability, info):
+                held = capability.delayed(Product(1, 1))
+                capability.drop()
+                for time in (Product(0, 5), Product(1, 0)):
+                    try:
+                        held.delayed(time)
+                    except st.CapabilityError as error:
+                        told.append(str(error))
+                held.drop()
+                return lambda output: None
+            st.source(scope, "Held", ctor)
+            return scope.input_from(handle).probe()
+        handle.advance_to(Product(1, 1))
+        worker.dataflow(build, timestamp=st.Product)
+        for time in (Product(0, 2), Product(1, 0)):
+            try:
+                handle.advance_to(time)
+            except ValueError as error:
+                told.append(str(error))
+        handle.close()
+    st.execute_directly(job)
+    assert told == [
+        "cannot delay capability at time Product(1, 1) to Product(0, 5): Product(0, 5) is "
+        "incomparable with Product(1, 1); a capability moves only to times at or after its own",
+        "cannot delay capability at time Product(1, 1) to Product(1, 0): Product(1, 0) is "
+        "earlier than Product(1, 1); a capability moves only to times at or after its own",
+        "advance_to(Product(0, 2)): Product(0, 2) is incomparable with the input's time "
+        "Product(1, 1); an input advances only to times at or after it",
+        "advance_to(Product(1, 0)): Product(1, 0) is earlier than the input's time "
+        "Product(1, 1); an input advances only to times at or after it",
+    ]
+
+
+def test_notify_at_with_a_dropped_capability_names_notify_at():
+    def job(worker):
+        def logic(input, output, notificator):
+            for capability, _ in input:
+                held = capability.retain()
+                held.drop()
+                notificator.notify_at(held)
+        worker.dataflow(lambda scope: scope.to_stream([1]).unary_notify(
+            st.Pipeline, "N", [], logic).probe())
+    with pytest.raises(st.WorkerError, match=re.escape(
+            "cannot notify_at with the capability for time 0: it was dropped")):
+        st.execute(job, workers=1)
 
 
 def test_advance_to_a_time_of_another_type_names_the_input_and_the_type():
