@@ -113,10 +113,7 @@ class GroupRecord:
             return self.failure() or (index, message, traceback)
         try:
             if not self._words[_FAILED]:
-                text = f"{message}\0{traceback}".encode(errors="replace")
-                room = _RECORD_BYTES - _TEXT
-                if len(text) > room:
-                    text = text[:room // 4] + b"\n[...]\n" + text[-(room - room // 4 - 8):]
+                text = _fitted(message, traceback, _RECORD_BYTES - _TEXT)
                 self.segment.buf[_TEXT:_TEXT + len(text)] = text
                 self._words[_LENGTH] = len(text)
                 self._words[_LOST_PEER] = int(lost_peer)
@@ -140,6 +137,50 @@ class GroupRecord:
 
     def close(self) -> None:
         self.segment.close()
+
+
+def _fitted(message: str, traceback: str, room: int) -> bytes:
+    r"""``message`` and ``traceback`` as the record holds them (NUL between), in ``room``
+    bytes: when too long, first each line longer than :data:`_LONGEST_LINE` keeps its head
+    and tail (a huge value in an error, such as a batch, leaves every frame of the
+    traceback in place), then each text its head and tail, the message a quarter of the room
+    at most.
+
+    >>> text = _fitted("bad " + "x" * 100_000, "Traceback:\n  line 1\nValueError: bad", 4096)
+    >>> message, _, traceback = text.decode().partition("\0")
+    >>> len(text) <= 4096, traceback
+    (True, 'Traceback:\n  line 1\nValueError: bad')
+    """
+    text = f"{message}\0{traceback}".encode(errors="replace")
+    if len(text) <= room:
+        return text
+    message, traceback = _short_lines(message), _short_lines(traceback)
+    text = f"{message}\0{traceback}".encode(errors="replace")
+    if len(text) <= room:
+        return text
+    head = _cut(message.encode(errors="replace"), room // 4)
+    return head + b"\0" + _cut(traceback.encode(errors="replace"), room - len(head) - 1)
+
+
+_LONGEST_LINE = 2048
+
+
+def _short_lines(text: str) -> str:
+    """``text`` with each line longer than :data:`_LONGEST_LINE` cut in the middle."""
+    return "\n".join(line if len(line) <= _LONGEST_LINE else
+                     f"{line[:_LONGEST_LINE // 2]} [... {len(line) - _LONGEST_LINE} characters "
+                     f"...] {line[-_LONGEST_LINE // 2:]}" for line in text.split("\n"))
+
+
+def _cut(data: bytes, limit: int) -> bytes:
+    """``data`` in at most ``limit`` bytes: its head and tail around a mark."""
+    if len(data) <= limit:
+        return data
+    keep = max(limit - len(_CUT), 0)
+    return data[:keep // 2] + _CUT + data[len(data) - (keep - keep // 2):]
+
+
+_CUT = b"\n[...]\n"
 
 
 class HostGroup:

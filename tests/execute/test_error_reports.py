@@ -48,6 +48,29 @@ def test_a_failing_operator_shows_the_programs_own_line(tmp_path, workers):
     assert "execute.py" not in err and "in <module>" not in err, err
 
 
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_an_error_with_a_huge_message_keeps_the_programs_own_frames(tmp_path, workers):
+    """A message of a whole batch (100k characters): at 2 or more workers the failure record
+    (64 KiB) kept its head and tail, which lost the traceback and the program's frames."""
+    ran = run_script(tmp_path, "job.py", """\
+        import sys, sparktimely as st
+        def check(batch):
+            raise ValueError(f"bad readings {batch}")
+        def job(worker):
+            worker.dataflow(lambda scope: scope.to_stream(range(20_000))
+                            .inspect_batch(lambda t, b: check(b)).probe())
+            worker.run()
+        st.execute_from_args(sys.argv[1:], job)
+        """, "-w", str(workers))
+    assert ran.returncode == 1
+    err = ran.stderr
+    assert re.match(r"job\.py: worker \d failed: OperatorError: operator 'InspectBatch' "
+                    r"\(address \(0, 1\)\) raised ValueError: bad readings \[0, 1, 2, ", err), err
+    assert f'File "{tmp_path / "job.py"}", line 3, in check' in err, err
+    assert "frames inside sparktimely" in err and "_supervisor.py" not in err, err
+    assert len(err) < (250_000 if workers == 1 else 20_000), len(err)
+
+
 def test_a_checkpoint_of_another_program_is_told_once(tmp_path):
     source = """\
         import sys, sparktimely as st
