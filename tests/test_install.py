@@ -24,11 +24,12 @@ SETUP.read(ROOT / "setup.cfg")
 REQUIREMENTS = SETUP["options"]["install_requires"]
 VERSION = SETUP["metadata"]["version"]
 EXTRA_LINE = ("sparktimely.barrier needs pyspark, which is not installed: "
-              "pip install 'sparktimely[spark]'")
+              "pip install '{source}[spark]'")
 
 
-def _environment(tmp_path_factory) -> Path:
-    """A virtualenv with this checkout installed without extras (``pip install .``)."""
+def _environment(tmp_path_factory) -> tuple[Path, Path]:
+    """A virtualenv with this checkout installed without extras (``pip install .``), and the
+    directory installed."""
     key = hashlib.sha256(f"{sys.version}\n{REQUIREMENTS}".encode()).hexdigest()[:12]
     venv = ROOT / ".venv-core" / key
     if not (venv / "bin" / "python").exists():
@@ -42,11 +43,11 @@ def _environment(tmp_path_factory) -> Path:
     subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "--quiet",
                     "--disable-pip-version-check", str(source)],
                    check=True, capture_output=True, text=True)
-    return venv
+    return venv, source
 
 
 @pytest.fixture(scope="module")
-def core(tmp_path_factory) -> Path:
+def core(tmp_path_factory) -> tuple[Path, Path]:
     return _environment(tmp_path_factory)
 
 
@@ -59,27 +60,31 @@ def _run(venv: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.timeout(300)
 def test_the_core_installs_without_pyspark_and_runs_the_first_example(core, tmp_path):
-    listed = _run(core, "python", "-m", "pip", "list", "--format=freeze", cwd=tmp_path)
+    venv, _ = core
+    listed = _run(venv, "python", "-m", "pip", "list", "--format=freeze", cwd=tmp_path)
     installed = {line.split("==")[0].lower() for line in listed.stdout.splitlines()}
     assert "sparktimely" in installed and "pyspark" not in installed, listed.stdout
     _, first = python_blocks(ROOT / "README.md")[0]
     (tmp_path / "first.py").write_text(first)
-    ran = _run(core, "python", "first.py", cwd=tmp_path)
+    ran = _run(venv, "python", "first.py", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert sorted(map(int, ran.stdout.split())) == list(range(10))   # inspect(print) per round
-    version = _run(core, "python", "-c", "import sparktimely; print(sparktimely.__version__)",
+    version = _run(venv, "python", "-c", "import sparktimely; print(sparktimely.__version__)",
                    cwd=tmp_path)
     assert version.stdout.strip() == VERSION, version.stderr
 
 
 @pytest.mark.timeout(300)
 def test_the_spark_parts_name_the_extra_in_one_line(core, tmp_path):
-    imported = _run(core, "python", "-c", "import sparktimely.barrier", cwd=tmp_path)
-    assert (imported.returncode, imported.stderr) == (1, EXTRA_LINE + "\n")
-    submitted = _run(core, "sparktimely-submit", "-w", "2", "examples.pagerank:job",
+    """The line names the directory installed (sparktimely is not on the package index)."""
+    venv, source = core
+    line = EXTRA_LINE.format(source=source) + "\n"
+    imported = _run(venv, "python", "-c", "import sparktimely.barrier", cwd=tmp_path)
+    assert (imported.returncode, imported.stderr) == (1, line)
+    submitted = _run(venv, "sparktimely-submit", "-w", "2", "examples.pagerank:job",
                      cwd=tmp_path)
-    assert (submitted.returncode, submitted.stderr) == (1, EXTRA_LINE + "\n")
-    caught = _run(core, "python", "-c", "try:\n import sparktimely.barrier\n"
+    assert (submitted.returncode, submitted.stderr) == (1, line)
+    caught = _run(venv, "python", "-c", "try:\n import sparktimely.barrier\n"
                   "except ImportError as e:\n print(type(e).__mro__[1].__name__, e.name)",
                   cwd=tmp_path)
     assert caught.stdout == "ModuleNotFoundError pyspark\n", caught.stderr
