@@ -226,6 +226,11 @@ def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
     listening socket, or None when it has no remote peers) of the job laid out by ``plan``,
     one forked process each; return their results in index order or raise WorkerError.
     ``cluster`` holds the control connections of a hostfile job."""
+    if multiprocess.current_process().daemon:
+        raise RuntimeError("execute was called inside a worker (or another daemonic process), "
+                           "which may not start processes: build the inner job's dataflows "
+                           "on this worker (worker.dataflow), or run it in this process "
+                           "with st.execute_directly")
     context = multiprocess.get_context("fork")
     local = sorted(listeners)
     timeout = connect_timeout(timeout)

@@ -129,8 +129,12 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
     path: str | None = None
     if isinstance(hostfile, (str, os.PathLike)):
         path = os.fspath(hostfile)
-        with open(path, "rb") as file:
-            data = file.read()
+        try:
+            with open(path, "rb") as file:
+                data = file.read()
+        except OSError as error:
+            raise type(error)(error.errno, f"cannot read hostfile {path}: "
+                                           f"{error.strerror or error}") from None
         origin = f"hostfile {path}"
         try:
             entries = data.decode().splitlines()
@@ -415,8 +419,7 @@ def _hostfile(path: str) -> list[str]:
     try:
         addresses = parse_hostfile(path)
     except OSError as error:
-        raise argparse.ArgumentTypeError(f"cannot read hostfile {path}: "
-                                         f"{error.strerror or error}") from None
+        raise argparse.ArgumentTypeError(error.strerror or str(error)) from None
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     for address in addresses:

@@ -71,6 +71,25 @@ def test_an_error_with_a_huge_message_keeps_the_programs_own_frames(tmp_path, wo
     assert len(err) < (250_000 if workers == 1 else 20_000), len(err)
 
 
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_execute_inside_a_worker_says_what_to_do_instead(workers):
+    """It failed in multiprocessing's words: daemonic processes are not allowed to have
+    children."""
+    with pytest.raises(st.WorkerError, match=re.escape(
+            "RuntimeError: execute was called inside a worker (or another daemonic process), "
+            "which may not start processes: build the inner job's dataflows on this worker "
+            "(worker.dataflow), or run it in this process with st.execute_directly")):
+        st.execute(lambda worker: st.execute(lambda inner: inner.index, workers=2),
+                   workers=workers)
+
+
+def test_a_hostfile_that_cannot_be_read_is_named_by_the_library_call(tmp_path):
+    with pytest.raises(FileNotFoundError, match=re.escape(
+            f"cannot read hostfile {tmp_path / 'hosts.txt'}: No such file or directory")):
+        st.execute(lambda worker: worker.index, processes=2, process=0,
+                   hostfile=tmp_path / "hosts.txt")
+
+
 def test_a_checkpoint_of_another_program_is_told_once(tmp_path):
     source = """\
         import sys, sparktimely as st
