@@ -295,12 +295,24 @@ class CapabilitySet:
 
     def __init__(self, capabilities: list[Capability] | None = None) -> None:
         self._caps: list[Capability] = list(capabilities or [])
+        for capability in self._caps[1:]:
+            self._check_output(capability)
 
     def insert(self, capability: Capability) -> None:
-        """Add a capability unless one at a time less or equal is already held."""
+        """Add a capability unless one at a time less or equal is already held. A set holds
+        capabilities of one output: one of another output is a CapabilityError (timely's
+        set tells them apart; here a session would refuse it later, far from the cause)."""
+        self._check_output(capability)
         if not any(less_equal(c.time, capability.time) for c in self._caps):
             self._caps = [c for c in self._caps if not less_equal(capability.time, c.time)]
             self._caps.append(capability)
+
+    def _check_output(self, capability: Capability) -> None:
+        if self._caps and capability._port is not self._caps[0]._port:
+            raise CapabilityError(
+                f"a CapabilitySet holds capabilities of one output: the capability for time "
+                f"{capability.time!r} is for another output than those it holds (keep a set "
+                f"per output)")
 
     def delayed(self, time: Timestamp) -> Capability:
         """A capability for ``time`` derived from a held one at a time ``<= time``."""

@@ -624,6 +624,45 @@ def test_capability_set_insert_first_and_errors(run):
     assert merged(captured) == copies([(6, ["late"])], run.workers)
 
 
+def test_a_capability_set_refuses_a_capability_of_another_output(run):
+    """Timely's set tells outputs apart; a set here holds one output's: a capability of
+    another output was silently left out (a set at the same time), and the session that
+    used the set's capability for that output failed later, far from the cause."""
+    told = per_worker(run.workers)
+
+    def build(scope):
+        builder = st.OperatorBuilder("Two", scope)
+        input = builder.new_input(scope.to_stream([1]), st.Pipeline)
+        first, left = builder.new_output()
+        _, right = builder.new_output()
+
+        def ctor(capabilities):
+            for make in (lambda: st.CapabilitySet(capabilities),
+                         lambda: st.CapabilitySet([capabilities[0]]).insert(capabilities[1])):
+                with pytest.raises(st.CapabilityError) as caught:
+                    make()
+                told[scope.index].append(str(caught.value))
+            held = st.CapabilitySet([capabilities[0].delayed(3)])
+            for capability in capabilities:
+                capability.drop()
+
+            def logic(frontiers):
+                for _ in input:
+                    pass
+                if not held.is_empty():
+                    first.session(held.delayed(3)).give("three")
+                    held.drop()
+            return logic
+        builder.build(ctor)
+        return left.capture(), right.capture()
+    captured = example(run, build)
+    assert merged([left for left, _ in captured]) == copies([(3, ["three"])], run.workers)
+    assert merged([right for _, right in captured]) == []
+    assert told == [["a CapabilitySet holds capabilities of one output: the capability for "
+                     "time 0 is for another output than those it holds (keep a set per "
+                     "output)"] * 2] * run.workers
+
+
 def test_a_copied_capability_is_one_more_capability(run):
     """``copy.copy`` (and ``deepcopy``) of a capability is timely's ``clone``: a new one at
     the same time, counted on its own. Dropping the original (and another copy) leaves the
