@@ -644,6 +644,10 @@ class Arranged(Generic[Trace_co]):
         ...            .as_collection(lambda k, _: k * 2).inner.capture()).extract()
         [(0, [(2, 0, 1), (6, 0, 1)])]
         """
+        if f is not None and self.key is not None:
+            raise TypeError(f"as_collection: an Arrow arrangement (by {self.key!r}) gives its "
+                            f"rows back as RecordBatches and takes no function; map the "
+                            f"collection it returns (map_batches) instead")
         return Collection(as_collection_stream(self.stream, f))
 
     def enter(self, scope: "Scope") -> "Arranged[TraceReader]":

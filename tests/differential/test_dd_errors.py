@@ -3,6 +3,7 @@ what was accepted before is not lost."""
 import pickle
 import re
 
+import pyarrow as pa
 import pytest
 
 import sparktimely as st
@@ -402,3 +403,14 @@ def test_a_join_of_arrow_rows_with_python_updates_is_named_with_its_operator(wor
     with pytest.raises(st.WorkerError, match=rf"'Semijoin'.*Semijoin: {told}: both sides of a "
                                              rf"join hold one kind"):
         st.execute(job, workers=workers)
+
+
+def test_as_collection_of_an_arrow_arrangement_refuses_a_function():
+    """It was ignored: the rows came back as they were."""
+    rows = pa.record_batch({"k": [1, 2], "v": [3, 4], "diff": pa.array([1, 1])})
+    with pytest.raises(TypeError, match=re.escape(
+            "as_collection: an Arrow arrangement (by 'k') gives its rows back as "
+            "RecordBatches and takes no function; map the collection it returns (map_batches) "
+            "instead")):
+        st.example(lambda scope: dd.as_collection(scope.to_stream([rows])).arrange_by_key(
+            key="k").as_collection(lambda k, v: 999))
