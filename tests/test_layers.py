@@ -45,21 +45,28 @@ def modules() -> dict[pathlib.Path, ast.Module]:
 
 
 def imported_layers(path: pathlib.Path, tree: ast.Module) -> list[tuple[int, str, str]]:
-    """``(line, layer, dotted module)`` of every import of the package's own modules."""
+    """``(line, layer, dotted name)`` of every name imported from the package's own modules:
+    ``from ..shm import _mesh`` gives ``shm._mesh``; a name imported from the package itself
+    is its module's (``from .. import execute``) or else the top level's (``from .. import
+    Worker``: ``__init__``)."""
     package = list(path.relative_to(PACKAGE).parts[:-1])
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package[:len(package) - node.level + 1]
-                dotted = base + (node.module.split(".") if node.module else [])
-                names = dotted if dotted else [node.names[0].name]
+                dotted = package[:len(package) - node.level + 1] + (
+                    node.module.split(".") if node.module else [])
             elif node.module and node.module.split(".")[0] == "sparktimely":
                 dotted = node.module.split(".")[1:]
-                names = dotted if dotted else [node.names[0].name]
             else:
                 continue
-            found.append((node.lineno, names[0], ".".join(names)))
+            for alias in node.names:
+                if dotted:
+                    found.append((node.lineno, dotted[0], ".".join(dotted + [alias.name])))
+                elif alias.name in RANKS:
+                    found.append((node.lineno, alias.name, alias.name))
+                else:
+                    found.append((node.lineno, "__init__", f"__init__.{alias.name}"))
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 parts = alias.name.split(".")

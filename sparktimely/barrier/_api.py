@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any, Callable, Sequence
 
-from .. import Worker
+from ..worker import Worker
 from ..io.checkpoints import RecoveryError, checkpointing, committed_epochs, \
     reraise_recovery_error
 from ..comm.net import connect_timeout

@@ -28,14 +28,16 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from .. import InputHandle, Pipeline, Stream, Worker
 from ..comm.rendezvous import PeerFailed
+from ..dataflow import InputHandle, Pipeline
 from ..errors import describe, unsendable_result
 from ..execute import Seat, WorkerError, WorkerSession, run_workers
 from ..io.checkpoints import enable_checkpoints
 from ..io.tasks import TaskInput, TaskOutput
 from ..logging import log_to_directory
+from ..ops import Stream
 from ..shm import NoSpaceError
+from ..worker import Worker
 from ._cancel import CancelAddress, FailureMemo
 from ._plan import TaskAddress, TaskPlan
 
