@@ -46,7 +46,6 @@ class _Stopped(BaseException):
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"stopped by {signal.Signals(signum).name}")
-        self.signum = signum
 
 
 class _SignalGuard:

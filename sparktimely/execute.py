@@ -19,14 +19,14 @@ from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from . import _supervisor, _warm
 from .errors import WorkerError
-from .session import Seat, WorkerSession
+from .session import Seat, WorkerSession, check_stall_limit
 from ._supervisor import signals
 from .comm import WorkerAddress
 from .comm.net import connect_timeout
 from .comm.rendezvous import ProcessCluster
 from .worker import Worker
-from .io.checkpoints import (RecoveryError, checkpointing, create_directory,
-                             reraise_recovery_error)
+from .io.checkpoints import (RecoveryError, check_checkpoint_every, checkpointing,
+                             create_directory, reraise_recovery_error)
 from .logging import observing
 from .logging.files import directory_problem
 from .shm import job_prefix
@@ -92,13 +92,8 @@ def check_run_options(stall_limit: float | None, checkpoint_every: int) -> None:
     Traceback (most recent call last):
     ValueError: checkpoint_every must be a positive integer, got 0
     """
-    if stall_limit is not None and not (isinstance(stall_limit, (int, float))
-                                        and stall_limit > 0):
-        raise ValueError(f"stall_limit must be a positive number of seconds, got "
-                         f"{stall_limit!r}")
-    if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
-        raise ValueError(f"checkpoint_every must be a positive integer, got "
-                         f"{checkpoint_every!r}")
+    check_stall_limit(stall_limit)
+    check_checkpoint_every(checkpoint_every)
 
 
 class _Addresses(list):

@@ -41,7 +41,6 @@ __all__ = ["calls_hash", "hash_array", "hash_rows", "stable_hash"]
 _MASK = (1 << 64) - 1
 _SEED_STR, _SEED_BYTES, _SEED_INT, _SEED_BIG, _SEED_FLOAT = 1, 2, 3, 4, 5
 _NONE_HASH = 0x6E756C6C6E756C6C
-_TRUE_HASH, _FALSE_HASH = 0x74727565A5A5A5A5, 0x66616C73655A5A5A
 _TUPLE_START, _PRODUCT_START = 0x7475706C65000000, 0x70726F6475637400
 _INT64 = struct.Struct("<q")
 _FLOAT64 = struct.Struct("<d")
@@ -104,7 +103,7 @@ def stable_hash(value: Any) -> int:
     if cls is bool:
         return stable_hash(int(value))
     if isinstance(value, (str, int, float, bytes, tuple)):    # subclasses: hash the value
-        bases: tuple[Any, ...] = (bool, int, str, float, bytes, tuple)
+        bases: tuple[Any, ...] = (int, str, float, bytes, tuple)
         for base in bases:
             if isinstance(value, base):
                 return stable_hash(base(value))

@@ -47,6 +47,20 @@ MemoryError (formatting its traceback, sending it to the supervisor) has room wh
 memory the job filled is still held, as under an address-space limit."""
 
 
+def check_stall_limit(stall_limit: object) -> None:
+    """A ValueError naming the option unless ``stall_limit`` is None or a positive number
+    of seconds.
+
+    >>> check_stall_limit("5")
+    Traceback (most recent call last):
+    ValueError: stall_limit must be a positive number of seconds, got '5'
+    """
+    if stall_limit is not None and not (isinstance(stall_limit, (int, float))
+                                        and stall_limit > 0):
+        raise ValueError(f"stall_limit must be a positive number of seconds, got "
+                         f"{stall_limit!r}")
+
+
 class Seat:
     """Where one worker is reached, known before its job is: a listening socket bound at
     once on ``host`` (any free port; all interfaces if ``host`` cannot be bound) and kept
@@ -238,9 +252,7 @@ class WorkerSession:
         self.peers: int = peers
         if not 0 <= index < peers:
             raise ValueError(f"worker index {index} is not in 0..{peers - 1}")
-        if stall_limit is not None and stall_limit <= 0:
-            raise ValueError(f"stall_limit must be a positive number of seconds, got "
-                             f"{stall_limit!r}")
+        check_stall_limit(stall_limit)
         self.listener, self.args = listener, list(args)
         self.timeout = connect_timeout(timeout)
         self.stall_limit, self.peer_lost_grace = stall_limit, peer_lost_grace

@@ -30,10 +30,11 @@ from __future__ import annotations
 import socket
 import threading
 from collections import deque
-from typing import Any, Callable
+from typing import Callable
 
 import pyarrow as pa
 
+from ..shm import byte_view
 from .net import FRAME, GOODBYE, MAX_FRAME, MESSAGE, PeerLost
 
 _STAGE = 1 << 20          # reader staging buffer; smaller frames are copied out of it
@@ -81,7 +82,7 @@ class Link:
     # -- writing (worker thread) ------------------------------------------------------------
 
     def send(self, parts: list, channel: int = MESSAGE) -> None:
-        views = [_bytes(part) for part in parts]
+        views = [byte_view(part) for part in parts]
         length = sum(view.nbytes for view in views)
         if length > MAX_FRAME:
             raise ValueError(f"a message of {length} bytes for {self.name} is larger than a "
@@ -274,7 +275,3 @@ def _consume(views: list[memoryview], sent: int) -> None:
         views[done] = views[done][sent:]
     del views[:done]
 
-
-def _bytes(part: Any) -> memoryview:
-    view = memoryview(part)
-    return view if view.format == "B" and view.ndim == 1 else view.cast("B")

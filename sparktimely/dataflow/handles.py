@@ -278,7 +278,6 @@ class LoopHandle:
     def __init__(self, scope, input: "InputPort", summary) -> None:
         self._scope = scope
         self._input = input
-        self._summary = summary
         self._connected = False
         # What is never closed, as the error says it (a layer above names its own loops).
         self.unclosed = (f"a feedback loop (summary {summary!r}) was never closed with "

@@ -511,7 +511,19 @@ class WorkerCore(Generic[S]):
 
     def step_or_park_while(self, timeout_seconds: float | None,
                            predicate: Callable[[], bool]) -> None:
-        """:meth:`step_or_park` with ``timeout_seconds`` until ``predicate()`` is false."""
+        """:meth:`step_or_park` with ``timeout_seconds`` until ``predicate()`` is false
+        (timely's ``step_or_park_while``).
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     input = st.InputHandle()
+        ...     probe = worker.dataflow(lambda scope: scope.input_from(input).probe())
+        ...     input.advance_to(3)
+        ...     worker.step_or_park_while(0.01, lambda: probe.less_than(3))
+        ...     return probe.frontier()
+        >>> st.execute_directly(job)
+        [3]
+        """
         while predicate():
             self.step_or_park(timeout_seconds)
 

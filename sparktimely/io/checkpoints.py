@@ -121,6 +121,17 @@ class RecoveryError(RuntimeError):
     """
 
 
+def check_checkpoint_every(checkpoint_every: object) -> None:
+    """A ValueError naming the option unless ``checkpoint_every`` is a positive integer.
+
+    >>> check_checkpoint_every(0)
+    Traceback (most recent call last):
+    ValueError: checkpoint_every must be a positive integer, got 0
+    """
+    if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be a positive integer, got {checkpoint_every!r}")
+
+
 def enable_checkpoints(worker: "Worker", checkpoint_dir: Location,
                        checkpoint_every: int = 1) -> "Checkpoints":
     """Make ``worker`` checkpoint every dataflow it builds from now on into
@@ -139,8 +150,7 @@ def enable_checkpoints(worker: "Worker", checkpoint_dir: Location,
     >>> st.execute_directly(job)
     10
     """
-    if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
-        raise ValueError(f"checkpoint_every must be a positive integer, got {checkpoint_every!r}")
+    check_checkpoint_every(checkpoint_every)
     if recovery_of(worker) is not None:
         raise ValueError(f"worker {worker.index} already checkpoints")
     if worker.installed_dataflows():

@@ -27,7 +27,12 @@ _PAD = bytes(8)
 
 
 def byte_view(part: Any) -> memoryview:
-    """A flat unsigned-byte memoryview of any C-contiguous buffer."""
+    """A flat unsigned-byte memoryview of any C-contiguous buffer.
+
+    >>> import numpy as np
+    >>> byte_view(np.arange(2, dtype=np.int16)).tolist()
+    [0, 0, 1, 0]
+    """
     view = memoryview(part)
     return view if view.format == "B" and view.ndim == 1 else view.cast("B")
 

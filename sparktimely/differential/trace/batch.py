@@ -46,10 +46,10 @@ class Batch:
         self.length = length
 
     @classmethod
-    def from_updates(cls, updates: Iterable[tuple], lower: list, upper: list,
-                     since: list | None = None) -> "Batch":
-        """A batch of ``((key, val), time, diff)`` updates (consolidated here)."""
-        return cls.from_keyed(consolidate_keyed(updates), lower, upper, since)
+    def from_updates(cls, updates: Iterable[tuple], lower: list, upper: list) -> "Batch":
+        """A batch of ``((key, val), time, diff)`` updates (consolidated here), compacted
+        to nothing beyond its ``lower``."""
+        return cls.from_keyed(consolidate_keyed(updates), lower, upper)
 
     @classmethod
     def from_keyed(cls, data: dict, lower: list, upper: list, since: list | None = None) -> "Batch":
