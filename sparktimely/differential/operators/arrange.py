@@ -449,7 +449,7 @@ def as_collection_stream(batches: "Stream", f: Callable[[Any, Any], Any] | None)
                         output.give_at(cap, [(f(k, v), t, d) for k, ups in batch.items()
                                              for v, t, d in ups])
         return logic
-    return batches.unary(Pipeline, "AsCollection", ctor)
+    return batches.unary(Pipeline, "ArrangedAsCollection", ctor)
 
 
 def entered_stream(batches: "Stream") -> "Stream":
