@@ -241,6 +241,13 @@ class MutableAntichain:
         return _minimal(positive)
 
     def frontier(self) -> list:
+        """The minimal times whose count is positive.
+
+        >>> counts = MutableAntichain()
+        >>> _ = counts.update_iter([(3, 1), (5, 1)])
+        >>> counts.frontier()
+        [3]
+        """
         return list(self._frontier)
 
     def less_equal(self, time: Timestamp) -> bool:
@@ -258,6 +265,13 @@ class MutableAntichain:
         return False
 
     def count_for(self, time: Timestamp) -> int:
+        """The accumulated count of ``time`` itself (0 if it has none).
+
+        >>> counts = MutableAntichain()
+        >>> _ = counts.update_iter([(3, 2), (5, 1), (3, -1)])
+        >>> counts.count_for(3), counts.count_for(4)
+        (1, 0)
+        """
         return self._counts.get(time, 0)
 
     def is_empty(self) -> bool:
@@ -283,10 +297,18 @@ class ChangeBatch:
         self._changes: dict = {}
 
     def update(self, item: Any, delta: int) -> None:
+        """Add ``delta`` to ``item``'s change.
+
+        >>> batch = ChangeBatch()
+        >>> batch.update("a", 2); batch.update("a", -2)
+        >>> batch.is_empty()
+        True
+        """
         changes = self._changes
         changes[item] = changes.get(item, 0) + delta
 
     def extend(self, pairs: Iterable[tuple]) -> None:
+        """:meth:`update` with each ``(item, delta)`` of ``pairs`` (see the class example)."""
         changes = self._changes
         for item, delta in pairs:
             changes[item] = changes.get(item, 0) + delta
@@ -296,6 +318,7 @@ class ChangeBatch:
         self._changes = {k: v for k, v in self._changes.items() if v}
 
     def is_empty(self) -> bool:
+        """True if every item's changes cancel out (see :meth:`update`)."""
         self.compact()
         return not self._changes
 

@@ -143,9 +143,19 @@ class Product:
 
     @classmethod
     def minimum(cls) -> "Product":
+        """The least ``Product`` of int coordinates.
+
+        >>> Product.minimum()
+        Product(0, 0)
+        """
         return cls(0, 0)
 
     def less_equal(self, other: "Product") -> bool:
+        """``self <= other`` in the product order: both coordinates at most ``other``'s.
+
+        >>> Product(1, 5).less_equal(Product(2, 5)), Product(1, 5).less_equal(Product(2, 0))
+        (True, False)
+        """
         try:
             a, b = self.outer, other.outer
         except AttributeError:
@@ -162,6 +172,11 @@ class Product:
         return less_equal(a, b)
 
     def less_than(self, other: "Product") -> bool:
+        """``self < other`` in the product order: :meth:`less_equal` and not equal.
+
+        >>> Product(1, 5).less_than(Product(1, 5)), Product(1, 5).less_than(Product(1, 6))
+        (False, True)
+        """
         return self != other and self.less_equal(other)
 
     def join(self, other: "Product") -> "Product":
