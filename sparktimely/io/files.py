@@ -75,8 +75,11 @@ def _rechunk(batches: Iterator[pa.RecordBatch], rows: int,
 
 class _FilePart:
     """One file being read: its batches from a position on; the position is
-    ``(batches read, byte offset, lines read)`` (the offset and lines for line formats), and
-    the watermark reached when the source takes epochs from event times."""
+    ``(batches read, byte offset, lines or rows read)`` (the offset for line formats, rows
+    for Parquet and CSV), and the watermark reached when the source takes epochs from event
+    times. Rows, not batches, say where a resumed read starts: a run with another
+    ``batch_rows`` resumes at the same row (checkpoints written before rows were counted
+    hold 0 there: they resume at ``batches read * batch_rows``, as they were written)."""
 
     def __init__(self, source: "FileSource", path: str, position: tuple | None) -> None:
         self.source = source
@@ -95,7 +98,7 @@ class _FilePart:
                 reader = pacsv.open_csv(self.file)
             except (pa.ArrowException, UnicodeDecodeError) as error:
                 raise self._unreadable(error) from error
-            self.batches = _rechunk(iter(reader), rows, self.done * rows)
+            self.batches = _rechunk(iter(reader), rows, self._rows_read(rows))
         else:
             self.batches = self._lines(rows)
 
@@ -111,7 +114,7 @@ class _FilePart:
 
     def _parquet(self, rows: int) -> Iterator[pa.RecordBatch]:
         parquet = pq.ParquetFile(self.file)
-        skip, group = self.done * rows, 0
+        skip, group = self._rows_read(rows), 0
         while group < parquet.num_row_groups and skip >= parquet.metadata.row_group(group).num_rows:
             skip -= parquet.metadata.row_group(group).num_rows
             group += 1
@@ -119,6 +122,10 @@ class _FilePart:
             yield from _rechunk(parquet.iter_batches(batch_size=rows,
                                                      row_groups=range(group, parquet.num_row_groups)),
                                 rows, skip)
+
+    def _rows_read(self, rows: int) -> int:
+        """Rows of a Parquet or CSV file read before this position."""
+        return self.lines if self.lines or not self.done else self.done * rows
 
     def _lines(self, rows: int) -> Iterator[list]:
         self.file.seek(self.offset)
@@ -144,6 +151,8 @@ class _FilePart:
             batch = next(self.batches)
         except (pa.ArrowException, UnicodeDecodeError) as error:
             raise self._unreadable(error) from error
+        if isinstance(batch, pa.RecordBatch):          # Parquet, CSV: count rows
+            self.lines = self._rows_read(self.source.batch_rows) + batch.num_rows
         self.done += 1
         if self.source.event_time is None:
             return (self.done - 1) // self.source.batches_per_epoch, batch

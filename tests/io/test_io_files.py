@@ -75,6 +75,28 @@ def test_a_file_is_read_in_fixed_batches_and_resumes_from_any_position(files, fo
         assert [(e, rows_of(b)) for e, b in read_all(resumed)] == batches[k:]
 
 
+@pytest.mark.parametrize("format", ["parquet", "csv", "jsonl", "text"])
+def test_a_position_resumes_at_its_row_whatever_batch_rows_the_resumed_run_reads_in(files,
+                                                                                  format):
+    """Parquet and CSV positions counted batches, and a resume skipped batches times the new
+    batch_rows: a run resumed with batch_rows 5 after 2 batches of 3 lost 4 rows."""
+    before = FileSource([files[format]], format=format, batch_rows=3)
+    part = before.open(files[format], None)
+    first = [rows_of(part.next_batch()[1]) for _ in range(2)]
+    after = FileSource([files[format]], format=format, batch_rows=5)
+    rest = [rows_of(batch) for _, batch in read_all(after.open(files[format], part.snapshot()))]
+    assert [len(batch) for batch in rest] == [5, 5, 5, 2]
+    assert sum(first + rest, []) == [(n, f"w{n % 7}") for n in range(23)]
+
+
+@pytest.mark.parametrize("format", ["parquet", "csv"])
+def test_a_position_written_before_rows_were_counted_resumes_at_its_batches(files, format):
+    """(batches read, 0, 0): as such checkpoints were written, by the same batch_rows."""
+    source = FileSource([files[format]], format=format, batch_rows=5)
+    rest = [rows_of(batch) for _, batch in read_all(source.open(files[format], (2, 0, 0)))]
+    assert sum(rest, []) == [(n, f"w{n % 7}") for n in range(10, 23)]
+
+
 @pytest.mark.parametrize("format", ["parquet", "csv", "jsonl"])
 def test_event_times_give_each_batch_the_watermark_before_it_and_positions_keep_it(files, format):
     """Column ``n`` (0, 1, ..., 22) as event times: each batch of 5 is at the greatest
