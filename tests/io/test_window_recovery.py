@@ -128,3 +128,25 @@ def test_a_rerun_at_another_worker_count_gives_the_same_output(events, tmp_path,
         execute_in_process(failing, before, seed=before)
     execute_in_process(failing, after, seed=after)
     assert visible(out) == visible(plain)
+
+
+@pytest.mark.parametrize("arrow", [False, True], ids=["python", "arrow"])
+@pytest.mark.parametrize("before, after", [(win.Tumbling(10), win.Tumbling(20)),
+                                           (win.Tumbling(10), win.Session(6))], ids=repr)
+def test_a_rerun_with_another_window_is_refused_naming_both(run, events, tmp_path, before,
+                                                            after, arrow):
+    """A resumed Tumbling(20) read Tumbling(10)'s open windows by their numbers (window 14
+    of [140, 150) came out as [280, 300)), and a session failed in Python's words."""
+    plain = str(tmp_path / "plain")
+    run(job(events, plain, before, arrow))
+    fail = FailOnce(str(tmp_path / "failed"), result_epoch(visible(plain), 0.7), worker=None)
+    out, directory = str(tmp_path / "out"), tmp_path / "ck"
+    with pytest.raises(st.WorkerError, match="failing on purpose"):
+        run(checkpointed(job(events, out, before, arrow, fail), directory, EVERY))
+    form = "Arrow {'total': ('sum', 'value'), 'n': ('count', None)}" if arrow else "records"
+    with pytest.raises(st.WorkerError) as refused:
+        run(checkpointed(job(events, out, after, arrow, fail), directory, EVERY))
+    told = str(refused.value)
+    assert "RecoveryError" in told and "is of another program" in told, told
+    for kind in (before, after):
+        assert f"({kind!r}, lateness 2, {form})" in told, told

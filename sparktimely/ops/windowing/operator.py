@@ -128,18 +128,22 @@ class WindowOps(StreamCore):
         if times.depth or times.base is not int:
             raise TypeError(f"window: the stream's timely times must be ints (watermarks), "
                             f"not those of scope {self.scope.name!r}")
+        definition = f"{kind!r}, lateness {lateness}"
         if isinstance(aggregate, dict):
-            return self._window(*_arrow_engine(kind, time_of, key, aggregate, lateness))
+            return self._window(*_arrow_engine(kind, time_of, key, aggregate, lateness),
+                                definition=f"{definition}, Arrow {aggregate!r}")
         if isinstance(aggregate, Aggregation):
             return self._window(*_records_engine(kind, time_of, key, aggregate, lateness),
-                                records=True)
+                                definition=f"{definition}, records", records=True)
         raise TypeError(f"window: aggregate must be a win.count(), win.sum(), ... or an "
                         f"Arrow dict {{out: (op, column)}}, got {aggregate!r}")
 
-    def _window(self, pact: Exchange, engine: Engine, route: Callable[[Any], int] | str,
-                records: bool = False) -> Any:
+    def _window(self, pact: Exchange, engine: Engine, route: Callable[[Any], int] | str, *,
+                definition: str, records: bool = False) -> Any:
         """The window operator over ``engine``; ``records``: a Python aggregation, which
-        refuses Arrow batches (it would iterate their columns)."""
+        refuses Arrow batches (it would iterate their columns). Its checkpointed state is
+        named with ``definition`` (the kind, the lateness, the form), so that a resumed run
+        whose window differs is refused instead of reading windows it does not make."""
         builder = OperatorBuilder("Window", self.scope)
         input = builder.new_input(self, pact)
         results_output, results = builder.new_output()
@@ -148,7 +152,7 @@ class WindowOps(StreamCore):
         stash: PerTime[_Stashed] = PerTime(_Stashed)
         minimum = self.scope.kind.minimum()
         peers = self.scope.peers
-        state = KeyedState(self.scope, f"Window#{builder.index}", builder.index,
+        state = KeyedState(self.scope, f"Window#{builder.index} ({definition})", builder.index,
                            engine.snapshot, engine.restore, route)
         # With checkpoints, times after the epoch the checkpoint gate lets through wait (as
         # input batches do), so that a snapshot holds the windows as they were then.
