@@ -22,6 +22,7 @@ complete the window's result is sent at it. Records that count in no open window
 """
 from __future__ import annotations
 
+import hashlib
 import heapq
 from typing import Any, Callable, Generic, NamedTuple, Self, Sequence, TypeVar
 
@@ -130,8 +131,9 @@ class WindowOps(StreamCore):
                             f"not those of scope {self.scope.name!r}")
         definition = f"{kind!r}, lateness {lateness}"
         if isinstance(aggregate, dict):
+            digest = hashlib.sha256(repr(aggregate).encode()).hexdigest()[:8]
             return self._window(*_arrow_engine(kind, time_of, key, aggregate, lateness),
-                                definition=f"{definition}, Arrow {aggregate!r}")
+                                definition=f"{definition}, Arrow aggregate {digest}")
         if isinstance(aggregate, Aggregation):
             return self._window(*_records_engine(kind, time_of, key, aggregate, lateness),
                                 definition=f"{definition}, records", records=True)
@@ -142,8 +144,9 @@ class WindowOps(StreamCore):
                 definition: str, records: bool = False) -> Any:
         """The window operator over ``engine``; ``records``: a Python aggregation, which
         refuses Arrow batches (it would iterate their columns). Its checkpointed state is
-        named with ``definition`` (the kind, the lateness, the form), so that a resumed run
-        whose window differs is refused instead of reading windows it does not make."""
+        named with ``definition`` (the kind, the lateness, the form; an Arrow aggregate dict
+        by a digest, which keeps the name of its files short), so that a resumed run whose
+        window differs is refused instead of reading windows it does not make."""
         builder = OperatorBuilder("Window", self.scope)
         input = builder.new_input(self, pact)
         results_output, results = builder.new_output()
