@@ -309,6 +309,11 @@ def test_a_compaction_frontier_of_another_time_type_is_refused_naming_the_call()
         with pytest.raises(TypeError, match=re.escape(
                 "set_physical_compaction: time Product(1, 1) is not of this scope's type")):
             trace.set_physical_compaction([Product(1, 1)])
+        for logical, physical, told in (([1.5], [], "time 1.5"), ([0], ["x"], "time 'x'")):
+            with pytest.raises(TypeError, match=re.escape(          # (accepted unchecked)
+                    f"set_compaction: {told} is not of this scope's type (like 0)")):
+                trace.set_compaction(logical, physical)
+        assert trace.get_logical_compaction() == [0]
         session.close()
         worker.run()
     st.execute_directly(job)
@@ -414,3 +419,21 @@ def test_as_collection_of_an_arrow_arrangement_refuses_a_function():
             "instead")):
         st.example(lambda scope: dd.as_collection(scope.to_stream([rows])).arrange_by_key(
             key="k").as_collection(lambda k, v: 999))
+
+
+@pytest.mark.timeout(60)
+def test_an_import_into_an_iterative_scope_says_to_import_at_the_top_and_enter():
+    """It was told as times of two types."""
+    def job(worker):
+        base = dd.InputSession()
+        trace = worker.dataflow(lambda scope: base.to_collection(scope).arrange_by_key().trace,
+                                name="base")
+        with pytest.raises(ValueError, match=re.escape(
+                "import_ of the trace of 'ArrangeByKey' into scope 'query/iterative-1': "
+                "import_ needs a dataflow's top-level scope; import the trace there and "
+                "bring it in with .enter(scope)")):
+            worker.dataflow(lambda scope: scope.iterative(
+                lambda inner: trace.import_(inner).as_collection().leave()), name="query")
+        base.close()
+    with pytest.raises(ValueError):              # the failed build fails the worker
+        st.execute_directly(job)

@@ -104,11 +104,13 @@ def check_importable(box: TraceBox, scope: "Scope") -> None:
     if box.worker is not None and scope.dataflow.worker is not box.worker:
         raise ValueError(f"import_: the trace of {box.name!r} belongs to another worker; "
                          f"import it into a dataflow of the worker that built it")
+    if scope.kind.depth:
+        raise ValueError(f"import_ of the trace of {box.name!r} into scope {scope.name!r}: "
+                         f"import_ needs a dataflow's top-level scope; import the trace "
+                         f"there and bring it in with .enter(scope)")
     if box.kind is not None and scope.kind != box.kind:
         raise TypeError(f"import_: the trace of {box.name!r} has times like "
                         f"{box.kind.minimum()!r}, the scope times like {scope.kind.minimum()!r}")
-    if scope.kind.depth:
-        raise ValueError("import_ needs a dataflow's top-level scope")
 
 
 def import_stream(box: TraceBox, since: list, scope: "Scope", name: str) -> "Stream":

@@ -255,8 +255,7 @@ class TraceAgent:
         >>> st.execute_directly(job)
         [1]
         """
-        self._move(self._checked(frontier, "set_logical_compaction"), self._physical,
-                   "set_logical_compaction")
+        self._move(frontier, self._physical, "set_logical_compaction")
 
     def set_physical_compaction(self, frontier: Iterable[Any]) -> None:
         """This handle will not need batch boundaries before ``frontier`` (``[]``: any);
@@ -276,8 +275,7 @@ class TraceAgent:
         >>> st.execute_directly(job)
         []
         """
-        self._move(self._logical, self._checked(frontier, "set_physical_compaction"),
-                   "set_physical_compaction")
+        self._move(self._logical, frontier, "set_physical_compaction")
 
     def set_compaction(self, logical: list, physical: list) -> None:
         """``set_logical_compaction(logical)`` and ``set_physical_compaction(physical)`` in
@@ -301,14 +299,15 @@ class TraceAgent:
         return times
 
     def _move(self, logical: Iterable[Any], physical: Iterable[Any], action: str) -> None:
-        """Each frontier joined with the requested one, the trace adjusted once if either
-        moved; ``action`` names the caller in errors."""
+        """Each frontier joined with the requested one (its times checked, unless it is the
+        frontier already held), the trace adjusted once if either moved; ``action`` names
+        the caller in errors."""
         self._check_open(action)
         old_logical, old_physical = self._logical, self._physical
         new_logical = old_logical if logical == old_logical else _advanced(
-            old_logical, as_frontier(logical, action))
+            old_logical, self._checked(logical, action))
         new_physical = old_physical if physical == old_physical else _advanced(
-            old_physical, as_frontier(physical, action))
+            old_physical, self._checked(physical, action))
         if new_logical != old_logical or new_physical != old_physical:
             self._box._adjust(old_logical, new_logical, old_physical, new_physical)
             self._logical, self._physical = new_logical, new_physical
