@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..comm.rendezvous import PeerFailed
 from ..dataflow import InputHandle, Pipeline
+from ..dataflow.operator import per_batch
 from ..errors import describe, unsendable_result
 from ..execute import Seat, WorkerError, WorkerSession, run_workers
 from ..io.checkpoints import enable_checkpoints
@@ -387,15 +388,8 @@ def arrow_task(build, schema, options: TaskOptions, batches: Iterable[Any]) -> I
         result = output_of(build, scope, stream)
         if result is None:
             return None
-
-        def to_schema(capability, info):
-            capability.drop()
-
-            def logic(input, output):
-                for cap, batch in input:
-                    output.give_at(cap, as_arrow(batch, schema))
-            return logic
-        return result.unary(Pipeline, "ToSchema", to_schema)
+        return per_batch(result, Pipeline, "ToSchema",
+                         lambda time, batch: as_arrow(batch, schema))
     yield from stream_task(converted, (b for b in batches if b.num_rows), options)
 
 

@@ -397,6 +397,29 @@ def unary_operator(stream: S, pact: Pact | type, name: str, ctor: Callable, *,
     return result
 
 
+def per_batch(stream: S, pact: Pact | type, name: str,
+              transform: Callable[[Timestamp, Any], Any]) -> S:
+    """A stateless operator sending ``transform(time, batch)`` for each input batch, at the
+    batch's time (nothing when it returns None): what map-like operators are made of.
+
+    >>> import sparktimely as st
+    >>> st.example(lambda scope: per_batch(scope.to_stream([1, 2]), st.Pipeline, "Twice",
+    ...                                    lambda time, batch: [x * 2 for x in batch])
+    ...            .capture()).extract()
+    [(0, [2, 4])]
+    """
+    def ctor(capability: Capability, info: OperatorInfo) -> Callable[[InputPort, OutputHandle], None]:
+        capability.drop()
+
+        def logic(input: InputPort, output: OutputHandle) -> None:
+            for cap, batch in input:
+                out = transform(cap.time, batch)
+                if out is not None:
+                    output.give_at(cap, out)
+        return logic
+    return unary_operator(stream, pact, name, ctor, frontier=False)
+
+
 def binary_operator(stream1: S, stream2: S, pact1: Pact | type, pact2: Pact | type, name: str,
                     ctor: Callable, *, frontier: bool) -> S:
     require_function(f"{name} (binary{'_frontier' if frontier else ''})", ctor)

@@ -38,7 +38,8 @@ import pyarrow as pa
 
 from ..dataflow import Pipeline
 from ..dataflow.containers import large_layouts
-from ..dataflow.operator import enter as enter_stream, leave as leave_stream, require_function
+from ..dataflow.operator import enter as enter_stream, leave as leave_stream, per_batch, \
+    require_function
 from ..progress.timestamp import Product
 from .arrow.reduce import count_spec, distinct_spec
 from .recovery import checkpointing
@@ -93,17 +94,9 @@ class Collection:
         return self.inner.scope
 
     def _per_batch(self, name: str, transform: Callable[[Any, Any], Any]) -> "Collection":
-        """A pipeline operator sending ``transform(time, batch)`` for each input batch."""
-        def ctor(capability, info):
-            capability.drop()
-
-            def logic(input, output):
-                for cap, batch in input:
-                    out = transform(cap.time, batch)
-                    if out is not None:
-                        output.give_at(cap, out)
-            return logic
-        return Collection(self.inner.unary(Pipeline, name, ctor))
+        """A pipeline operator sending ``transform(time, batch)`` for each input batch
+        (nothing when it returns None)."""
+        return Collection(per_batch(self.inner, Pipeline, name, transform))
 
     # -- record at a time --------------------------------------------------------------------
 
@@ -959,14 +952,8 @@ def as_collection(stream: "Stream") -> Collection:
     ...            .inner.capture()).extract()
     [(0, [(('x', 2), 0, 1)])]
     """
-    def ctor(capability, info):
-        capability.drop()
-
-        def logic(input, output):
-            for cap, batch in input:
-                output.give_at(cap, batch if batch.__class__ is list else diff_last(batch))
-        return logic
-    return Collection(stream.unary(Pipeline, "AsCollection", ctor))
+    return Collection(per_batch(stream, Pipeline, "AsCollection", lambda time, batch:
+                                batch if batch.__class__ is list else diff_last(batch)))
 
 
 def from_stream(stream: "Stream") -> Collection:

@@ -26,6 +26,7 @@ from ..dataflow import Exchange, Pipeline
 from ..dataflow.stream import StreamCore
 from ._stash import PerTime
 from ..dataflow.containers import check_schema, one_zero, unified
+from ..dataflow.operator import per_batch
 
 AGGREGATES = ("sum", "count", "min", "max", "mean")
 _COMPACT_EVERY = 64     # partial aggregates kept per time before they are folded into one
@@ -63,14 +64,7 @@ def check_sums(what: str, aggs: dict[str, tuple[str, str | None]], schema: pa.Sc
 def _per_batch(stream: StreamCore, name: str,
                transform: Callable[[pa.RecordBatch], Any]) -> Any:
     """A pipeline operator sending ``transform(batch)`` for each Arrow input batch."""
-    def ctor(capability: Any, info: Any) -> Callable:
-        capability.drop()
-
-        def logic(input: Any, output: Any) -> None:
-            for cap, batch in input:
-                output.give_at(cap, transform(_arrow(batch, name)))
-        return logic
-    return stream.unary(Pipeline, name, ctor)
+    return per_batch(stream, Pipeline, name, lambda time, batch: transform(_arrow(batch, name)))
 
 
 FLOAT_SUM = "float sum"

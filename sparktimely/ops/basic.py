@@ -9,7 +9,7 @@ from itertools import chain
 from typing import Any, Callable, Self
 
 from ..dataflow import Exchange, OperatorBuilder, Pipeline
-from ..dataflow.operator import FrontierInterest, require_function
+from ..dataflow.operator import FrontierInterest, per_batch, require_function
 from ..dataflow.stream import StreamCore
 
 
@@ -88,16 +88,11 @@ class BasicOps(StreamCore):
                    records: bool = True) -> Self:
         """A pipeline operator sending ``transform(time, batch)`` for each input batch (of
         records: lists, with ``records``; any container without)."""
-        def ctor(capability: Any, info: Any) -> Callable:
-            capability.drop()
-
-            def logic(input: Any, output: Any) -> None:
-                for cap, batch in input:
-                    if records and batch.__class__ is not list:
-                        raise not_records(name, batch)
-                    output.give_at(cap, transform(cap.time, batch))
-            return logic
-        return self.unary(Pipeline, name, ctor)
+        def checked(time: Any, batch: Any) -> Any:
+            if batch.__class__ is not list:
+                raise not_records(name, batch)
+            return transform(time, batch)
+        return per_batch(self, Pipeline, name, checked if records else transform)
 
     def map(self, f: Callable[[Any], Any]) -> Self:
         """Each record ``x`` becomes ``f(x)``.

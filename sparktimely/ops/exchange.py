@@ -5,6 +5,7 @@ from typing import Any, Callable, Self
 
 from ..dataflow import Exchange
 from ..dataflow.channels import Broadcast, Pact
+from ..dataflow.operator import per_batch
 from ..dataflow.stream import StreamCore
 
 
@@ -14,14 +15,7 @@ class ExchangeOps(StreamCore):
     __slots__ = ()
 
     def _forward(self, pact: Pact, name: str) -> Self:
-        def ctor(capability: Any, info: Any) -> Callable:
-            capability.drop()
-
-            def logic(input: Any, output: Any) -> None:
-                for cap, batch in input:
-                    output.give_at(cap, batch)
-            return logic
-        return self.unary(pact, name, ctor)
+        return per_batch(self, pact, name, lambda time, batch: batch)
 
     def exchange(self, route: Callable[[Any], int] | None = None, *,
                  key: str | list[str] | None = None) -> Self:

@@ -24,6 +24,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, TypeVar
 
 from ...dataflow import CapabilitySet, Exchange, Pipeline, source
+from ...dataflow.operator import per_batch
 from ...hashing import stable_hash
 from ...progress.timestamp import TimeKind, less_equal, sort_times
 from ..arrow.arrange import ArrowArranger
@@ -457,14 +458,8 @@ def as_collection_stream(batches: "Stream", f: Callable[[Any, Any], Any] | None)
 def entered_stream(batches: "Stream") -> "Stream":
     """A stream of arranged batches that entered a directly nested iterative scope, each
     batch seen through :func:`entered_batch`."""
-    def ctor(capability, info):
-        capability.drop()
-
-        def logic(input, output):
-            for cap, arranged in input:
-                output.give_at(cap, [entered_batch(b) for b in arranged])
-        return logic
-    return batches.unary(Pipeline, "EnterArranged", ctor)
+    return per_batch(batches, Pipeline, "EnterArranged",
+                     lambda time, arranged: [entered_batch(b) for b in arranged])
 
 
 def entered_batch(batch: Any) -> Any:
