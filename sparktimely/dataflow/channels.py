@@ -247,7 +247,7 @@ class _RemotePusher:
         self._local = local
         self._me = dataflow.worker.index
         self._peers = dataflow.peers
-        self._send = dataflow.worker.send_data
+        self._send = dataflow.worker._send_data
         self._update = dataflow.update
         self._dataflow = dataflow.index
         self._location = target.location

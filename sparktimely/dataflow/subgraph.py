@@ -216,7 +216,7 @@ class Dataflow:
         self.worker.broadcast((GRAPH, self.index, self.name, self.shape,
                                [op.name for op in self.operators], hash(SALT_PROBE), batch))
         if batch is not None:
-            self.worker.receive_arrived()
+            self.worker._receive_arrived()
 
     # -- progress and scheduling ----------------------------------------------------------
 
@@ -298,7 +298,7 @@ class Dataflow:
         apply it meanwhile; then take in what they shared (in a round, their part of it),
         so that this worker's pass applies it too instead of waiting for the next step."""
         self.worker.broadcast((PROGRESS, self.index, batch))
-        self.worker.receive_arrived()
+        self.worker._receive_arrived()
 
     def _activate_watchers(self, targets: set[int]) -> None:
         """Schedule the operators that watch the frontiers of ``targets``."""

@@ -251,7 +251,7 @@ class WorkerCore(Generic[S]):
 
     # -- communication ---------------------------------------------------------------------
 
-    def send_data(self, target: int, dataflow: int, location: int, time: Timestamp,
+    def _send_data(self, target: int, dataflow: int, location: int, time: Timestamp,
                   batch: Any) -> None:
         """Send a batch to input ``location`` of ``dataflow`` on worker ``target``."""
         if self._observer is not None:
@@ -275,7 +275,7 @@ class WorkerCore(Generic[S]):
             self._observer.broadcast(message)
         self._peer_allocator().broadcast(message)
 
-    def receive_arrived(self) -> None:
+    def _receive_arrived(self) -> None:
         """Deliver the messages that have arrived, as a step does first. A dataflow that has
         just shared progress calls it, so that its pass applies what the other workers
         shared meanwhile instead of waiting for the next step. What it delivers may queue
