@@ -23,10 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..dataflow import Exchange, Pipeline
+from ..dataflow.containers import check_schema, large_layouts, one_zero, unified
+from ..dataflow.operator import per_batch
 from ..dataflow.stream import StreamCore
 from ._stash import PerTime
-from ..dataflow.containers import check_schema, one_zero, unified
-from ..dataflow.operator import per_batch
 
 AGGREGATES = ("sum", "count", "min", "max", "mean")
 _COMPACT_EVERY = 64     # partial aggregates kept per time before they are folded into one
@@ -59,6 +59,45 @@ def check_sums(what: str, aggs: dict[str, tuple[str, str | None]], schema: pa.Sc
                 or pa.types.is_decimal(kind) or pa.types.is_boolean(kind)):
             raise TypeError(f"{what}: aggregate {out!r}: {function} of column {column!r} of "
                             f"type {kind}: it holds no numbers")
+
+
+def _check_columns(what: str, keys: list, aggs: dict[str, tuple[str, str | None]],
+                   schema: pa.Schema) -> None:
+    """A KeyError naming the key or aggregated column of ``what`` that ``schema`` lacks.
+
+    >>> _check_columns("aggregate_batches", ["k"], {"n": ("sum", "v")}, pa.schema([("k", pa.string())]))
+    Traceback (most recent call last):
+    KeyError: "aggregate_batches: aggregate 'n' reads column 'v', which is not in the batch (columns k)"
+    """
+    names = schema.names
+    for key in keys:
+        if key not in names:
+            raise KeyError(f"{what}: key column {key!r} is not in the batch (columns "
+                           f"{', '.join(names)})")
+    for out, (_, column) in aggs.items():
+        if column is not None and column not in names:
+            raise KeyError(f"{what}: aggregate {out!r} reads column {column!r}, which is not "
+                           f"in the batch (columns {', '.join(names)})")
+
+
+def _unconvertible(records: list, schema: pa.Schema,
+                   value_of: Callable[[Any, int, pa.Field], Any]) -> TypeError:
+    """The error for the first value among ``records`` (``value_of(record, index, field)``)
+    that its field's type cannot hold, naming the record, the field and the type.
+
+    >>> _unconvertible([("a", 1), ("b", "x")], pa.schema([("k", pa.string()), ("v", pa.int64())]),
+    ...                lambda r, i, f: r[i])
+    TypeError("to_arrow: field 'v' of the record ('b', 'x') is 'x', which type int64 cannot hold")
+    """
+    for record in records:
+        for index, field in enumerate(schema):
+            value = value_of(record, index, field)
+            try:
+                pa.array([value], field.type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+                return TypeError(f"to_arrow: field {field.name!r} of the record {record!r} is "
+                                 f"{value!r}, which type {field.type} cannot hold")
+    return TypeError(f"to_arrow: the records cannot be made into a batch of ({schema})")
 
 
 def _per_batch(stream: StreamCore, name: str,
@@ -147,7 +186,13 @@ class ArrowOps(StreamCore):
         ...            .capture()).extract()[0][1].to_pydict()
         {'x': [1, 3]}
         """
-        return _per_batch(self, "FilterBatches", lambda batch: batch.filter(mask_f(batch)))
+        def keep(batch: pa.RecordBatch) -> pa.RecordBatch:
+            mask = mask_f(batch)
+            try:
+                return batch.filter(mask)
+            except pa.ArrowNotImplementedError:     # view layouts: filtered as large ones
+                return large_layouts(batch).filter(mask).cast(batch.schema)
+        return _per_batch(self, "FilterBatches", keep)
 
     def aggregate_batches(self, keys: str | Sequence[str],
                           aggs: dict[str, tuple[str, str | None]], *, combine: bool = True) -> Self:
@@ -215,6 +260,7 @@ class ArrowOps(StreamCore):
         def arrow_input(batch: Any) -> pa.RecordBatch:
             batch = _arrow(batch, "aggregate_batches")
             if not batch.schema == checked[0]:
+                _check_columns("aggregate_batches", keys, aggs, batch.schema)
                 check_sums("aggregate_batches", aggs, batch.schema)
                 checked[0] = batch.schema
             return batch
@@ -310,15 +356,22 @@ class ArrowOps(StreamCore):
         def convert(records: list) -> pa.RecordBatch:
             kinds = set(map(type, records))
             if all(issubclass(kind, dict) for kind in kinds):
-                return pa.RecordBatch.from_pylist(records, schema=schema)
+                try:
+                    return pa.RecordBatch.from_pylist(records, schema=schema)
+                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+                    raise _unconvertible(records, schema, lambda r, i, f: r.get(f.name)) \
+                        from None
             if all(is_row(kind) for kind in kinds):
                 if set(map(len, records)) != {len(schema)}:
                     wrong = next(r for r in records if len(r) != len(schema))
                     raise ValueError(f"to_arrow: the record {wrong!r} has {len(wrong)} fields, "
                                      f"the schema {len(schema)} ({names})")
-                return pa.RecordBatch.from_arrays(
-                    [pa.array(column, field.type) for column, field in zip(zip(*records), schema)],
-                    schema=schema)
+                try:
+                    return pa.RecordBatch.from_arrays(
+                        [pa.array(column, field.type)
+                         for column, field in zip(zip(*records), schema)], schema=schema)
+                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+                    raise _unconvertible(records, schema, lambda r, i, f: r[i]) from None
             if any(issubclass(kind, dict) or is_row(kind) for kind in kinds):
                 raise TypeError(f"to_arrow: the records of one batch are dicts (by field name) "
                                 f"or tuples (by position), not a mix of "
