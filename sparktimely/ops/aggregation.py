@@ -81,7 +81,8 @@ class AggregationOps(StreamCore):
                         key, val = record
                         per_key[key] = fold(key, val, get(key))
                 except (TypeError, ValueError) as error:
-                    raise _no_pair("Aggregate", batch) or error
+                    raise _no_pair("Aggregate", batch) or _unhashable("Aggregate", batch) \
+                        or error
             for cap, per_key in aggregates.completed(notificator):
                 output.give_at(cap, [emit(k, agg) for k, agg in per_key.items()])
         return self.unary_notify(RecordsExchange(_by_key(route, "Aggregate"), "Aggregate"),
@@ -132,7 +133,8 @@ class AggregationOps(StreamCore):
                             states.pop(key, None)
                         results.extend(outputs)
                 except (TypeError, ValueError) as error:
-                    raise _no_pair("StateMachine", records) or _misshapen(outcome) or error
+                    raise _no_pair("StateMachine", records) or \
+                        _unhashable("StateMachine", records) or _misshapen(outcome) or error
                 output.give_at(cap, results)
         stream = self.unary_notify(RecordsExchange(_by_key(route, "StateMachine"),
                                                    "StateMachine"), "StateMachine", [], logic)
@@ -168,6 +170,23 @@ def _no_pair(operator: str, records: list) -> TypeError | None:
     for record in records:
         if not (isinstance(record, (tuple, list)) and len(record) == 2):
             return TypeError(f"{operator}: the record {record!r} is not a (key, val) pair")
+    return None
+
+
+def _unhashable(operator: str, records: list) -> TypeError | None:
+    """A TypeError naming ``operator`` and the first of ``records`` (``(key, val)`` pairs)
+    whose key cannot be a dict key, or None if every key can.
+
+    >>> _unhashable("Aggregate", [("a", 1), (["b"], 2)])
+    TypeError("Aggregate: the key ['b'] of the record (['b'], 2) is a list, which cannot be hashed; a key must be hashable (e.g. a tuple, not a list)")
+    """
+    for key, _ in records:
+        try:
+            hash(key)
+        except TypeError:
+            return TypeError(f"{operator}: the key {key!r} of the record {(key, _)!r} is a "
+                             f"{type(key).__name__}, which cannot be hashed; a key must be "
+                             f"hashable (e.g. a tuple, not a list)")
     return None
 
 

@@ -262,6 +262,28 @@ def test_keyed_operators_name_a_record_that_is_no_pair(run, operator, records, t
     assert f"TypeError: {operator}: {told}" in caught.value.message
 
 
+@pytest.mark.parametrize("operator", ["Aggregate", "StateMachine"])
+def test_keyed_operators_name_a_key_that_cannot_be_hashed(run, operator):
+    """Was Python's "unhashable type: 'list'", naming neither the key nor the record (a
+    route that takes any key lets it reach the operator's dict)."""
+    def build(scope):
+        stream = scope.to_stream([(("ok",), 1), (["k"], 2)])
+        if operator == "Aggregate":
+            return stream.aggregate(lambda key, val, agg: val, lambda key, agg: agg,
+                                    route=lambda key: 0).probe()
+        return stream.state_machine(lambda key, val, state: (False, [val]),
+                                    route=lambda key: 0).probe()
+
+    def job(worker):
+        worker.dataflow(build)
+        worker.run()
+    with pytest.raises(st.WorkerError) as caught:
+        run(job)
+    assert (f"TypeError: {operator}: the key ['k'] of the record (['k'], 2) is a list, which "
+            f"cannot be hashed; a key must be hashable (e.g. a tuple, not a list)"
+            ) in caught.value.message
+
+
 def test_a_job_that_is_no_function_is_refused_before_any_worker_starts():
     """Workers started, then each failed with "'NoneType' object is not callable"."""
     with pytest.raises(TypeError, match=r"^execute: the job must be a function of the worker, "
