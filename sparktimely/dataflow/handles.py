@@ -105,6 +105,10 @@ class InputHandle:
         """Send a batch of records (a list, any iterable, or a pyarrow.RecordBatch or Table,
         whose schema must be that of the first Arrow batch sent)."""
         self._check_open("send")
+        if not hasattr(records, "__iter__") and not hasattr(records, "schema"):
+            raise TypeError(f"{self.name}.send_batch: expected a list or iterable of records, "
+                            f"or a pyarrow.RecordBatch or Table, got {records!r:.80} "
+                            f"({type(records).__name__})")
         arrow = arrow_batches(records, self._schema, "InputHandle.send_batch")
         if arrow is None:
             batches = [list(records)]
@@ -158,6 +162,10 @@ class InputHandle:
             raise RuntimeError("cannot advance_to: the input handle is closed")
         if self._bound:
             self._bound[0][0].kind.check(time, where=f"{self.name}.advance_to")
+        elif time.__class__ is bool or not (isinstance(time, int) or
+                                            hasattr(time, "less_equal")):
+            raise TypeError(f"{self.name}.advance_to: {time!r} is no time (an int, a "
+                            f"Product, or a type with less_equal)")
         if self._time is not None and not less_equal(self._time, time):
             raise ValueError(f"advance_to({time!r}): {time!r} is {relation(time, self._time)} "
                              f"the input's time {self._time!r}; an input advances only to "

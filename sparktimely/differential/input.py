@@ -235,6 +235,11 @@ class InputSession:
         self._check_open("update_batch")
         self._check_connected("update_batch")
         self._send()                         # what was accepted goes, whatever follows
+        if not isinstance(batch, (pa.RecordBatch, pa.Table)):
+            raise TypeError(f"InputSession.update_batch: expected a pyarrow.RecordBatch or "
+                            f"Table with a '{DIFF}' column, got {batch!r:.80} "
+                            f"({type(batch).__name__}); Python records go by insert, remove "
+                            f"and update")
         self._handle.check_kind(True, "InputSession.update_batch")
         names = batch.schema.names
         if DIFF not in names:

@@ -96,7 +96,7 @@ class _FilePart:
         elif source.format == "csv":
             try:
                 reader = pacsv.open_csv(self.file)
-            except (pa.ArrowException, UnicodeDecodeError) as error:
+            except (pa.ArrowException, UnicodeDecodeError, OSError) as error:
                 raise self._unreadable(error) from error
             self.batches = _rechunk(iter(reader), rows, self._rows_read(rows))
         else:
@@ -149,7 +149,7 @@ class _FilePart:
     def next_batch(self) -> tuple[int, Any]:
         try:
             batch = next(self.batches)
-        except (pa.ArrowException, UnicodeDecodeError) as error:
+        except (pa.ArrowException, UnicodeDecodeError, OSError) as error:
             raise self._unreadable(error) from error
         if isinstance(batch, pa.RecordBatch):          # Parquet, CSV: count rows
             self.lines = self._rows_read(self.source.batch_rows) + batch.num_rows

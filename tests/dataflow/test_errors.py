@@ -972,6 +972,38 @@ def test_times_that_do_not_move_forward_are_told_as_earlier_or_incomparable():
     ]
 
 
+def test_an_input_not_yet_connected_refuses_what_is_no_time_and_no_batch():
+    """'x', 2.5 and True were taken, and the handle was stuck: every later advance_to failed
+    in Python's words; send_batch(None) failed in them too."""
+    import sparktimely.differential as dd
+    handle, session = st.InputHandle("events"), dd.InputSession()
+    for time in ("x", 2.5, True):
+        with pytest.raises(TypeError, match=re.escape(
+                f"events.advance_to: {time!r} is no time (an int, a Product, or a type with "
+                f"less_equal)")):
+            handle.advance_to(time)
+    handle.advance_to(3)
+    with pytest.raises(TypeError, match=re.escape("is no time")):
+        session.advance_to("x")
+
+    def job(worker):
+        worker.dataflow(lambda scope: (scope.input_from(handle).probe(),
+                                       session.to_collection(scope).inner.probe()))
+        with pytest.raises(TypeError, match=re.escape(
+                "events.send_batch: expected a list or iterable of records, or a "
+                "pyarrow.RecordBatch or Table, got None (NoneType)")):
+            handle.send_batch(None)
+        with pytest.raises(TypeError, match=re.escape(
+                "InputSession.update_batch: expected a pyarrow.RecordBatch or Table with a "
+                "'diff' column, got [('a', 0, 1)] (list); Python records go by insert, "
+                "remove and update")):
+            session.update_batch([("a", 0, 1)])
+        handle.close()
+        session.close()
+        return handle.time()
+    assert st.execute_directly(job) == 3
+
+
 def test_notify_at_with_a_dropped_capability_names_notify_at():
     def job(worker):
         def logic(input, output, notificator):

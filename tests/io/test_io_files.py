@@ -163,6 +163,24 @@ def test_a_file_that_cannot_be_read_is_named(tmp_path, format, content, message)
             part.next_batch()
 
 
+def test_a_parquet_file_damaged_inside_a_row_group_is_named(tmp_path):
+    """pyarrow tells a page it cannot decode as an OSError, which was passed on without the
+    file's name ("Couldn't deserialize thrift")."""
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"i": list(range(1000)), "s": ["x" * 30] * 1000}), path,
+                   row_group_size=200, compression="snappy")
+    at = pq.ParquetFile(path).metadata.row_group(1).column(1).data_page_offset
+    data = bytearray(path.read_bytes())
+    for k in range(at + 40, at + 200):
+        data[k] ^= 0x5A
+    path.write_bytes(bytes(data))
+    part = FileSource([str(path)], batch_rows=100).open(str(path), None)
+    with pytest.raises(ValueError, match=f"FileSource: {path} cannot be read as parquet: "
+                                         f"OSError: "):
+        while True:
+            part.next_batch()
+
+
 def test_an_empty_csv_file_has_no_rows(tmp_path):
     """A 0-byte CSV file (no header) reads as no batches, as empty files of the other
     formats do."""
