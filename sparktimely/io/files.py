@@ -86,9 +86,11 @@ class _FilePart:
         self.path = path
         self.done, self.offset, self.lines = (position or (0, 0, 0))[:3]
         self.watermark = position[3] if position and len(position) > 3 else 0
+        rows = source.batch_rows
+        if source.format in ("parquet", "csv") and not self.lines:
+            self.lines = self.done * rows       # a position from before rows were counted
         fs, file_path = source._filesystem_for(path)
         self.file = fs.open_input_file(file_path)
-        rows = source.batch_rows
         if source.format == "parquet":
             self.batches: Iterator[Any] = self._parquet(rows)
         elif source.format == "csv" and self.file.size() == 0:
@@ -98,7 +100,7 @@ class _FilePart:
                 reader = pacsv.open_csv(self.file)
             except (pa.ArrowException, UnicodeDecodeError, OSError) as error:
                 raise self._unreadable(error) from error
-            self.batches = _rechunk(iter(reader), rows, self._rows_read(rows))
+            self.batches = _rechunk(iter(reader), rows, self.lines)
         else:
             self.batches = self._lines(rows)
 
@@ -114,7 +116,7 @@ class _FilePart:
 
     def _parquet(self, rows: int) -> Iterator[pa.RecordBatch]:
         parquet = pq.ParquetFile(self.file)
-        skip, group = self._rows_read(rows), 0
+        skip, group = self.lines, 0
         while group < parquet.num_row_groups and skip >= parquet.metadata.row_group(group).num_rows:
             skip -= parquet.metadata.row_group(group).num_rows
             group += 1
@@ -122,10 +124,6 @@ class _FilePart:
             yield from _rechunk(parquet.iter_batches(batch_size=rows,
                                                      row_groups=range(group, parquet.num_row_groups)),
                                 rows, skip)
-
-    def _rows_read(self, rows: int) -> int:
-        """Rows of a Parquet or CSV file read before this position."""
-        return self.lines if self.lines or not self.done else self.done * rows
 
     def _lines(self, rows: int) -> Iterator[list]:
         self.file.seek(self.offset)
@@ -152,7 +150,7 @@ class _FilePart:
         except (pa.ArrowException, UnicodeDecodeError, OSError) as error:
             raise self._unreadable(error) from error
         if isinstance(batch, pa.RecordBatch):          # Parquet, CSV: count rows
-            self.lines = self._rows_read(self.source.batch_rows) + batch.num_rows
+            self.lines += batch.num_rows
         self.done += 1
         if self.source.event_time is None:
             return (self.done - 1) // self.source.batches_per_epoch, batch
