@@ -377,7 +377,8 @@ class ArrowSessions:
 
     def __init__(self, kind: Session, time_of: str, keys: list[str], aggregates: Aggregates,
                  lateness: int) -> None:
-        self.kind = kind
+        self.margin = kind.gap + lateness
+        self.described = f"{kind!r} with lateness {lateness}"
         self.gap = kind.gap
         self.time_of = time_of
         self.keys = keys
@@ -390,8 +391,7 @@ class ArrowSessions:
     def apply(self, time: int, batches: Iterable[pa.RecordBatch]) -> tuple[list, list[int]]:
         keys, aggregates = self.keys, self.aggregates
         rows, schema = _taken_in(batches)
-        begin = event_times(rows, self.time_of, self.gap + self.lateness,
-                            f"{self.kind!r} with lateness {self.lateness}")
+        begin = event_times(rows, self.time_of, self.margin, self.described)
         aggregates.check_columns(rows)
         hashes = key_hashes(rows, keys)
         sessions, rest = self._touched(hashes)
