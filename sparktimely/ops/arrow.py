@@ -80,6 +80,10 @@ def _check_columns(what: str, keys: list, aggs: dict[str, tuple[str, str | None]
                            f"in the batch (columns {', '.join(names)})")
 
 
+_UNCONVERTIBLE = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError)
+"""What pyarrow raises for a Python value its type cannot hold."""
+
+
 def _unconvertible(records: list, schema: pa.Schema,
                    value_of: Callable[[Any, int, pa.Field], Any]) -> TypeError:
     """The error for the first value among ``records`` (``value_of(record, index, field)``)
@@ -94,7 +98,7 @@ def _unconvertible(records: list, schema: pa.Schema,
             value = value_of(record, index, field)
             try:
                 pa.array([value], field.type)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+            except _UNCONVERTIBLE:
                 return TypeError(f"to_arrow: field {field.name!r} of the record {record!r} is "
                                  f"{value!r}, which type {field.type} cannot hold")
     return TypeError(f"to_arrow: the records cannot be made into a batch of ({schema})")
@@ -358,7 +362,7 @@ class ArrowOps(StreamCore):
             if all(issubclass(kind, dict) for kind in kinds):
                 try:
                     return pa.RecordBatch.from_pylist(records, schema=schema)
-                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+                except _UNCONVERTIBLE:
                     raise _unconvertible(records, schema, lambda r, i, f: r.get(f.name)) \
                         from None
             if all(is_row(kind) for kind in kinds):
@@ -370,7 +374,7 @@ class ArrowOps(StreamCore):
                     return pa.RecordBatch.from_arrays(
                         [pa.array(column, field.type)
                          for column, field in zip(zip(*records), schema)], schema=schema)
-                except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
+                except _UNCONVERTIBLE:
                     raise _unconvertible(records, schema, lambda r, i, f: r[i]) from None
             if any(issubclass(kind, dict) or is_row(kind) for kind in kinds):
                 raise TypeError(f"to_arrow: the records of one batch are dicts (by field name) "
