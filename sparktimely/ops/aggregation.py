@@ -180,11 +180,11 @@ def _unhashable(operator: str, records: list) -> TypeError | None:
     >>> _unhashable("Aggregate", [("a", 1), (["b"], 2)])
     TypeError("Aggregate: the key ['b'] of the record (['b'], 2) is a list, which cannot be hashed; a key must be hashable (e.g. a tuple, not a list)")
     """
-    for key, _ in records:
+    for key, val in records:
         try:
             hash(key)
         except TypeError:
-            return TypeError(f"{operator}: the key {key!r} of the record {(key, _)!r} is a "
+            return TypeError(f"{operator}: the key {key!r} of the record {(key, val)!r} is a "
                              f"{type(key).__name__}, which cannot be hashed; a key must be "
                              f"hashable (e.g. a tuple, not a list)")
     return None
