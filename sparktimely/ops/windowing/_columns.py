@@ -347,7 +347,9 @@ def _plain(column: pa.ChunkedArray) -> pa.ChunkedArray:
 def _key_time_order(keys: list[pa.ChunkedArray], begin: np.ndarray) -> np.ndarray:
     """The order of rows by key (nulls together) and then by ``begin``: one numpy argsort
     of ``key * span + begin`` for one integer key column without nulls whose products fit in
-    int64, else Arrow's sort over the columns (the same order of keys and times).
+    int64, else Arrow's sort over the columns (the same order of keys and times). The numpy
+    sort need not be stable: rows of one key and one ``begin`` fall into one session whatever
+    their order (a gap is positive), and numpy's unstable argsort is about five times faster.
 
     >>> _key_time_order([pa.chunked_array([[7, 3, 7, 3]])], np.array([5, 9, 1, 2])).tolist()
     [3, 1, 2, 0]
@@ -360,7 +362,7 @@ def _key_time_order(keys: list[pa.ChunkedArray], begin: np.ndarray) -> np.ndarra
         low_key, low = int(values.min()), int(begin.min())
         span = int(begin.max()) - low + 1
         if (int(values.max()) - low_key + 1) * span < 2 ** 62:
-            return np.argsort((values - low_key) * np.int64(span) + (begin - low), kind="stable")
+            return np.argsort((values - low_key) * np.int64(span) + (begin - low))
     return pc.sort_indices(
         pa.table({**{f"k{i}": k for i, k in enumerate(keys)}, "begin": begin}),
         sort_keys=[(f"k{i}", "ascending") for i in range(len(keys))] +
