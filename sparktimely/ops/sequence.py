@@ -1,6 +1,7 @@
 """Total-order broadcast among workers (timely's ``synchronization::Sequencer``)."""
 from __future__ import annotations
 
+import reprlib
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -8,10 +9,16 @@ from ..dataflow import OperatorBuilder, source
 from ..dataflow.capability import Capability
 from ..dataflow.channels import Broadcast
 from ..dataflow.ports import OutputHandle
+from ..shm import pickle_out_of_band
 
 if TYPE_CHECKING:
     from ..dataflow import WorkerCore as Worker
     from ..dataflow.scope import ScopeCore
+
+_shortening = reprlib.Repr()
+_shortening.maxstring = _shortening.maxother = 80
+_short = _shortening.repr
+"""The repr of an element in an error message, cut short if long."""
 
 
 class Sequencer:
@@ -22,7 +29,9 @@ class Sequencer:
     next element of the common sequence, or None while none is ready (step the worker to
     make progress); ``close()`` ends this worker's contributions (the sequencer's dataflow
     completes once every worker closed). Elements are ordered by the round in which they
-    were pushed, then by worker index, then by the order of pushes.
+    were pushed, then by worker index, then by the order of pushes. Every worker gets each
+    element, so elements must be picklable at any worker count: ``push`` refuses one that
+    is not (TypeError), also at one worker, where nothing would travel.
 
     >>> import sparktimely as st
     >>> def job(worker):
@@ -40,6 +49,7 @@ class Sequencer:
         self._ready: deque = deque()
         self._pushed = 0
         self._closed = False
+        self._name = name
         self._index = worker.index
         self._seen = [0]                  # the latest round received from any worker
         self._activate: Callable[[], None] = lambda: None
@@ -79,9 +89,39 @@ class Sequencer:
         builder.build(sink)
 
     def push(self, element: Any) -> None:
-        """Offer ``element`` to the common sequence."""
+        """Offer ``element`` to the common sequence.
+
+        ``element`` is pickled here, as the transport between workers pickles it, and
+        refused with a TypeError if it cannot be (at every worker count, so a program that
+        runs at one worker runs at many); a refused element is not counted and the
+        sequencer stays usable.
+
+        >>> import sparktimely as st, threading
+        >>> def job(worker):
+        ...     sequencer = st.Sequencer(worker)
+        ...     try:
+        ...         sequencer.push(threading.Lock())
+        ...     except TypeError as error:
+        ...         print(error)
+        ...     sequencer.push("fine")
+        ...     sequencer.close()
+        ...     worker.run()
+        ...     return list(sequencer)
+        >>> st.execute_directly(job)  # doctest: +ELLIPSIS, +NORMALIZE_WHITESPACE
+        Sequencer 'Sequencer' on worker 0 cannot take element <unlocked _thread.lock object
+        at 0x...>: it cannot be pickled (cannot pickle '_thread.lock' object); elements must
+        be picklable because every worker gets each one
+        ['fine']
+        """
         if self._closed:
             raise RuntimeError("push on a closed Sequencer")
+        try:        # what the transport does with it (its out-of-band buffers are not copied)
+            pickle_out_of_band(element)
+        except Exception as error:
+            raise TypeError(f"Sequencer {self._name!r} on worker {self._index} cannot take "
+                            f"element {_short(element)}: it cannot be pickled ({error}); "
+                            f"elements must be picklable because every worker gets each "
+                            f"one") from error
         self._outbox.append((self._index, self._pushed, element))
         self._pushed += 1
         self._activate()

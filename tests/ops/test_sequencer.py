@@ -1,6 +1,8 @@
 """Sequencer: every worker sees every pushed element, all in one order."""
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 import sparktimely as st
@@ -55,3 +57,41 @@ def test_push_after_close_is_an_error():
             sequencer.push(1)
         return True
     assert st.execute_directly(job)
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_an_unpicklable_element_is_refused_at_the_push_and_loses_nothing(workers):
+    def job(worker):
+        sequencer = st.Sequencer(worker, name="Plan")
+        sequencer.push(("before", worker.index))
+        refused = []
+        for element in (lambda: 1, threading.Lock(), (i for i in range(3)),
+                        ["x" * 200, lambda: 2]):            # a long one, its repr cut short
+            with pytest.raises(TypeError) as error:
+                sequencer.push(element)
+            refused.append(str(error.value))
+        assert sequencer._pushed == 1                      # refused elements are not counted
+        for i in range(3):
+            sequencer.push(("after", worker.index, i))
+        sequencer.close()
+        worker.run()
+        return refused, list(sequencer)
+    results = st.execute(job, workers=workers)
+    for w, (refused, _) in enumerate(results):
+        for message, why in zip(refused, ["Can't pickle local object", "cannot pickle "
+                                          "'_thread.lock' object", "cannot pickle 'generator' "
+                                          "object", "Can't pickle local object"]):
+            assert message.startswith(f"Sequencer 'Plan' on worker {w} cannot take element ")
+            assert f"it cannot be pickled ({why}" in message
+            assert message.endswith("elements must be picklable because every worker gets "
+                                    "each one")
+        assert "<function " in refused[0] and "<lambda>" in refused[0]
+        assert "x" * 200 not in refused[3] and "..." in refused[3]    # a long repr is cut
+    sequences = [sequence for _, sequence in results]
+    assert sorted(sequences[0]) == sorted([("before", w) for w in range(workers)]
+                                          + [("after", w, i) for w in range(workers)
+                                             for i in range(3)])
+    assert all(sequence == sequences[0] for sequence in sequences)   # one order everywhere
+    for w in range(workers):                                # each worker's pushes keep order
+        mine = [x for x in sequences[0] if x[1] == w]
+        assert mine == [("before", w)] + [("after", w, i) for i in range(3)]
