@@ -704,7 +704,10 @@ def _run_workers(func: Callable[[Worker], Any], config: Config) -> list[Any]:
 
 def execute_directly(func: Callable[[Worker], Any]) -> Any:
     """Runs ``func(worker)`` on one worker in this process, steps the worker until its
-    dataflows complete, and returns ``func``'s result.
+    dataflows complete, and returns ``func``'s result. It runs on the calling thread (as
+    timely's ``execute_directly``): an error propagates as raised (the job's own exception,
+    or ``st.OperatorError`` for an operator's logic), not wrapped in ``st.WorkerError``
+    as :func:`execute` raises it.
 
     >>> import sparktimely as st
     >>> st.execute_directly(lambda worker: worker.peers)
@@ -726,7 +729,8 @@ def _check_job(func: Any, call: str) -> None:
 
 def example(build: Callable[[Any], Any]) -> Any:
     """Builds one dataflow with ``build(scope)`` on one worker, runs it to completion and
-    returns what ``build`` returned.
+    returns what ``build`` returned. It runs on the calling thread, as
+    :func:`execute_directly`: errors propagate as raised, not wrapped in ``st.WorkerError``.
 
     >>> import sparktimely as st
     >>> st.example(lambda scope: scope.to_stream([1, 2, 3]).map(str).capture()).extract()
