@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import reprlib
 
 __all__ = ["WorkerError", "ExchangeSchemaError"]
 
@@ -52,6 +53,21 @@ class ExchangeSchemaError(ValueError):
     ...     print(str(error).split(": ")[1])
     ExchangeSchemaError
     """
+
+
+_shortening = reprlib.Repr()
+_shortening.maxstring = _shortening.maxother = 80
+
+
+def short_repr(value: object) -> str:
+    """The repr of a record, value or element in an error message, cut short if long.
+
+    >>> len(short_repr("x" * 100)), short_repr("x" * 100)[36:45]
+    (80, 'xx...xxxx')
+    >>> short_repr(list(range(100)))
+    '[0, 1, 2, 3, 4, 5, ...]'
+    """
+    return _shortening.repr(value)
 
 
 def describe(error: BaseException) -> str:

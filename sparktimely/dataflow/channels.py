@@ -6,13 +6,12 @@ record to worker ``route(record) % peers``. On a single worker both are a local 
 from __future__ import annotations
 
 import os
-import reprlib
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import pyarrow as pa
 
-from ..errors import ExchangeSchemaError
+from ..errors import ExchangeSchemaError, short_repr
 from .containers import format_schema, partition_batch
 from .ports import batch_length, own_copy
 
@@ -308,14 +307,14 @@ class _Routing:
             except Exception as raised:
                 reworded = None if str(_message(raised)).startswith(operator.name) else \
                     _reworded(raised, f"{where}: its route raised on the record "
-                                      f"{_short(record)}")         # (None: named already)
+                                      f"{short_repr(record)}")         # (None: named already)
                 return None if reworded is None else (reworded, error)
             try:
                 workers[value % peers]                  # what routing does with the value
             except TypeError:
                 return TypeError(
-                    f"{where} cannot route the record {_short(record)}: its route returned "
-                    f"{_short(value)} (a {type(value).__name__}); a route must return an int "
+                    f"{where} cannot route the record {short_repr(record)}: its route returned "
+                    f"{short_repr(value)} (a {type(value).__name__}); a route must return an int "
                     f"(the record goes to worker route(record) % peers), e.g. "
                     f"st.stable_hash(key)"), None
         return None
@@ -380,12 +379,6 @@ class LoneExchangePusher(_Routing):
         elif self._key is not None:
             self._partition(batch.slice(0, 1), 1)
         self._local.push(time, batch)
-
-
-_shortening = reprlib.Repr()
-_shortening.maxstring = _shortening.maxother = 80
-_short = _shortening.repr
-"""The repr of a record or value in an error message, cut short if long."""
 
 
 class BroadcastPusher(_RemotePusher):

@@ -1,7 +1,6 @@
 """Total-order broadcast among workers (timely's ``synchronization::Sequencer``)."""
 from __future__ import annotations
 
-import reprlib
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -9,17 +8,12 @@ from ..dataflow import OperatorBuilder, source
 from ..dataflow.capability import Capability
 from ..dataflow.channels import Broadcast
 from ..dataflow.ports import OutputHandle
+from ..errors import short_repr
 from ..shm import pickle_out_of_band
 
 if TYPE_CHECKING:
     from ..dataflow import WorkerCore as Worker
     from ..dataflow.scope import ScopeCore
-
-_shortening = reprlib.Repr()
-_shortening.maxstring = _shortening.maxother = 80
-_short = _shortening.repr
-"""The repr of an element in an error message, cut short if long."""
-
 
 class Sequencer:
     """Every worker sees every element pushed on any worker, all in the same order.
@@ -119,7 +113,7 @@ class Sequencer:
             pickle_out_of_band(element)
         except Exception as error:
             raise TypeError(f"Sequencer {self._name!r} on worker {self._index} cannot take "
-                            f"element {_short(element)}: it cannot be pickled ({error}); "
+                            f"element {short_repr(element)}: it cannot be pickled ({error}); "
                             f"elements must be picklable because every worker gets each "
                             f"one") from error
         self._outbox.append((self._index, self._pushed, element))
