@@ -160,14 +160,15 @@ class InputHandle:
         feed, as timely's does."""
         if self._closed:
             raise RuntimeError("cannot advance_to: the input handle is closed")
+        where = f"{self.name}.advance_to"        # its errors name the handle
         if self._bound:
-            self._bound[0][0].kind.check(time, where=f"{self.name}.advance_to")
+            self._bound[0][0].kind.check(time, where=where)
         elif time.__class__ is bool or not (isinstance(time, int) or
                                             hasattr(time, "less_equal")):
-            raise TypeError(f"{self.name}.advance_to: {time!r} is no time (an int, a "
+            raise TypeError(f"{where}: {time!r} is no time (an int, a "
                             f"Product, or a type with less_equal)")
         if self._time is not None and not less_equal(self._time, time):
-            raise ValueError(f"advance_to({time!r}): {time!r} is {relation(time, self._time)} "
+            raise ValueError(f"{where}({time!r}): {time!r} is {relation(time, self._time)} "
                              f"the input's time {self._time!r}; an input advances only to "
                              f"times at or after it")
         self.flush()

@@ -43,6 +43,7 @@ __all__ = ["DirectorySink", "FileSource"]
 
 _SOURCE_FORMATS = ("parquet", "csv", "jsonl", "text")
 _SINK_FORMATS = {"parquet": ".parquet", "jsonl": ".jsonl"}
+_CSV_ROW = re.compile(r"\bRow #(\d+)")     # pyarrow's row number (1: the header)
 
 
 def _check_format(format: str, known: Sequence[str], what: str) -> None:
@@ -86,6 +87,7 @@ class _FilePart:
         self.path = path
         self.done, self.offset, self.lines = (position or (0, 0, 0))[:3]
         self.watermark = position[3] if position and len(position) > 3 else 0
+        self._raw: list[bytes] = []         # the lines of the last batch of a line format
         rows = source.batch_rows
         if source.format in ("parquet", "csv") and not self.lines:
             self.lines = self.done * rows       # a position from before rows were counted
@@ -111,8 +113,40 @@ class _FilePart:
             hint = (" (a CSV column's type is inferred from the file's first block: values "
                     "of another type further on cannot be read; write such a column as "
                     "text from its start, or the file as Parquet)")
+        line = self._csv_line(error) if isinstance(error, pa.ArrowInvalid) else None
+        place = "" if line is None else f"; at line {line}"
         return ValueError(f"FileSource: {self.path} cannot be read as "
-                          f"{self.source.format}: {type(error).__name__}: {error}{hint}")
+                          f"{self.source.format}: {type(error).__name__}: {error}{hint}{place}")
+
+    def _csv_line(self, error: Exception) -> int | None:
+        """The line of this CSV file that pyarrow's ``error`` is about (1-based, the header
+        line 1), or None. pyarrow numbers the row (``Row #N``, empty lines not counted) only
+        when it reads on one thread, so the file is read that way again up to the error."""
+        if self.source.format != "csv":
+            return None
+        row = _CSV_ROW.search(str(error))
+        fs, file_path = self.source._filesystem_for(self.path)
+        if row is None:
+            try:
+                with fs.open_input_file(file_path) as file:
+                    for _ in pacsv.open_csv(file, read_options=pacsv.ReadOptions(
+                            use_threads=False)):
+                        pass
+                return None
+            except pa.ArrowInvalid as again:
+                row = _CSV_ROW.search(str(again))
+            except (pa.ArrowException, UnicodeDecodeError, OSError):
+                return None
+            if row is None:
+                return None
+        wanted, rows = int(row.group(1)), 0
+        with fs.open_input_file(file_path) as file:
+            for number, line in enumerate(io.BufferedReader(file, 1 << 20), 1):
+                if line.strip(b"\r\n"):
+                    rows += 1
+                    if rows == wanted:
+                        return number
+        return None
 
     def _parquet(self, rows: int) -> Iterator[pa.RecordBatch]:
         parquet = pq.ParquetFile(self.file)
@@ -130,32 +164,35 @@ class _FilePart:
         reader = io.BufferedReader(self.file, 1 << 20)
         text = self.source.format == "text"
         while raw := list(itertools.islice(reader, rows)):
-            first = self.lines + 1
-            self.lines += len(raw)
-            self.offset += sum(map(len, raw))
+            self._raw = raw            # next_batch moves the position past them once sent
             if text:
                 yield [line.decode().rstrip("\r\n") for line in raw]
                 continue
             try:
-                yield [json.loads(line) for line in raw if line.strip()]
+                records = [json.loads(line) for line in raw if line.strip()]
             except ValueError as error:
-                number = first + next(i for i, line in enumerate(raw)
-                                      if line.strip() and not _parses(line))
+                number = self.lines + 1 + next(i for i, line in enumerate(raw)
+                                               if line.strip() and not _parses(line))
                 raise ValueError(f"FileSource: {self.path} line {number} is not JSON: "
                                  f"{error}") from None
+            yield records
 
     def next_batch(self) -> tuple[int, Any]:
         try:
             batch = next(self.batches)
         except (pa.ArrowException, UnicodeDecodeError, OSError) as error:
             raise self._unreadable(error) from error
+        epoch, latest = self.watermark, None
+        if self.source.event_time is not None:     # checked before the position moves on
+            latest = self._latest_event_time(batch)
         if isinstance(batch, pa.RecordBatch):          # Parquet, CSV: count rows
             self.lines += batch.num_rows
+        else:                                          # lines: count lines and bytes
+            self.lines += len(self._raw)
+            self.offset += sum(map(len, self._raw))
         self.done += 1
         if self.source.event_time is None:
             return (self.done - 1) // self.source.batches_per_epoch, batch
-        epoch = self.watermark
-        latest = self._latest_event_time(batch)
         if latest is not None:
             self.watermark = max(self.watermark, latest - self.source.out_of_order)
         return epoch, batch
@@ -173,11 +210,13 @@ class _FilePart:
                                 f"{times.type}, not an integer type")
             return pc.max(times).as_py()
         latest = None
-        for record in batch:
+        for index, record in enumerate(batch):
             value = record.get(column) if isinstance(record, dict) else None
             if value.__class__ is not int:
-                raise TypeError(f"FileSource: {self.path}: the event time {column!r} of "
-                                f"{record!r} is {value!r}, not an int")
+                line = self.lines + 1 + [i for i, raw in enumerate(self._raw)
+                                         if raw.strip()][index]
+                raise TypeError(f"FileSource: {self.path} line {line}: the event time "
+                                f"{column!r} of {record!r} is {value!r}, not an int")
             if latest is None or value > latest:
                 latest = value
         return latest

@@ -410,6 +410,25 @@ def test_advance_to_backwards_before_any_step(run):
     assert consolidate([c.extract() for c in run(job)]) == [(2, [1, 2])]
 
 
+def test_advance_to_backwards_names_the_handle_as_its_type_errors_do(run):
+    """``clicks.advance_to: ...`` named the handle of a time of the wrong type, but a time
+    before the handle's was told as ``advance_to(1): ...``, with no handle to look for."""
+    def job(worker):
+        handle = st.InputHandle("clicks")
+        captured = worker.dataflow(lambda scope: scope.input_from(handle).capture())
+        handle.advance_to(3)
+        with pytest.raises(ValueError) as info:
+            handle.advance_to(1)
+        handle.send(worker.index)                   # still at time 3
+        handle.close()
+        return str(info.value), captured
+    results = run(job)
+    assert [message for message, _ in results] == [
+        "clicks.advance_to(1): 1 is earlier than the input's time 3; an input advances only "
+        "to times at or after it"] * run.workers
+    assert consolidate([c.extract() for _, c in results]) == [(3, list(range(run.workers)))]
+
+
 @pytest.mark.parametrize("time", [-1, 2.5])
 def test_advance_to_a_time_not_of_the_scope_names_it(run, time):
     """A negative int is below the minimum (ValueError, as any earlier time); a float is
@@ -965,9 +984,9 @@ def test_times_that_do_not_move_forward_are_told_as_earlier_or_incomparable():
         "incomparable with Product(1, 1); a capability moves only to times at or after its own",
         "cannot delay capability at time Product(1, 1) to Product(1, 0): Product(1, 0) is "
         "earlier than Product(1, 1); a capability moves only to times at or after its own",
-        "advance_to(Product(0, 2)): Product(0, 2) is incomparable with the input's time "
+        "events.advance_to(Product(0, 2)): Product(0, 2) is incomparable with the input's time "
         "Product(1, 1); an input advances only to times at or after it",
-        "advance_to(Product(1, 0)): Product(1, 0) is earlier than the input's time "
+        "events.advance_to(Product(1, 0)): Product(1, 0) is earlier than the input's time "
         "Product(1, 1); an input advances only to times at or after it",
     ]
 

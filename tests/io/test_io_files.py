@@ -139,12 +139,54 @@ def test_event_times_are_checked_and_named(files, tmp_path):
         part.next_batch()
 
 
+def test_a_jsonl_record_with_a_bad_event_time_is_named_with_its_line_and_not_passed(tmp_path):
+    """The error named the record but not its line, and the position had moved past the
+    batch it was in, which was never sent."""
+    path = tmp_path / "times.jsonl"
+    path.write_text('{"ts": 1}\n\n{"ts": 2}\n\n{"ts": "noon"}\n{"ts": 3}\n')
+    part = FileSource([str(path)], format="jsonl", batch_rows=3, event_time="ts").open(
+        str(path), None)
+    assert part.next_batch() == (0, [{"ts": 1}, {"ts": 2}])
+    sent = part.snapshot()
+    assert sent == (1, 21, 3, 2)
+    with pytest.raises(TypeError, match=f"FileSource: {path} line 5: the event time 'ts' of "
+                                        f"{{'ts': 'noon'}} is 'noon', not an int"):
+        part.next_batch()
+    assert part.snapshot() == sent
+
+
 def test_a_jsonl_line_that_is_not_json_is_named_with_its_line_number(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"a": 1}\n\n{"a": 2}\n{"a": \n')
     part = FileSource([str(path)], format="jsonl", batch_rows=10).open(str(path), None)
     with pytest.raises(ValueError, match=f"{path} line 4 is not JSON"):
         part.next_batch()
+    assert part.snapshot() == (0, 0, 0)         # nothing sent, nothing passed
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"n,word\n\n" + b"1,a\n" * 400_000 + b"x,b\n" + b"2,c\n" * 10,
+     "ArrowInvalid: In CSV column #0: CSV conversion error to int64: invalid value 'x' "
+     "\\(a CSV column's type is inferred .* or the file as Parquet\\); at line 400003$"),
+    (b"n,word\n1,a\n\n2,b,c\n3,d\n",
+     "ArrowInvalid: CSV parse error: Expected 2 columns, got 3: 2,b,c; at line 4$"),
+    (b"n,word\n" + b"1,a\n" * 300_000 + b"\r\n" + b"2,b\n" * 200_000 + b"3\n",
+     "ArrowInvalid: CSV parse error: Expected 2 columns, got 1: 3; at line 500003$")],
+    ids=["conversion", "parse in the first block", "parse after an empty CRLF line"])
+def test_a_csv_row_that_cannot_be_read_is_named_with_its_line_and_not_passed(tmp_path, content,
+                                                                             message):
+    """pyarrow's errors of a CSV row name no row when it reads on many threads: the file
+    was named, not where in it to look. Lines count the header and empty lines (which
+    pyarrow's rows skip); the position stays after the rows sent."""
+    path = tmp_path / "bad.csv"
+    path.write_bytes(content)
+    source, part, sent = FileSource([str(path)], format="csv", batch_rows=100_000), None, 0
+    with pytest.raises(ValueError, match=f"FileSource: {path} cannot be read as csv: "
+                                         f"{message}"):
+        part = source.open(str(path), None)     # reads the first block
+        while True:
+            sent += part.next_batch()[1].num_rows
+    assert part is None or part.snapshot()[2] == sent
 
 
 @pytest.mark.parametrize("format, content, message", [
