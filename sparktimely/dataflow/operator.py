@@ -8,6 +8,7 @@ arrives, when a watched input frontier moves, or when someone activates it.
 from __future__ import annotations
 
 import enum
+import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Generic, Sequence, TypeVar
 
@@ -50,6 +51,26 @@ def require_function(operator: str, value: Any) -> None:
     if not callable(value):
         raise TypeError(f"{operator}: expected a function, got {value!r} "
                         f"({type(value).__name__})")
+
+
+def _require_one_argument(operator: str, logic: Callable) -> None:
+    """A TypeError naming ``operator`` unless ``logic`` can be called with one argument (the
+    input): a sink takes its logic directly, and a constructor ``ctor(capability, info)``
+    given instead would fail only once the dataflow runs.
+
+    >>> _require_one_argument("Out (sink)", lambda cap, info: None)
+    Traceback (most recent call last):
+    TypeError: Out (sink): a sink takes logic(input), called with the input, not a constructor; the function given takes (cap, info)
+    """
+    try:
+        signature = inspect.signature(logic)
+    except (TypeError, ValueError):         # no signature to read (some builtins): let it run
+        return
+    try:
+        signature.bind(None)
+    except TypeError:
+        raise TypeError(f"{operator}: a sink takes logic(input), called with the input, not "
+                        f"a constructor; the function given takes {signature}") from None
 
 
 def returned_logic(value: Any) -> Any:
@@ -463,6 +484,7 @@ def notify_operator(streams: Sequence[S], pacts: Sequence[Pact | type], name: st
 def sink_operator(stream: "StreamCore", pact: Pact | type, name: str,
                   logic: Callable[[InputPort], Any]) -> InputPort:
     require_function(f"{name} (sink)", logic)
+    _require_one_argument(f"{name} (sink)", logic)
     builder = OperatorBuilder(name, stream.scope)
     input = builder.new_input(stream, pact)
     builder.build(lambda capabilities: lambda frontiers: logic(input))

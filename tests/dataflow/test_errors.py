@@ -936,6 +936,9 @@ def test_an_input_capability_sends_at_its_time_only_where_its_summary_allows(run
     (lambda s: s.binary(s, st.Pipeline, st.Pipeline, "Two", None),
      "Two (binary): expected a function, got None"),
     (lambda s: s.sink(st.Pipeline, "Out", 1), "Out (sink): expected a function, got 1 (int)"),
+    (lambda s: s.sink(st.Pipeline, "Out", lambda cap, info: None),
+     "Out (sink): a sink takes logic(input), called with the input, not a constructor; the "
+     "function given takes (cap, info)"),
     (lambda s: st.source(s.scope, "In", None), "In (source): expected a function, got None"),
 ])
 def test_an_operator_given_no_function_says_so_where_the_dataflow_is_built(build, told):
