@@ -54,8 +54,8 @@ def _combine(h: int, element: int) -> int:
 _PAIR = struct.Struct("<QQ")
 
 
-def stable_hash(value: Any) -> int:
-    """A 64-bit hash of ``value`` that every process, host and run agrees on.
+def stable_hash(x: Any) -> int:
+    """A 64-bit hash of ``x`` that every process, host and run agrees on.
 
     Hashes ints (and bools, and numpy's integers), strings, bytes, floats, None, tuples of
     these and :class:`~sparktimely.Product` times. Values that compare equal hash equally
@@ -76,40 +76,40 @@ def stable_hash(value: Any) -> int:
     ...
     TypeError: stable_hash cannot hash a list ([1, 2]): use ints, strings, bytes, floats, None, tuples of these or Product
     """
-    cls = value.__class__
+    cls = x.__class__
     if cls is str:
-        return xxh3_64_intdigest(value.encode("utf-8", "surrogatepass"), _SEED_STR)
+        return xxh3_64_intdigest(x.encode("utf-8", "surrogatepass"), _SEED_STR)
     if cls is int:
-        if -(1 << 63) <= value < 1 << 63:
-            return xxh3_64_intdigest(_INT64.pack(value), _SEED_INT)
-        return xxh3_64_intdigest(value.to_bytes((value.bit_length() + 8) // 8, "little",
+        if -(1 << 63) <= x < 1 << 63:
+            return xxh3_64_intdigest(_INT64.pack(x), _SEED_INT)
+        return xxh3_64_intdigest(x.to_bytes((x.bit_length() + 8) // 8, "little",
                                                 signed=True), _SEED_BIG)
     if cls is tuple:
-        h = _TUPLE_START + len(value)
-        for element in value:
+        h = _TUPLE_START + len(x)
+        for element in x:
             h = _combine(h, stable_hash(element))
         return h
     if cls is bytes:
-        return xxh3_64_intdigest(value, _SEED_BYTES)
+        return xxh3_64_intdigest(x, _SEED_BYTES)
     if cls is Product:
-        return _combine(_combine(_PRODUCT_START, stable_hash(value.outer)),
-                        stable_hash(value.inner))
+        return _combine(_combine(_PRODUCT_START, stable_hash(x.outer)),
+                        stable_hash(x.inner))
     if cls is float:
-        if value.is_integer():
-            return stable_hash(int(value))
-        return xxh3_64_intdigest(_FLOAT64.pack(value), _SEED_FLOAT)
-    if value is None:
+        if x.is_integer():
+            return stable_hash(int(x))
+        return xxh3_64_intdigest(_FLOAT64.pack(x), _SEED_FLOAT)
+    if x is None:
         return _NONE_HASH
     if cls is bool:
-        return stable_hash(int(value))
-    if isinstance(value, (str, int, float, bytes, tuple)):    # subclasses: hash the value
+        return stable_hash(int(x))
+    if isinstance(x, (str, int, float, bytes, tuple)):    # subclasses: hash the value
         bases: tuple[Any, ...] = (int, str, float, bytes, tuple)
         for base in bases:
-            if isinstance(value, base):
-                return stable_hash(base(value))
-    if isinstance(value, Integral):         # numpy's integers: as the int they equal
-        return stable_hash(int(value))
-    raise TypeError(f"stable_hash cannot hash a {cls.__name__} ({value!r:.60}): use ints, "
+            if isinstance(x, base):
+                return stable_hash(base(x))
+    if isinstance(x, Integral):         # numpy's integers: as the int they equal
+        return stable_hash(int(x))
+    raise TypeError(f"stable_hash cannot hash a {cls.__name__} ({x!r:.60}): use ints, "
                     f"strings, bytes, floats, None, tuples of these or Product")
 
 

@@ -105,3 +105,53 @@ def test_the_differential_layers_methods_have_runnable_examples():
                if not name.startswith("_") and (callable(member) or isinstance(member, property))
                and ">>>" not in (inspect.getdoc(member) or "")]
     assert missing == []
+
+
+def _contract_signatures() -> list[tuple[str, object, list[str]]]:
+    import sparktimely.differential as dd
+    import sparktimely.windows as win
+    from sparktimely.dataflow.capability import InputCapability
+    return [
+        ("Stream.filter", sparktimely.Stream.filter, ["pred"]),
+        ("Stream.branch", sparktimely.Stream.branch, ["pred"]),
+        ("Stream.reclock", sparktimely.Stream.reclock, ["clock_stream"]),
+        ("Scope.to_stream", sparktimely.Scope.to_stream, ["iterable"]),
+        ("InputHandle.send", sparktimely.InputHandle.send, ["x"]),
+        ("InputHandle.send_batch", sparktimely.InputHandle.send_batch, ["items"]),
+        ("InputHandle.advance_to", sparktimely.InputHandle.advance_to, ["t"]),
+        ("ProbeHandle.less_than", sparktimely.ProbeHandle.less_than, ["t"]),
+        ("ProbeHandle.less_equal", sparktimely.ProbeHandle.less_equal, ["t"]),
+        ("Capability.delayed", sparktimely.Capability.delayed, ["t"]),
+        ("Capability.downgrade", sparktimely.Capability.downgrade, ["t"]),
+        ("InputCapability.delayed", InputCapability.delayed, ["t"]),
+        ("FrontierNotificator.notify_at", sparktimely.FrontierNotificator.notify_at, ["cap"]),
+        ("FrontierNotificator.for_each", sparktimely.FrontierNotificator.for_each,
+         ["frontiers", "f"]),
+        ("Antichain.insert", sparktimely.Antichain.insert, ["t"]),
+        ("Antichain.less_equal", sparktimely.Antichain.less_equal, ["t"]),
+        ("Antichain.less_than", sparktimely.Antichain.less_than, ["t"]),
+        ("MutableAntichain.update_iter", sparktimely.MutableAntichain.update_iter, ["pairs"]),
+        ("MutableAntichain.less_equal", sparktimely.MutableAntichain.less_equal, ["t"]),
+        ("MutableAntichain.less_than", sparktimely.MutableAntichain.less_than, ["t"]),
+        ("MutableAntichain.count_for", sparktimely.MutableAntichain.count_for, ["t"]),
+        ("ChangeBatch.update", sparktimely.ChangeBatch.update, ["t", "delta"]),
+        ("stable_hash", sparktimely.stable_hash, ["x"]),
+        ("dd.InputSession.insert", dd.InputSession.insert, ["x"]),
+        ("dd.InputSession.remove", dd.InputSession.remove, ["x"]),
+        ("dd.InputSession.update", dd.InputSession.update, ["x", "diff"]),
+        ("dd.InputSession.update_at", dd.InputSession.update_at, ["x", "time", "diff"]),
+        ("dd.InputSession.advance_to", dd.InputSession.advance_to, ["t"]),
+        ("dd.Collection.filter", dd.Collection.filter, ["p"]),
+        ("dd.Variable.set", dd.Variable.set, ["collection"]),
+        ("dd.Arranged.join_core", dd.Arranged.join_core, ["other_arranged", "f"]),
+        ("win.EventTimeInput.advance_to", win.EventTimeInput.advance_to, ["t"]),
+    ]
+
+
+@pytest.mark.parametrize("where, function, names", _contract_signatures(),
+                         ids=[entry[0] for entry in _contract_signatures()])
+def test_parameters_are_named_as_the_contract_names_them(where, function, names):
+    """A call with the contract's keyword (``filter(pred=...)``, ``advance_to(t=...)``)
+    works: the parameters carry the names the contract (shared/API.md) gives them."""
+    parameters = [name for name in inspect.signature(function).parameters if name != "self"]
+    assert parameters[:len(names)] == names, where

@@ -108,11 +108,11 @@ class Capability:
                 f"{relation(time, self._time)} {self._time!r}; a capability moves only to "
                 f"times at or after its own")
 
-    def delayed(self, time: Timestamp) -> "Capability":
+    def delayed(self, t: Timestamp) -> "Capability":
         """A new capability for ``time``, which must not be earlier than this one's."""
         self._check_live("delay")
-        self._check_not_before(time, "delay")
-        return Capability(time, self._port)
+        self._check_not_before(t, "delay")
+        return Capability(t, self._port)
 
     def try_delayed(self, time: Timestamp) -> "Capability | None":
         """A new capability for ``time``, or None if ``time`` is not at or after this one's."""
@@ -129,22 +129,22 @@ class Capability:
         self.downgrade(time)
         return True
 
-    def downgrade(self, time: Timestamp) -> None:
+    def downgrade(self, t: Timestamp) -> None:
         """Move this capability forward to ``time``."""
         old = self._time
         # a live capability moved from an int to a later int needs no check: ``old`` passed
         # its kind's, so a later int does too
-        if not (time.__class__ is int and old.__class__ is int and time >= old and self._live):
+        if not (t.__class__ is int and old.__class__ is int and t >= old and self._live):
             self._check_live("downgrade")
-            self._check_not_before(time, "downgrade")
-            if time != old:
-                self._port.kind.check(time)
-        if time != old:
+            self._check_not_before(t, "downgrade")
+            if t != old:
+                self._port.kind.check(t)
+        if t != old:
             port = self._port
             update = port.dataflow.update
-            update(port.location, time, 1)
+            update(port.location, t, 1)
             update(port.location, old, -1)
-            self._time = time
+            self._time = t
 
     def drop(self) -> None:
         """Release the capability; using it afterwards raises CapabilityError."""
@@ -256,9 +256,9 @@ class InputCapability:
         """A capability at this time for output ``output``."""
         return self.delayed_for_output(self.time, output)
 
-    def delayed(self, time: Timestamp) -> Capability:
+    def delayed(self, t: Timestamp) -> Capability:
         """A capability for ``time`` (not earlier than this batch's time) for output 0."""
-        return self.delayed_for_output(time, 0)
+        return self.delayed_for_output(t, 0)
 
     def delayed_for_output(self, time: Timestamp, output: int) -> Capability:
         """A capability for ``time`` on output ``output``."""

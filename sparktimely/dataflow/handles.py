@@ -91,27 +91,27 @@ class InputHandle:
             raise RuntimeError(f"cannot {action}: the input handle is not connected to a "
                                f"dataflow (use scope.input_from(handle))")
 
-    def send(self, record: Any) -> None:
+    def send(self, x: Any) -> None:
         """Send one record at the current time."""
         self._check_open("send")
         buffer = self._buffer
         if not buffer:
             self.check_kind(False, f"{self.name}.send")
-        buffer.append(record)
+        buffer.append(x)
         if len(buffer) >= BATCH_SIZE:
             self.flush()
 
-    def send_batch(self, records: Iterable[Any]) -> None:
+    def send_batch(self, items: Iterable[Any]) -> None:
         """Send a batch of records (a list, any iterable, or a pyarrow.RecordBatch or Table,
         whose schema must be that of the first Arrow batch sent)."""
         self._check_open("send")
-        if not hasattr(records, "__iter__") and not hasattr(records, "schema"):
+        if not hasattr(items, "__iter__") and not hasattr(items, "schema"):
             raise TypeError(f"{self.name}.send_batch: expected a list or iterable of records, "
-                            f"or a pyarrow.RecordBatch or Table, got {records!r:.80} "
-                            f"({type(records).__name__})")
-        arrow = arrow_batches(records, self._schema, "InputHandle.send_batch")
+                            f"or a pyarrow.RecordBatch or Table, got {items!r:.80} "
+                            f"({type(items).__name__})")
+        arrow = arrow_batches(items, self._schema, "InputHandle.send_batch")
         if arrow is None:
-            batches = [list(records)]
+            batches = [list(items)]
             if batches[0]:
                 self.check_kind(False, f"{self.name}.send_batch")
         else:
@@ -154,7 +154,7 @@ class InputHandle:
             batch, self._buffer = self._buffer, []
             self._push(batch)
 
-    def advance_to(self, time: Timestamp) -> None:
+    def advance_to(self, t: Timestamp) -> None:
         """Move the input's time forward to ``time``; earlier times can then complete. A
         handle not yet connected to a dataflow keeps the time for the dataflows it will
         feed, as timely's does."""
@@ -162,19 +162,18 @@ class InputHandle:
             raise RuntimeError("cannot advance_to: the input handle is closed")
         where = f"{self.name}.advance_to"        # its errors name the handle
         if self._bound:
-            self._bound[0][0].kind.check(time, where=where)
-        elif time.__class__ is bool or not (isinstance(time, int) or
-                                            hasattr(time, "less_equal")):
-            raise TypeError(f"{where}: {time!r} is no time (an int, a "
+            self._bound[0][0].kind.check(t, where=where)
+        elif t.__class__ is bool or not (isinstance(t, int) or hasattr(t, "less_equal")):
+            raise TypeError(f"{where}: {t!r} is no time (an int, a "
                             f"Product, or a type with less_equal)")
-        if self._time is not None and not less_equal(self._time, time):
-            raise ValueError(f"{where}({time!r}): {time!r} is {relation(time, self._time)} "
+        if self._time is not None and not less_equal(self._time, t):
+            raise ValueError(f"{where}({t!r}): {t!r} is {relation(t, self._time)} "
                              f"the input's time {self._time!r}; an input advances only to "
                              f"times at or after it")
         self.flush()
         for _, capability in self._bound:
-            capability.downgrade(time)
-        self._time = time
+            capability.downgrade(t)
+        self._time = t
 
     def close(self) -> None:
         """Flush and release the input: its dataflows can then complete."""
@@ -213,24 +212,24 @@ class ProbeHandle:
         ``stream.probe_with`` adds)."""
         self._frontiers.append(frontier)
 
-    def less_than(self, time: Timestamp) -> bool:
+    def less_than(self, t: Timestamp) -> bool:
         """True if data at some time earlier than ``time`` may still arrive."""
         try:
             for frontier in self._frontiers:
-                if frontier.less_than(time):
+                if frontier.less_than(t):
                     return True
         except (AttributeError, TypeError) as error:
-            raise self._mistyped("less_than", time, error) from None
+            raise self._mistyped("less_than", t, error) from None
         return False
 
-    def less_equal(self, time: Timestamp) -> bool:
+    def less_equal(self, t: Timestamp) -> bool:
         """True if data at ``time`` or earlier may still arrive."""
         try:
             for frontier in self._frontiers:
-                if frontier.less_equal(time):
+                if frontier.less_equal(t):
                     return True
         except (AttributeError, TypeError) as error:
-            raise self._mistyped("less_equal", time, error) from None
+            raise self._mistyped("less_equal", t, error) from None
         return False
 
     def _mistyped(self, call: str, time: Any, error: Exception) -> TypeError:

@@ -48,18 +48,18 @@ class FrontierNotificator:
         for capability in capabilities:
             self.notify_at(capability)
 
-    def notify_at(self, capability: Capability) -> None:
-        """Request a notification at ``capability.time`` (keeping the capability until then).
+    def notify_at(self, cap: Capability) -> None:
+        """Request a notification at ``cap.time`` (keeping the capability until then).
         An input capability holds no time past its batch: ``retain()`` it first."""
-        if capability.__class__ is InputCapability:
+        if cap.__class__ is InputCapability:
             raise CapabilityError(f"notify_at needs a Capability, which holds its time until "
                                   f"the notification: retain() the input capability for "
-                                  f"time {capability.time!r}")
-        capability._check_live("notify_at with")
-        time = capability.time
+                                  f"time {cap.time!r}")
+        cap._check_live("notify_at with")
+        time = cap.time
         entry = self._pending.get(time)
         if entry is None:
-            self._pending[time] = [capability, 1]
+            self._pending[time] = [cap, 1]
             self._requested = True
         else:
             entry[1] += 1
@@ -119,14 +119,14 @@ class FrontierNotificator:
         return None if found is None else found[0]
 
     def for_each(self, frontiers: Sequence[MutableAntichain],
-                 logic: Callable[[Capability, "FrontierNotificator"], None]) -> None:
+                 f: Callable[[Capability, "FrontierNotificator"], None]) -> None:
         """Deliver, in time order, every notification whose time the frontiers have passed,
-        including those requested by ``logic`` itself for complete times."""
+        including those requested by ``f`` itself for complete times."""
         while True:
             capability = self.next(frontiers)
             if capability is None:
                 return
-            logic(capability, self)
+            f(capability, self)
 
     def monotonic(self, frontiers: Sequence[MutableAntichain]) -> "Notificator":
         """A :class:`Notificator` over these requests and ``frontiers``."""

@@ -129,18 +129,18 @@ class Collection:
                     for y in f(d)]
         return self._per_batch("FlatMap", transform)
 
-    def filter(self, predicate: Callable[[Any], bool]) -> "Collection":
-        """Keeps the updates whose ``data`` satisfies ``predicate``.
+    def filter(self, p: Callable[[Any], bool]) -> "Collection":
+        """Keeps the updates whose ``data`` satisfies ``p``.
 
         >>> import sparktimely as st, sparktimely.differential as dd
         >>> st.example(lambda s: dd.from_stream(s.to_stream([1, 2, 3, 4])).filter(lambda x: x > 2)
         ...            .inner.capture()).extract()
         [(0, [(3, 0, 1), (4, 0, 1)])]
         """
-        require_function("filter", predicate)
+        require_function("filter", p)
 
         def transform(time, batch):
-            return [u for u in python_only("filter", "filter_batches", batch) if predicate(u[0])]
+            return [u for u in python_only("filter", "filter_batches", batch) if p(u[0])]
         return self._per_batch("Filter", transform)
 
     def explode(self, f: Callable[[Any], Iterable[tuple[Any, int]]]) -> "Collection":
@@ -670,7 +670,7 @@ class Arranged(Generic[Trace_co]):
 
     # -- joins -------------------------------------------------------------------------------
 
-    def join_core(self, other: "Arranged[Any]",
+    def join_core(self, other_arranged: "Arranged[Any]",
                   f: Callable[[Any, Any, Any], Iterable[Any]]) -> Collection:
         """Joins two arrangements of the same scope by key: each new batch of one side
         meets the other side's trace as that side has delivered it so far, so each pair of
@@ -685,7 +685,7 @@ class Arranged(Generic[Trace_co]):
         >>> st.example(build).extract()
         [(0, [(5, 0, 1), (6, 0, 1)])]
         """
-        return Collection(join_core_stream(self, other, f, JOIN_MANY, "JoinCore"))
+        return Collection(join_core_stream(self, other_arranged, f, JOIN_MANY, "JoinCore"))
 
     def join(self, other: "Collection | Arranged[Any]") -> Collection:
         """The pairs of this arrangement's updates and ``other``'s of one key, as
@@ -920,8 +920,8 @@ class Variable(Collection):
         """
         return cls(collection.scope, step, collection)
 
-    def set(self, result: Collection) -> Collection:
-        """Define the variable as ``result`` one round later; returns ``result``.
+    def set(self, collection: Collection) -> Collection:
+        """Define the variable as ``collection`` one round later; returns ``collection``.
 
         >>> import sparktimely as st, sparktimely.differential as dd
         >>> def build(scope):
@@ -938,9 +938,9 @@ class Variable(Collection):
         if self._done:
             raise RuntimeError("Variable.set was already called for this variable")
         self._done = True
-        feedback = result if self._source is None else result.concat(self._source.negate())
+        feedback = collection if self._source is None else collection.concat(self._source.negate())
         feedback.inner.connect_loop(self._loop)
-        return result
+        return collection
 
 
 def as_collection(stream: "Stream") -> Collection:

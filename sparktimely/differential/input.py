@@ -107,8 +107,8 @@ class InputSession:
         """
         return self._handle.time() if self._time is None else self._time
 
-    def insert(self, data: Any) -> None:
-        """Add one ``data``.
+    def insert(self, x: Any) -> None:
+        """Add one record ``x``.
 
         >>> import sparktimely as st, sparktimely.differential as dd
         >>> def job(worker):
@@ -121,10 +121,10 @@ class InputSession:
         >>> st.execute_directly(job)
         [('a', 0, 1), ('a', 0, 1)]
         """
-        self._update(data, 1, "insert")
+        self._update(x, 1, "insert")
 
-    def remove(self, data: Any) -> None:
-        """Remove one ``data``.
+    def remove(self, x: Any) -> None:
+        """Remove one record ``x``.
 
         >>> import sparktimely as st, sparktimely.differential as dd
         >>> def job(worker):
@@ -137,10 +137,10 @@ class InputSession:
         >>> st.execute_directly(job)
         [('a', 0, 1), ('a', 1, -1)]
         """
-        self._update(data, -1, "remove")
+        self._update(x, -1, "remove")
 
-    def update(self, data: Any, diff: int) -> None:
-        """Change the multiplicity of ``data`` by the integer ``diff``.
+    def update(self, x: Any, diff: int) -> None:
+        """Change the multiplicity of ``x`` by the integer ``diff``.
 
         >>> import sparktimely as st, sparktimely.differential as dd
         >>> def job(worker):
@@ -153,7 +153,7 @@ class InputSession:
         >>> st.execute_directly(job)
         [('a', 0, 3), ('b', 0, -1)]
         """
-        self._update(data, diff, "update")
+        self._update(x, diff, "update")
 
     def _update(self, data: Any, diff: int, action: str) -> None:
         """:meth:`update`, its errors naming the call ``action``."""
@@ -168,8 +168,8 @@ class InputSession:
         if len(self._buffer) >= FLUSH_EVERY:
             self._send()
 
-    def update_at(self, data: Any, time: Timestamp, diff: int) -> None:
-        """Change the multiplicity of ``data`` by ``diff`` at ``time``, which must not be
+    def update_at(self, x: Any, time: Timestamp, diff: int) -> None:
+        """Change the multiplicity of ``x`` by ``diff`` at ``time``, which must not be
         before the session's time.
 
         >>> import sparktimely as st, sparktimely.differential as dd
@@ -185,7 +185,7 @@ class InputSession:
         """
         self._check_open("update_at")
         if diff.__class__ is not int:
-            raise TypeError(f"InputSession.update_at: the diff of {data!r} must be an "
+            raise TypeError(f"InputSession.update_at: the diff of {x!r} must be an "
                             f"integer, not {diff!r}")
         self._check_time("update_at", time)
         if not self._buffer:
@@ -193,9 +193,9 @@ class InputSession:
             self._handle.check_kind(False, "InputSession.update_at")
         now = self.time()
         if not less_equal(now, time):
-            raise ValueError(f"InputSession.update_at({data!r}, {time!r}, {diff}): the time "
+            raise ValueError(f"InputSession.update_at({x!r}, {time!r}, {diff}): the time "
                              f"is before the session's time {now!r} (times go forward only)")
-        self._buffer.append((data, time, diff))
+        self._buffer.append((x, time, diff))
         if len(self._buffer) >= FLUSH_EVERY:
             self._send()
 
@@ -283,7 +283,7 @@ class InputSession:
         self._send()
         self._handle.flush()
 
-    def advance_to(self, time: Timestamp) -> None:
+    def advance_to(self, t: Timestamp) -> None:
         """Move the session's time forward to ``time`` (sending what is buffered): every
         earlier time can then complete.
 
@@ -298,15 +298,15 @@ class InputSession:
         >>> st.execute_directly(job)
         [2]
         """
-        self._check_time("advance_to", time)
+        self._check_time("advance_to", t)
         now = self._time                    # None: never connected nor advanced
-        if now is not None and not less_equal(now, time):
-            raise ValueError(f"InputSession.advance_to({time!r}): {time!r} is "
-                             f"{relation(time, now)} the session's time {now!r}; a session "
+        if now is not None and not less_equal(now, t):
+            raise ValueError(f"InputSession.advance_to({t!r}): {t!r} is "
+                             f"{relation(t, now)} the session's time {now!r}; a session "
                              f"advances only to times at or after it")
         self._send()
-        self._handle.advance_to(time)
-        self._time = time
+        self._handle.advance_to(t)
+        self._time = t
 
     def close(self) -> None:
         """Send what is buffered and end the input: its collections can complete.

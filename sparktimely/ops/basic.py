@@ -144,15 +144,15 @@ class BasicOps(StreamCore):
             return logic
         return self.unary(Pipeline, "FlatMap", ctor)
 
-    def filter(self, predicate: Callable[[Any], bool]) -> Self:
-        """Keeps the records for which ``predicate(x)`` is true.
+    def filter(self, pred: Callable[[Any], bool]) -> Self:
+        """Keeps the records for which ``pred(x)`` is true.
 
         >>> import sparktimely as st
         >>> st.example(lambda s: s.to_stream(range(6)).filter(lambda x: x % 2).capture()).extract()
         [(0, [1, 3, 5])]
         """
-        require_function("filter", predicate)
-        return self._per_batch("Filter", lambda time, batch: [x for x in batch if predicate(x)])
+        require_function("filter", pred)
+        return self._per_batch("Filter", lambda time, batch: [x for x in batch if pred(x)])
 
     def inspect(self, f: Callable[[Any], None]) -> Self:
         """Calls ``f(x)`` for each record and passes the records on unchanged.
@@ -275,8 +275,8 @@ class BasicOps(StreamCore):
         builder.build(ctor)
         return list(streams)
 
-    def branch(self, predicate: Callable[[Any, Any], bool]) -> tuple[Self, Self]:
-        """Splits by ``predicate(time, x)``: returns ``(false_stream, true_stream)``.
+    def branch(self, pred: Callable[[Any, Any], bool]) -> tuple[Self, Self]:
+        """Splits by ``pred(time, x)``: returns ``(false_stream, true_stream)``.
 
         >>> import sparktimely as st
         >>> def build(scope):
@@ -291,7 +291,7 @@ class BasicOps(StreamCore):
             yes: list = []
             no: list = []
             for x in batch:
-                (yes if predicate(time, x) else no).append(x)
+                (yes if pred(time, x) else no).append(x)
             return no, yes
         return self._split("Branch", split)
 

@@ -149,8 +149,8 @@ def _as_batches(items: Any) -> list:
 class InputScope(ScopeCore[S]):
     """``new_input``, ``input_from``, ``to_stream``, ``empty`` and ``new_unordered_input``."""
 
-    def to_stream(self, items: Iterable[Any]) -> S:
-        """A stream of ``items`` at the minimum time, produced on every worker. A
+    def to_stream(self, iterable: Iterable[Any]) -> S:
+        """A stream of the items of ``iterable`` at the minimum time, produced on every worker. A
         collection (or a pyarrow Table or RecordBatch) is sent at once; an iterator is
         consumed lazily, in batches, as downstream takes them.
 
@@ -160,17 +160,17 @@ class InputScope(ScopeCore[S]):
         >>> st.example(lambda scope: scope.to_stream(x * x for x in range(3)).capture()).extract()
         [(0, [0, 1, 4])]
         """
-        lazy = isinstance(items, Iterator)
-        if not lazy and not isinstance(items, Iterable) and not hasattr(items, "schema"):
+        lazy = isinstance(iterable, Iterator)
+        if not lazy and not isinstance(iterable, Iterable) and not hasattr(iterable, "schema"):
             raise TypeError(f"to_stream: items must be an iterable of records (or a pyarrow "
-                            f"Table or RecordBatch), got {type(items).__name__} {items!r}")
-        batches = [] if lazy else _as_batches(items)
+                            f"Table or RecordBatch), got {type(iterable).__name__} {iterable!r}")
+        batches = [] if lazy else _as_batches(iterable)
 
         def ctor(capability: Capability, info: Any) -> Callable[[Any], None]:
             def logic(output: OutputHandle) -> None:
                 session = output.session(capability)
                 if lazy:
-                    session.give_iterator_later(items)
+                    session.give_iterator_later(iterable)
                 for batch in batches:
                     session.give_batch(batch)
                 batches.clear()

@@ -210,9 +210,9 @@ class TimingOps(StreamCore):
                     output.give_at(cap, batch)
         return _holding([self], "DelayBatch", True, logic)
 
-    def reclock(self, clock: Self) -> Self:
-        """Holds each record until a record of ``clock`` arrives at a time not earlier than
-        the record's, and re-stamps it with that clock time. Epoch checkpoints hold the
+    def reclock(self, clock_stream: Self) -> Self:
+        """Holds each record until a record of ``clock_stream`` arrives at a time not earlier
+        than the record's, and re-stamps it with that clock time. Epoch checkpoints hold the
         records waiting.
 
         >>> import sparktimely as st
@@ -236,4 +236,4 @@ class TimingOps(StreamCore):
                 records = [x for t in sorted(ready) for x in held.pop(t) or ()]
                 if records:
                     output.give_at(cap, records)
-        return _holding([self, clock], "Reclock", False, logic)
+        return _holding([self, clock_stream], "Reclock", False, logic)

@@ -81,23 +81,23 @@ class Antichain:
         """Remove every element."""
         self._elements = []
 
-    def insert(self, time: Timestamp) -> bool:
+    def insert(self, t: Timestamp) -> bool:
         """Add ``time`` unless an element is already less or equal; True if added."""
         elements = self._elements
         for element in elements:
-            if less_equal(element, time):
+            if less_equal(element, t):
                 return False
-        self._elements = [e for e in elements if not less_equal(time, e)]
-        self._elements.append(time)
+        self._elements = [e for e in elements if not less_equal(t, e)]
+        self._elements.append(t)
         return True
 
-    def less_equal(self, time: Timestamp) -> bool:
+    def less_equal(self, t: Timestamp) -> bool:
         """True if some element is less than or equal to ``time``."""
-        return any(less_equal(e, time) for e in self._elements)
+        return any(less_equal(e, t) for e in self._elements)
 
-    def less_than(self, time: Timestamp) -> bool:
+    def less_than(self, t: Timestamp) -> bool:
         """True if some element is strictly less than ``time``."""
-        return any(less_than(e, time) for e in self._elements)
+        return any(less_than(e, t) for e in self._elements)
 
     def elements(self) -> list:
         """The elements, as a list."""
@@ -144,12 +144,12 @@ class MutableAntichain:
         self._counts: dict = {}
         self._frontier: list = []
 
-    def update_iter(self, updates: Iterable[tuple[Timestamp, int]]) -> list[tuple[Timestamp, int]]:
+    def update_iter(self, pairs: Iterable[tuple[Timestamp, int]]) -> list[tuple[Timestamp, int]]:
         """Apply ``(time, delta)`` updates; return the resulting frontier changes."""
         counts = self._counts
         frontier = self._frontier
         rebuild = False
-        for time, delta in updates:
+        for time, delta in pairs:
             if not delta:
                 continue
             count = counts.get(time, 0) + delta
@@ -250,21 +250,21 @@ class MutableAntichain:
         """
         return list(self._frontier)
 
-    def less_equal(self, time: Timestamp) -> bool:
+    def less_equal(self, t: Timestamp) -> bool:
         """True if some frontier element is less than or equal to ``time``."""
         for f in self._frontier:
-            if less_equal(f, time):
+            if less_equal(f, t):
                 return True
         return False
 
-    def less_than(self, time: Timestamp) -> bool:
+    def less_than(self, t: Timestamp) -> bool:
         """True if some frontier element is strictly less than ``time``."""
         for f in self._frontier:
-            if less_than(f, time):
+            if less_than(f, t):
                 return True
         return False
 
-    def count_for(self, time: Timestamp) -> int:
+    def count_for(self, t: Timestamp) -> int:
         """The accumulated count of ``time`` itself (0 if it has none).
 
         >>> counts = MutableAntichain()
@@ -272,7 +272,7 @@ class MutableAntichain:
         >>> counts.count_for(3), counts.count_for(4)
         (1, 0)
         """
-        return self._counts.get(time, 0)
+        return self._counts.get(t, 0)
 
     def is_empty(self) -> bool:
         """True if the frontier is empty (no time has a positive count)."""
@@ -296,8 +296,8 @@ class ChangeBatch:
     def __init__(self) -> None:
         self._changes: dict = {}
 
-    def update(self, item: Any, delta: int) -> None:
-        """Add ``delta`` to ``item``'s change.
+    def update(self, t: Any, delta: int) -> None:
+        """Add ``delta`` to ``t``'s change.
 
         >>> batch = ChangeBatch()
         >>> batch.update("a", 2); batch.update("a", -2)
@@ -305,7 +305,7 @@ class ChangeBatch:
         True
         """
         changes = self._changes
-        changes[item] = changes.get(item, 0) + delta
+        changes[t] = changes.get(t, 0) + delta
 
     def extend(self, pairs: Iterable[tuple]) -> None:
         """:meth:`update` with each ``(item, delta)`` of ``pairs`` (see the class example)."""
