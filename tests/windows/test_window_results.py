@@ -362,3 +362,57 @@ def test_string_view_columns_are_windowed_and_late_rows_keep_them(run, kind, col
     else:
         assert counted == ([("1", 2), ("2", 1)] if column == "payload" else
                            [("a", 2), ("b", 1)])
+
+
+INTEGER_AGGREGATE = {name: ARROW_AGGREGATE[name] for name in ("n", "total", "low", "high")}
+
+
+@SETTINGS
+@given(entries=entries, gap=hs.integers(1, 5), lateness=hs.integers(0, 3),
+       seed=hs.integers(0, 2 ** 16), int_keys=hs.sampled_from([None, (-3, 2), (0, 2 ** 40)]))
+def test_sessions_of_integer_aggregates_give_the_oracles_results(run, entries, gap, lateness,
+                                                                 seed, int_keys):
+    """Counts, sums, minima and maxima of an int64 column are merged per session by numpy
+    (``reduceat`` along the session order) instead of ``group_by``; a mean takes the other
+    way (the tests above)."""
+    if int_keys is not None:
+        ints = dict(zip("ab", int_keys))
+        entries = [(t, (i, ints[k], e, v)) for t, (i, k, e, v) in entries]
+    results, late = run_window(run, entries, lambda s: s.window(
+        win.Session(gap), time_of="ts", key="key", aggregate=INTEGER_AGGREGATE,
+        lateness=lateness), seed=seed, arrow=True)
+    assert (results, late) == model(win.Session(gap), entries, lateness,
+                                    lambda records: arrow_value(records)[:4])
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_sessions_merged_by_numpy_equal_those_merged_by_group_by_row_for_row(seed, monkeypatch):
+    """The engine's numpy merge of integer partials against the ``group_by`` merge it
+    shortcuts, on one engine fed random batches: the same late rows, close times, results
+    (in the same order within each) and open sessions."""
+    from sparktimely.ops.windowing import _columns
+
+    def sessions(numpy: bool) -> list:
+        rng = random.Random(seed)
+        if not numpy:
+            monkeypatch.setattr(_columns.Aggregates, "in_sessions", lambda *args: None)
+        engine = _columns.ArrowSessions(win.Session(rng.randint(1, 20)), "ts", ["k"],
+                                        _columns.Aggregates(INTEGER_AGGREGATE, ["k"]),
+                                        rng.randint(0, 4))
+        seen, now, strings = [], 0, rng.random() < 0.5
+        for _ in range(rng.randint(3, 12)):
+            n = rng.randint(1, 60)
+            keys = [rng.randrange(rng.randint(1, 12)) for _ in range(n)]
+            batch = pa.record_batch({
+                "k": pa.array([f"k{k}" for k in keys] if strings else keys),
+                "ts": pa.array([now + rng.randint(-10, 40) for _ in range(n)], pa.int64()),
+                "value": pa.array([rng.randint(-100, 100) for _ in range(n)], pa.int64())})
+            late, new = engine.apply(now, [batch])
+            seen.append(([b.to_pydict() for b in late], sorted(new)))
+            now += rng.randint(0, 30)
+            due = sorted(t for t in engine.closing if t < now)
+            if due:
+                seen.append([(t, b.to_pydict()) for t, b in engine.close(due)])
+        monkeypatch.undo()
+        return seen + [None if engine.open is None else engine.open.to_pydict()]
+    assert sessions(numpy=True) == sessions(numpy=False)

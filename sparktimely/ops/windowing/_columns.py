@@ -15,7 +15,7 @@ rows).
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +32,9 @@ HASH = "__hash"
 NONE_ROUTE = stable_hash(None)
 """The route of every row when the window has no key (as for Python records without one)."""
 _COMPACT_EVERY = 16     # partial batches kept per pane before they are merged into one
+_REDUCE_AT: dict[str, np.ufunc] = {"count_all": np.add, "count": np.add, "sum": np.add,
+                                   "min": np.minimum, "max": np.maximum}
+"""How :meth:`Aggregates.in_sessions` merges each kind of partial along a session."""
 
 
 class Aggregates:
@@ -92,6 +95,40 @@ class Aggregates:
     def merged(self, partials: list | pa.Table, by: list[str]) -> pa.RecordBatch:
         """Partial rows merged per ``by``: its columns, then the partial columns."""
         return group_rows(partials, by, self.merging, self.names)
+
+    def in_sessions(self, sessions: pa.Table | None, rows: pa.Table, merged: Merged
+                    ) -> list[np.ndarray] | None:
+        """Each session's partial columns (int64 arrays, by session number), from the open
+        ``sessions`` (their partial columns; the first intervals of ``merged``) and the
+        records ``rows`` (the others), summed, or their minimum or maximum taken, along
+        ``merged.order`` by numpy's ``reduceat``: the work of two ``group_by``s, without
+        them, when every partial is a count, or a sum, min or max of an int64 column
+        without nulls (integer arithmetic, exact as theirs); None otherwise.
+
+        >>> aggregates = Aggregates({"n": ("count", None), "top": ("max", "v")}, ["k"])
+        >>> rows = pa.table({"k": [1, 1, 2], "v": [5, 9, 4]})
+        >>> merged = merge_intervals([rows.column("k")], np.array([0, 3, 0]), np.array([5, 8, 5]))
+        >>> [column.tolist() for column in aggregates.in_sessions(None, rows, merged)]
+        [[2, 1], [9, 4]]
+        """
+        columns = []
+        for name, (column, op) in zip(self.names, self.partial):
+            reduce = _REDUCE_AT.get(op)
+            if reduce is None or op != "count_all" and rows.column(column).null_count:
+                return None
+            if op in ("count_all", "count"):
+                values = np.ones(rows.num_rows, np.int64)
+            elif rows.schema.field(column).type == pa.int64():
+                values = rows.column(column).to_numpy()
+            else:
+                return None
+            if sessions is not None and sessions.num_rows:
+                partial = sessions.column(name)
+                if partial.type != pa.int64() or partial.null_count:
+                    return None
+                values = np.concatenate([partial.to_numpy(), values])
+            columns.append(reduce.reduceat(values[merged.order], merged.bounds))
+        return columns
 
     def finish(self, partials: pa.RecordBatch | pa.Table, start: np.ndarray | int,
                end: np.ndarray | int) -> pa.RecordBatch:
@@ -289,16 +326,30 @@ def _differs(column: pa.ChunkedArray) -> np.ndarray:
             if len(column) > 1 else np.zeros(0, bool))
 
 
-def merge_intervals(keys: list[pa.ChunkedArray], begin: np.ndarray, end: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Intervals ``[begin, end)`` per key merged where they overlap: the session number of
-    each interval, and per session its start, its end and the index of its first interval.
+class Merged(NamedTuple):
+    """What :func:`merge_intervals` finds: the session ``number`` of each interval; per
+    session its ``start``, its ``stop`` and the index of its ``first`` interval; and the
+    intervals' ``order`` by key and start, in which session ``s`` holds
+    ``order[bounds[s]:bounds[s + 1]]``."""
 
-    >>> number, start, stop, first = merge_intervals(
+    number: np.ndarray
+    start: np.ndarray
+    stop: np.ndarray
+    first: np.ndarray
+    order: np.ndarray
+    bounds: np.ndarray
+
+
+def merge_intervals(keys: list[pa.ChunkedArray], begin: np.ndarray, end: np.ndarray) -> Merged:
+    """Intervals ``[begin, end)`` per key merged where they overlap (see :class:`Merged`).
+
+    >>> merged = merge_intervals(
     ...     [pa.chunked_array([["a", "a", "b", "a"]])], np.array([0, 12, 3, 4]),
     ...     np.array([5, 17, 8, 9]))
-    >>> number.tolist(), start.tolist(), stop.tolist(), first.tolist()
-    ([0, 1, 2, 0], [0, 12, 3], [9, 17, 8], [0, 1, 2])
+    >>> merged.number.tolist(), merged.start.tolist(), merged.stop.tolist()
+    ([0, 1, 2, 0], [0, 12, 3], [9, 17, 8])
+    >>> merged.first.tolist(), merged.order.tolist(), merged.bounds.tolist()
+    ([0, 1, 2], [0, 3, 1, 2], [0, 2, 3])
     """
     rows = len(begin)
     keys = [_plain(column) for column in keys]
@@ -328,7 +379,31 @@ def merge_intervals(keys: list[pa.ChunkedArray], begin: np.ndarray, end: np.ndar
     firsts = np.flatnonzero(starts)
     number = np.empty(rows, np.int64)
     number[order] = np.cumsum(starts) - 1
-    return number, begin[firsts], np.maximum.reduceat(end, firsts), order[firsts]
+    return Merged(number, begin[firsts], np.maximum.reduceat(end, firsts), order[firsts], order,
+                  firsts)
+
+
+def _in_group_order(merged: Merged, keep: np.ndarray, held: int) -> np.ndarray:
+    """The numbers of the sessions ``keep`` marks in the order a ``group_by`` of the records'
+    partials, then of the ``held`` open sessions, gives them (first appearance: a session's
+    first record, else its open session), so that both ways of merging keep the open
+    sessions, and so the results, in one order.
+
+    >>> merged = merge_intervals([pa.chunked_array([[1, 2, 2, 1]])], np.array([0, 0, 3, 9]),
+    ...                          np.array([5, 5, 8, 14]))      # held: the first row
+    >>> merged.number.tolist()          # sessions 2 and 1 first appear in records 0 and 2
+    [0, 2, 2, 1]
+    >>> _in_group_order(merged, np.array([True, True, True]), 1).tolist()
+    [2, 1, 0]
+    """
+    rows = len(merged.number)
+    records = rows - held
+    position = np.concatenate([np.arange(records, rows), np.arange(records)])
+    first_seen = np.minimum.reduceat(position[merged.order], merged.bounds)
+    n = np.flatnonzero(keep)
+    by_position = np.full(rows, -1, np.int64)   # positions are distinct: placed, not sorted
+    by_position[first_seen[n]] = n
+    return by_position[by_position >= 0]
 
 
 def _plain(column: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -402,38 +477,45 @@ class ArrowSessions:
             key_columns = [pa.chunked_array(sessions.column(k).chunks + rows.column(k).chunks,
                                             rows.schema.field(k).type) for k in keys]
             hashes = np.concatenate([_numpy(sessions, HASH), hashes])
-            number, start, stop, first = merge_intervals(
+            merged = merge_intervals(
                 key_columns, np.concatenate([_numpy(sessions, "__start"), begin]),
                 np.concatenate([_numpy(sessions, "__end"), begin + self.gap]))
         else:
             key_columns = [rows.column(k) for k in keys]
-            number, start, stop, first = merge_intervals(key_columns, begin, begin + self.gap)
+            merged = merge_intervals(key_columns, begin, begin + self.gap)
+        number, start, stop, first = merged.number, merged.start, merged.stop, merged.first
         closes = stop - 1 + self.lateness
         # Closed before ``time``: only sessions of records alone (an open session closes at
         # ``time`` or later, and merging only moves that later); their records are late.
         late_sessions = closes < time
         records = number[m:]
+        summed = aggregates.in_sessions(sessions if m else None, rows, merged)
         late, rows = _late(rows, late_sessions[records], schema)
-        # Grouped by session number alone (a session has one key): each session's key
-        # columns and hash are those of its first interval.
-        parts = [aggregates.partials(
-            rows.append_column("__n", pa.array(records[~late_sessions[records]])),
-            ["__n"])] if rows.num_rows else []
-        if sessions is not None and m:
-            parts.append(pa.RecordBatch.from_arrays(
-                [pa.array(number[:m])] +
-                [_array(sessions.column(name)) for name in aggregates.names],
-                ["__n"] + aggregates.names))
-        if not parts:
+        if summed is not None:
+            n = _in_group_order(merged, ~late_sessions, m)
+            partials = [pa.array(column[n]) for column in summed]
+        else:
+            # Grouped by session number alone (a session has one key): each session's key
+            # columns and hash are those of its first interval.
+            parts = [aggregates.partials(
+                rows.append_column("__n", pa.array(records[~late_sessions[records]])),
+                ["__n"])] if rows.num_rows else []
+            if sessions is not None and m:
+                parts.append(pa.RecordBatch.from_arrays(
+                    [pa.array(number[:m])] +
+                    [_array(sessions.column(name)) for name in aggregates.names],
+                    ["__n"] + aggregates.names))
+            grouped = aggregates.merged(parts, ["__n"]) if parts else None
+            n = np.zeros(0, np.int64) if grouped is None else grouped.column(0).to_numpy()
+            partials = [] if grouped is None else [grouped.column(name)
+                                                   for name in aggregates.names]
+        if not len(n):
             return late, []
-        merged = aggregates.merged(parts, ["__n"])
-        n = merged.column(0).to_numpy()
         representative = first[n]
         taken = pa.array(representative)
         opened = pa.Table.from_arrays(
             [_array(column.take(taken)) for column in key_columns] +
-            [pa.array(start[n]), pa.array(stop[n])] +
-            [merged.column(name) for name in aggregates.names] +
+            [pa.array(start[n]), pa.array(stop[n])] + partials +
             [pa.array(hashes[representative])], self.columns)
         self.open = opened if rest is None else pa.concat_tables([rest, opened])
         if self.open.column(0).num_chunks > _COMPACT_EVERY:
