@@ -237,7 +237,7 @@ class ArrowPanes(PaneWindows):
         self.panes: dict[int, list[pa.RecordBatch]] = {}
         """Per pane, batches of partial rows, each with one row per key it holds."""
 
-    def apply(self, time: int, batches: Iterable[pa.RecordBatch]) -> tuple[list, list[int]]:
+    def apply(self, time: int, batches: Iterable[pa.RecordBatch]) -> list:
         kind, keys = self.kind, self.keys
         rows, schema = _taken_in(batches)
         relative = event_times(rows, self.time_of, self.margin, self.described) - kind.offset
@@ -247,7 +247,7 @@ class ArrowPanes(PaneWindows):
         if late:
             relative = relative[~too_late]
         if not rows.num_rows:
-            return late, []
+            return late
         partials = self.aggregates.partials(
             rows.append_column("__pane", pa.array(relative // kind.pane)), keys + ["__pane"])
         panes = partials.column(len(keys)).to_numpy()
@@ -255,22 +255,18 @@ class ArrowPanes(PaneWindows):
         partials = partials.take(pa.array(order)).drop_columns(["__pane"])
         panes = panes[order]
         starts = np.flatnonzero(np.r_[True, panes[1:] != panes[:-1]])
-        new: list[int] = []
         for begin, end in zip(starts, np.r_[starts[1:], len(panes)]):
             j = int(panes[begin])
             part = partials.slice(begin, end - begin)
             held = self.panes.get(j)
             if held is None:
                 self.panes[j] = [part]
-                new += self._schedule(j, time)
+                self._schedule(j, time)
             else:
                 held.append(part)
                 if len(held) >= _COMPACT_EVERY:
                     held[:] = [self.aggregates.merged(held, keys)]
-        return late, new
-
-    def close(self, times: list[int]) -> list[tuple[int, pa.RecordBatch]]:
-        return each_time(self._close, times)
+        return late
 
     def _close(self, time: int) -> pa.RecordBatch | None:
         closing = self._closing(time)
@@ -462,10 +458,10 @@ class ArrowSessions:
         self.aggregates = aggregates
         self.lateness = lateness
         self.open: pa.Table | None = None
-        self.closing: set[int] = set()
+        self._next: int | None = None      # the earliest close time of ``open``
         self.columns = keys + ["__start", "__end"] + aggregates.names + [HASH]
 
-    def apply(self, time: int, batches: Iterable[pa.RecordBatch]) -> tuple[list, list[int]]:
+    def apply(self, time: int, batches: Iterable[pa.RecordBatch]) -> list:
         keys, aggregates = self.keys, self.aggregates
         rows, schema = _taken_in(batches)
         begin = event_times(rows, self.time_of, self.margin, self.described)
@@ -510,7 +506,7 @@ class ArrowSessions:
             partials = [] if grouped is None else [grouped.column(name)
                                                    for name in aggregates.names]
         if not len(n):
-            return late, []
+            return late
         representative = first[n]
         taken = pa.array(representative)
         opened = pa.Table.from_arrays(
@@ -520,13 +516,12 @@ class ArrowSessions:
         self.open = opened if rest is None else pa.concat_tables([rest, opened])
         if self.open.column(0).num_chunks > _COMPACT_EVERY:
             self.open = self.open.combine_chunks()
-        new = []
-        for close in np.unique(closes[n]).tolist():
-            if close not in self.closing:
-                self.closing.add(close)
-                if close > time:
-                    new.append(close)
-        return late, new
+        earliest = int(closes[n].min())
+        self._next = earliest if self._next is None else min(self._next, earliest)
+        return late
+
+    def next_close(self) -> int | None:
+        return self._next
 
     def _touched(self, hashes: np.ndarray) -> tuple[pa.Table | None, pa.Table | None]:
         """The open sessions whose key hash is among ``hashes`` (a hash shared by another
@@ -536,16 +531,17 @@ class ArrowSessions:
         touched = pc.is_in(self.open.column(HASH), value_set=pa.array(hashes))
         return self.open.filter(touched), self.open.filter(pc.invert(touched))
 
-    def close(self, times: list[int]) -> list[tuple[int, pa.RecordBatch]]:
-        """The sessions closing at ``times`` (every complete close time up to the last),
-        in one pass: finished together, then sliced by close time."""
-        if not any(time in self.closing for time in times):
+    def close(self, through: int | None) -> list[tuple[int, pa.RecordBatch]]:
+        """The sessions closing at or before ``through``, in one pass: finished together,
+        then sliced by close time."""
+        if self._next is None or through is not None and self._next > through:
             return []
-        self.closing.difference_update(times)
         assert self.open is not None
         closes = _numpy(self.open, "__end") - 1 + self.lateness
-        closed = closes <= times[-1]
-        if not closed.any():
+        closed = closes <= through if through is not None else np.ones(len(closes), bool)
+        left = closes[~closed]
+        self._next = int(left.min()) if len(left) else None
+        if not closed.any():            # ``_next`` was a session's close time before it grew
             return []
         done = self.open.filter(closed)
         self.open = self.open.filter(~closed)
@@ -558,9 +554,6 @@ class ArrowSessions:
         return [(close, results.slice(a, b - a)) for close, a, b in zip(
             closes[starts].tolist(), starts.tolist(), starts[1:].tolist() + [len(closes)])]
 
-    def pending(self) -> list[int]:
-        return list(self.closing)
-
     def snapshot(self) -> pa.Table:
         """The open sessions (with their ``__hash``)."""
         if self.open is None:
@@ -571,4 +564,4 @@ class ArrowSessions:
         if not table.num_rows:
             return
         self.open = table.select(self.columns).combine_chunks()
-        self.closing = set((_numpy(self.open, "__end") - 1 + self.lateness).tolist())
+        self._next = int(_numpy(self.open, "__end").min()) - 1 + self.lateness

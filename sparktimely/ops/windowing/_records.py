@@ -2,15 +2,15 @@
 sessions per key for session windows.
 
 An engine holds one worker's windows. The operator hands it each complete timely time's
-records in time order (:meth:`apply`, which returns the late records, as a list of batches,
-and the close times it newly needs notifications for) and closes the windows whose close time
-(``end - 1 + lateness``) is complete (:meth:`close`, for the complete times up to the next
-time with records, together, each result batch with its time). Its state for checkpoints is a dict
-by key (:meth:`snapshot`, :meth:`restore`); :meth:`pending` lists the close times of the
-windows it holds.
+records in time order (:meth:`apply`, which returns the late records, as a list of batches),
+holds one capability at the engine's earliest close time (``end - 1 + lateness``,
+:meth:`next_close`) and closes the windows whose close time is complete (:meth:`close`,
+through the latest complete time: each result batch with its time). Its state for
+checkpoints is a dict by key (:meth:`snapshot`, :meth:`restore`).
 """
 from __future__ import annotations
 
+import heapq
 from typing import Any, Callable, Iterable, Protocol
 
 from .aggregations import Aggregation
@@ -20,16 +20,17 @@ from .kinds import Session, Sliding, Window
 class Engine(Protocol):
     """What the window operator asks of an engine (see the module doc)."""
 
-    def apply(self, time: int, batches: list) -> tuple[list, list[int]]:
-        """Apply the records of complete time ``time``: the late ones (a list of batches),
-        and the close times later than ``time`` that now need a notification."""
+    def apply(self, time: int, batches: list) -> list:
+        """Apply the records of complete time ``time``; returns the late ones (a list of
+        batches)."""
 
-    def close(self, times: list[int]) -> list[tuple[int, Any]]:
-        """Close the windows whose close times are among the complete ``times`` (in
-        order): ``(time, batch of results)`` pairs."""
+    def next_close(self) -> int | None:
+        """The earliest close time of the windows held (None: none held)."""
 
-    def pending(self) -> list[int]:
-        """The close times of the windows held (after a restore, to ask for them again)."""
+    def close(self, through: int | None) -> list[tuple[int, Any]]:
+        """Close the windows whose close times are at or before the complete time
+        ``through`` (None: every window, the input has ended): ``(time, batch of
+        results)`` pairs in time order."""
 
     def snapshot(self) -> Any:
         """The open windows as keyed state (a dict by key, or a Table with a route)."""
@@ -67,23 +68,33 @@ class PaneWindows:
         self.last_close = kind.offset + kind.size - 1 + lateness
         """The close time of window 0 (window ``i`` closes ``i * slide`` later)."""
 
-    def _schedule(self, pane: int, after: int) -> list[int]:
-        """Note the close times ``>= after`` of the windows containing ``pane``; returns
-        those new and later than ``after``."""
-        kind, closing, new = self.kind, self.closing, []
+    def _schedule(self, pane: int, after: int) -> None:
+        """Note the close times ``>= after`` of the windows containing ``pane``."""
+        kind, closing = self.kind, self.closing
         start = pane * kind.pane
         for i in range((start - kind.size) // kind.slide + 1, start // kind.slide + 1):
             close = self.last_close + i * kind.slide
             if close >= after and close not in closing:
                 closing[close] = i
-                if close > after:
-                    new.append(close)
-        return new
+
+    def next_close(self) -> int | None:
+        return min(self.closing, default=None)
+
+    def close(self, through: int | None) -> list[tuple[int, Any]]:
+        due = sorted(t for t in self.closing if through is None or t <= through)
+        closed = each_time(self._close, due)
+        if through is not None and (self.done is None or through > self.done):
+            self.done = through
+        return closed
+
+    def _close(self, time: int) -> Any:
+        """The results of the window closing at ``time`` (None or empty: none)."""
+        raise NotImplementedError
 
     def _closing(self, time: int) -> tuple[int, range, int] | None:
         """The window closing at ``time`` (if any): its number, its panes and the first pane
-        of the next window (panes before it belong to closed windows only). Every time the
-        operator completes passes here, after its records are applied."""
+        of the next window (panes before it belong to closed windows only); ``time`` is
+        complete (see :meth:`close`)."""
         self.done = time
         i = self.closing.pop(time, None)
         if i is None:
@@ -91,9 +102,6 @@ class PaneWindows:
         kind = self.kind
         first = i * kind.slide // kind.pane
         return i, range(first, first + kind.size // kind.pane), (i + 1) * kind.slide // kind.pane
-
-    def pending(self) -> list[int]:
-        return list(self.closing)
 
     def reschedule(self, panes: Iterable[int], done: int | None) -> None:
         """After a restore: every window of a restored pane closing after ``done`` (the
@@ -119,12 +127,11 @@ class Panes(PaneWindows):
         self.aggregation = aggregation
         self.panes: dict[int, dict[Any, Any]] = {}
 
-    def apply(self, time: int, batches: Iterable[list]) -> tuple[list, list[int]]:
+    def apply(self, time: int, batches: Iterable[list]) -> list:
         kind, panes, key, add, time_of = (self.kind, self.panes, self.key,
                                           self.aggregation.add, self.time_of)
         offset, slide, width, last_close = kind.offset, kind.slide, kind.pane, self.last_close
         late: list = []
-        new: list[int] = []
         for batch in batches:
             for record in batch:
                 e = time_of(record)
@@ -138,13 +145,10 @@ class Panes(PaneWindows):
                 pane = panes.get(j)
                 if pane is None:
                     pane = panes[j] = {}
-                    new += self._schedule(j, time)
+                    self._schedule(j, time)
                 k = None if key is None else key(record)
                 pane[k] = add(pane.get(k), record, e, time)
-        return ([late] if late else []), new
-
-    def close(self, times: list[int]) -> list[tuple[int, list]]:
-        return each_time(self._close, times)
+        return [late] if late else []
 
     def _close(self, time: int) -> list:
         closing = self._closing(time)
@@ -191,16 +195,28 @@ class Sessions:
         self.lateness = lateness
         self.sessions: dict[Any, list[list]] = {}
         self.closing: dict[int, set] = {}      # close time -> keys with a session closing then
+        self._due: list[int] = []              # the close times of ``closing``, in a heap
 
-    def _schedule(self, close: int, k: Any, time: int, new: list[int]) -> None:
+    def _schedule(self, close: int, k: Any) -> None:
         keys = self.closing.get(close)
         if keys is None:
             keys = self.closing[close] = set()
-            if close > time:
-                new.append(close)
+            heapq.heappush(self._due, close)
         keys.add(k)
 
-    def apply(self, time: int, batches: Iterable[list]) -> tuple[list, list[int]]:
+    def next_close(self) -> int | None:
+        return self._due[0] if self._due else None
+
+    def close(self, through: int | None) -> list[tuple[int, list]]:
+        due, closed = self._due, []
+        while due and (through is None or due[0] <= through):
+            time = heapq.heappop(due)
+            results = self._close(time)
+            if results:
+                closed.append((time, results))
+        return closed
+
+    def apply(self, time: int, batches: Iterable[list]) -> list:
         key, time_of, gap = self.key, self.time_of, self.gap
         by_key: dict[Any, list] = {}
         for batch in batches:
@@ -215,7 +231,6 @@ class Sessions:
                 else:
                     items.append((e, e + gap, None, record))
         late: list = []
-        new: list[int] = []
         add, merge, lateness = self.aggregation.add, self.aggregation.merge, self.lateness
         for k, items in by_key.items():
             items += [(s[0], s[1], s, None) for s in self.sessions.get(k, ())]
@@ -244,13 +259,10 @@ class Sessions:
                 for e, record in records:
                     acc = add(acc, record, e, time)
                 kept.append([start, end, acc])
-                self._schedule(close, k, time, new)
+                self._schedule(close, k)
             if kept:
                 self.sessions[k] = kept
-        return ([late] if late else []), new
-
-    def close(self, times: list[int]) -> list[tuple[int, list]]:
-        return each_time(self._close, times)
+        return [late] if late else []
 
     def _close(self, time: int) -> list:
         keys = self.closing.pop(time, None)
@@ -267,9 +279,6 @@ class Sessions:
                 self.sessions.pop(k, None)
         return out
 
-    def pending(self) -> list[int]:
-        return list(self.closing)
-
     def snapshot(self) -> dict:
         """``{key: [(start, end, partial), ...]}``: the open sessions."""
         return {k: [tuple(s) for s in sessions] for k, sessions in self.sessions.items()}
@@ -278,7 +287,7 @@ class Sessions:
         for k, sessions in state.items():
             self.sessions[k] = [list(s) for s in sessions]
             for _, end, _ in sessions:
-                self.closing.setdefault(end - 1 + self.lateness, set()).add(k)
+                self._schedule(end - 1 + self.lateness, k)
 
 
 def _start(item: tuple) -> int:

@@ -2,9 +2,9 @@
 
 The operator exchanges records by key, stashes each timely time's records until the time is
 complete and applies them in time order (so results never depend on arrival order,
-batching or the number of workers). It keeps the close times ``end - 1 + lateness`` of the
-windows that hold data in a heap, with one capability at the earliest; when a close time is
-complete the window's result is sent at it. Records that count in no open window go to
+batching or the number of workers). It holds one capability, at the earliest close time
+``end - 1 + lateness`` of the windows that hold data; when a close time is complete the
+window's result is sent at it. Records that count in no open window go to
 ``.late`` at their own time. Window state is keyed operator state for epoch checkpoints.
 
 >>> import sparktimely as st
@@ -23,7 +23,6 @@ complete the window's result is sent at it. Records that count in no open window
 from __future__ import annotations
 
 import hashlib
-import heapq
 from typing import Any, Callable, Generic, NamedTuple, Self, Sequence, TypeVar
 
 import numpy as np
@@ -172,7 +171,7 @@ class WindowOps(StreamCore):
         def ctor(capabilities: list[Capability]) -> Callable[[list], None]:
             frontiers = [input.frontier] if gate is None else [input.frontier, gated]
             notificator = Notificator(frontiers, activate)
-            closes = _CloseTimes()
+            earliest = _EarliestClose()
             # Held while the input frontier is at the minimum (which holds the outputs there
             # anyway): a resumed run restores the windows meanwhile, before its sources start,
             # and their close times are held from these capabilities.
@@ -182,7 +181,7 @@ class WindowOps(StreamCore):
                 if gate is not None:
                     follow_gate()
                 if starting and not input.frontier.less_equal(minimum):
-                    closes.add(engine.pending(), starting[0])
+                    earliest.hold(engine.next_close(), starting[0])
                     for capability in starting:
                         capability.drop()
                     starting.clear()
@@ -193,92 +192,63 @@ class WindowOps(StreamCore):
                     if stashed.late is None:
                         stashed.late = cap.retain_for_output(1)
                     stashed.batches.append(kept(batch, peers))
-                # Complete times since the last records, in time order: each with its
-                # capability (a time with records), or None (a close time, sent from the
-                # capability ``closes`` holds).
-                closing: list[tuple[int, Capability | None]] = []
+                # Complete times since the last records, in time order: the windows closing
+                # before each time with records, then its records, then those closing at it.
                 for done, _ in notificator:
                     now = done.time
+                    send(engine.close(now - 1))
                     complete = stash.pop(now)
                     assert complete is not None and complete.late is not None
-                    closing += closes.before(now)
-                    close_windows(closing)
-                    too_late, new = engine.apply(now, complete.batches)
-                    closes.add(new, done)
-                    for batch in too_late:
+                    for batch in engine.apply(now, complete.batches):
                         late_output.give_at(complete.late, batch)
                     complete.late.drop()
-                    closing.append((now, done))
-                closing += closes.before(_bound(frontiers))
-                close_windows(closing)
-                closes.settle()
+                    earliest.hold(engine.next_close(), done)
+                    send(engine.close(now))
+                bound = _bound(frontiers)
+                send(engine.close(None if bound == float("inf") else int(bound) - 1))
+                earliest.settle(engine.next_close())
 
-            def close_windows(closing: list[tuple[int, Capability | None]]) -> None:
-                """Close the windows of these complete times (after the records of each)."""
-                if closing:
-                    held: dict[int, Capability | None] = {}
-                    for time, capability in closing:
-                        if held.get(time) is None:
-                            held[time] = capability
-                    for time, batch in engine.close(list(held)):
-                        capability = held[time]
-                        results_output.give_at(closes.at(time) if capability is None
-                                               else capability, batch)
-                    for capability in held.values():
-                        if capability is not None:
-                            capability.drop()
-                    closing.clear()
+            def send(closed: list[tuple[int, Any]]) -> None:
+                """Give each closed window's results at its close time."""
+                for time, batch in closed:
+                    results_output.give_at(earliest.at(time), batch)
             return logic
         builder.build(ctor)
         return WindowOut(results, late)
 
 
-class _CloseTimes:
-    """The close times of an engine's windows still to come, in a heap, and one capability of
-    the results output at the earliest of them. One capability whatever the number of
-    windows: a capability (and a notification) per close time would cost the progress
-    tracker and the notificator work per held time at every step, and sessions have a close
-    time of their own each."""
+class _EarliestClose:
+    """One capability of the results output, at the engine's earliest close time: one
+    whatever the number of windows (a capability and a notification per close time would
+    cost the progress tracker and the notificator work per held time at every step, and
+    sessions have a close time of their own each)."""
 
-    __slots__ = ("heap", "capability")
+    __slots__ = ("capability",)
 
     def __init__(self) -> None:
-        self.heap: list[int] = []
         self.capability: Capability | None = None
 
-    def add(self, times: list[int], source: Capability) -> None:
-        """Hold ``times`` (none earlier than ``source``'s time) too."""
-        heap = self.heap
-        for time in times:
-            heapq.heappush(heap, time)
-        if heap and (self.capability is None or heap[0] < self.capability.time):
-            earliest = source.delayed(heap[0])
+    def hold(self, time: int | None, source: Capability) -> None:
+        """Hold ``time`` too (None: nothing; not earlier than ``source``'s time)."""
+        if time is not None and (self.capability is None or time < self.capability.time):
+            earliest = source.delayed(time)
             if self.capability is not None:
                 self.capability.drop()
             self.capability = earliest
 
-    def before(self, bound: float) -> list[tuple[int, None]]:
-        """The held times earlier than ``bound`` (complete), removed, in order."""
-        heap = self.heap
-        due: list[tuple[int, None]] = []
-        while heap and heap[0] < bound:
-            time = heapq.heappop(heap)
-            if not due or due[-1][0] != time:
-                due.append((time, None))
-        return due
-
     def at(self, time: int) -> Capability:
-        """The capability, moved to ``time`` (a complete time taken by :meth:`before`, no
-        later than any held time; results go out in time order)."""
+        """The capability, moved to ``time`` (a complete close time, no later than any
+        window still held; results go out in time order)."""
         assert self.capability is not None
         self.capability.downgrade(time)
         return self.capability
 
-    def settle(self) -> None:
-        """Move the capability to the earliest held time, or drop it when none is held."""
+    def settle(self, time: int | None) -> None:
+        """Move the capability to ``time``, the engine's earliest close time now, or drop it
+        when there is none."""
         if self.capability is not None:
-            if self.heap:
-                self.capability.downgrade(self.heap[0])
+            if time is not None:
+                self.capability.downgrade(time)
             else:
                 self.capability.drop()
                 self.capability = None
