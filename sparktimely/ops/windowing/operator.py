@@ -204,6 +204,7 @@ class WindowOps(StreamCore):
                     complete.late.drop()
                     earliest.hold(engine.next_close(), done)
                     send(engine.close(now))
+                    done.drop()
                 bound = _bound(frontiers)
                 send(engine.close(None if bound == float("inf") else int(bound) - 1))
                 earliest.settle(engine.next_close())
