@@ -64,6 +64,30 @@ Trace_co = TypeVar("Trace_co", bound=TraceReader, covariant=True)
 """The type of an arrangement's trace (``TraceHandle``, or a view from a nested scope)."""
 
 
+def _check_lattice(kind: Any) -> None:
+    """A TypeError, where a collection is made, if the scope's times cannot be joined and
+    met: differential combines times by ``join`` and ``meet`` (a join's output times,
+    compaction), and would otherwise fail at the first update, in Python's words.
+
+    >>> from sparktimely.progress.timestamp import TimeKind
+    >>> class Tick:
+    ...     def less_equal(self, other): return True
+    >>> _check_lattice(TimeKind(Tick))
+    Traceback (most recent call last):
+    TypeError: differential collections need times with join and meet (their least upper and greatest lower bounds), as int and Product times have; the scope's time type Tick has no join or meet
+    """
+    for kind_of_time in (kind.base, *kind.inners):
+        if kind_of_time is int:
+            continue
+        missing = [name for name in ("join", "meet")
+                   if not callable(getattr(kind_of_time, name, None))]
+        if missing:
+            raise TypeError(f"differential collections need times with join and meet (their "
+                            f"least upper and greatest lower bounds), as int and Product times "
+                            f"have; the scope's time type {kind_of_time.__name__} has no "
+                            f"{' or '.join(missing)}")
+
+
 class Collection:
     """A stream of ``(data, time, diff)`` updates (or Arrow batches with a ``diff`` column).
 
@@ -81,6 +105,7 @@ class Collection:
     __slots__ = ("inner",)
 
     def __init__(self, inner: "Stream") -> None:
+        _check_lattice(inner.scope.kind)
         self.inner = inner
 
     @property

@@ -437,3 +437,42 @@ def test_an_import_into_an_iterative_scope_says_to_import_at_the_top_and_enter()
         base.close()
     with pytest.raises(ValueError):              # the failed build fails the worker
         st.execute_directly(job)
+
+
+class Tick:
+    """A time type with what timely needs (an order, a minimum), but no join or meet."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    @classmethod
+    def minimum(cls) -> "Tick":
+        return cls(0)
+
+    def less_equal(self, other: "Tick") -> bool:
+        return self.value <= other.value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Tick) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+@WORKERS
+@pytest.mark.timeout(60)
+def test_a_collection_of_times_without_join_is_refused_where_it_is_made(workers):
+    """It failed at the first update, in Python's words ('Tick' object has no attribute
+    'join'), naming whichever operator met it first."""
+    built = []
+
+    def job(worker):
+        def build(scope):
+            collection = dd.InputSession().to_collection(scope)
+            built.append(worker.index)
+            return collection.count().probe()
+        worker.dataflow(build, timestamp=Tick)
+    with pytest.raises(st.WorkerError, match=r"differential collections need times with join "
+                                             r"and meet .* time type Tick has no join or meet"):
+        st.execute(job, workers=workers)
+    assert built == []
