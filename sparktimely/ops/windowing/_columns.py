@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 from ...dataflow.containers import large_layouts, unified
 from ...hashing import hash_rows, stable_hash
 from ..arrow import AGGREGATES, FLOAT_SUM, check_sums, group_rows
-from ._records import PaneWindows, each_time
+from ._records import PaneWindows
 from .kinds import Session, Sliding
 
 HASH = "__hash"
@@ -485,7 +485,7 @@ class ArrowSessions:
         # ``time`` or later, and merging only moves that later); their records are late.
         late_sessions = closes < time
         records = number[m:]
-        summed = aggregates.in_sessions(sessions if m else None, rows, merged)
+        summed = aggregates.in_sessions(sessions, rows, merged)
         late, rows = _late(rows, late_sessions[records], schema)
         if summed is not None:
             n = _in_group_order(merged, ~late_sessions, m)
