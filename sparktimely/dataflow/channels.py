@@ -334,7 +334,16 @@ def _reworded(error: Exception, place: str) -> Exception | None:
 
 
 class ExchangePusher(_RemotePusher, _Routing):
-    """Partitions each batch by the pact's route (or key columns) across the workers."""
+    """Partitions each batch by the pact's route (or key columns) across the workers.
+
+    The parts split off while the producing operator runs are gathered per worker, as
+    timely's exchange buffers records per destination: a worker's parts go as one batch
+    once they hold as many records as the batch being split, and the rest when the time
+    changes or the operator's activation ends (``Dataflow.step`` calls
+    :meth:`activation_ended`). Each worker so receives batches about as large as those sent
+    into the exchange, not a ``1/peers`` share of each, and an operator after the exchange
+    pays its per-batch costs (a ``group_by``'s) as often as at one worker. Batches pushed
+    outside an activation (by an input handle) are split and sent at once."""
 
     def __init__(self, pact: Exchange, target: "InputPort", local: LocalPusher) -> None:
         _RemotePusher.__init__(self, target, local)
@@ -343,15 +352,63 @@ class ExchangePusher(_RemotePusher, _Routing):
         self._announced = pa.schema([])     # none yet: no batch has this schema
         assert isinstance(target.queue, SchemaCheckedQueue)     # connect() made it
         self._checked = target.queue
+        self._flow = target.dataflow
+        self._gathered: list[list] = [[] for _ in range(self._peers)]
+        self._counts = [0] * self._peers
+        self._time: Any = None              # the time of the gathered parts
+        self._kind: type = list             # their container: list or pa.RecordBatch
+        self._listed = False                # in the dataflow's list of exchanges to flush
 
     def push(self, time, batch) -> None:
         if self._combine is not None:
             batch = self._combine(batch)
-        if batch.__class__ is pa.RecordBatch and not batch.schema.equals(self._announced):
+        kind = batch.__class__
+        if kind is pa.RecordBatch and not batch.schema.equals(self._announced):
+            self.flush()                    # the parts gathered into one batch share a schema
             self._announce(batch.schema)
-        for worker, part in enumerate(self._partition(batch, self._peers)):
-            if batch_length(part):
-                self._deliver(worker, time, part)
+        parts = self._partition(batch, self._peers)
+        if self._flow._cursor is None:      # outside an activation: send at once
+            for worker, part in enumerate(parts):
+                if batch_length(part):
+                    self._deliver(worker, time, part)
+            return
+        if time != self._time or kind is not self._kind:
+            self.flush()
+            self._time, self._kind = time, kind
+        if not self._listed:
+            self._flow.gathering.append(self)
+            self._listed = True
+        gathered, counts, enough = self._gathered, self._counts, batch_length(batch)
+        for worker, part in enumerate(parts):
+            count = batch_length(part)
+            if count:
+                gathered[worker].append(part)
+                counts[worker] += count
+                if counts[worker] >= enough:
+                    self._send_gathered(worker)
+
+    def flush(self) -> None:
+        """Send every part gathered so far."""
+        for worker, parts in enumerate(self._gathered):
+            if parts:
+                self._send_gathered(worker)
+
+    def activation_ended(self) -> None:
+        """The producing operator's activation is over: send what is gathered."""
+        self._listed = False
+        self.flush()
+
+    def _send_gathered(self, worker: int) -> None:
+        parts = self._gathered[worker]
+        self._gathered[worker] = []
+        self._counts[worker] = 0
+        if len(parts) == 1:
+            batch = parts[0]
+        elif self._kind is list:
+            batch = [record for part in parts for record in part]
+        else:
+            batch = pa.concat_batches(parts)
+        self._deliver(worker, self._time, batch)
 
     def _announce(self, schema: pa.Schema) -> None:
         """Tell every worker's end of this exchange the schema of the batches this worker

@@ -94,6 +94,7 @@ class Dataflow:
         self._heap: list[int] = []
         self._deferred: list[int] = []
         self._cursor: int | None = None
+        self.gathering: list = []       # exchanges holding parts of the activation under way
         self._inputs_at: dict[int, "InputPort"] = {}
         self._input_handles: list = []
         self._unordered_inputs: list[int] = []
@@ -318,6 +319,7 @@ class Dataflow:
             operators = self.operators
             queued = self._queued
             observer = self.worker._observer
+            gathering = self.gathering
             try:
                 while heap:
                     index = heappop(heap)
@@ -327,6 +329,10 @@ class Dataflow:
                         observer.scheduled(self.index, index, True)
                     if operators[index].schedule():
                         self.activate(index)
+                    if gathering:
+                        for pusher in gathering:
+                            pusher.activation_ended()
+                        gathering.clear()
                     if observer is not None:
                         observer.scheduled(self.index, index, False)
             finally:
