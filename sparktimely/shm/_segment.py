@@ -101,6 +101,13 @@ def _free_bytes(path: str) -> int:
     return st.f_bavail * st.f_frsize
 
 
+_MAP_FLAGS = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+"""Segments are mapped with their pages in place (Linux's MAP_POPULATE; the file's blocks are
+allocated already): a ring's writer and reader would otherwise take a page fault at the first
+touch of each of its pages, about a quarter of a warm 400k-word exchange's time while the
+ring's later pages are first used."""
+
+
 class Segment:
     """A shared-memory file mapped into this process.
 
@@ -160,7 +167,7 @@ class Segment:
             raise _no_space(error, directory, size) from None
         try:
             os.posix_fallocate(fd, 0, size)
-            return cls(path, mmap.mmap(fd, size), owner=True)
+            return cls(path, mmap.mmap(fd, size, flags=_MAP_FLAGS), owner=True)
         except BaseException as error:
             os.unlink(path)
             if isinstance(error, OSError):
@@ -180,7 +187,8 @@ class Segment:
             except FileNotFoundError:
                 continue
             try:
-                return cls(os.path.join(d, name), mmap.mmap(fd, os.fstat(fd).st_size), owner=False)
+                mapped = mmap.mmap(fd, os.fstat(fd).st_size, flags=_MAP_FLAGS)
+                return cls(os.path.join(d, name), mapped, owner=False)
             finally:
                 os.close(fd)
         raise FileNotFoundError(f"shared-memory segment {name!r} not found in {dirs}")
