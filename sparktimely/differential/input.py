@@ -48,7 +48,14 @@ class InputSession:
 
     One session may feed several dataflows; a dataflow connected later sees the updates sent
     after it was connected (as timely's input handles do). With several workers each worker
-    has its own session: the collection is the sum of what all of them send.
+    has its own session: the collection is the sum of what all of them send. ``name`` is how
+    its errors name it (``InputSession`` unless given):
+
+    >>> import sparktimely.differential as dd
+    >>> dd.InputSession("edges").update(("a", "b"), 0.5)
+    Traceback (most recent call last):
+    ...
+    TypeError: edges.update: the diff of ('a', 'b') must be an integer, not 0.5
 
     >>> import sparktimely as st, sparktimely.differential as dd
     >>> def job(worker):
@@ -64,8 +71,9 @@ class InputSession:
     [('x', 0, 3), ('y', 5, -1)]
     """
 
-    def __init__(self) -> None:
-        self._handle = _UpdatesHandle()
+    def __init__(self, name: str = "InputSession") -> None:
+        self.name = name
+        self._handle = _UpdatesHandle(name)
         self._time: Timestamp | None = None
         self._kind: TimeKind | None = None
         self._buffer: list = []
@@ -159,11 +167,11 @@ class InputSession:
         """:meth:`update`, its errors naming the call ``action``."""
         self._check_open(action)
         if diff.__class__ is not int:
-            raise TypeError(f"InputSession.update: the diff of {data!r} must be an integer, "
+            raise TypeError(f"{self.name}.update: the diff of {data!r} must be an integer, "
                             f"not {diff!r}")
         if not self._buffer:
             self._check_connected(action)
-            self._handle.check_kind(False, f"InputSession.{action}")
+            self._handle.check_kind(False, f"{self.name}.{action}")
         self._buffer.append((data, self.time(), diff))
         if len(self._buffer) >= FLUSH_EVERY:
             self._send()
@@ -185,15 +193,15 @@ class InputSession:
         """
         self._check_open("update_at")
         if diff.__class__ is not int:
-            raise TypeError(f"InputSession.update_at: the diff of {x!r} must be an "
+            raise TypeError(f"{self.name}.update_at: the diff of {x!r} must be an "
                             f"integer, not {diff!r}")
         self._check_time("update_at", time)
         if not self._buffer:
             self._check_connected("update_at")
-            self._handle.check_kind(False, "InputSession.update_at")
+            self._handle.check_kind(False, f"{self.name}.update_at")
         now = self.time()
         if not less_equal(now, time):
-            raise ValueError(f"InputSession.update_at({x!r}, {time!r}, {diff}): the time "
+            raise ValueError(f"{self.name}.update_at({x!r}, {time!r}, {diff}): the time "
                              f"is before the session's time {now!r} (times go forward only)")
         self._buffer.append((x, time, diff))
         if len(self._buffer) >= FLUSH_EVERY:
@@ -203,16 +211,16 @@ class InputSession:
         """Raise TypeError, naming ``action``, if ``time`` is not of the session's scope's
         type (a numpy integer, a float)."""
         if self._kind is not None:
-            self._kind.check(time, where=f"InputSession.{action}")
+            self._kind.check(time, where=f"{self.name}.{action}")
 
     def _check_open(self, action: str) -> None:
         if self._handle.closed:
-            raise RuntimeError(f"InputSession.{action}: the session is closed (no updates "
+            raise RuntimeError(f"{self.name}.{action}: the session is closed (no updates "
                                f"after close())")
 
     def _check_connected(self, action: str) -> None:
         if not self._handle.connected:
-            raise RuntimeError(f"InputSession.{action}: the session feeds no dataflow yet: "
+            raise RuntimeError(f"{self.name}.{action}: the session feeds no dataflow yet: "
                                f"build one with session.to_collection(scope) first (a "
                                f"dataflow sees only the updates made after it was connected)")
 
@@ -236,22 +244,22 @@ class InputSession:
         self._check_connected("update_batch")
         self._send()                         # what was accepted goes, whatever follows
         if not isinstance(batch, (pa.RecordBatch, pa.Table)):
-            raise TypeError(f"InputSession.update_batch: expected a pyarrow.RecordBatch or "
+            raise TypeError(f"{self.name}.update_batch: expected a pyarrow.RecordBatch or "
                             f"Table with a '{DIFF}' column, got {batch!r:.80} "
                             f"({type(batch).__name__}); Python records go by insert, remove "
                             f"and update")
-        self._handle.check_kind(True, "InputSession.update_batch")
+        self._handle.check_kind(True, f"{self.name}.update_batch")
         names = batch.schema.names
         if DIFF not in names:
-            raise ValueError(f"InputSession.update_batch: the batch has no '{DIFF}' column "
+            raise ValueError(f"{self.name}.update_batch: the batch has no '{DIFF}' column "
                              f"(columns: {', '.join(names)})")
         if not pa.types.is_integer(batch.schema.field(DIFF).type):
-            raise TypeError(f"InputSession.update_batch: the '{DIFF}' column must be int64, "
+            raise TypeError(f"{self.name}.update_batch: the '{DIFF}' column must be int64, "
                             f"not {batch.schema.field(DIFF).type}")
         nulls = batch.column(DIFF).null_count
         if nulls:
             row = batch.column(DIFF).to_pylist().index(None)
-            raise ValueError(f"InputSession.update_batch: the '{DIFF}' column has {nulls} "
+            raise ValueError(f"{self.name}.update_batch: the '{DIFF}' column has {nulls} "
                              f"null{'s' if nulls > 1 else ''} (the first in row {row}); every "
                              f"row needs its diff")
         if batch.schema.field(DIFF).type != pa.int64():
@@ -301,7 +309,7 @@ class InputSession:
         self._check_time("advance_to", t)
         now = self._time                    # None: never connected nor advanced
         if now is not None and not less_equal(now, t):
-            raise ValueError(f"InputSession.advance_to({t!r}): {t!r} is "
+            raise ValueError(f"{self.name}.advance_to({t!r}): {t!r} is "
                              f"{relation(t, now)} the session's time {now!r}; a session "
                              f"advances only to times at or after it")
         self._send()

@@ -93,7 +93,7 @@ class EventTimeInput(InputHandle):
         """Send ``record`` at the current time, then move the time to
         ``event_time - out_of_order`` if that is later."""
         if event_time.__class__ is not int:
-            raise TypeError(f"EventTimeInput.send({record!r}): event_time {event_time!r} is "
+            raise TypeError(f"{self.name}.send({record!r}): event_time {event_time!r} is "
                             f"not an int")
         super().send(record)
         watermark = event_time - self.out_of_order

@@ -107,6 +107,26 @@ def test_an_input_session_refuses_to_mix_updates_and_arrow_batches_losing_nothin
         [("a", 0, 1)] * run.workers
 
 
+def test_a_named_session_names_itself_in_its_errors(run):
+    """A program with several sessions is told which one was given a bad update."""
+    def job(worker):
+        edges = dd.InputSession("edges")
+        worker.dataflow(lambda scope: edges.to_collection(scope).probe())
+        edges.advance_to(2)
+        errors = []
+        for bad in (lambda: edges.advance_to(1), lambda: edges.update_at("d", 3, "1"),
+                    lambda: edges.update_batch([("d", 1)])):
+            try:
+                bad()
+            except (TypeError, ValueError) as error:
+                errors.append(str(error).split(":")[0])
+        edges.close()
+        worker.run()
+        return errors
+    assert run(job) == [["edges.advance_to(1)", "edges.update_at", "edges.update_batch"]] \
+        * run.workers
+
+
 def test_input_session_rejects_bad_updates_and_keeps_the_good_ones(run):
     def job(worker):
         session = dd.InputSession()

@@ -45,8 +45,18 @@ def test_bad_out_of_order_and_event_times_are_refused():
             events.send({"id": 7}, 3.5)
         finally:
             events.close()
-    with pytest.raises(TypeError, match=r"send\(\{'id': 7\}\): event_time 3.5 is not an int"):
+    with pytest.raises(TypeError, match=r"^input.send\(\{'id': 7\}\): event_time 3.5 is not an int"):
         st.execute_directly(job)
+
+    def named(worker):
+        clicks = win.EventTimeInput(name="clicks")
+        worker.dataflow(lambda scope: scope.input_from(clicks).capture())
+        try:
+            clicks.send("c", "noon")
+        finally:
+            clicks.close()
+    with pytest.raises(TypeError, match=r"^clicks.send\('c'\): event_time 'noon' is not an int"):
+        st.execute_directly(named)
 
 
 def arrivals(count: int, disorder: int, seed: int) -> list:
