@@ -242,6 +242,20 @@ class Dataflow:
         else:
             heappush(self._heap, index)
 
+    def describe_input(self, location: int) -> str:
+        """How errors name the input at ``location``: its operator, and the dataflow.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     worker.dataflow(lambda scope: scope.to_stream([1]).map(str).probe(), name="small")
+        ...     dataflow = worker.dataflows()[0]
+        ...     return dataflow.describe_input(dataflow.operators[1].inputs[0].location)
+        >>> st.execute_directly(job)
+        "operator 'Map' (address (0, 1)) of dataflow 'small'"
+        """
+        operator = self.operators[self._inputs_at[location].operator]
+        return f"operator {operator.name!r} (address {operator.address}) of dataflow {self.name!r}"
+
     def deliver(self, source: int, message: tuple) -> None:
         """Take in a message another worker sent for this dataflow."""
         if self.worker._observer is not None:

@@ -21,6 +21,7 @@ from collections import deque
 from types import MappingProxyType, MethodType
 from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
 
+from ..errors import short_repr
 from ..progress.timestamp import TimeKind, Timestamp, check_time_type
 from .observer import ObserverFanOut, WorkerObserver
 from .scope import ScopeCore
@@ -33,6 +34,24 @@ S = TypeVar("S", bound=ScopeCore)
 R = TypeVar("R")
 
 logger = logging.getLogger("sparktimely")
+
+
+def _first_unpicklable(batch: Any) -> str:
+    """``: the record R``, naming the first record of ``batch`` (a list) that does not
+    pickle; empty for an Arrow batch or when each record pickles alone.
+
+    >>> import threading
+    >>> _first_unpicklable([1, threading.Lock(), 2])      # doctest: +ELLIPSIS
+    ': the record <unlocked _thread.lock object at 0x...>'
+    """
+    if batch.__class__ is not list:
+        return ""
+    for record in batch:
+        try:
+            pickle.dumps(record)
+        except Exception:
+            return f": the record {short_repr(record)}"
+    return ""
 
 
 class SyncActivator:
@@ -259,9 +278,11 @@ class WorkerCore(Generic[S]):
         try:
             self._peer_allocator().send(target, (DATA, dataflow, location, time, batch))
         except (pickle.PicklingError, TypeError, AttributeError) as error:
-            raise TypeError(f"a batch for worker {target} at time {time!r} cannot be pickled "
-                            f"({error}); records that move between workers must be "
-                            f"picklable") from error
+            into = next((f", into {flow.describe_input(location)}," for flow in self._dataflows
+                         if flow.index == dataflow), "")
+            raise TypeError(f"a batch for worker {target} at time {time!r}{into} cannot be "
+                            f"pickled ({error}){_first_unpicklable(batch)}; records that move "
+                            f"between workers must be picklable") from error
 
     def _peer_allocator(self) -> "Allocator":
         if self._allocator is None:

@@ -253,12 +253,21 @@ def test_unpicklable_result_is_reported():
         st.execute(lambda worker: (x for x in "generators do not pickle"), workers=2)
 
 
-def test_unpicklable_record_names_the_problem():
+@pytest.mark.parametrize("workers", [2, 3])
+def test_unpicklable_record_names_the_problem(workers):
+    """The error names the operator the batch was for and the first record that does not
+    pickle (at one worker nothing is pickled: records stay in the process)."""
     import threading
     def job(worker):
-        worker.dataflow(lambda scope: scope.to_stream([threading.Lock()]).exchange(lambda x: 1).probe())
-    with pytest.raises(st.WorkerError, match="cannot be pickled.*lock.*must be picklable"):
-        st.execute(job, workers=2)
+        records = [1, threading.Lock(), 2]
+        worker.dataflow(lambda scope: scope.to_stream(records).exchange(lambda x: 1).map(str)
+                        .probe(), name="locks")
+    with pytest.raises(st.WorkerError, match="cannot be pickled.*lock.*must be picklable") \
+            as raised:
+        st.execute(job, workers=workers)
+    message = str(raised.value)
+    assert "into operator 'Exchange' (address (0, 1)) of dataflow 'locks'," in message
+    assert ": the record <unlocked _thread.lock object at 0x" in message
 
 
 def usage_error(capsys, argv) -> str:
