@@ -113,10 +113,23 @@ class _FilePart:
             hint = (" (a CSV column's type is inferred from the file's first block: values "
                     "of another type further on cannot be read; write such a column as "
                     "text from its start, or the file as Parquet)")
-        line = self._csv_line(error) if isinstance(error, pa.ArrowInvalid) else None
+        line = self._csv_line(error) if isinstance(error, pa.ArrowInvalid) else \
+            self._undecodable_line() if isinstance(error, UnicodeDecodeError) else None
         place = "" if line is None else f"; at line {line}"
         return ValueError(f"FileSource: {self.path} cannot be read as "
                           f"{self.source.format}: {type(error).__name__}: {error}{hint}{place}")
+
+    def _undecodable_line(self) -> int | None:
+        """The line of this text file, among those of the batch being read, that is not
+        UTF-8 (1-based), or None."""
+        if self.source.format != "text":
+            return None
+        for index, raw in enumerate(self._raw):
+            try:
+                raw.decode()
+            except UnicodeDecodeError:
+                return self.lines + 1 + index
+        return None
 
     def _csv_line(self, error: Exception) -> int | None:
         """The line of this CSV file that pyarrow's ``error`` is about (1-based, the header

@@ -164,6 +164,17 @@ def test_a_jsonl_line_that_is_not_json_is_named_with_its_line_number(tmp_path):
     assert part.snapshot() == (0, 0, 0)         # nothing sent, nothing passed
 
 
+def test_a_text_line_that_is_not_utf8_is_named_with_its_line_number(tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"one\ntwo\nthree\nfour \xff\nfive\n")
+    part = FileSource([str(path)], format="text", batch_rows=2).open(str(path), None)
+    assert part.next_batch()[1] == ["one", "two"]
+    with pytest.raises(ValueError, match=f"{path} cannot be read as text: UnicodeDecodeError: "
+                                         f".* invalid start byte; at line 4$"):
+        part.next_batch()
+    assert part.snapshot() == (1, 8, 2)         # after the lines sent, not past the bad ones
+
+
 @pytest.mark.parametrize("content, message", [
     (b"n,word\n\n" + b"1,a\n" * 400_000 + b"x,b\n" + b"2,c\n" * 10,
      "ArrowInvalid: In CSV column #0: CSV conversion error to int64: invalid value 'x' "
