@@ -58,6 +58,8 @@ def frontier_le(a: list, b: list) -> bool:
     >>> frontier_le([2], [3]), frontier_le([3], [2]), frontier_le([2], [])
     (True, False, True)
     """
+    if len(b) == 1 and len(a) == 1:                 # the usual: one time each
+        return beyond(a, b[0])
     return all(beyond(a, t) for t in b)
 
 

@@ -65,6 +65,9 @@ class TraceReader(Protocol):
 
     def set_compaction(self, logical: list, physical: list) -> None: ...
 
+    def _follow(self, logical: list, physical: list) -> None:
+        """``set_compaction`` with frontiers of the dataflow's own times (not checked)."""
+
     def read_upper(self) -> list: ...
 
     def close(self) -> None: ...
@@ -500,6 +503,9 @@ class EnteredHandle:
 
     def set_compaction(self, logical: list, physical: list) -> None:
         self._outer.set_compaction(outer_frontier(logical), outer_frontier(physical))
+
+    def _follow(self, logical: list, physical: list) -> None:
+        self._outer._follow(outer_frontier(logical), outer_frontier(physical))
 
     def read_upper(self) -> list:
         return entered_frontier(self._outer.read_upper())

@@ -79,7 +79,7 @@ def count_total_stream(updates: "Stream", key: KeyColumns, name: str = "Count") 
             if not upper:
                 out_trace.close()
             else:
-                out_trace.set_compaction(upper, upper)
+                out_trace._follow(upper, upper)
         return logic
     return updates.unary_frontier(key_exchange(name, pairs, key), name, ctor)
 

@@ -135,7 +135,7 @@ def maintain(trace: TraceReader, acknowledged: list, other_frontier: list) -> No
     if not other_frontier:
         trace.close()
         return
-    trace.set_compaction(other_frontier, acknowledged)
+    trace._follow(other_frontier, acknowledged)
 
 
 class PythonJoiner:

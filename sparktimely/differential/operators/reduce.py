@@ -229,8 +229,8 @@ def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
                 out_trace.close()
             else:
                 if not source.closed:
-                    source.set_compaction(upper, upper)
-                out_trace.set_compaction(upper, upper)
+                    source._follow(upper, upper)
+                out_trace._follow(upper, upper)
         return logic
     return arranged.stream.unary_frontier(Pipeline, name, ctor)
 

@@ -288,6 +288,19 @@ class TraceAgent:
         """
         self._move(logical, physical, "set_compaction")
 
+    def _follow(self, logical: list, physical: list) -> None:
+        """:meth:`set_compaction` for the operators that hold this handle, with frontiers
+        of the dataflow's own times (an input's frontier, a batch's upper): their times
+        are not checked again, as a user's are."""
+        self._check_open("set_compaction")
+        old_logical, old_physical = self._logical, self._physical
+        new_logical = old_logical if logical == old_logical else _advanced(old_logical, logical)
+        new_physical = old_physical if physical == old_physical else _advanced(old_physical,
+                                                                               physical)
+        if new_logical != old_logical or new_physical != old_physical:
+            self._box._adjust(old_logical, new_logical, old_physical, new_physical)
+            self._logical, self._physical = new_logical, new_physical
+
     def _checked(self, frontier: Iterable[Any], action: str) -> list:
         """A user's ``frontier`` as a list, after checking that its times are of the trace's
         type (TypeError naming ``action``)."""
