@@ -92,7 +92,16 @@ class Capability:
 
     @property
     def time(self) -> Timestamp:
-        """The time this capability allows sending at."""
+        """The time this capability allows sending at.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     print(cap.time, cap.delayed(3).time)
+        ...     cap.drop()
+        ...     return lambda output: None
+        >>> _ = st.example(lambda scope: st.source(scope, "Time", ctor).probe())
+        0 3
+        """
         self._check_live("read the time of")
         return self._time
 
@@ -109,20 +118,51 @@ class Capability:
                 f"times at or after its own")
 
     def delayed(self, t: Timestamp) -> "Capability":
-        """A new capability for ``time``, which must not be earlier than this one's."""
+        """A new capability for ``time``, which must not be earlier than this one's.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     later = cap.delayed(2)
+        ...     cap.drop()
+        ...     def logic(output):
+        ...         output.session(later).give("at 2")
+        ...         later.drop()
+        ...     return logic
+        >>> st.example(lambda scope: st.source(scope, "Later", ctor).capture()).extract()
+        [(2, ['at 2'])]
+        """
         self._check_live("delay")
         self._check_not_before(t, "delay")
         return Capability(t, self._port)
 
     def try_delayed(self, time: Timestamp) -> "Capability | None":
-        """A new capability for ``time``, or None if ``time`` is not at or after this one's."""
+        """A new capability for ``time``, or None if ``time`` is not at or after this one's.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     cap.downgrade(2)
+        ...     print(cap.try_delayed(1), cap.try_delayed(5))
+        ...     cap.drop()
+        ...     return lambda output: None
+        >>> _ = st.example(lambda scope: st.source(scope, "TryDelayed", ctor).probe())
+        None Capability(5)
+        """
         self._check_live("delay")
         if not not_earlier(self._port.kind, self._time, time):
             return None
         return Capability(time, self._port)
 
     def try_downgrade(self, time: Timestamp) -> bool:
-        """Move this capability forward to ``time`` if it is not earlier; True if it did."""
+        """Move this capability forward to ``time`` if it is not earlier; True if it did.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     print(cap.try_downgrade(3), cap.try_downgrade(1), cap)
+        ...     cap.drop()
+        ...     return lambda output: None
+        >>> _ = st.example(lambda scope: st.source(scope, "TryDowngrade", ctor).probe())
+        True False Capability(3)
+        """
         self._check_live("downgrade")
         if not not_earlier(self._port.kind, self._time, time):
             return False
@@ -130,7 +170,18 @@ class Capability:
         return True
 
     def downgrade(self, t: Timestamp) -> None:
-        """Move this capability forward to ``time``."""
+        """Move this capability forward to ``time``.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     def logic(output):
+        ...         cap.downgrade(4)
+        ...         output.session(cap).give("at 4")
+        ...         cap.drop()
+        ...     return logic
+        >>> st.example(lambda scope: st.source(scope, "Downgrade", ctor).capture()).extract()
+        [(4, ['at 4'])]
+        """
         old = self._time
         # a live capability moved from an int to a later int needs no check: ``old`` passed
         # its kind's, so a later int does too
@@ -147,7 +198,17 @@ class Capability:
             self._time = t
 
     def drop(self) -> None:
-        """Release the capability; using it afterwards raises CapabilityError."""
+        """Release the capability; using it afterwards raises CapabilityError.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     cap.drop()                          # nothing to send: the source can complete
+        ...     print(cap)
+        ...     return lambda output: None
+        >>> st.example(lambda scope: st.source(scope, "Drop", ctor).probe()).done()
+        Capability(0, dropped)
+        True
+        """
         if self._live:
             self._live = False
             port = self._port
@@ -249,19 +310,69 @@ class InputCapability:
                 f"{output}: its path summary allows {allowed[0]!r} at the earliest")
 
     def retain(self) -> Capability:
-        """A capability at this time for output 0."""
+        """A capability at this time for output 0.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     cap.drop()
+        ...     def logic(input, output):
+        ...         for cap, batch in input:
+        ...             print(cap.retain())         # a Capability: it may outlive the batch
+        ...     return logic
+        >>> _ = st.example(lambda s: s.to_stream("ab").unary(st.Pipeline, "Retain", ctor).probe())
+        Capability(0)
+        """
         return self.retain_for_output(0)
 
     def retain_for_output(self, output: int) -> Capability:
-        """A capability at this time for output ``output``."""
+        """A capability at this time for output ``output``.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     cap.drop()
+        ...     def logic(input, output):
+        ...         for cap, batch in input:
+        ...             print(cap.retain_for_output(0))
+        ...     return logic
+        >>> _ = st.example(lambda s: s.to_stream("ab").unary(st.Pipeline, "Retain", ctor).probe())
+        Capability(0)
+        """
         return self.delayed_for_output(self.time, output)
 
     def delayed(self, t: Timestamp) -> Capability:
-        """A capability for ``time`` (not earlier than this batch's time) for output 0."""
+        """A capability for ``time`` (not earlier than this batch's time) for output 0.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     cap.drop()
+        ...     def logic(input, output):
+        ...         for cap, batch in input:
+        ...             output.session(cap.delayed(3)).give_batch(batch)
+        ...     return logic
+        >>> st.example(lambda s: s.to_stream("ab").unary(st.Pipeline, "Later", ctor)
+        ...            .capture()).extract()
+        [(3, ['a', 'b'])]
+        """
         return self.delayed_for_output(t, 0)
 
     def delayed_for_output(self, time: Timestamp, output: int) -> Capability:
-        """A capability for ``time`` on output ``output``."""
+        """A capability for ``time`` on output ``output``.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     cap.drop()
+        ...     def logic(input, output):
+        ...         for cap, batch in input:
+        ...             print(cap.delayed_for_output(2, 0))
+        ...             try:
+        ...                 cap.delayed_for_output(2, 1)
+        ...             except st.CapabilityError as error:
+        ...                 print(error)
+        ...     return logic
+        >>> _ = st.example(lambda s: s.to_stream("ab").unary(st.Pipeline, "Later", ctor).probe())
+        Capability(2)
+        operator has no output 1
+        """
         self._check_current("delay")
         if not 0 <= output < len(self._outputs):
             raise CapabilityError(f"operator has no output {output}")
@@ -301,7 +412,20 @@ class CapabilitySet:
     def insert(self, capability: Capability) -> None:
         """Add a capability unless one at a time less or equal is already held. A set holds
         capabilities of one output: one of another output is a CapabilityError (timely's
-        set tells them apart; here a session would refuse it later, far from the cause)."""
+        set tells them apart; here a session would refuse it later, far from the cause).
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     held = st.CapabilitySet()
+        ...     for time in (3, 1, 2):              # 1 replaces 3; 2 is already allowed by 1
+        ...         held.insert(cap.delayed(time))
+        ...     print(list(held))
+        ...     held.drop()
+        ...     cap.drop()
+        ...     return lambda output: None
+        >>> _ = st.example(lambda scope: st.source(scope, "Insert", ctor).probe())
+        [Capability(1)]
+        """
         self._check_output(capability)
         if not any(less_equal(c.time, capability.time) for c in self._caps):
             self._caps = [c for c in self._caps if not less_equal(capability.time, c.time)]
@@ -315,7 +439,18 @@ class CapabilitySet:
                 f"per output)")
 
     def delayed(self, time: Timestamp) -> Capability:
-        """A capability for ``time`` derived from a held one at a time ``<= time``."""
+        """A capability for ``time`` derived from a held one at a time ``<= time``.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     held = st.CapabilitySet([cap.delayed(2)])
+        ...     cap.drop()
+        ...     print(held.delayed(5), list(held))
+        ...     held.drop()
+        ...     return lambda output: None
+        >>> _ = st.example(lambda scope: st.source(scope, "Delayed", ctor).probe())
+        Capability(5) [Capability(2)]
+        """
         for cap in self._caps:
             if less_equal(cap.time, time):
                 return cap.delayed(time)
@@ -323,7 +458,18 @@ class CapabilitySet:
                               f"{[cap.time for cap in self._caps] or 'none'}")
 
     def downgrade(self, frontier: Iterable[Timestamp]) -> None:
-        """Replace the held capabilities by ones for the times of ``frontier``."""
+        """Replace the held capabilities by ones for the times of ``frontier``.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     held = st.CapabilitySet([cap])
+        ...     held.downgrade([3])
+        ...     print(list(held), cap)
+        ...     held.drop()
+        ...     return lambda output: None
+        >>> _ = st.example(lambda scope: st.source(scope, "Downgrade", ctor).probe())
+        [Capability(3)] Capability(0, dropped)
+        """
         times = list(frontier)
         new: list[Capability] = []
         for time in times:
@@ -333,15 +479,47 @@ class CapabilitySet:
         self._caps = new
 
     def first(self) -> Capability | None:
-        """A held capability, or None."""
+        """A held capability, or None.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     held = st.CapabilitySet([cap])
+        ...     print(held.first(), st.CapabilitySet().first())
+        ...     held.drop()
+        ...     return lambda output: None
+        >>> _ = st.example(lambda scope: st.source(scope, "First", ctor).probe())
+        Capability(0) None
+        """
         return self._caps[0] if self._caps else None
 
     def is_empty(self) -> bool:
-        """True if no capability is held."""
+        """True if no capability is held.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     held = st.CapabilitySet([cap])
+        ...     print(held.is_empty(), st.CapabilitySet().is_empty())
+        ...     held.drop()
+        ...     return lambda output: None
+        >>> _ = st.example(lambda scope: st.source(scope, "Empty", ctor).probe())
+        False True
+        """
         return not self._caps
 
     def drop(self) -> None:
-        """Release every held capability."""
+        """Release every held capability.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     held = st.CapabilitySet([cap.delayed(1), cap.delayed(2)])
+        ...     cap.drop()
+        ...     held.drop()                         # nothing is held: the source can complete
+        ...     print(len(held))
+        ...     return lambda output: None
+        >>> st.example(lambda scope: st.source(scope, "Drop", ctor).probe()).done()
+        0
+        True
+        """
         for cap in self._caps:
             cap.drop()
         self._caps = []

@@ -52,14 +52,32 @@ class InputHandle:
         resumed run does with records between its inputs' last epoch and its checkpoint's,
         see ``sparktimely.io``): the same batch; handles whose records carry times of their
         own (a differential ``InputSession``) move those too. A class method: whoever keeps
-        it must not keep the handle alive (a dropped handle closes its input)."""
+        it must not keep the handle alive (a dropped handle closes its input).
+
+        >>> import sparktimely as st
+        >>> st.InputHandle.retimed([1, 2], 5)
+        [1, 2]
+        """
         return batch
 
     def bind(self, port: OutputPort) -> None:
         """Feed the input operator whose output is ``port`` (what ``scope.input_from`` does
         for each dataflow the handle feeds). Records still buffered go to the dataflows
         already fed first, as timely's ``register`` flushes: a new dataflow sees only what is
-        sent after it was connected."""
+        sent after it was connected.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     input = st.InputHandle()
+        ...     first = worker.dataflow(lambda scope: scope.input_from(input).capture())
+        ...     input.send("a")                 # buffered: the next bind flushes it to `first`
+        ...     second = worker.dataflow(lambda scope: scope.input_from(input).capture())
+        ...     input.send("b")
+        ...     input.close()
+        ...     return first, second
+        >>> [captured.extract() for captured in st.execute_directly(job)]
+        [[(0, ['a', 'b'])], [(0, ['b'])]]
+        """
         if self._closed:
             raise RuntimeError("cannot connect a closed InputHandle to a dataflow")
         self.flush()
@@ -72,16 +90,41 @@ class InputHandle:
 
     @property
     def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
+        """Whether :meth:`close` was called.
+
+        >>> import sparktimely as st
+        >>> input = st.InputHandle()
+        >>> input.close()
+        >>> input.closed
+        True
+        """
         return self._closed
 
     @property
     def connected(self) -> bool:
-        """Whether the handle was ever connected to a dataflow (``scope.input_from``)."""
+        """Whether the handle was ever connected to a dataflow (``scope.input_from``).
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     input = st.InputHandle()
+        ...     before = input.connected
+        ...     worker.dataflow(lambda scope: scope.input_from(input))
+        ...     input.close()
+        ...     return before, input.connected
+        >>> st.execute_directly(job)
+        (False, True)
+        """
         return self._connected
 
     def time(self) -> Timestamp:
-        """The time at which records sent now are stamped."""
+        """The time at which records sent now are stamped.
+
+        >>> import sparktimely as st
+        >>> input = st.InputHandle()
+        >>> input.advance_to(3)            # not connected: kept for the dataflows it will feed
+        >>> input.time()
+        3
+        """
         return 0 if self._time is None else self._time
 
     def _check_open(self, action: str) -> None:
@@ -92,7 +135,19 @@ class InputHandle:
                                f"dataflow (use scope.input_from(handle))")
 
     def send(self, x: Any) -> None:
-        """Send one record at the current time."""
+        """Send one record at the current time.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     input = st.InputHandle()
+        ...     captured = worker.dataflow(lambda scope: scope.input_from(input).capture())
+        ...     for x in "ab":
+        ...         input.send(x)
+        ...     input.close()
+        ...     return captured
+        >>> st.execute_directly(job).extract()
+        [(0, ['a', 'b'])]
+        """
         self._check_open("send")
         buffer = self._buffer
         if not buffer:
@@ -103,7 +158,18 @@ class InputHandle:
 
     def send_batch(self, items: Iterable[Any]) -> None:
         """Send a batch of records (a list, any iterable, or a pyarrow.RecordBatch or Table,
-        whose schema must be that of the first Arrow batch sent)."""
+        whose schema must be that of the first Arrow batch sent).
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     input = st.InputHandle()
+        ...     captured = worker.dataflow(lambda scope: scope.input_from(input).capture())
+        ...     input.send_batch(range(3))
+        ...     input.close()
+        ...     return captured
+        >>> st.execute_directly(job).extract()
+        [(0, [0, 1, 2])]
+        """
         self._check_open("send")
         if not hasattr(items, "__iter__") and not hasattr(items, "schema"):
             raise TypeError(f"{self.name}.send_batch: expected a list or iterable of records, "
@@ -124,7 +190,20 @@ class InputHandle:
 
     def check_kind(self, arrow: bool, where: str) -> None:
         """Raise TypeError, naming ``where``, if sending Arrow batches (``arrow``) or Python
-        records (not ``arrow``) would mix the two on this input: a stream carries one kind."""
+        records (not ``arrow``) would mix the two on this input: a stream carries one kind.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     input = st.InputHandle()
+        ...     worker.dataflow(lambda scope: scope.input_from(input))
+        ...     input.send(1)
+        ...     input.check_kind(False, "more records")        # records after records: fine
+        ...     input.close()
+        ...     input.check_kind(True, "an Arrow batch")
+        >>> st.execute_directly(job)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        TypeError: an Arrow batch: cannot send Arrow batches on an input that has sent records: ...
+        """
         if arrow:
             if not (self._buffer or self._records_sent):
                 return
@@ -149,7 +228,22 @@ class InputHandle:
             port.push(self._time, batch if i == last else own_copy(batch))
 
     def flush(self) -> None:
-        """Hand buffered records to the dataflows now."""
+        """Hand buffered records to the dataflows now.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     input = st.InputHandle()
+        ...     captured = worker.dataflow(lambda scope: scope.input_from(input).capture())
+        ...     input.send("a")
+        ...     worker.step()
+        ...     before = captured.extract()         # "a" is still in the handle's buffer
+        ...     input.flush()
+        ...     worker.step()
+        ...     input.close()
+        ...     return before, captured.extract()
+        >>> st.execute_directly(job)
+        ([], [(0, ['a'])])
+        """
         if self._buffer:
             batch, self._buffer = self._buffer, []
             self._push(batch)
@@ -157,7 +251,20 @@ class InputHandle:
     def advance_to(self, t: Timestamp) -> None:
         """Move the input's time forward to ``time``; earlier times can then complete. A
         handle not yet connected to a dataflow keeps the time for the dataflows it will
-        feed, as timely's does."""
+        feed, as timely's does.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     input = st.InputHandle()
+        ...     captured = worker.dataflow(lambda scope: scope.input_from(input).capture())
+        ...     input.send("a")
+        ...     input.advance_to(3)                 # "a" stays at 0; what is sent now is at 3
+        ...     input.send("b")
+        ...     input.close()
+        ...     return captured
+        >>> st.execute_directly(job).extract()
+        [(0, ['a']), (3, ['b'])]
+        """
         if self._closed:
             raise RuntimeError("cannot advance_to: the input handle is closed")
         where = f"{self.name}.advance_to"        # its errors name the handle
@@ -176,7 +283,18 @@ class InputHandle:
         self._time = t
 
     def close(self) -> None:
-        """Flush and release the input: its dataflows can then complete."""
+        """Flush and release the input: its dataflows can then complete.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     input = st.InputHandle()
+        ...     probe = worker.dataflow(lambda scope: scope.input_from(input).probe())
+        ...     input.close()
+        ...     worker.run()                        # returns: nothing holds the input's time
+        ...     return input.closed, probe.done()
+        >>> st.execute_directly(job)
+        (True, True)
+        """
         if self._closed:
             return
         if self._bound:
@@ -209,11 +327,32 @@ class ProbeHandle:
 
     def watch(self, frontier: MutableAntichain) -> None:
         """Report ``frontier`` too (a probe operator's input frontier; what
-        ``stream.probe_with`` adds)."""
+        ``stream.probe_with`` adds).
+
+        >>> import sparktimely as st
+        >>> frontier = st.MutableAntichain()
+        >>> _ = frontier.update_iter([(3, 1)])
+        >>> probe = st.ProbeHandle()
+        >>> probe.watch(frontier)
+        >>> probe.frontier()
+        [3]
+        """
         self._frontiers.append(frontier)
 
     def less_than(self, t: Timestamp) -> bool:
-        """True if data at some time earlier than ``time`` may still arrive."""
+        """True if data at some time earlier than ``time`` may still arrive.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     input = st.InputHandle()
+        ...     probe = worker.dataflow(lambda scope: scope.input_from(input).probe())
+        ...     input.advance_to(3)
+        ...     worker.step_while(lambda: probe.less_than(3))
+        ...     print(probe.less_than(3), probe.less_than(4))
+        ...     input.close()
+        >>> st.execute_directly(job)
+        False True
+        """
         try:
             for frontier in self._frontiers:
                 if frontier.less_than(t):
@@ -223,7 +362,19 @@ class ProbeHandle:
         return False
 
     def less_equal(self, t: Timestamp) -> bool:
-        """True if data at ``time`` or earlier may still arrive."""
+        """True if data at ``time`` or earlier may still arrive.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     input = st.InputHandle()
+        ...     probe = worker.dataflow(lambda scope: scope.input_from(input).probe())
+        ...     input.advance_to(3)
+        ...     worker.step_while(lambda: probe.less_equal(2))
+        ...     print(probe.less_equal(2), probe.less_equal(3))
+        ...     input.close()
+        >>> st.execute_directly(job)
+        False True
+        """
         try:
             for frontier in self._frontiers:
                 if frontier.less_equal(t):
@@ -245,11 +396,32 @@ class ProbeHandle:
                          f"{type(time).__name__}s: {error}")
 
     def done(self) -> bool:
-        """True once no more data can arrive at all."""
+        """True once no more data can arrive at all.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     input = st.InputHandle()
+        ...     probe = worker.dataflow(lambda scope: scope.input_from(input).probe())
+        ...     print(probe.done())
+        ...     input.close()
+        ...     return probe
+        >>> st.execute_directly(job).done()
+        False
+        True
+        """
         return all(frontier.is_empty() for frontier in self._frontiers)
 
     def frontier(self) -> list:
-        """The times that may still arrive, as a list of incomparable times."""
+        """The times that may still arrive, as a list of incomparable times.
+
+        >>> import sparktimely as st
+        >>> frontier = st.MutableAntichain()
+        >>> _ = frontier.update_iter([(st.Product(1, 2), 1), (st.Product(2, 1), 1)])
+        >>> probe = st.ProbeHandle()
+        >>> probe.watch(frontier)
+        >>> sorted(probe.frontier())
+        [Product(1, 2), Product(2, 1)]
+        """
         return self._antichain().elements()
 
     def with_frontier(self, f: Callable[[Antichain], R]) -> R:

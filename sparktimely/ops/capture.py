@@ -62,7 +62,13 @@ class Capture:
 
     def extract(self) -> list[tuple[Any, Any]]:
         """``(time, sorted records)`` per distinct time, sorted by time; Arrow streams give
-        ``(time, pyarrow.Table)`` with rows sorted by its columns, left to right."""
+        ``(time, pyarrow.Table)`` with rows sorted by its columns, left to right.
+
+        >>> import sparktimely as st
+        >>> st.example(lambda scope: scope.to_stream([3, 2, 1]).delay(lambda x, t: x % 2)
+        ...            .capture()).extract()
+        [(0, [2]), (1, [1, 3])]
+        """
         return merge_by_time(self._batches)
 
 

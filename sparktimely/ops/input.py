@@ -42,7 +42,19 @@ class UnorderedHandle(OutputHandle):
         ``flush()``). It holds that time itself (a capability of its own) from when it is
         opened until its first flush or its end, and again while it buffers records given
         after: records it has accepted are never late, though the capability it was opened
-        with is downgraded meanwhile."""
+        with is downgraded meanwhile.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     (handle, cap), captured = worker.dataflow(lambda scope: (lambda hc_s: (
+        ...         hc_s[0], hc_s[1].capture()))(scope.new_unordered_input()))
+        ...     with handle.session(cap.delayed(3)) as session:
+        ...         session.give("at 3")
+        ...     cap.drop()
+        ...     return captured
+        >>> st.execute_directly(job).extract()
+        [(3, ['at 3'])]
+        """
         return UnorderedSession(self, self._time_of(capability), capability)
 
     def _defer(self, time: Any, records: Iterator[Any]) -> None:

@@ -121,7 +121,19 @@ class Sequencer:
         self._activate()
 
     def next(self) -> Any:
-        """The next element of the sequence, or None if none is ready yet."""
+        """The next element of the sequence, or None if none is ready yet.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     sequencer = st.Sequencer(worker)
+        ...     sequencer.push("a")
+        ...     first = sequencer.next()            # None: the worker has not run yet
+        ...     sequencer.close()
+        ...     worker.run()
+        ...     return first, sequencer.next(), sequencer.next()
+        >>> st.execute_directly(job)
+        (None, 'a', None)
+        """
         return self._ready.popleft() if self._ready else None
 
     def __iter__(self) -> Iterator[Any]:
@@ -130,6 +142,17 @@ class Sequencer:
             yield self._ready.popleft()
 
     def close(self) -> None:
-        """Push nothing more from this worker; the sequencer completes once all closed."""
+        """Push nothing more from this worker; the sequencer completes once all closed.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     sequencer = st.Sequencer(worker)
+        ...     sequencer.push("only")
+        ...     sequencer.close()
+        ...     worker.run()                        # returns: every worker closed its sequencer
+        ...     return list(sequencer)
+        >>> st.execute_directly(job)
+        ['only']
+        """
         self._closed = True
         self._activate()
