@@ -83,6 +83,18 @@ class Pipeline(Pact):
     """
 
     def connect(self, source: "OutputPort", target: "InputPort") -> LocalPusher:
+        """Make ``source`` feed ``target``; returns the channel's local end. The dataflow
+        calls it when an input is fed through this pact.
+
+        >>> import sparktimely as st
+        >>> class Shown(st.Pipeline):
+        ...     def connect(self, source, target):
+        ...         local = super().connect(source, target)
+        ...         local.observe(lambda batch: print("delivered", batch))
+        ...         return local
+        >>> st.example(lambda scope: scope.to_stream([1, 2]).sink(Shown(), "Keep", list))
+        delivered [1, 2]
+        """
         local = LocalPusher(target)
         source.pushers.append(local)
         return local
@@ -135,10 +147,28 @@ class Exchange(Pact):
         """The error to tell when ``batch`` (a list of records or an Arrow batch) could not
         be routed, if the receiving operator knows better than the routing error (a
         subclass's hook: a receiver of Python records told an Arrow batch, or the other way
-        round); None for the routing error itself."""
+        round); None for the routing error itself.
+
+        >>> import sparktimely as st
+        >>> print(st.Exchange(lambda x: x).refusal([1, 2]))
+        None
+        """
         return None
 
     def connect(self, source: "OutputPort", target: "InputPort") -> LocalPusher:
+        """Make ``source`` feed ``target``; returns the channel's local end (the records
+        routed to this worker). The dataflow calls it when an input is fed through this pact.
+
+        >>> import sparktimely as st
+        >>> class Shown(st.Exchange):
+        ...     def connect(self, source, target):
+        ...         local = super().connect(source, target)
+        ...         local.observe(lambda batch: print("delivered", batch))
+        ...         return local
+        >>> st.example(lambda scope: scope.to_stream([1, 2]).sink(
+        ...     Shown(lambda x: x), "Keep", list))
+        delivered [1, 2]
+        """
         if target.dataflow.peers == 1:
             local = LocalPusher(target)
             source.pushers.append(LoneExchangePusher(self, target, local))

@@ -464,7 +464,17 @@ class LoopHandle:
                          f"stream.connect_loop(handle)")
 
     def connect(self, stream: "StreamCore") -> None:
-        """Feed the loop from ``stream`` (what ``stream.connect_loop(handle)`` does)."""
+        """Feed the loop from ``stream`` (what ``stream.connect_loop(handle)`` does).
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     handle, looped = scope.feedback(1)
+        ...     less = scope.to_stream([2]).concat(looped).map(lambda x: x - 1)
+        ...     handle.connect(less.filter(bool))
+        ...     return looped.capture()
+        >>> st.example(build).extract()
+        [(1, [1])]
+        """
         if self._connected:
             raise RuntimeError("this loop handle is already connected")
         if stream.scope is not self._scope:

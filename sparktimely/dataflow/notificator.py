@@ -50,7 +50,18 @@ class FrontierNotificator:
 
     def notify_at(self, cap: Capability) -> None:
         """Request a notification at ``cap.time`` (keeping the capability until then).
-        An input capability holds no time past its batch: ``retain()`` it first."""
+        An input capability holds no time past its batch: ``retain()`` it first.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     notificator = st.FrontierNotificator()
+        ...     for time in (2, 2, 5):
+        ...         notificator.notify_at(cap.delayed(time))
+        ...     print(notificator.pending()); cap.drop()
+        ...     return lambda output: None
+        >>> _ = st.example(lambda scope: st.source(scope, "Ask", ctor))
+        [(2, 2), (5, 1)]
+        """
         if cap.__class__ is InputCapability:
             raise CapabilityError(f"notify_at needs a Capability, which holds its time until "
                                   f"the notification: retain() the input capability for "
@@ -98,7 +109,18 @@ class FrontierNotificator:
 
     def next_count(self, frontiers: Sequence[MutableAntichain]) -> tuple[Capability, int] | None:
         """The earliest complete requested time's capability and how many requests it had,
-        removed from the pending requests; None if no requested time is complete."""
+        removed from the pending requests; None if no requested time is complete.
+
+        >>> import sparktimely as st
+        >>> frontier = st.MutableAntichain(); _ = frontier.update_iter([(3, 1)])
+        >>> def ctor(cap, info):
+        ...     notificator = st.FrontierNotificator([cap.delayed(t) for t in (2, 2, 5)])
+        ...     print(notificator.next_count([frontier]), notificator.next_count([frontier]))
+        ...     cap.drop()
+        ...     return lambda output: None
+        >>> _ = st.example(lambda scope: st.source(scope, "Ready", ctor))
+        (Capability(2), 2) None
+        """
         ready = self._ready
         if self._requested or not ready:
             # Complete times stay complete, and a time earlier than a complete one is
@@ -114,14 +136,37 @@ class FrontierNotificator:
         return None
 
     def next(self, frontiers: Sequence[MutableAntichain]) -> Capability | None:
-        """The earliest deliverable notification's capability, or None."""
+        """The earliest deliverable notification's capability, or None.
+
+        >>> import sparktimely as st
+        >>> frontier = st.MutableAntichain(); _ = frontier.update_iter([(3, 1)])
+        >>> def ctor(cap, info):
+        ...     notificator = st.FrontierNotificator([cap.delayed(5), cap.delayed(2)])
+        ...     print(notificator.next([frontier]), notificator.next([frontier]))
+        ...     cap.drop()
+        ...     return lambda output: None
+        >>> _ = st.example(lambda scope: st.source(scope, "Ready", ctor))
+        Capability(2) None
+        """
         found = self.next_count(frontiers)
         return None if found is None else found[0]
 
     def for_each(self, frontiers: Sequence[MutableAntichain],
                  f: Callable[[Capability, "FrontierNotificator"], None]) -> None:
         """Deliver, in time order, every notification whose time the frontiers have passed,
-        including those requested by ``f`` itself for complete times."""
+        including those requested by ``f`` itself for complete times.
+
+        >>> import sparktimely as st
+        >>> frontier = st.MutableAntichain(); _ = frontier.update_iter([(3, 1)])
+        >>> def ctor(cap, info):
+        ...     notificator = st.FrontierNotificator([cap.delayed(t) for t in (5, 2, 1)])
+        ...     notificator.for_each([frontier], lambda cap, n: print(cap, n.pending()))
+        ...     cap.drop()
+        ...     return lambda output: None
+        >>> _ = st.example(lambda scope: st.source(scope, "Ready", ctor))
+        Capability(1) [(5, 1), (2, 1)]
+        Capability(2) [(5, 1)]
+        """
         while True:
             capability = self.next(frontiers)
             if capability is None:
@@ -129,15 +174,48 @@ class FrontierNotificator:
             f(capability, self)
 
     def monotonic(self, frontiers: Sequence[MutableAntichain]) -> "Notificator":
-        """A :class:`Notificator` over these requests and ``frontiers``."""
+        """A :class:`Notificator` over these requests and ``frontiers``.
+
+        >>> import sparktimely as st
+        >>> frontier = st.MutableAntichain(); _ = frontier.update_iter([(3, 1)])
+        >>> def ctor(cap, info):
+        ...     notificator = st.FrontierNotificator([cap.delayed(5), cap.delayed(1)])
+        ...     print(list(notificator.monotonic([frontier])))
+        ...     cap.drop()
+        ...     return lambda output: None
+        >>> _ = st.example(lambda scope: st.source(scope, "Ready", ctor))
+        [(Capability(1), 1)]
+        """
         return Notificator(frontiers, lambda: None, self)
 
     def pending(self) -> list[tuple[Timestamp, int]]:
-        """The requested times not yet delivered, with their request counts."""
+        """The requested times not yet delivered, with their request counts.
+
+        >>> import sparktimely as st
+        >>> def ctor(cap, info):
+        ...     notificator = st.FrontierNotificator([cap.delayed(t) for t in (2, 5, 2)])
+        ...     print(notificator.pending())
+        ...     cap.drop()
+        ...     return lambda output: None
+        >>> _ = st.example(lambda scope: st.source(scope, "Ask", ctor))
+        [(2, 2), (5, 1)]
+        """
         return [(t, n) for t, (_, n) in self._pending.items()]
 
     def has_available(self, frontiers: Sequence[MutableAntichain]) -> bool:
-        """True if some requested time is complete."""
+        """True if some requested time is complete.
+
+        >>> import sparktimely as st
+        >>> frontier, done = st.MutableAntichain(), st.MutableAntichain()
+        >>> _ = frontier.update_iter([(3, 1)])
+        >>> def ctor(cap, info):
+        ...     notificator = st.FrontierNotificator([cap.delayed(5)])
+        ...     print(notificator.has_available([frontier]), notificator.has_available([done]))
+        ...     cap.drop()
+        ...     return lambda output: None
+        >>> _ = st.example(lambda scope: st.source(scope, "Ask", ctor))
+        False True
+        """
         return bool(self._complete(frontiers))
 
     def __len__(self) -> int:
@@ -172,11 +250,32 @@ class Notificator:
         self._activate = activate
 
     def notify_at(self, capability: Capability) -> None:
-        """Request a notification at ``capability.time``."""
+        """Request a notification at ``capability.time``.
+
+        >>> import sparktimely as st
+        >>> def logic(input, output, notificator):
+        ...     for cap, batch in input:
+        ...         notificator.notify_at(cap.delayed(cap.time + 1))
+        ...     for cap, count in notificator:
+        ...         output.session(cap).give("next time")
+        >>> st.example(lambda scope: scope.to_stream([1, 2]).unary_notify(
+        ...     st.Pipeline, "Later", [], logic).capture()).extract()
+        [(1, ['next time'])]
+        """
         self._inner.notify_at(capability)
 
     def next(self) -> tuple[Capability, int] | None:
-        """The next complete requested time's ``(capability, count)``, or None."""
+        """The next complete requested time's ``(capability, count)``, or None.
+
+        >>> import sparktimely as st
+        >>> def logic(input, output, notificator):
+        ...     while (found := notificator.next()) is not None:
+        ...         print(found)
+        >>> _ = st.example(lambda scope: scope.to_stream([]).unary_notify(
+        ...     st.Pipeline, "Next", [1, 2, 2], logic))
+        (Capability(1), 1)
+        (Capability(2), 2)
+        """
         return self._inner.next_count(self._frontiers)
 
     def __iter__(self) -> Iterator[tuple[Capability, int]]:
@@ -187,16 +286,42 @@ class Notificator:
             yield found
 
     def for_each(self, logic: Callable[[Capability, int, "Notificator"], None]) -> None:
-        """Call ``logic(cap, count, notificator)`` for each delivered notification."""
+        """Call ``logic(cap, count, notificator)`` for each delivered notification.
+
+        >>> import sparktimely as st
+        >>> def logic(input, output, notificator):
+        ...     notificator.for_each(lambda cap, count, _: output.session(cap).give(count))
+        >>> st.example(lambda scope: scope.to_stream([]).unary_notify(
+        ...     st.Pipeline, "Counts", [1, 2, 2], logic).capture()).extract()
+        [(1, [1]), (2, [2])]
+        """
         for cap, count in self:
             logic(cap, count, self)
 
     def frontier(self, input: int) -> MutableAntichain:
-        """The frontier of input ``input`` (0 for the first)."""
+        """The frontier of input ``input`` (0 for the first).
+
+        >>> import sparktimely as st
+        >>> def logic(input, output, notificator):
+        ...     for cap, batch in input:
+        ...         print(batch, notificator.frontier(0))
+        >>> _ = st.example(lambda scope: scope.to_stream([7]).unary_notify(
+        ...     st.Pipeline, "Show", [], logic))
+        [7] MutableAntichain(frontier=[0])
+        """
         return self._frontiers[input]
 
     def pending(self) -> list[tuple[Timestamp, int]]:
-        """The requested times not yet delivered, with their request counts."""
+        """The requested times not yet delivered, with their request counts.
+
+        >>> import sparktimely as st
+        >>> def logic(input, output, notificator):
+        ...     notificator.for_each(lambda cap, count, n: print(cap.time, n.pending()))
+        >>> _ = st.example(lambda scope: scope.to_stream([]).unary_notify(
+        ...     st.Pipeline, "Left", [1, 2, 2], logic))
+        1 [(2, 2)]
+        2 []
+        """
         return self._inner.pending()
 
     def _after_logic(self) -> None:

@@ -259,16 +259,44 @@ class OperatorBuilder(Generic[S]):
 
     @property
     def index(self) -> int:
-        """The operator's index in its dataflow."""
+        """The operator's index in its dataflow.
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     numbers = scope.to_stream([1])                    # operator 0
+        ...     builder = st.OperatorBuilder("Named", scope)
+        ...     print(builder.index)
+        ...     builder.build(lambda capabilities: lambda frontiers: None)
+        >>> st.example(build)
+        1
+        """
         return self._operator.index
 
     @property
     def address(self) -> tuple:
-        """The operator's address (for ``scope.activator_for``)."""
+        """The operator's address (for ``scope.activator_for``).
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     builder = st.OperatorBuilder("Named", scope)
+        ...     print(builder.address)
+        ...     builder.build(lambda capabilities: lambda frontiers: None)
+        >>> st.example(build)
+        (0, 0)
+        """
         return self._operator.address
 
     def operator_info(self) -> "OperatorInfo":
-        """The operator's name, index and address."""
+        """The operator's name, index and address.
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     builder = st.OperatorBuilder("Named", scope)
+        ...     print(builder.operator_info())
+        ...     builder.build(lambda capabilities: lambda frontiers: None)
+        >>> st.example(build)
+        OperatorInfo(name='Named', index=0, address=(0, 0))
+        """
         return OperatorInfo(self._operator.name, self.index, self.address)
 
     def set_notify(self, notify: bool) -> None:
@@ -293,7 +321,19 @@ class OperatorBuilder(Generic[S]):
     def set_notify_for(self, input: "int | InputPort", interest: FrontierInterest) -> None:
         """Whether changes of input ``input``'s frontier (its index, or the handle
         :meth:`new_input` returned) schedule the operator (default
-        :attr:`FrontierInterest.ALWAYS`)."""
+        :attr:`FrontierInterest.ALWAYS`).
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     builder = st.OperatorBuilder("Runs", scope)
+        ...     input = builder.new_input(scope.to_stream([1, 2]), st.Pipeline)
+        ...     builder.set_notify_for(input, st.FrontierInterest.NEVER)     # or 0, its index
+        ...     runs = []
+        ...     builder.build(lambda caps: lambda frontiers: runs.append([b for _, b in input]))
+        ...     return runs
+        >>> st.example(build)           # at start and for the data, not when the frontier moved
+        [[], [[1, 2]]]
+        """
         if isinstance(input, InputPort):
             if input not in self._inputs:
                 raise ValueError(f"operator {self._operator.name!r}: set_notify_for was given "
@@ -329,6 +369,18 @@ class OperatorBuilder(Generic[S]):
 
         ``connection`` lists, per output, the path summary (or None for no path); by default
         the input reaches every output, present and future, unchanged.
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     builder = st.OperatorBuilder("Sum", scope)
+        ...     input = builder.new_input(scope.to_stream([1, 2]), st.Pipeline)
+        ...     sums = []
+        ...     def logic(frontiers):
+        ...         sums.extend(sum(batch) for _, batch in input)
+        ...     builder.build(lambda capabilities: logic)
+        ...     return sums
+        >>> st.example(build)
+        [3]
         """
         self._check_open()
         self.scope._check_owns(stream, self._operator.name)
@@ -344,6 +396,19 @@ class OperatorBuilder(Generic[S]):
 
         ``connection`` lists, per input, the path summary (or None); by default every input
         reaches the new output unchanged.
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     builder = st.OperatorBuilder("Copy", scope)
+        ...     input = builder.new_input(scope.to_stream([1, 2]), st.Pipeline)
+        ...     output, copied = builder.new_output()
+        ...     def logic(frontiers):
+        ...         for cap, batch in input:
+        ...             output.give_at(cap, batch)
+        ...     builder.build(lambda capabilities: logic)
+        ...     return copied.capture()
+        >>> st.example(build).extract()
+        [(0, [1, 2])]
         """
         self._check_open()
         summaries = self._connection(connection, len(self._inputs), "output")
@@ -361,7 +426,15 @@ class OperatorBuilder(Generic[S]):
 
     def build(self, ctor: Callable[[list[Capability]], Callable[[list], None]]) -> None:
         """Finish the operator: ``ctor(capabilities)`` returns ``logic(frontiers)``, which
-        runs each time the operator is scheduled."""
+        runs each time the operator is scheduled.
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     builder = st.OperatorBuilder("Once", scope)
+        ...     builder.build(lambda capabilities: lambda frontiers: print("scheduled"))
+        >>> st.example(build)                        # no inputs: only at start
+        scheduled
+        """
         def reschedule_never(capabilities):
             logic = returned_logic(ctor(capabilities))
 
@@ -372,7 +445,20 @@ class OperatorBuilder(Generic[S]):
         self.build_reschedule(reschedule_never)
 
     def build_reschedule(self, ctor: Callable[[list[Capability]], Callable[[list], bool]]) -> None:
-        """Like :meth:`build`, but ``logic(frontiers)`` returns True to be scheduled again."""
+        """Like :meth:`build`, but ``logic(frontiers)`` returns True to be scheduled again.
+
+        >>> import sparktimely as st
+        >>> def build(scope):
+        ...     builder = st.OperatorBuilder("Thrice", scope)
+        ...     runs = []
+        ...     def logic(frontiers):
+        ...         runs.append(len(runs))
+        ...         return len(runs) < 3                   # True: schedule it again
+        ...     builder.build_reschedule(lambda capabilities: logic)
+        ...     return runs
+        >>> st.example(build)
+        [0, 1, 2]
+        """
         self._check_open()
         self._built = True
         operator = self._operator

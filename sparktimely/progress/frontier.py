@@ -67,22 +67,41 @@ class Antichain:
 
     @classmethod
     def from_elem(cls, time: Timestamp) -> "Antichain":
-        """The antichain holding just ``time``."""
+        """The antichain holding just ``time``.
+
+        >>> Antichain.from_elem(4)
+        Antichain([4])
+        """
         return cls((time,))
 
     def extend(self, times: Iterable[Timestamp]) -> bool:
-        """Insert every time; True if any was added."""
+        """Insert every time; True if any was added.
+
+        >>> a = Antichain([3])
+        >>> a.extend([5, 4]), a.extend([1, 2]), a
+        (False, True, Antichain([1]))
+        """
         added = False
         for time in times:
             added = self.insert(time) or added
         return added
 
     def clear(self) -> None:
-        """Remove every element."""
+        """Remove every element.
+
+        >>> a = Antichain([1])
+        >>> a.clear(); a, len(a)
+        (Antichain([]), 0)
+        """
         self._elements = []
 
     def insert(self, t: Timestamp) -> bool:
-        """Add ``time`` unless an element is already less or equal; True if added."""
+        """Add ``time`` unless an element is already less or equal; True if added.
+
+        >>> a = Antichain([3])
+        >>> a.insert(4), a.insert(2), a
+        (False, True, Antichain([2]))
+        """
         elements = self._elements
         for element in elements:
             if less_equal(element, t):
@@ -92,15 +111,30 @@ class Antichain:
         return True
 
     def less_equal(self, t: Timestamp) -> bool:
-        """True if some element is less than or equal to ``time``."""
+        """True if some element is less than or equal to ``time``.
+
+        >>> a = Antichain([3])
+        >>> a.less_equal(3), a.less_equal(2)
+        (True, False)
+        """
         return any(less_equal(e, t) for e in self._elements)
 
     def less_than(self, t: Timestamp) -> bool:
-        """True if some element is strictly less than ``time``."""
+        """True if some element is strictly less than ``time``.
+
+        >>> a = Antichain([3])
+        >>> a.less_than(3), a.less_than(4)
+        (False, True)
+        """
         return any(less_than(e, t) for e in self._elements)
 
     def elements(self) -> list:
-        """The elements, as a list."""
+        """The elements, as a list.
+
+        >>> from sparktimely.progress import Product
+        >>> Antichain([Product(1, 0), Product(0, 1), Product(1, 1)]).elements()
+        [Product(1, 0), Product(0, 1)]
+        """
         return list(self._elements)
 
     def __iter__(self) -> Iterator[Timestamp]:
@@ -145,7 +179,12 @@ class MutableAntichain:
         self._frontier: list = []
 
     def update_iter(self, pairs: Iterable[tuple[Timestamp, int]]) -> list[tuple[Timestamp, int]]:
-        """Apply ``(time, delta)`` updates; return the resulting frontier changes."""
+        """Apply ``(time, delta)`` updates; return the resulting frontier changes.
+
+        >>> counts = MutableAntichain()
+        >>> counts.update_iter([(4, 1), (2, 1)]), counts.update_iter([(2, -1)])
+        ([(2, 1)], [(2, -1), (4, 1)])
+        """
         counts = self._counts
         frontier = self._frontier
         rebuild = False
@@ -170,7 +209,12 @@ class MutableAntichain:
         return self._rebuild() if rebuild else []
 
     def update(self, time: Timestamp, delta: int) -> list[tuple[Timestamp, int]]:
-        """Apply one update; return the resulting frontier changes (the tracker's hot path)."""
+        """Apply one update; return the resulting frontier changes (the tracker's hot path).
+
+        >>> counts = MutableAntichain()
+        >>> counts.update(4, 1), counts.update(2, 1), counts.update(4, -1)
+        ([(4, 1)], [(4, -1), (2, 1)], [])
+        """
         counts = self._counts
         count = counts.get(time, 0) + delta
         if count:
@@ -251,14 +295,26 @@ class MutableAntichain:
         return list(self._frontier)
 
     def less_equal(self, t: Timestamp) -> bool:
-        """True if some frontier element is less than or equal to ``time``."""
+        """True if some frontier element is less than or equal to ``time``.
+
+        >>> counts = MutableAntichain()
+        >>> _ = counts.update_iter([(3, 1)])
+        >>> counts.less_equal(3), counts.less_equal(2)
+        (True, False)
+        """
         for f in self._frontier:
             if less_equal(f, t):
                 return True
         return False
 
     def less_than(self, t: Timestamp) -> bool:
-        """True if some frontier element is strictly less than ``time``."""
+        """True if some frontier element is strictly less than ``time``.
+
+        >>> counts = MutableAntichain()
+        >>> _ = counts.update_iter([(3, 1)])
+        >>> counts.less_than(3), counts.less_than(4)
+        (False, True)
+        """
         for f in self._frontier:
             if less_than(f, t):
                 return True
@@ -275,7 +331,13 @@ class MutableAntichain:
         return self._counts.get(t, 0)
 
     def is_empty(self) -> bool:
-        """True if the frontier is empty (no time has a positive count)."""
+        """True if the frontier is empty (no time has a positive count).
+
+        >>> counts = MutableAntichain()
+        >>> _ = counts.update_iter([(3, 1)])
+        >>> counts.is_empty(), counts.update_iter([(3, -1)]), counts.is_empty()
+        (False, [(3, -1)], True)
+        """
         return not self._frontier
 
     def __repr__(self) -> str:
@@ -308,22 +370,44 @@ class ChangeBatch:
         changes[t] = changes.get(t, 0) + delta
 
     def extend(self, pairs: Iterable[tuple]) -> None:
-        """:meth:`update` with each ``(item, delta)`` of ``pairs`` (see the class example)."""
+        """:meth:`update` with each ``(item, delta)`` of ``pairs`` (see the class example).
+
+        >>> batch = ChangeBatch()
+        >>> batch.extend([("a", 1), ("b", 2), ("a", 1)]); batch
+        ChangeBatch([('a', 2), ('b', 2)])
+        """
         changes = self._changes
         for item, delta in pairs:
             changes[item] = changes.get(item, 0) + delta
 
     def compact(self) -> None:
-        """Drop items whose accumulated delta is zero."""
+        """Drop items whose accumulated delta is zero.
+
+        >>> batch = ChangeBatch()
+        >>> batch.extend([("a", 1), ("a", -1), ("b", 1)]); batch.compact()
+        >>> list(batch)
+        [('b', 1)]
+        """
         self._changes = {k: v for k, v in self._changes.items() if v}
 
     def is_empty(self) -> bool:
-        """True if every item's changes cancel out (see :meth:`update`)."""
+        """True if every item's changes cancel out (see :meth:`update`).
+
+        >>> batch = ChangeBatch()
+        >>> batch.extend([("a", 1), ("b", -1)]); batch.is_empty()
+        False
+        """
         self.compact()
         return not self._changes
 
     def drain(self) -> list[tuple]:
-        """Return the non-zero changes (sorted when orderable) and clear the batch."""
+        """Return the non-zero changes (sorted when orderable) and clear the batch.
+
+        >>> batch = ChangeBatch()
+        >>> batch.extend([(7, 1), (2, -3), (5, 0)])
+        >>> batch.drain(), batch.drain()
+        ([(2, -3), (7, 1)], [])
+        """
         changes = [(k, v) for k, v in self._changes.items() if v]
         self._changes = {}
         return _sorted(changes)

@@ -204,7 +204,11 @@ class Product:
         return Product(outer, inner)
 
     def results_in(self, time: "Product") -> "Product":
-        """Apply this value as a path summary to ``time`` (component-wise addition)."""
+        """Apply this value as a path summary to ``time`` (component-wise addition).
+
+        >>> Product(0, 1).results_in(Product(3, 4))
+        Product(3, 5)
+        """
         return Product(advance(time.outer, self.outer), advance(time.inner, self.inner))
 
     def __eq__(self, other: object) -> bool:
