@@ -824,23 +824,57 @@ class Reducible(Protocol):
 
     def reduce(self, logic: Callable[[Any, list, list], None] | None = None, *,
                aggs: dict | None = None) -> Collection:
-        """``(key, val)`` for the output of ``logic(key, input, output)`` per key."""
+        """``(key, val)`` for the output of ``logic(key, input, output)`` per key.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def largest(data: dd.Reducible) -> dd.Collection:
+        ...     return data.reduce(lambda key, vals, out: out.append((vals[-1][0], 1)))
+        >>> st.example(lambda s: largest(dd.from_stream(s.to_stream([("a", 3), ("a", 7)])))
+        ...            .inner.capture()).extract()
+        [(0, [(('a', 7), 0, 1)])]
+        """
         ...
 
     def count(self) -> Collection:
-        """``(x, n)`` for each ``x`` (a record, or an arrangement's key) counted ``n``."""
+        """``(x, n)`` for each ``x`` (a record, or an arrangement's key) counted ``n``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream("aab")).arrange_by_self().count()
+        ...            .inner.capture()).extract()
+        [(0, [(('a', 2), 0, 1), (('b', 1), 0, 1)])]
+        """
         ...
 
     def distinct(self) -> Collection:
-        """Each ``x`` with a positive count, once."""
+        """Each ``x`` with a positive count, once.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream("abba")).distinct()
+        ...            .inner.capture()).extract()
+        [(0, [('a', 0, 1), ('b', 0, 1)])]
+        """
         ...
 
     def threshold(self, f: Callable[[Any, int], int]) -> Collection:
-        """Each ``x`` with multiplicity ``f(x, count)``."""
+        """Each ``x`` with multiplicity ``f(x, count)``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> st.example(lambda s: dd.from_stream(s.to_stream("aab")).threshold(
+        ...     lambda x, n: 1 if n > 1 else 0).inner.capture()).extract()
+        [(0, [('a', 0, 1)])]
+        """
         ...
 
     def semijoin(self, keys: "Collection | Arranged[Any]") -> Collection:
-        """The ``(key, val)`` whose key is in ``keys``."""
+        """The ``(key, val)`` whose key is in ``keys``.
+
+        >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def build(scope):
+        ...     pairs = dd.from_stream(scope.to_stream([(1, "a"), (2, "b")])).arrange_by_key()
+        ...     return pairs.semijoin(dd.from_stream(scope.to_stream([2]))).inner.capture()
+        >>> st.example(build).extract()
+        [(0, [((2, 'b'), 0, 1)])]
+        """
         ...
 
 

@@ -350,7 +350,17 @@ class FileSource:
 
     def open(self, partition: str, resume_state: tuple | None) -> _FilePart:
         """Read file ``partition`` (a name :meth:`partitions` gave) from ``resume_state``
-        (a position from ``snapshot()``)."""
+        (a position from ``snapshot()``).
+
+        >>> import os, tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> with open(os.path.join(folder, "a.txt"), "w") as f:
+        ...     _ = f.write("x\\ny\\nz\\n")
+        >>> source = FileSource(folder, format="text", batch_rows=2)
+        >>> part = source.open("a.txt", None)
+        >>> part.next_batch(), source.open("a.txt", part.snapshot()).next_batch()
+        ((0, ['x', 'y']), (1, ['z']))
+        """
         path = partition
         if isinstance(self._paths, str):
             fs, location = self._filesystem_for(self._paths)
@@ -483,11 +493,29 @@ class DirectorySink:
 
     def open(self, partition: str, resume_state: dict | None) -> _DirectoryPart:
         """Partition ``partition``'s part, resumed from ``resume_state`` (its ``snapshot()``
-        in the checkpoint resumed, or None); it discards what was staged and not kept."""
+        in the checkpoint resumed, or None); it discards what was staged and not kept.
+
+        >>> import pathlib, tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> part = DirectorySink(folder, format="jsonl").open("0", None)
+        >>> part.write(0, ["a", "b"]); part.commit(0)
+        >>> pathlib.Path(folder, "part-0000000000-0.jsonl").read_text()
+        '"a"\\n"b"\\n'
+        """
         return _DirectoryPart(self, partition, resume_state)
 
     def discard_staged(self, doomed: Callable[[str], bool]) -> None:
         """Delete what crashed runs staged for the partitions ``doomed`` names (a worker's
         call at its start, for partitions that crashed runs with more workers had and that
-        no one opens again: see :class:`~sparktimely.ops.sinks.Sink`)."""
+        no one opens again: see :class:`~sparktimely.ops.sinks.Sink`).
+
+        >>> import os, tempfile
+        >>> folder = tempfile.mkdtemp()
+        >>> sink = DirectorySink(folder, format="jsonl")
+        >>> part = sink.open("3", None); part.write(0, ["a"])     # staged, never committed
+        >>> _ = part.snapshot()
+        >>> sink.discard_staged(lambda partition: partition == "3")
+        >>> os.listdir(folder)
+        []
+        """
         delete_staged(self._storage(), _STAGED, lambda part, _: doomed(part))

@@ -120,16 +120,33 @@ class LogDirectory:
     progress: list[ProgressEvent] = field(default_factory=list)
 
     def operators(self) -> list[OperatesEvent]:
-        """The operators, as the lowest-numbered worker logged them."""
+        """The operators, as the lowest-numbered worker logged them.
+
+        >>> logs = LogDirectory(events=[OperatesEvent(0, 1, 0, (0, 0), "Map", "d"),
+        ...                             OperatesEvent(0, 2, 0, (0, 0), "Map", "d")])
+        >>> [(e.worker, e.name) for e in logs.operators()]
+        [(1, 'Map')]
+        """
         return [e for e in of_lowest_worker(self.events) if type(e) is OperatesEvent]
 
     def channels(self) -> list[ChannelsEvent]:
-        """The channels, as the lowest-numbered worker logged them."""
+        """The channels, as the lowest-numbered worker logged them.
+
+        >>> channel = ChannelsEvent(0, 0, 0, (0,), (0, 0), (1, 0), "Pipeline")
+        >>> logs = LogDirectory(events=[OperatesEvent(0, 0, 0, (0, 0), "A", "d"), channel])
+        >>> [(e.id, e.source, e.target) for e in logs.channels()]
+        [(0, (0, 0), (1, 0))]
+        """
         return [e for e in of_lowest_worker(self.events) if type(e) is ChannelsEvent]
 
     def wall_offset(self, worker: int) -> int:
         """Nanoseconds to add to ``worker``'s event times to put them on one clock with the
-        other workers' (from the wall clocks at their registries' creation)."""
+        other workers' (from the wall clocks at their registries' creation).
+
+        >>> logs = LogDirectory(workers={0: {"epoch_ns": 1_000}, 1: {"epoch_ns": 1_500}})
+        >>> logs.wall_offset(0), logs.wall_offset(1)
+        (0, 500)
+        """
         epochs = [meta.get("epoch_ns", 0) for meta in self.workers.values()]
         return self.workers.get(worker, {}).get("epoch_ns", 0) - min(epochs, default=0)
 

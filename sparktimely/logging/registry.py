@@ -56,15 +56,45 @@ class Logger:
         self._registry = registry
 
     def is_kept(self, callback: Callback) -> bool:
-        """Whether ``callback`` was added with ``kept=True``."""
+        """Whether ``callback`` was added with ``kept=True``.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     registry = worker.log_register()
+        ...     kept, other = lambda time, batch: None, lambda time, batch: None
+        ...     registry.add("app", kept, kept=True); registry.add("app", other)
+        ...     return registry.get("app").is_kept(kept), registry.get("app").is_kept(other)
+        >>> st.execute_directly(job)
+        (True, False)
+        """
         return any(callback is kept for kept in self.kept)
 
     def log(self, event: Any) -> None:
-        """Log ``event`` as ``(time, worker, event)`` (for a program's own logs)."""
+        """Log ``event`` as ``(time, worker, event)`` (for a program's own logs).
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     registry = worker.log_register()
+        ...     registry.insert("app", lambda time, batch: None)
+        ...     logger = registry.get("app"); logger.log("started")
+        ...     return [(w, event) for _, w, event in logger.buffer]
+        >>> st.execute_directly(job)
+        [(0, 'started')]
+        """
         self.buffer.append((self._registry.now(), self._registry.worker, event))
 
     def flush(self, now: int) -> list:
-        """Hand the buffered events to the callbacks (if any); returns them."""
+        """Hand the buffered events to the callbacks (if any); returns them.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     registry, seen = worker.log_register(), []
+        ...     registry.insert("app", lambda time, batch: seen.append((time, batch)))
+        ...     registry.get("app").log("x")
+        ...     return len(registry.get("app").flush(123)), [(t, len(b)) for t, b in seen]
+        >>> st.execute_directly(job)
+        (1, [(123, 1)])
+        """
         buffer = self.buffer
         if not buffer:
             return buffer
@@ -116,7 +146,12 @@ class Registry:
         self._hooks: WorkerHooks | None = None
 
     def now(self) -> int:
-        """Nanoseconds since this registry was created (the events' clock)."""
+        """Nanoseconds since this registry was created (the events' clock).
+
+        >>> import sparktimely as st
+        >>> st.execute_directly(lambda worker: 0 <= worker.log_register().now())
+        True
+        """
         return _time.perf_counter_ns() - self.origin_ns
 
     def insert(self, name: str, callback: Callback) -> Callback | None:
@@ -188,7 +223,18 @@ class Registry:
         """Stop logging ``name`` to the callbacks registered for it (but those added with
         ``kept=True``): hand them what is buffered, call each one's ``close()`` if it has
         one (a :class:`BatchLogger` then completes its stream), and return the last (None
-        if there is none)."""
+        if there is none).
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     registry, seen = worker.log_register(), []
+        ...     registry.insert("app", lambda time, batch: seen.extend(batch))
+        ...     registry.get("app").log("handed over at the removal")
+        ...     registry.remove("app")
+        ...     return len(seen), registry.names()
+        >>> st.execute_directly(job)
+        (1, [])
+        """
         return self._remove(name, keep=True)
 
     def _remove(self, name: str, keep: bool) -> Callback | None:
@@ -208,16 +254,45 @@ class Registry:
         return gone[-1] if gone else None
 
     def get(self, name: str) -> Logger | None:
-        """The logger of ``name`` (to log a program's own events with ``log(event)``)."""
+        """The logger of ``name`` (to log a program's own events with ``log(event)``).
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     registry = worker.log_register()
+        ...     registry.insert("app", lambda time, batch: None)
+        ...     return registry.get("app").name, registry.get("other")
+        >>> st.execute_directly(job)
+        ('app', None)
+        """
         return self._loggers.get(name)
 
     def names(self) -> list[str]:
-        """The names registered now."""
+        """The names registered now.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     registry = worker.log_register()
+        ...     for name in ("b", "a"):
+        ...         registry.insert(name, lambda time, batch: None)
+        ...     return registry.names()
+        >>> st.execute_directly(job)
+        ['a', 'b']
+        """
         return sorted(self._loggers)
 
     def flush(self) -> None:
         """Hand every logger's buffered events to its callback (the worker does this at
-        the end of every step)."""
+        the end of every step).
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     registry, seen = worker.log_register(), []
+        ...     registry.insert("app", lambda time, batch: seen.extend(batch))
+        ...     registry.get("app").log("x"); before = len(seen); registry.flush()
+        ...     return before, len(seen)
+        >>> st.execute_directly(job)
+        (0, 1)
+        """
         now = self.now()
         hooks = self._hooks
         for logger in list(self._loggers.values()):
@@ -226,7 +301,17 @@ class Registry:
                 hooks.remember(batch)
 
     def close(self) -> None:
-        """Remove every name and every callback (closing those that can be closed)."""
+        """Remove every name and every callback (closing those that can be closed).
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     registry, link = worker.log_register(), st.EventLink()
+        ...     registry.add("app", BatchLogger(link), kept=True)
+        ...     registry.close()
+        ...     return registry.names(), link.next()           # the stream completed
+        >>> st.execute_directly(job)
+        ([], ('progress', [(0, -1)]))
+        """
         for name in list(self._loggers):
             self._remove(name, keep=False)
 
@@ -281,7 +366,15 @@ class BatchLogger:
         self._flush()
 
     def close(self) -> None:
-        """Release the stream's last time (the stream completes) and close the pusher."""
+        """Release the stream's last time (the stream completes) and close the pusher.
+
+        >>> import sparktimely as st
+        >>> link = st.EventLink()
+        >>> logger = BatchLogger(link)
+        >>> logger(10, []); logger.close()
+        >>> link.next(), link.next()
+        (('progress', [(10, 1), (0, -1)]), ('progress', [(10, -1)]))
+        """
         self._pusher.push(("progress", [(self._time, -1)]))
         self._flush()
         close = getattr(self._pusher, "close", None)

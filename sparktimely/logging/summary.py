@@ -65,14 +65,29 @@ class WorkerSummary:
 
     @property
     def logged_ns(self) -> int:
+        """The span from the first event to the last.
+
+        >>> WorkerSummary(0, first_ns=20, last_ns=100).logged_ns
+        80
+        """
         return self.last_ns - self.first_ns
 
     @property
     def progress_ns(self) -> int:
+        """Step time outside operators, communication and checkpoints (0 at least).
+
+        >>> WorkerSummary(0, busy_ns=50, step_ns=70, communication_ns=5).progress_ns
+        15
+        """
         return max(self.step_ns - self.communication_ns - self.checkpoint_ns - self.busy_ns, 0)
 
     @property
     def other_ns(self) -> int:
+        """Logged time outside steps and parking (0 at least).
+
+        >>> WorkerSummary(0, busy_ns=50, parked_ns=20, last_ns=100, step_ns=60).other_ns
+        20
+        """
         return max(self.logged_ns - self.busy_ns - self.progress_ns - self.communication_ns
                    - self.checkpoint_ns - self.parked_ns, 0)
 
@@ -97,7 +112,12 @@ class Summary:
     steps: dict[int, list[tuple[int, int, int, int]]] = field(default_factory=dict)
 
     def total_busy_ns(self) -> int:
-        """Time spent in operators, over all workers."""
+        """Time spent in operators, over all workers.
+
+        >>> Summary(operators={0: OperatorSummary(0, "A", busy_ns=5),
+        ...                    1: OperatorSummary(1, "B", busy_ns=7)}).total_busy_ns()
+        12
+        """
         return sum(op.busy_ns for op in self.operators.values())
 
 

@@ -161,11 +161,25 @@ class EventLink:
         self._read = 0
 
     def push(self, event: tuple) -> None:
-        """Append an event."""
+        """Append an event.
+
+        >>> import sparktimely as st
+        >>> link = st.EventLink()
+        >>> link.push(("messages", 0, ["a"]))
+        >>> link.next()
+        ('messages', 0, ['a'])
+        """
         self._events.append(event)
 
     def next(self) -> tuple | None:
-        """The next event not read yet, or None."""
+        """The next event not read yet, or None.
+
+        >>> import sparktimely as st
+        >>> link = st.EventLink()
+        >>> link.push(("progress", [(0, -1)]))
+        >>> link.next(), link.next()
+        (('progress', [(0, -1)]), None)
+        """
         if self._read == len(self._events):
             return None
         event = self._events[self._read]
@@ -173,7 +187,14 @@ class EventLink:
         return event
 
     def replay_into(self, scope: ScopeCore[S]) -> S:
-        """The logged stream, replayed into ``scope``."""
+        """The logged stream, replayed into ``scope``.
+
+        >>> import sparktimely as st
+        >>> link = st.EventLink()
+        >>> link.push(("messages", 0, ["a"])); link.push(("progress", [(0, -1)]))
+        >>> st.example(lambda scope: link.replay_into(scope).capture()).extract()
+        [(0, ['a'])]
+        """
         return replay_into([self], scope)
 
 
@@ -196,17 +217,41 @@ class EventWriter:
                                  else target)
 
     def push(self, event: tuple) -> None:
-        """Append an event."""
+        """Append an event.
+
+        >>> import io, sparktimely as st
+        >>> buffer = io.BytesIO()
+        >>> st.EventWriter(buffer).push(("messages", 0, ["a"]))
+        >>> st.EventReader(io.BytesIO(buffer.getvalue())).next()
+        ('messages', 0, ['a'])
+        """
         data = pickle.dumps(event, protocol=5)
         self._file.write(_LENGTH.pack(len(data)))
         self._file.write(data)
 
     def flush(self) -> None:
-        """Make what was written visible to readers."""
+        """Make what was written visible to readers.
+
+        >>> import os, tempfile, sparktimely as st
+        >>> path = os.path.join(tempfile.mkdtemp(), "log")
+        >>> writer = st.EventWriter(path); writer.push(("progress", [(0, -1)]))
+        >>> reader = st.EventReader(path)
+        >>> reader.next()                              # still in the writer's buffer
+        >>> writer.flush(); reader.next()
+        ('progress', [(0, -1)])
+        >>> writer.close(); reader.close()
+        """
         self._file.flush()
 
     def close(self) -> None:
-        """Close the file."""
+        """Close the file.
+
+        >>> import io, sparktimely as st
+        >>> buffer = io.BytesIO()
+        >>> st.EventWriter(buffer).close()
+        >>> buffer.closed
+        True
+        """
         self._file.close()
 
 
@@ -239,7 +284,16 @@ class EventReader:
             self._ready = None                   # in memory (BytesIO): always readable
 
     def next(self) -> tuple | None:
-        """The next whole event, or None if none has been written yet."""
+        """The next whole event, or None if none has been written yet.
+
+        >>> import io, sparktimely as st
+        >>> buffer = io.BytesIO()
+        >>> st.EventWriter(buffer).push(("progress", [(0, -1)]))
+        >>> data = buffer.getvalue()
+        >>> reader = st.EventReader(io.BytesIO(data + data[:5]))
+        >>> reader.next(), reader.next()               # a whole event, then a part of one
+        (('progress', [(0, -1)]), None)
+        """
         end = self._whole_event()
         while end == 0:                 # an event may be longer than one read
             more = self._available()
@@ -267,11 +321,27 @@ class EventReader:
         return end if len(buffer) >= end else 0
 
     def replay_into(self, scope: ScopeCore[S]) -> S:
-        """The logged stream, replayed into ``scope``."""
+        """The logged stream, replayed into ``scope``.
+
+        >>> import io, sparktimely as st
+        >>> buffer = io.BytesIO()
+        >>> writer = st.EventWriter(buffer)
+        >>> writer.push(("messages", 0, ["a"])); writer.push(("progress", [(0, -1)]))
+        >>> reader = st.EventReader(io.BytesIO(buffer.getvalue()))
+        >>> st.example(lambda scope: reader.replay_into(scope).capture()).extract()
+        [(0, ['a'])]
+        """
         return replay_into([self], scope)
 
     def close(self) -> None:
-        """Close the file."""
+        """Close the file.
+
+        >>> import io, sparktimely as st
+        >>> buffer = io.BytesIO()
+        >>> st.EventReader(buffer).close()
+        >>> buffer.closed
+        True
+        """
         self._file.close()
 
 

@@ -40,16 +40,42 @@ class SinkPart(Protocol):
     """
 
     def write(self, epoch: int, batch: Any) -> None:
-        """Stage ``batch`` (a list or a RecordBatch) as output of root epoch ``epoch``."""
+        """Stage ``batch`` (a list or a RecordBatch) as output of root epoch ``epoch``.
+
+        >>> import os, tempfile, sparktimely as st
+        >>> folder = tempfile.mkdtemp()
+        >>> part = st.io.DirectorySink(folder, format="jsonl").open("0", None)
+        >>> part.write(0, [{"x": 1}])
+        >>> os.listdir(folder)                              # staged, not visible yet
+        ['_staged-part-0000000000-0.jsonl']
+        >>> part.commit(0)
+        """
 
     def snapshot(self) -> Any:
         """A picklable state from which ``open`` resumes what was written (taken at epoch
-        checkpoints)."""
+        checkpoints).
+
+        >>> import tempfile, sparktimely as st
+        >>> sink = st.io.DirectorySink(tempfile.mkdtemp(), format="jsonl")
+        >>> part = sink.open("0", None)
+        >>> part.write(0, [{"x": 1}])
+        >>> part.snapshot()
+        {'staged': [(0, '_staged-part-0000000000-0.jsonl')]}
+        """
         ...
 
     def commit(self, epoch: int) -> None:
         """Make what was written for epochs ``<= epoch`` visible; idempotent (a resumed run
-        commits its checkpoint's epoch again)."""
+        commits its checkpoint's epoch again).
+
+        >>> import os, tempfile, sparktimely as st
+        >>> folder = tempfile.mkdtemp()
+        >>> part = st.io.DirectorySink(folder, format="jsonl").open("0", None)
+        >>> part.write(0, [{"x": 1}]); part.write(1, [{"x": 2}]); part.commit(0)
+        >>> sorted(os.listdir(folder))
+        ['_staged-part-0000000001-0.jsonl', 'part-0000000000-0.jsonl']
+        >>> part.commit(1)
+        """
 
 
 class Sink(Protocol):
@@ -85,7 +111,16 @@ class Sink(Protocol):
 
     def open(self, partition: str, resume_state: Any) -> SinkPart:
         """Partition ``partition`` (a worker's index): new if ``resume_state`` is None,
-        else resumed from what a part's ``snapshot()`` returned."""
+        else resumed from what a part's ``snapshot()`` returned.
+
+        >>> import os, tempfile, sparktimely as st
+        >>> folder = tempfile.mkdtemp()
+        >>> sink = st.io.DirectorySink(folder, format="jsonl")
+        >>> part = sink.open("0", None); part.write(0, [{"x": 1}])
+        >>> sink.open("0", part.snapshot()).commit(0)             # resumed, then committed
+        >>> os.listdir(folder)
+        ['part-0000000000-0.jsonl']
+        """
         ...
 
 

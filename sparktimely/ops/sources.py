@@ -48,12 +48,31 @@ class SourcePart(Protocol):
     def next_batch(self) -> tuple[int, Any] | None:
         """The next ``(epoch, batch)`` (epochs non-decreasing; a batch is a list or a
         ``pyarrow.RecordBatch``), None while there is nothing yet (asked again at the next
-        step); raises StopIteration once the partition is exhausted."""
+        step); raises StopIteration once the partition is exhausted.
+
+        >>> import os, tempfile, sparktimely as st
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.txt")
+        >>> with open(path, "w") as f:
+        ...     _ = f.write("x\\ny\\n")
+        >>> part = st.io.FileSource(path, format="text", batch_rows=1).open("a.txt", None)
+        >>> part.next_batch(), part.next_batch()
+        ((0, ['x']), (1, ['y']))
+        """
         ...
 
     def snapshot(self) -> Any:
         """A picklable position from which ``open`` continues after the batches returned
-        so far."""
+        so far.
+
+        >>> import os, tempfile, sparktimely as st
+        >>> path = os.path.join(tempfile.mkdtemp(), "a.txt")
+        >>> with open(path, "w") as f:
+        ...     _ = f.write("x\\ny\\n")
+        >>> source = st.io.FileSource(path, format="text", batch_rows=1)
+        >>> part = source.open("a.txt", None); _ = part.next_batch()
+        >>> source.open("a.txt", part.snapshot()).next_batch()       # resumed after "x"
+        (1, ['y'])
+        """
         ...
 
 
@@ -83,12 +102,28 @@ class Source(Protocol):
     """
 
     def partitions(self) -> Iterable[str]:
-        """The names of the source's partitions."""
+        """The names of the source's partitions.
+
+        >>> import os, tempfile, sparktimely as st
+        >>> folder = tempfile.mkdtemp()
+        >>> for name in ("b.txt", "a.txt"):
+        ...     open(os.path.join(folder, name), "w").close()
+        >>> list(st.io.FileSource(folder, format="text").partitions())       # one per file
+        ['a.txt', 'b.txt']
+        """
         ...
 
     def open(self, partition: str, resume_state: Any) -> SourcePart:
         """Partition ``partition``: from its start if ``resume_state`` is None, else from
-        the position a part's ``snapshot()`` returned."""
+        the position a part's ``snapshot()`` returned.
+
+        >>> import os, tempfile, sparktimely as st
+        >>> folder = tempfile.mkdtemp()
+        >>> with open(os.path.join(folder, "a.txt"), "w") as f:
+        ...     _ = f.write("x\\ny\\n")
+        >>> st.io.FileSource(folder, format="text").open("a.txt", None).next_batch()
+        (0, ['x', 'y'])
+        """
         ...
 
 

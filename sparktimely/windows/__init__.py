@@ -91,7 +91,18 @@ class EventTimeInput(InputHandle):
 
     def send(self, record: Any, event_time: int) -> None:  # type: ignore[override]
         """Send ``record`` at the current time, then move the time to
-        ``event_time - out_of_order`` if that is later."""
+        ``event_time - out_of_order`` if that is later.
+
+        >>> import sparktimely as st, sparktimely.windows as win
+        >>> def job(worker):
+        ...     events = win.EventTimeInput(out_of_order=10)
+        ...     captured = worker.dataflow(lambda scope: scope.input_from(events).capture())
+        ...     events.send("a", 25); events.send("b", 20); events.close()
+        ...     worker.run()
+        ...     return captured.extract()
+        >>> st.execute_directly(job)               # "b" at the watermark 25 - 10 = 15
+        [(0, ['a']), (15, ['b'])]
+        """
         if event_time.__class__ is not int:
             raise TypeError(f"{self.name}.send({record!r}): event_time {event_time!r} is "
                             f"not an int")
