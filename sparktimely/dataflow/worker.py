@@ -278,8 +278,8 @@ class WorkerCore(Generic[S]):
         try:
             self._peer_allocator().send(target, (DATA, dataflow, location, time, batch))
         except (pickle.PicklingError, TypeError, AttributeError) as error:
-            into = next((f", into {flow.describe_input(location)}," for flow in self._dataflows
-                         if flow.index == dataflow), "")
+            flow = self._built.get(dataflow)
+            into = "" if flow is None else f", into {flow.describe_input(location)},"
             raise TypeError(f"a batch for worker {target} at time {time!r}{into} cannot be "
                             f"pickled ({error}){_first_unpicklable(batch)}; records that move "
                             f"between workers must be picklable") from error

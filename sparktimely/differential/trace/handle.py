@@ -293,13 +293,7 @@ class TraceAgent:
         of the dataflow's own times (an input's frontier, a batch's upper): their times
         are not checked again, as a user's are."""
         self._check_open("set_compaction")
-        old_logical, old_physical = self._logical, self._physical
-        new_logical = old_logical if logical == old_logical else _advanced(old_logical, logical)
-        new_physical = old_physical if physical == old_physical else _advanced(old_physical,
-                                                                               physical)
-        if new_logical != old_logical or new_physical != old_physical:
-            self._box._adjust(old_logical, new_logical, old_physical, new_physical)
-            self._logical, self._physical = new_logical, new_physical
+        self._advance(logical, physical)
 
     def _checked(self, frontier: Iterable[Any], action: str) -> list:
         """A user's ``frontier`` as a list, after checking that its times are of the trace's
@@ -316,11 +310,16 @@ class TraceAgent:
         frontier already held), the trace adjusted once if either moved; ``action`` names
         the caller in errors."""
         self._check_open(action)
+        self._advance(logical if logical == self._logical else self._checked(logical, action),
+                      physical if physical == self._physical else self._checked(physical, action))
+
+    def _advance(self, logical: Any, physical: Any) -> None:
+        """Join each frontier with the requested one (a frontier equal to the one held
+        leaves it as it is) and adjust the trace once if either moved."""
         old_logical, old_physical = self._logical, self._physical
-        new_logical = old_logical if logical == old_logical else _advanced(
-            old_logical, self._checked(logical, action))
-        new_physical = old_physical if physical == old_physical else _advanced(
-            old_physical, self._checked(physical, action))
+        new_logical = old_logical if logical == old_logical else _advanced(old_logical, logical)
+        new_physical = old_physical if physical == old_physical else _advanced(old_physical,
+                                                                               physical)
         if new_logical != old_logical or new_physical != old_physical:
             self._box._adjust(old_logical, new_logical, old_physical, new_physical)
             self._logical, self._physical = new_logical, new_physical
