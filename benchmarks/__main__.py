@@ -22,6 +22,8 @@ from pathlib import Path
 
 import psutil
 
+from sparktimely._compiled import compiled_modules
+
 from ._util import Histogram, Section, fmt, histogram_counts, histogram_edges, quantile
 
 HERE = Path(__file__).resolve().parent
@@ -49,6 +51,17 @@ def machine() -> str:
     memory = psutil.virtual_memory().total / 2**30
     return (f"{os.cpu_count()} cores, {memory:.1f} GiB memory, {platform.machine()}, "
             f"{platform.system()} {platform.release()}, Python {platform.python_version()}")
+
+
+def build() -> str:
+    """How the sparktimely that ran was built: how many of its modules ran compiled."""
+    compiled = compiled_modules()
+    if not compiled:
+        return ("pure Python (no module compiled: installed without a C compiler, or "
+                "SPARKTIMELY_PURE_PYTHON=1)")
+    return (f"{len(compiled)} modules compiled with Cython (setup.py: the progress tracker, "
+            f"the dataflow's scheduling, differential's traces and operators), the rest pure "
+            f"Python")
 
 
 def _series(section: Section, unit: str) -> tuple[list[str], dict[str, dict[str, float]], set]:
@@ -161,6 +174,7 @@ def report(started: str, command: str, seconds: float, sections: list[Section],
         "# Benchmark results\n",
         f"- measured: {started}, in {seconds / 60:.1f} minutes",
         f"- machine: {machine()}",
+        f"- build: {build()}",
         f"- command: `{command}`" + (" (quick: smallest sizes only, a smoke test)" if quick else ""),
         "- every figure is a median of several runs (see each table's notes); every ratio in a "
         "row comes from figures of this one run. `↑` higher is better, `↓` lower is better. "

@@ -1,7 +1,7 @@
 # Shared set-up for scripts/demo, scripts/test and scripts/bench: one virtual environment in
 # .venv, created with Python 3.11 when missing, and the project installed into it (editable)
-# with the extras the calling script names in EXTRAS (e.g. "test,spark"), whenever setup.cfg
-# is newer than the last install of those extras.
+# with the extras the calling script names in EXTRAS (e.g. "test,spark"), whenever the build's
+# files or the package's sources are newer than the last install of those extras.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${SPARKTIMELY_VENV:-$ROOT/.venv}"
@@ -17,7 +17,12 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 STAMP="$VENV/.sparktimely-installed-${EXTRAS//,/-}"
-if [ ! -f "$STAMP" ] || [ "$ROOT/setup.cfg" -nt "$STAMP" ]; then
+# The install also compiles the modules setup.py lists, beside their sources; a compiled
+# module older than its source is not used (sparktimely/_compiled.py), so a source edited
+# since the last install is a reason to install (and compile) again.
+if [ ! -f "$STAMP" ] || [ "$ROOT/setup.cfg" -nt "$STAMP" ] || [ "$ROOT/setup.py" -nt "$STAMP" ] \
+    || [ "$ROOT/pyproject.toml" -nt "$STAMP" ] \
+    || [ -n "$(find "$ROOT/sparktimely" -name '*.py' -newer "$STAMP" -print -quit)" ]; then
   echo "sparktimely: installing the project with its extras [$EXTRAS] into $VENV" >&2
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
   "$VENV/bin/python" -m pip install --quiet -e "$ROOT[$EXTRAS]"

@@ -12,6 +12,11 @@ True
 """
 from importlib import metadata as _metadata
 
+from . import _compiled
+
+_compiled.install()           # before any module that may be compiled is imported
+
+
 try:
     __version__ = _metadata.version("sparktimely")
 except _metadata.PackageNotFoundError:

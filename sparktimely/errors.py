@@ -104,20 +104,22 @@ _FRAME = re.compile(r'  File "([^"]*)", line \d+, in ')
 
 
 def user_traceback(text: str) -> str:
-    """A worker's traceback with the frames inside sparktimely (its package, or the zip it
-    travels to executors in) cut to one line per run of them, and without the events a
-    worker's log adds as a note (they are in ``--log-dir``'s files).
+    """A worker's traceback with the frames inside sparktimely (its package, the zip it
+    travels to executors in, or its compiled modules, which name their sources from the
+    build's root) cut to one line per run of them, and without the events a worker's log adds
+    as a note (they are in ``--log-dir``'s files).
 
     >>> print(user_traceback('''Traceback (most recent call last):
     ...   File "/tmp/userFiles/sparktimely-0e9.zip/sparktimely/dataflow/worker.py", line 9, in step
     ...     op.schedule()
+    ...   File "sparktimely/dataflow/operator.py", line 164, in sparktimely.dataflow.operator.run
     ...   File "/home/me/job.py", line 3, in <lambda>
     ...     1 / 0
     ... ZeroDivisionError: division by zero
     ... sparktimely.logging: the last 2 of the 2 events worker 0 logged:
     ...      1.0 ms  w0  start Map'''))
     Traceback (most recent call last):
-      ... (1 frame inside sparktimely)
+      ... (2 frames inside sparktimely)
       File "/home/me/job.py", line 3, in <lambda>
         1 / 0
     ZeroDivisionError: division by zero
@@ -144,7 +146,8 @@ def user_traceback(text: str) -> str:
         while end < cut and lines[end].startswith("    "):
             end += 1
         path = frame[1]
-        if path.startswith(package + os.sep) or re.search(r"sparktimely[^/]*\.zip/", path):
+        if (path.startswith((package + os.sep, "sparktimely" + os.sep))
+                or re.search(r"sparktimely[^/]*\.zip/", path)):
             hidden += 1
         else:
             if hidden:

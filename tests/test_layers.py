@@ -20,7 +20,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "sparktimely"
 
 RANKS = {
     "progress": 0, "shm": 0,
-    "_extras": 0, "_xxh3": 0, "ordering": 0,
+    "_extras": 0, "_xxh3": 0, "ordering": 0, "_compiled": 0,
     "hashing": 1, "comm": 1, "_group": 1, "errors": 1,
     "dataflow": 2,
     "ops": 3,
