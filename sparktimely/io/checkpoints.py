@@ -292,12 +292,34 @@ class Checkpoints(WorkerObserver):
         self._building_companion = False
 
     def register(self, component: Component) -> None:
-        """Take ``component`` (made while its dataflow is built) into the checkpoints."""
+        """Take ``component`` (made while its dataflow is built) into the checkpoints.
+
+        >>> import tempfile, sparktimely as st
+        >>> def job(worker):
+        ...     coordinator = st.io.enable_checkpoints(worker, tempfile.mkdtemp())
+        ...     def register(component):          # the operators' calls, watched
+        ...         print(component.kind, component.name)
+        ...         st.io.Checkpoints.register(coordinator, component)
+        ...     coordinator.register = register
+        ...     worker.dataflow(lambda scope: scope.to_stream([("k", 1)])
+        ...                     .state_machine(lambda k, v, s: (False, [v])).probe(), name="n")
+        >>> st.execute_directly(job)
+        keyed StateMachine#1
+        """
         self._components.setdefault(component.dataflow.index, []).append(component)
 
     def dataflow_started(self, dataflow: "Dataflow") -> None:
         """Resume ``dataflow`` from its newest checkpoint, or start it afresh (see the module
-        doc); raises :class:`RecoveryError` if any worker finds the checkpoint unusable."""
+        doc); raises :class:`RecoveryError` if any worker finds the checkpoint unusable.
+
+        >>> import tempfile, sparktimely as st
+        >>> def job(worker):
+        ...     coordinator = st.io.enable_checkpoints(worker, tempfile.mkdtemp())
+        ...     worker.dataflow(lambda scope: scope.to_stream([1]).probe(), name="n")
+        ...     return coordinator.started, [flow.name for flow in coordinator.flows]
+        >>> st.execute_directly(job)
+        (1, ['n'])
+        """
         if self._building_companion:
             return
         components = self._components.pop(dataflow.index, [])
@@ -326,7 +348,16 @@ class Checkpoints(WorkerObserver):
         flow.begin()
 
     def build_companion(self, flow: "_Flow") -> "Dataflow":
-        """Build ``flow``'s companion dataflow, which carries the coordinators' messages."""
+        """Build ``flow``'s companion dataflow, which carries the coordinators' messages.
+
+        >>> import tempfile, sparktimely as st
+        >>> def job(worker):
+        ...     coordinator = st.io.enable_checkpoints(worker, tempfile.mkdtemp())
+        ...     worker.dataflow(lambda scope: scope.to_stream([1]).probe(), name="n")
+        ...     return coordinator.flows[0].companion.name
+        >>> st.execute_directly(job)
+        'n checkpoints'
+        """
         peers = self.worker.peers
 
         def build(scope: Any) -> "Dataflow":
@@ -362,7 +393,17 @@ class Checkpoints(WorkerObserver):
 
     def after_step(self, worked: bool) -> bool:
         """Advance every dataflow's checkpoints after a step (in which the worker ``worked``
-        or not); True if anything happened."""
+        or not); True if anything happened.
+
+        >>> import tempfile, sparktimely as st
+        >>> def job(worker):
+        ...     coordinator = st.io.enable_checkpoints(worker, tempfile.mkdtemp())
+        ...     worker.dataflow(lambda scope: scope.to_stream([1]).probe(), name="n")
+        ...     worker.run()                  # each step ends with after_step
+        ...     return coordinator.after_step(False), coordinator.flows, coordinator.locked
+        >>> st.execute_directly(job)
+        (False, [], False)
+        """
         now = time.monotonic()
         if worked and not any(flow.inbox for flow in self.flows):   # not just our messages
             self.idle_since = None
@@ -382,7 +423,19 @@ class Checkpoints(WorkerObserver):
         return busy
 
     def acquire_lock(self) -> str | None:
-        """Worker 0: hold the directory's lock (once per run); None, or why not."""
+        """Worker 0: hold the directory's lock (once per run); None, or why not.
+
+        >>> import tempfile, sparktimely as st
+        >>> def job(worker):
+        ...     coordinator = st.io.enable_checkpoints(worker, tempfile.mkdtemp())
+        ...     other = st.io.Checkpoints(worker, coordinator.storage, 1)   # another run's
+        ...     print(coordinator.acquire_lock(), coordinator.acquire_lock(), coordinator.locked)
+        ...     print("held by another" in other.acquire_lock(), other.locked)
+        ...     coordinator.release_lock()
+        >>> st.execute_directly(job)
+        None None True
+        True False
+        """
         if self.lock is None or self.locked:
             return None
         reason = self.lock.acquire()
@@ -390,13 +443,36 @@ class Checkpoints(WorkerObserver):
         return reason
 
     def release_lock(self) -> None:
+        """Worker 0: give the directory's lock up, if it holds it (another run may take it).
+
+        >>> import tempfile, sparktimely as st
+        >>> def job(worker):
+        ...     coordinator = st.io.enable_checkpoints(worker, tempfile.mkdtemp())
+        ...     other = st.io.Checkpoints(worker, coordinator.storage, 1)   # another run's
+        ...     coordinator.acquire_lock()
+        ...     coordinator.release_lock()
+        ...     print(coordinator.locked, other.acquire_lock(), other.locked)
+        ...     other.release_lock()
+        >>> st.execute_directly(job)
+        False None True
+        """
         if self.lock is not None and self.locked:
             self.lock.release()
             self.locked = False
 
     def close(self) -> None:
         """Give up checkpointing on this worker and release the directory's lock (a worker
-        that fails mid-run in this process, as in tests; a dead process releases it anyway)."""
+        that fails mid-run in this process, as in tests; a dead process releases it anyway).
+
+        >>> import tempfile, sparktimely as st
+        >>> def job(worker):
+        ...     coordinator = st.io.enable_checkpoints(worker, tempfile.mkdtemp())
+        ...     coordinator.acquire_lock()
+        ...     coordinator.close()
+        ...     return coordinator.locked, coordinator.flows
+        >>> st.execute_directly(job)
+        (False, [])
+        """
         self.release_lock()
         self.flows = []
 

@@ -144,12 +144,36 @@ class StatusListener:
         self._statuses: dict[int, dict] = {}
 
     def statuses(self) -> list[dict]:
-        """The latest status of every worker heard from, by worker index."""
+        """The latest status of every worker heard from, by worker index.
+
+        >>> listener = StatusListener()
+        >>> listener.statuses()
+        []
+        >>> with socket.create_connection(listener.address) as connection:
+        ...     connection.sendall(b'{"worker": 1, "records": 5}\\n{"worker": 0}\\n'
+        ...                        b'{"worker": 1, "records": 9}\\n')
+        >>> listener.drain(5.0)
+        >>> listener.statuses()
+        [{'worker': 0}, {'worker': 1, 'records': 9}]
+        >>> listener.close()
+        """
         return [self._statuses[index] for index in sorted(self._statuses)]
 
     def poll(self, timeout: float | None) -> int:
         """Wait up to ``timeout`` seconds for connections, statuses or :meth:`wake`; take
-        in what arrived. Returns how many sockets were ready."""
+        in what arrived. Returns how many sockets were ready.
+
+        >>> listener = StatusListener()
+        >>> listener.poll(0)
+        0
+        >>> connection = socket.create_connection(listener.address)
+        >>> listener.poll(5.0)                    # the connection is accepted
+        1
+        >>> connection.sendall(b'{"worker": 0}\\n')
+        >>> listener.poll(5.0), listener.statuses()
+        (1, [{'worker': 0}])
+        >>> connection.close(); listener.close()
+        """
         ready = self._selector.select(timeout)
         for key, _ in ready:
             sock = key.fileobj
@@ -203,7 +227,17 @@ class StatusListener:
 
     def drain(self, seconds: float) -> None:
         """Take in everything sent so far, then wait up to ``seconds`` for the workers
-        still connected to hang up (they do after their last status)."""
+        still connected to hang up (they do after their last status).
+
+        >>> listener = StatusListener()
+        >>> connection = socket.create_connection(listener.address)
+        >>> connection.sendall(b'{"worker": 2, "done": true}\\n')
+        >>> threading.Timer(0.1, connection.close).start()      # hangs up a little later
+        >>> listener.drain(5.0)
+        >>> listener.statuses()
+        [{'worker': 2, 'done': True}]
+        >>> listener.close()
+        """
         while self.poll(0):
             pass
         deadline = _time.monotonic() + seconds
@@ -211,13 +245,33 @@ class StatusListener:
             self.poll(left)
 
     def wake(self) -> None:
-        """Make a :meth:`poll` under way return (from another thread)."""
+        """Make a :meth:`poll` under way return (from another thread).
+
+        >>> listener = StatusListener()
+        >>> threading.Timer(0.1, listener.wake).start()
+        >>> listener.poll(10.0)                   # returns when woken, long before 10 s
+        1
+        >>> listener.statuses()
+        []
+        >>> listener.close()
+        """
         try:
             self._wake_out.send(b"!")
         except OSError:
             pass
 
     def close(self) -> None:
+        """Hang up on every worker still connected and stop listening.
+
+        >>> listener = StatusListener()
+        >>> connection = socket.create_connection(listener.address, timeout=5.0)
+        >>> listener.poll(5.0)
+        1
+        >>> listener.close()
+        >>> connection.recv(1)                    # the listener hung up
+        b''
+        >>> connection.close()
+        """
         for connection in list(self._buffers):
             self._drop(connection)
         self._selector.close()
@@ -285,14 +339,36 @@ class ProgressDisplay:
     @property
     def address(self) -> tuple[str, int]:
         """Where workers send their statuses (``(host, port)``; inside the ``with`` block
-        of a display without a directory)."""
+        of a display without a directory).
+
+        >>> import io
+        >>> with ProgressDisplay(stream=io.StringIO()) as display:
+        ...     host, port = display.address
+        >>> host, port > 0
+        ('localhost', True)
+        >>> try:
+        ...     display.address
+        ... except RuntimeError as error:
+        ...     print(error)
+        a ProgressDisplay has an address only inside its with block, and only without a directory
+        """
         if self._listener is None:
             raise RuntimeError("a ProgressDisplay has an address only inside its with block, "
                                "and only without a directory")
         return self._listener.address
 
     def read(self) -> list[dict]:
-        """The statuses published so far (unreadable or half-written files are skipped)."""
+        """The statuses published so far (unreadable or half-written files are skipped).
+
+        >>> import tempfile
+        >>> directory = tempfile.mkdtemp()
+        >>> with open(os.path.join(directory, "status-0.json"), "w") as file:
+        ...     _ = file.write('{"worker": 0, "records": 7}')
+        >>> with open(os.path.join(directory, "status-1.json"), "w") as file:
+        ...     _ = file.write('{"worker": 1, "rec')              # half-written
+        >>> ProgressDisplay(directory).read()
+        [{'worker': 0, 'records': 7}]
+        """
         if self._listener is not None:
             return self._listener.statuses()
         if self._directory is None:
@@ -314,7 +390,17 @@ class ProgressDisplay:
     def show(self, whole_run: bool = False) -> None:
         """Draw the current state once: rates over each worker's last two statuses (so a
         drawing between two statuses shows the rates it showed before, never a gap), or
-        with ``whole_run`` since each worker began reporting."""
+        with ``whole_run`` since each worker began reporting.
+
+        >>> import io, json, tempfile
+        >>> directory, out = tempfile.mkdtemp(), io.StringIO()
+        >>> with open(os.path.join(directory, "status-0.json"), "w") as file:
+        ...     json.dump({"worker": 0, "wall": 1.0, "records": 7, "cpu": 0.5,
+        ...                "rss": 3 << 20, "probes": [], "done": True}, file)
+        >>> ProgressDisplay(directory, stream=out).show()
+        >>> out.getvalue()                                       # doctest: +ELLIPSIS
+        'sparktimely: ... s, 1 worker, done; worker 0: cpu - rss 3 MB 7 records done\\n'
+        """
         statuses = self.read()
         elapsed = _time.monotonic() - self._started
         for status in statuses:

@@ -88,7 +88,16 @@ class StatusReporter:
         """This worker's status: ``worker``, ``pid``, ``wall`` (time.time()), ``records``
         (entered so far), ``cpu`` (seconds used), ``rss`` (bytes), ``probes`` (per probe
         operator: dataflow name, operator index, frontier as text), ``done`` and
-        ``started`` (``wall`` and ``cpu`` when reporting began)."""
+        ``started`` (``wall`` and ``cpu`` when reporting began).
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     status = StatusReporter(worker).status(done=True)
+        ...     return sorted(status), status["worker"], status["records"], status["done"]
+        >>> st.execute_directly(job)  # doctest: +NORMALIZE_WHITESPACE
+        (['cpu', 'done', 'pid', 'probes', 'records', 'rss', 'started', 'wall', 'worker'],
+         0, 0, True)
+        """
         probes = []
         dataflows = self._worker.dataflows()
         for index in sorted(dataflows):
@@ -104,7 +113,18 @@ class StatusReporter:
                 "started": self._started}
 
     def publish(self, done: bool = False) -> None:
-        """Publish the status now (to the display, the directory, the stream)."""
+        """Publish the status now (to the display, the directory, the stream).
+
+        >>> import json, tempfile, sparktimely as st
+        >>> directory = tempfile.mkdtemp()
+        >>> st.execute_directly(lambda worker: StatusReporter(worker, directory).publish())
+        >>> os.listdir(directory)
+        ['status-0.json']
+        >>> with open(os.path.join(directory, "status-0.json")) as file:
+        ...     status = json.load(file)
+        >>> status["worker"], status["records"], status["done"]
+        (0, 0, False)
+        """
         status = self.status(done)
         if self._sender is not None:
             self._sender.send(status)
@@ -119,7 +139,18 @@ class StatusReporter:
         self._previous = {status["worker"]: status}
 
     def close(self) -> None:
-        """The log is removed: publish a last status, marked done (and hang up)."""
+        """The log is removed: publish a last status, marked done (and hang up).
+
+        >>> import sparktimely as st
+        >>> from sparktimely.logging import StatusListener
+        >>> listener = StatusListener()
+        >>> st.execute_directly(lambda worker: StatusReporter(worker,
+        ...                                                   address=listener.address).close())
+        >>> listener.drain(5.0)
+        >>> [(status["worker"], status["done"]) for status in listener.statuses()]
+        [(0, True)]
+        >>> listener.close()
+        """
         self.publish(done=True)
         if self._sender is not None:
             self._sender.close()
