@@ -8,8 +8,10 @@ compiled module is imported:
 
 - ``SPARKTIMELY_PURE_PYTHON=1`` imports every module from its source (to profile or debug the
   Python, or to run what an executor that gets only shipped sources runs);
-- a compiled module older than its source is not used, so an edit takes effect at once
-  (``pip install -e .`` builds it again).
+- in a source checkout (``setup.py`` beside the package), a compiled module older than its
+  source is not used, so an edit takes effect at once (``pip install -e .`` builds it
+  again). An installed package's files carry the times pip unpacked them at, which say
+  nothing of edits: there the compiled modules are always used.
 
 Executors that get only the package's sources (``sparktimely.barrier`` ships its ``.py``
 files) run the same code pure.
@@ -32,6 +34,11 @@ PURE_PYTHON = "SPARKTIMELY_PURE_PYTHON"
 """The environment variable that, set to ``1``, makes sparktimely import no compiled module."""
 
 
+CHECKOUT = os.path.exists(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__))), "setup.py"))
+"""True where the package is a source checkout's (``setup.py`` beside it), not installed."""
+
+
 def pure_python() -> bool:
     """True if ``SPARKTIMELY_PURE_PYTHON=1`` asks for the pure-Python modules only.
 
@@ -43,8 +50,8 @@ def pure_python() -> bool:
 
 def compiled_twin(source: str) -> str | None:
     """The compiled module that Python would import for the module in ``source`` (a ``.py``
-    path), or None where the source itself runs (no compiled module beside it, one older than
-    it, or pure Python asked for).
+    path), or None where the source itself runs (no compiled module beside it, pure Python
+    asked for, or, in a source checkout, one older than the source).
 
     >>> import sparktimely.progress.frontier as frontier
     >>> source = os.path.join(os.path.dirname(frontier.__file__), "frontier.py")
@@ -61,7 +68,7 @@ def compiled_twin(source: str) -> str | None:
             built = os.stat(stem + suffix).st_mtime
         except OSError:
             continue
-        return None if pure_python() or built < written else stem + suffix
+        return None if pure_python() or (CHECKOUT and built < written) else stem + suffix
     return None
 
 

@@ -1,8 +1,10 @@
 """The compiled modules (``setup.py``, ``sparktimely/_compiled.py``): where an install built
-them they are the ones imported, ``SPARKTIMELY_PURE_PYTHON=1`` imports none of them, and a
-compiled module older than its source is passed over for the source. That the pure-Python
-modules compute the same is ``scripts/test``'s second run: the package's doctests and the
-dataflow-level tests, pure (as executors that get only shipped sources run them)."""
+them they are the ones imported, ``SPARKTIMELY_PURE_PYTHON=1`` imports none of them, and in
+a source checkout a compiled module older than its source is passed over for it. That the
+pure-Python modules compute the same is ``scripts/test``'s second run: the package's
+doctests and the dataflow-level tests, pure (as executors that get only shipped sources run
+them); ``tests/test_install.py`` checks that a fresh ``pip install .`` runs compiled
+modules."""
 from __future__ import annotations
 
 import importlib.machinery
@@ -16,6 +18,7 @@ import sys
 import pytest
 
 import sparktimely
+from sparktimely import _compiled
 from sparktimely._compiled import compiled_twin
 
 PACKAGE = pathlib.Path(sparktimely.__file__).parent
@@ -54,24 +57,31 @@ def test_pure_python_asked_for_imports_no_compiled_module():
     assert compiled_in(PACKAGE.parent, SPARKTIMELY_PURE_PYTHON="1") == []
 
 
-def test_a_compiled_module_older_than_its_source_gives_way_to_the_source(tmp_path):
+@pytest.mark.parametrize("checkout", [True, False], ids=["checkout", "installed"])
+def test_a_compiled_module_older_than_its_source_gives_way_to_it_in_a_checkout(tmp_path,
+                                                                               checkout):
+    """In a source checkout an edit takes effect at once; an installed package's file times
+    are pip's, and its compiled modules run whatever they say."""
     built = built_twins(PACKAGE)
     if not built:
         pytest.skip("this install built no compiled module (no C compiler, or pure asked for)")
     copy = tmp_path / "sparktimely"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"),
                     copy_function=shutil.copy2)                   # keeps the build's times
+    if checkout:
+        (tmp_path / "setup.py").write_text("")
     name = built[0]
     edited = copy.joinpath(*name.split(".")[1:]).with_suffix(".py")
     twin = compiled_twin(str(edited))
     assert twin is not None
     later = os.stat(twin).st_mtime + 10
     os.utime(edited, (later, later))
-    assert compiled_in(tmp_path) == built[1:]
+    assert compiled_in(tmp_path) == (built[1:] if checkout else built)
 
 
 def test_compiled_twin_names_the_extension_beside_a_source(tmp_path, monkeypatch):
     monkeypatch.delenv("SPARKTIMELY_PURE_PYTHON", raising=False)
+    monkeypatch.setattr(_compiled, "CHECKOUT", True)
     source = tmp_path / "module.py"
     source.write_text("")
     assert compiled_twin(str(source)) is None                  # nothing built
@@ -83,3 +93,5 @@ def test_compiled_twin_names_the_extension_beside_a_source(tmp_path, monkeypatch
     monkeypatch.delenv("SPARKTIMELY_PURE_PYTHON")
     os.utime(source, (built.stat().st_mtime + 10,) * 2)
     assert compiled_twin(str(source)) is None                  # older than its source
+    monkeypatch.setattr(_compiled, "CHECKOUT", False)
+    assert compiled_twin(str(source)) == str(built)            # installed: times are pip's
