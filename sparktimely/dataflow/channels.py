@@ -397,7 +397,7 @@ class ExchangePusher(_RemotePusher, _Routing):
             self.flush()                    # the parts gathered into one batch share a schema
             self._announce(batch.schema)
         parts = self._partition(batch, self._peers)
-        if self._flow._cursor is None:      # outside an activation: send at once
+        if not self._flow.activating:       # outside an activation: send at once
             for worker, part in enumerate(parts):
                 if batch_length(part):
                     self._deliver(worker, time, part)

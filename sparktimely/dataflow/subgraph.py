@@ -232,6 +232,26 @@ class Dataflow:
                                f"can only be made while it is being built")
         self.progress.acquire_initial(location, time)
 
+    @property
+    def activating(self) -> bool:
+        """True while one of this dataflow's operators is being scheduled: what it pushes
+        into an exchange may wait for the end of its activation (:attr:`gathering`), where
+        a push from outside (an input handle's) must go at once.
+
+        >>> import sparktimely as st
+        >>> def job(worker):
+        ...     seen, flows = [], []
+        ...     worker.dataflow(lambda scope: scope.to_stream([1]).inspect(
+        ...         lambda x: seen.append(flows[0].activating)))
+        ...     flows.append(worker.dataflows()[0])
+        ...     outside = flows[0].activating
+        ...     worker.run()
+        ...     return outside, seen
+        >>> st.execute_directly(job)
+        (False, [True])
+        """
+        return self._cursor is not None
+
     def activate(self, index: int) -> None:
         """Schedule operator ``index`` at the next opportunity."""
         if self._queued[index]:
