@@ -30,12 +30,15 @@ def extensions() -> list:
         from Cython.Build import cythonize
     except ImportError:                  # installed without build isolation and no Cython
         return []
-    modules = [Extension(".".join(path.with_suffix("").parts), [str(path)], optional=True)
+    modules = [Extension(".".join(path.with_suffix("").parts), [str(path)])
                for pattern in COMPILED for path in sorted(Path().glob(pattern))
                if path.name != "__init__.py"]     # paths as setuptools wants: from the root
-    return cythonize(modules, nthreads=os.cpu_count() or 1, quiet=True,
-                     compiler_directives={"language_level": 3, "binding": True,
-                                          "annotation_typing": False})
+    compiled = cythonize(modules, nthreads=os.cpu_count() or 1, quiet=True,
+                         compiler_directives={"language_level": 3, "binding": True,
+                                              "annotation_typing": False})
+    for extension in compiled:        # a module that does not compile stays pure
+        extension.optional = True     # (set here: cythonize's extensions drop the flag)
+    return compiled
 
 
 setup(ext_modules=extensions(), options={"build_ext": {"parallel": os.cpu_count() or 1}})

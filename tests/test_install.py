@@ -2,7 +2,7 @@
 environment's packages), ``pip install .`` without extras brings no pyspark, the README's
 first example runs, ``sparktimely.__version__`` is the package's, the modules ``setup.py``
 lists run compiled where a C compiler is at hand, and the Spark parts say in one line which
-extra to install.
+extra to install; without a C compiler the install is pure Python and runs the same.
 
 The virtualenv is kept in ``.venv-core/`` (one per set of requirements), so a rerun only
 reinstalls the package, which compiles its modules again: about a minute and a half on two
@@ -29,6 +29,16 @@ EXTRA_LINE = ("sparktimely.barrier needs pyspark, which is not installed: "
               "pip install '{source}[spark]'")
 
 
+def _clone(source: Path) -> Path:
+    """What a clone has in ``source``, and nothing else (no build of an earlier install)."""
+    source.mkdir(exist_ok=True)
+    for name in ("setup.cfg", "setup.py", "pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "sparktimely", source / "sparktimely",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.c"))
+    return source
+
+
 def _environment(tmp_path_factory) -> tuple[Path, Path]:
     """A virtualenv with this checkout installed without extras (``pip install .``), and the
     directory installed."""
@@ -37,11 +47,7 @@ def _environment(tmp_path_factory) -> tuple[Path, Path]:
     if not (venv / "bin" / "python").exists():
         shutil.rmtree(venv, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    source = tmp_path_factory.mktemp("source")        # what a clone has, and nothing else
-    for name in ("setup.cfg", "setup.py", "pyproject.toml", "README.md"):
-        shutil.copy(ROOT / name, source / name)
-    shutil.copytree(ROOT / "sparktimely", source / "sparktimely",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.c"))
+    source = _clone(tmp_path_factory.mktemp("source"))
     subprocess.run([venv / "bin" / "python", "-m", "pip", "install", "--quiet",
                     "--disable-pip-version-check", str(source)],
                    check=True, capture_output=True, text=True)
@@ -113,3 +119,20 @@ def test_a_source_checkout_that_was_never_installed_still_imports(tmp_path):
     shown = subprocess.run([sys.executable, "-c", hide], cwd=ROOT, capture_output=True,
                            text=True, timeout=60)
     assert shown.stdout == "0+unknown\n", shown.stderr
+
+
+@pytest.mark.timeout(600)
+def test_without_a_c_compiler_the_install_is_pure_python_and_runs(core, tmp_path):
+    """Last in this module: it reinstalls the shared virtualenv's package, pure."""
+    venv, _ = core
+    source = _clone(tmp_path / "source")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    installed = subprocess.run(
+        [venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps",
+         "--force-reinstall", "--disable-pip-version-check", str(source)],
+        env={**env, "CC": "false"}, capture_output=True, text=True, timeout=500)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    ran = _run(venv, "python", "-c", "import sparktimely as st, sparktimely.progress.frontier "
+               "as f; print(f.__file__.endswith('.py'), st.example(lambda s: s.to_stream("
+               "range(3)).map(lambda x: x + 1).capture()).extract())", cwd=tmp_path)
+    assert ran.stdout == "True [(0, [1, 2, 3])]\n", ran.stderr
