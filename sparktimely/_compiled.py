@@ -58,18 +58,23 @@ def compiled_twin(source: str) -> str | None:
     >>> (compiled_twin(source) or source) == frontier.__file__
     True
     """
+    built = _built_beside(source)
+    return built if built is not None and _used(source, built) else None
+
+
+def _built_beside(source: str) -> str | None:
+    """The compiled module beside ``source``, used or not (None: there is none)."""
     stem = source[:-len(".py")]
-    try:
-        written = os.stat(source).st_mtime
-    except OSError:
-        return None
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        try:
-            built = os.stat(stem + suffix).st_mtime
-        except OSError:
-            continue
-        return None if pure_python() or (CHECKOUT and built < written) else stem + suffix
-    return None
+    return next((stem + suffix for suffix in importlib.machinery.EXTENSION_SUFFIXES
+                 if os.path.exists(stem + suffix)), None)
+
+
+def _used(source: str, built: str) -> bool:
+    """Whether Python should import ``built`` rather than its ``source`` (see the module
+    doc)."""
+    if pure_python():
+        return False
+    return not CHECKOUT or os.stat(built).st_mtime >= os.stat(source).st_mtime
 
 
 class _SourceFinder(MetaPathFinder):
@@ -85,10 +90,8 @@ class _SourceFinder(MetaPathFinder):
             source = os.path.join(directory, leaf + ".py")
             if not os.path.exists(source):
                 continue
-            stem = source[:-len(".py")]
-            beside = any(os.path.exists(stem + suffix)
-                         for suffix in importlib.machinery.EXTENSION_SUFFIXES)
-            if beside and compiled_twin(source) is None:
+            built = _built_beside(source)
+            if built is not None and not _used(source, built):
                 return importlib.util.spec_from_file_location(fullname, source)
             return None                       # Python's finders take what is there
         return None
