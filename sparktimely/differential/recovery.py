@@ -49,7 +49,7 @@ import pyarrow as pa
 from ..hashing import hash_rows, stable_hash
 from ..ops.recovery import KeyedState, epoch_time, recovery_of, root_epoch
 from ..progress.timestamp import TimeKind
-from .arrow.batch import DIFF, ArrowBatch, TIME_PREFIX, column_numpy
+from .arrow.batch import DIFF, ArrowBatch, TIME_PREFIX, column_numpy, coordinate_kind
 from .trace.batch import Batch, consolidate_updates
 from .trace.handle import TraceAgent, TraceBox
 
@@ -170,8 +170,9 @@ def restore_table(table: pa.Table, kind: TimeKind, upper: list) -> tuple[Any, li
         [n[len(KEY_PREFIX):] if n.startswith(KEY_PREFIX) else n for n in columns])
     key = [n[len(KEY_PREFIX):] for n in columns if n.startswith(KEY_PREFIX)]
     times = np.vstack([column_numpy(table, n) for n in time_names])
-    return ArrowBatch.build(data_table, times, key, minimum, upper, kind, since=upper,
-                            consolidated=_distinct_rows(table, [n for n in names if n != DIFF])), []
+    return ArrowBatch.build(data_table, times, key, minimum, upper, coordinate_kind(kind),
+                            since=upper, consolidated=_distinct_rows(
+                                table, [n for n in names if n != DIFF])), []
 
 
 def _distinct_rows(table: pa.Table, columns: list) -> bool:

@@ -293,3 +293,30 @@ def test_a_join_reads_its_restored_side_however_long_that_side_stays_unchanged(
                            before, seed=before)
     execute_in_process(checkpointed(joined_counts(out, 24), directory), after, seed=after)
     jobs.agrees(jobs.updates(out), joined_counts_oracle(24))
+
+
+def test_an_arrow_count_at_product_root_times_resumes_from_its_checkpoint(run, tmp_path):
+    """Arrow arrangements in a dataflow of ``Product`` root times (stored as two int
+    coordinates) are checkpointed and restored: a failure in the middle and a rerun give the
+    undisturbed run's output, which adds up to the oracle's counts at every epoch."""
+    csvs = str(tmp_path / "csvs")
+    jobs.write_word_csvs(csvs)
+
+    def job(out, hook=None):
+        def run_job(worker):
+            def build(scope):
+                rows = dd.as_collection(jobs.source(csvs, "rows", "csv")(scope))
+                counts = jobs._hooked(rows.count(key="word"), worker, hook)
+                counts.inner.output_to(DirectorySink(out, format="parquet"), "counts")
+            worker.dataflow(build, name="dd-arrow-wordcount", timestamp=st.Product)
+        return run_job
+    plain = str(tmp_path / "plain")
+    run(job(plain))
+    out = str(tmp_path / "out")
+    failing = checkpointed(job(out, FailOnce(str(tmp_path / "failed"), st.Product(3, 0),
+                                             worker=None)), tmp_path / "ck")
+    with pytest.raises(st.WorkerError, match="failing on purpose"):
+        run(failing)
+    run(failing)
+    assert jobs.consolidated(jobs.updates(out)) == jobs.consolidated(jobs.updates(plain))
+    jobs.agrees(jobs.updates(out), jobs.arrow_wordcount_oracle(csvs))

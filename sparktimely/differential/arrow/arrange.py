@@ -23,7 +23,7 @@ from ..updates import DIFF, arrow_only
 from ..lattice import beyond
 from ..trace.batch import capability_intervals, split_by_capabilities
 from .batch import (COMBINE_FROM, HASH, ArrowBatch, carried_hashes, constant_times,
-                    consolidated_rows, key_columns, table_batch)
+                    consolidated_rows, coordinate_kind, key_columns, table_batch)
 
 
 class ArrowArranger:
@@ -33,7 +33,7 @@ class ArrowArranger:
     def __init__(self, name: str, key: Any, kind: TimeKind) -> None:
         self.name = name
         self.key_spec = key
-        self.kind = kind
+        self.kind = coordinate_kind(kind)
         self.key: list | None = None
         self.schema: pa.Schema | None = None
         self.buffered: list[tuple[Any, pa.RecordBatch]] = []

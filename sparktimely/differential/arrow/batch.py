@@ -95,8 +95,24 @@ def carried_hashes(batches: Sequence[pa.RecordBatch]) -> np.ndarray | None:
     return np.concatenate([column_numpy(b, HASH) for b in batches])
 
 
+def coordinate_kind(kind: TimeKind) -> TimeKind:
+    """``kind`` as the int64 coordinates Arrow batches store its times in: a dataflow whose
+    root times are ``Product``s of ints (``worker.dataflow(build, timestamp=st.Product)``)
+    stores them as an iterative scope of an int dataflow does, as ``(outer, inner)``.
+    TypeError for a root type other than int and Product.
+
+    >>> coordinate_kind(TimeKind(Product)), coordinate_kind(TimeKind(int).nested())
+    (TimeKind(int, int), TimeKind(int, int))
+    """
+    if kind.base is Product:
+        return TimeKind(int, inners=(int,) + kind.inners)
+    coordinates(kind)
+    return kind
+
+
 def coordinates(kind: TimeKind) -> int:
-    """How many int64 coordinates a time of ``kind`` has."""
+    """How many int64 coordinates a time of ``kind`` has (a kind as
+    :func:`coordinate_kind` gives it)."""
     if kind.base is not int:
         raise TypeError(f"Arrow collections need int or Product-of-int times, not "
                         f"{kind.base.__name__}")

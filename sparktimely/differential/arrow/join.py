@@ -16,8 +16,8 @@ import pyarrow as pa
 
 from ...progress.timestamp import TimeKind
 from ..updates import DIFF
-from .batch import (ArrowBatch, constant_times, coordinates_le, keys_equal, lookup_all,
-                    split_by_time, table_batch, time_from)
+from .batch import (ArrowBatch, constant_times, coordinate_kind, coordinates_le, keys_equal,
+                    lookup_all, split_by_time, table_batch, time_from)
 
 class ArrowJoiner:
     """Joins an ArrowBatch of one input with the trace batches of the other."""
@@ -25,7 +25,7 @@ class ArrowJoiner:
     def __init__(self, name: str, semijoin: bool, kind: TimeKind) -> None:
         self.name = name
         self.semijoin = semijoin
-        self.kind = kind
+        self.kind = coordinate_kind(kind)
         self.schema: pa.Schema | None = None
 
     def join(self, batch: ArrowBatch, others: list, swapped: bool, cap_time: Any) -> list:

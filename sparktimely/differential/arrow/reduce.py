@@ -22,7 +22,7 @@ from ...progress.timestamp import TimeKind, less_equal
 from ..updates import DIFF
 from ..lattice import beyond, interesting_times
 from .batch import (HASH, INT64, SMALL_ROWS, ZERO, ArrowBatch, column_numpy, constant_times,
-                    coordinates, coordinates_le, distinct_times, group_by, group_sum,
+                    coordinate_kind, coordinates, coordinates_le, distinct_times, group_by, group_sum,
                     hash_is_key, hash_order, int64_array, keys_equal, lookup_all,
                     nonzero_sums, table_batch, time_from, times_le)
 
@@ -245,7 +245,7 @@ class ArrowReducer:
                  keep_index: bool = False) -> None:
         self.name = name
         self.spec = spec
-        self.kind = kind
+        self.kind = kind = coordinate_kind(kind)
         self.total = kind.depth == 0
         self.pending: dict = {}          # time -> uint64 hashes of keys to evaluate then
         self.out_schema: pa.Schema | None = None
