@@ -451,16 +451,23 @@ def _mostly_repeats(hashes: np.ndarray) -> bool:
 
 
 class ArrowBatch:
-    """Consolidated Arrow updates for times in ``[lower, upper)``, sorted by key hash."""
+    """Consolidated Arrow updates for times in ``[lower, upper)``, sorted by key hash.
 
-    __slots__ = ("data", "times", "hashes", "key", "kind", "lower", "upper", "since", "_numpy",
-                 "_hash_set", "_time_range", "_integer_key")
+    A few rows sealed at once (at most :data:`SMALL_ROWS`) keep their table in the order
+    they came until something reads it as a table (:attr:`data`): the hashes, times and the
+    numpy columns that lookups, joins and counts read are in hash order from the start, and
+    an Arrow ``take`` of a few rows costs more than all of those.
+    """
+
+    __slots__ = ("_data", "_order", "times", "hashes", "key", "kind", "lower", "upper", "since",
+                 "_numpy", "_hash_set", "_time_range", "_integer_key")
     merge_cost = 1
     """Rows of merge work (a spine's unit) that merging one row costs."""
 
     def __init__(self, data: pa.Table, times: np.ndarray, hashes: np.ndarray, key: list,
                  kind: TimeKind, lower: list, upper: list, since: list) -> None:
-        self.data = data
+        self._data = data
+        self._order: np.ndarray | None = None    # the rows' hash order, not yet applied
         self.times = times
         self.hashes = hashes
         self.key = key
@@ -501,16 +508,26 @@ class ArrowBatch:
             data, times, hashes = consolidate(data, times, hashes)
         if hashes is None:
             hashes = hash_rows(data, key) if data.num_rows else np.empty(0, np.uint64)
-        data, times, hashes = _sorted_by_hash(data, times, hashes, at)
+        order = unsorted_order(hashes)
+        if order is not None:
+            hashes = hashes[order]
+            times = times if at is not None else times[:, order]
+            if data.num_rows > SMALL_ROWS:
+                data, order = data.take(order), None
         diffs = None
         if repeats:
             diffs = column_numpy_of(data.column(DIFF))
+            if order is not None:
+                diffs = diffs[order]
             if _mostly_repeats(hashes) or np.count_nonzero(diffs) < len(diffs):
+                if order is not None:
+                    data, order = data.take(order), None
                 data, times, hashes = _sorted_by_hash(*consolidate(data, times, hashes, key),
                                                       at)
                 diffs = None
         batch = cls(data, times, hashes, list(key), kind, lower, upper,
                     lower if since is None else since)
+        batch._order = order
         if diffs is not None:           # readers take them as numpy: made once
             batch._numpy[DIFF] = diffs
         if at is not None:
@@ -518,8 +535,29 @@ class ArrowBatch:
             batch._time_range = (coords, coords)
         return batch
 
+    @property
+    def data(self) -> pa.Table:
+        """The rows (data columns and ``diff``) in the order of :attr:`hashes`.
+
+        >>> import pyarrow as pa
+        >>> batch = ArrowBatch.build(pa.table({"k": [3, 1, 2], "diff": [1, 2, 3]}),
+        ...                          times_for(TimeKind(int), [0, 0, 0]), ["k"], [0], [1])
+        >>> [c.tolist() for c in batch.integer_columns(["k", "diff"])] == [
+        ...     batch.data.column(name).to_pylist() for name in ("k", "diff")]
+        True
+        """
+        order = self._order
+        if order is not None:
+            self._data, self._order = self._data.take(order), None
+        return self._data
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The schema of :attr:`data` (read without putting a few rows in order)."""
+        return self._data.schema
+
     def __len__(self) -> int:
-        return self.data.num_rows
+        return self._data.num_rows
 
     @property
     def diffs(self) -> np.ndarray:
@@ -531,7 +569,7 @@ class ArrowBatch:
         columns = self.integer_columns([name])
         if columns is None:
             raise TypeError(f"column {name!r} of {self!r} is not an integer column without "
-                            f"nulls: {self.data.schema.field(name).type}")
+                            f"nulls: {self.schema.field(name).type}")
         return columns[0]
 
     def integer_columns(self, names: list) -> list | None:
@@ -551,9 +589,11 @@ class ArrowBatch:
         for name in names:
             values = cache.get(name, False)
             if values is False:
-                column = self.data.column(name)
+                column = self._data.column(name)
                 values = column_numpy_of(column) if pa.types.is_integer(column.type) \
                     and not column.null_count else None
+                if values is not None and self._order is not None:
+                    values = values[self._order]
                 cache[name] = values
             if values is None:
                 return None
@@ -638,7 +678,7 @@ class ArrowBatch:
         [DataType(int64), None]
         """
         if self._integer_key is False:
-            self._integer_key = integer_key_type(self.data, self.key)
+            self._integer_key = integer_key_type(self._data, self.key)
         return self._integer_key
 
     def merged(self, newer: "ArrowBatch", since: list) -> "ArrowBatch":
@@ -661,9 +701,10 @@ class ArrowBatch:
         (0, 2)
         """
         parts = [self] + list(newer)
-        data = pa.concat_tables([b.data for b in parts], promote_options="none")
-        times = np.concatenate([b.times for b in parts], axis=1)
-        hashes = np.concatenate([b.hashes for b in parts])
+        stored = [b._stored() for b in parts]
+        data = pa.concat_tables([d for d, _, _ in stored], promote_options="none")
+        times = np.concatenate([t for _, t, _ in stored], axis=1)
+        hashes = np.concatenate([h for _, _, h in stored])
         moved = bool(since) and not frontier_le(since, self.lower)
         if moved:
             times = advance_times(times, since, self.kind)
@@ -671,6 +712,19 @@ class ArrowBatch:
             data, times, hashes = consolidate(data, times, hashes, self.key)
         return ArrowBatch.build(data, times, self.key, self.lower, parts[-1].upper, self.kind,
                                 since or self.since, consolidated=True, hashes=hashes)
+
+    def _stored(self) -> tuple[pa.Table, np.ndarray, np.ndarray]:
+        """``(table, times, hashes)`` row for row as the table is stored: a merge sorts its
+        parts' rows together, so the few rows of a batch not yet in hash order
+        (:attr:`data`) need not be put in order first."""
+        order = self._order
+        if order is None:
+            return self._data, self.times, self.hashes
+        hashes = np.empty_like(self.hashes)
+        hashes[order] = self.hashes
+        times = np.empty_like(self.times)
+        times[:, order] = self.times
+        return self._data, times, hashes
 
     def merging(self, newer: list, since: list, piece_rows: int) -> "PiecewiseMerge":
         """:meth:`merged_all` of this batch and the adjacent ``newer`` ones, to be done a
@@ -843,7 +897,7 @@ def lookup_all(batches: list, probes: np.ndarray) -> list[tuple[ArrowBatch, np.n
     found = []
     tiny = []
     for index, batch in enumerate(batches):
-        length = batch.data.num_rows
+        length = len(batch)
         if length > TINY:
             probe, rows = batch.lookup(probes)
             if len(rows):

@@ -72,12 +72,12 @@ class ArrowJoiner:
         a semijoin) ``right``'s value columns at ``i2``, then the diffs; one gather per side
         (:meth:`~.batch.ArrowBatch.take_columns`), none for a side with nothing to
         contribute."""
-        names = [n for n in left.data.column_names if n != DIFF]
+        names = [n for n in left.schema.names if n != DIFF]
         if not self.semijoin and names[:len(left.key)] != left.key:
             names = left.key + [n for n in names if n not in left.key]
         columns = left.take_columns(names, i1)
         if not self.semijoin:
-            values = [n for n in right.data.column_names if n != DIFF and n not in right.key]
+            values = [n for n in right.schema.names if n != DIFF and n not in right.key]
             if values:
                 columns.extend(right.take_columns(values, i2))
                 for name in values:

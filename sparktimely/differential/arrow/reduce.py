@@ -376,7 +376,7 @@ class ArrowReducer:
         if sample is None:
             return None
         if self.out_schema is None:
-            data = sample.data.schema
+            data = sample.schema
             names = self.key if isinstance(spec, CountSpec) else [n for n in data.names
                                                                   if n != DIFF]
             fields = [pa.field(HASH, pa.uint64())] + [data.field(n) for n in names]
@@ -725,7 +725,7 @@ class CountIndex:
         large to index or holding two keys of one hash): the caller counts with numpy then.
         With ``keep``, no batch for the output trace (see the class docstring)."""
         key = batches[0].key
-        return self._counted(lambda: _deltas(batches, key), batches[0].data.schema, key,
+        return self._counted(lambda: _deltas(batches, key), batches[0].schema, key,
                              out_history, lower, upper, kind, keep)
 
     def row_updates(self, parts: list, key: list, out_history: list, lower: list,
