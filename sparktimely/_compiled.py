@@ -1,7 +1,8 @@
 """Which of sparktimely's modules run compiled.
 
 An install with a C compiler builds the modules on the per-update path (the progress tracker,
-the dataflow's scheduling, differential's traces and operators: ``COMPILED`` in ``setup.py``)
+the dataflow's scheduling, the transports between workers, hashing, differential's inputs,
+traces and operators: ``COMPILED`` in ``setup.py``)
 with Cython, unchanged, each beside its source. Python's import system prefers a compiled
 module to its source; :func:`install` adds the two exceptions a user needs, before any
 compiled module is imported:

@@ -11,6 +11,7 @@ import importlib.machinery
 import json
 import os
 import pathlib
+import runpy
 import shutil
 import subprocess
 import sys
@@ -95,3 +96,18 @@ def test_compiled_twin_names_the_extension_beside_a_source(tmp_path, monkeypatch
     assert compiled_twin(str(source)) is None                  # older than its source
     monkeypatch.setattr(_compiled, "CHECKOUT", False)
     assert compiled_twin(str(source)) == str(built)            # installed: times are pip's
+
+
+def test_a_module_cython_cannot_translate_stays_pure_and_the_rest_compile(tmp_path,
+                                                                          monkeypatch, capsys):
+    """``setup.py``'s build goes on without a module a (newer) Cython refuses."""
+    pytest.importorskip("Cython")
+    from setuptools import Extension
+    setup = runpy.run_path(str(PACKAGE.parent / "setup.py"), run_name="not_main")
+    (tmp_path / "good.py").write_text("def f(x):\n    return x + 1\n")
+    (tmp_path / "bad.py").write_text("def f(x):\n    return [*x, *x] if x else (yield)\n"
+                                     "cdef int y = 1\n")
+    monkeypatch.chdir(tmp_path)
+    kept = setup["cythonized"]([Extension("bad", ["bad.py"]), Extension("good", ["good.py"])])
+    assert [extension.name for extension in kept] == ["good"]
+    assert "bad.py stays pure Python" in capsys.readouterr().out
