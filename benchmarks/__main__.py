@@ -60,8 +60,8 @@ def build() -> str:
         return ("pure Python (no module compiled: installed without a C compiler, or "
                 "SPARKTIMELY_PURE_PYTHON=1)")
     return (f"{len(compiled)} modules compiled with Cython (setup.py: the progress tracker, "
-            f"the dataflow's scheduling, differential's traces and operators), the rest pure "
-            f"Python")
+            f"the dataflow's scheduling, the transports between workers, hashing, "
+            f"differential's inputs, traces and operators), the rest pure Python")
 
 
 def _series(section: Section, unit: str) -> tuple[list[str], dict[str, dict[str, float]], set]:
