@@ -8,6 +8,7 @@ interesting times (an output may change at ``(1, 1)`` with inputs only at ``(0, 
 import random
 from collections import Counter
 
+import networkx as nx
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -148,4 +149,56 @@ def test_arrow_collections_in_a_dataflow_of_product_times(run, operator):
     for time in [Product(a, b) for a in range(ARROW_ROUNDS) for b in range(2 * ARROW_ROUNDS)]:
         expected = {k: v for k, v in oracle(*[accumulate(i, time) for i in inputs]).items()
                     if v}
+        assert accumulate(output, time) == expected, f"at {time}, {run.workers} worker(s)"
+
+
+@pytest.mark.timeout(120)
+def test_arrow_reachability_iterates_inside_a_dataflow_of_product_times(run):
+    """``iterate`` over Arrow batches in a dataflow of ``Product`` root times: times of three
+    coordinates, ``Product(Product(a, b), round)``. Each worker adds its share of the edges
+    at ``Product(0, worker)``, worker 0 removes one at ``Product(1, 0)``; the reachable
+    nodes at every time of a grid are networkx's."""
+    rng = random.Random(3)
+    edges = [(rng.randrange(30), rng.randrange(30)) for _ in range(60)]
+
+    def rows(pairs, diff):
+        return pa.record_batch({"src": pa.array([a for a, _ in pairs], pa.int64()),
+                                "dst": pa.array([b for _, b in pairs], pa.int64()),
+                                "diff": pa.array([diff] * len(pairs), pa.int64())})
+
+    def job(worker):
+        edge_input, roots_input = dd.InputSession(), dd.InputSession()
+
+        def build(scope):
+            edge_rows, roots = edge_input.to_collection(scope), roots_input.to_collection(scope)
+
+            def step(reach):
+                sources = reach.map_batches(lambda b: b.rename_columns(["src", "diff"]))
+                targets = sources.join(edge_rows.enter(reach.scope), on="src").map_batches(
+                    lambda b: pa.RecordBatch.from_arrays([b.column("dst"), b.column("diff")],
+                                                         ["node", "diff"]))
+                return targets.concat(roots.enter(reach.scope)).distinct()
+            return roots.iterate(step).inner.capture()
+        captured = worker.dataflow(build, timestamp=st.Product)
+        edge_input.advance_to(Product(0, worker.index))
+        edge_input.update_batch(rows(edges[worker.index::worker.peers], 1))
+        if worker.index == 0:
+            roots_input.update_batch(pa.record_batch({"node": pa.array([0], pa.int64()),
+                                                      "diff": pa.array([1], pa.int64())}))
+        edge_input.advance_to(Product(1, worker.index))
+        if worker.index == 0:
+            edge_input.update_batch(rows(edges[:1], -1))
+        edge_input.close()
+        roots_input.close()
+        worker.run()
+        return [((row["node"],), time, row["diff"])
+                for time, table in captured.extract() for row in table.to_pylist()]
+    output = [u for part in run(job) for u in part]
+    for time in [Product(a, b) for a in range(3) for b in range(4)]:
+        present = [e for i, e in enumerate(edges) if Product(0, i % run.workers).less_equal(time)]
+        if Product(1, 0).less_equal(time):
+            present.remove(edges[0])
+        graph = nx.DiGraph(present)
+        graph.add_node(0)
+        expected = {(n,): 1 for n in nx.descendants(graph, 0) | {0}}
         assert accumulate(output, time) == expected, f"at {time}, {run.workers} worker(s)"
