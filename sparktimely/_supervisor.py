@@ -307,6 +307,8 @@ def _collect(processes: list, pipes: list, indexes: list[int],
              cluster: ProcessCluster | None, stall_limit: float | None) -> list[Any]:
     results: dict[int, Any] = {}
     waiting = set(range(len(processes)))
+    lost: tuple | None = None          # a worker's report that it lost a remote peer
+    lost_until = 0.0
     while waiting:
         handles: dict = dict.fromkeys(cluster.watched if cluster else ())
         if signals.wakeup is not None:
@@ -314,7 +316,12 @@ def _collect(processes: list, pipes: list, indexes: list[int],
         for local in waiting:
             handles[pipes[local]] = local
             handles[processes[local].sentinel] = local
-        for ready in wait(list(handles)):
+        timeout = None
+        if lost is not None:
+            timeout = lost_until - time.monotonic()
+            if timeout <= 0:
+                raise WorkerError(*lost[1:4])
+        for ready in wait(list(handles), timeout):
             local = handles[ready]
             if local == -1:
                 signals.check()
@@ -350,8 +357,14 @@ def _collect(processes: list, pipes: list, indexes: list[int],
                 raise WorkerError(index, f"worker process {processes[local].pid} died ({cause})")
             if report[0] == "error":
                 if report[4] and cluster is not None:
-                    cluster.wait(1.0)        # a lost peer: prefer its process's own account
-                elif cluster is not None and report[1] not in indexes:
+                    # a lost peer: for a second, prefer an account of the failure itself, from
+                    # the peer's process or from a worker here (both processes may have
+                    # workers that lost each other's, and each waits for the other's account)
+                    if lost is None:
+                        lost, lost_until = report, time.monotonic() + 1.0
+                    waiting.discard(local)
+                    continue
+                if cluster is not None and report[1] not in indexes:
                     # another process's worker failed, and word reached a worker here first
                     index, message, trace = report[1:4]
                     raise PeerFailed(index, message, trace, cluster.owner(index))
@@ -364,4 +377,8 @@ def _collect(processes: list, pipes: list, indexes: list[int],
                               f"exited (end them in the job, or make them daemon threads)",
                               RuntimeWarning, stacklevel=4)
             waiting.discard(local)
+    if lost is not None:
+        assert cluster is not None
+        cluster.wait(max(lost_until - time.monotonic(), 0.0))
+        raise WorkerError(*lost[1:4])
     return [results[local] for local in range(len(processes))]

@@ -346,8 +346,12 @@ class WorkerSession:
                        "".join(tb.format_exception(error)))
             if isinstance(error, PeerLost) and self.peer_lost_grace:
                 failure = self._wait_for_account(failure)
-        failure = self._abandon(*failure, lost_peer=isinstance(error, PeerLost))
-        raise WorkerError(*failure) from error
+        told, lost_peer = self._abandon(*failure, lost_peer=isinstance(error, PeerLost))
+        if isinstance(error, PeerLost) and not lost_peer:
+            # a group member's own failure came first: tell it as that, not as a lost peer
+            # (the peer's process may be waiting for this process's account of it)
+            error = GroupFailed(*told)
+        raise WorkerError(*told) from error
 
     def _wait_for_account(self, failure: tuple[int, str, str]) -> tuple[int, str, str]:
         """A remote peer was lost: give its own failure a moment to be recorded here."""
@@ -360,16 +364,19 @@ class WorkerSession:
         return failure
 
     def _abandon(self, index: int, message: str, traceback: str,
-                 lost_peer: bool = False) -> tuple[int, str, str]:
+                 lost_peer: bool = False) -> tuple[tuple[int, str, str], bool]:
+        """Record a failure for the host group and let go of everything; returns the failure
+        to tell (the group's first) and whether that one is a lost remote peer."""
         failure = (index, message, traceback)
         if self.group is not None:
             failure = self.group.record.fail(index, message, traceback, lost_peer)
+            lost_peer = self.group.record.lost_peer()
             if self._allocator is not None:
                 self._allocator.wake_group()
         if self._allocator is not None:
             self._allocator.abort()
         self._release(failed=True)
-        return failure
+        return failure, lost_peer
 
     def _release(self, failed: bool) -> None:
         """Give back everything held in this process (it may be reused, as pyspark does)."""
