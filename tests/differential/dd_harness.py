@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections import Counter, deque
 from typing import Any, Callable, Sequence
 
+import pyarrow as pa
+
 import sparktimely as st
 import sparktimely.differential as dd
 from sparktimely.progress.timestamp import less_equal
@@ -117,6 +119,18 @@ def run_product_times(build: Callable[..., dd.Collection],
         worker.step_while(lambda: not probe.done())
         return [u for _, batch in captured.extract() for u in batch]
     return [u for part in run(job) for u in part]
+
+
+def arrow_reachability(edges: dd.Collection, roots: dd.Collection) -> dd.Collection:
+    """The nodes (Arrow rows ``node``) reachable from ``roots`` over ``edges`` (rows ``src``,
+    ``dst``), by ``iterate``: each round joins the nodes reached with the edges from them."""
+    def step(reach):
+        sources = reach.map_batches(lambda b: b.rename_columns(["src", "diff"]))
+        targets = sources.join(edges.enter(reach.scope), on="src").map_batches(
+            lambda b: pa.RecordBatch.from_arrays([b.column("dst"), b.column("diff")],
+                                                 ["node", "diff"]))
+        return targets.concat(roots.enter(reach.scope)).distinct()
+    return roots.iterate(step)
 
 
 def processes(workers: int) -> Callable:

@@ -12,7 +12,8 @@ from hypothesis import strategies as hs
 
 import sparktimely as st
 import sparktimely.differential as dd
-from dd_harness import accumulate, accumulate_rounds, bfs, processes, run_rounds, toggled
+from dd_harness import (accumulate, accumulate_rounds, arrow_reachability, bfs, processes,
+                        run_rounds, toggled)
 
 SETTINGS = settings(max_examples=10, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
@@ -299,14 +300,7 @@ def test_arrow_reachability_by_iterate(workers):
     roots = [[((0,), 1)]]
 
     def build(scope, e, r):
-        def step(reach):
-            inner_edges = e.enter(reach.scope)
-            sources = reach.map_batches(lambda b: b.rename_columns(["src", "diff"]))
-            targets = sources.join(inner_edges, on="src").map_batches(
-                lambda b: pa.RecordBatch.from_arrays([b.column("dst"), b.column("diff")],
-                                                     ["node", "diff"]))
-            return targets.concat(r.enter(reach.scope)).distinct()
-        return r.iterate(step)
+        return arrow_reachability(e, r)
 
     def oracle(e, r):
         adj: dict = {}

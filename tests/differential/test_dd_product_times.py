@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
-from dd_harness import (accumulate, counts_and_distinct, join_pairs, run_product_times,
-                        tagged_counts_and_distinct)
+from dd_harness import (accumulate, arrow_reachability, counts_and_distinct, join_pairs,
+                        run_product_times, tagged_counts_and_distinct)
 import sparktimely as st
 import sparktimely.differential as dd
 from sparktimely import Product
@@ -169,17 +169,10 @@ def test_arrow_reachability_iterates_inside_a_dataflow_of_product_times(run):
     def job(worker):
         edge_input, roots_input = dd.InputSession(), dd.InputSession()
 
-        def build(scope):
-            edge_rows, roots = edge_input.to_collection(scope), roots_input.to_collection(scope)
-
-            def step(reach):
-                sources = reach.map_batches(lambda b: b.rename_columns(["src", "diff"]))
-                targets = sources.join(edge_rows.enter(reach.scope), on="src").map_batches(
-                    lambda b: pa.RecordBatch.from_arrays([b.column("dst"), b.column("diff")],
-                                                         ["node", "diff"]))
-                return targets.concat(roots.enter(reach.scope)).distinct()
-            return roots.iterate(step).inner.capture()
-        captured = worker.dataflow(build, timestamp=st.Product)
+        captured = worker.dataflow(
+            lambda scope: arrow_reachability(edge_input.to_collection(scope),
+                                             roots_input.to_collection(scope)).inner.capture(),
+            timestamp=st.Product)
         edge_input.advance_to(Product(0, worker.index))
         edge_input.update_batch(rows(edges[worker.index::worker.peers], 1))
         if worker.index == 0:

@@ -22,8 +22,8 @@ from ...progress.timestamp import TimeKind, less_equal
 from ..updates import DIFF
 from ..lattice import beyond, interesting_times
 from .batch import (HASH, INT64, SMALL_ROWS, ZERO, ArrowBatch, column_numpy, constant_times,
-                    coordinate_kind, coordinates, coordinates_le, distinct_times, group_by, group_sum,
-                    hash_is_key, hash_order, int64_array, keys_equal, lookup_all,
+                    coordinate_kind, coordinates, coordinates_le, distinct_times, group_by,
+                    group_sum, hash_is_key, hash_order, int64_array, keys_equal, lookup_all,
                     nonzero_sums, table_batch, time_from, times_le)
 
 AGGREGATES = ("count", "sum", "min", "max")
