@@ -170,19 +170,23 @@ kx_null_rows = rows_of({"k": hs.one_of(hs.none(), hs.integers(0, 3)), "x": hs.in
 @SETTINGS
 @given(rows=kx_null_rows)
 @example(rows=[[((None, 1), 1), ((None, 3), 1), ((0, 2), 1)], [((None, 1), -1)]])
+@example(rows=[[((1, 10), 1), ((1, 3), -1), ((2, 5), 2), ((2, 7), -1), ((3, 4), -1),
+                ((4, 1), -1), ((4, 9), 2)]])
 def test_arrow_aggregations(run, rows):
-    """count, sum, min and max per key (a null key is a key, as for ``count(key=...)``)."""
+    """count, sum, min and max per key (a null key is a key, as for ``count(key=...)``) over
+    the rows present in the collection, as a Python ``reduce`` is given them: those whose
+    diffs sum to more than zero, with that count. A row accumulated below zero (a retraction
+    before its insertion) is absent: it counts in no aggregate, and a key with no row present
+    has no output."""
     aggs = {"n": ("count", None), "total": ("sum", "x"), "low": ("min", "x"), "high": ("max", "x")}
 
     def oracle(c):
         out = Counter()
-        keys = {k for (k, _), n in c.items()}
-        for k in keys:
-            n = sum(m for (kk, _), m in c.items() if kk == k)
-            present = [x for (kk, x), m in c.items() if kk == k and m > 0]
-            if n > 0:
-                out[(k, n, sum(x * m for (kk, x), m in c.items() if kk == k),
-                     min(present) if present else None, max(present) if present else None)] += 1
+        present = {(k, x): m for (k, x), m in c.items() if m > 0}
+        for k in {k for k, _ in present}:
+            rows = [(x, m) for (kk, x), m in present.items() if kk == k]
+            out[(k, sum(m for _, m in rows), sum(x * m for x, m in rows),
+                 min(x for x, _ in rows), max(x for x, _ in rows))] += 1
         return out
     check(lambda scope, c: c.reduce(key="k", aggs=aggs), oracle, [rows], [KX], run)
 
@@ -238,11 +242,9 @@ def test_arrow_reduce_and_distinct_of_dictionary_encoded_columns_by_their_values
 
     def oracle(c):
         out = Counter()
-        for k in {k for k, _ in c}:
-            n = sum(m for (kk, _), m in c.items() if kk == k)
-            present = [w for (kk, w), m in c.items() if kk == k and m > 0]
-            if n > 0:
-                out[("reduce", k, str(n), str(min(present) if present else None))] += 1
+        for k in {k for (k, _), m in c.items() if m > 0}:       # the rows present (test above)
+            present = {w: m for (kk, w), m in c.items() if kk == k and m > 0}
+            out[("reduce", k, str(sum(present.values())), str(min(present)))] += 1
         for (k, w), n in c.items():
             if n > 0:
                 out[("distinct", k, w, "")] += 1
@@ -281,9 +283,8 @@ def test_arrow_collections_whose_diff_column_comes_first_join_and_reduce(run, le
 
     def oracle(a, b):
         out = joined(a, b)
-        for k in {k for k, _ in b}:
-            if sum(n for (kk, _), n in b.items() if kk == k) > 0:
-                out[(k, "total", sum(x * n for (kk, x), n in b.items() if kk == k))] += 1
+        for k in {k for (k, _), n in b.items() if n > 0}:        # the rows present
+            out[(k, "total", sum(x * n for (kk, x), n in b.items() if kk == k and n > 0))] += 1
         return out
     check(build, oracle, [left, right], [KV, KX], run)
 
@@ -434,12 +435,11 @@ def test_arrow_join_count_through_many_small_merges(run, monkeypatch, tiny, piec
     meanwhile; else at once. With ``idle``, the workers wait after each round (and at every
     wait for a peer) with no idle time required, so they merge ahead between and inside
     rounds (``Spine.idle_work``), which must change nothing."""
-    from sparktimely.dataflow.worker import WorkerCore
     from sparktimely.differential.arrow import arrange, batch
     from sparktimely.differential.trace import spine
     idle_units = []
     if idle:
-        monkeypatch.setattr(WorkerCore, "idle_work_after", 0.0)
+        monkeypatch.setattr(st.Worker, "idle_work_after", 0.0)   # the workers' class
         idle_work = spine.Spine.idle_work
 
         def counted(self):
@@ -476,8 +476,7 @@ def test_idle_workers_merge_their_traces_ahead(run, monkeypatch, idle):
     worker), so its trace holds at most two batches after every round (one merged, one
     new) where, without waiting, small batches pile up (to MAX_TINY); counts equal a
     recount at every round either way."""
-    from sparktimely.dataflow.worker import WorkerCore
-    monkeypatch.setattr(WorkerCore, "idle_work_after", 0.0)
+    monkeypatch.setattr(st.Worker, "idle_work_after", 0.0)       # the workers' class
     words = [[(f"w{(7 * r + i) % 11}",) for i in range(4)] for r in range(24)]
     most = []
 

@@ -68,16 +68,27 @@ class DistinctSpec(AggregateSpec):
     """Each row (its data columns) whose summed diff is positive, once."""
 
     def desired(self, rows: pa.Table, key: list) -> pa.Table:
-        columns = [n for n in rows.column_names if n != DIFF]
-        grouped = group_sum(rows, columns)
-        return grouped.filter(pc.greater(grouped.column(DIFF), ZERO)).select(columns)
+        return _present(rows).drop_columns([DIFF])
+
+
+def _present(rows: pa.Table) -> pa.Table:
+    """The collection ``rows`` accumulate to, as a Python ``reduce`` is given it: each
+    distinct row (its data columns) once, with its diffs summed, where that sum is positive
+    (a row whose updates sum to zero or less is not in the collection).
+
+    >>> _present(pa.table({"k": [1, 1, 1], "v": [10, 3, 10], "diff": [1, -1, 1]})).to_pydict()
+    {'k': [1], 'v': [10], 'diff': [2]}
+    """
+    grouped = group_sum(rows, [n for n in rows.column_names if n != DIFF])
+    return grouped.filter(pc.greater(grouped.column(DIFF), ZERO))
 
 
 class AggregateColumns(AggregateSpec):
-    """``{name: (function, column)}`` per key, for keys with a positive row count:
-    ``count`` (rows with ``column`` None, else the column's non-null values), ``sum`` (of
-    ``column``'s non-null values weighted by diff; null where none is present, as SQL's),
-    and ``min``/``max`` (over the values present)."""
+    """``{name: (function, column)}`` per key over the rows present in the collection
+    (:func:`_present`: those whose diffs sum to more than zero, with that count), for keys
+    with such rows: ``count`` (rows with ``column`` None, else the column's non-null
+    values), ``sum`` (of ``column``'s non-null values weighted by count; null where none is
+    present, as SQL's), and ``min``/``max`` (over the values present)."""
 
     def __init__(self, aggs: dict) -> None:
         self.aggs = dict(aggs)
@@ -90,6 +101,7 @@ class AggregateColumns(AggregateSpec):
         self.outputs = tuple(self.aggs)
 
     def desired(self, rows: pa.Table, key: list) -> pa.Table:
+        rows = _present(rows)
         diff = rows.column(DIFF)
         first = pa.array(np.arange(rows.num_rows))
         table = rows.select(key).append_column(DIFF, diff).append_column(_FIRST, first)
