@@ -10,6 +10,7 @@ from typing import Protocol
 
 from ..shm import Endpoint
 from .codec import decode, encode, encode_control
+from .net import PeerLost
 
 
 class Allocator(Protocol):
@@ -68,7 +69,7 @@ class EncodingAllocator:
         self.send_parts(target, encode(message))
 
     def broadcast(self, message: tuple) -> None:
-        parts = encode_control(message)
+        parts = [encode_control(message)]
         for target in range(self.peers):
             if target != self.index:
                 self.send_parts(target, parts)
@@ -100,8 +101,21 @@ class ShmAllocator(EncodingAllocator):
     def send_parts(self, target: int, parts: list) -> None:
         self.endpoint.send(target, parts, notify=False)
 
+    def broadcast(self, message: tuple) -> None:
+        data = encode_control(message)
+        send_one = self.endpoint.send_one
+        for target in range(self.peers):
+            if target != self.index:
+                send_one(target, data)
+
     def receive(self) -> list[tuple[int, tuple]]:
-        return [(source, decode(data)) for source, data in self.endpoint.recv()]
+        try:
+            arrived = self.endpoint.recv()
+        except ConnectionResetError as gone:        # a peer's ring removed: the peer ended
+            raise PeerLost(str(gone)) from None
+        if not arrived:                           # the common case of a step: nothing to decode
+            return []
+        return [(source, decode(data)) for source, data in arrived]
 
     def park(self, timeout: float | None) -> None:
         self.endpoint.park(timeout)

@@ -45,15 +45,15 @@ def encode(message: tuple) -> list:
     return [_PREFIX.pack(_PICKLED, 0), *frame_pickle(stream, buffers)]
 
 
-def encode_control(message: tuple) -> list:
-    """The buffers of a control message (progress, a dataflow's description, a worker's last
-    word: plain Python values, no arrays to keep out of band): one bare pickle, made without
+def encode_control(message: tuple) -> bytes:
+    """A control message (progress, a dataflow's description, a worker's last word: plain
+    Python values, no arrays to keep out of band) as one bare pickle, made without
     :func:`encode`'s look for buffers, which costs more than the pickle of a small message.
 
-    >>> decode(b"".join(encode_control((1, 0, [((3, 5), 1)]))))
+    >>> decode(encode_control((1, 0, [((3, 5), 1)])))
     (1, 0, [((3, 5), 1)])
     """
-    return [pickle.dumps(message, protocol=5)]
+    return pickle.dumps(message, protocol=5)
 
 
 def decode(data: Any) -> tuple:

@@ -133,6 +133,7 @@ class _Out:
 
     def _use(self, seg: Segment) -> None:
         self.seg, self.cap = seg, seg.size - _HDR
+        self.q, self.buf = seg.u64, seg.buf
         self.head, self.tail = seg.u64[_HEAD], seg.u64[_TAIL]
 
     def write(self, parts: Sequence[Part], n: int) -> bool:
@@ -143,6 +144,24 @@ class _Out:
             return False
         return self._record(_MSG, parts, n)
 
+    def write_one(self, data: bytes) -> bool:
+        """:meth:`write` of a message of one part, the common case of a small control
+        message, in fewer steps (one slice store of the bytes behind their record word)."""
+        n = len(data)
+        cap, head = self.cap, self.head
+        size = 8 + ((n + 7) & -8)
+        pos = head % cap
+        if pos + size > cap or head - self.tail + size + 8 > cap or 2 * (size + 8) > cap:
+            return self.write([data], n)       # wrap, full or too large: the general path
+        q = self.q
+        q[(_HDR + pos) >> 3] = n << 8 | _MSG
+        self.buf[_HDR + 8 + pos:_HDR + 8 + pos + n] = data
+        self.head = head = head + size
+        if WEAK_ORDERING:
+            fence()
+        q[_HEAD] = head
+        return True
+
     def _record(self, kind: int, parts: Sequence[Part], n: int) -> bool:
         """Append one record of ``kind``; False if the ring lacks space."""
         size = 8 + _align8(n)
@@ -150,13 +169,13 @@ class _Out:
         skip = self.cap - pos if pos + size > self.cap else 0
         need = skip + size + 8  # keep 8 bytes free for a ROLL record
         if self.head - self.tail + need > self.cap:
-            self.tail = self.seg.u64[_TAIL]
+            self.tail = self.q[_TAIL]
             if self.head - self.tail + need > self.cap:
                 if not self.seg.u32[_ROLLREQ]:
                     return False
                 self._roll(self.cap)
                 return self._record(kind, parts, n)
-        q, buf = self.seg.u64, self.seg.buf
+        q, buf = self.q, self.buf
         if skip:
             q[(_HDR + pos) >> 3] = _WRAP
             pos = 0
@@ -262,51 +281,73 @@ class _In:
 
     def __init__(self, ep: Endpoint, src: int):
         self.ep, self.src, self.gen, self.closed = ep, src, 0, False
+        self.copy_below = ep.copy_below
         self._joining: pa.Buffer | None = None          # a message arriving in parts
         self._joined = 0
-        self._use(Segment.attach(_ring_name(ep.prefix, src, ep.index, 0), ep.directory))
+        self._use(self._attach(0))
+
+    def _attach(self, gen: int) -> Segment:
+        """Map generation ``gen`` of this ring. Its writer made it (and said so), so if it is
+        missing the writer's process ended and its segments were removed (a host group's
+        janitor removes a dead member's): a ConnectionResetError naming the writer."""
+        ep = self.ep
+        name = _ring_name(ep.prefix, self.src, ep.index, gen)
+        try:
+            return Segment.attach(name, ep.directory)
+        except FileNotFoundError:
+            raise ConnectionResetError(f"worker {self.src} is gone: its ring to worker "
+                                       f"{ep.index} ({name}) was removed, as when its "
+                                       f"process ends") from None
 
     def _use(self, seg: Segment) -> None:
         self.seg, self.cap = seg, seg.size - _HDR
+        self.q, self.buf = seg.u64, seg.buf
         self.read = self.tail = seg.u64[_TAIL]
         self.leases: deque[_Lease] = deque()
 
     def poll(self, out: list[tuple[int, Message]], epoch: int) -> None:
         """Append every available message to ``out`` and publish the new ``tail``."""
-        q = self.seg.u64
+        q = self.q
         head = q[_HEAD]
-        if head == self.read:
+        read = self.read
+        if head == read:
             return
         if WEAK_ORDERING:
             fence()
-        while self.read != head:
-            pos = self.read % self.cap
+        cap, buf, src, copy_below = self.cap, self.buf, self.src, self.copy_below
+        while read != head:
+            pos = read % cap
             word = q[(_HDR + pos) >> 3]
             kind, n = word & 0xFF, word >> 8
+            if kind == _MSG and n < copy_below:                 # the common case first
+                start = _HDR + pos + 8
+                out.append((src, buf[start:start + n].tobytes()))
+                read += 8 + ((n + 7) & -8)
+                continue
+            self.read = read
             if kind == _WRAP:
-                self.read += self.cap - pos
+                read += cap - pos
                 continue
             if kind == _ROLL:
                 self._follow_roll()
-                q = self.seg.u64
+                q, cap, buf, read = self.q, self.cap, self.buf, self.read
                 head = q[_HEAD]
                 if WEAK_ORDERING:
                     fence()
                 continue
             start = _HDR + pos + 8
             if kind == _PART:
-                joined = self._join(self.seg.buf[start:start + n])
+                joined = self._join(buf[start:start + n])
                 if joined is not None:
-                    out.append((self.src, joined))
-            elif n < self.ep.copy_below:
-                out.append((self.src, self.seg.buf[start:start + n].tobytes()))
+                    out.append((src, joined))
             else:
-                lease = _Lease(self, self.read, epoch)
+                lease = _Lease(self, read, epoch)
                 self.leases.append(lease)
                 self.seg.pin()
-                out.append((self.src, memoryview(
+                out.append((src, memoryview(
                     pa.foreign_buffer(self.seg.address + start, n, _Guard(lease)))))
-            self.read += 8 + _align8(n)
+            read += 8 + _align8(n)
+        self.read = read
         self.publish()
 
     def _join(self, part: memoryview) -> memoryview | None:
@@ -324,9 +365,8 @@ class _In:
 
     def _follow_roll(self) -> None:
         old = self.seg
+        self._use(self._attach(self.gen + 1))
         self.gen += 1
-        self._use(Segment.attach(_ring_name(self.ep.prefix, self.src, self.ep.index, self.gen),
-                                 self.ep.directory))
         old.unlink()
         old.close()  # deferred while zero-copy views of it live
 
@@ -338,7 +378,7 @@ class _In:
         self.tail = tail
         if WEAK_ORDERING:
             fence()
-        self.seg.u64[_TAIL] = tail
+        self.q[_TAIL] = tail
         fence()
         u = self.seg.u32
         if u[_WANT]:
@@ -462,6 +502,25 @@ class Endpoint:
             self._u32[self._mails[target]] = 1                  # mail for the target
             self._later.add(target)
 
+    def send_one(self, target: int, data: bytes) -> None:
+        """``send(target, [data], notify=False)`` for a message of one ``bytes`` object, in
+        fewer steps: the path of a small control message, such as a progress batch.
+
+        >>> from sparktimely.shm import Mesh
+        >>> with Mesh.create(2, ring_bytes=1 << 16) as mesh:
+        ...     with mesh.endpoint(0) as a, mesh.endpoint(1) as b:
+        ...         a.send_one(1, b"progress")
+        ...         _ = a.flush()
+        ...         b.recv()
+        [(0, b'progress')]
+        """
+        out = self._out[target] or self._out_to(target)
+        if out.pending or not out.write_one(data):
+            self.send(target, [data], notify=False)
+            return
+        self._u32[self._mails[target]] = 1                      # mail for the target
+        self._later.add(target)
+
     def try_send(self, target: int, parts: Iterable[BytesLike]) -> bool:
         """Like ``send`` but never queues: False if the ring is full (``park`` returns once the
         receiver frees space). Avoids the overflow copy for large messages."""
@@ -562,7 +621,7 @@ class Endpoint:
     def flush(self) -> bool:
         """Move queued output into rings where possible and wake the workers sent to with
         ``notify=False``; True when nothing is queued."""
-        for target in list(self._blocked):
+        for target in list(self._blocked) if self._blocked else ():
             out = self._out[target]
             assert out is not None
             if out.put():

@@ -133,6 +133,27 @@ def test_small_messages_are_copied_out():
         assert type(small) is bytes and isinstance(large, memoryview) and large.readonly
 
 
+def test_a_ring_removed_before_its_reader_attached_names_the_writer_as_gone():
+    """A worker whose process ended (its segments removed by its host group's janitor) made
+    its ring and said so, but the ring is gone when the reader attaches: the reader loses a
+    peer (a ConnectionError, which a Spark stage may retry; PeerLost in the allocator),
+    not a FileNotFoundError taken for an error in user code."""
+    from sparktimely.comm import PeerLost, ShmAllocator
+    with Mesh.create(3, ring_bytes=RING) as mesh:
+        with mesh.endpoint(0) as a, mesh.endpoint(2) as c, mesh.endpoint(1) as b:
+            a.send(1, [b"last words"])
+            c.send(1, [b"alive"])
+            os.unlink(next(path for path in segments(mesh.name) if path.endswith("-r0-1-g0")))
+            with pytest.raises(ConnectionResetError, match=r"worker 0 is gone: its ring to "
+                                                          r"worker 1 .* was removed"):
+                b.recv()
+        with mesh.endpoint(0) as a, mesh.endpoint(1) as b:
+            a.send(1, [b"again"])
+            os.unlink(next(path for path in segments(mesh.name) if path.endswith("-r0-1-g0")))
+            with pytest.raises(PeerLost, match="worker 0 is gone"):
+                ShmAllocator(b, 1, 3).receive()
+
+
 def test_rings_appear_only_between_workers_that_talk():
     with Mesh.create(4, ring_bytes=RING) as mesh:
         with mesh.endpoint(0) as a, mesh.endpoint(2) as c, mesh.endpoint(3) as d:
