@@ -65,9 +65,10 @@ class Config:
     def __post_init__(self) -> None:
         for name in ("workers", "processes"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not isinstance(self.process, int) or not 0 <= self.process < self.processes:
+        if isinstance(self.process, bool) or not isinstance(self.process, int) or \
+                not 0 <= self.process < self.processes:
             count = ("there is 1 process" if self.processes == 1
                      else f"there are {self.processes} processes")
             raise ValueError(f"process index {self.process!r} is not in 0..{self.processes - 1} "
@@ -79,7 +80,8 @@ class Config:
             path = getattr(self.hostfile, "path", None)
             origin = "the hostfile" if path is None else f"hostfile {path}"
             raise ValueError(f"{origin} lists {len(self.hostfile)} address(es) but "
-                             f"{self.processes} processes need one each "
+                             f"{self.processes} process"
+                             f"{'es need' if self.processes != 1 else ' needs'} one each "
                              f"(process {len(self.hostfile)} has none)")
 
 

@@ -61,7 +61,7 @@ def check_resources(num_workers: int, slots: int | None, master: str,
     ...
     sparktimely.barrier.BarrierSetupError: 3 sparktimely workers need 3 barrier tasks running at once, but this Spark application has 2 task slots (master local[2]): ask for fewer workers or for more cores (local[N], or spark.executor.instances x spark.executor.cores / spark.task.cpus)
     """
-    if not isinstance(num_workers, int) or num_workers < 1:
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
         raise ValueError(f"num_workers must be a positive integer, got {num_workers!r}")
     if dynamic_allocation and not is_local(master):
         raise BarrierSetupError(
@@ -72,9 +72,10 @@ def check_resources(num_workers: int, slots: int | None, master: str,
     if slots is not None and num_workers > slots:
         raise BarrierSetupError(
             f"{num_workers} sparktimely workers need {num_workers} barrier tasks running at "
-            f"once, but this Spark application has {slots} task slots (master {master}): ask "
-            f"for fewer workers or for more cores (local[N], or spark.executor.instances x "
-            f"spark.executor.cores / spark.task.cpus)")
+            f"once, but this Spark application has {slots} task slot"
+            f"{'s' if slots != 1 else ''} (master {master}): ask for fewer workers or for "
+            f"more cores (local[N], or spark.executor.instances x spark.executor.cores / "
+            f"spark.task.cpus)")
 
 
 def is_local(master: str) -> bool:

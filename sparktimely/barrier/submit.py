@@ -281,7 +281,8 @@ def _run(spark, function: Callable, options) -> int:
     except Exception as error:                    # Spark's own failure, not a worker's
         print(f"sparktimely-submit: the Spark job failed: {_java_said(error)}", file=sys.stderr)
         return 1
-    print(f"sparktimely-submit: {workers} workers ran {options.target} in "
+    ran = f"{workers} worker{'s' if workers != 1 else ''} ran"
+    print(f"sparktimely-submit: {ran} {options.target} in "
           f"{time.perf_counter() - started:.2f} s (one barrier stage)", file=sys.stderr)
     if options.log_dir is not None:
         print(f"sparktimely-submit: the workers' logs are in {options.log_dir} on their "

@@ -218,6 +218,22 @@ def test_run_refuses_bad_options_before_any_stage(option, message):
         run(ScriptedContext([(0.0, 2)], age=120.0), lambda worker: None, 3, **option)
 
 
+def test_the_barrier_forms_refuse_what_is_not_a_function_before_spark_runs_anything():
+    """As execute does: a job or build that cannot be called is a TypeError naming the
+    form, not a WorkerError after a Spark job (the scripted context would fail any job)."""
+    from sparktimely.barrier import map_in_arrow, map_partitions, run
+    with pytest.raises(TypeError, match=r"^sparktimely.barrier.run: the job must be a "
+                                        r"function of the worker, got 5$"):
+        run(ScriptedContext([(0.0, 2)], age=120.0), 5, 2)
+    with pytest.raises(TypeError, match=r"^sparktimely.barrier.map_partitions: build must be "
+                                        r"a function build\(scope, stream\), got None$"):
+        map_partitions(object(), None)
+    with pytest.raises(TypeError, match=r"^sparktimely.barrier.map_in_arrow: build must be "):
+        map_in_arrow(object(), None, "x long")
+    with pytest.raises(ValueError, match="num_workers must be a positive integer, got True"):
+        run(ScriptedContext([(0.0, 2)], age=120.0), lambda worker: None, True)
+
+
 @pytest.mark.timeout(60)
 def test_a_task_whose_first_worker_of_the_host_never_comes_fails_naming_it():
     """Task 1 of a stage of 2 on one host, whose task 0 (the one that makes the host's

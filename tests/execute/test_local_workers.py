@@ -284,6 +284,8 @@ def test_execute_from_args_flags_and_errors(capsys):
         "error: argument -w/--workers/--threads: expected a positive integer, got 'two'")
     with pytest.raises(ValueError, match="workers must be a positive integer"):
         st.execute(lambda w: None, workers=0)
+    with pytest.raises(ValueError, match="workers must be a positive integer, got True"):
+        st.execute(lambda w: None, workers=True)        # a bool is not a count
     assert usage_error(capsys, ["-n", "2", "-p", "2"]).endswith(
         "error: argument -p/--process: process index 2 is not in 0..1 (-n/--processes is 2)")
 
