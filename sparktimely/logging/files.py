@@ -25,6 +25,7 @@ import glob
 import json
 import os
 import socket
+import tempfile
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +41,9 @@ SUFFIXES = {"timely": "timely", "timely/progress": "progress"}
 
 def directory_problem(directory: str | os.PathLike) -> str | None:
     """Why ``directory`` cannot be (made) a directory to write logs in, or None if it can:
-    checked before any worker starts, without creating anything.
+    checked before any worker starts, leaving nothing behind. Beside the permissions, an
+    empty directory is made and removed where the first missing part would go: root passes
+    every permission check, yet cannot write to a read-only file system or under /proc.
 
     >>> import tempfile
     >>> file = tempfile.mkstemp()[1]
@@ -56,6 +59,10 @@ def directory_problem(directory: str | os.PathLike) -> str | None:
         return f"{path} is not a directory"
     if not os.access(path, os.W_OK | os.X_OK):
         return f"{path} is not writable"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".sparktimely-probe-", dir=path))
+    except OSError as error:
+        return f"{path} is not writable ({error.strerror or error})"
     return None
 
 

@@ -298,7 +298,8 @@ def render_report(logs: LogDirectory, title: str = "sparktimely profile") -> str
 
 def write_report(directory: str | os.PathLike, output: str | os.PathLike | None = None) -> str:
     """Read the logs in ``directory`` and write the report to ``output`` (default
-    ``directory/profile.html``); returns its path.
+    ``directory/profile.html``; an existing directory: ``profile.html`` in it); returns its
+    path.
 
     >>> import tempfile
     >>> write_report(tempfile.mkdtemp())
@@ -306,12 +307,22 @@ def write_report(directory: str | os.PathLike, output: str | os.PathLike | None 
     FileNotFoundError: no sparktimely logs (worker-N.json) in ...
     """
     logs = read_log_directory(directory)
-    path = os.fspath(output) if output is not None else os.path.join(directory, "profile.html")
+    path = os.fspath(output if output is not None else directory)
+    if os.path.isdir(path):
+        path = os.path.join(path, "profile.html")
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"cannot write {path}: there is no directory {folder}")
     page = render_report(logs, f"sparktimely profile of {os.path.abspath(directory)}")
     partial = f"{path}.partial"
-    with open(partial, "w") as file:
-        file.write(page)
-    os.replace(partial, path)  # a failed or killed run leaves no empty page behind
+    try:
+        with open(partial, "w") as file:
+            file.write(page)
+        os.replace(partial, path)  # a failed or killed run leaves no empty page behind
+    except BaseException:
+        if os.path.exists(partial):
+            os.remove(partial)
+        raise
     return path
 
 
@@ -333,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(argv)
     try:
         path = write_report(options.logdir, options.output)
-    except FileNotFoundError as error:
+    except OSError as error:                # no logs there, or nowhere to write the page
         print(f"sparktimely.profile: {error}", file=sys.stderr)
         return 2
     print(f"sparktimely.profile: wrote {path}")

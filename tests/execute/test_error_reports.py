@@ -136,6 +136,19 @@ def test_a_log_directory_that_cannot_be_one_is_named_before_workers_start(tmp_pa
     assert sorted(os.listdir(tmp_path)) == ["file", "job.py"]       # no worker ran
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_a_log_directory_where_nothing_can_be_made_is_named_even_for_root(tmp_path):
+    """/proc passes every permission check for root, yet nothing can be made in it: told
+    before any worker starts, and the check leaves nothing behind where it succeeds."""
+    with pytest.raises(ValueError, match=r"log_dir: cannot write logs to /proc/nope: /proc "
+                                         r"is not writable"):
+        st.execute(lambda worker: (tmp_path / f"ran-{worker.index}").touch(), workers=2,
+                   log_dir="/proc/nope")
+    assert os.listdir(tmp_path) == []                               # no worker ran
+    st.execute(lambda worker: None, workers=1, log_dir=tmp_path / "logs")
+    assert not [name for name in os.listdir(tmp_path) if name.startswith(".sparktimely")]
+
+
 def test_execute_from_args_takes_a_list_not_one_string():
     with pytest.raises(TypeError, match="argv is the list of arguments"):
         st.execute_from_args("-w2", lambda worker: None)

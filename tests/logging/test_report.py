@@ -181,6 +181,25 @@ def test_a_missing_directory_is_named(tmp_path):
     assert f"no sparktimely logs (worker-N.json) in {tmp_path}" in result.stderr
 
 
+@pytest.mark.timeout(120)
+def test_the_output_may_be_a_directory_and_a_missing_one_is_named(logdir, tmp_path):
+    """-o into an existing directory writes profile.html there; -o into a directory that
+    does not exist is one line naming it, status 2, and leaves no partial page behind."""
+    def profile(output):
+        return subprocess.run([sys.executable, "-m", "sparktimely.profile", str(logdir), "-o",
+                               str(output)], capture_output=True, text=True, timeout=60)
+    (tmp_path / "out").mkdir()
+    done = profile(tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"sparktimely.profile: wrote {tmp_path / 'out' / 'profile.html'}"
+    assert os.listdir(tmp_path / "out") == ["profile.html"]
+    failed = profile(tmp_path / "nowhere" / "page.html")
+    assert failed.returncode == 2 and failed.stderr.splitlines() == [
+        f"sparktimely.profile: cannot write {tmp_path / 'nowhere' / 'page.html'}: there is no "
+        f"directory {tmp_path / 'nowhere'}"]
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
 def test_without_graphviz_the_page_shows_the_dot_text_and_how_to_install_it(logdir, monkeypatch,
                                                                              tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
