@@ -1,12 +1,13 @@
 """The sparktimely demo: PageRank as a Spark application, on an embedded local Spark.
 
 1. starts a local Spark driver (``local[2]``; a clear message and status 2 if there is no
-   Java);
+   Java, or the driver does not start);
 2. has Spark generate a random graph (100,000 nodes, 1,000,000 edges by default) and write
    it as Parquet;
 3. runs ``examples.pagerank:job`` through the spark-submit entry point
    (``sparktimely.barrier.submit``), one barrier task per worker: each worker reads its
-   share of the Parquet files and the workers run 10 PageRank iterations together;
+   share of the Parquet files and the workers run the PageRank iterations together (10
+   by default);
 4. prints the top ranks and the time per iteration, then numpy's on one thread (reading the
    same Parquet files) for comparison.
 
@@ -31,11 +32,16 @@ if __package__ in (None, ""):          # run as a file: the job is examples.page
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", type=at_least(1), default=100_000)
-    parser.add_argument("--edges", type=at_least(0), default=1_000_000)
-    parser.add_argument("--iterations", type=at_least(1), default=10)
-    parser.add_argument("--workers", type=at_least(1), default=2)
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--nodes", type=at_least(1), default=100_000,
+                        help="nodes of the random graph (default: %(default)s)")
+    parser.add_argument("--edges", type=at_least(0), default=1_000_000,
+                        help="edges of the random graph (default: %(default)s)")
+    parser.add_argument("--iterations", type=at_least(1), default=10,
+                        help="PageRank iterations (default: %(default)s)")
+    parser.add_argument("--workers", type=at_least(1), default=2,
+                        help="timely workers, one barrier task each (default: %(default)s)")
+    parser.add_argument("--master", default="local[2]",
+                        help="the Spark master to start (default: %(default)s)")
     options = parser.parse_args(argv)
     try:
         submit.require_java()
@@ -52,13 +58,19 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     started = time.perf_counter()
-    spark = (SparkSession.builder.master(options.master).appName("sparktimely demo")
-             .config("spark.pyspark.python", sys.executable)
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", str(options.workers))
-             .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "1")
-             .getOrCreate())
+    try:
+        spark = (SparkSession.builder.master(options.master).appName("sparktimely demo")
+                 .config("spark.pyspark.python", sys.executable)
+                 .config("spark.ui.enabled", "false")
+                 .config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.sql.shuffle.partitions", str(options.workers))
+                 .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "1")
+                 .getOrCreate())
+    except Exception as error:                  # e.g. a master Spark cannot start with
+        said = (str(error).strip().splitlines() or [""])[0]
+        print(f"demo: the Spark driver did not start (--master {options.master}): "
+              f"{type(error).__name__}: {said}", file=sys.stderr)
+        return 2
     spark.sparkContext.setLogLevel("ERROR")
     print(f"demo: Spark {spark.version} started ({options.master}) in "
           f"{time.perf_counter() - started:.1f} s")

@@ -58,4 +58,4 @@ if __name__ == "__main__":
     options = st.timely_parser(description=__doc__).parse_args()
     for reports in st.execute_from_args(options, wordcount):
         for round, word, count in reports:
-            print(f"round {round}: {word} seen {count} times")
+            print(f"round {round}: {word} seen {count} time{'s' if count != 1 else ''}")

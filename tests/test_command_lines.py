@@ -31,7 +31,7 @@ EXPECTED = {                  # a line of each program's output when it ran as t
     "simple.py": "seen: 9 at time 9",
     "hello.py": "worker 1:\thello 9",
     "distinct.py": "worker 1:\tvalue 7",
-    "wordcount.py": "round 4: end seen 1 times",
+    "wordcount.py": "round 4: end seen 1 time",
     "loopdemo.py": "97 reaches 1 after 118 steps",
     "bfs.py": "process 0: its workers reached 991 of 1000 nodes, as plain Python does; "
               "deepest level 6",
@@ -120,6 +120,16 @@ def test_every_example_follows_argparses_conventions(tmp_path):
                     "the program go after --, or declare them on sparktimely.timely_parser())")
             assert re.fullmatch(rf"\S+: error: {re.escape(message)}", lines[-1]), what
     assert os.listdir(tmp_path) == []                   # nothing ran, nothing was written
+
+
+@pytest.mark.timeout(120)
+def test_the_demo_names_a_spark_driver_that_does_not_start_and_exits_2(tmp_path):
+    """A --master Spark cannot start with: one line of the demo's own after what the JVM
+    printed, status 2, no Python traceback."""
+    status, out, err = finish(start([EXAMPLES / "demo.py", "--master", "bogus://x"], tmp_path))
+    assert status == 2 and "Traceback" not in err, err
+    assert err.splitlines()[-1].startswith(
+        "demo: the Spark driver did not start (--master bogus://x): "), err
 
 
 def test_the_examples_help_lists_their_own_flags_with_timelys(tmp_path):
