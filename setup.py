@@ -4,6 +4,10 @@ pure-Python sources (everything else is in setup.cfg).
 A single-row update runs thousands of small Python calls through the progress tracker, the
 operators' scheduling, the rings between workers and differential's traces; compiled, the
 same code answers a reachability update about a fifth sooner (``benchmarks/FINDINGS.md``).
+A ``.pxd`` beside a source declares the classes of the step loop and the progress path as
+extension types, their attributes struct fields: compiled code reads a plain class's
+attributes through dictionary lookups, slower than the interpreter's own caches, and these
+classes are read on every step. What the code does is the same either way.
 The build is optional: without a C compiler, or with ``SPARKTIMELY_PURE_PYTHON=1`` set while
 installing, the package installs pure Python, and it runs the same
 (``sparktimely/_compiled.py``).
@@ -19,7 +23,9 @@ COMPILED = [
     "sparktimely/dataflow/*.py",
     "sparktimely/shm/*.py",
     "sparktimely/comm/allocator.py",
+    "sparktimely/comm/cluster.py",
     "sparktimely/comm/codec.py",
+    "sparktimely/comm/link.py",
     "sparktimely/hashing.py",
     "sparktimely/differential/lattice.py",
     "sparktimely/differential/input.py",

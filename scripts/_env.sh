@@ -18,11 +18,13 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 STAMP="$VENV/.sparktimely-installed-${EXTRAS//,/-}"
 # The install also compiles the modules setup.py lists, beside their sources; a compiled
-# module older than its source is not used (sparktimely/_compiled.py), so a source edited
-# since the last install is a reason to install (and compile) again.
+# module older than its source is not used (sparktimely/_compiled.py), so a source (or the
+# .pxd that declares its classes for Cython) edited since the last install is a reason to
+# install (and compile) again.
 if [ ! -f "$STAMP" ] || [ "$ROOT/setup.cfg" -nt "$STAMP" ] || [ "$ROOT/setup.py" -nt "$STAMP" ] \
     || [ "$ROOT/pyproject.toml" -nt "$STAMP" ] \
-    || [ -n "$(find "$ROOT/sparktimely" -name '*.py' -newer "$STAMP" -print -quit)" ]; then
+    || [ -n "$(find "$ROOT/sparktimely" \( -name '*.py' -o -name '*.pxd' \) -newer "$STAMP" \
+          -print -quit)" ]; then
   echo "sparktimely: installing the project with its extras [$EXTRAS] into $VENV" >&2
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
   "$VENV/bin/python" -m pip install --quiet -e "$ROOT[$EXTRAS]"

@@ -9,14 +9,18 @@ True
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Callable, TypeVar
+
 from .dataflow.worker import WorkerCore
 from .logging.registry import Registry, registry_of
 from .ops.scope import Scope
 
 __all__ = ["Worker"]
 
+R = TypeVar("R")
 
-class Worker(WorkerCore[Scope]):
+
+class Worker(WorkerCore):
     """A timely worker: builds dataflows and runs them step by step.
 
     ``worker.dataflow(build)`` calls ``build(scope)`` with a :class:`~sparktimely.Scope`,
@@ -32,6 +36,10 @@ class Worker(WorkerCore[Scope]):
     """
 
     scope_class = Scope
+
+    if TYPE_CHECKING:       # what ``dataflow`` builds in, for a type checker: a Scope
+        def dataflow(self, build: Callable[[Scope], R], *, name: str | None = None,
+                     timestamp: type = int) -> R: ...
 
     def log_register(self) -> Registry:
         """This worker's log registry (a :class:`sparktimely.logging.Registry`):

@@ -7,6 +7,8 @@ them); ``tests/test_install.py`` checks that a fresh ``pip install .`` runs comp
 modules."""
 from __future__ import annotations
 
+import ast
+import importlib
 import importlib.machinery
 import json
 import os
@@ -111,3 +113,105 @@ def test_a_module_cython_cannot_translate_stays_pure_and_the_rest_compile(tmp_pa
     kept = setup["cythonized"]([Extension("bad", ["bad.py"]), Extension("good", ["good.py"])])
     assert [extension.name for extension in kept] == ["good"]
     assert "bad.py stays pure Python" in capsys.readouterr().out
+
+
+# -- the .pxd declarations ------------------------------------------------------------------
+
+
+def _declarations() -> list[tuple[pathlib.Path, str, str | None, set[str]]]:
+    """(source, class, declared base or None, attributes) for every ``cdef class`` of every
+    .pxd in the package."""
+    found = []
+    for pxd in sorted(PACKAGE.rglob("*.pxd")):
+        current = None
+        for line in pxd.read_text().splitlines():
+            if line.startswith("cdef class "):
+                name, _, base = line[len("cdef class "):].rstrip(":").partition("(")
+                current = (pxd.with_suffix(".py"), name, base.rstrip(")") or None, set())
+                found.append(current)
+            elif current is not None and line.strip().startswith("cdef public object "):
+                current[3].update(a.strip() for a in line.split("object", 1)[1].split(","))
+    return found
+
+
+def _attributes_of(source: pathlib.Path, name: str) -> set[str]:
+    """The attributes class ``name`` of ``source`` gives its instances: those its methods
+    assign on ``self`` and those its body annotates without a value."""
+    tree = ast.parse(source.read_text())
+    cls = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name)
+    annotated = {item.target.id for item in cls.body if isinstance(item, ast.AnnAssign)
+                 and item.value is None and isinstance(item.target, ast.Name)}
+    return annotated | {node.attr for node in ast.walk(cls) if isinstance(node, ast.Attribute)
+                        and isinstance(node.value, ast.Name) and node.value.id == "self"
+                        and isinstance(node.ctx, ast.Store)}
+
+
+@pytest.mark.parametrize("declaration", _declarations(), ids=lambda d: d[1])
+def test_a_pxd_declares_exactly_the_attributes_its_class_has(declaration):
+    """A class a .pxd declares keeps every attribute it has in a struct field (one left out
+    would fall back to the slower ``__dict__``) and declares no other; a base declared in
+    the same .pxd holds the attributes the base's body names."""
+    source, name, base, attributes = declaration
+    has = _attributes_of(source, name)
+    if base is not None:        # declared in the same .pxd: a compiled module that cimports
+        # another's class fails to import while that one runs pure (edited, in a checkout)
+        inherited = next(d[3] for d in _declarations() if d[0] == source and d[1] == base)
+        attributes, has = attributes | inherited, has | _attributes_of(source, base)
+    assert attributes == has
+
+
+def test_the_classes_a_pxd_declares_are_extension_types_when_compiled():
+    """Where an install compiled a module with a .pxd, its declared classes are extension
+    types (static types, whose attributes are struct fields), not plain classes."""
+    declared = {name for _, name, _, _ in _declarations()}
+    assert {"WorkerCore", "Dataflow", "ProgressExchange", "Tracker", "MutableAntichain",
+            "Operator"} <= declared                     # the step's and the progress path's
+    checked = 0
+    for source, name, _, _ in _declarations():
+        module_name = "sparktimely." + ".".join(source.relative_to(PACKAGE).with_suffix("").parts)
+        module = importlib.import_module(module_name)
+        if not str(module.__file__).endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
+            continue
+        heap_type = 1 << 9                              # Py_TPFLAGS_HEAPTYPE
+        assert not getattr(module, name).__flags__ & heap_type, f"{module_name}.{name}"
+        checked += 1
+    if not checked:
+        pytest.skip("no module with a .pxd is compiled in this install")
+
+
+MAKE_VALUES = """
+import pickle, sys, sparktimely as st
+counts = st.MutableAntichain()
+counts.update_iter([(3, 2), (5, 1)])
+changes = st.ChangeBatch()
+changes.extend([("x", 2), ("y", 0)])
+values = [st.Antichain([st.Product(1, 2), st.Product(2, 1)]), counts, changes]
+sys.stdout.buffer.write(pickle.dumps(values))
+"""
+SHOW_VALUES = """
+import pickle, sys
+frontier, counts, changes = pickle.loads(sys.stdin.buffer.read())
+print(repr(frontier), repr(counts), counts.count_for(3), counts.count_for(5), repr(changes))
+"""
+
+
+def _in_build(code: str, pure: bool, given: bytes = b"") -> bytes:
+    environment = {**os.environ, "PYTHONPATH": str(PACKAGE.parent)}
+    environment.pop("SPARKTIMELY_PURE_PYTHON", None)
+    if pure:
+        environment["SPARKTIMELY_PURE_PYTHON"] = "1"
+    return subprocess.run([sys.executable, "-c", code], input=given, env=environment, cwd="/",
+                          capture_output=True, timeout=60, check=True).stdout
+
+
+def test_public_progress_values_pickled_by_one_build_load_in_the_other():
+    """A job's processes may run different builds (Spark executors that get only shipped
+    sources run pure): Antichain, MutableAntichain and ChangeBatch, extension types when
+    compiled, pickle alike in both builds, so records holding them cross between them."""
+    if not built_twins(PACKAGE):
+        pytest.skip("this install built no compiled module")
+    expected = (b"Antichain([Product(1, 2), Product(2, 1)]) MutableAntichain(frontier=[3]) 2 1 "
+                b"ChangeBatch([('x', 2)])\n")
+    for maker_pure in (False, True):
+        made = _in_build(MAKE_VALUES, maker_pure)
+        assert _in_build(SHOW_VALUES, not maker_pure, made) == expected

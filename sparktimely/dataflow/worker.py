@@ -19,7 +19,7 @@ import time as _time
 import weakref
 from collections import deque
 from types import MappingProxyType, MethodType
-from typing import TYPE_CHECKING, Any, Callable, Generic, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
 from ..errors import short_repr
 from ..progress.timestamp import TimeKind, Timestamp, check_time_type
@@ -30,7 +30,6 @@ from .subgraph import DATA, FINISHED, GRAPH, Dataflow
 if TYPE_CHECKING:
     from ..comm import Allocator
 
-S = TypeVar("S", bound=ScopeCore)
 R = TypeVar("R")
 
 logger = logging.getLogger("sparktimely")
@@ -97,7 +96,7 @@ class SyncActivator:
         self._worker._wake()
 
 
-class WorkerCore(Generic[S]):
+class WorkerCore:
     """A timely worker: builds dataflows and runs them step by step. Its dataflows are
     built in scopes of :attr:`scope_class`.
 
@@ -106,7 +105,7 @@ class WorkerCore(Generic[S]):
     ('ScopeCore', 0, 1)
     """
 
-    scope_class: type[S] = ScopeCore      # type: ignore[assignment]
+    scope_class: type[ScopeCore] = ScopeCore
     """The class of the scopes dataflows are built in."""
 
     idle_hint_after = 2.0
@@ -152,7 +151,7 @@ class WorkerCore(Generic[S]):
         self._collected = False                    # the collector ran since the last work
         self._stepping = False                     # inside a step (operators' logic runs)
 
-    def dataflow(self, build: Callable[[S], R], *, name: str | None = None,
+    def dataflow(self, build: Callable[[Any], R], *, name: str | None = None,
                  timestamp: type = int) -> R:
         """Build a new dataflow with ``build(scope)`` and return what ``build`` returns.
 
