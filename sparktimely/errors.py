@@ -1,4 +1,5 @@
-"""The errors a run of workers reports (raised by ``execute``, ``barrier.run`` and friends).
+"""The errors a run of workers reports (raised by ``execute``, ``barrier.run`` and friends),
+and the checks that refuse a bad argument before anything starts.
 """
 from __future__ import annotations
 
@@ -68,6 +69,31 @@ def short_repr(value: object) -> str:
     '[0, 1, 2, 3, 4, 5, ...]'
     """
     return _shortening.repr(value)
+
+
+def require_callable(value: object, call: str, what: str) -> None:
+    """A TypeError naming ``call`` and ``what`` it needs unless ``value`` can be called.
+
+    >>> require_callable(5, "execute", "the job must be a function of the worker")
+    Traceback (most recent call last):
+    ...
+    TypeError: execute: the job must be a function of the worker, got 5
+    """
+    if not callable(value):
+        raise TypeError(f"{call}: {what}, got {short_repr(value)}")
+
+
+def require_positive_int(value: object, name: str) -> None:
+    """A ValueError naming ``name`` unless ``value`` is an int of at least 1 (a bool is not a
+    count).
+
+    >>> require_positive_int(True, "workers")
+    Traceback (most recent call last):
+    ...
+    ValueError: workers must be a positive integer, got True
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 def describe(error: BaseException) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from . import _supervisor, _warm
-from .errors import WorkerError
+from .errors import WorkerError, require_callable, require_positive_int
 from .session import Seat, WorkerSession, check_stall_limit
 from ._supervisor import signals
 from .comm import WorkerAddress
@@ -64,9 +64,7 @@ class Config:
 
     def __post_init__(self) -> None:
         for name in ("workers", "processes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            require_positive_int(getattr(self, name), name)
         if isinstance(self.process, bool) or not isinstance(self.process, int) or \
                 not 0 <= self.process < self.processes:
             count = ("there is 1 process" if self.processes == 1
@@ -530,7 +528,7 @@ def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int =
     >>> st.execute(lambda worker: (worker.index, worker.peers), workers=2)
     [(0, 2), (1, 2)]
     """
-    _check_job(func, "execute")
+    require_callable(func, "execute", "the job must be a function of the worker")
     config = Config(workers, processes, process,
                     None if hostfile is None else parse_hostfile(hostfile), list(args),
                     stall_limit=stall_limit,
@@ -715,18 +713,11 @@ def execute_directly(func: Callable[[Worker], Any]) -> Any:
     >>> st.execute_directly(lambda worker: worker.peers)
     1
     """
-    _check_job(func, "execute_directly")
+    require_callable(func, "execute_directly", "the job must be a function of the worker")
     worker = Worker(0, 1)
     result = func(worker)
     worker.run()
     return result
-
-
-def _check_job(func: Any, call: str) -> None:
-    """A TypeError naming ``call`` unless ``func`` (a job: a function of the worker) can be
-    called, before any worker starts."""
-    if not callable(func):
-        raise TypeError(f"{call}: the job must be a function of the worker, got {func!r}")
 
 
 def example(build: Callable[[Any], Any]) -> Any:

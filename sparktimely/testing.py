@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 
 from .comm.inprocess import Aborted, InProcessHub
 from .worker import Worker
-from .errors import WorkerError, describe
+from .errors import WorkerError, describe, require_positive_int
 from .ops.capture import merge_by_time
 
 __all__ = ["consolidate", "execute_in_process", "free_ports"]
@@ -49,8 +49,7 @@ def execute_in_process(func: Callable[[Worker], Any], workers: int = 1, seed: in
     >>> execute_in_process(lambda worker: (worker.index, worker.peers), workers=3, seed=1)
     [(0, 3), (1, 3), (2, 3)]
     """
-    if not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    require_positive_int(workers, "workers")
     hub = InProcessHub(workers, seed, stall_seconds)
     results: list[Any] = [None] * workers
     failures: list[tuple[int, BaseException, str]] = []

@@ -13,6 +13,7 @@ from ..worker import Worker
 from ..io.checkpoints import RecoveryError, checkpointing, committed_epochs, \
     reraise_recovery_error
 from ..comm.net import connect_timeout
+from ..errors import require_callable, require_positive_int
 from ..execute import check_run_options
 from ..logging import observing
 from ._cancel import FailureMemo, StageCanceller, driver_host
@@ -129,13 +130,12 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
     >>> stb.run(spark, lambda worker: (worker.index, worker.peers), 2)   # doctest: +SKIP
     [(0, 2), (1, 2)]
     """
-    _check_callable(func, "run", "the job must be a function of the worker")
+    require_callable(func, "sparktimely.barrier.run", "the job must be a function of the worker")
     sc = context_of(spark)
     if sc is None:
         raise TypeError("sparktimely.barrier.run needs a classic SparkSession or SparkContext "
                         "(under Spark Connect use map_in_arrow)")
-    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-        raise ValueError(f"max_attempts must be a positive integer, got {max_attempts!r}")
+    require_positive_int(max_attempts, "max_attempts")
     _check_options(timeout, stall_limit, checkpoint_every)
     check(sc, num_workers)
     ship(sc)
@@ -212,19 +212,6 @@ def _collect(rdd, description: str) -> list:
     site._call_site = description                     # pyspark takes the caller's line
     with site:
         return rdd.collect()
-
-
-def _check_callable(function: Any, call: str, what: str) -> None:
-    """A TypeError naming ``call`` unless ``function`` can be called, before Spark runs
-    anything (as ``sparktimely.execute`` checks its job).
-
-    >>> _check_callable(5, "run", "the job must be a function of the worker")
-    Traceback (most recent call last):
-    ...
-    TypeError: sparktimely.barrier.run: the job must be a function of the worker, got 5
-    """
-    if not callable(function):
-        raise TypeError(f"sparktimely.barrier.{call}: {what}, got {function!r}")
 
 
 QUIETED = ("org.apache.spark.scheduler.TaskSetManager", "org.apache.spark.executor.Executor",
@@ -324,7 +311,8 @@ def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
 
     >>> counts = stb.map_partitions(lines, lambda scope, s: s.flat_map(str.split).count())  # doctest: +SKIP
     """
-    _check_callable(build, "map_partitions", "build must be a function build(scope, stream)")
+    require_callable(build, "sparktimely.barrier.map_partitions",
+                     "build must be a function build(scope, stream)")
     workers = rdd.getNumPartitions()
     if workers == 0:                    # nothing to run (Spark runs no task either)
         return rdd.context.emptyRDD()
@@ -358,7 +346,8 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
 
     >>> out = stb.map_in_arrow(df, build, "word string, count long", num_workers=2)  # doctest: +SKIP
     """
-    _check_callable(build, "map_in_arrow", "build must be a function build(scope, stream)")
+    require_callable(build, "sparktimely.barrier.map_in_arrow",
+                     "build must be a function build(scope, stream)")
     spark = df.sparkSession
     if num_workers is not None:
         check(spark, num_workers)

@@ -21,6 +21,8 @@ import re
 import time
 from typing import Any
 
+from ..errors import require_positive_int
+
 __all__ = ["BarrierSetupError", "check", "check_resources", "context_of", "is_local",
            "probe_slots", "slots_of", "wait_for_slots"]
 
@@ -61,8 +63,7 @@ def check_resources(num_workers: int, slots: int | None, master: str,
     ...
     sparktimely.barrier.BarrierSetupError: 3 sparktimely workers need 3 barrier tasks running at once, but this Spark application has 2 task slots (master local[2]): ask for fewer workers or for more cores (local[N], or spark.executor.instances x spark.executor.cores / spark.task.cpus)
     """
-    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
-        raise ValueError(f"num_workers must be a positive integer, got {num_workers!r}")
+    require_positive_int(num_workers, "num_workers")
     if dynamic_allocation and not is_local(master):
         raise BarrierSetupError(
             "Spark runs barrier stages only without dynamic allocation, and "

@@ -70,7 +70,7 @@ from urllib.parse import quote, unquote
 
 from ..dataflow import Pipeline, WorkerObserver, source
 from ..dataflow.operator import OperatorError
-from ..errors import describe
+from ..errors import describe, require_positive_int
 from ..ops.recovery import (Component, InputEpochs, KeyedState, frontier_epoch, recovery_of,
                             root_epoch)
 from ..ops.sinks import handed_over
@@ -128,8 +128,7 @@ def check_checkpoint_every(checkpoint_every: object) -> None:
     Traceback (most recent call last):
     ValueError: checkpoint_every must be a positive integer, got 0
     """
-    if not isinstance(checkpoint_every, int) or checkpoint_every < 1:
-        raise ValueError(f"checkpoint_every must be a positive integer, got {checkpoint_every!r}")
+    require_positive_int(checkpoint_every, "checkpoint_every")
 
 
 def enable_checkpoints(worker: "Worker", checkpoint_dir: Location,

@@ -36,6 +36,7 @@ import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from ..errors import require_positive_int
 from ._staged import StagedEpochs, StagedFile, delete_staged
 from ._storage import Location, Storage
 
@@ -289,8 +290,7 @@ class FileSource:
                  event_time: str | None = None, out_of_order: int = 0) -> None:
         _check_format(format, _SOURCE_FORMATS, "FileSource")
         for name, value in (("batch_rows", batch_rows), ("batches_per_epoch", batches_per_epoch)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"FileSource: {name} must be a positive integer, got {value!r}")
+            require_positive_int(value, f"FileSource: {name}")
         if not isinstance(out_of_order, int) or out_of_order < 0:
             raise ValueError(f"FileSource: out_of_order must be a non-negative integer, got "
                              f"{out_of_order!r}")
