@@ -40,9 +40,10 @@ def write_events(folder: str, files: int = 3, rows: int = 36, seed: int = 0) -> 
             os.path.join(folder, f"events-{f}.parquet"))
 
 
-def job(folder: str, out: str, kind, arrow: bool, hook=None):
+def job(folder: str, out: str, kind, arrow: bool, hook=None, records_aggregate=win.collect):
     """Per-key windows of the events' values with lateness 2: results and late records
-    written as JSON lines; ``hook(worker, time)`` sees the time of each batch of results."""
+    written as JSON lines; ``hook(worker, time)`` sees the time of each batch of results;
+    ``records_aggregate()`` is the aggregation of the Python form."""
     def run(worker):
         def build(scope):
             events = scope.input_from_source(FileSource(folder, batch_rows=ROWS,
@@ -57,7 +58,7 @@ def job(folder: str, out: str, kind, arrow: bool, hook=None):
             else:
                 windows = events.from_arrow(tuples=True).window(
                     kind, time_of=lambda r: r[2], key=lambda r: r[1], lateness=2,
-                    aggregate=win.collect())
+                    aggregate=records_aggregate())
                 results = windows.results.map(lambda r: {"key": r[0], "window_start": r[1].start,
                                                          "window_end": r[1].end,
                                                          "ids": sorted(e[0] for e in r[2])})
@@ -143,10 +144,28 @@ def test_a_rerun_with_another_window_is_refused_naming_both(run, events, tmp_pat
     out, directory = str(tmp_path / "out"), tmp_path / "ck"
     with pytest.raises(st.WorkerError, match="failing on purpose"):
         run(checkpointed(job(events, out, before, arrow, fail), directory, EVERY))
-    form = "Arrow aggregate " if arrow else "records)"
+    form = "Arrow aggregate " if arrow else "records collect)"
     with pytest.raises(st.WorkerError) as refused:
         run(checkpointed(job(events, out, after, arrow, fail), directory, EVERY))
     told = str(refused.value)
     assert "RecoveryError" in told and "is of another program" in told, told
     for kind in (before, after):
         assert f"({kind!r}, lateness 2, {form}" in told, told
+
+
+def test_a_rerun_with_another_python_aggregation_is_refused(run, events, tmp_path):
+    """A resumed win.count() read win.collect()'s open windows (lists of events) as counts,
+    silently: the Python aggregation, like the Arrow dict, is part of the window's name."""
+    kind = win.Tumbling(10)
+    plain = str(tmp_path / "plain")
+    run(job(events, plain, kind, False))
+    fail = FailOnce(str(tmp_path / "failed"), result_epoch(visible(plain), 0.7), worker=None)
+    out, directory = str(tmp_path / "out"), tmp_path / "ck"
+    with pytest.raises(st.WorkerError, match="failing on purpose"):
+        run(checkpointed(job(events, out, kind, False, fail), directory, EVERY))
+    with pytest.raises(st.WorkerError) as refused:
+        run(checkpointed(job(events, out, kind, False, fail, records_aggregate=win.count),
+                         directory, EVERY))
+    told = str(refused.value)
+    assert "RecoveryError" in told and "is of another program" in told, told
+    assert "lateness 2, records collect)" in told and "lateness 2, records count)" in told, told

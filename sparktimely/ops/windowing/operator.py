@@ -135,7 +135,8 @@ class WindowOps(StreamCore):
                                 definition=f"{definition}, Arrow aggregate {digest}")
         if isinstance(aggregate, Aggregation):
             return self._window(*_records_engine(kind, time_of, key, aggregate, lateness),
-                                definition=f"{definition}, records", records=True)
+                                definition=f"{definition}, records {aggregate.name}",
+                                records=True)
         raise TypeError(f"window: aggregate must be a win.count(), win.sum(), ... or an "
                         f"Arrow dict {{out: (op, column)}}, got {aggregate!r}")
 
@@ -143,8 +144,9 @@ class WindowOps(StreamCore):
                 definition: str, records: bool = False) -> Any:
         """The window operator over ``engine``; ``records``: a Python aggregation, which
         refuses Arrow batches (it would iterate their columns). Its checkpointed state is
-        named with ``definition`` (the kind, the lateness, the form; an Arrow aggregate dict
-        by a digest, which keeps the name of its files short), so that a resumed run whose
+        named with ``definition`` (the kind, the lateness, the aggregation: a Python one by
+        its name, an Arrow aggregate dict by a digest, which keeps the name of its files
+        short), so that a resumed run whose
         window differs is refused instead of reading windows it does not make."""
         builder = OperatorBuilder("Window", self.scope)
         input = builder.new_input(self, pact)
