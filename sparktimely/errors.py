@@ -71,16 +71,31 @@ def short_repr(value: object) -> str:
     return _shortening.repr(value)
 
 
-def require_callable(value: object, call: str, what: str) -> None:
-    """A TypeError naming ``call`` and ``what`` it needs unless ``value`` can be called.
+def require_function(place: str, value: object, what: str = "expected a function") -> None:
+    """A TypeError naming ``place`` (an operator, a call) unless ``value`` can be called:
+    told where the dataflow is built or the run starts, not by the first record that
+    reaches it.
 
-    >>> require_callable(5, "execute", "the job must be a function of the worker")
+    >>> require_function("map", 5)
     Traceback (most recent call last):
     ...
-    TypeError: execute: the job must be a function of the worker, got 5
+    TypeError: map: expected a function, got 5 (int)
     """
     if not callable(value):
-        raise TypeError(f"{call}: {what}, got {short_repr(value)}")
+        raise TypeError(f"{place}: {what}, got {short_repr(value)} ({type(value).__name__})")
+
+
+def require_type(place: str, value: object, kind: type | tuple[type, ...], what: str) -> None:
+    """A TypeError naming ``place`` and ``what`` it expected unless ``value`` is a ``kind``.
+
+    >>> require_type("probe_with", 5, dict, "a st.ProbeHandle")
+    Traceback (most recent call last):
+    ...
+    TypeError: probe_with: expected a st.ProbeHandle, got 5 (int)
+    """
+    if not isinstance(value, kind):
+        raise TypeError(f"{place}: expected {what}, got {short_repr(value)} "
+                        f"({type(value).__name__})")
 
 
 def require_positive_int(value: object, name: str) -> None:

@@ -18,15 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from . import _supervisor, _warm
-from .errors import WorkerError, require_callable, require_positive_int
+from .errors import WorkerError, require_function, require_positive_int
 from .session import Seat, WorkerSession, check_stall_limit
 from ._supervisor import signals
 from .comm import WorkerAddress
 from .comm.net import connect_timeout
 from .comm.rendezvous import ProcessCluster
 from .worker import Worker
-from .io.checkpoints import (RecoveryError, check_checkpoint_every, checkpointing,
-                             create_directory, reraise_recovery_error)
+from .io.checkpoints import (RecoveryError, check_checkpoint_dir, check_checkpoint_every,
+                             checkpointing, create_directory, reraise_recovery_error)
 from .logging import observing
 from .logging.files import directory_problem
 from .shm import job_prefix
@@ -71,7 +71,7 @@ class Config:
                      else f"there are {self.processes} processes")
             raise ValueError(f"process index {self.process!r} is not in 0..{self.processes - 1} "
                              f"({count})")
-        check_run_options(self.stall_limit, self.checkpoint_every)
+        check_run_options(self.stall_limit, self.checkpoint_every, self.checkpoint_dir)
         if self.processes > 1 or self.workers > 1:
             connect_timeout()           # $SPARKTIMELY_CONNECT_TIMEOUT, told before any worker
         if self.hostfile is not None and len(self.hostfile) < self.processes:
@@ -83,10 +83,12 @@ class Config:
                              f"(process {len(self.hostfile)} has none)")
 
 
-def check_run_options(stall_limit: float | None, checkpoint_every: int) -> None:
+def check_run_options(stall_limit: float | None, checkpoint_every: int,
+                      checkpoint_dir: Any = None) -> None:
     """Raise ValueError naming the option if ``stall_limit`` is not None or a positive
-    number of seconds, or ``checkpoint_every`` not a positive integer: what ``execute`` and
-    the Spark launchers check before any worker starts.
+    number of seconds, or ``checkpoint_every`` not a positive integer (TypeError if
+    ``checkpoint_dir`` is no directory's location): what ``execute`` and the Spark
+    launchers check before any worker starts.
 
     >>> check_run_options(None, 0)
     Traceback (most recent call last):
@@ -94,6 +96,7 @@ def check_run_options(stall_limit: float | None, checkpoint_every: int) -> None:
     """
     check_stall_limit(stall_limit)
     check_checkpoint_every(checkpoint_every)
+    check_checkpoint_dir(checkpoint_dir)
 
 
 class _Addresses(list):
@@ -528,7 +531,7 @@ def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int =
     >>> st.execute(lambda worker: (worker.index, worker.peers), workers=2)
     [(0, 2), (1, 2)]
     """
-    require_callable(func, "execute", "the job must be a function of the worker")
+    require_function("execute", func, "the job must be a function of the worker")
     config = Config(workers, processes, process,
                     None if hostfile is None else parse_hostfile(hostfile), list(args),
                     stall_limit=stall_limit,
@@ -713,7 +716,7 @@ def execute_directly(func: Callable[[Worker], Any]) -> Any:
     >>> st.execute_directly(lambda worker: worker.peers)
     1
     """
-    require_callable(func, "execute_directly", "the job must be a function of the worker")
+    require_function("execute_directly", func, "the job must be a function of the worker")
     worker = Worker(0, 1)
     result = func(worker)
     worker.run()

@@ -13,7 +13,7 @@ from ..worker import Worker
 from ..io.checkpoints import RecoveryError, checkpointing, committed_epochs, \
     reraise_recovery_error
 from ..comm.net import connect_timeout
-from ..errors import require_callable, require_positive_int
+from ..errors import require_function, require_positive_int
 from ..execute import check_run_options
 from ..logging import observing
 from ._cancel import FailureMemo, StageCanceller, driver_host
@@ -130,13 +130,13 @@ def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequenc
     >>> stb.run(spark, lambda worker: (worker.index, worker.peers), 2)   # doctest: +SKIP
     [(0, 2), (1, 2)]
     """
-    require_callable(func, "sparktimely.barrier.run", "the job must be a function of the worker")
+    require_function("sparktimely.barrier.run", func, "the job must be a function of the worker")
     sc = context_of(spark)
     if sc is None:
         raise TypeError("sparktimely.barrier.run needs a classic SparkSession or SparkContext "
                         "(under Spark Connect use map_in_arrow)")
     require_positive_int(max_attempts, "max_attempts")
-    _check_options(timeout, stall_limit, checkpoint_every)
+    _check_options(timeout, stall_limit, checkpoint_every, checkpoint_dir)
     check(sc, num_workers)
     ship(sc)
     description = f"sparktimely: run {_name_of(func)} on {num_workers} workers"
@@ -311,7 +311,7 @@ def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
 
     >>> counts = stb.map_partitions(lines, lambda scope, s: s.flat_map(str.split).count())  # doctest: +SKIP
     """
-    require_callable(build, "sparktimely.barrier.map_partitions",
+    require_function("sparktimely.barrier.map_partitions", build,
                      "build must be a function build(scope, stream)")
     workers = rdd.getNumPartitions()
     if workers == 0:                    # nothing to run (Spark runs no task either)
@@ -346,7 +346,7 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
 
     >>> out = stb.map_in_arrow(df, build, "word string, count long", num_workers=2)  # doctest: +SKIP
     """
-    require_callable(build, "sparktimely.barrier.map_in_arrow",
+    require_function("sparktimely.barrier.map_in_arrow", build,
                      "build must be a function build(scope, stream)")
     spark = df.sparkSession
     if num_workers is not None:
@@ -379,20 +379,20 @@ def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
 
 
 def _check_options(timeout: float | None, stall_limit: float | None,
-                  checkpoint_every: int) -> None:
+                  checkpoint_every: int, checkpoint_dir: Any) -> None:
     """Raise ValueError naming the option, on the driver before any stage, for a
     ``timeout`` that is not None or a positive number of seconds (or, without one, a
     ``$SPARKTIMELY_CONNECT_TIMEOUT`` here that is not), and for what
     ``execute.check_run_options`` refuses."""
     connect_timeout(timeout)
-    check_run_options(stall_limit, checkpoint_every)
+    check_run_options(stall_limit, checkpoint_every, checkpoint_dir)
 
 
 def _task_options(sc, timeout, stall_limit, log_dir, checkpoint_dir,
                   checkpoint_every) -> TaskOptions:
     """The lazy forms' task options: with the driver's stage canceller when there is a
     SparkContext, else (Spark Connect) with a failure memo (see :mod:`._cancel`)."""
-    _check_options(timeout, stall_limit, checkpoint_every)
+    _check_options(timeout, stall_limit, checkpoint_every, checkpoint_dir)
     canceller = StageCanceller.address_for(sc)
     return TaskOptions(timeout=timeout, stall_limit=stall_limit, canceller=canceller,
                        memo=None if canceller else FailureMemo.new(), log_dir=_log_dir(log_dir),

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Generic, Sequence, TypeVar
 
 from ..comm import PeerLost
-from ..errors import ExchangeSchemaError, describe
+from ..errors import ExchangeSchemaError, describe, require_function, require_type
 from ..progress.timestamp import LEAVE, EnterSummary, Timestamp, advance, check_summary
 from .capability import Capability
 from .channels import Pact, Pipeline, as_pact
@@ -38,19 +38,6 @@ class OperatorError(RuntimeError):
     ...     print(error)
     operator 'Map' (address (0, 1)) raised ZeroDivisionError: integer division or modulo by zero
     """
-
-
-def require_function(operator: str, value: Any) -> None:
-    """A TypeError naming ``operator`` unless ``value`` is callable: told where the dataflow
-    is built, not by the first record that reaches it.
-
-    >>> require_function("map", 5)
-    Traceback (most recent call last):
-    TypeError: map: expected a function, got 5 (int)
-    """
-    if not callable(value):
-        raise TypeError(f"{operator}: expected a function, got {value!r} "
-                        f"({type(value).__name__})")
 
 
 def _require_one_argument(operator: str, logic: Callable) -> None:
@@ -435,6 +422,8 @@ class OperatorBuilder(Generic[S]):
         >>> st.example(build)                        # no inputs: only at start
         scheduled
         """
+        self._require_constructor(ctor)
+
         def reschedule_never(capabilities):
             logic = returned_logic(ctor(capabilities))
 
@@ -443,6 +432,10 @@ class OperatorBuilder(Generic[S]):
                 return False
             return run
         self.build_reschedule(reschedule_never)
+
+    def _require_constructor(self, ctor: Any) -> None:
+        require_function(f"operator {self._operator.name!r}", ctor,
+                         "OperatorBuilder.build expected a function of the capabilities")
 
     def build_reschedule(self, ctor: Callable[[list[Capability]], Callable[[list], bool]]) -> None:
         """Like :meth:`build`, but ``logic(frontiers)`` returns True to be scheduled again.
@@ -460,6 +453,7 @@ class OperatorBuilder(Generic[S]):
         [0, 1, 2]
         """
         self._check_open()
+        self._require_constructor(ctor)
         self._built = True
         operator = self._operator
         operator.inputs = self._inputs
@@ -547,7 +541,9 @@ def binary_operator(stream1: S, stream2: S, pact1: Pact | type, pact2: Pact | ty
 def notify_operator(streams: Sequence[S], pacts: Sequence[Pact | type], name: str,
                     init_times: Sequence[Timestamp], logic: Callable) -> S:
     """An operator with a Notificator: ``logic(*inputs, output, notificator)``."""
-    require_function(f"{name} ({'unary' if len(streams) == 1 else 'binary'}_notify)", logic)
+    place = f"{name} ({'unary' if len(streams) == 1 else 'binary'}_notify)"
+    require_function(place, logic)
+    require_type(place, init_times, (list, tuple), "init_times as a list of times")
     builder = OperatorBuilder(name, streams[0].scope)
     inputs = [builder.new_input(s, p) for s, p in zip(streams, pacts)]
     output, result = builder.new_output()

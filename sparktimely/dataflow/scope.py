@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, ClassVar, Generic, Self, TypeVar
 
+from ..errors import require_function
 from ..progress.timestamp import TimeKind, check_time_type
 from .stream import StreamCore
 
@@ -184,6 +185,7 @@ class ScopeCore(Generic[S]):
         >>> st.example(build).extract()
         [(0, [128])]
         """
+        require_function("scope.iterative", build)
         return build(self._child(self.kind.nested(), "iterative"))
 
     def region(self, build: Callable[[Self], R]) -> R:
@@ -196,6 +198,7 @@ class ScopeCore(Generic[S]):
         >>> st.example(build).extract()
         [(0, ['1', '2'])]
         """
+        require_function("scope.region", build)
         return build(self._child(self.kind, "region"))
 
     def __repr__(self) -> str:

@@ -21,7 +21,7 @@ from collections import deque
 from types import MappingProxyType, MethodType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
-from ..errors import short_repr
+from ..errors import require_function, short_repr
 from ..progress.timestamp import TimeKind, Timestamp, check_time_type
 from .observer import ObserverFanOut, WorkerObserver
 from .scope import ScopeCore
@@ -162,6 +162,7 @@ class WorkerCore:
         if self._failure is not None:
             raise self._failure             # as a step would: this worker cannot go on
         check_time_type(timestamp, "worker.dataflow")
+        require_function("worker.dataflow", build)
         index = self._dataflow_count
         self._dataflow_count += 1
         dataflow = Dataflow(self, index, name)

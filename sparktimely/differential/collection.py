@@ -38,8 +38,8 @@ import pyarrow as pa
 
 from ..dataflow import Pipeline
 from ..dataflow.containers import large_layouts
-from ..dataflow.operator import enter as enter_stream, leave as leave_stream, per_batch, \
-    require_function
+from ..dataflow.operator import enter as enter_stream, leave as leave_stream, per_batch
+from ..errors import require_function
 from ..progress.timestamp import Product
 from .arrow.reduce import count_spec, distinct_spec
 from .recovery import checkpointing

@@ -19,11 +19,31 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from ..errors import short_repr
+
 TEMPORARY_PREFIX = "_tmp-"
 
 Location = Any
 """A directory: a path (``str`` or ``os.PathLike``), a URI such as ``s3://bucket/dir`` or
 ``hdfs://host/dir``, or a ``(pyarrow.fs.FileSystem, path)`` pair."""
+
+
+def check_location(place: str, location: object) -> None:
+    """A TypeError naming ``place`` (an option, a sink) unless ``location`` can be a
+    :data:`Location`.
+
+    >>> check_location("checkpoint_dir", 123)
+    Traceback (most recent call last):
+    ...
+    TypeError: checkpoint_dir: expected a directory (a path, a URI such as s3://bucket/dir, or a (pyarrow.fs.FileSystem, path) pair), got 123 (int)
+    """
+    if isinstance(location, (str, os.PathLike)) or (
+            isinstance(location, tuple) and len(location) == 2
+            and isinstance(location[0], pafs.FileSystem) and isinstance(location[1], str)):
+        return
+    raise TypeError(f"{place}: expected a directory (a path, a URI such as s3://bucket/dir, or "
+                    f"a (pyarrow.fs.FileSystem, path) pair), got {short_repr(location)} "
+                    f"({type(location).__name__})")
 
 
 class Storage:

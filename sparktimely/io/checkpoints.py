@@ -80,7 +80,8 @@ from ._checkpoint_protocol import ALL, Action, CheckpointProtocol, CommitCompone
     Finish, Message, Phase, Release, Send, Stalled, Start, WriteCommit, WriteSnapshot
 from ._state import decode_partitions, encode_keyed, encode_partitions, from_ipc, select_keyed, \
     to_ipc, unpicklable_entry
-from ._storage import TEMPORARY_PREFIX, DirectoryLock, Location, Storage
+from ._storage import TEMPORARY_PREFIX, DirectoryLock, Location, Storage, \
+    check_location
 
 if TYPE_CHECKING:
     from ..dataflow.subgraph import Dataflow
@@ -119,6 +120,19 @@ class RecoveryError(RuntimeError):
     ...     print(str(error).split(":")[1].strip())
     it holds checkpoints of dataflow 'first', not of this program's first dataflow 'second'
     """
+
+
+def check_checkpoint_dir(checkpoint_dir: object) -> None:
+    """A TypeError naming the option unless ``checkpoint_dir`` is None (no checkpoints) or
+    a directory's :data:`~sparktimely.io._storage.Location`.
+
+    >>> check_checkpoint_dir(["ck"])
+    Traceback (most recent call last):
+    ...
+    TypeError: checkpoint_dir: expected a directory (a path, a URI such as s3://bucket/dir, or a (pyarrow.fs.FileSystem, path) pair), got ['ck'] (list)
+    """
+    if checkpoint_dir is not None:
+        check_location("checkpoint_dir", checkpoint_dir)
 
 
 def check_checkpoint_every(checkpoint_every: object) -> None:
@@ -192,6 +206,7 @@ def create_directory(checkpoint_dir: Location) -> None:
     ...     print("cannot" in str(error))
     True
     """
+    check_checkpoint_dir(checkpoint_dir)
     storage = Storage(checkpoint_dir)
     try:
         storage.makedirs(storage.root)

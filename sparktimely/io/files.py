@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 
 from ..errors import require_positive_int
 from ._staged import StagedEpochs, StagedFile, delete_staged
-from ._storage import Location, Storage
+from ._storage import Location, Storage, check_location
 
 __all__ = ["DirectorySink", "FileSource"]
 
@@ -485,6 +485,7 @@ class DirectorySink:
 
     def __init__(self, path: Location, format: str = "parquet") -> None:
         _check_format(format, list(_SINK_FORMATS), "DirectorySink")
+        check_location("DirectorySink", path)
         self.path = path
         self.format = format
 

@@ -7,6 +7,7 @@ from typing import Any, Callable, Self
 from ..dataflow import Pipeline
 from ..dataflow.channels import route_name
 from ..dataflow.stream import StreamCore
+from ..errors import require_function
 from ..hashing import stable_hash
 from ._stash import PerTime
 from .basic import RecordsExchange, not_records
@@ -30,6 +31,7 @@ class AggregationOps(StreamCore):
         ...            .capture()).extract()
         [(0, [10])]
         """
+        require_function("accumulate", f)
         totals: PerTime[list] = PerTime(lambda: [copy.deepcopy(init)])
 
         def logic(input: Any, output: Any, notificator: Any) -> None:
@@ -66,6 +68,9 @@ class AggregationOps(StreamCore):
         >>> st.example(build).extract()
         [(0, [('a', 2), ('b', 1)])]
         """
+        require_function("aggregate", fold, "fold: expected a function")
+        require_function("aggregate", emit, "emit: expected a function")
+        require_function("aggregate", route, "route: expected a function")
         aggregates: PerTime[dict] = PerTime(dict)
 
         def logic(input: Any, output: Any, notificator: Any) -> None:
@@ -108,6 +113,8 @@ class AggregationOps(StreamCore):
         >>> st.example(build).extract()
         [(0, [('x', 1), ('x', 3), ('y', 5)])]
         """
+        require_function("state_machine", fold)
+        require_function("state_machine", route, "route: expected a function")
         states: dict = {}
         pending: PerTime[list] = PerTime(list)
 

@@ -9,7 +9,8 @@ from itertools import chain
 from typing import Any, Callable, Self
 
 from ..dataflow import Exchange, OperatorBuilder, Pipeline
-from ..dataflow.operator import FrontierInterest, per_batch, require_function
+from ..dataflow.operator import FrontierInterest, per_batch
+from ..errors import require_function
 from ..dataflow.stream import StreamCore
 
 
@@ -181,6 +182,8 @@ class BasicOps(StreamCore):
         >>> seen
         [(0, 7)]
         """
+        require_function("inspect_time", f)
+
         def look(time: Any, batch: Any) -> Any:
             for x in batch:
                 f(time, x)
@@ -197,6 +200,8 @@ class BasicOps(StreamCore):
         >>> seen
         [(0, [1, 2])]
         """
+        require_function("inspect_batch", f)
+
         def look(time: Any, batch: Any) -> Any:
             f(time, batch)
             return batch
@@ -213,6 +218,8 @@ class BasicOps(StreamCore):
         >>> events
         [Err([5]), Ok((5, [5])), Err([])]
         """
+        require_function("inspect_core", f)
+
         def ctor(capability: Any, info: Any) -> Callable:
             capability.drop()
             seen = [self.scope.kind.minimum()]
@@ -242,6 +249,7 @@ class BasicOps(StreamCore):
         """
         if parts.__class__ is not int or parts < 1:
             raise ValueError(f"{name}: parts must be a positive int, not {parts!r}")
+        require_function(name, route)
         builder = OperatorBuilder(name, self.scope)
         input = builder.new_input(self, Pipeline)
         builder.set_notify_for(0, FrontierInterest.NEVER)
@@ -285,6 +293,8 @@ class BasicOps(StreamCore):
         >>> [c.extract() for c in st.example(build)]
         [[(0, [1, 2])], [(0, [9])]]
         """
+        require_function("branch", pred)
+
         def split(time: Any, batch: Any) -> tuple[list, list]:
             if batch.__class__ is not list:
                 raise not_records("Branch", batch)
@@ -307,6 +317,7 @@ class BasicOps(StreamCore):
         >>> [c.extract() for c in st.example(build)]
         [[(1, [1])], [(4, [4]), (6, [6])]]
         """
+        require_function("branch_when", predicate)
         return self._split("BranchWhen",
                            lambda time, batch: ((), batch) if predicate(time) else (batch, ()))
 
@@ -344,6 +355,8 @@ class BasicOps(StreamCore):
         >>> [c.extract() for c in st.example(build)]
         [[(0, [1])], [(0, ['x'])]]
         """
+        require_function("ok_err", f)
+
         def route(x: Any) -> tuple[int, Any]:
             result = f(x)
             if result.__class__ is Ok:

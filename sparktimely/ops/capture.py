@@ -24,6 +24,7 @@ from ..dataflow.containers import check_schema
 from ..dataflow.operator import sink_operator
 from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
+from ..errors import require_type
 from ..ordering import total_order
 from ..progress.frontier import MutableAntichain
 from ..progress.timestamp import less_equal, sort_times
@@ -457,6 +458,8 @@ class CaptureOps(StreamCore):
         >>> probe.done()
         True
         """
+        require_type("probe_with", handle, ProbeHandle, "a st.ProbeHandle")
+
         def logic(input: Any) -> None:
             for _ in input:
                 pass

@@ -1,18 +1,21 @@
 """Merging streams: ``stream.concat(other)`` and ``scope.concatenate(streams)``."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Callable, Self, Sequence, TypeVar
 
 from ..dataflow import OperatorBuilder, Pipeline
 from ..dataflow.operator import FrontierInterest
 from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
+from ..errors import require_type
 
 S = TypeVar("S", bound=StreamCore)
 
 
 def concatenate(scope: ScopeCore[S], streams: Sequence[S]) -> S:
     """One stream with the records of all ``streams`` (all of ``scope``)."""
+    require_type("concatenate", streams, Iterable, "a list of streams")
     builder = OperatorBuilder("Concatenate", scope)
     inputs = [builder.new_input(stream, Pipeline) for stream in streams]
     for i in range(len(inputs)):

@@ -6,6 +6,7 @@ from typing import Self
 from ..dataflow import operator
 from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
+from ..errors import require_type
 
 
 class EnterLeaveOps(StreamCore):
@@ -23,6 +24,7 @@ class EnterLeaveOps(StreamCore):
         Product(0, 0) 1
         [(0, [1])]
         """
+        require_type("enter", scope, ScopeCore, "a scope nested in the stream's scope")
         return operator.enter(self, scope)
 
     def leave(self) -> Self:

@@ -7,6 +7,7 @@ from ..dataflow.handles import LoopHandle
 from ..dataflow.operator import passthrough_operator
 from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
+from ..errors import require_type
 from ..progress.timestamp import Product, advance, check_summary
 
 S = TypeVar("S", bound=StreamCore)
@@ -97,4 +98,6 @@ class FeedbackOps(StreamCore):
         >>> st.example(build).extract()
         [(0, [1])]
         """
+        require_type("connect_loop", handle, LoopHandle,
+                     "the LoopHandle of scope.feedback or scope.loop_variable")
         handle.connect(self)

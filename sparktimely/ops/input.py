@@ -11,6 +11,7 @@ from ..dataflow.containers import arrow_batches
 from ..dataflow.ports import BATCH_SIZE, Ended, OutputHandle, Session
 from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
+from ..errors import require_type
 
 S = TypeVar("S", bound=StreamCore)
 
@@ -233,6 +234,8 @@ class InputScope(ScopeCore[S]):
         >>> st.execute_directly(job)
         [(0, [1, 2])]
         """
+        require_type("input_from", handle, InputHandle,
+                     "an input handle (st.InputHandle, dd.InputSession's, win.EventTimeInput)")
         if self.kind.depth:
             raise ValueError("inputs can only be created in a dataflow's top-level scope")
         builder = OperatorBuilder("Input", self)

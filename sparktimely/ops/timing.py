@@ -15,6 +15,7 @@ from ..dataflow import Notificator, OperatorBuilder, Pipeline
 from ..dataflow.capability import not_earlier
 from ..dataflow.containers import kept
 from ..dataflow.stream import StreamCore
+from ..errors import require_function
 from ..progress.frontier import MutableAntichain
 from ..progress.timestamp import TimeKind, Timestamp, less_equal
 from ._stash import PerTime
@@ -165,6 +166,7 @@ class TimingOps(StreamCore):
         >>> st.example(lambda s: s.to_stream([1, 5]).delay(lambda x, t: x).capture()).extract()
         [(1, [1]), (5, [5])]
         """
+        require_function("delay", f)
         kind = self.scope.kind
 
         def logic(input: Any, output: Any, notificator: Notificator, held: _Held) -> None:
@@ -186,6 +188,7 @@ class TimingOps(StreamCore):
         ...            .capture()).extract()
         [(1, [2])]
         """
+        require_function("delay_total", f)
         return self.delay(f)
 
     def delay_batch(self, f: Callable[[Any], Any]) -> Self:
@@ -198,6 +201,7 @@ class TimingOps(StreamCore):
         ...            .capture()).extract()
         [(10, [1, 2])]
         """
+        require_function("delay_batch", f)
         peers, kind = self.scope.peers, self.scope.kind
 
         def logic(input: Any, output: Any, notificator: Notificator, held: _Held) -> None:

@@ -223,10 +223,11 @@ def test_the_barrier_forms_refuse_what_is_not_a_function_before_spark_runs_anyth
     form, not a WorkerError after a Spark job (the scripted context would fail any job)."""
     from sparktimely.barrier import map_in_arrow, map_partitions, run
     with pytest.raises(TypeError, match=r"^sparktimely.barrier.run: the job must be a "
-                                        r"function of the worker, got 5$"):
+                                        r"function of the worker, got 5 \(int\)$"):
         run(ScriptedContext([(0.0, 2)], age=120.0), 5, 2)
     with pytest.raises(TypeError, match=r"^sparktimely.barrier.map_partitions: build must be "
-                                        r"a function build\(scope, stream\), got None$"):
+                                        r"a function build\(scope, stream\), got None "
+                                        r"\(NoneType\)$"):
         map_partitions(object(), None)
     with pytest.raises(TypeError, match=r"^sparktimely.barrier.map_in_arrow: build must be "):
         map_in_arrow(object(), None, "x long")

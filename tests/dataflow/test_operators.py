@@ -140,7 +140,7 @@ def test_concat_with_rounds_and_concatenate(run):
         def build(scope):
             a, b = scope.input_from(h1), scope.input_from(h2)
             c = scope.to_stream([100])
-            return a.concat(b).capture(), scope.concatenate([a, b, c]).capture()
+            return a.concat(b).capture(), scope.concatenate(iter([a, b, c])).capture()  # any iterable
         both, three = worker.dataflow(build)
         for r in range(3):
             if worker.index == 0:

@@ -287,11 +287,21 @@ def test_keyed_operators_name_a_key_that_cannot_be_hashed(run, operator):
 def test_a_job_that_is_no_function_is_refused_before_any_worker_starts():
     """Workers started, then each failed with "'NoneType' object is not callable"."""
     with pytest.raises(TypeError, match=r"^execute: the job must be a function of the worker, "
-                                        r"got None$"):
+                                        r"got None \(NoneType\)$"):
         st.execute(None, workers=2)           # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^execute_directly: the job must be a function of "
-                                        r"the worker, got 5$"):
+                                        r"the worker, got 5 \(int\)$"):
         st.execute_directly(5)                # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^worker.dataflow: expected a function, got 5 \(int\)$"):
+        st.execute_directly(lambda worker: worker.dataflow(5))   # type: ignore[arg-type]
+
+
+def test_a_checkpoint_dir_that_is_no_location_is_named_before_any_worker_starts(tmp_path):
+    """Was "expected str, bytes or os.PathLike object, not int" from the storage layer."""
+    ran = tmp_path / "ran"
+    with pytest.raises(TypeError, match=r"^checkpoint_dir: expected a directory \(a path, a URI"):
+        st.execute(lambda worker: ran.touch(), workers=2, checkpoint_dir=123)
+    assert not ran.exists()
 
 
 def test_to_stream_of_what_is_no_collection_names_itself(run):
