@@ -131,6 +131,22 @@ def test_a_rerun_at_another_worker_count_gives_the_same_output(events, tmp_path,
     assert visible(out) == visible(plain)
 
 
+def refused_rerun(run, events, tmp_path, before: dict, after: dict) -> str:
+    """What refuses a rerun of ``job(**after)`` from the checkpoints of ``job(**before)``
+    (which failed on purpose after 70% of its results)."""
+    plain = str(tmp_path / "plain")
+    run(job(events, plain, **before))
+    fail = FailOnce(str(tmp_path / "failed"), result_epoch(visible(plain), 0.7), worker=None)
+    out, directory = str(tmp_path / "out"), tmp_path / "ck"
+    with pytest.raises(st.WorkerError, match="failing on purpose"):
+        run(checkpointed(job(events, out, hook=fail, **before), directory, EVERY))
+    with pytest.raises(st.WorkerError) as refused:
+        run(checkpointed(job(events, out, hook=fail, **after), directory, EVERY))
+    told = str(refused.value)
+    assert "RecoveryError" in told and "is of another program" in told, told
+    return told
+
+
 @pytest.mark.parametrize("arrow", [False, True], ids=["python", "arrow"])
 @pytest.mark.parametrize("before, after", [(win.Tumbling(10), win.Tumbling(20)),
                                            (win.Tumbling(10), win.Session(6))], ids=repr)
@@ -138,17 +154,9 @@ def test_a_rerun_with_another_window_is_refused_naming_both(run, events, tmp_pat
                                                             after, arrow):
     """A resumed Tumbling(20) read Tumbling(10)'s open windows by their numbers (window 14
     of [140, 150) came out as [280, 300)), and a session failed in Python's words."""
-    plain = str(tmp_path / "plain")
-    run(job(events, plain, before, arrow))
-    fail = FailOnce(str(tmp_path / "failed"), result_epoch(visible(plain), 0.7), worker=None)
-    out, directory = str(tmp_path / "out"), tmp_path / "ck"
-    with pytest.raises(st.WorkerError, match="failing on purpose"):
-        run(checkpointed(job(events, out, before, arrow, fail), directory, EVERY))
+    told = refused_rerun(run, events, tmp_path, {"kind": before, "arrow": arrow},
+                         {"kind": after, "arrow": arrow})
     form = "Arrow aggregate " if arrow else "records collect)"
-    with pytest.raises(st.WorkerError) as refused:
-        run(checkpointed(job(events, out, after, arrow, fail), directory, EVERY))
-    told = str(refused.value)
-    assert "RecoveryError" in told and "is of another program" in told, told
     for kind in (before, after):
         assert f"({kind!r}, lateness 2, {form}" in told, told
 
@@ -156,16 +164,6 @@ def test_a_rerun_with_another_window_is_refused_naming_both(run, events, tmp_pat
 def test_a_rerun_with_another_python_aggregation_is_refused(run, events, tmp_path):
     """A resumed win.count() read win.collect()'s open windows (lists of events) as counts,
     silently: the Python aggregation, like the Arrow dict, is part of the window's name."""
-    kind = win.Tumbling(10)
-    plain = str(tmp_path / "plain")
-    run(job(events, plain, kind, False))
-    fail = FailOnce(str(tmp_path / "failed"), result_epoch(visible(plain), 0.7), worker=None)
-    out, directory = str(tmp_path / "out"), tmp_path / "ck"
-    with pytest.raises(st.WorkerError, match="failing on purpose"):
-        run(checkpointed(job(events, out, kind, False, fail), directory, EVERY))
-    with pytest.raises(st.WorkerError) as refused:
-        run(checkpointed(job(events, out, kind, False, fail, records_aggregate=win.count),
-                         directory, EVERY))
-    told = str(refused.value)
-    assert "RecoveryError" in told and "is of another program" in told, told
+    told = refused_rerun(run, events, tmp_path, {"kind": win.Tumbling(10), "arrow": False},
+                         {"kind": win.Tumbling(10), "arrow": False, "records_aggregate": win.count})
     assert "lateness 2, records collect)" in told and "lateness 2, records count)" in told, told
