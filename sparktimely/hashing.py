@@ -57,12 +57,12 @@ _PAIR = struct.Struct("<QQ")
 def stable_hash(x: Any) -> int:
     """A 64-bit hash of ``x`` that every process, host and run agrees on.
 
-    Hashes ints (and bools, and numpy's integers), strings, bytes, floats, None, tuples of
-    these and :class:`~sparktimely.Product` times. Values that compare equal hash equally
-    within that set (``2 == 2.0 == numpy.int64(2)``, so ``stable_hash(2) ==
-    stable_hash(2.0)``). Other values raise
-    TypeError naming their type. Use it in routes, e.g. ``exchange(lambda w: stable_hash(w))``
-    or ``Exchange(lambda kv: stable_hash(kv[0]))``.
+    Hashes ints (and bools, and numpy's integers and bools), strings, bytes, floats (and
+    numpy's), None, tuples of these and :class:`~sparktimely.Product` times. Values that
+    compare equal hash equally within that set (``2 == 2.0 == numpy.int64(2)``, so
+    ``stable_hash(2) == stable_hash(2.0)``). Other values raise TypeError naming their type.
+    Use it in routes, e.g. ``exchange(lambda w: stable_hash(w))`` or
+    ``Exchange(lambda kv: stable_hash(kv[0]))``.
 
     >>> stable_hash("word") == stable_hash("word"), stable_hash("word") == stable_hash(b"word")
     (True, False)
@@ -107,8 +107,10 @@ def stable_hash(x: Any) -> int:
         for base in bases:
             if isinstance(x, base):
                 return stable_hash(base(x))
-    if isinstance(x, Integral):         # numpy's integers: as the int they equal
-        return stable_hash(int(x))
+    if isinstance(x, (Integral, np.bool_)):     # numpy's integers and bools: as the int
+        return stable_hash(int(x))              # they equal
+    if isinstance(x, np.floating):              # numpy's float32 and float16: as the float
+        return stable_hash(float(x))
     raise TypeError(f"stable_hash cannot hash a {cls.__name__} ({x!r:.60}): use ints, "
                     f"strings, bytes, floats, None, tuples of these or Product")
 
@@ -304,6 +306,10 @@ def _repetitive(values: pa.Array) -> bool:
     """Whether ``values`` likely hold fewer than a quarter as many distinct values as rows
     (estimated from the repeats among evenly spaced rows, as in the birthday problem): long
     values are then cheaper to hash once per distinct value."""
+    kind = values.type
+    if pa.types.is_string_view(kind) or pa.types.is_binary_view(kind):    # (no take for views)
+        values = values.cast(pa.large_string() if pa.types.is_string_view(kind)
+                             else pa.large_binary())
     sample = values.take(np.linspace(0, len(values) - 1, _SAMPLE).astype(np.int64))
     repeats = _SAMPLE - pc.count_distinct(sample, mode="all").as_py()
     return repeats > 0 and _SAMPLE ** 2 / (2 * repeats) < len(values) / 4

@@ -110,6 +110,16 @@ def test_numpy_integers_hash_as_the_ints_they_equal():
     assert st.stable_hash((np.int16(1), "a")) == st.stable_hash((1, "a"))
 
 
+def test_numpy_bools_and_floats_hash_as_the_values_they_equal():
+    """What iterating a bool or float32 array gives was refused ("cannot hash a bool")."""
+    import numpy as np
+    assert st.stable_hash(np.bool_(True)) == st.stable_hash(True) == st.stable_hash(1)
+    assert st.stable_hash(np.bool_(False)) == st.stable_hash(0)
+    for value in (0.5, -2.0, 1e30):
+        assert st.stable_hash(np.float32(value)) == st.stable_hash(float(np.float32(value)))
+    assert st.stable_hash(np.float16(3.0)) == st.stable_hash(3)
+
+
 @pytest.mark.parametrize("workers", [1, 2, 3])
 @pytest.mark.timeout(60)
 def test_a_python_stream_routed_by_hash_rows_meets_an_arrow_streams_keys(workers):

@@ -415,6 +415,8 @@ class ArrowOps(StreamCore):
         [(0, [('a', 1), ('b', 2)])]
         """
         def convert(batch):
+            if not batch.num_columns:                 # (zip of no columns has no rows)
+                return [() if tuples else {} for _ in range(batch.num_rows)]
             rows = zip(*[column.to_pylist() for column in batch.columns])
             return list(rows) if tuples else [dict(zip(batch.schema.names, row)) for row in rows]
         return _per_batch(self, "FromArrow", convert)

@@ -120,6 +120,9 @@ def _one_table(time: Any, parts: list) -> Any:
     schema = None
     for table in tables:
         schema = check_schema(schema, table.schema, f"Capture.extract at time {time!r}")
+    if schema is not None and not schema.names:    # (concat_tables loses a row count alone)
+        rows = sum(table.num_rows for table in tables)
+        return pyarrow.table({"": pyarrow.nulls(rows)}).select([])
     return pyarrow.concat_tables(tables)
 
 
@@ -134,6 +137,8 @@ def _sorted_rows(table: Any) -> Any:
     """
     import pyarrow
     import pyarrow.compute as pc
+    if not table.column_names:                # rows with nothing to sort by (nor to lose)
+        return table
     keys = [(name, "ascending") for name in table.column_names]
     columns = [column.cast(column.type.value_type) if pyarrow.types.is_dictionary(column.type)
                else column for column in table.columns]

@@ -334,6 +334,8 @@ def test_string_hashes_depend_on_every_byte_and_only_on_the_value(distinct, leng
     hashes = hash_array(pa.array(keys)).tolist()
     alone = {k: int(hash_array(pa.array([k]))[0]) for k in set(keys)}
     assert hashes == [alone[k] for k in keys]
+    for views in (pa.string_view(), pa.binary_view()):   # (pyarrow has no take for views)
+        assert hash_array(pa.array(keys).cast(views)).tolist() == hashes
     assert len(set(alone.values())) == len(alone)               # no collisions among these
     last_byte = [k[:-1] + ("x" if k[-1] != "x" else "y") for k in keys[:100]]
     assert not set(hash_array(pa.array(last_byte)).tolist()) & set(hashes[:100])
@@ -547,6 +549,23 @@ def test_to_arrow_and_back(run):
         example(run, lambda s: s.to_stream([1]).to_arrow(schema).probe())
     with pytest.raises(st.WorkerError, match="to_arrow needs a stream of Python records"):
         example(run, lambda s: s.to_stream(pa.table({"v": [1]})).to_arrow(schema).probe())
+
+
+def test_batches_of_rows_without_columns_keep_their_rows(run):
+    """A batch of 10 rows and no columns crossed workers whole, then capture() made tables of
+    0 rows (concat_tables, a sort over no columns) and from_arrow() no records (zip of none)."""
+    batch = pa.record_batch({"a": list(range(10))}).select([])
+
+    def build(scope):
+        spread = scope.to_stream([batch]).exchange(lambda b: np.arange(b.num_rows))
+        return spread.capture(), spread.from_arrow().capture(), \
+            spread.from_arrow(tuples=True).capture()
+    results = example(run, build)
+    assert sum(t.num_rows for tables, _, _ in results for _, t in tables.extract()) == \
+        10 * run.workers
+    for kind, at in (({}, 1), ((), 2)):
+        records = [r for captured in results for _, rs in captured[at].extract() for r in rs]
+        assert records == [kind] * 10 * run.workers
 
 
 def test_object_and_arrow_streams_mix(run):
