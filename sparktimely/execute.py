@@ -22,7 +22,7 @@ from .errors import WorkerError, require_function, require_positive_int
 from .session import Seat, WorkerSession, check_stall_limit
 from ._supervisor import signals
 from .comm import WorkerAddress
-from .comm.net import connect_timeout
+from .comm.net import connect_timeout, seconds_problem
 from .comm.rendezvous import ProcessCluster
 from .worker import Worker
 from .io.checkpoints import (RecoveryError, check_checkpoint_dir, check_checkpoint_every,
@@ -386,7 +386,8 @@ def _index(text: str) -> int:
 
 
 def positive_seconds(text: str) -> float:
-    """An argparse ``type`` for a time in seconds above 0 (``--stall-limit``, ``--timeout``).
+    """An argparse ``type`` for a time in seconds above 0 and at most a million
+    (``--stall-limit``, ``--timeout``).
 
     >>> positive_seconds("0.5")
     0.5
@@ -398,8 +399,9 @@ def positive_seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         value = 0.0
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    problem = seconds_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"expected {problem}, got {text!r}")
     return value
 
 

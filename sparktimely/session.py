@@ -38,6 +38,7 @@ from ._group import GroupFailed, HostGroup
 from .errors import WorkerError, describe
 from .comm import (PeerLost, WorkerAddress, build_allocator, connect_timeout, host_identity,
                    listen, sockets_forced)
+from .comm.net import require_seconds
 from .worker import Worker
 from .shm import job_prefix
 
@@ -49,16 +50,14 @@ memory the job filled is still held, as under an address-space limit."""
 
 def check_stall_limit(stall_limit: object) -> None:
     """A ValueError naming the option unless ``stall_limit`` is None or a positive number
-    of seconds.
+    of seconds (at most ``LONGEST_WAIT``).
 
     >>> check_stall_limit("5")
     Traceback (most recent call last):
     ValueError: stall_limit must be a positive number of seconds, got '5'
     """
-    if stall_limit is not None and not (isinstance(stall_limit, (int, float))
-                                        and stall_limit > 0):
-        raise ValueError(f"stall_limit must be a positive number of seconds, got "
-                         f"{stall_limit!r}")
+    if stall_limit is not None:
+        require_seconds(stall_limit, "stall_limit")
 
 
 class Seat:

@@ -361,11 +361,14 @@ def test_dd_bfs_of_a_graph_without_edges_runs(tmp_path):
 
 @pytest.mark.parametrize("argv", [["-w", "2"], ["-n", "2", "-p", "0", "-h", "hosts"]],
                          ids=["workers", "processes"])
-def test_a_bad_connect_timeout_in_the_environment_is_a_usage_error(tmp_path, argv):
+@pytest.mark.parametrize("value, told", [
+    ("abc", "a positive number of seconds, got 'abc'"),
+    ("inf", "at most 1000000 seconds (11.6 days), got 'inf'")])       # (an OverflowError)
+def test_a_bad_connect_timeout_in_the_environment_is_a_usage_error(tmp_path, argv, value,
+                                                                    told):
     """Was a traceback from where the workers connect, status 1."""
     (tmp_path / "hosts").write_text("127.0.0.1:1\n127.0.0.1:2\n")
     status, out, err = finish(start([EXAMPLES / "hello.py", *argv], tmp_path,
-                                    env={"SPARKTIMELY_CONNECT_TIMEOUT": "abc"}))
+                                    env={"SPARKTIMELY_CONNECT_TIMEOUT": value}))
     assert (status, out) == (2, "") and "Traceback" not in err, err
-    assert err.splitlines()[-1] == ("hello.py: error: $SPARKTIMELY_CONNECT_TIMEOUT must be a "
-                                    "positive number of seconds, got 'abc'")
+    assert err.splitlines()[-1] == f"hello.py: error: $SPARKTIMELY_CONNECT_TIMEOUT must be {told}"

@@ -86,6 +86,40 @@ def _descriptor(item: Any) -> int:
     return item if isinstance(item, int) else item.fileno()
 
 
+LONGEST_WAIT = 1e6
+"""The longest wait in seconds an option may ask for (11.6 days): the system calls that wait
+take milliseconds in a C int (24.8 days), and an infinite one would be a hang."""
+
+
+def seconds_problem(value: object) -> str | None:
+    """What a wait of ``value`` seconds must be instead, or None if it is a number above 0
+    and at most :data:`LONGEST_WAIT`.
+
+    >>> seconds_problem(0.5), seconds_problem(float("inf"))
+    (None, 'at most 1000000 seconds (11.6 days)')
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        return "a positive number of seconds"
+    if not value <= LONGEST_WAIT:
+        return f"at most {LONGEST_WAIT:.0f} seconds ({LONGEST_WAIT / 86400:.1f} days)"
+    return None
+
+
+def require_seconds(value: object, name: str, given: object = None) -> float:
+    """``value`` as a float unless :func:`seconds_problem` finds one: then a ValueError
+    naming ``name`` and what was ``given`` (default: ``value``).
+
+    >>> require_seconds(float("inf"), "stall_limit")
+    Traceback (most recent call last):
+    ...
+    ValueError: stall_limit must be at most 1000000 seconds (11.6 days), got inf
+    """
+    problem = seconds_problem(value)
+    if problem is not None:
+        raise ValueError(f"{name} must be {problem}, got {value if given is None else given!r}")
+    return float(value)      # type: ignore[arg-type]
+
+
 def connect_timeout(timeout: float | None = None) -> float:
     """``timeout``, else ``$SPARKTIMELY_CONNECT_TIMEOUT``, else 60 seconds.
 
@@ -103,10 +137,7 @@ def connect_timeout(timeout: float | None = None) -> float:
     >>> del os.environ[TIMEOUT_ENV]
     """
     if timeout is not None:
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
-                not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-        return float(timeout)
+        return require_seconds(timeout, "timeout")
     text = os.environ.get(TIMEOUT_ENV)
     if not text:
         return DEFAULT_TIMEOUT
@@ -114,9 +145,7 @@ def connect_timeout(timeout: float | None = None) -> float:
         seconds = float(text)
     except ValueError:
         seconds = math.nan
-    if not seconds > 0:
-        raise ValueError(f"${TIMEOUT_ENV} must be a positive number of seconds, got {text!r}")
-    return seconds
+    return require_seconds(seconds, f"${TIMEOUT_ENV}", text)
 
 
 def split_address(address: str) -> tuple[str, int]:
@@ -492,7 +521,8 @@ class _Meeting:
                                        f"sparktimely version everywhere")
         if token != self.token:
             raise self._failure(party, "it belongs to another sparktimely job (another "
-                                       "hostfile or plan): are two jobs using the same "
+                                       "hostfile or plan, or another -n): were the processes "
+                                       "given different -n, or do two jobs use the same "
                                        "addresses?")
         if kind == _Handshake.REFUSED:
             raise self._failure(party, f"it refused {self.what} {self.index}: it does not "

@@ -4,6 +4,7 @@ Spark tasks use through sparktimely.execute, are tested in tests/execute.)"""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -209,12 +210,16 @@ def test_an_old_application_or_dynamic_allocation_is_refused_at_once():
     ({"checkpoint_every": 0}, "checkpoint_every must be a positive integer, got 0"),
     ({"stall_limit": -1}, "stall_limit must be a positive number of seconds, got -1"),
     ({"timeout": -5}, "timeout must be a positive number of seconds, got -5"),
-    ({"timeout": 0}, "timeout must be a positive number of seconds, got 0")])
+    ({"timeout": 0}, "timeout must be a positive number of seconds, got 0"),
+    ({"stall_limit": float("inf")}, "stall_limit must be at most 1000000 seconds (11.6 days), "
+                                    "got inf"),
+    ({"timeout": 1e10}, "timeout must be at most 1000000 seconds (11.6 days), got "
+                        "10000000000.0")])
 def test_run_refuses_bad_options_before_any_stage(option, message):
     """As execute does: before the slot check (which would find the scripted context's 2
     slots too few for 3 workers) and before any barrier stage is launched."""
     from sparktimely.barrier import run
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(ValueError, match=re.escape(message)):
         run(ScriptedContext([(0.0, 2)], age=120.0), lambda worker: None, 3, **option)
 
 

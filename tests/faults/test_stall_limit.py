@@ -109,3 +109,10 @@ def test_the_stall_limit_flag(capsys):
         "error: argument --stall-limit: expected a positive number of seconds, got 'soon'")
     with pytest.raises(ValueError, match="stall_limit must be a positive number of seconds"):
         st.execute(job_with(spin_forever, 1), stall_limit=0)
+    # beyond what the waits' system calls take: every worker failed with an OverflowError
+    with pytest.raises(SystemExit, match="^2$"):
+        st.execute_from_args(["--stall-limit", "inf"], job_with(spin_forever, 1))
+    assert capsys.readouterr().err.splitlines()[-1].endswith(
+        "error: argument --stall-limit: expected at most 1000000 seconds (11.6 days), got 'inf'")
+    with pytest.raises(ValueError, match=r"stall_limit must be at most 1000000 seconds"):
+        st.execute(job_with(spin_forever, 1), stall_limit=1e10)

@@ -113,8 +113,9 @@ def greeting(hostfile: list[str], version: int = PROTOCOL_VERSION, index: int = 
 def test_a_peer_of_another_job_is_refused():
     error, elapsed, address = against(greeting(["127.0.0.1:1", "127.0.0.1:2"]))  # other hosts
     assert str(error) == (f"process 1 could not connect to process 0 at {address}: "
-                          f"it belongs to another sparktimely job (another hostfile or plan): "
-                          f"are two jobs using the same addresses?")
+                          f"it belongs to another sparktimely job (another hostfile or plan, or "
+                          f"another -n): were the processes given different -n, or do two "
+                          f"jobs use the same addresses?")
     assert elapsed < 5
 
 
