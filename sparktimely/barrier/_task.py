@@ -496,19 +496,32 @@ def _logging_to(worker: Worker, log_dir: str | None):
 
 
 def as_arrow(batch, schema):
-    """One output batch as a RecordBatch of ``schema``."""
+    """One output batch as a RecordBatch of ``schema``: a RecordBatch's columns taken by
+    name (by position only if it names none of the schema's), a dict record's values by
+    key, a tuple's by position; a ValueError names a column the schema asks for that the
+    output lacks, or a null in a field that is not nullable."""
     import pyarrow as pa
+    result = _as_batch(batch, schema, pa)
+    for field, column in zip(schema, result.columns):
+        if not field.nullable and column.null_count:
+            raise ValueError(f"output column {field.name!r} holds {column.null_count} null(s), "
+                             f"but the schema's field is not nullable")
+    return result
+
+
+def _as_batch(batch, schema, pa):
     if isinstance(batch, pa.RecordBatch):
         if batch.schema.equals(schema):
             return batch
         names = batch.schema.names
-        if set(schema.names) <= set(names):
+        missing = [name for name in schema.names if name not in names]
+        if not missing:
             batch = batch.select(schema.names)
-        elif len(names) == len(schema):
-            batch = batch.rename_columns(schema.names)
+        elif len(missing) == len(schema) and len(names) == len(schema):
+            batch = batch.rename_columns(schema.names)      # no name in common: by position
         else:
             raise ValueError(f"an output batch has columns {names}, but the schema asks for "
-                             f"{schema.names}")
+                             f"{schema.names} (it lacks {missing})")
         try:
             return batch.cast(schema)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
@@ -521,6 +534,11 @@ def as_arrow(batch, schema):
             raise
     rows = batch
     if rows and isinstance(rows[0], dict):
+        keys = set().union(*rows)
+        missing = [name for name in schema.names if name not in keys]
+        if missing:
+            raise ValueError(f"output records have keys {sorted(keys, key=str)}, but the "
+                             f"schema asks for {schema.names} (none has {missing})")
         return pa.RecordBatch.from_pylist(rows, schema=schema)
     if len(schema) == 1 and rows and not isinstance(rows[0], (tuple, list)):
         rows = [(row,) for row in rows]

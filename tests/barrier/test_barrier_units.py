@@ -103,6 +103,28 @@ def test_an_output_that_does_not_fit_the_schema_names_its_column():
         as_arrow(batch, SCHEMA)
 
 
+def test_an_output_that_lacks_a_column_of_the_schema_is_refused_naming_it():
+    """Batches naming some of the schema's columns were taken by position (k got v's
+    values), dicts without a schema key gave nulls, and a null in a field that is not
+    nullable failed in the JVM ("Value at index is null")."""
+    swapped = pa.RecordBatch.from_pydict({"count": [1], "words": ["x"]})
+    with pytest.raises(ValueError, match=re.escape(
+            "an output batch has columns ['count', 'words'], but the schema asks for "
+            "['word', 'count'] (it lacks ['word'])")):
+        as_arrow(swapped, SCHEMA)
+    unnamed = pa.RecordBatch.from_pydict({"f0": ["x"], "f1": [1]})    # no name in common
+    assert as_arrow(unnamed, SCHEMA).to_pylist() == [{"word": "x", "count": 1}]
+    with pytest.raises(ValueError, match=re.escape(
+            "output records have keys ['count', 'w'], but the schema asks for "
+            "['word', 'count'] (none has ['word'])")):
+        as_arrow([{"w": "x", "count": 1}], SCHEMA)
+    strict = pa.schema([pa.field("word", pa.string(), nullable=False), ("count", pa.int64())])
+    assert as_arrow([("x", None)], strict).to_pylist() == [{"word": "x", "count": None}]
+    with pytest.raises(ValueError, match=re.escape(
+            "output column 'word' holds 1 null(s), but the schema's field is not nullable")):
+        as_arrow([(None, 1)], strict)
+
+
 # -- entry point helpers -----------------------------------------------------------------------
 
 def test_load_function():
