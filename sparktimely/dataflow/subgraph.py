@@ -407,7 +407,9 @@ class Dataflow:
 
     def open_inputs(self) -> list[str]:
         """Descriptions of the input handles that alone keep this dataflow from completing
-        (empty if anything else holds a pointstamp)."""
+        (empty if anything else holds a pointstamp, or if another worker's copy of an input,
+        at an earlier time than this worker's, is what holds it: a busy peer, not a
+        forgotten handle here)."""
         tracker = self.tracker
         # Capabilities, at operators' outputs: counts of messages at their inputs may stay
         # unshared while a capability upstream holds their time (they could move nothing).
@@ -416,9 +418,10 @@ class Dataflow:
         inputs = {}
         for handle_ref, operator in self._input_handles:
             handle = handle_ref()
-            if handle is not None and not handle._closed:
-                inputs[self.operators[operator].outputs[0].location] = (
-                    f"input handle {handle.name!r}", operator)
+            location = self.operators[operator].outputs[0].location
+            if handle is not None and not handle._closed and \
+                    not tracker.pointstamps(location).less_than(handle.time()):
+                inputs[location] = (f"input handle {handle.name!r}", operator)
         for operator in self._unordered_inputs:
             inputs[self.operators[operator].outputs[0].location] = (
                 "an unordered input, by a capability not dropped or a session not ended,", operator)

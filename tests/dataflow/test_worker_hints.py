@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from ports import free_ports
@@ -86,6 +87,27 @@ def test_an_input_that_alone_holds_a_dataflow_is_named_when_nothing_moves(
     hints = [r.getMessage() for r in caplog.records if hint in r.getMessage()]
     assert hints, caplog.text
     assert f"dataflow 'wordcount' (index 0) {hint}" in hints[0] and advice in hints[0]
+
+
+def test_no_hint_for_a_handle_advanced_past_what_a_busy_peer_still_holds(run, monkeypatch,
+                                                                          caplog):
+    """Worker 0 had advanced its handle and waited for a peer busy for longer than the
+    hint's delay: it was told to advance the handle it had advanced."""
+    monkeypatch.setattr(st.Worker, "idle_hint_after", 0.05)
+
+    def job(worker):
+        lines = st.InputHandle("lines")
+        probe = worker.dataflow(lambda scope: scope.input_from(lines).exchange(len).probe())
+        if worker.index == worker.peers - 1:
+            time.sleep(0.5)                     # busy before its part of the round
+        lines.send("x")
+        lines.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+        lines.close()
+        return probe.less_than(1)
+    with caplog.at_level(logging.WARNING, logger="sparktimely"):
+        assert run(job) == [False] * run.workers
+    assert "Advance an input handle" not in caplog.text, caplog.text
 
 
 def test_no_hint_while_something_else_holds_the_dataflow(run, monkeypatch, caplog):
