@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import ipaddress
 import os
 import re
 import select
@@ -158,6 +159,10 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
         host, sep, port = text.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"{origin} line {number}: {line.strip()!r} is not host:port")
+        problem = _host_problem(host)
+        if problem:
+            raise ValueError(f"{origin} line {number}: {line.strip()!r} is not host:port "
+                             f"({problem})")
         key = (_LOOPBACK.get(host.strip("[]").lower(), host.strip("[]").lower()), int(port))
         if key in seen:
             first, earlier = seen[key]
@@ -166,6 +171,29 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
         seen[key] = (number, text)
         addresses.append(text)
     return _Addresses(addresses, path)
+
+
+def _host_problem(host: str) -> str | None:
+    """Why ``host`` (of a hostfile line) is no host name or address, or None.
+
+    >>> _host_problem("[::1]"), _host_problem("10.0.0.2"), _host_problem("http://h")
+    (None, None, 'no scheme: write host:port')
+    >>> _host_problem("::1")
+    'an IPv6 address goes in brackets, e.g. [::1]:2101'
+    """
+    if "://" in host:
+        return "no scheme: write host:port"
+    if host.startswith("["):
+        try:
+            ipaddress.IPv6Address(host[1:-1].split("%")[0] if host.endswith("]") else "")
+        except ValueError:
+            return "the brackets must hold an IPv6 address, e.g. [::1]:2101"
+        return None
+    if ":" in host:
+        return "an IPv6 address goes in brackets, e.g. [::1]:2101"
+    if any(c in host for c in "/[]@"):
+        return "a host is a name or an address"
+    return None
 
 
 _TIMELY = ("workers", "processes", "process", "hostfile", "stall_limit", "log_dir", "progress",

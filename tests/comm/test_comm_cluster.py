@@ -313,6 +313,13 @@ def test_configuration_errors_are_reported_before_anything_starts(tmp_path):
     with pytest.raises(ValueError, match=rf"line 1: 'localhost {port}' is not host:port "
                                          rf"\(write host:port, e.g. localhost:{port}\)"):
         config_from_args(["-n", "2", "-p", "0", "-h", str(hostfile)])
+    for line, problem in [("http://localhost:2101", "no scheme: write host:port"),   # were told
+                          ("localhost:2102:5", "an IPv6 address goes in brackets"),  # as hosts
+                          ("[::1:2103", "the brackets must hold an IPv6 address")]:  # that do not
+        hostfile.write_text(f"127.0.0.1:{port}\n{line}\n")                           # resolve
+        with pytest.raises(ValueError, match=re.escape(f"line 2: {line!r} is not host:port "
+                                                       f"({problem}")):
+            config_from_args(["-n", "2", "-p", "0", "-h", str(hostfile)])
     with pytest.raises(ValueError, match="process 2 has none"):
         st.execute(lambda worker: None, processes=3, process=0,
                    hostfile=[f"127.0.0.1:{port}", f"127.0.0.1:{port + 1}"])
