@@ -179,7 +179,10 @@ def main(argv: list[str]) -> list[str]:
         elif not os.path.isdir(folder):
             parser.error(f"argument --folder: {folder!r} is not a directory")
         parts = st.execute_from_args(options, lambda worker: fraud_sessions(worker, folder))
-    return report(parts)
+    if options.processes == 1:
+        return report(parts)
+    return [f"process {options.process} of {options.processes}: the part of the report its "
+            f"workers hold (every process prints its own)", *report(parts)]
 
 
 if __name__ == "__main__":

@@ -350,6 +350,29 @@ def test_fraud_sessions_of_several_processes_needs_one_folder_they_all_read(tmp_
     assert os.listdir(tmp_path) == ["hosts"]
 
 
+@pytest.mark.timeout(200)
+def test_fraud_sessions_of_two_processes_label_their_parts_which_add_up_to_the_whole(tmp_path):
+    """Each process printed the part of the report its workers held, unlabelled (process 0
+    with 0 transactions of a blocked card, process 1 with the alerts)."""
+    from ports import free_ports
+    (tmp_path / "hosts").write_text("".join(f"127.0.0.1:{port}\n" for port in free_ports(2)))
+    status, whole, err = finish(start([EXAMPLES / "fraud_sessions.py", "--checkpoint-dir",
+                                       "ck", "-w", "2"], tmp_path))    # writes a sample there
+    assert status == 0, err
+    processes = [start([EXAMPLES / "fraud_sessions.py", "--folder", "ck/_sample-transactions",
+                        "-n", "2", "-p", str(p), "-h", "hosts"], tmp_path) for p in (0, 1)]
+    parts = [finish(process) for process in processes]
+    assert [status for status, _, _ in parts] == [0, 0], parts
+    alerts = []
+    for p, (_, out, _) in enumerate(parts):
+        first, *lines = out.splitlines()
+        assert first == (f"process {p} of 2: the part of the report its workers hold (every "
+                         f"process prints its own)")
+        alerts += [line for line in lines if line.startswith("ALERT")]
+    assert sorted(alerts) == sorted(line for line in whole.splitlines()
+                                    if line.startswith("ALERT")) != []
+
+
 def test_dd_bfs_of_a_graph_without_edges_runs(tmp_path):
     """``--edges 0`` is accepted, and runs (its rounds sampled edges to remove from none)."""
     status, out, err = finish(start([EXAMPLES / "dd_bfs.py", "--nodes", "3", "--edges", "0"],
