@@ -115,9 +115,9 @@ def require_seconds(value: object, name: str, given: object = None) -> float:
     ValueError: stall_limit must be at most 1000000 seconds (11.6 days), got inf
     """
     problem = seconds_problem(value)
-    if problem is not None:
-        raise ValueError(f"{name} must be {problem}, got {value if given is None else given!r}")
-    return float(value)      # type: ignore[arg-type]
+    if problem is None and isinstance(value, (int, float)):
+        return float(value)
+    raise ValueError(f"{name} must be {problem}, got {value if given is None else given!r}")
 
 
 def connect_timeout(timeout: float | None = None) -> float:
