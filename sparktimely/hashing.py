@@ -306,11 +306,15 @@ def _repetitive(values: pa.Array) -> bool:
     """Whether ``values`` likely hold fewer than a quarter as many distinct values as rows
     (estimated from the repeats among evenly spaced rows, as in the birthday problem): long
     values are then cheaper to hash once per distinct value."""
+    rows = np.linspace(0, len(values) - 1, _SAMPLE).astype(np.int64)
     kind = values.type
-    if pa.types.is_string_view(kind) or pa.types.is_binary_view(kind):    # (no take for views)
-        values = values.cast(pa.large_string() if pa.types.is_string_view(kind)
-                             else pa.large_binary())
-    sample = values.take(np.linspace(0, len(values) - 1, _SAMPLE).astype(np.int64))
+    if pa.types.is_string_view(kind) or pa.types.is_binary_view(kind):
+        # pyarrow has no take (nor count_distinct) for views: the sampled rows one by one,
+        # then in the large layout (casting the whole column would copy all its bytes)
+        sample = pa.concat_arrays([values.slice(row, 1) for row in rows.tolist()]).cast(
+            pa.large_string() if pa.types.is_string_view(kind) else pa.large_binary())
+    else:
+        sample = values.take(rows)
     repeats = _SAMPLE - pc.count_distinct(sample, mode="all").as_py()
     return repeats > 0 and _SAMPLE ** 2 / (2 * repeats) < len(values) / 4
 
