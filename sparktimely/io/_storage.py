@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from ..errors import short_repr
+from ..errors import require_type
 
 TEMPORARY_PREFIX = "_tmp-"
 
@@ -37,13 +37,10 @@ def check_location(place: str, location: object) -> None:
     ...
     TypeError: checkpoint_dir: expected a directory (a path, a URI such as s3://bucket/dir, or a (pyarrow.fs.FileSystem, path) pair), got 123 (int)
     """
-    if isinstance(location, (str, os.PathLike)) or (
-            isinstance(location, tuple) and len(location) == 2
+    if not (isinstance(location, tuple) and len(location) == 2
             and isinstance(location[0], pafs.FileSystem) and isinstance(location[1], str)):
-        return
-    raise TypeError(f"{place}: expected a directory (a path, a URI such as s3://bucket/dir, or "
-                    f"a (pyarrow.fs.FileSystem, path) pair), got {short_repr(location)} "
-                    f"({type(location).__name__})")
+        require_type(place, location, (str, os.PathLike), "a directory (a path, a URI such as "
+                     "s3://bucket/dir, or a (pyarrow.fs.FileSystem, path) pair)")
 
 
 class Storage:
