@@ -184,8 +184,10 @@ def _worker_main(func: Callable[[Worker], Any], index: int, plan: list[WorkerAdd
     for sock in inherited:      # the supervisor's sockets and the other workers' listeners
         sock.close()
     try:
-        with WorkerSession(index, plan, listener, group=group,
-                           stall_dump=stall_dump_path(parent, index), **options) as worker:
+        # named, so that a failed session's held connections live until the process ends
+        session = WorkerSession(index, plan, listener, group=group, supervised=True,
+                                stall_dump=stall_dump_path(parent, index), **options)
+        with session as worker:
             result = func(worker)
             worker.run()
         sys.stdout.flush()
@@ -200,14 +202,25 @@ def _worker_main(func: Callable[[Worker], Any], index: int, plan: list[WorkerAdd
         lost_peer = isinstance(cause, PeerLost) or (isinstance(cause, GroupFailed) and
                                                     cause.lost_peer)
         _report(conn, ("error", error.index, error.message, error.traceback, lost_peer))
+        _wait_to_be_killed(parent)
     except BaseException as error:
         _report(conn, ("error", index, describe(error), traceback.format_exc(), False))
+        _wait_to_be_killed(parent)
     finally:
         conn.close()
     if _lingering_threads():
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)              # exiting normally would wait for those threads first
+
+
+def _wait_to_be_killed(parent: int) -> None:
+    """A failed worker's last act: keep its connections (``WorkerSession.held``) until its
+    supervisor, having told the failure to the other processes, kills it. Exiting at once
+    would drop them first, and a remote worker might then tell a lost connection instead of
+    the failure."""
+    while os.getppid() == parent:         # the supervisor's death also ends the wait
+        time.sleep(1.0)
 
 
 def _lingering_threads() -> list[str]:
@@ -320,6 +333,8 @@ def _collect(processes: list, pipes: list, indexes: list[int],
         if lost is not None:
             timeout = lost_until - time.monotonic()
             if timeout <= 0:
+                assert cluster is not None
+                cluster.poll()        # an account that arrived meanwhile is told instead
                 raise WorkerError(*lost[1:4])
         for ready in wait(list(handles), timeout):
             local = handles[ready]

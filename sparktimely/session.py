@@ -227,7 +227,10 @@ class WorkerSession:
     becomes ``worker.args``; ``timeout`` bounds connecting (default
     ``$SPARKTIMELY_CONNECT_TIMEOUT`` or 60 s); ``stall_limit`` (seconds) stops a worker that
     makes no progress for that long; ``peer_lost_grace`` is how long a worker that lost a
-    remote peer waits for that peer's own account of its failure.
+    remote peer waits for that peer's own account of its failure. ``supervised`` says that a
+    supervisor process tells this worker's failure onwards and then kills it: a failing
+    worker then keeps its connections open (``held``), so that remote workers hear of
+    the failure itself before they see their connections to it drop.
 
     >>> with WorkerSession(0, [WorkerAddress("localhost", 0, "here")]) as worker:
     ...     captured = worker.dataflow(lambda scope: scope.to_stream([1, 2]).capture())
@@ -240,7 +243,8 @@ class WorkerSession:
                  listener: socket.socket | None = None, *, peers: int | None = None,
                  group: HostGroup | None = None, args: Sequence[str] = (),
                  timeout: float | None = None, stall_limit: float | None = None,
-                 peer_lost_grace: float = 0.0, stall_dump: str | None = None) -> None:
+                 peer_lost_grace: float = 0.0, stall_dump: str | None = None,
+                 supervised: bool = False) -> None:
         self.index = index
         self._plan_source = plan if callable(plan) else None
         self.plan: list[WorkerAddress] | None = None if callable(plan) else list(plan)
@@ -255,7 +259,9 @@ class WorkerSession:
         self.listener, self.args = listener, list(args)
         self.timeout = connect_timeout(timeout)
         self.stall_limit, self.peer_lost_grace = stall_limit, peer_lost_grace
-        self.stall_dump = stall_dump
+        self.stall_dump, self.supervised = stall_dump, supervised
+        self.held: _SessionAllocator | None = None
+        """A supervised worker's connections after it failed: open until its process ends."""
         self.group, self._owns_group = group, False
         self.worker: Worker | None = None
         self.timings: dict[str, float] = {}
@@ -373,7 +379,10 @@ class WorkerSession:
             if self._allocator is not None:
                 self._allocator.wake_group()
         if self._allocator is not None:
-            self._allocator.abort()
+            if self.supervised:
+                self.held = self._allocator
+            else:
+                self._allocator.abort()
         self._release(failed=True)
         return failure, lost_peer
 

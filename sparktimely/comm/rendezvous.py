@@ -174,19 +174,18 @@ class ProcessCluster:
 
     def poll(self) -> None:
         """Handle control notices that have arrived, without waiting (raises PeerFailed)."""
-        for sock in ready(self.watched, timeout=0)[0]:
-            self.check(sock)
+        self.wait(0.0)
 
     def wait(self, timeout: float | None) -> None:
         """Handle control notices for up to ``timeout`` seconds (None: until every other process
-        has said ``done``)."""
+        has said ``done``); those that have arrived are handled even when no time is left."""
         end = None if timeout is None else time.monotonic() + timeout
         while self._open:
-            left = None if end is None else end - time.monotonic()
-            if left is not None and left <= 0:
-                return
+            left = None if end is None else max(end - time.monotonic(), 0.0)
             for sock in ready(self.watched, timeout=left)[0]:
                 self.check(sock)
+            if left == 0.0:
+                return
 
     def finish(self) -> None:
         """Tell every process this one is done, and wait until all of them are."""

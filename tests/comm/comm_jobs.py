@@ -4,8 +4,10 @@
 
 prints this process's results as one JSON line. Jobs: ``exchange`` (rounds of records
 exchanged twice, and Arrow batches broadcast), ``bfs`` (examples/bfs.py), ``forever`` (rounds
-until killed; prints ``ready`` after the first), ``fail`` (worker 3 raises after a round) and
-``diverge`` (the last worker never builds the dataflow the others build).
+until killed; prints ``ready`` after the first), ``fail`` (worker 3 raises after a round),
+``fail_when_told`` (worker 0 raises once the file ``$COMM_JOBS_TRIGGER`` exists),
+``fail_in_operator`` and ``diverge`` (the last worker never builds the dataflow the others
+build).
 """
 from __future__ import annotations
 
@@ -66,7 +68,9 @@ def bfs_job(worker: st.Worker) -> list:
     return sorted(bfs(worker, random_graph(2000, 6000, seed=5)).items())
 
 
-def forever(worker: st.Worker, fail_at: int | None = None) -> None:
+def forever(worker: st.Worker, fail_at: int | None = None, when: str | None = None) -> None:
+    """Rounds for two minutes; worker ``fail_at`` raises after its first round, or once the
+    file ``when`` exists."""
     handle = st.InputHandle()
     probe = worker.dataflow(lambda scope: scope.input_from(handle).exchange(lambda x: x)
                             .probe())
@@ -79,7 +83,7 @@ def forever(worker: st.Worker, fail_at: int | None = None) -> None:
         worker.step_while(lambda: probe.less_than(round))
         if round == 1:
             print(f"ready {worker.index}", flush=True)
-        if worker.index == fail_at:
+        if worker.index == fail_at and (when is None or os.path.exists(when)):
             raise ValueError(f"boom from worker {worker.index}")
         time.sleep(0.01)
 
@@ -112,7 +116,9 @@ def diverge(worker: st.Worker) -> None:
 
 JOBS = {"exchange": exchange, "bfs": bfs_job, "forever": forever,
         "fail": lambda worker: forever(worker, fail_at=3), "diverge": diverge,
-        "fail_in_operator": fail_in_operator}
+        "fail_in_operator": fail_in_operator,
+        "fail_when_told": lambda worker: forever(worker, fail_at=0,
+                                                 when=os.environ["COMM_JOBS_TRIGGER"])}
 
 if __name__ == "__main__":
     # COMM_JOBS_HOLD_FDS: open this many descriptors first, as a program with many files or

@@ -194,6 +194,27 @@ def test_worker_failure_in_one_process_is_reported_by_all(jobs):
     assert_reported_by_its_own_process(job, 1)
 
 
+@pytest.mark.timeout(90)
+def test_a_failure_is_told_by_every_process_however_late_its_own_supervisor_is(jobs, tmp_path):
+    """Worker 0 fails while its process's supervisor is stopped (a loaded machine, at its
+    worst): worker 0 and its peers keep their connections until that supervisor has told the
+    other process, so that process tells the failure itself, not a lost connection."""
+    trigger = tmp_path / "fail now"
+    job = jobs("fail_when_told", 2, force_sockets=True, env={"COMM_JOBS_TRIGGER": str(trigger)})
+    wait_ready(job)
+    job.procs[0].send_signal(signal.SIGSTOP)
+    try:
+        trigger.touch()
+        time.sleep(3)                  # three times what a lost peer waits for an account
+        assert job.procs[1].poll() is None, job.output(1, "err")
+    finally:
+        job.procs[0].send_signal(signal.SIGCONT)
+    assert job.wait(60) == [1, 1]
+    for process in (0, 1):
+        assert "worker 0 failed: ValueError: boom from worker 0" in job.output(process, "err")
+    assert_reported_by_its_own_process(job, 0)
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("force_sockets", MODES)
 @pytest.mark.parametrize("attempt", range(4))
@@ -223,11 +244,10 @@ def assert_reported_by_its_own_process(job, owner: int) -> None:
 @pytest.mark.parametrize("force_sockets", MODES)
 def test_a_worker_that_never_builds_a_dataflow_stops_every_process_naming_it(jobs, force_sockets):
     """Worker 3 (of 4, in process 1) returns without building the dataflow the others build:
-    every run, both processes fail within seconds naming it, whoever notices first. (Over
-    sockets one run: there a worker that sees a remote peer's connection drop reports that,
-    unless the peer's process tells its own failure within a second, which a heavily loaded
-    machine sometimes misses, as for any failure across processes.)"""
-    for run in range(1 if force_sockets else 3):
+    every run, both processes fail within seconds naming it, whoever notices first. (A
+    worker that notices keeps its connections until its supervisor has told the other
+    process: dropped first, a remote worker would tell the lost connection instead.)"""
+    for run in range(3):
         job = jobs("diverge", 2, force_sockets=force_sockets)
         started = time.monotonic()
         assert job.wait(60) == [1, 1]
