@@ -762,6 +762,8 @@ def example(build: Callable[[Any], Any]) -> Any:
     >>> st.example(lambda scope: scope.to_stream([1, 2, 3]).map(str).capture()).extract()
     [(0, ['1', '2', '3'])]
     """
+    require_function("example", build, "expected a function of the scope that builds the "
+                                        "dataflow")
     return execute_directly(lambda worker: worker.dataflow(build))
 
 

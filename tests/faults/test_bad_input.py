@@ -294,6 +294,9 @@ def test_a_job_that_is_no_function_is_refused_before_any_worker_starts():
         st.execute_directly(5)                # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"^worker.dataflow: expected a function, got 5 \(int\)$"):
         st.execute_directly(lambda worker: worker.dataflow(5))   # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^example: expected a function of the scope that "
+                                        r"builds the dataflow, got 5 \(int\)$"):
+        st.example(5)                         # type: ignore[arg-type]
 
 
 def test_a_checkpoint_dir_that_is_no_location_is_named_before_any_worker_starts(tmp_path):
