@@ -45,6 +45,11 @@ def less_than(a: Timestamp, b: Timestamp) -> bool:
     return a != b and a.less_equal(b)
 
 
+def _two_types(time: Timestamp, other: Timestamp) -> TypeError:
+    """The error for comparing times of two types (an int with a Product, say)."""
+    return TypeError(f"cannot compare {time!r} with {other!r}: they are times of two types")
+
+
 def relation(time: Timestamp, other: Timestamp) -> str:
     """How ``time``, not at or after ``other``, stands to it: ``"earlier than"``, or
     ``"incomparable with"`` (times of a partial order), for errors that refuse it.
@@ -159,8 +164,7 @@ class Product:
         try:
             a, b = self.outer, other.outer
         except AttributeError:
-            raise TypeError(f"cannot compare {self!r} with {other!r}: they are times of "
-                            f"two types") from None
+            raise _two_types(self, other) from None
         if a.__class__ is int and b.__class__ is int:
             if a > b:
                 return False
@@ -222,25 +226,25 @@ class Product:
         try:
             return (self.outer, self.inner) < (other.outer, other.inner)
         except AttributeError:
-            return NotImplemented
+            raise _two_types(self, other) from None
 
     def __le__(self, other: "Product") -> bool:
         try:
             return (self.outer, self.inner) <= (other.outer, other.inner)
         except AttributeError:
-            return NotImplemented
+            raise _two_types(self, other) from None
 
     def __gt__(self, other: "Product") -> bool:
         try:
             return (self.outer, self.inner) > (other.outer, other.inner)
         except AttributeError:
-            return NotImplemented
+            raise _two_types(self, other) from None
 
     def __ge__(self, other: "Product") -> bool:
         try:
             return (self.outer, self.inner) >= (other.outer, other.inner)
         except AttributeError:
-            return NotImplemented
+            raise _two_types(self, other) from None
 
     def __reduce__(self):
         return (Product, (self.outer, self.inner))

@@ -361,16 +361,15 @@ def test_top_level_exports():
 
 
 @pytest.mark.parametrize("compare, told", [
-    (lambda: Antichain([1]).insert(Product(0, 0)),
-     r"'<=' not supported between instances of 'int' and 'Product'"),
-    (lambda: Antichain([Product(0, 0)]).insert(1),
-     r"cannot compare Product\(0, 0\) with 1: they are times of two types"),
-    (lambda: sorted([Product(1, 0), 2]), r"'<' not supported between instances of 'int' and "
-                                         r"'Product'"),
-    (lambda: MutableAntichain().update_iter([(1, 1), (Product(0, 0), 1)]), r"not supported"),
+    (lambda: Antichain([1]).insert(Product(0, 0)), r"Product\(0, 0\) with 1"),
+    (lambda: Antichain([Product(0, 0)]).insert(1), r"Product\(0, 0\) with 1"),
+    (lambda: sorted([Product(1, 0), 2]), r"Product\(1, 0\) with 2"),
+    (lambda: MutableAntichain().update_iter([(1, 1), (Product(0, 0), 1)]),
+     r"Product\(0, 0\) with 1"),
 ])
 def test_times_of_two_types_are_a_type_error_naming_them(compare, told):
     """They were an AttributeError ('int' object has no attribute 'outer'), which code that
-    falls back on TypeError (sorting times that do not compare) did not catch."""
-    with pytest.raises(TypeError, match=told):
+    falls back on TypeError (sorting times that do not compare) did not catch; then, with an
+    int first, Python's "'<=' not supported between instances of 'int' and 'Product'"."""
+    with pytest.raises(TypeError, match=rf"^cannot compare {told}: they are times of two types$"):
         compare()
