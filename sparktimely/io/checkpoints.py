@@ -590,7 +590,7 @@ class _Flow:
             logger.warning(*warning)
         self.start(decision)
 
-    def told_of_input(self, operator: str, epoch: int, moved: bool) -> None:
+    def told_of_input(self, input: str, epoch: int, moved: bool, last: int) -> None:
         resumed = self.inputs.resume_at - 1
         if moved:
             warning: tuple = (
@@ -598,13 +598,14 @@ class _Flow:
                 "sent when the checkpoint this run resumed from was taken, but not later "
                 "than that checkpoint's epoch %d (another input or an operator's output had "
                 "reached it); they are sent at epoch %d", self.name, self.worker.index,
-                operator, epoch, resumed, resumed + 1)
+                input, epoch, resumed, resumed + 1)
         else:
             warning = (
                 "dataflow %r, worker %d: %r sent records at epoch %d, which the checkpoint "
-                "this run resumed from (of epoch %d) already holds; they are dropped (a "
-                "resumed run continues after that epoch)", self.name, self.worker.index,
-                operator, epoch, resumed)
+                "this run resumed from (of epoch %d) already holds; they are dropped, as is "
+                "what it sends at any epoch up to %d, the last it had sent records at (a "
+                "resumed run continues after that: send new records at later epochs)",
+                self.name, self.worker.index, input, epoch, resumed, last)
         if self.untold is None:
             logger.warning(*warning)
         else:

@@ -103,17 +103,18 @@ class InputEpochs:
     the epochs between that and ``e`` (a completed dataflow's last checkpoint is of the
     latest epoch anything in it reached: another input's, or a ``delay``'s output past its
     inputs) is sent at ``e + 1``, as a ``FileSource`` sends a new file's early epochs.
-    ``told(operator, epoch, moved)`` is told of each operator's first dropped (``moved``
-    False) and first moved batch.
+    ``told(input, epoch, moved, last)`` is told of each input's first dropped (``moved``
+    False) and first moved batch; ``input`` is its handle's name (else its operator's),
+    ``last`` the latest epoch whose batches it drops.
     """
 
     def __init__(self, dataflow: "Dataflow", exempt: set[int],
-                 told: Callable[[str, int, bool], None]) -> None:
+                 told: Callable[[str, int, bool, int], None]) -> None:
         self.keep_from: dict[int, int] = {}     # per input: its epochs below are dropped
         self.resume_at = 0           # epochs from keep_from below this are sent at it
         self.sent: dict[int, int] = {}
         self._told_of = told
-        self._told: set[tuple[str, bool]] = set()
+        self._told: set[tuple[int, bool]] = set()
         self.inputs: list[int] = []
         handles = dataflow.input_handles()
         for operator in dataflow.operators:
@@ -122,8 +123,9 @@ class InputEpochs:
             self.inputs.append(operator.index)
             handle = handles.get(operator.index)
             retimed = None if handle is None else type(handle).retimed   # not the handle
+            name = operator.name if handle is None else handle.name
             for port in operator.outputs:
-                port.pushers = [_Watched(pusher, self, operator.name, operator.index, retimed)
+                port.pushers = [_Watched(pusher, self, name, operator.index, retimed)
                                 for pusher in port.pushers]
 
     def latest(self) -> int:
@@ -141,12 +143,12 @@ class InputEpochs:
             if had > self.sent.get(input, -1):
                 self.sent[input] = had
 
-    def tell(self, operator: str, epoch: int, moved: bool) -> None:
-        """A batch of ``operator`` at ``epoch`` was dropped (or ``moved``): tell the first
-        of each kind."""
-        if (operator, moved) not in self._told:
-            self._told.add((operator, moved))
-            self._told_of(operator, epoch, moved)
+    def tell(self, input: str, index: int, epoch: int, moved: bool) -> None:
+        """A batch of ``input`` (operator ``index``) at ``epoch`` was dropped (or
+        ``moved``): tell the first of each kind."""
+        if (index, moved) not in self._told:
+            self._told.add((index, moved))
+            self._told_of(input, epoch, moved, self.keep_from.get(index, 0) - 1)
 
 
 class _Watched:
@@ -158,7 +160,7 @@ class _Watched:
                  retimed: Callable[[Any, Timestamp], Any] | None) -> None:
         self.pusher = pusher
         self.epochs = epochs
-        self.name = name
+        self.name = name                # the input's, for warnings
         self.index = index              # the operator's
         self.retimed = retimed          # the handle's, for records with times of their own
 
@@ -167,9 +169,9 @@ class _Watched:
         epochs = self.epochs
         if epoch < epochs.resume_at:
             if epoch < epochs.keep_from.get(self.index, 0):
-                epochs.tell(self.name, epoch, False)
+                epochs.tell(self.name, self.index, epoch, False)
                 return
-            epochs.tell(self.name, epoch, True)
+            epochs.tell(self.name, self.index, epoch, True)
             epoch = epochs.resume_at
             time = epoch_time(time, epoch)
             if self.retimed is not None:

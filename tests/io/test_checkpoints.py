@@ -460,6 +460,41 @@ def test_a_resume_refused_by_one_worker_tells_no_other_of_records_dropped(tmp_pa
     assert "they are dropped" in (tmp_path / "worker-1.log").read_text()
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_a_rerun_warns_naming_the_input_and_the_last_epoch_it_drops(tmp_path, workers):
+    """A longer rerun sends its records again from epoch 0: the warning names the input by
+    its handle's name (it said 'Input', the operator) and says up to which epoch what it
+    sends is dropped (it told only the first dropped epoch, so records the rerun added at
+    the last epoch the first run had sent at went without a word)."""
+    import logging
+
+    def fold(key, value, total):
+        total = (total or 0) + value
+        return False, [(key, total)], total
+
+    def job(worker, epochs):
+        logging.getLogger("sparktimely").addHandler(
+            logging.FileHandler(tmp_path / f"worker-{worker.index}-{epochs}.log"))
+        readings = st.InputHandle("readings")
+        worker.dataflow(lambda scope: scope.input_from(readings).state_machine(fold).probe(),
+                        name="totals")
+        for epoch in range(epochs):
+            readings.send(("k", 1))
+            readings.advance_to(epoch + 1)
+        readings.close()
+        worker.run()
+    directory = str(tmp_path / "ck")
+    st.execute(lambda worker: job(worker, 3), workers=workers, checkpoint_dir=directory)
+    st.execute(lambda worker: job(worker, 5), workers=workers, checkpoint_dir=directory)
+    for index in range(workers):
+        told = (tmp_path / f"worker-{index}-5.log").read_text()
+        assert (f"dataflow 'totals', worker {index}: 'readings' sent records at epoch 0, which "
+                f"the checkpoint this run resumed from (of epoch 2) already holds; they are "
+                f"dropped, as is what it sends at any epoch up to 2, the last it had sent "
+                f"records at") in told, told
+
+
 def test_a_directory_in_use_by_another_run_is_refused(run, texts, tmp_path):
     from sparktimely.io._storage import DirectoryLock, Storage
     other = DirectoryLock(Storage(str(tmp_path / "ck")))
