@@ -543,14 +543,18 @@ class _Flow:
                 case Start() | Fail():
                     self.decision = action
                 case WriteSnapshot(sequence, epoch):
-                    files, latest = self.write_snapshot(sequence, epoch)
+                    with self.writing(f"checkpoint {sequence} (of "
+                                      + ("everything" if epoch is None else f"epoch {epoch}")
+                                      + ")"):
+                        files, latest = self.write_snapshot(sequence, epoch)
                     self.perform(self.core.snapshot_written(sequence, files, latest,
                                                             dict(self.inputs.sent)))
                 case Release(limit):
                     for component in self.components:
                         component.release(limit)
                 case WriteCommit():
-                    self.write_commit(action)
+                    with self.writing(f"the commit record of checkpoint {action.sequence}"):
+                        self.write_commit(action)
                     self.perform(self.core.commit_written(action.sequence))
                 case CommitComponents(epoch):
                     for component in self.components:
@@ -563,6 +567,17 @@ class _Flow:
                     self.warn_stalled(epoch, held)
                 case Finish():
                     self.close_companion()
+
+    @contextmanager
+    def writing(self, what: str) -> Iterator[None]:
+        """Tell a failed write (a full disk, a directory turned read-only) as this
+        dataflow's, naming ``what`` it wrote and the checkpoint directory."""
+        try:
+            yield
+        except OSError as error:
+            raise OSError(f"dataflow {self.name!r}, worker {self.worker.index}: writing "
+                          f"{what} into checkpoint directory {self.storage.where} failed: "
+                          f"{describe(error)}") from error
 
     def close_companion(self) -> None:
         self.closing = True
@@ -616,6 +631,10 @@ class _Flow:
         where = self.storage.where
         try:
             reason = self.checkpoints.acquire_lock()
+        except OSError as error:
+            return self.core.examined(error=f"checkpoint directory {where} cannot be written "
+                                            f"(this run's lock file): {error}")
+        try:
             if reason is not None:
                 raise RecoveryError(f"checkpoint directory {where} is in use by another run: "
                                     f"{reason}; two runs cannot write one directory at once")

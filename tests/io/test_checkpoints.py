@@ -495,6 +495,60 @@ def test_a_rerun_warns_naming_the_input_and_the_last_epoch_it_drops(tmp_path, wo
                 f"records at") in told, told
 
 
+def totals_job(worker):
+    """Running totals of three epochs of ("k", 1) per worker, in dataflow 'totals'."""
+    def fold(key, value, total):
+        total = (total or 0) + value
+        return False, [(key, total)], total
+    readings = st.InputHandle("readings")
+    worker.dataflow(lambda scope: scope.input_from(readings).state_machine(fold).probe(),
+                    name="totals")
+    for epoch in range(3):
+        readings.send(("k", 1))
+        readings.advance_to(epoch + 1)
+    readings.close()
+    worker.run()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_a_checkpoint_that_cannot_be_written_names_dataflow_checkpoint_and_directory(
+        tmp_path, monkeypatch, workers):
+    """A full disk was told as pyarrow's "OSError: [Errno 28] Error writing bytes to file",
+    naming no file, directory or dataflow."""
+    from sparktimely.io._storage import Storage
+    write = Storage.write
+
+    def full(self, path, data):
+        if "/checkpoints/" in path:
+            raise OSError(28, "No space left on device")
+        write(self, path, data)
+    monkeypatch.setattr(Storage, "write", full)      # the forked workers' too
+    directory = str(tmp_path / "ck")
+    with pytest.raises(st.WorkerError) as failure:
+        st.execute(totals_job, workers=workers, checkpoint_dir=directory)
+    assert re.search(rf"OSError: dataflow 'totals', worker \d: writing checkpoint \d+ \(of "
+                     rf"(epoch \d+|everything)\) into checkpoint directory {re.escape(directory)} "
+                     rf"failed: OSError: \[Errno 28\] No space left on device",
+                     failure.value.message), failure.value.message
+
+
+@pytest.mark.timeout(120)
+def test_a_checkpoint_directory_that_cannot_be_locked_is_told_as_unwritable(
+        tmp_path, monkeypatch):
+    """A read-only directory was told as one that "cannot be read to resume from"."""
+    from sparktimely.io._storage import DirectoryLock
+
+    def read_only(self):
+        raise OSError(30, "Read-only file system")
+    monkeypatch.setattr(DirectoryLock, "acquire", read_only)
+    directory = str(tmp_path / "ck")
+    with pytest.raises(st.RecoveryError, match=rf"^checkpoint directory {re.escape(directory)} "
+                       rf"cannot be written \(this run's lock file\): \[Errno 30\] Read-only "
+                       rf"file system$"):
+        st.execute(totals_job, workers=2, checkpoint_dir=directory)
+
+
 def test_a_directory_in_use_by_another_run_is_refused(run, texts, tmp_path):
     from sparktimely.io._storage import DirectoryLock, Storage
     other = DirectoryLock(Storage(str(tmp_path / "ck")))
