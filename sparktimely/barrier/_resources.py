@@ -58,6 +58,10 @@ def check_resources(num_workers: int, slots: int | None, master: str,
     """Raise :class:`BarrierSetupError` unless ``num_workers`` barrier tasks can run at once.
 
     >>> check_resources(2, 2, "local[2]", False)
+    >>> check_resources(2, 0, "spark://m:7077", False)
+    Traceback (most recent call last):
+    ...
+    sparktimely.barrier.BarrierSetupError: 2 sparktimely workers need barrier tasks, but this Spark application has no executors (master spark://m:7077): the cluster gave it no cores; is another application holding them all (limit it with spark.cores.max), or do the workers lack the memory or cores its executors ask for?
     >>> check_resources(3, 2, "local[2]", False)
     Traceback (most recent call last):
     ...
@@ -70,6 +74,13 @@ def check_resources(num_workers: int, slots: int | None, master: str,
             "spark.dynamicAllocation.enabled is true: start the application with "
             "--conf spark.dynamicAllocation.enabled=false and a fixed number of executors "
             "(spark.executor.instances)")
+    if slots == 0 and not is_local(master):
+        raise BarrierSetupError(
+            f"{num_workers} sparktimely worker{'s' if num_workers != 1 else ''} need "
+            f"barrier tasks, but this Spark application has no executors (master {master}): "
+            f"the cluster gave it no cores; is another application holding them all (limit "
+            f"it with spark.cores.max), or do the workers lack the memory or cores its "
+            f"executors ask for?")
     if slots is not None and num_workers > slots:
         raise BarrierSetupError(
             f"{num_workers} sparktimely workers need {num_workers} barrier tasks running at "

@@ -67,6 +67,11 @@ def test_resource_checks():
     check_resources(4, None, "yarn", False)
     with pytest.raises(BarrierSetupError, match="3 task slots"):
         check_resources(4, 3, "spark://m:7077", False)
+    # no executors at all: fewer workers would not help (another application holds the cores)
+    with pytest.raises(BarrierSetupError, match=r"has no executors \(master spark://m:7077\): "
+                                                r"the cluster gave it no cores; is another "
+                                                r"application holding them all"):
+        check_resources(2, 0, "spark://m:7077", False)
     with pytest.raises(BarrierSetupError, match="dynamicAllocation.enabled=false"):
         check_resources(2, 8, "yarn", True)
     check_resources(2, 2, "local[2]", True)            # Spark ignores it in local mode
