@@ -181,6 +181,18 @@ def test_reduce_logic_must_append_pairs():
         st.example(build)
 
 
+def test_reduce_output_vals_must_be_hashable():
+    """Was "TypeError: unhashable type: 'list'", naming neither the key nor the output."""
+    def build(scope):
+        return dd.from_stream(scope.to_stream([(1, 2)])).reduce(
+            lambda key, vals, out: out.append(([v for v, _ in vals], 1))).probe()
+    with pytest.raises(st.OperatorError, match=r"reduce: logic appended \(\[2\], 1\) for key 1, "
+                                               r"whose val cannot be hashed \(unhashable type: "
+                                               r"'list'\): output vals are records of a "
+                                               r"collection and must be hashable"):
+        st.example(build)
+
+
 def test_arrow_batches_need_key_columns():
     import pyarrow as pa
 

@@ -78,7 +78,13 @@ class UserReduction(Reduction):
                 raise TypeError(f"reduce: logic must append (val, diff) pairs with an integer "
                                 f"diff to output, got {entry!r} for key {key!r}")
             val, diff = entry
-            wanted[val] = wanted.get(val, 0) + diff
+            try:
+                wanted[val] = wanted.get(val, 0) + diff
+            except TypeError as error:
+                raise TypeError(f"reduce: logic appended {entry!r} for key {key!r}, whose val "
+                                f"cannot be hashed ({error}): output vals are records of a "
+                                f"collection and must be hashable (a tuple, not a list)"
+                                ) from None
         return {val: diff for val, diff in wanted.items() if diff}
 
 
