@@ -36,7 +36,7 @@ import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ..errors import require_positive_int
+from ..errors import describe, require_positive_int
 from ._staged import StagedEpochs, StagedFile, delete_staged
 from ._storage import Location, Storage, check_location
 
@@ -454,12 +454,13 @@ class _DirectoryPart(StagedEpochs):
         return _SinkFile(self.storage, name, self.format)
 
     def write(self, epoch: int, batch: Any) -> None:
-        file = self.file(epoch)
+        where = f"DirectorySink {self.storage.where}, partition {self.partition!r}, epoch {epoch}"
         try:
-            file.write(batch)
+            self.file(epoch).write(batch)
+        except OSError as error:                    # a full disk, a directory gone read-only
+            raise OSError(f"{where}: writing its file failed: {describe(error)}") from error
         except (TypeError, ValueError, pa.ArrowException) as error:
-            raise type(error)(f"DirectorySink {self.storage.where}, partition "
-                              f"{self.partition!r}, epoch {epoch}: {error}") from error
+            raise type(error)(f"{where}: {error}") from error
 
 
 class DirectorySink:

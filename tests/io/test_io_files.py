@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -373,6 +374,22 @@ def test_parquet_columns_from_dicts_tuples_values_and_record_batches(tmp_path):
         part.write(0, [(1, "x"), (2,)])
     with pytest.raises(ValueError, match="does not fit the schema"):
         part.write(0, [{"other": 1}])
+
+
+@pytest.mark.parametrize("format", ["parquet", "jsonl"])
+def test_a_sink_file_that_cannot_be_written_names_the_sink_partition_and_epoch(
+        tmp_path, monkeypatch, format):
+    """A full disk was told as pyarrow's OSError, naming only the operator."""
+    from sparktimely.io import _storage
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(_storage.Storage, "open_output", full)
+    part = DirectorySink(str(tmp_path), format=format).open("0", None)
+    with pytest.raises(OSError, match=rf"^DirectorySink {re.escape(str(tmp_path))}, partition "
+                                      rf"'0', epoch 4: writing its file failed: OSError: "
+                                      rf"\[Errno 28\] No space left on device$"):
+        part.write(4, ["a"])
 
 
 def test_parquet_columns_take_the_types_of_every_batch_of_an_epoch(tmp_path):
