@@ -22,6 +22,7 @@ Both work on any pyarrow filesystem: a local path, a URI (``s3://bucket/dir``,
 """
 from __future__ import annotations
 
+import csv
 import io
 import itertools
 import json
@@ -153,13 +154,18 @@ class _FilePart:
                 return None
             if row is None:
                 return None
-        wanted, rows = int(row.group(1)), 0
+        wanted, rows, end = int(row.group(1)), 0, 0
         with fs.open_input_file(file_path) as file:
-            for number, line in enumerate(io.BufferedReader(file, 1 << 20), 1):
-                if line.strip(b"\r\n"):
+            # csv's reader, not lines: a quoted value may hold line breaks
+            text = io.TextIOWrapper(io.BufferedReader(file, 1 << 20), encoding="utf-8",
+                                    errors="replace", newline="")
+            reader = csv.reader(text)
+            for record in reader:
+                start, end = end + 1, reader.line_num
+                if record:
                     rows += 1
                     if rows == wanted:
-                        return number
+                        return start
         return None
 
     def _parquet(self, rows: int) -> Iterator[pa.RecordBatch]:

@@ -183,8 +183,11 @@ def test_a_text_line_that_is_not_utf8_is_named_with_its_line_number(tmp_path):
     (b"n,word\n1,a\n\n2,b,c\n3,d\n",
      "ArrowInvalid: CSV parse error: Expected 2 columns, got 3: 2,b,c; at line 4$"),
     (b"n,word\n" + b"1,a\n" * 300_000 + b"\r\n" + b"2,b\n" * 200_000 + b"3\n",
-     "ArrowInvalid: CSV parse error: Expected 2 columns, got 1: 3; at line 500003$")],
-    ids=["conversion", "parse in the first block", "parse after an empty CRLF line"])
+     "ArrowInvalid: CSV parse error: Expected 2 columns, got 1: 3; at line 500003$"),
+    (b'a,b\n1,"x\ny"\n2,"p\nq\nr"\n3,4,5\n',       # a row of several lines counts them all
+     "ArrowInvalid: CSV parse error: Expected 2 columns, got 3: 3,4,5; at line 7$")],
+    ids=["conversion", "parse in the first block", "parse after an empty CRLF line",
+         "parse after quoted line breaks"])
 def test_a_csv_row_that_cannot_be_read_is_named_with_its_line_and_not_passed(tmp_path, content,
                                                                              message):
     """pyarrow's errors of a CSV row name no row when it reads on many threads: the file
