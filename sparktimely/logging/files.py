@@ -29,6 +29,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..errors import describe
 from ..ops.capture import EventReader, EventWriter
 from .events import ChannelsEvent, OperatesEvent, ProgressEvent
 from .registry import BatchLogger, registry_of
@@ -110,6 +111,19 @@ def of_lowest_worker(events: list) -> list:
         return []
     first = min(e.worker for e in events)
     return [e for e in events if e.worker == first]
+
+
+class DamagedLog(ValueError):
+    """A log directory's file that cannot be read as a sparktimely worker's log.
+
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> with open(os.path.join(folder, "worker-0.json"), "w") as file:
+    ...     _ = file.write("{")
+    >>> read_log_directory(folder)
+    Traceback (most recent call last):
+    sparktimely.logging.files.DamagedLog: .../worker-0.json is not a worker's log description ...
+    """
 
 
 @dataclass
@@ -195,8 +209,12 @@ def read_log_directory(directory: str | os.PathLike) -> LogDirectory:
     logs = LogDirectory()
     for path in metas:
         with open(path) as file:
-            meta: dict[str, Any] = json.load(file)
-        index = int(meta["worker"])
+            try:
+                meta: dict[str, Any] = json.load(file)
+                index = int(meta["worker"])
+            except (ValueError, KeyError, TypeError) as error:
+                raise DamagedLog(f"{path} is not a worker's log description (damaged, or "
+                                 f"written by something else): {describe(error)}") from None
         logs.workers[index] = meta
         stem = path[:-len(".json")]
         if os.path.exists(stem + ".timely"):
@@ -208,4 +226,5 @@ def read_log_directory(directory: str | os.PathLike) -> LogDirectory:
     return logs
 
 
-__all__ = ["LogDirectory", "directory_problem", "log_to_directory", "read_events", "read_log_directory"]
+__all__ = ["DamagedLog", "LogDirectory", "directory_problem", "log_to_directory", "read_events",
+           "read_log_directory"]

@@ -29,7 +29,7 @@ import zlib
 from typing import Any, Sequence
 
 from .events import ChannelsEvent, MessagesEvent
-from .files import LogDirectory, read_log_directory
+from .files import DamagedLog, LogDirectory, read_log_directory
 from .picture import GraphvizMissing, collapse_alike, dot_to, graph_of, to_dot
 from .summary import Summary, summarize
 
@@ -344,7 +344,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(argv)
     try:
         path = write_report(options.logdir, options.output)
-    except OSError as error:                # no logs there, or nowhere to write the page
+    except (OSError, DamagedLog) as error:  # no logs there, or nowhere to write the page
         print(f"sparktimely.profile: {error}", file=sys.stderr)
         return 2
     print(f"sparktimely.profile: wrote {path}")

@@ -181,6 +181,21 @@ def test_a_missing_directory_is_named(tmp_path):
     assert f"no sparktimely logs (worker-N.json) in {tmp_path}" in result.stderr
 
 
+@pytest.mark.parametrize("content, problem", [
+    ("{", "JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 "
+          "(char 1)"),
+    ('{"epoch_ns": 0}', "KeyError: 'worker'")])
+def test_a_damaged_log_description_is_named_in_one_line(tmp_path, content, problem):
+    """Was json's traceback, naming no file."""
+    (tmp_path / "worker-0.json").write_text(content)
+    result = subprocess.run([sys.executable, "-m", "sparktimely.profile", str(tmp_path)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"sparktimely.profile: {tmp_path / 'worker-0.json'} is not a worker's log description "
+        f"(damaged, or written by something else): {problem}"]
+
+
 @pytest.mark.timeout(120)
 def test_the_output_may_be_a_directory_and_a_missing_one_is_named(logdir, tmp_path):
     """-o into an existing directory writes profile.html there; -o into a directory that
