@@ -324,6 +324,7 @@ class ProbeHandle:
 
     def __init__(self) -> None:
         self._frontiers: list[MutableAntichain] = []
+        self._minimum: Timestamp | None = None     # of the streams probe_with gave it
 
     def watch(self, frontier: MutableAntichain) -> None:
         """Report ``frontier`` too (a probe operator's input frontier; what

@@ -464,6 +464,15 @@ class CaptureOps(StreamCore):
         True
         """
         require_type("probe_with", handle, ProbeHandle, "a st.ProbeHandle")
+        minimum = self.scope.kind.minimum()
+        if handle._minimum is None:
+            handle._minimum = minimum
+        elif type(handle._minimum) is not type(minimum) or \
+                repr(handle._minimum) != repr(minimum):
+            raise TypeError(f"probe_with: the probe watches streams of times like "
+                            f"{handle._minimum!r}, and this stream's times are like "
+                            f"{minimum!r}: one probe answers for one type of time (use a "
+                            f"probe per type)")
 
         def logic(input: Any) -> None:
             for _ in input:

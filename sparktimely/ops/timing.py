@@ -15,9 +15,9 @@ from ..dataflow import Notificator, OperatorBuilder, Pipeline
 from ..dataflow.capability import not_earlier
 from ..dataflow.containers import kept
 from ..dataflow.stream import StreamCore
-from ..errors import require_function
+from ..errors import require_function, short_repr
 from ..progress.frontier import MutableAntichain
-from ..progress.timestamp import TimeKind, Timestamp, less_equal
+from ..progress.timestamp import TimeKind, Timestamp, less_equal, relation
 from ._stash import PerTime
 from .basic import not_records
 from .recovery import HOLD_ALL, EpochGate, KeyedState, epoch_time
@@ -28,10 +28,16 @@ if TYPE_CHECKING:
 S = TypeVar("S", bound=StreamCore)
 
 
-def _later(kind: TimeKind, time: Any, new_time: Any, operator: str) -> Any:
+_BATCH = object()
+"""``_later``'s ``record`` when a whole batch moves."""
+
+
+def _later(kind: TimeKind, time: Any, new_time: Any, operator: str, record: Any = _BATCH) -> Any:
+    """``new_time``, unless it is not at or after ``time`` (ValueError naming the record)."""
     if not not_earlier(kind, time, new_time):
-        raise ValueError(f"{operator}: new time {new_time!r} is earlier than the "
-                         f"record's time {time!r}")
+        of = "the batch's" if record is _BATCH else f"record {short_repr(record)}'s"
+        raise ValueError(f"{operator}: new time {new_time!r} is {relation(new_time, time)} "
+                         f"{of} time {time!r}")
     return new_time
 
 
@@ -175,7 +181,7 @@ class TimingOps(StreamCore):
                     raise not_records("Delay", batch)
                 time = cap.time
                 for x in batch:
-                    held.at(cap, notificator, _later(kind, time, f(x, time), "delay")).append(x)
+                    held.at(cap, notificator, _later(kind, time, f(x, time), "delay", x)).append(x)
             for cap, records in held.completed(notificator):
                 output.give_at(cap, records)
         return _holding([self], "Delay", True, logic)

@@ -1156,3 +1156,23 @@ def test_a_dataflow_refused_by_checkpointing_fails_the_run_even_if_the_job_catch
     with pytest.raises(st.WorkerError, match="with a checkpoint directory every dataflow needs "
                                              "a name"):
         st.execute(job, workers=workers)
+
+
+@pytest.mark.parametrize("top, nested", [(0, st.Product(0, 0)), (st.Product(0, 0), 0)])
+def test_one_probe_for_two_types_of_time_is_refused_where_it_is_built(top, nested):
+    """It was accepted; every later question to the probe then failed in Antichain, naming
+    neither the probe nor the call."""
+    probe = st.ProbeHandle()
+
+    def build(scope):
+        stream = scope.to_stream([1])
+        probes = [lambda: stream.probe_with(probe),
+                  lambda: scope.iterative(lambda inner: stream.enter(inner).probe_with(probe)
+                                          .leave())]
+        for probed in probes if top == 0 else reversed(probes):
+            probed()
+    with pytest.raises(TypeError, match=rf"^probe_with: the probe watches streams of times like "
+                                        rf"{re.escape(repr(top))}, and this stream's times are "
+                                        rf"like {re.escape(repr(nested))}: one probe answers "
+                                        rf"for one type of time"):
+        st.example(build)

@@ -27,8 +27,25 @@ def test_delay_batch_moves_batches_to_later_times(workers):
 
 @pytest.mark.parametrize("workers", WORKERS)
 def test_delay_batch_rejects_an_earlier_time(workers):
-    with pytest.raises(st.WorkerError, match="delay_batch: new time -1 is earlier"):
+    with pytest.raises(st.WorkerError, match="delay_batch: new time -1 is earlier than the "
+                                             "batch's time 0"):
         run_rounds(lambda s: s.delay_batch(lambda t: t - 1).capture(), ROUNDS, workers)
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+def test_delay_names_the_record_and_how_its_new_time_stands(workers):
+    """A new time incomparable with the record's was told as "earlier", naming no record."""
+    with pytest.raises(st.WorkerError, match=r"delay: new time -1 is earlier than record \d's "
+                                             r"time 0"):
+        run_rounds(lambda s: s.delay(lambda x, t: t - 1).capture(), ROUNDS, workers)
+
+    def moved_sideways(stream):
+        return stream.scope.iterative(lambda inner: (
+            stream.enter(inner).delay(lambda x, t: st.Product(t.outer, t.inner + 2))
+            .delay(lambda x, t: st.Product(t.outer + 1, 0)).leave())).capture()
+    with pytest.raises(st.WorkerError, match=r"delay: new time Product\(1, 0\) is incomparable "
+                                             r"with record \d's time Product\(0, 2\)"):
+        run_rounds(moved_sideways, ROUNDS, workers)
 
 
 @pytest.mark.parametrize("workers", WORKERS)
