@@ -451,11 +451,14 @@ class CapabilitySet:
         >>> _ = st.example(lambda scope: st.source(scope, "Delayed", ctor).probe())
         Capability(5) [Capability(2)]
         """
+        return self._derived(time, f"CapabilitySet.delayed({time!r})")
+
+    def _derived(self, time: Timestamp, call: str) -> Capability:
         for cap in self._caps:
             if less_equal(cap.time, time):
                 return cap.delayed(time)
-        raise CapabilityError(f"no capability in the set allows time {time!r}: it holds "
-                              f"{[cap.time for cap in self._caps] or 'none'}")
+        raise CapabilityError(f"{call}: no capability in the set allows time {time!r}: it "
+                              f"holds {[cap.time for cap in self._caps] or 'none'}")
 
     def downgrade(self, frontier: Iterable[Timestamp]) -> None:
         """Replace the held capabilities by ones for the times of ``frontier``.
@@ -471,9 +474,7 @@ class CapabilitySet:
         [Capability(3)] Capability(0, dropped)
         """
         times = list(frontier)
-        new: list[Capability] = []
-        for time in times:
-            new.append(self.delayed(time))
+        new = [self._derived(time, f"CapabilitySet.downgrade({times!r})") for time in times]
         for cap in self._caps:
             cap.drop()
         self._caps = new

@@ -48,6 +48,23 @@ def test_downgrade_backwards_names_both_times(run):
         assert "7" in str(error) and "3" in str(error)
 
 
+def test_a_capability_set_names_the_call_that_asked_for_a_time_it_does_not_allow(run):
+    """downgrade told the same words as delayed, not which call failed."""
+    def action(cap, output):
+        held, told = st.CapabilitySet([cap.delayed(3)]), []
+        for ask in (lambda: held.downgrade([1]), lambda: held.delayed(2)):
+            try:
+                ask()
+            except st.CapabilityError as error:
+                told.append(str(error))
+        held.drop()
+        raise st.CapabilityError(" | ".join(told))
+    for error in capture_errors_in_source(run, action):
+        assert str(error).split(" | ") == [
+            "CapabilitySet.downgrade([1]): no capability in the set allows time 1: it holds [3]",
+            "CapabilitySet.delayed(2): no capability in the set allows time 2: it holds [3]"]
+
+
 def test_downgrade_backwards_in_constructor_raises_at_build(run):
     def build(scope):
         def ctor(cap, info):
