@@ -100,17 +100,28 @@ def require_java(minimum: int = 17) -> str:
     return java
 
 
+class _NotAFunction(ValueError):
+    """The command line's MODULE:FUNCTION does not name a function (told without a type)."""
+
+
 def load_function(target: str) -> Callable:
     """The function named by ``module:function`` (``module.function`` also works).
 
     >>> load_function("os.path:join")("a", "b")
     'a/b'
+    >>> load_function("os")
+    Traceback (most recent call last):
+    ...
+    sparktimely.barrier.submit._NotAFunction: os is a module: name the function to run in it, as os:FUNCTION
     """
     module, sep, name = target.partition(":")
     if not sep:
         module, _, name = target.rpartition(".")
     if not module or not name:
-        raise ValueError(f"expected module:function, got {target!r}")
+        if not sep and importlib.util.find_spec(target) is not None:
+            raise _NotAFunction(f"{target} is a module: name the function to run in it, as "
+                                f"{target}:FUNCTION")
+        raise _NotAFunction(f"expected MODULE:FUNCTION, got {target!r}")
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     function = importlib.import_module(module)
@@ -119,12 +130,12 @@ def load_function(target: str) -> Callable:
             function = getattr(function, part)
     except AttributeError:
         if not sep and importlib.util.find_spec(target) is not None:
-            raise ValueError(f"{target} is a module: name the function to run in it, as "
-                             f"{target}:FUNCTION") from None
+            raise _NotAFunction(f"{target} is a module: name the function to run in it, as "
+                                f"{target}:FUNCTION") from None
         raise
     if isinstance(function, types.ModuleType):
-        raise ValueError(f"{target} is a module: name the function to run in it, as "
-                         f"{target}:FUNCTION")
+        raise _NotAFunction(f"{target} is a module: name the function to run in it, as "
+                            f"{target}:FUNCTION")
     if not callable(function):
         raise TypeError(f"{target} is not callable")
     return function
@@ -234,6 +245,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("a module:function to run is required")
     try:
         function = load_function(options.target)
+    except _NotAFunction as error:
+        parser.error(f"cannot run {options.target}: {error}")
     except Exception as error:      # noqa: BLE001 - the job's module failed as it loaded
         parser.error(f"cannot run {options.target}: {type(error).__name__}: {error}")
     _send_by_value(function)

@@ -38,9 +38,11 @@ def test_help_prints_usage_and_runs_nothing():
                                                   "after module:function)"),
     (["--name", "x", "--master", "local[1]", "--nonsense", "examples.pagerank:job"],
      "unrecognized arguments: --nonsense"),
-    (["examples.pagerank"], "cannot run examples.pagerank: ValueError: examples.pagerank is a "
-                            "module: name the function to run in it, as "
-                            "examples.pagerank:FUNCTION"),
+    (["examples.pagerank"], "cannot run examples.pagerank: examples.pagerank is a module: name "
+                            "the function to run in it, as examples.pagerank:FUNCTION"),
+    (["mymodule"], "cannot run mymodule: expected MODULE:FUNCTION, got 'mymodule'"),
+    (["json"], "cannot run json: json is a module: name the function to run in it, as "
+               "json:FUNCTION"),
     (["-w", "abc", "examples.pagerank:job"],
      "argument -w/--workers: expected a positive integer, got 'abc'"),
     (["-w", "0", "examples.pagerank:job"],
