@@ -6,6 +6,6 @@ cdef class InputHandle:
     cdef object __weakref__
 
 cdef class ProbeHandle:
-    cdef public object _frontiers
+    cdef public object _frontiers, _minimum
     cdef dict __dict__
     cdef object __weakref__
