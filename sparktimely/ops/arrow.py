@@ -383,8 +383,11 @@ class ArrowOps(StreamCore):
             if len(schema) != 1:
                 raise TypeError(f"to_arrow: records of {type(records[0]).__name__} need a "
                                 f"one-field schema, not ({names}); use dicts or tuples")
-            return pa.RecordBatch.from_arrays([pa.array(records, schema.field(0).type)],
-                                              schema=schema)
+            try:
+                return pa.RecordBatch.from_arrays([pa.array(records, schema.field(0).type)],
+                                                  schema=schema)
+            except _UNCONVERTIBLE:
+                raise _unconvertible(records, schema, lambda r, i, f: r) from None
         pending: PerTime[list] = PerTime(list)
 
         def logic(input: Any, output: Any, notificator: Any) -> None:

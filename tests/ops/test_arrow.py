@@ -666,6 +666,11 @@ def test_aggregate_batches_takes_key_columns_named_like_its_partials(run, combin
     ([{"k": "a", "x": [1]}], [("k", "string"), ("x", "int64")],
      "TypeError: to_arrow: field 'x' of the record {'k': 'a', 'x': [1]} is [1], which type "
      "int64 cannot hold"),
+    ([1, "x"], [("v", "int64")],                                      # plain values
+     "TypeError: to_arrow: field 'v' of the record 'x' is 'x', which type int64 cannot hold"),
+    ([1, 2 ** 70], [("v", "int64")],
+     f"TypeError: to_arrow: field 'v' of the record {2 ** 70} is {2 ** 70}, which type int64 "
+     f"cannot hold"),
 ])
 def test_to_arrow_refuses_records_it_would_have_misread(run, records, schema, problem):
     # A longer tuple lost its extra fields; a dict after tuples was read by position over
