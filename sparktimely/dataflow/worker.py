@@ -353,13 +353,19 @@ class WorkerCore:
     def step(self) -> bool:
         """Run one round of every dataflow; True while any dataflow is still running.
 
-        When the round found nothing to do and this host has more workers than the cores
-        this process may use, it yields its time slice (``os.sched_yield``), so that a loop
+        A round with nothing to do after :attr:`collect_after` idle seconds runs the cycle
+        collector once, as a wait does. Otherwise, when the round found nothing to do and
+        this host has more workers than the cores this process may use, it yields its time
+        slice (``os.sched_yield``), so that a loop
         of steps gives the core to a peer with work, such as the one it waits for (parking
         on the doorbell instead keeps the core from that peer for up to the park's timeout;
         ``benchmarks/bench_scaling.py`` measures rounds with more workers than cores)."""
         running, busy = self._step()
-        if running and not busy and self._allocator is not None and \
+        if not busy and not self._collected and \
+                _time.perf_counter() - self._busy_at >= self.collect_after:
+            self._collected = True          # as a wait does: a loop of steps never waits
+            gc.collect()
+        elif running and not busy and self._allocator is not None and \
                 self._allocator.oversubscribed():
             os.sched_yield()
         return running

@@ -6,6 +6,8 @@ matters); ``scope.to_stream`` produces its items on every worker, so those tests
 copy per worker. Results are merged over the workers and compared with values worked out by
 hand or recomputed in plain Python.
 """
+import time
+
 import sparktimely as st
 from sparktimely import Product
 from matrix_helpers import copies, example, merged, per_worker
@@ -516,21 +518,38 @@ def test_accumulate_starts_each_time_from_its_own_copy_of_a_mutable_init(run):
     assert {t: sorted(v) for t, v in merged_seen.items()} == {0: [1, 2], 1: [3], 2: [4, 5, 6]}
 
 
+class _Pending:
+    def __init__(self, capability):
+        self.capability, self.me = capability, self
+
+
+def _held_by_a_cycle(scope):
+    """A source whose capability for time 3 ends up referenced only by a cycle."""
+    def ctor(capability, info):
+        def logic(output):
+            later = capability.delayed(3)
+            output.session(later).give("x")
+            _Pending(later)
+            capability.drop()
+        return logic
+    return st.source(scope, "Source", ctor).capture()
+
+
 def test_a_capability_held_only_by_a_reference_cycle_is_released_once_idle(run):
     """The last references to a capability sit in a cycle: the collector an idle worker
     runs releases it, and the dataflow completes (it waited forever before)."""
-    class Pending:
-        def __init__(self, capability):
-            self.capability, self.me = capability, self
-
-    def build(scope):
-        def ctor(capability, info):
-            def logic(output):
-                later = capability.delayed(3)
-                output.session(later).give("x")
-                Pending(later)
-                capability.drop()
-            return logic
-        return st.source(scope, "Source", ctor).capture()
-    captures = example(run, build)
+    captures = example(run, _held_by_a_cycle)
     assert [c.extract() for c in captures] == [[(3, ["x"])]] * run.workers
+
+
+def test_a_loop_of_steps_releases_a_capability_held_by_a_cycle_too(run):
+    """``while worker.step(): pass`` never waits, where the idle worker's collector ran:
+    the loop stepped forever."""
+    def job(worker):
+        captured = worker.dataflow(_held_by_a_cycle)
+        deadline = time.monotonic() + 10
+        while worker.step():
+            if time.monotonic() > deadline:
+                return "still stepping"
+        return captured.extract()
+    assert run(job) == [[(3, ["x"])]] * run.workers
