@@ -129,10 +129,11 @@ class InputHandle:
 
     def _check_open(self, action: str) -> None:
         if self._closed:
-            raise RuntimeError(f"cannot {action}: the input handle is closed")
+            raise RuntimeError(f"{self.name}.{action}: the input handle is closed (nothing is "
+                               f"sent after close())")
         if not self._connected:
-            raise RuntimeError(f"cannot {action}: the input handle is not connected to a "
-                               f"dataflow (use scope.input_from(handle))")
+            raise RuntimeError(f"{self.name}.{action}: the input handle is not connected to "
+                               f"a dataflow (use scope.input_from(handle) first)")
 
     def send(self, x: Any) -> None:
         """Send one record at the current time.
@@ -170,7 +171,7 @@ class InputHandle:
         >>> st.execute_directly(job).extract()
         [(0, [0, 1, 2])]
         """
-        self._check_open("send")
+        self._check_open("send_batch")
         if not hasattr(items, "__iter__") and not hasattr(items, "schema"):
             raise TypeError(f"{self.name}.send_batch: expected a list or iterable of records, "
                             f"or a pyarrow.RecordBatch or Table, got {items!r:.80} "

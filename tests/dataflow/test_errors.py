@@ -1193,3 +1193,20 @@ def test_one_probe_for_two_types_of_time_is_refused_where_it_is_built(top, neste
                                         rf"like {re.escape(repr(nested))}: one probe answers "
                                         rf"for one type of time"):
         st.example(build)
+
+
+def test_sending_on_a_handle_not_connected_or_closed_names_the_handle_and_the_call():
+    """It said "cannot send: the input handle ...", for send_batch too, never the handle."""
+    clicks = st.InputHandle("clicks")
+    with pytest.raises(RuntimeError, match=r"^clicks\.send_batch: the input handle is not "
+                                           r"connected to a dataflow \(use "
+                                           r"scope\.input_from\(handle\) first\)$"):
+        clicks.send_batch([1])
+
+    def job(worker):
+        worker.dataflow(lambda scope: scope.input_from(clicks).probe())
+        clicks.close()
+        with pytest.raises(RuntimeError, match=r"^clicks\.send: the input handle is closed "
+                                               r"\(nothing is sent after close\(\)\)$"):
+            clicks.send(1)
+    st.execute_directly(job)
