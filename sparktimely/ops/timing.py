@@ -172,19 +172,7 @@ class TimingOps(StreamCore):
         >>> st.example(lambda s: s.to_stream([1, 5]).delay(lambda x, t: x).capture()).extract()
         [(1, [1]), (5, [5])]
         """
-        require_function("delay", f)
-        kind = self.scope.kind
-
-        def logic(input: Any, output: Any, notificator: Notificator, held: _Held) -> None:
-            for cap, batch in input:
-                if batch.__class__ is not list:
-                    raise not_records("Delay", batch)
-                time = cap.time
-                for x in batch:
-                    held.at(cap, notificator, _later(kind, time, f(x, time), "delay", x)).append(x)
-            for cap, records in held.completed(notificator):
-                output.give_at(cap, records)
-        return _holding([self], "Delay", True, logic)
+        return self._delayed(f, "delay")
 
     def delay_total(self, f: Callable[[Any, Any], Any]) -> Self:
         """:meth:`delay` for totally ordered times (the same result; kept for timely's API).
@@ -194,8 +182,23 @@ class TimingOps(StreamCore):
         ...            .capture()).extract()
         [(1, [2])]
         """
-        require_function("delay_total", f)
-        return self.delay(f)
+        return self._delayed(f, "delay_total")
+
+    def _delayed(self, f: Callable[[Any, Any], Any], call: str) -> Self:
+        """:meth:`delay`, whose errors name ``call``."""
+        require_function(call, f)
+        kind = self.scope.kind
+
+        def logic(input: Any, output: Any, notificator: Notificator, held: _Held) -> None:
+            for cap, batch in input:
+                if batch.__class__ is not list:
+                    raise not_records("Delay", batch)
+                time = cap.time
+                for x in batch:
+                    held.at(cap, notificator, _later(kind, time, f(x, time), call, x)).append(x)
+            for cap, records in held.completed(notificator):
+                output.give_at(cap, records)
+        return _holding([self], "Delay", True, logic)
 
     def delay_batch(self, f: Callable[[Any], Any]) -> Self:
         """Re-stamps each whole batch at time ``t`` with ``f(t)`` (not earlier than ``t``),

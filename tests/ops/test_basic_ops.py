@@ -35,9 +35,11 @@ def test_delay_batch_rejects_an_earlier_time(workers):
 @pytest.mark.parametrize("workers", WORKERS)
 def test_delay_names_the_record_and_how_its_new_time_stands(workers):
     """A new time incomparable with the record's was told as "earlier", naming no record."""
-    with pytest.raises(st.WorkerError, match=r"delay: new time -1 is earlier than record \d's "
-                                             r"time 0"):
-        run_rounds(lambda s: s.delay(lambda x, t: t - 1).capture(), ROUNDS, workers)
+    for call in ("delay", "delay_total"):
+        with pytest.raises(st.WorkerError, match=rf"{call}: new time -1 is earlier than record "
+                                                 rf"\d's time 0"):
+            run_rounds(lambda s: getattr(s, call)(lambda x, t: t - 1).capture(), ROUNDS,
+                       workers)
 
     def moved_sideways(stream):
         return stream.scope.iterative(lambda inner: (
