@@ -104,6 +104,12 @@ class _NotAFunction(ValueError):
     """The command line's MODULE:FUNCTION does not name a function (told without a type)."""
 
 
+def _a_module(target: str) -> _NotAFunction:
+    """The error for a target that names a module, not a function in it."""
+    return _NotAFunction(f"{target} is a module: name the function to run in it, as "
+                         f"{target}:FUNCTION")
+
+
 def load_function(target: str) -> Callable:
     """The function named by ``module:function`` (``module.function`` also works).
 
@@ -119,8 +125,7 @@ def load_function(target: str) -> Callable:
         module, _, name = target.rpartition(".")
     if not module or not name:
         if not sep and importlib.util.find_spec(target) is not None:
-            raise _NotAFunction(f"{target} is a module: name the function to run in it, as "
-                                f"{target}:FUNCTION")
+            raise _a_module(target)
         raise _NotAFunction(f"expected MODULE:FUNCTION, got {target!r}")
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -130,12 +135,10 @@ def load_function(target: str) -> Callable:
             function = getattr(function, part)
     except AttributeError:
         if not sep and importlib.util.find_spec(target) is not None:
-            raise _NotAFunction(f"{target} is a module: name the function to run in it, as "
-                                f"{target}:FUNCTION") from None
+            raise _a_module(target) from None
         raise
     if isinstance(function, types.ModuleType):
-        raise _NotAFunction(f"{target} is a module: name the function to run in it, as "
-                            f"{target}:FUNCTION")
+        raise _a_module(target)
     if not callable(function):
         raise TypeError(f"{target} is not callable")
     return function

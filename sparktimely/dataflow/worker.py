@@ -361,14 +361,24 @@ class WorkerCore:
         on the doorbell instead keeps the core from that peer for up to the park's timeout;
         ``benchmarks/bench_scaling.py`` measures rounds with more workers than cores)."""
         running, busy = self._step()
-        if not busy and not self._collected and \
-                _time.perf_counter() - self._busy_at >= self.collect_after:
-            self._collected = True          # as a wait does: a loop of steps never waits
-            gc.collect()
-        elif running and not busy and self._allocator is not None and \
-                self._allocator.oversubscribed():
+        # (a loop of steps never waits, where the collector otherwise runs)
+        if not busy and (self._collected or self._collect_when_idle() != 0.0) and running \
+                and self._allocator is not None and self._allocator.oversubscribed():
             os.sched_yield()
         return running
+
+    def _collect_when_idle(self) -> float | None:
+        """Run the cycle collector once this worker has been idle for
+        :attr:`collect_after` (once per idle spell): the seconds left until then, 0.0 if
+        it ran now, None if it ran already."""
+        if self._collected:
+            return None
+        left = self.collect_after - (_time.perf_counter() - self._busy_at)
+        if left > 0:
+            return left
+        self._collected = True
+        gc.collect()
+        return 0.0
 
     def _reentered(self, call: str, what: str) -> str:
         return (f"{call} was called while worker {self.index} steps (from an operator's "
@@ -466,12 +476,10 @@ class WorkerCore:
         """Nothing to do: a unit of deferred work once idle long enough, else park (until
         then, if deferred work waits; a lone worker without activators does not park), or
         collect cycles once idle for :attr:`collect_after`."""
-        if not self._collected:
-            left = self.collect_after - (_time.perf_counter() - self._busy_at)
-            if left <= 0:
-                self._collected = True
-                gc.collect()
-                return
+        left = self._collect_when_idle()
+        if left == 0.0:
+            return
+        if left is not None:
             timeout_seconds = left if timeout_seconds is None else min(timeout_seconds, left)
         if self._deferred:
             idle = _time.perf_counter() - self._busy_at
