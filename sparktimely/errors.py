@@ -153,7 +153,7 @@ def user_traceback(text: str) -> str:
     >>> print(user_traceback('''Traceback (most recent call last):
     ...   File "/tmp/userFiles/sparktimely-0e9.zip/sparktimely/dataflow/worker.py", line 9, in step
     ...     op.schedule()
-    ...   File "sparktimely/dataflow/operator.py", line 164, in sparktimely.dataflow.operator.run
+    ...   File "sparktimely/dataflow/builder.py", line 164, in sparktimely.dataflow.builder.run
     ...   File "/home/me/job.py", line 3, in <lambda>
     ...     1 / 0
     ... ZeroDivisionError: division by zero

@@ -13,6 +13,7 @@ import importlib.machinery
 import json
 import os
 import pathlib
+import re
 import runpy
 import shutil
 import subprocess
@@ -58,6 +59,36 @@ def test_the_modules_built_compiled_are_the_ones_imported():
 
 def test_pure_python_asked_for_imports_no_compiled_module():
     assert compiled_in(PACKAGE.parent, SPARKTIMELY_PURE_PYTHON="1") == []
+
+
+_COMPILED_FRAME = re.compile(r'  File "(sparktimely/[^"]*\.py)", line (\d+), in ')
+
+
+def test_a_compiled_frame_in_a_traceback_shows_its_own_source_line(tmp_path):
+    """A compiled module names its source relative to the package's root, and Python's own
+    traceback printer, when that does not open, shows the line of the first file of the same
+    base name on ``sys.path``: a module called like one of the standard library's
+    (``operator.py``) showed that module's lines in every user's traceback."""
+    built = built_twins(PACKAGE)
+    if not built:
+        pytest.skip("this install built no compiled module (no C compiler, or pure asked for)")
+    assert [name for name in built
+            if name.rsplit(".", 1)[-1] in sys.stdlib_module_names] == []
+    script = tmp_path / "job.py"
+    script.write_text("import sparktimely as st\n"
+                      "st.example(lambda s: s.to_stream([0]).map(lambda x: 1 // x).probe())\n")
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
+    lines = done.stderr.splitlines()
+    assert lines[-1].endswith("raised ZeroDivisionError: integer division or modulo by zero")
+    shown = [(match, lines[i + 1].strip()) for i, line in enumerate(lines[:-1])
+             if (match := _COMPILED_FRAME.match(line)) and lines[i + 1].startswith("    ")
+             and not lines[i + 1].lstrip().startswith(("File ", "^", "~"))]
+    for match, text in shown:
+        source = (PACKAGE.parent / match[1]).read_text().splitlines()
+        assert text == source[int(match[2]) - 1].strip(), match[0]
+    assert any(".builder." in line for line in lines)        # the frames were compiled ones
 
 
 @pytest.mark.parametrize("checkout", [True, False], ids=["checkout", "installed"])

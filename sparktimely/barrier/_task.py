@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from ..comm.rendezvous import PeerFailed
 from ..dataflow import InputHandle, Pipeline
-from ..dataflow.operator import per_batch
+from ..dataflow.builder import per_batch
 from ..errors import describe, unsendable_result
 from ..execute import Seat, WorkerError, WorkerSession, run_workers
 from ..io.checkpoints import enable_checkpoints

@@ -17,7 +17,7 @@ from .channels import Exchange, Pact, Pipeline
 from .handles import InputHandle, LoopHandle, ProbeHandle
 from .notificator import FrontierNotificator, Notificator
 from .observer import WorkerObserver
-from .operator import FrontierInterest, OperatorBuilder, OperatorError, OperatorInfo, source
+from .builder import FrontierInterest, OperatorBuilder, OperatorError, OperatorInfo, source
 from .scope import Activator, ScopeCore
 from .stream import StreamCore
 from .subgraph import Dataflow

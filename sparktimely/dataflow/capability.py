@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from ..progress.timestamp import TimeKind, Timestamp, advance, less_equal, relation
 
 if TYPE_CHECKING:
-    from .operator import Operator
+    from .builder import Operator
     from .ports import OutputPort
 
 

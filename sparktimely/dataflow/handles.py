@@ -8,7 +8,7 @@ from ..progress.timestamp import Timestamp, less_equal, relation
 from .capability import Capability
 from .channels import Pipeline
 from .containers import arrow_batches
-from .operator import connect
+from .builder import connect
 from .ports import BATCH_SIZE, OutputPort, batch_length, own_copy
 
 R = TypeVar("R")

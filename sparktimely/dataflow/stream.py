@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Self, Sequence
 
 from ..progress.timestamp import Timestamp
-from .operator import binary_operator, notify_operator, sink_operator, unary_operator
+from .builder import binary_operator, notify_operator, sink_operator, unary_operator
 
 if TYPE_CHECKING:
     from .channels import Pact

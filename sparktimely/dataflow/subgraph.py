@@ -26,7 +26,7 @@ from ..progress.exchange import ProgressExchange
 from ..progress.reachability import GraphBuilder, Tracker
 from ..progress.timestamp import TimeKind, Timestamp
 from .channels import Edge, SchemaCheckedQueue
-from .operator import Operator
+from .builder import Operator
 from .ports import batch_length
 
 if TYPE_CHECKING:

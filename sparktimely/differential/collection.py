@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from ..dataflow import Pipeline
 from ..dataflow.containers import large_layouts
-from ..dataflow.operator import enter as enter_stream, leave as leave_stream, per_batch
+from ..dataflow.builder import enter as enter_stream, leave as leave_stream, per_batch
 from ..errors import require_function
 from ..progress.timestamp import Product
 from .arrow.reduce import count_spec, distinct_spec
@@ -352,7 +352,7 @@ class Collection:
         >>> st.example(lambda s: dd.from_stream(s.to_stream([5])).arrange_by_key())
         Traceback (most recent call last):
         ...
-        sparktimely.dataflow.operator.OperatorError: operator 'FromStream' (address (0, 1)) raised TypeError: ArrangeByKey: the data 5 of update (5, 0, 1) is not a (key, val) pair
+        sparktimely.dataflow.builder.OperatorError: operator 'FromStream' (address (0, 1)) raised TypeError: ArrangeByKey: the data 5 of update (5, 0, 1) is not a (key, val) pair
         """
         return self._arranged(name, True, key)
 

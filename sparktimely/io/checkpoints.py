@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, TypeVar
 from urllib.parse import quote, unquote
 
 from ..dataflow import Pipeline, WorkerObserver, source
-from ..dataflow.operator import OperatorError
+from ..dataflow.builder import OperatorError
 from ..errors import describe, require_positive_int
 from ..ops.recovery import (Component, InputEpochs, KeyedState, frontier_epoch, recovery_of,
                             root_epoch)

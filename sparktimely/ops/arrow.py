@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from ..dataflow import Exchange, Pipeline
 from ..dataflow.containers import check_schema, large_layouts, one_zero, unified
-from ..dataflow.operator import per_batch
+from ..dataflow.builder import per_batch
 from ..dataflow.stream import StreamCore
 from ._stash import PerTime
 

@@ -9,7 +9,7 @@ from itertools import chain
 from typing import Any, Callable, Self
 
 from ..dataflow import Exchange, OperatorBuilder, Pipeline
-from ..dataflow.operator import FrontierInterest, per_batch
+from ..dataflow.builder import FrontierInterest, per_batch
 from ..errors import require_function
 from ..dataflow.stream import StreamCore
 

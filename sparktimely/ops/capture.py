@@ -21,7 +21,7 @@ from typing import IO, Any, Callable, Iterable, Protocol, Self, TypeVar
 from ..dataflow import OperatorBuilder, Pipeline, ProbeHandle
 from ..dataflow.capability import Capability
 from ..dataflow.containers import check_schema
-from ..dataflow.operator import sink_operator
+from ..dataflow.builder import sink_operator
 from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
 from ..errors import require_type

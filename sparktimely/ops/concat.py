@@ -5,7 +5,7 @@ from collections.abc import Iterable
 from typing import Callable, Self, Sequence, TypeVar
 
 from ..dataflow import OperatorBuilder, Pipeline
-from ..dataflow.operator import FrontierInterest
+from ..dataflow.builder import FrontierInterest
 from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
 from ..errors import require_type

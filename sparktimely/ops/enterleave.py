@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Self
 
-from ..dataflow import operator
+from ..dataflow import builder
 from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
 from ..errors import require_type
@@ -25,7 +25,7 @@ class EnterLeaveOps(StreamCore):
         [(0, [1])]
         """
         require_type("enter", scope, ScopeCore, "a scope nested in the stream's scope")
-        return operator.enter(self, scope)
+        return builder.enter(self, scope)
 
     def leave(self) -> Self:
         """This stream in the scope enclosing its own (``Product(t, i)`` becomes ``t``).
@@ -35,4 +35,4 @@ class EnterLeaveOps(StreamCore):
         ...            .capture()).extract()
         [(0, [2])]
         """
-        return operator.leave(self)
+        return builder.leave(self)

@@ -5,7 +5,7 @@ from typing import Any, Callable, Self
 
 from ..dataflow import Exchange
 from ..dataflow.channels import Broadcast, Pact
-from ..dataflow.operator import per_batch
+from ..dataflow.builder import per_batch
 from ..dataflow.stream import StreamCore
 
 

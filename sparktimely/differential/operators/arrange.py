@@ -24,7 +24,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, TypeVar
 
 from ...dataflow import CapabilitySet, Exchange, Pipeline, source
-from ...dataflow.operator import per_batch
+from ...dataflow.builder import per_batch
 from ...hashing import stable_hash
 from ...progress.timestamp import TimeKind, less_equal, sort_times
 from ..arrow.arrange import ArrowArranger
