@@ -337,7 +337,7 @@ class InputCapability:
         >>> _ = st.example(lambda s: s.to_stream("ab").unary(st.Pipeline, "Retain", ctor).probe())
         Capability(0)
         """
-        return self.delayed_for_output(self.time, output)
+        return self._delayed_for_output(self.time, output, "retain")
 
     def delayed(self, t: Timestamp) -> Capability:
         """A capability for ``time`` (not earlier than this batch's time) for output 0.
@@ -373,7 +373,11 @@ class InputCapability:
         Capability(2)
         operator has no output 1
         """
-        self._check_current("delay")
+        return self._delayed_for_output(time, output, "delay")
+
+    def _delayed_for_output(self, time: Timestamp, output: int, call: str) -> Capability:
+        """:meth:`delayed_for_output`, its errors naming ``call`` (``delay``, ``retain``)."""
+        self._check_current(call)
         if not 0 <= output < len(self._outputs):
             raise CapabilityError(f"operator has no output {output}")
         if not not_earlier(self._outputs[output].kind, self.time, time):

@@ -175,8 +175,13 @@ def test_input_capability_kept_past_its_logic_is_refused(run, use):
         worker.run()
         return errors, captured.extract()
     results = run(job)
+    action = {"session": "send with", "give_at": "send with", "delayed": "delay",
+              "retain": "retain"}[use]
     for errors, _ in results:
-        assert len(errors) == 1 and "earlier run of the operator's logic" in errors[0]
+        assert errors == [f"cannot {action} the input capability for time 0: its batch was "
+                          f"received in an earlier run of the operator's logic, and the time "
+                          f"may be complete since; retain() it while the batch is processed "
+                          f"to keep it"]
     assert consolidate([c for _, c in results]) == [
         (t, [t] * run.workers) for t in (0, 5, 9)]
 
