@@ -97,11 +97,12 @@ class AggregationOps(StreamCore):
                       route: Callable[[Any], int] = stable_hash) -> Self:
         """Keyed state across times: for each ``(key, val)`` in time order,
         ``fold(key, val, state)`` returns ``(remove, outputs)`` or ``(remove, outputs,
-        new_state)``. ``state`` starts as None; ``remove`` discards it; with the 2-tuple form
-        a mutable state is updated in place. Outputs are sent at the record's time once that
-        time is complete. Keys live on worker ``route(key) % peers`` (default
-        :func:`~sparktimely.stable_hash`). Epoch checkpoints (:mod:`sparktimely.io`) hold the
-        state of every key, so a resumed run continues from it, at any number of workers.
+        new_state)``. ``state`` starts as None; ``remove`` discards it; the 2-tuple form keeps
+        it as it is (a mutable state a 3-tuple set may be changed in place). Outputs are sent
+        at the record's time once that time is complete. Keys live on worker
+        ``route(key) % peers`` (default :func:`~sparktimely.stable_hash`). Epoch checkpoints
+        (:mod:`sparktimely.io`) hold the state of every key, so a resumed run continues from
+        it, at any number of workers.
 
         >>> import sparktimely as st
         >>> def running_sum(key, val, total):
