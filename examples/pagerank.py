@@ -203,7 +203,8 @@ def pagerank(scope: st.Scope, edges: st.Stream, iterations: int = 10,
 
 
 def top_ranks(ranks: st.Stream, k: int) -> st.Stream:
-    """The ``k`` highest ``(rank, node)`` pairs of each worker, gathered on worker 0."""
+    """The ``k`` highest ``(rank, node)`` pairs of each worker, gathered on worker 0 (ties
+    in rank cut by node, highest first, as the gathered pairs are sorted)."""
     def ctor(capability, info):
         capability.drop()
 
@@ -211,7 +212,7 @@ def top_ranks(ranks: st.Stream, k: int) -> st.Stream:
             for cap, batch in input:
                 rank = batch.column("rank").to_numpy()
                 node = batch.column("node").to_numpy()
-                best = np.argsort(-rank, kind="stable")[:k]
+                best = np.lexsort((node, rank))[::-1][:k]
                 output.give_at(cap, [(float(rank[i]), int(node[i])) for i in best])
         return logic
     return ranks.unary(st.Pipeline, "TopK", ctor).exchange(lambda pair: 0)

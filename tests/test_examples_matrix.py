@@ -120,6 +120,17 @@ def test_pagerank_worker_top_ranks_on_worker_zero(run):
     assert [r for r, _ in summary["top"]] == pytest.approx([r for r, _ in expected], rel=1e-9)
 
 
+def test_pagerank_worker_breaks_ties_at_the_cut_off_as_its_final_order(run):
+    """Twenty nodes of one rank, seven places: each worker's candidates are cut in the order
+    the merged list is sorted in (rank, then node, highest first), at any worker count."""
+    src, dst = np.arange(20), np.arange(100, 120)
+    expected = top_of(plain_pagerank(src, dst, 2), 7)
+    assert len({r for r, _ in expected}) == 1
+    summaries = run(lambda worker: pagerank_example.pagerank_worker(
+        worker, my_edges(worker, src, dst), iterations=2, top=7))
+    assert summaries[0]["top"] == expected
+
+
 def test_pagerank_submit_job_reads_its_share_of_the_parquet_row_groups(run, tmp_path):
     src, dst = pagerank_example.generate_graph(150, 1200, seed=11)
     path = tmp_path / "edges.parquet"
