@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import Counter
 
 import sparktimely as st
 import sparktimely.differential as dd
@@ -35,12 +36,13 @@ def queries(worker: st.Worker, edges: int, rounds: int, report=print) -> list[fl
     latencies = []
     for round in range(1, rounds + 1):
         query = dd.InputSession()
-        answers: list = []
+        answers: Counter = Counter()        # (person, friend) -> count, this worker's share
         started = time.perf_counter()
         index = worker.next_dataflow_index()
         done = worker.dataflow(lambda scope: trace.import_(scope)
                                .semijoin(query.to_collection(scope))
-                               .inspect(answers.append).probe(), name=f"query-{round}")
+                               .inspect(lambda update: answers.update({update[0]: update[2]}))
+                               .probe(), name=f"query-{round}")
         query.advance_to(round)
         if worker.index == 0:
             for person in range(round, round + 3):
@@ -56,7 +58,8 @@ def queries(worker: st.Worker, edges: int, rounds: int, report=print) -> list[fl
         trace.set_logical_compaction([round + 1])
         trace.set_physical_compaction([])
         if worker.index == 0 and (round <= 3 or round % max(1, rounds // 10) == 0):
-            report(f"query {round}: {len(answers)} answers on worker 0, "
+            found = sum(1 for count in answers.values() if count)
+            report(f"query {round}: {found} answers on worker 0, "
                    f"{latencies[-1] * 1e3:.2f} ms to install and answer")
     knows.close()
     return latencies

@@ -1,11 +1,14 @@
 """The differential examples at 1, 2 and 3 workers, against oracles computed from scratch."""
 import os
+import random
 import subprocess
 import sys
 from collections import Counter
 
 import pytest
 from ports import free_ports
+
+import sparktimely as st
 
 from examples import dd_bfs, dd_queries, dd_wordcount
 from examples.bfs import reference_bfs
@@ -52,6 +55,34 @@ def test_dd_queries_installs_and_drops_one_dataflow_per_query(run):
         return len(latencies), worker.installed_dataflows()
     for count, installed in run(job):
         assert count == 15 and len(installed) <= 1      # only the knows dataflow is left
+
+
+def test_dd_queries_reports_worker_zeros_distinct_answers(run):
+    """The report counts the (person, friend) pairs worker 0 holds for the query, each once
+    however often it was inserted or replayed; the oracle builds ``knows`` as the example
+    does (per worker, seeded by its index) and routes keys as arrangements do."""
+    edges, rounds = 300, 4
+
+    def job(worker):
+        reports: list = []
+        dd_queries.queries(worker, edges, rounds, report=reports.append)
+        return reports
+    reports = run(job)[0]
+    people = edges // 10
+    knows = set()
+    for index in range(run.workers):
+        rng = random.Random(index)
+        knows |= {(rng.randrange(people), rng.randrange(people))
+                  for _ in range(index, edges, run.workers)}
+    expected = []
+    for round in range(1, rounds + 1):
+        knows |= {((round * run.workers + index) % people, round % people)
+                  for index in range(run.workers)}
+        asked = {person % people for person in range(round, round + 3)}
+        found = {(p, f) for p, f in knows
+                 if p in asked and st.stable_hash(p) % run.workers == 0}
+        expected.append(len(found))
+    assert [int(text.split(": ")[1].split()[0]) for text in reports] == expected
 
 
 @pytest.mark.timeout(120)
