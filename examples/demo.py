@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=at_least(1), default=100_000,
                         help="nodes of the random graph (default: %(default)s)")
-    parser.add_argument("--edges", type=at_least(0), default=1_000_000,
+    parser.add_argument("--edges", type=at_least(1), default=1_000_000,
                         help="edges of the random graph (default: %(default)s)")
     parser.add_argument("--iterations", type=at_least(1), default=10,
                         help="PageRank iterations (default: %(default)s)")
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             ranks = numpy_pagerank(src, dst, options.nodes, options.iterations)
             seconds = time.perf_counter() - started
-            top = np.argsort(-ranks, kind="stable")[:3]
+            top = np.lexsort((np.arange(len(ranks)), ranks))[::-1][:3]   # as pagerank orders
             print(f"demo: numpy on one thread: {1000 * seconds / options.iterations:.1f} ms "
                   f"per iteration; its top nodes: "
                   + ", ".join(f"{n} ({ranks[n]:.4f})" for n in top))
