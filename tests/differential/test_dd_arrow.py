@@ -608,6 +608,22 @@ def test_arrow_count_refuses_a_key_type_it_cannot_hash_at_any_size(run, kind, na
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("call", ["threshold(f)", "reduce(logic)"])
+def test_a_python_reduction_of_an_arrow_collection_names_the_call_and_the_arrow_ones(run, call):
+    """threshold and reduce with a Python function take Python records; on Arrow batches the
+    error names the call (it said 'this arrangement' of a collection's threshold)."""
+    name = {"threshold(f)": "Threshold", "reduce(logic)": "Reduce"}[call]
+    build = {"threshold(f)": lambda scope, c: c.threshold(lambda x, n: min(n, 1)),
+             "reduce(logic)": lambda scope, c: c.reduce(lambda k, vals, out: None, key="k")}
+    with pytest.raises(st.WorkerError) as raised:
+        run_arrow(build[call], [[[((1, 2), 1)] * run.workers]],
+                  [(["k", "v"], [pa.int64(), pa.int64()])], run)
+    assert (f"{name}: {call} calls a Python function on Python records, and this "
+            f"collection holds Arrow batches; use the Arrow aggregations (reduce(aggs=...), "
+            f"count(), distinct())") in str(raised.value)
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("rows", [3, 300], ids=["small", "large"])
 def test_arrow_count_of_a_column_of_type_null_is_one_key(run, rows):
     """A key column of Arrow type null (every value missing) is one key, as in the windows,

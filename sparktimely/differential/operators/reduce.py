@@ -44,9 +44,11 @@ class Reduction:
     updates (``(val, time, diff)``, all at or before the time being evaluated) into the
     output it should have there, ``{val: multiplicity}``; ``data(key, val)`` is the output
     collection's record. ``of_total`` ones (built in: no user code) depend on nothing but
-    the key's summed diff, which :class:`TotalsReducer` keeps per key."""
+    the key's summed diff, which :class:`TotalsReducer` keeps per key. ``call`` names the
+    user's call in errors."""
 
     of_total = False
+    call = "this reduction"
 
     def desired(self, key: Any, updates: list) -> dict:
         raise NotImplementedError
@@ -58,6 +60,8 @@ class Reduction:
 class UserReduction(Reduction):
     """``logic(key, input, output)``: ``input`` lists ``(val, count)`` with positive counts,
     sorted by val; ``logic`` appends ``(val, diff)`` to ``output``."""
+
+    call = "reduce(logic)"
 
     def __init__(self, logic: Callable[[Any, list, list], None]) -> None:
         self.logic = logic
@@ -100,6 +104,8 @@ class CountReduction(Reduction):
 
 class ThresholdReduction(Reduction):
     """``key`` with multiplicity ``f(key, count)`` (``f`` is not called for count 0)."""
+
+    call = "threshold(f)"
 
     def __init__(self, f: Callable[[Any, int], int]) -> None:
         self.f = f
@@ -189,8 +195,10 @@ def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
                 return TotalsReducer(reduction)
             return PythonReducer(reduction, total)
         if arrow_spec is None:
-            raise TypeError(f"{name}: this arrangement holds Arrow batches; use the Arrow "
-                            f"aggregations (reduce(aggs=...), count(), distinct())")
+            call = reduction.call if reduction is not None else name
+            raise TypeError(f"{name}: {call} calls a Python function on Python records, and "
+                            f"this collection holds Arrow batches; use the Arrow aggregations "
+                            f"(reduce(aggs=...), count(), distinct())")
         return ArrowReducer(name, arrow_spec, scope.kind, keep_index=not checkpointing(scope))
 
     def ctor(capability, info):
