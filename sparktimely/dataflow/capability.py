@@ -16,10 +16,10 @@ if TYPE_CHECKING:
     from .ports import OutputPort
 
 
-def not_earlier(kind: "TimeKind", time: Timestamp, later: Timestamp) -> bool:
+def not_earlier(kind: "TimeKind", time: Timestamp, later: Timestamp, where: str = "") -> bool:
     """Whether ``later`` is at or after ``time`` (a time of the scope's ``kind``); a
-    ``later`` of another type is a TypeError naming its type (comparing the two would fail
-    inside the times' own methods).
+    ``later`` of another type is a TypeError naming its type and ``where`` (comparing the two
+    would fail inside the times' own methods).
 
     >>> from sparktimely.progress.timestamp import Product, TimeKind
     >>> not_earlier(TimeKind(int), 3, 5), not_earlier(TimeKind(int), 3, 2)
@@ -31,7 +31,7 @@ def not_earlier(kind: "TimeKind", time: Timestamp, later: Timestamp) -> bool:
     try:
         return less_equal(time, later)
     except (AttributeError, TypeError):
-        kind.check(later)
+        kind.check(later, where)
         raise
 
 
@@ -459,7 +459,7 @@ class CapabilitySet:
 
     def _derived(self, time: Timestamp, call: str) -> Capability:
         for cap in self._caps:
-            if less_equal(cap.time, time):
+            if not_earlier(cap._port.kind, cap.time, time, call):
                 return cap.delayed(time)
         raise CapabilityError(f"{call}: no capability in the set allows time {time!r}: it "
                               f"holds {[cap.time for cap in self._caps] or 'none'}")

@@ -65,6 +65,26 @@ def test_a_capability_set_names_the_call_that_asked_for_a_time_it_does_not_allow
             "CapabilitySet.delayed(2): no capability in the set allows time 2: it holds [3]"]
 
 
+def test_a_capability_set_given_a_time_of_another_type_names_the_call_and_the_type(run):
+    """The set compared the times itself and told only 'times of two types'."""
+    def action(cap, output):
+        held, told = st.CapabilitySet([cap.delayed(3)]), []
+        for ask in (lambda: held.downgrade([st.Product(0, 1)]),
+                    lambda: held.delayed(st.Product(0, 1))):
+            try:
+                ask()
+            except TypeError as error:
+                told.append(str(error))
+        held.drop()
+        raise st.CapabilityError(" | ".join(told))
+    for error in capture_errors_in_source(run, action):
+        assert str(error).split(" | ") == [
+            "CapabilitySet.downgrade([Product(0, 1)]): time Product(0, 1) is not of this "
+            "scope's type (like 0)",
+            "CapabilitySet.delayed(Product(0, 1)): time Product(0, 1) is not of this scope's "
+            "type (like 0)"]
+
+
 def test_downgrade_backwards_in_constructor_raises_at_build(run):
     def build(scope):
         def ctor(cap, info):
