@@ -24,6 +24,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import pickle
 import socket
 import tempfile
 from dataclasses import dataclass, field
@@ -189,6 +190,9 @@ def read_events(path: str | os.PathLike) -> list:
         while (event := reader.next()) is not None:
             if event[0] == "messages":
                 events += event[2]
+    except (ValueError, pickle.UnpicklingError, EOFError, IndexError, TypeError) as error:
+        raise DamagedLog(f"{os.fspath(path)} is not a worker's event log (damaged, or "
+                         f"written by something else): {describe(error)}") from None
     finally:
         reader.close()
     return events

@@ -19,9 +19,9 @@ import struct
 from typing import IO, Any, Callable, Iterable, Protocol, Self, TypeVar
 
 from ..dataflow import OperatorBuilder, Pipeline, ProbeHandle
+from ..dataflow.builder import sink_operator
 from ..dataflow.capability import Capability
 from ..dataflow.containers import check_schema
-from ..dataflow.builder import sink_operator
 from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
 from ..errors import require_type
@@ -319,10 +319,15 @@ class EventReader:
         return read(1 << 20) or b""             # None: a non-blocking file had nothing
 
     def _whole_event(self) -> int:
-        """Where the first buffered event ends, or 0 if it is not all buffered yet."""
+        """Where the first buffered event ends, or 0 if it is not all buffered yet; a
+        ValueError if what is buffered cannot be the start of an event (a pickle starts
+        with its protocol's byte)."""
         buffer = self._buffer
-        if len(buffer) < _LENGTH.size:
+        if len(buffer) <= _LENGTH.size:
             return 0
+        if buffer[_LENGTH.size] != pickle.PROTO[0]:
+            raise ValueError("not events written by an EventWriter (each is a length and a "
+                             "pickle; this is not)")
         end = _LENGTH.size + _LENGTH.unpack_from(buffer)[0]
         return end if len(buffer) >= end else 0
 

@@ -196,6 +196,20 @@ def test_a_damaged_log_description_is_named_in_one_line(tmp_path, content, probl
         f"(damaged, or written by something else): {problem}"]
 
 
+@pytest.mark.parametrize("suffix", ["timely", "progress"])
+def test_a_damaged_event_log_is_named_in_one_line(tmp_path, suffix):
+    """Was read as a log of no events, and the page drawn from nothing."""
+    (tmp_path / "worker-0.json").write_text('{"worker": 0, "peers": 1, "epoch_ns": 0}')
+    (tmp_path / f"worker-0.{suffix}").write_bytes(b"these are not the events of a worker\n")
+    result = subprocess.run([sys.executable, "-m", "sparktimely.profile", str(tmp_path)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"sparktimely.profile: {tmp_path / f'worker-0.{suffix}'} is not a worker's event log "
+        f"(damaged, or written by something else): ValueError: not events written by an "
+        f"EventWriter (each is a length and a pickle; this is not)"]
+
+
 @pytest.mark.timeout(120)
 def test_the_output_may_be_a_directory_and_a_missing_one_is_named(logdir, tmp_path):
     """-o into an existing directory writes profile.html there; -o into a directory that
