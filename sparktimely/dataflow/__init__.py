@@ -12,12 +12,12 @@ assembles the concrete ``Stream`` and ``Scope`` from them (see :mod:`sparktimely
 >>> issubclass(st.Stream, StreamCore)
 True
 """
+from .builder import FrontierInterest, OperatorBuilder, OperatorError, OperatorInfo, source
 from .capability import Capability, CapabilityError, CapabilitySet, InputCapability
 from .channels import Exchange, Pact, Pipeline
 from .handles import InputHandle, LoopHandle, ProbeHandle
 from .notificator import FrontierNotificator, Notificator
 from .observer import WorkerObserver
-from .builder import FrontierInterest, OperatorBuilder, OperatorError, OperatorInfo, source
 from .scope import Activator, ScopeCore
 from .stream import StreamCore
 from .subgraph import Dataflow

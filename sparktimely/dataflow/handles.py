@@ -5,10 +5,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 from ..progress.frontier import Antichain, MutableAntichain
 from ..progress.timestamp import Timestamp, less_equal, relation
+from .builder import connect
 from .capability import Capability
 from .channels import Pipeline
 from .containers import arrow_batches
-from .builder import connect
 from .ports import BATCH_SIZE, OutputPort, batch_length, own_copy
 
 R = TypeVar("R")

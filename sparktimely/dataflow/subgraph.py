@@ -25,8 +25,8 @@ from ..hashing import calls_hash
 from ..progress.exchange import ProgressExchange
 from ..progress.reachability import GraphBuilder, Tracker
 from ..progress.timestamp import TimeKind, Timestamp
-from .channels import Edge, SchemaCheckedQueue
 from .builder import Operator
+from .channels import Edge, SchemaCheckedQueue
 from .ports import batch_length
 
 if TYPE_CHECKING:

@@ -37,8 +37,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..dataflow import Pipeline
-from ..dataflow.containers import large_layouts
 from ..dataflow.builder import enter as enter_stream, leave as leave_stream, per_batch
+from ..dataflow.containers import large_layouts
 from ..errors import require_function
 from ..progress.timestamp import Product
 from .arrow.reduce import count_spec, distinct_spec

@@ -23,8 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..dataflow import Exchange, Pipeline
-from ..dataflow.containers import check_schema, large_layouts, one_zero, unified
 from ..dataflow.builder import per_batch
+from ..dataflow.containers import check_schema, large_layouts, one_zero, unified
 from ..dataflow.stream import StreamCore
 from ._stash import PerTime
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any, Callable, Self
 
 from ..dataflow import Exchange
-from ..dataflow.channels import Broadcast, Pact
 from ..dataflow.builder import per_batch
+from ..dataflow.channels import Broadcast, Pact
 from ..dataflow.stream import StreamCore
 
 

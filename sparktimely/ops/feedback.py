@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar
 
-from ..dataflow.handles import LoopHandle
 from ..dataflow.builder import passthrough_operator
+from ..dataflow.handles import LoopHandle
 from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
 from ..errors import require_type
