@@ -271,6 +271,18 @@ def test_arrow_start_and_end_columns_must_be_integers_without_nulls(run):
 
 
 @pytest.mark.timeout(60)
+def test_arrow_uint64_times_beyond_int64_are_refused_naming_the_row(run):
+    """They were cast to int64 and wrapped round: a start beyond int64 became a negative
+    time (a row present that never should be), an end one made its row vanish."""
+    rows = pa.record_batch({"id": [1, 2], "from": pa.array([2, 2**63 + 1], pa.uint64()),
+                            "until": pa.array([2**63 - 1, 5], pa.uint64()), "diff": [1, 1]})
+    with pytest.raises(st.WorkerError, match=r"the start column 'from' holds "
+                                             r"9223372036854775809 in row \{'id': 2, "
+                                             r".*beyond int64's range"):
+        arrow_records(run, rows, "from", "until")
+
+
+@pytest.mark.timeout(60)
 def test_functions_on_arrow_and_column_names_on_python_updates_are_refused(run):
     rows = pa.record_batch({"id": [1], "diff": [1]})
     with pytest.raises(st.WorkerError, match=r"this collection carries Arrow batches: use "

@@ -35,6 +35,8 @@ from ..updates import DIFF, arrow_only, negated
 from ..recovery import ROUTE
 from .batch import SMALL_ROWS, column_numpy, consolidated_rows, table_batch
 
+INT64_MAX = np.iinfo(np.int64).max
+
 TIME = "__time"
 """The column of a snapshot holding the time each held row is due at."""
 
@@ -101,7 +103,13 @@ class ArrowHeld:
             raise ValueError(f"active_between: the {role} column {name!r} is null in row "
                              f"{batch.slice(row, 1).to_pylist()[0]!r} (start and end times "
                              f"are ints)")
-        return column_numpy(batch, name).astype(np.int64, copy=False)
+        values = column_numpy(batch, name)
+        if values.dtype == np.uint64 and len(values) and values.max() > INT64_MAX:
+            row = int(np.flatnonzero(values > INT64_MAX)[0])
+            raise ValueError(f"active_between: the {role} column {name!r} holds "
+                             f"{int(values[row])} in row {batch.slice(row, 1).to_pylist()[0]!r}, "
+                             f"beyond int64's range (Arrow start and end times are int64)")
+        return values.astype(np.int64, copy=False)
 
     def _hold(self, rows: pa.Table | pa.RecordBatch, times: np.ndarray) -> None:
         if len(times) > 1 and (times[1:] < times[:-1]).any():
