@@ -994,6 +994,11 @@ class Variable(Collection):
         >>> st.example(build).extract()
         [(0, [((1, 2), 0, 1), ((1, 3), 0, 1), ((2, 3), 0, 1)])]
         """
+        _require_collection("Variable.set", collection)
+        if collection.scope is not self.scope:
+            raise ValueError(f"Variable.set: the collection is in scope {collection.scope.name!r}, "
+                             f"not in the variable's {self.scope.name!r}: enter it first "
+                             f"(collection.enter(scope))")
         if self._done:
             raise RuntimeError("Variable.set was already called for this variable")
         self._done = True

@@ -301,6 +301,25 @@ def test_a_variable_never_set_is_named(workers):
         st.execute(lambda worker: worker.dataflow(build), workers=workers)
 
 
+@WORKERS
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("given, told", [
+    ("outer", "ValueError: Variable.set: the collection is in scope 'dataflow-0', not in the "
+              "variable's 'dataflow-0/iterative-1': enter it first (collection.enter(scope))"),
+    (None, "TypeError: Variable.set: expected a differential Collection, got NoneType")])
+def test_a_variable_set_to_what_it_cannot_be_names_set(workers, given, told):
+    """Were 'connect_loop: the stream must be in the scope that created the loop' and
+    AttributeError: 'NoneType' object has no attribute 'inner'."""
+    def build(scope):
+        outer = dd.from_stream(scope.to_stream([1]))
+
+        def loop(inner):
+            return dd.Variable(inner).set(outer if given else None).leave()
+        return scope.iterative(loop).inner.probe()
+    with pytest.raises(st.WorkerError, match=re.escape(told)):
+        st.execute(lambda worker: worker.dataflow(build), workers=workers)
+
+
 @pytest.mark.timeout(60)
 def test_a_null_diff_or_a_time_of_another_type_is_refused_at_the_call_losing_nothing():
     import numpy as np
