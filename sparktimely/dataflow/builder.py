@@ -543,7 +543,7 @@ def notify_operator(streams: Sequence[S], pacts: Sequence[Pact | type], name: st
     """An operator with a Notificator: ``logic(*inputs, output, notificator)``."""
     place = f"{name} ({'unary' if len(streams) == 1 else 'binary'}_notify)"
     require_function(place, logic)
-    require_type(place, init_times, (list, tuple), "init_times as a list of times")
+    require_type(place, init_times, (list, tuple, range), "init_times as a list of times")
     builder = OperatorBuilder(name, streams[0].scope)
     inputs = [builder.new_input(s, p) for s, p in zip(streams, pacts)]
     output, result = builder.new_output()

@@ -238,7 +238,10 @@ def test_unary_notify_delivers_requests_for_complete_times_in_the_same_iteration
         assert max(counts) == 101 == sum(counts)
 
 
-def test_unary_notify_init_times_and_counts(run):
+@pytest.mark.parametrize("init_times", [[0, 5], (0, 5), range(0, 6, 5)],
+                         ids=["list", "tuple", "range"])
+def test_unary_notify_init_times_and_counts(run, init_times):
+    """init_times is a sequence of times (a range was refused, though it is a Sequence)."""
     seen = per_worker(run.workers)
 
     def build(scope):
@@ -250,7 +253,7 @@ def test_unary_notify_init_times_and_counts(run):
                 seen[scope.index].append((cap.time, count))
                 output.session(cap).give(cap.time)
         data = scope.to_stream([1, 2, 2]).delay(lambda x, t: x)
-        return data.unary_notify(st.Pipeline, "Counts", [0, 5], logic).capture()
+        return data.unary_notify(st.Pipeline, "Counts", init_times, logic).capture()
     captured = example(run, build)
     assert seen == [[(0, 1), (1, 2), (2, 2), (5, 1)]] * run.workers
     assert merged(captured) == copies([(0, [0]), (1, [1]), (2, [2]), (5, [5])], run.workers)
