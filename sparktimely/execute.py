@@ -16,7 +16,7 @@ import socket
 import sys
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, NoReturn, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NoReturn, Sequence, TypeVar
 
 from . import _supervisor, _warm
 from .errors import WorkerError, require_function, require_positive_int
@@ -31,6 +31,12 @@ from .io.checkpoints import (RecoveryError, check_checkpoint_dir, check_checkpoi
 from .logging import observing
 from .logging.files import directory_problem
 from .shm import job_prefix
+
+if TYPE_CHECKING:
+    from .io.checkpoints import Location
+    from .ops.scope import Scope
+
+R = TypeVar("R")
 
 
 @dataclass
@@ -515,11 +521,11 @@ def config_from_args(argv: Sequence[str]) -> Config:
     return _config(options, [*unknown, *options.args])
 
 
-def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int = 1,
+def execute(func: Callable[[Worker], R], *, workers: int = 1, processes: int = 1,
             process: int = 0, hostfile: str | os.PathLike | Sequence[str] | None = None,
             args: Sequence[str] = (), stall_limit: float | None = None,
             log_dir: str | os.PathLike | None = None, progress: bool = False,
-            checkpoint_dir: Any = None, checkpoint_every: int = 1) -> list[Any]:
+            checkpoint_dir: Location | None = None, checkpoint_every: int = 1) -> list[R]:
     """Run ``func(worker)`` on this process's ``workers`` worker processes.
 
     Worker ``local`` of process ``process`` has global index ``process * workers + local``.
@@ -571,7 +577,7 @@ def execute(func: Callable[[Worker], Any], *, workers: int = 1, processes: int =
 
 
 def execute_from_args(argv: Sequence[str] | argparse.Namespace,
-                      func: Callable[[Worker], Any]) -> list[Any]:
+                      func: Callable[[Worker], R]) -> list[R]:
     """:func:`execute` configured from a command line, as timely's ``execute_from_args``:
     ``argv`` is the arguments (``sys.argv[1:]``), or the options a :func:`timely_parser`
     parsed from them.
@@ -735,7 +741,7 @@ def _run_workers(func: Callable[[Worker], Any], config: Config) -> list[Any]:
                 cluster.close()
 
 
-def execute_directly(func: Callable[[Worker], Any]) -> Any:
+def execute_directly(func: Callable[[Worker], R]) -> R:
     """Runs ``func(worker)`` on one worker in this process, steps the worker until its
     dataflows complete, and returns ``func``'s result. It runs on the calling thread (as
     timely's ``execute_directly``): an error propagates as raised (the job's own exception,
@@ -753,7 +759,7 @@ def execute_directly(func: Callable[[Worker], Any]) -> Any:
     return result
 
 
-def example(build: Callable[[Any], Any]) -> Any:
+def example(build: Callable[[Scope], R]) -> R:
     """Builds one dataflow with ``build(scope)`` on one worker, runs it to completion and
     returns what ``build`` returned. It runs on the calling thread, as
     :func:`execute_directly`: errors propagate as raised, not wrapped in ``st.WorkerError``.

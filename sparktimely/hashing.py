@@ -24,7 +24,7 @@ import functools
 import struct
 import types
 from numbers import Integral
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +37,11 @@ except ImportError:             # a host with only the core packages: the same v
     from ._xxh3 import xxh3_64_intdigest, xxh3_128_hexdigest
 
 __all__ = ["calls_hash", "hash_array", "hash_rows", "stable_hash"]
+
+Routed = int | np.integer[Any]
+"""What a route returns: a record (or key) goes to worker ``route(x) % peers``."""
+Route = Callable[[Any], Routed]
+"""A route function (an exchange's, a keyed operator's)."""
 
 _MASK = (1 << 64) - 1
 _SEED_STR, _SEED_BYTES, _SEED_INT, _SEED_BIG, _SEED_FLOAT = 1, 2, 3, 4, 5

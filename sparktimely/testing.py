@@ -25,7 +25,7 @@ import random
 import socket
 import threading
 import traceback
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 from .comm.inprocess import Aborted, InProcessHub
 from .worker import Worker
@@ -34,9 +34,11 @@ from .ops.capture import merge_by_time
 
 __all__ = ["consolidate", "execute_in_process", "free_ports"]
 
+R = TypeVar("R")
 
-def execute_in_process(func: Callable[[Worker], Any], workers: int = 1, seed: int = 0, *,
-                       args: Sequence[str] = (), stall_seconds: float = 10.0) -> list[Any]:
+
+def execute_in_process(func: Callable[[Worker], R], workers: int = 1, seed: int = 0, *,
+                       args: Sequence[str] = (), stall_seconds: float = 10.0) -> list[R]:
     """Run ``func(worker)`` on ``workers`` workers in this process and return their results
     in index order, as :func:`sparktimely.execute` does with worker processes.
 

@@ -90,3 +90,78 @@ def test_mypy_sees_the_differential_operators(tmp_path):
     assert ('job.py:20: error: "Collection" has no attribute "conut"; maybe "count"?'
             in result.stdout), result.stdout
     assert "Found 1 error" in result.stdout, result.stdout
+
+
+WORKING_PROGRAM_THE_ANNOTATIONS_REFUSED = '''
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import sparktimely as st
+import sparktimely.differential as dd
+from sparktimely import barrier
+from sparktimely.io import DirectorySink
+from sparktimely.logging import log_stream
+
+KEYS = ("k1", "k2")
+TOTALS = {"total": ("sum", "v"), "most": ("max", "v")}
+
+
+def route(x: int) -> np.int64:
+    return np.int64(x)
+
+
+def notified(input: Any, output: Any, notificator: st.Notificator) -> None:
+    for cap, batch in input:
+        output.session(cap).give_batch(batch)
+    for cap, count in notificator:
+        output.session(cap).give(-1)
+
+
+def build(scope: st.Scope) -> st.ProbeHandle:
+    numbers = scope.to_stream(range(4))
+    parts = scope.concatenate(numbers.filter(bool) for _ in range(3))
+    parts.exchange(route).unary_notify(st.Exchange(route), "N", range(2), notified).probe()
+    parts.map(lambda x: (x, 1)).aggregate(lambda k, v, a: (a or 0) + v, lambda k, a: (k, a),
+                                          route)
+    rows = scope.to_stream([pa.record_batch({"k1": [1], "k2": [2], "v": [3]})])
+    rows.exchange(key=KEYS).aggregate_batches(list(KEYS), TOTALS).probe()
+    dd.concatenate(scope, (dd.from_stream(numbers) for _ in range(2))).probe()
+    return numbers.probe()
+
+
+def logged(scope: st.Scope) -> st.Stream:
+    return log_stream(scope).map(str)
+
+
+def job(worker: st.Worker) -> int:
+    worker.dataflow(build)
+    return worker.index
+
+
+indexes: list[int] = st.execute(job, workers=2, checkpoint_dir=None)
+index: int = st.execute_directly(job)
+captured: st.Capture = st.example(lambda scope: scope.to_stream([1]).capture())
+sink = DirectorySink("out")
+
+
+def table(df: Any) -> Any:
+    return barrier.map_in_arrow(df, lambda scope, stream: stream, "x long")
+'''
+
+
+@pytest.mark.timeout(300)
+def test_mypy_accepts_what_runs_and_types_what_a_job_returns(tmp_path):
+    """Routes returning numpy integers, key columns as a tuple, an aggs dict held in a
+    variable, generators of streams to concatenate and a range of init_times all run (API.md
+    says so) and were type errors; the results of execute, execute_directly and example
+    were Any, so a misuse of them went unseen."""
+    program = WORKING_PROGRAM_THE_ANNOTATIONS_REFUSED
+    result = mypy_on(program, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    wrong = program + "st.execute_directly(job).upper()\nst.example(build).mapp()\n"
+    result = mypy_on(wrong, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert '"int" has no attribute "upper"' in result.stdout, result.stdout
+    assert '"ProbeHandle" has no attribute "mapp"' in result.stdout, result.stdout
+    assert "Found 2 errors" in result.stdout, result.stdout

@@ -7,7 +7,7 @@ import pickle
 import time
 from contextlib import contextmanager
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from ..worker import Worker
 from ..io.checkpoints import RecoveryError, checkpointing, committed_epochs, \
@@ -22,12 +22,23 @@ from ._ship import EnvironmentMissing, on_executor, parse_missing, ship
 from ._task import ExecutorLost, TaskOptions, arrow_task, parse_crash, parse_failure, \
     parse_lost_executor, records_task, run_task
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark import RDD
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
+
+    from ..io.checkpoints import Location
+    from ..ops.scope import Scope
+    from ..ops.stream import Stream
+
 __all__ = ["BarrierSetupError", "check_resources", "map_in_arrow", "map_partitions", "run"]
 
 JOB_GROUP = "sparktimely"
 """The Spark job group of ``run``'s jobs when the caller has not set one: see them with
 ``sc.statusTracker().getJobIdsForGroup("sparktimely")``, cancel them with
 ``sc.cancelJobGroup("sparktimely")``."""
+R = TypeVar("R")
 
 logger = logging.getLogger("sparktimely")
 
@@ -82,11 +93,11 @@ def _resume_note(checkpoint_dir: Any) -> str:
 
 # -- run -------------------------------------------------------------------------------------
 
-def run(spark, func: Callable[[Worker], Any], num_workers: int, *, args: Sequence[str] = (),
+def run(spark, func: Callable[[Worker], R], num_workers: int, *, args: Sequence[str] = (),
         timeout: float | None = None, stall_limit: float | None = None,
         log_dir: str | os.PathLike | None = None, progress: bool = False,
-        checkpoint_dir: Any = None, checkpoint_every: int = 1,
-        max_attempts: int = 1) -> list[Any]:
+        checkpoint_dir: Location | None = None, checkpoint_every: int = 1,
+        max_attempts: int = 1) -> list[R]:
     """Run ``func(worker)`` on ``num_workers`` timely workers, one Spark barrier task each;
     return the results ordered by worker index.
 
@@ -284,9 +295,11 @@ def _stop_spark_progress_bar(sc) -> None:
 
 # -- map_partitions and map_in_arrow ---------------------------------------------------------
 
-def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
-                   stall_limit: float | None = None, log_dir: str | os.PathLike | None = None,
-                   checkpoint_dir: Any = None, checkpoint_every: int = 1):
+def map_partitions(rdd: RDD[Any], build: Callable[[Scope, Stream], Stream], *,
+                   timeout: float | None = None, stall_limit: float | None = None,
+                   log_dir: str | os.PathLike | None = None,
+                   checkpoint_dir: Location | None = None,
+                   checkpoint_every: int = 1) -> RDD[Any]:
     """An RDD computed by timely workers, one per partition of ``rdd`` (a barrier stage).
 
     Each task's records are its worker's input stream (batches of Python objects at time 0);
@@ -324,10 +337,12 @@ def map_partitions(rdd, build: Callable, *, timeout: float | None = None,
                                        ).setName(f"sparktimely: map_partitions {_name_of(build)} on {workers} workers")
 
 
-def map_in_arrow(df, build: Callable, schema, *, num_workers: int | None = None,
+def map_in_arrow(df: DataFrame, build: Callable[[Scope, Stream], Stream],
+                 schema: str | StructType | pa.Schema, *, num_workers: int | None = None,
                  timeout: float | None = None, stall_limit: float | None = None,
-                 log_dir: str | os.PathLike | None = None, checkpoint_dir: Any = None,
-                 checkpoint_every: int = 1):
+                 log_dir: str | os.PathLike | None = None,
+                 checkpoint_dir: Location | None = None,
+                 checkpoint_every: int = 1) -> DataFrame:
     """A DataFrame computed by timely workers through ``df.mapInArrow(..., barrier=True)``.
 
     Each task's Arrow record batches are its worker's input stream (at time 0);

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 import pyarrow as pa
 
@@ -16,6 +16,7 @@ from .containers import format_schema, partition_batch
 from .ports import batch_length, own_copy
 
 if TYPE_CHECKING:
+    from ..hashing import Route
     from .ports import InputPort, OutputPort
 
 
@@ -129,8 +130,8 @@ class Exchange(Pact):
     [(0, [1, 1])]
     """
 
-    def __init__(self, route: Callable[[Any], int] | None = None, *,
-                 key: str | list[str] | None = None,
+    def __init__(self, route: Route | None = None, *,
+                 key: str | Sequence[str] | None = None,
                  combine: Callable[[Any], Any] | None = None) -> None:
         if (route is None) == (key is None):
             raise ValueError("Exchange needs exactly one of a route function or key=column")

@@ -1048,7 +1048,7 @@ def from_stream(stream: "Stream") -> Collection:
     return Collection(stream.unary(Pipeline, "FromStream", ctor))
 
 
-def concatenate(scope: "Scope", collections: Sequence[Collection]) -> Collection:
+def concatenate(scope: "Scope", collections: Iterable[Collection]) -> Collection:
     """One collection with the updates of all ``collections`` (of ``scope``).
 
     >>> import sparktimely as st, sparktimely.differential as dd

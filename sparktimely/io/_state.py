@@ -21,10 +21,12 @@ index (Flink's key groups, with every key its own group).
 from __future__ import annotations
 
 import pickle
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
+
+from ..hashing import Route
 
 ROUTE = "route"
 _META_ROUTE = b"sparktimely.route"
@@ -81,7 +83,7 @@ def _column(values: list) -> tuple[pa.Array, bool]:
     return pa.array([pickle.dumps(v, 5) for v in values], pa.binary()), True
 
 
-def _routes(keys: list, route: Callable[[Any], int]) -> pa.Array:
+def _routes(keys: list, route: Route) -> pa.Array:
     routes = [route(key) for key in keys]
     for arrow_type in (pa.uint64(), pa.int64()):
         try:
@@ -91,7 +93,7 @@ def _routes(keys: list, route: Callable[[Any], int]) -> pa.Array:
     raise ValueError("a route returned a value that does not fit in 64 bits")
 
 
-def encode_keyed(state: Any, route: Callable[[Any], int] | str) -> pa.Table:
+def encode_keyed(state: Any, route: Route | str) -> pa.Table:
     """Keyed state (a dict routed by ``route(key)``, or a Table routed by its column
     ``route``) as one table."""
     if isinstance(route, str):

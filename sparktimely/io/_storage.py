@@ -23,7 +23,7 @@ from ..errors import require_type
 
 TEMPORARY_PREFIX = "_tmp-"
 
-Location = Any
+Location = str | os.PathLike[str] | tuple[pafs.FileSystem, str]
 """A directory: a path (``str`` or ``os.PathLike``), a URI such as ``s3://bucket/dir`` or
 ``hdfs://host/dir``, or a ``(pyarrow.fs.FileSystem, path)`` pair."""
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time as _time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 from ..errors import describe
 from ..ops.capture import EventLink
@@ -25,8 +25,10 @@ from ._hooks import WorkerHooks
 
 if TYPE_CHECKING:
     from ..dataflow.scope import ScopeCore
+    from ..dataflow.stream import StreamCore
     from ..dataflow.worker import WorkerCore
 
+S = TypeVar("S", bound="StreamCore")
 Callback = Callable[[int, list], Any]
 
 
@@ -382,7 +384,7 @@ class BatchLogger:
             close()
 
 
-def log_stream(scope: "ScopeCore", name: str = "timely") -> Any:
+def log_stream(scope: "ScopeCore[S]", name: str = "timely") -> S:
     """The events this worker logs under ``name``, as a stream in ``scope`` (a dataflow of
     the same worker), at times in nanoseconds. The stream completes once the log is
     removed (``worker.log_register().remove(name)``); until then the dataflow runs.

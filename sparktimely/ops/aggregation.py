@@ -8,7 +8,7 @@ from ..dataflow import Pipeline
 from ..dataflow.channels import route_name
 from ..dataflow.stream import StreamCore
 from ..errors import require_function
-from ..hashing import stable_hash
+from ..hashing import Route, Routed, stable_hash
 from ._stash import PerTime
 from .basic import RecordsExchange, not_records
 from .recovery import KeyedState
@@ -52,7 +52,7 @@ class AggregationOps(StreamCore):
         return self.accumulate(0, lambda total, batch: total + len(batch))
 
     def aggregate(self, fold: Callable[[Any, Any, Any], Any], emit: Callable[[Any, Any], Any],
-                  route: Callable[[Any], int] = stable_hash) -> Self:
+                  route: Route = stable_hash) -> Self:
         """For ``(key, val)`` records: per time and key, ``agg = fold(key, val, agg)``
         (``agg`` starts as None) on worker ``route(key) % peers``; once the time is complete,
         sends ``emit(key, agg)`` for each key. ``route`` defaults to
@@ -94,7 +94,7 @@ class AggregationOps(StreamCore):
                                  "Aggregate", [], logic)
 
     def state_machine(self, fold: Callable[[Any, Any, Any], tuple],
-                      route: Callable[[Any], int] = stable_hash) -> Self:
+                      route: Route = stable_hash) -> Self:
         """Keyed state across times: for each ``(key, val)`` in time order,
         ``fold(key, val, state)`` returns ``(remove, outputs)`` or ``(remove, outputs,
         new_state)``. ``state`` starts as None; ``remove`` discards it; the 2-tuple form keeps
@@ -224,14 +224,14 @@ def _misshapen(outcome: Any) -> TypeError | None:
                      f"outputs) or (remove, outputs, state), outputs an iterable of records")
 
 
-def _by_key(route: Callable[[Any], int], operator: str) -> Callable[[Any], int]:
+def _by_key(route: Route, operator: str) -> Route:
     """``route`` of the key of a ``(key, val)`` record, named ``route(key)`` (as an
     exchange's error shows it), for ``operator`` (which a record that is no pair names).
 
     >>> _by_key(stable_hash, "Aggregate").__qualname__, _by_key(len, "Aggregate")(("abc", 1))
     ('stable_hash(key)', 3)
     """
-    def by_key(record: Any) -> int:
+    def by_key(record: Any) -> Routed:
         if record.__class__ is not tuple:
             _check_pair(operator, record)
         return route(record[0])

@@ -17,7 +17,7 @@ Everything is vectorised with pyarrow compute; Python runs once per batch, never
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Self, Sequence
+from typing import Any, Callable, Mapping, Self, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,7 +39,7 @@ def _arrow(batch: Any, operator: str) -> pa.RecordBatch:
     return batch
 
 
-def check_sums(what: str, aggs: dict[str, tuple[str, str | None]], schema: pa.Schema) -> None:
+def check_sums(what: str, aggs: Mapping[str, tuple[str, str | None]], schema: pa.Schema) -> None:
     """A TypeError naming the aggregate of ``aggs`` (``{out: (function, column)}``) that sums
     or averages a column of ``schema`` holding no numbers (Arrow's own error names neither:
     "Function 'hash_sum' has no kernel ..."). Columns ``schema`` lacks are left to the
@@ -61,7 +61,7 @@ def check_sums(what: str, aggs: dict[str, tuple[str, str | None]], schema: pa.Sc
                             f"type {kind}: it holds no numbers")
 
 
-def _check_columns(what: str, keys: list, aggs: dict[str, tuple[str, str | None]],
+def _check_columns(what: str, keys: list, aggs: Mapping[str, tuple[str, str | None]],
                    schema: pa.Schema) -> None:
     """A KeyError naming the key or aggregated column of ``what`` that ``schema`` lacks.
 
@@ -199,7 +199,8 @@ class ArrowOps(StreamCore):
         return _per_batch(self, "FilterBatches", keep)
 
     def aggregate_batches(self, keys: str | Sequence[str],
-                          aggs: dict[str, tuple[str, str | None]], *, combine: bool = True) -> Self:
+                          aggs: Mapping[str, tuple[str, str | None]], *,
+                          combine: bool = True) -> Self:
         """Keyed aggregation per completed time. ``aggs`` maps each output column to
         ``(function, column)``, function one of sum, count, min, max, mean; ``("count", None)``
         counts rows. Rows are exchanged by ``keys``; once a time is complete each worker sends

@@ -10,8 +10,9 @@ from typing import Any, Callable, Self
 
 from ..dataflow import Exchange, OperatorBuilder, Pipeline
 from ..dataflow.builder import FrontierInterest, per_batch
-from ..errors import require_function
 from ..dataflow.stream import StreamCore
+from ..errors import require_function
+from ..hashing import Route
 
 
 class Ok:
@@ -72,7 +73,7 @@ class RecordsExchange(Exchange):
     """The exchange into an operator of Python records (``operator``): an Arrow batch, which
     its route (a function of one record) cannot route, is told as :func:`not_records`."""
 
-    def __init__(self, route: Callable[[Any], int], operator: str) -> None:
+    def __init__(self, route: Route, operator: str) -> None:
         super().__init__(route)
         self.operator = operator
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Callable, Self, Sequence, TypeVar
+from typing import Callable, Self, TypeVar
 
 from ..dataflow import OperatorBuilder, Pipeline
 from ..dataflow.builder import FrontierInterest
@@ -13,7 +13,7 @@ from ..errors import require_type
 S = TypeVar("S", bound=StreamCore)
 
 
-def concatenate(scope: ScopeCore[S], streams: Sequence[S]) -> S:
+def concatenate(scope: ScopeCore[S], streams: Iterable[S]) -> S:
     """One stream with the records of all ``streams`` (all of ``scope``)."""
     require_type("concatenate", streams, Iterable, "a list of streams")
     builder = OperatorBuilder("Concatenate", scope)
@@ -52,7 +52,7 @@ class ConcatOps(StreamCore):
 class ConcatScope(ScopeCore[S]):
     """``concatenate``."""
 
-    def concatenate(self, streams: Sequence[S]) -> S:
+    def concatenate(self, streams: Iterable[S]) -> S:
         """One stream with the records of all ``streams``.
 
         >>> import sparktimely as st

@@ -1,12 +1,13 @@
 """Moving records between workers: exchange and broadcast."""
 from __future__ import annotations
 
-from typing import Any, Callable, Self
+from typing import Any, Self, Sequence
 
 from ..dataflow import Exchange
 from ..dataflow.builder import per_batch
 from ..dataflow.channels import Broadcast, Pact
 from ..dataflow.stream import StreamCore
+from ..hashing import Route
 
 
 class ExchangeOps(StreamCore):
@@ -17,8 +18,8 @@ class ExchangeOps(StreamCore):
     def _forward(self, pact: Pact, name: str) -> Self:
         return per_batch(self, pact, name, lambda time, batch: batch)
 
-    def exchange(self, route: Callable[[Any], int] | None = None, *,
-                 key: str | list[str] | None = None) -> Self:
+    def exchange(self, route: Route | None = None, *,
+                 key: str | Sequence[str] | None = None) -> Self:
         """Sends each record to worker ``route(x) % peers`` (Arrow streams: ``key="column"``).
         ``route(x)`` returns an int (numpy integer types too); anything else fails naming this
         exchange, the record and the value returned.

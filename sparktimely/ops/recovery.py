@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol, TypeVar, ru
 
 from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
-from ..hashing import stable_hash
+from ..hashing import Route, stable_hash
 from ..progress.timestamp import Product, Timestamp
 
 if TYPE_CHECKING:
@@ -277,7 +277,7 @@ class KeyedState(Component):
 
     def __init__(self, scope: ScopeCore, name: str, operator: int,
                  snapshot: Callable[[], Any], restore: Callable[[Any], None],
-                 route: Callable[[Any], int] | str) -> None:
+                 route: Route | str) -> None:
         super().__init__(scope, name, operator, gated=True)
         self._snapshot = snapshot
         self._restore = restore
@@ -304,7 +304,7 @@ class RecoveryScope(ScopeCore[S]):
 
     def recoverable(self, info: Any, snapshot: Callable[[], Any],
                     restore: Callable[[Any], None],
-                    route: Callable[[Any], int] | str = stable_hash) -> None:
+                    route: Route | str = stable_hash) -> None:
         """Let checkpoints hold the keyed state of the operator ``info`` describes (call it in
         the operator's constructor, with the ``info`` it gets or ``builder.operator_info()``).
 

@@ -31,7 +31,7 @@ from ...dataflow import Exchange, Notificator, OperatorBuilder
 from ...dataflow.capability import Capability
 from ...dataflow.containers import kept
 from ...dataflow.stream import StreamCore
-from ...hashing import stable_hash
+from ...hashing import Route, stable_hash
 from ...progress.frontier import MutableAntichain
 from .._stash import PerTime
 from ..recovery import KeyedState
@@ -140,7 +140,7 @@ class WindowOps(StreamCore):
         raise TypeError(f"window: aggregate must be a win.count(), win.sum(), ... or an "
                         f"Arrow dict {{out: (op, column)}}, got {aggregate!r}")
 
-    def _window(self, pact: Exchange, engine: Engine, route: Callable[[Any], int] | str, *,
+    def _window(self, pact: Exchange, engine: Engine, route: Route | str, *,
                 definition: str, records: bool = False) -> Any:
         """The window operator over ``engine``; ``records``: a Python aggregation, which
         refuses Arrow batches (it would iterate their columns). Its checkpointed state is
@@ -285,7 +285,7 @@ def _arrow_engine(kind: Sliding | Session, time_of: Any, key: Any, aggregate: di
 
 
 def _records_engine(kind: Sliding | Session, time_of: Any, key: Any, aggregate: Aggregation,
-                    lateness: int) -> tuple[Exchange, Engine, Callable[[Any], int]]:
+                    lateness: int) -> tuple[Exchange, Engine, Route]:
     """The exchange, engine and checkpoint route of a window over Python records."""
     if not callable(time_of) or not (key is None or callable(key)):
         raise TypeError("window: on Python records time_of and key are functions of the "
