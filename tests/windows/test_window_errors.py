@@ -184,6 +184,28 @@ def test_an_arrow_aggregate_on_python_records_names_the_python_form(workers, key
         caught.value
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("aggregate", [win.sum, win.min, win.max, win.mean])
+@pytest.mark.parametrize("first", [True, False], ids=["none-first", "none-last"])
+def test_a_none_value_is_named_by_its_aggregation_in_any_order(workers, aggregate, first):
+    """A None value was taken for "no record yet" when it came first (sum 3 of 3 and None)
+    and failed inside + or < when it came later: the result hung on the records' order."""
+    records = [(1, None), (2, 3)] if first else [(1, 3), (2, None)]
+    name = aggregate().name
+
+    def job(worker):
+        worker.dataflow(lambda scope: scope.to_stream(records).window(
+            win.Tumbling(10), time_of=lambda r: r[0], aggregate=aggregate(lambda r: r[1])
+        ).results.probe())
+        worker.run()
+    with pytest.raises(st.WorkerError) as caught:
+        st.execute(job, workers=workers)
+    bad = records[0] if first else records[1]
+    assert (f"TypeError: win.{name}: the value of record {bad!r} is None; {name} takes values"
+            in str(caught.value)), caught.value
+
+
 def test_windows_need_int_timely_times():
     def build(scope):
         def inner(loop):

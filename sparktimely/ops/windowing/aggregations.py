@@ -68,15 +68,26 @@ def count() -> Aggregation:
                        lambda a, b: a + b, _same)
 
 
+def _value_of(name: str, f: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
+    """``f(record)`` (the record without ``f``); a TypeError naming the aggregation and the
+    record where that is None (an accumulator of None means "no record yet", so a None value
+    would be taken for one, or not, by the records' order)."""
+    def value_of(record: Any) -> Any:
+        value = record if f is None else f(record)
+        if value is None:
+            raise TypeError(f"win.{name}: the value of record {record!r} is None; {name} "
+                            f"takes values (filter the records, or give f a default)")
+        return value
+    return value_of
+
+
 def _reducing(name: str, f: Callable[[Any], Any] | None,
               combine: Callable[[Any, Any], Any]) -> Aggregation:
-    if f is None:
-        def add(acc: Any, record: Any, event_time: int, time: Any) -> Any:
-            return record if acc is None else combine(acc, record)
-    else:
-        def add(acc: Any, record: Any, event_time: int, time: Any) -> Any:
-            value = f(record)
-            return value if acc is None else combine(acc, value)
+    value_of = _value_of(name, f)
+
+    def add(acc: Any, record: Any, event_time: int, time: Any) -> Any:
+        value = value_of(record)
+        return value if acc is None else combine(acc, value)
     return Aggregation(name, add, combine, _same)
 
 
@@ -117,10 +128,10 @@ def mean(f: Callable[[Any], Any] | None = None) -> Aggregation:
     >>> agg.result(agg.add(agg.add(None, 1, 0, 0), 2, 0, 0))
     1.5
     """
-    value = (lambda r: r) if f is None else f
+    value_of = _value_of("mean", f)
 
     def add(acc: Any, record: Any, event_time: int, time: Any) -> tuple:
-        v = value(record)
+        v = value_of(record)
         return (v, 1) if acc is None else (acc[0] + v, acc[1] + 1)
     return Aggregation("mean", add, lambda a, b: (a[0] + b[0], a[1] + b[1]),
                        lambda acc: acc[0] / acc[1])
