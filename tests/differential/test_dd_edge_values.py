@@ -261,6 +261,19 @@ def test_an_integer_sum_beyond_int64_is_an_overflow_error_naming_it(run, values,
                   [[rows({"k": [1] * len(values), "v": pa.array(values, kind)})]])
 
 
+@pytest.mark.parametrize("aggs, told", [
+    ({"t": ("sum", "s")}, "TypeError: reduce: the sum 't' of column 's' holds string, not numbers"),
+    ({"t": ("max", "zz")}, "KeyError: \"reduce: aggregation 't' (max) reads column 'zz', which is "
+                           "not among the batch's data columns (k, s)\"")], ids=["sum", "missing"])
+def test_an_aggregation_of_a_column_it_cannot_read_is_named(run, aggs, told):
+    """Were Arrow's words ('Function 'multiply' has no kernel matching input types (string,
+    int64)', 'Field "zz" does not exist in schema'), naming neither reduce nor the sum."""
+    with pytest.raises(st.WorkerError) as raised:
+        rounds_of(run, lambda c: c.reduce(key="k", aggs=aggs),
+                  [[rows({"k": [1, 2], "s": ["a", "b"]})]])
+    assert told in str(raised.value)
+
+
 def test_a_half_float_key_is_refused_naming_the_column(run):
     import numpy as np
     table = rows({"k": pa.array(np.array([1.5, 2.0], np.float16))})

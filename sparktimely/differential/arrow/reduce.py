@@ -101,6 +101,7 @@ class AggregateColumns(AggregateSpec):
         self.outputs = tuple(self.aggs)
 
     def desired(self, rows: pa.Table, key: list) -> pa.Table:
+        self._check_columns(rows.schema)
         rows = _present(rows)
         diff = rows.column(DIFF)
         first = pa.array(np.arange(rows.num_rows))
@@ -147,6 +148,24 @@ class AggregateColumns(AggregateSpec):
             else:
                 out = out.append_column(name, _extremes(rows, key, column, function, first))
         return out.filter(pc.greater(grouped.column(f"{DIFF}_sum"), ZERO))
+
+
+    def _check_columns(self, schema: pa.Schema) -> None:
+        """A KeyError naming the aggregation whose column is not in ``schema``, a TypeError
+        naming a sum of a column that does not hold numbers (else Arrow's own errors)."""
+        for name, (function, column) in self.aggs.items():
+            if column is None:
+                continue
+            if column not in schema.names:
+                data = ", ".join(n for n in schema.names if n not in (DIFF, HASH))
+                raise KeyError(f"reduce: aggregation {name!r} ({function}) reads column "
+                               f"{column!r}, which is not among the batch's data columns "
+                               f"({data})")
+            kind = schema.field(column).type
+            if function == "sum" and not (_integral(kind) or pa.types.is_floating(kind)
+                                          or pa.types.is_decimal(kind)):
+                raise TypeError(f"reduce: the sum {name!r} of column {column!r} holds "
+                                f"{kind}, not numbers")
 
 
 _FIRST = "__first_row"
