@@ -608,6 +608,19 @@ def test_arrow_count_refuses_a_key_type_it_cannot_hash_at_any_size(run, kind, na
 
 
 @pytest.mark.timeout(120)
+def test_a_value_column_of_a_type_without_a_hash_is_named_where_rows_are_grouped(run):
+    """Repeated rows arranged by a key are grouped by every column; a decimal value column
+    was told as 'cannot hash a key column of type decimal128(10, 2)', naming no column."""
+    import decimal
+    value = decimal.Decimal("1.5")
+    with pytest.raises(st.WorkerError, match=r"value column 'p' holds decimal128\(10, 2\): a "
+                                             r"collection's rows are grouped by all their "
+                                             r"columns, and this type cannot be"):
+        run_arrow(lambda scope, c: c.join(c, on="k"), [[[((1, value), 1)] * 3 * run.workers]],
+                  [(["k", "p"], [pa.int64(), pa.decimal128(10, 2)])], run)
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("call", ["threshold(f)", "reduce(logic)"])
 def test_a_python_reduction_of_an_arrow_collection_names_the_call_and_the_arrow_ones(run, call):
     """threshold and reduce with a Python function take Python records; on Arrow batches the

@@ -212,7 +212,7 @@ def consolidate_hashed(data: pa.Table, times: np.ndarray, hashes: np.ndarray,
     ({'w': ['a', 'b'], 'diff': [1, 2]}, [3, 7])
     """
     columns = [n for n in data.column_names if n != DIFF]
-    values = [sortable(data.column(n)) for n in columns if key is not None and n not in key]
+    values = [sortable(data.column(n), n) for n in columns if key is not None and n not in key]
     order = hash_order(hashes, (*times, *values))
     ordered_hashes = hashes[order]
     ordered_times = times[:, order]
@@ -283,12 +283,19 @@ FEW_RUNS = 4
 quicksort of 64-bit keys."""
 
 
-def sortable(column: Any) -> np.ndarray:
+def sortable(column: Any, name: str) -> np.ndarray:
     """A numpy array that sorts equal values of ``column`` together: the values of an
-    integer column without nulls, else a hash of each value."""
+    integer column without nulls, else a hash of each value; a TypeError naming the column
+    ``name`` if its type has no hash."""
     if not column.null_count and pa.types.is_integer(column.type):
         return column_numpy_of(column)
-    return hash_array(column)
+    try:
+        return hash_array(column)
+    except TypeError:
+        raise TypeError(f"value column {name!r} holds {column.type}: a collection's rows are "
+                        f"grouped by all their columns, and this type cannot be: use integer, "
+                        f"floating, temporal, boolean, string, binary or dictionary columns "
+                        f"(or a null column)") from None
 
 
 COMBINE_FROM = 4096
