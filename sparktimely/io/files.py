@@ -168,8 +168,15 @@ class _FilePart:
                         return start
         return None
 
+    def _shorter_than_read(self, has: str, read: str) -> ValueError:
+        return ValueError(f"FileSource: {self.path} has {has}, fewer than the {read} a "
+                          f"checkpointed run read: a file being read may grow, not shrink "
+                          f"or be replaced")
+
     def _parquet(self, rows: int) -> Iterator[pa.RecordBatch]:
         parquet = pq.ParquetFile(self.file)
+        if parquet.metadata.num_rows < self.lines:
+            raise self._shorter_than_read(f"{parquet.metadata.num_rows} rows", f"{self.lines}")
         skip, group = self.lines, 0
         while group < parquet.num_row_groups and skip >= parquet.metadata.row_group(group).num_rows:
             skip -= parquet.metadata.row_group(group).num_rows
@@ -179,7 +186,31 @@ class _FilePart:
                                                      row_groups=range(group, parquet.num_row_groups)),
                                 rows, skip)
 
+    def _resume_at_a_line_start(self) -> None:
+        """Check where a resumed read of lines starts: the file must still reach as far as
+        the checkpointed run read, and if that run's last line had no line end (the file
+        ended inside it then), the file may since have ended that line (a line end
+        appended: reading goes on after it) but not continued it, which would make the
+        line read then only the start of a longer one."""
+        size = self.file.size()
+        if size < self.offset:
+            raise self._shorter_than_read(f"{size} bytes", f"{self.offset}")
+        self.file.seek(self.offset - 1)
+        around = self.file.read(3)
+        if around[:1] == b"\n" or len(around) == 1:
+            return
+        for line_end in (b"\n", b"\r\n"):
+            if around[1:].startswith(line_end):
+                self.offset += len(line_end)
+                return
+        raise ValueError(f"FileSource: {self.path} line {self.lines} had no line end when a "
+                         f"checkpointed run read it as the file's last line, and the file "
+                         f"has since continued that line; append whole lines, each ending "
+                         f"in a line end, to a file being read")
+
     def _lines(self, rows: int) -> Iterator[list]:
+        if self.offset:
+            self._resume_at_a_line_start()
         self.file.seek(self.offset)
         reader = io.BufferedReader(self.file, 1 << 20)
         text = self.source.format == "text"
@@ -267,7 +298,9 @@ class FileSource:
     ``pyarrow.RecordBatch`` batches (pyarrow's readers), ``"jsonl"`` lists of the lines'
     JSON values, ``"text"`` lists of the lines (without line ends). Positions are row
     numbers (and byte offsets for line formats), so a resumed read continues with the same
-    batches and epochs.
+    batches and epochs, and reads what was appended to a file since (a file that shrank is
+    an error, and so is a last line read without its line end that was continued later:
+    append whole lines).
 
     >>> import tempfile, pyarrow as pa, pyarrow.parquet as pq, sparktimely as st
     >>> path = tempfile.mkdtemp() + "/numbers.parquet"

@@ -100,6 +100,51 @@ def test_files_added_between_runs_are_read_after_the_resumed_epoch_with_the_stat
     assert visible(out) == sorted(first + later)
 
 
+def test_lines_appended_between_runs_are_read_and_a_continued_last_line_is_refused(
+        run, texts, tmp_path):
+    """Whole lines appended to the files read by a checkpointed run are read by the next
+    one, at the epochs after each file's last; a last line read without its line end may be
+    ended by what is appended, and continuing it instead stops the run, naming the file and
+    the line, with nothing written twice or lost."""
+    out, directory = str(tmp_path / "out"), tmp_path / "ck"
+    job = checkpointed(lambda w: wordcount(w, texts, out), directory)
+    names = sorted(os.listdir(texts))
+    unended = os.path.join(texts, names[0])
+    with open(unended, "a") as file:
+        file.write("w1 w2")                          # its line 13: no line end yet
+    first = epochs_of(texts)                         # line 13 at epoch 4 (12 // 3)
+    run(job)
+    assert visible(out) == running_counts(first)
+
+    later: dict[int, list[str]] = {}
+    for name in names:
+        lines = [f"w{(len(name) + i) % 5} w{i}" for i in range(4)]
+        with open(os.path.join(texts, name), "a") as file:
+            file.write(("\n" if name == names[0] else "") + "\n".join(lines) + "\n")
+        # batches go on from the file's last one; epochs from the resumed epoch, 5
+        for i, line in enumerate(lines):
+            batch = (5 if name == names[0] else 4) + i // 3
+            later.setdefault(max(batch, 5), []).extend(line.split())
+    totals = Counter(word for words in first.values() for word in words)
+    run(job)
+    expected = sorted(running_counts(first) + running_counts(later, Counter(totals)))
+    assert visible(out) == expected
+
+    with open(unended, "a") as file:
+        file.write("w3")                             # unended again ...
+    run(job)
+    with open(unended, "a") as file:
+        file.write(" w4\n")                          # ... and continued
+    committed = records(str(directory))
+    line = 12 + 1 + 4 + 1
+    with pytest.raises(st.WorkerError, match=re.escape(
+            f"{unended} line {line} had no line end when a checkpointed run read it")):
+        run(job)
+    assert records(str(directory)) == committed
+    assert visible(out) == sorted(expected + running_counts({7: ["w3"]}, totals + Counter(
+        word for words in later.values() for word in words)))
+
+
 @pytest.mark.parametrize("spelling", ["dot", "absolute", "moved"])
 def test_a_resume_finds_its_files_when_their_directory_is_given_another_way(
         run, texts, tmp_path, spelling, monkeypatch, caplog):

@@ -248,6 +248,62 @@ def test_an_empty_csv_file_has_no_rows(tmp_path):
         part.next_batch()
 
 
+@pytest.mark.parametrize("format", ["text", "jsonl"])
+def test_a_resumed_read_of_lines_reads_what_was_appended_and_refuses_a_continued_line(
+        tmp_path, format):
+    """A last line read without its line end (the file ended inside it) may be ended later,
+    not continued: a continuation read on its own would be a line the file never had."""
+    path = str(tmp_path / f"lines.{format}")
+    line = (lambda n: f"{n} w{n}") if format == "text" else (lambda n: json.dumps({"n": n, "word": f"w{n}"}))
+    with open(path, "w") as out:
+        out.write(f"{line(1)}\n{line(2)}")                # line 2 has no line end yet
+    source = FileSource([path], format=format, batch_rows=5)
+    part = source.open(path, None)
+    first = read_all(part)
+    position = part.snapshot()
+    assert [(epoch, rows_of(batch)) for epoch, batch in first] == [(0, [(1, "w1"), (2, "w2")])]
+    assert read_all(source.open(path, position)) == []       # nothing more: nothing read
+
+    with open(path, "a") as out:
+        out.write("\r\n" + line(3) + "\n")                  # ends line 2, then line 3
+    part = source.open(path, position)
+    rest = read_all(part)
+    assert [(epoch, rows_of(batch)) for epoch, batch in rest] == [(1, [(3, "w3")])]
+    assert read_all(source.open(path, part.snapshot())) == []
+
+    with open(path, "a") as out:
+        out.write(line(4))                                    # line 4 unended ...
+    part = source.open(path, part.snapshot())
+    assert len(read_all(part)) == 1
+    with open(path, "a") as out:
+        out.write("5 more\n")                                # ... and continued
+    with pytest.raises(ValueError, match=re.escape(
+            f"FileSource: {path} line 4 had no line end when a checkpointed run read it")):
+        source.open(path, part.snapshot()).next_batch()
+
+    with open(path, "w") as out:
+        out.write(f"{line(1)}\n")                            # replaced by a shorter file
+    with pytest.raises(ValueError, match=re.escape(
+            f"FileSource: {path} has {len(line(1)) + 1} bytes, fewer than the "
+            f"{position[1]} a checkpointed run read")):
+        source.open(path, position).next_batch()
+
+
+def test_a_parquet_file_with_fewer_rows_than_a_resumed_position_is_refused(tmp_path):
+    path = str(tmp_path / "rows.parquet")
+    pq.write_table(table(9), path)
+    source = FileSource([path], batch_rows=4)
+    part = source.open(path, None)
+    read_all(part)
+    pq.write_table(table(12), path)                              # grown: the rest is read
+    assert [rows_of(b) for _, b in read_all(source.open(path, part.snapshot()))] == \
+        [[(n, f"w{n % 7}") for n in range(9, 12)]]
+    pq.write_table(table(5), path)
+    with pytest.raises(ValueError, match=re.escape(
+            f"FileSource: {path} has 5 rows, fewer than the 9 a checkpointed run read")):
+        source.open(path, part.snapshot()).next_batch()
+
+
 def test_a_directory_lists_its_visible_files_in_order_each_time(tmp_path):
     for name in ("b.txt", "a.txt", "_hidden.txt", ".dot"):
         (tmp_path / name).write_text("x\n")
