@@ -17,7 +17,7 @@ Everything is vectorised with pyarrow compute; Python runs once per batch, never
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Self, Sequence
+from typing import Any, Callable, Collection, Mapping, Self, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,45 +39,44 @@ def _arrow(batch: Any, operator: str) -> pa.RecordBatch:
     return batch
 
 
-def check_sums(what: str, aggs: Mapping[str, tuple[str, str | None]], schema: pa.Schema) -> None:
-    """A TypeError naming the aggregate of ``aggs`` (``{out: (function, column)}``) that sums
-    or averages a column of ``schema`` holding no numbers (Arrow's own error names neither:
-    "Function 'hash_sum' has no kernel ..."). Columns ``schema`` lacks are left to the
-    caller's own check.
+def check_aggregate_columns(what: str, aggs: Mapping[str, tuple[str, str | None]],
+                            schema: pa.Schema, keys: Sequence[str] = (), *,
+                            internal: Collection[str] = (),
+                            sums_of_dictionaries: bool = True) -> None:
+    """Check ``schema`` against the key columns and the aggregates ``aggs``
+    (``{out: (function, column)}``) of ``what``: a KeyError names a column it lacks (the
+    listing leaves out ``internal`` columns), a TypeError an aggregate that sums or averages
+    a column holding no numbers (Arrow's own errors name neither: "Function 'hash_sum' has
+    no kernel ..."); numbers in a dictionary column count unless not
+    ``sums_of_dictionaries``.
 
-    >>> check_sums("window", {"n": ("sum", "v")}, pa.schema([("v", pa.string())]))
+    >>> check_aggregate_columns("window", {"n": ("sum", "v")}, pa.schema([("v", pa.string())]))
     Traceback (most recent call last):
     TypeError: window: aggregate 'n': sum of column 'v' of type string: it holds no numbers
-    """
-    for out, (function, column) in aggs.items():
-        if function not in ("sum", "mean") or column not in schema.names:
-            continue
-        kind = schema.field(column).type
-        if pa.types.is_dictionary(kind):
-            kind = kind.value_type
-        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind)
-                or pa.types.is_decimal(kind) or pa.types.is_boolean(kind)):
-            raise TypeError(f"{what}: aggregate {out!r}: {function} of column {column!r} of "
-                            f"type {kind}: it holds no numbers")
-
-
-def _check_columns(what: str, keys: list, aggs: Mapping[str, tuple[str, str | None]],
-                   schema: pa.Schema) -> None:
-    """A KeyError naming the key or aggregated column of ``what`` that ``schema`` lacks.
-
-    >>> _check_columns("aggregate_batches", ["k"], {"n": ("sum", "v")}, pa.schema([("k", pa.string())]))
+    >>> check_aggregate_columns("aggregate_batches", {"n": ("sum", "v")},
+    ...                         pa.schema([("k", pa.string())]), ["k"])
     Traceback (most recent call last):
     KeyError: "aggregate_batches: aggregate 'n' reads column 'v', which is not in the batch (columns k)"
     """
     names = schema.names
+    listing = ", ".join(name for name in names if name not in internal)
     for key in keys:
         if key not in names:
-            raise KeyError(f"{what}: key column {key!r} is not in the batch (columns "
-                           f"{', '.join(names)})")
-    for out, (_, column) in aggs.items():
-        if column is not None and column not in names:
+            raise KeyError(f"{what}: key column {key!r} is not in the batch (columns {listing})")
+    for out, (function, column) in aggs.items():
+        if column is None:
+            continue
+        if column not in names:
             raise KeyError(f"{what}: aggregate {out!r} reads column {column!r}, which is not "
-                           f"in the batch (columns {', '.join(names)})")
+                           f"in the batch (columns {listing})")
+        kind = schema.field(column).type
+        if pa.types.is_dictionary(kind) and sums_of_dictionaries:
+            kind = kind.value_type
+        if function in ("sum", "mean") and not (
+                pa.types.is_integer(kind) or pa.types.is_floating(kind)
+                or pa.types.is_decimal(kind) or pa.types.is_boolean(kind)):
+            raise TypeError(f"{what}: aggregate {out!r}: {function} of column {column!r} of "
+                            f"type {kind}: it holds no numbers")
 
 
 _UNCONVERTIBLE = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError)
@@ -265,8 +264,7 @@ class ArrowOps(StreamCore):
         def arrow_input(batch: Any) -> pa.RecordBatch:
             batch = _arrow(batch, "aggregate_batches")
             if not batch.schema == checked[0]:
-                _check_columns("aggregate_batches", keys, aggs, batch.schema)
-                check_sums("aggregate_batches", aggs, batch.schema)
+                check_aggregate_columns("aggregate_batches", aggs, batch.schema, keys)
                 checked[0] = batch.schema
             return batch
 

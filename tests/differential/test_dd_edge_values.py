@@ -262,9 +262,10 @@ def test_an_integer_sum_beyond_int64_is_an_overflow_error_naming_it(run, values,
 
 
 @pytest.mark.parametrize("aggs, told", [
-    ({"t": ("sum", "s")}, "TypeError: reduce: the sum 't' of column 's' holds string, not numbers"),
-    ({"t": ("max", "zz")}, "KeyError: \"reduce: aggregation 't' (max) reads column 'zz', which is "
-                           "not among the batch's data columns (k, s)\"")], ids=["sum", "missing"])
+    ({"t": ("sum", "s")},
+     "TypeError: reduce: aggregate 't': sum of column 's' of type string: it holds no numbers"),
+    ({"t": ("max", "zz")}, "KeyError: \"reduce: aggregate 't' reads column 'zz', which is not "
+                           "in the batch (columns k, s)\"")], ids=["sum", "missing"])
 def test_an_aggregation_of_a_column_it_cannot_read_is_named(run, aggs, told):
     """Were Arrow's words ('Function 'multiply' has no kernel matching input types (string,
     int64)', 'Field "zz" does not exist in schema'), naming neither reduce nor the sum."""

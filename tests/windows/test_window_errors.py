@@ -146,7 +146,7 @@ def test_a_lateness_that_is_no_int_is_a_type_error():
 def test_an_arrow_aggregate_of_a_missing_column_names_it(kind):
     message = failure(lambda scope: scope.to_stream(pa.table({"ts": [1], "v": [2]})).window(
         kind, time_of="ts", aggregate={"n": ("sum", "x")}).results.capture())
-    assert "window: aggregate 'n': column 'x' is not in the batch (columns ts, v)" in message
+    assert "window: aggregate 'n' reads column 'x', which is not in the batch (columns ts, v)" in message
 
 
 @pytest.mark.timeout(60)

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...dataflow.containers import one_zero
+from ...ops.arrow import check_aggregate_columns
 from ...progress.timestamp import TimeKind, less_equal
 from ..updates import DIFF
 from ..lattice import beyond, interesting_times
@@ -99,9 +100,13 @@ class AggregateColumns(AggregateSpec):
             if spec[1] is None and spec[0] != "count":
                 raise ValueError(f"reduce: aggregation {name!r} ({spec[0]}) needs a column")
         self.outputs = tuple(self.aggs)
+        self._checked: pa.Schema | None = None          # the last schema found right
 
     def desired(self, rows: pa.Table, key: list) -> pa.Table:
-        self._check_columns(rows.schema)
+        if not rows.schema == self._checked:
+            check_aggregate_columns("reduce", self.aggs, rows.schema, internal=(DIFF, HASH),
+                                    sums_of_dictionaries=False)
+            self._checked = rows.schema
         rows = _present(rows)
         diff = rows.column(DIFF)
         first = pa.array(np.arange(rows.num_rows))
@@ -148,24 +153,6 @@ class AggregateColumns(AggregateSpec):
             else:
                 out = out.append_column(name, _extremes(rows, key, column, function, first))
         return out.filter(pc.greater(grouped.column(f"{DIFF}_sum"), ZERO))
-
-
-    def _check_columns(self, schema: pa.Schema) -> None:
-        """A KeyError naming the aggregation whose column is not in ``schema``, a TypeError
-        naming a sum of a column that does not hold numbers (else Arrow's own errors)."""
-        for name, (function, column) in self.aggs.items():
-            if column is None:
-                continue
-            if column not in schema.names:
-                data = ", ".join(n for n in schema.names if n not in (DIFF, HASH))
-                raise KeyError(f"reduce: aggregation {name!r} ({function}) reads column "
-                               f"{column!r}, which is not among the batch's data columns "
-                               f"({data})")
-            kind = schema.field(column).type
-            if function == "sum" and not (_integral(kind) or pa.types.is_floating(kind)
-                                          or pa.types.is_decimal(kind)):
-                raise TypeError(f"reduce: the sum {name!r} of column {column!r} holds "
-                                f"{kind}, not numbers")
 
 
 _FIRST = "__first_row"

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from ...dataflow.containers import large_layouts, unified
 from ...hashing import hash_rows, stable_hash
-from ..arrow import AGGREGATES, FLOAT_SUM, check_sums, group_rows
+from ..arrow import AGGREGATES, FLOAT_SUM, check_aggregate_columns, group_rows
 from ._records import PaneWindows
 from .kinds import Session, Sliding
 
@@ -72,8 +72,6 @@ class Aggregates:
         if not self.ops:
             raise ValueError("window: aggregate names no output column")
         self.aggregate = aggregate
-        self.inputs = {out: column for out, (_, column) in aggregate.items()
-                       if column is not None}
         self.names = [f"__p{i}" for i in range(len(partial))]
         self.partial = partial
         self.merging = list(zip(self.names, merging))
@@ -81,12 +79,7 @@ class Aggregates:
     def check_columns(self, rows: pa.Table) -> None:
         """A KeyError naming the aggregate whose input column ``rows`` lack; a TypeError
         naming one that sums or averages a column that holds no numbers."""
-        names = rows.schema.names
-        for out, column in self.inputs.items():
-            if column not in names:
-                raise KeyError(f"window: aggregate {out!r}: column {column!r} is not in the "
-                               f"batch (columns {', '.join(names)})")
-        check_sums("window", self.aggregate, rows.schema)
+        check_aggregate_columns("window", self.aggregate, rows.schema)
 
     def partials(self, rows: pa.Table, by: list[str]) -> pa.RecordBatch:
         """Input rows grouped by ``by``: its columns, then the partial columns."""
