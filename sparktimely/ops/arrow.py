@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Collection, Mapping, Self, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -77,6 +78,36 @@ def check_aggregate_columns(what: str, aggs: Mapping[str, tuple[str, str | None]
                 or pa.types.is_decimal(kind) or pa.types.is_boolean(kind)):
             raise TypeError(f"{what}: aggregate {out!r}: {function} of column {column!r} of "
                             f"type {kind}: it holds no numbers")
+
+
+def integer_column(rows: pa.Table | pa.RecordBatch, column: str, what: str,
+                   role: str) -> np.ndarray:
+    """The values of the integer ``column`` of ``rows`` (the ``role`` column of ``what``,
+    such as a window's time column) as numpy, of the column's integer type. A KeyError names
+    the column where ``rows`` lack it; a TypeError a column of another type, or the first row
+    where it is null.
+
+    >>> integer_column(pa.table({"ts": [3, 1]}), "ts", "window", "time").tolist()
+    [3, 1]
+    >>> integer_column(pa.table({"ts": [1.5]}), "ts", "window", "time")
+    Traceback (most recent call last):
+    TypeError: window: time column 'ts' is double, not an integer type (first row: {'ts': 1.5})
+    """
+    if column not in rows.schema.names:
+        raise KeyError(f"{what}: {role} column {column!r} is not in the batch (columns "
+                       f"{', '.join(rows.schema.names)})")
+    values = rows.column(column)
+    if not pa.types.is_integer(values.type):
+        first = rows.slice(0, 1).to_pylist()
+        raise TypeError(f"{what}: {role} column {column!r} is {values.type}, not an integer "
+                        f"type (first row: {first[0] if first else None})")
+    if values.null_count:
+        row = int(np.flatnonzero(pc.is_null(values).to_numpy(zero_copy_only=False))[0])
+        raise TypeError(f"{what}: {role} column {column!r} is null in row "
+                        f"{rows.slice(row, 1).to_pylist()[0]}")
+    if isinstance(values, pa.ChunkedArray) and values.num_chunks == 1:
+        values = values.chunk(0)
+    return values.to_numpy()
 
 
 _UNCONVERTIBLE = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError)

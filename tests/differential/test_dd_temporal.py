@@ -260,8 +260,8 @@ def arrow_records(run, batch, start, end):
 def test_arrow_start_and_end_columns_must_be_integers_without_nulls(run):
     rows = pa.record_batch({"id": [1, 2], "from": [0, None], "until": [1.5, 2.0],
                             "diff": [1, 1]})
-    with pytest.raises(st.WorkerError, match=r"the end column 'until' holds double, not "
-                                             r"integers"):
+    with pytest.raises(st.WorkerError, match=r"active_between: the end column 'until' is "
+                                             r"double, not an integer type"):
         arrow_records(run, rows, "id", "until")
     with pytest.raises(st.WorkerError, match=r"the start column 'from' is null in row "
                                              r"\{'id': 2, 'from': None"):

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...hashing import hash_rows
+from ...ops.arrow import integer_column
 from ..updates import DIFF, arrow_only, negated
 from ..recovery import ROUTE
 from .batch import SMALL_ROWS, column_numpy, consolidated_rows, table_batch
@@ -91,19 +92,7 @@ class ArrowHeld:
         return batch if now.all() else batch.filter(pa.array(now))
 
     def _times(self, batch: pa.RecordBatch, name: str, role: str) -> np.ndarray:
-        if name not in batch.schema.names:
-            raise KeyError(f"active_between: the {role} column {name!r} is not in the batch "
-                           f"(columns: {', '.join(batch.schema.names)})")
-        column = batch.column(name)
-        if not pa.types.is_integer(column.type):
-            raise TypeError(f"active_between: the {role} column {name!r} holds {column.type}, "
-                            f"not integers (start and end times are ints)")
-        if column.null_count:
-            row = int(np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False))[0])
-            raise ValueError(f"active_between: the {role} column {name!r} is null in row "
-                             f"{batch.slice(row, 1).to_pylist()[0]!r} (start and end times "
-                             f"are ints)")
-        values = column_numpy(batch, name)
+        values = integer_column(batch, name, "active_between", f"the {role}")
         if values.dtype == np.uint64 and len(values) and values.max() > INT64_MAX:
             row = int(np.flatnonzero(values > INT64_MAX)[0])
             raise ValueError(f"active_between: the {role} column {name!r} holds "

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from ...dataflow.containers import large_layouts, unified
 from ...hashing import hash_rows, stable_hash
-from ..arrow import AGGREGATES, FLOAT_SUM, check_aggregate_columns, group_rows
+from ..arrow import AGGREGATES, FLOAT_SUM, check_aggregate_columns, group_rows, integer_column
 from ._records import PaneWindows
 from .kinds import Session, Sliding
 
@@ -151,26 +151,14 @@ def event_times(rows: pa.Table, column: str, margin: int, window: str) -> np.nda
     adding at most ``margin`` to an event time or taking it away: a time closer than that
     to the int64 limits is refused (the error names it, its row and ``window``, the window
     kind and lateness), as is any time when ``margin`` leaves no room at all."""
-    if column not in rows.schema.names:
-        raise KeyError(f"window: time column {column!r} is not in the batch (columns "
-                       f"{', '.join(rows.schema.names)})")
-    times = rows.column(column)
-    if not pa.types.is_integer(times.type):
-        first = rows.slice(0, 1).to_pylist()
-        raise TypeError(f"window: time column {column!r} is {times.type}, not an integer "
-                        f"type (first row: {first[0] if first else None})")
-    if times.null_count:
-        row = int(np.flatnonzero(pc.is_null(times).to_numpy(zero_copy_only=False))[0])
-        raise TypeError(f"window: time column {column!r} is null in row "
-                        f"{rows.slice(row, 1).to_pylist()[0]}")
-    values = times.to_numpy()
+    values = integer_column(rows, column, "window", "time")
     low, high = _INT64.min + margin, _INT64.max - margin
     if len(values) and (values.min() < low or values.max() > high):
         outside = (values < low) | (values > high)
         if outside.any():
             row = int(np.flatnonzero(outside)[0])
             raise ValueError(
-                f"window: event time {times[row].as_py()} in column {column!r} (row "
+                f"window: event time {int(values[row])} in column {column!r} (row "
                 f"{rows.slice(row, 1).to_pylist()[0]}) is too near the int64 limits for "
                 f"{window}: windows of Arrow rows compute bounds and close times in int64, "
                 + (f"which holds them for event times from {low} to {high}" if low <= high
