@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..shm import Endpoint
-from .codec import decode, encode, encode_control
+from .codec import decode_all, encode, encode_control
 from .net import PeerLost
 
 
@@ -115,7 +115,7 @@ class ShmAllocator(EncodingAllocator):
             raise PeerLost(str(gone)) from None
         if not arrived:                           # the common case of a step: nothing to decode
             return []
-        return [(source, decode(data)) for source, data in arrived]
+        return decode_all(arrived)
 
     def park(self, timeout: float | None) -> None:
         self.endpoint.park(timeout)

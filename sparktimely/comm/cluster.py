@@ -46,7 +46,7 @@ from typing import Callable, Iterable, Sequence
 
 from ..shm import Endpoint, Mesh
 from .allocator import Allocator, EncodingAllocator, ShmAllocator
-from .codec import decode
+from .codec import decode_all
 from .link import Link
 from .net import connect_peers, connect_timeout, job_token, join_address, ready
 
@@ -251,11 +251,11 @@ class ClusterAllocator(EncodingAllocator):
         received = []
         if self.endpoint is not None:
             sources = self._sources
-            received = [(sources[slot], decode(data)) for slot, data in self.endpoint.recv()]
+            received = decode_all((sources[slot], data) for slot, data in self.endpoint.recv())
         inbox = self._inbox
-        while inbox:
-            source, data = inbox.popleft()
-            received.append((source, decode(data)))
+        if inbox:
+            received += decode_all(inbox)
+            inbox.clear()
         return received
 
     def park(self, timeout: float | None) -> None:

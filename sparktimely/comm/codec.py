@@ -19,8 +19,9 @@ back in place.
 from __future__ import annotations
 
 import pickle
+import pickletools
 import struct
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow
 
@@ -69,3 +70,51 @@ def decode(data: Any) -> tuple:
         return decode_pickle(view[start:])
     header = pickle.loads(view[start:start + header_length])
     return header + (decode_arrow(view[start + header_length:]),)
+
+
+class UndecodableMessage(Exception):
+    """A message that arrived from worker ``source`` and cannot be decoded: ``error`` is
+    why (a record's class that does not unpickle in this process, say), ``header`` the
+    leading int values of a bare pickle, read without running any of it (a data message's
+    tag, dataflow, input location and int time), as many as could be read."""
+
+    def __init__(self, source: int, error: Exception, header: list[int]) -> None:
+        super().__init__(source, error, header)
+        self.source, self.error, self.header = source, error, header
+
+
+def decode_all(arrived: Iterable[tuple[int, Any]]) -> list[tuple[int, tuple]]:
+    """``(source, message)`` for each ``(source, data)`` that arrived; an
+    :class:`UndecodableMessage` for the first that cannot be decoded.
+
+    >>> try:
+    ...     decode_all([(1, encode_control((0, 2, 5))), (2, b"\\x80\\x05junk")])
+    ... except UndecodableMessage as bad:
+    ...     print(bad.source, type(bad.error).__name__)
+    2 UnpicklingError
+    """
+    received = []
+    for source, data in arrived:
+        try:
+            received.append((source, decode(data)))
+        except Exception as error:
+            raise UndecodableMessage(source, error, _leading_ints(data)) from error
+    return received
+
+
+_INTS = {"BININT1", "BININT2", "BININT", "LONG1"}
+_FRAMING = {"PROTO", "FRAME", "MARK", "MEMOIZE"}
+
+
+def _leading_ints(data: Any) -> list[int]:
+    """The int values a bare pickle starts with, before anything else (at most four)."""
+    values: list[int] = []
+    try:
+        for opcode, argument, _ in pickletools.genops(bytes(data)):
+            if opcode.name in _INTS and len(values) < 4:
+                values.append(argument)
+            elif opcode.name not in _FRAMING:
+                break
+    except Exception:                 # not a bare pickle, or damaged: what was read so far
+        pass
+    return values

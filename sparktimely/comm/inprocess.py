@@ -18,7 +18,7 @@ import time
 from collections import deque
 
 from .allocator import EncodingAllocator
-from .codec import decode
+from .codec import decode_all
 
 __all__ = ["InProcessAllocator", "InProcessHub", "Stalled"]
 
@@ -156,7 +156,7 @@ class InProcessAllocator(EncodingAllocator):
         hub = self.hub
         hub.pass_baton(self.index, idle=self._parked)   # a step without a park was busy
         self._parked = False
-        return [(source, decode(data)) for source, data in hub.take(self.index)]
+        return decode_all(hub.take(self.index))
 
     def park(self, timeout: float | None) -> None:
         self._parked = True

@@ -21,6 +21,7 @@ from collections import deque
 from types import MappingProxyType, MethodType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
 
+from ..comm.codec import UndecodableMessage
 from ..errors import require_function, short_repr
 from ..progress.timestamp import TimeKind, Timestamp, check_time_type
 from .observer import ObserverFanOut, WorkerObserver
@@ -134,6 +135,7 @@ class WorkerCore:
         self._allocator = allocator
         self._dataflows: list[Dataflow] = []
         self._built: dict[int, Dataflow] = {}     # built and not dropped, by index
+        self._building: Dataflow | None = None    # the one being built, until it is built
         self._dropped: set[int] = set()            # their late messages are discarded
         self._early: dict[int, list[tuple[int, tuple]]] = {}
         self._dataflow_count = 0
@@ -169,6 +171,7 @@ class WorkerCore:
         kind = TimeKind(timestamp)
         scope = self.scope_class(dataflow, None, kind, (index,), dataflow.name)
         try:
+            self._building = dataflow
             result = build(scope)
             dataflow.finish_building()
             self._dataflows.append(dataflow)
@@ -187,6 +190,8 @@ class WorkerCore:
             if self._observer is not None:      # e.g. logs keep this worker's last events
                 self._observer.failed(error)
             raise
+        finally:
+            self._building = None
         return result
 
     def dataflows(self) -> Mapping[int, Dataflow]:
@@ -309,7 +314,10 @@ class WorkerCore:
     def _receive(self, allocator: "Allocator") -> bool:
         """Deliver arrived messages (stashing those for dataflows not built yet, discarding
         those for dropped ones)."""
-        messages = allocator.receive()
+        try:
+            messages = allocator.receive()
+        except UndecodableMessage as bad:
+            raise self._undecodable(bad) from bad.error
         if not messages:
             return False
         for source, message in messages:
@@ -323,6 +331,24 @@ class WorkerCore:
             elif message[1] not in self._dropped:
                 self._early.setdefault(message[1], []).append((source, message))
         return bool(messages)
+
+    def _undecodable(self, bad: UndecodableMessage) -> pickle.UnpicklingError:
+        """The error for a message that arrived and cannot be unpickled, naming its sender
+        and, for a batch, its time and the operator it was sent to (as the sender names a
+        batch that cannot be pickled)."""
+        what, place, header = "a message", "", bad.header
+        if len(header) >= 3 and header[0] == DATA:
+            flow = self._built.get(header[1])
+            if flow is None and self._building is not None and self._building.index == header[1]:
+                flow = self._building     # its build shares progress and takes messages in
+            what = "a batch"
+            place = f" at time {header[3]!r}" if len(header) > 3 else ""
+            place += "" if flow is None else f", into {flow.describe_input(header[2])},"
+        return pickle.UnpicklingError(
+            f"{what} from worker {bad.source}{place} cannot be unpickled "
+            f"({type(bad.error).__name__}: {bad.error}); records that move between workers "
+            f"must unpickle in every worker (their classes importable there by the same "
+            f"names)")
 
     def _check_built_by_finished(self, dataflow: Dataflow) -> None:
         """Fail if a worker that has finished never built ``dataflow`` (built here): its

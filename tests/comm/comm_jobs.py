@@ -6,8 +6,8 @@ prints this process's results as one JSON line. Jobs: ``exchange`` (rounds of re
 exchanged twice, and Arrow batches broadcast), ``bfs`` (examples/bfs.py), ``forever`` (rounds
 until killed; prints ``ready`` after the first), ``fail`` (worker 3 raises after a round),
 ``fail_when_told`` (worker 0 raises once the file ``$COMM_JOBS_TRIGGER`` exists),
-``fail_in_operator`` and ``diverge`` (the last worker never builds the dataflow the others
-build).
+``fail_in_operator``, ``unrebuildable`` (worker 0 sends the last worker a record that does
+not unpickle) and ``diverge`` (the last worker never builds the dataflow the others build).
 """
 from __future__ import annotations
 
@@ -106,6 +106,34 @@ def fail_in_operator(worker: st.Worker) -> None:
     worker.step_while(lambda: not probe.done())
 
 
+class Unrebuildable:
+    """A record that pickles but does not unpickle (as a class the receiving process
+    cannot import)."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __reduce__(self):
+        return (rebuild, (self.value,))
+
+
+def rebuild(value: int) -> None:
+    raise RuntimeError(f"cannot rebuild {value}")
+
+
+def unrebuildable(worker: st.Worker) -> None:
+    """Worker 0 sends worker 3 (in process 1, or the last worker) a record that does not
+    unpickle there."""
+    handle = st.InputHandle()
+    probe = worker.dataflow(lambda scope: scope.input_from(handle)
+                            .exchange(lambda x: worker.peers - 1).probe(), name="records")
+    handle.advance_to(2)
+    if worker.index == 0:
+        handle.send(Unrebuildable(7))
+    handle.close()
+    worker.step_while(lambda: not probe.done())
+
+
 def diverge(worker: st.Worker) -> None:
     """Every worker but the last builds a dataflow exchanging records; the last returns at
     once (a program mistake its peers must report, not wait on)."""
@@ -116,7 +144,7 @@ def diverge(worker: st.Worker) -> None:
 
 JOBS = {"exchange": exchange, "bfs": bfs_job, "forever": forever,
         "fail": lambda worker: forever(worker, fail_at=3), "diverge": diverge,
-        "fail_in_operator": fail_in_operator,
+        "fail_in_operator": fail_in_operator, "unrebuildable": unrebuildable,
         "fail_when_told": lambda worker: forever(worker, fail_at=0,
                                                  when=os.environ["COMM_JOBS_TRIGGER"])}
 

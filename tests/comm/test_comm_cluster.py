@@ -230,6 +230,21 @@ def test_an_operator_failure_is_told_as_its_own_process_saw_it(jobs, force_socke
     assert_reported_by_its_own_process(job, 1)
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("force_sockets", MODES)
+def test_a_record_that_does_not_unpickle_is_named_by_the_worker_it_reached(jobs, force_sockets):
+    """The receiving worker names the sender, the time and the operator, as a sender names
+    a record that does not pickle (it told the error of the record's class alone)."""
+    job = jobs("unrebuildable", 2, force_sockets=force_sockets)
+    assert job.wait(60) == [1, 1]
+    for process in (0, 1):
+        assert "worker 3 failed: UnpicklingError: a batch from worker 0 at time 2, into " \
+               "operator 'Exchange' (address (0, 1)) of dataflow 'records', cannot be " \
+               "unpickled (RuntimeError: cannot rebuild 7); records that move between " \
+               "workers must unpickle in every worker" in job.output(process, "err")
+    assert_reported_by_its_own_process(job, 1)
+
+
 def assert_reported_by_its_own_process(job, owner: int) -> None:
     """The failure is told bare by process ``owner``, and by the other as reported by it."""
     for process in (0, 1):

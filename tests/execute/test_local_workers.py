@@ -10,6 +10,7 @@ from segment_leaks import segments_of
 import sparktimely as st
 from sparktimely.dataflow.subgraph import PROGRESS
 from sparktimely.shm import sweep_stale
+from sparktimely.testing import execute_in_process
 from examples.bfs import bfs, random_graph, reference_bfs
 from examples.distinct import distinct
 from examples.hello import hello
@@ -269,6 +270,40 @@ def test_unpicklable_record_names_the_problem(workers):
     message = str(raised.value)
     assert "into operator 'Exchange' (address (0, 1)) of dataflow 'locks'," in message
     assert ": the record <unlocked _thread.lock object at 0x" in message
+
+
+class Unrebuildable:
+    """Pickles, but does not unpickle (as a class the receiving process cannot import)."""
+
+    def __reduce__(self):
+        return (_rebuild, ())
+
+
+def _rebuild():
+    raise RuntimeError("cannot rebuild")
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+@pytest.mark.parametrize("in_process", [False, True], ids=["processes", "in-process"])
+def test_a_record_that_does_not_unpickle_names_its_sender_time_and_operator(workers,
+                                                                            in_process):
+    """Was the record class's error alone, raised where the dataflow was built."""
+    def job(worker):
+        handle = st.InputHandle()
+        worker.dataflow(lambda scope: scope.input_from(handle)
+                        .exchange(lambda x: workers - 1).probe(), name="objects")
+        handle.advance_to(3)
+        if worker.index == 0:
+            handle.send(Unrebuildable())
+        handle.close()
+    run = (lambda: execute_in_process(job, workers)) if in_process else \
+        (lambda: st.execute(job, workers=workers))
+    with pytest.raises(st.WorkerError) as raised:
+        run()
+    assert f"worker {workers - 1} failed: UnpicklingError: a batch from worker 0 at time 3, " \
+           f"into operator 'Exchange' (address (0, 1)) of dataflow 'objects', cannot be " \
+           f"unpickled (RuntimeError: cannot rebuild); records that move between workers " \
+           f"must unpickle in every worker" in str(raised.value)
 
 
 def usage_error(capsys, argv) -> str:
