@@ -111,7 +111,7 @@ def _leading_ints(data: Any) -> list[int]:
     values: list[int] = []
     try:
         for opcode, argument, _ in pickletools.genops(bytes(data)):
-            if opcode.name in _INTS and len(values) < 4:
+            if opcode.name in _INTS and isinstance(argument, int) and len(values) < 4:
                 values.append(argument)
             elif opcode.name not in _FRAMING:
                 break
