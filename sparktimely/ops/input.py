@@ -282,6 +282,8 @@ class InputScope(ScopeCore[S]):
             return lambda frontiers: None
         builder.build(ctor)
         self.dataflow.add_unordered_input(builder.index)
-        return (UnorderedHandle(output.port, 0), held[0]), stream
+        # (popped: the builder keeps ``ctor`` and its list for the operator's life, and the
+        # capability must go when the caller lets go of it, as any capability does)
+        return (UnorderedHandle(output.port, 0), held.pop()), stream
 
 

@@ -42,6 +42,24 @@ def test_unordered_input_sends_at_several_times_at_once(workers):
 
 
 @pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.parametrize("kept", [False, True], ids=["never-kept", "let-go"])
+def test_an_unordered_inputs_capability_goes_when_no_longer_referenced(workers, kept):
+    """As any capability (API.md): the operator's builder kept the first one alive, and a
+    dataflow whose program let go of it, or never kept it, never completed."""
+    def job(worker):
+        def build(scope):
+            (handle, cap), stream = scope.new_unordered_input()
+            with handle.session(cap.delayed(2)) as session:
+                session.give(worker.index)
+            return handle, (cap if kept else None), stream.exchange(lambda x: 0).capture()
+        handle, cap, captured = worker.dataflow(build)
+        del cap
+        worker.run()
+        return captured
+    assert merged(st.execute(job, workers=workers)) == [(2, list(range(workers)))]
+
+
+@pytest.mark.parametrize("workers", WORKERS)
 def test_an_unordered_session_holds_its_time_while_it_buffers(workers):
     """timely's session owns its capability: records a session still buffers after the
     capability it was opened with is downgraded must not arrive after the frontier passed
