@@ -550,8 +550,8 @@ class WorkerCore:
         If nothing moves for :attr:`idle_hint_after` seconds while only input handles hold
         a dataflow back, says which, once (a forgotten ``advance_to`` or ``close()``)."""
         idleness = _Idleness(self, "has not moved while step_while waits: only {inputs} "
-                                   "hold{s} it back. Advance an input handle (advance_to) past "
-                                   "the time waited for, or close() it.")
+                                   "hold{s} it back.", "Advance an input handle (advance_to) "
+                                   "past the time waited for, or close() it.")
         while predicate():
             idleness.stepped(self._step_or_park(1.0)[1])
 
@@ -595,8 +595,8 @@ class WorkerCore:
         If nothing moves for :attr:`idle_hint_after` seconds and only input handles that were
         never closed hold a dataflow open, says which, once (a forgotten ``close()``).
         """
-        idleness = _Idleness(self, "cannot complete: only {inputs} still hold{s} it open. "
-                                   "Call close() on an input handle once its input is done.")
+        idleness = _Idleness(self, "cannot complete: only {inputs} still hold{s} it open.",
+                             "Call close() on an input handle once its input is done.")
         while True:
             running, busy = self._step()
             if not running:
@@ -646,16 +646,23 @@ class WorkerCore:
                 f"dataflows in the same order")
 
 
+_UNORDERED_ADVICE = ("Drop an unordered input's capabilities (drop()) and end its sessions "
+                     "once its input is done.")
+
+
 class _Idleness:
     """How long a loop of a worker's steps has had nothing to do: once that is
-    :attr:`WorkerCore.idle_hint_after` and only input handles hold a dataflow, says so,
-    once per dataflow: ``hint`` with the handles as ``{inputs}`` (and ``{s}`` for one)."""
+    :attr:`WorkerCore.idle_hint_after` and only inputs hold a dataflow, says so, once per
+    dataflow: ``hint`` with the inputs as ``{inputs}`` (and ``{s}`` for one), then
+    ``handle_advice`` if input handles are among them and what to do with an unordered
+    input's capabilities if one is."""
 
-    __slots__ = ("worker", "hint", "since", "hinted")
+    __slots__ = ("worker", "hint", "handle_advice", "since", "hinted")
 
-    def __init__(self, worker: WorkerCore, hint: str) -> None:
+    def __init__(self, worker: WorkerCore, hint: str, handle_advice: str) -> None:
         self.worker = worker
         self.hint = hint
+        self.handle_advice = handle_advice
         self.since = _time.monotonic()
         self.hinted: set[int] = set()
 
@@ -672,7 +679,12 @@ class _Idleness:
                 open_inputs = dataflow.open_inputs()
                 if open_inputs:
                     self.hinted.add(dataflow.index)
-                    logger.warning("worker %d: dataflow %r (index %d) %s", worker.index,
+                    advice = [self.handle_advice] if any(
+                        held.startswith("input handle") for held in open_inputs) else []
+                    if any(held.startswith("an unordered input") for held in open_inputs):
+                        advice.append(_UNORDERED_ADVICE)
+                    logger.warning("worker %d: dataflow %r (index %d) %s %s", worker.index,
                                    dataflow.name, dataflow.index, self.hint.format(
                                        inputs=" and ".join(open_inputs),
-                                       s="s" if len(open_inputs) == 1 else ""))
+                                       s="s" if len(open_inputs) == 1 else ""),
+                                   " ".join(advice))

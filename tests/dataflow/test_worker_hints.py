@@ -153,3 +153,7 @@ def test_an_unordered_input_that_alone_holds_a_dataflow_is_named(run, monkeypatc
     assert ("dataflow 'events' (index 0) cannot complete: only an unordered input, by a "
             "capability not dropped or a session not ended, (operator 'UnorderedInput'"
             ) in caplog.text
+    # the advice is for unordered inputs (it told to close() an input handle: there is none)
+    assert "it open. Drop an unordered input's capabilities (drop()) and end its sessions " \
+           "once its input is done." in caplog.text
+    assert "input handle" not in caplog.text
