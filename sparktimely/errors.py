@@ -141,14 +141,17 @@ def unsendable_result(index: int, error: BaseException) -> str:
             f"dataflows or streams, nor functions that use them)")
 
 
-_FRAME = re.compile(r'  File "([^"]*)", line \d+, in ')
+_FRAME = re.compile(r'  File "([^"]*)", line \d+,? in ')
+"""A frame of a traceback, or of a stack faulthandler dumps (a stalled worker's: no comma)."""
 
 
 def user_traceback(text: str) -> str:
     """A worker's traceback with the frames inside sparktimely (its package, the zip it
     travels to executors in, or its compiled modules, which name their sources from the
     build's root) cut to one line per run of them, and without the events a worker's log adds
-    as a note (they are in ``--log-dir``'s files).
+    as a note (they are in ``--log-dir``'s files). A stalled worker's stack, as faulthandler
+    dumps it, is cut the same way, and so are the frames of ``multiprocess`` it shows (the
+    parent's, that forked the worker).
 
     >>> print(user_traceback('''Traceback (most recent call last):
     ...   File "/tmp/userFiles/sparktimely-0e9.zip/sparktimely/dataflow/worker.py", line 9, in step
@@ -188,7 +191,7 @@ def user_traceback(text: str) -> str:
             end += 1
         path = frame[1]
         if (path.startswith((package + os.sep, "sparktimely" + os.sep))
-                or re.search(r"sparktimely[^/]*\.zip/", path)):
+                or re.search(r"sparktimely[^/]*\.zip/|/multiprocess/", path)):
             hidden += 1
         else:
             if hidden:

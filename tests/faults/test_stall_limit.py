@@ -62,6 +62,12 @@ def test_a_stalled_worker_is_named_with_where_it_is(workers, stuck, function):
     assert str(error).endswith(f" in {function}")
     assert error.traceback.startswith("Thread 0x") and f"in {function}" in error.traceback
     assert "in maybe_stuck" in error.traceback
+    # as told (the note), the stack's frames inside sparktimely and the frames of the
+    # process that forked the worker are cut
+    told = "\n".join(error.__notes__)
+    assert "frames inside sparktimely)" in told, told
+    assert not [line for line in told.splitlines() if line.startswith('  File "') and (
+        "/sparktimely/" in line or "/multiprocess/" in line)], told
     assert elapsed < LIMIT + 5, f"the job took {elapsed:.1f} s to stop"
 
 
