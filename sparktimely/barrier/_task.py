@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 from ..comm.rendezvous import PeerFailed
 from ..dataflow import InputHandle, Pipeline
 from ..dataflow.builder import per_batch
-from ..errors import describe, unsendable_result
+from ..errors import describe, unsendable_result, user_traceback
 from ..execute import Seat, WorkerError, WorkerSession, run_workers
 from ..io.checkpoints import enable_checkpoints
 from ..io.tasks import TaskInput, TaskOutput
@@ -53,9 +53,11 @@ peer's own (more telling) failure reaches Spark first."""
 
 def format_failure(index: int, message: str, traceback: str) -> str:
     """The text a failed task raises with; :func:`parse_failure` reads it back from Spark's
-    error message."""
+    error message. The traceback is told as the user's (frames inside sparktimely cut): it
+    reaches users of ``map_in_arrow`` and ``map_partitions`` in Spark's own exception."""
     return (f"sparktimely worker {index} failed: {message}\n"
-            f"--- traceback of sparktimely worker {index} ---\n{traceback.rstrip()}\n"
+            f"--- traceback of sparktimely worker {index} ---\n"
+            f"{user_traceback(traceback).rstrip()}\n"
             f"--- end of traceback of sparktimely worker {index} ---")
 
 

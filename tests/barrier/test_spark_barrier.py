@@ -335,6 +335,13 @@ def test_a_failure_in_map_in_arrow_carries_the_traceback(spark):
     assert "sparktimely worker" in str(caught.value) and "no such column, worker side" in str(caught.value)
     assert "in explode" in str(caught.value)
     assert time.monotonic() - started < 20
+    # told as the user's traceback: sparktimely's frames (in the zip executors import it
+    # from, or the package) are cut, as where stb.run raises
+    told = str(caught.value)
+    traceback = told[told.index("--- traceback of sparktimely worker"):]
+    assert "frames inside sparktimely)" in traceback
+    assert not [line for line in traceback.splitlines() if line.startswith('  File "') and
+                re.search(r"sparktimely[^/]*\.zip/|/sparktimely/(?!tests/)", line)], traceback
 
 
 def test_an_output_that_does_not_fit_the_schema_fails_at_once_naming_worker_and_column(spark):
