@@ -255,7 +255,9 @@ def _failures_told_once(sc):
         return
     try:
         yield
-    except BaseException:
+    except BaseException as error:
+        if isinstance(error, KeyboardInterrupt):
+            _cancel_job_group(sc)          # pyspark's own Ctrl-C handler may have failed to
         _wait_for_stages_to_end(sc)        # the failed stage's other tasks, being killed
         raise
     finally:
@@ -265,6 +267,16 @@ def _failures_told_once(sc):
             else:
                 configurator.setLevel(name, previous)
         context.updateLoggers()
+
+
+def _cancel_job_group(sc) -> None:
+    """Cancel the jobs of the job group in effect (``run``'s, or the caller's), which an
+    interrupted ``run`` leaves running when pyspark's SIGINT handler fails to cancel them
+    (its call into the JVM re-enters the one the interrupt broke off)."""
+    try:
+        sc.cancelJobGroup(sc.getLocalProperty("spark.jobGroup.id") or JOB_GROUP)
+    except Exception:
+        pass
 
 
 def _wait_for_stages_to_end(sc, seconds: float = 10.0) -> None:

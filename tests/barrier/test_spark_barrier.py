@@ -494,6 +494,56 @@ def test_reused_python_workers_keep_nothing_and_run_the_next_job(spark):
     assert segments_of(pids) == []
 
 
+@pytest.mark.timeout(180)
+def test_ctrl_c_in_run_cancels_its_stage_at_once(tmp_path):
+    """Ctrl-C while run waits: pyspark's own SIGINT handler fails to cancel the jobs (its
+    call into the JVM re-enters the one the interrupt broke off), and run waited 10 s for
+    tasks nobody cancelled before the KeyboardInterrupt reached the program."""
+    started = tmp_path / "started"
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, sys, time
+        sys.path.insert(0, {ROOT!r})
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        from pyspark.sql import SparkSession
+        import sparktimely as st, sparktimely.barrier as stb
+        spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+                 .config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.pyspark.python", sys.executable)
+                 .config("spark.executorEnv.PYTHONPATH", {ROOT!r}).getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        def job(worker):
+            open({str(started)!r} + str(worker.index), "w").close()
+            handle = st.InputHandle()
+            probe = worker.dataflow(lambda s: s.input_from(handle).exchange(lambda x: x).probe())
+            for round in range(600):
+                handle.send(round)
+                handle.advance_to(round + 1)
+                worker.step_while(lambda: probe.less_than(handle.time()))
+                time.sleep(0.1)
+        try:
+            stb.run(spark, job, 2)
+        except KeyboardInterrupt:
+            print("INTERRUPTED", flush=True)
+    """))
+    driver = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 120
+        while not all(os.path.exists(f"{started}{i}") for i in range(2)):
+            assert driver.poll() is None and time.monotonic() < deadline, "no task started"
+            time.sleep(0.2)
+        interrupted = time.monotonic()
+        driver.send_signal(signal.SIGINT)
+        out, _ = driver.communicate(timeout=60)
+        elapsed = time.monotonic() - interrupted
+    finally:
+        driver.kill()
+        driver.wait(10)
+    assert "INTERRUPTED" in out
+    assert elapsed < 8, f"the interrupt took {elapsed:.1f} s to reach the program"
+
+
 @pytest.mark.timeout(600)
 def test_local_cluster_executors_share_memory(spark, tmp_path):
     """Two executor JVMs on this host (``local-cluster``): tasks of different executors
