@@ -77,11 +77,11 @@ def render_lines(statuses: list[dict], before: dict[int, dict],
     """The display's lines for the latest ``statuses`` (rates against ``before``).
 
     >>> render_lines([], {}, 1.5)
-    ['sparktimely  1.5 s  waiting for workers']
+    ['sparktimely  1.5 s  no status from the workers yet']
     """
     head = "sparktimely" + (f"  {elapsed:.1f} s" if elapsed is not None else "")
     if not statuses:
-        return [head + "  waiting for workers"]
+        return [head + "  no status from the workers yet"]     # (sent between steps)
     rate, cpu = _rates(statuses, before)
     count = len(statuses)
     head += f"  {count} worker{'s' * (count != 1)}"
@@ -103,7 +103,7 @@ def plain_line(statuses: list[dict], before: dict[int, dict], elapsed: float | N
     """The display as one log line (for streams that are not terminals).
 
     >>> plain_line([], {}, 2.0)
-    'sparktimely: 2.0 s, waiting for workers'
+    'sparktimely: 2.0 s, no status from the workers yet'
     """
     lines = render_lines(statuses, before, elapsed)
     head = lines[0].removeprefix("sparktimely").strip().replace("  ", ", ")

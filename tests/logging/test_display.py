@@ -79,7 +79,7 @@ def test_on_a_terminal_the_display_redraws_in_place(tmp_path):
     output = terminal.getvalue()
     first, second = output.split("\x1b[1F")          # the first drawing had one line
     assert first == "\x1b[2Ksparktimely  " + first.split("sparktimely  ")[1]
-    assert "waiting for workers" in first
+    assert "no status from the workers yet" in first
     lines = second.split("\n")[:-1]
     assert all(line.startswith("\x1b[2K") for line in lines)
     assert [line[4:].split()[0:2] for line in lines[1:]] == [["probe", "rounds/3:"],
