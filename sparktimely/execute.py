@@ -443,7 +443,8 @@ def _log_directory(path: str) -> str:
     """``--log-dir``: a usage error, before anything runs, if logs cannot be written there."""
     problem = directory_problem(path)
     if problem is not None:
-        raise argparse.ArgumentTypeError(f"cannot write logs to {path}: {problem}")
+        raise argparse.ArgumentTypeError(f"cannot write logs to {path or repr(path)}: "
+                                         f"{problem}")
     return path
 
 
@@ -661,7 +662,8 @@ def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
 
 def _run(func: Callable[[Worker], Any], config: Config) -> list[Any]:
     if config.log_dir is not None and (problem := directory_problem(config.log_dir)):
-        raise ValueError(f"log_dir: cannot write logs to {config.log_dir}: {problem}")
+        raise ValueError(f"log_dir: cannot write logs to "
+                         f"{os.fspath(config.log_dir) or repr('')}: {problem}")
     try:
         if config.checkpoint_dir is None:
             return _run_workers(func, config)

@@ -184,6 +184,8 @@ def _log_dir(log_dir: str | os.PathLike | None) -> str | None:
     >>> _log_dir("/tmp/logs"), _log_dir(None)
     ('/tmp/logs', None)
     """
+    if log_dir is not None and not os.fspath(log_dir):
+        raise ValueError("log_dir: an empty path names no directory")
     return None if log_dir is None else os.path.abspath(log_dir)
 
 

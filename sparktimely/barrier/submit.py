@@ -162,6 +162,13 @@ def _setting(text: str) -> tuple[str, str]:
     return key, value
 
 
+def _directory_name(text: str) -> str:
+    """An argparse type: a directory on the executors' hosts (checked there), not empty."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path names no directory")
+    return text
+
+
 def _parser() -> argparse.ArgumentParser:
     # Imported here: spark-submit runs this module as a file, outside its package.
     from ..execute import SuggestingParser
@@ -197,7 +204,7 @@ def _parser() -> argparse.ArgumentParser:
                              "times in all (default 1)")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
                         help="a live progress display on stderr (default: on)")
-    parser.add_argument("--log-dir", metavar="DIR", default=None,
+    parser.add_argument("--log-dir", metavar="DIR", default=None, type=_directory_name,
                         help="each worker writes its log files to DIR on its executor's host "
                              "(for python -m sparktimely.profile DIR)")
     parser.add_argument("--path", action="store_true",

@@ -24,13 +24,12 @@ from __future__ import annotations
 import glob
 import json
 import os
-import pickle
 import socket
 import tempfile
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import describe
+from ..errors import describe, short_repr
 from ..ops.capture import EventReader, EventWriter
 from .events import ChannelsEvent, OperatesEvent, ProgressEvent
 from .registry import BatchLogger, registry_of
@@ -53,7 +52,11 @@ def directory_problem(directory: str | os.PathLike) -> str | None:
     True
     >>> directory_problem(os.path.join(file, "logs")) == f"{file} is not a directory"
     True
+    >>> directory_problem("")
+    'an empty path names no directory'
     """
+    if not os.fspath(directory):
+        return "an empty path names no directory"
     path = os.path.abspath(directory)
     while not os.path.exists(path):
         path = os.path.dirname(path)                  # the root exists: this ends
@@ -96,6 +99,8 @@ def log_to_directory(worker: "Worker", directory: str | os.PathLike,
     with open(stem + ".json", "w") as meta:
         json.dump({"worker": worker.index, "peers": worker.peers, "pid": os.getpid(),
                    "host": socket.gethostname(), "epoch_ns": registry.epoch_ns}, meta)
+    if not progress and os.path.exists(f"{stem}.{SUFFIXES['timely/progress']}"):
+        os.remove(f"{stem}.{SUFFIXES['timely/progress']}")      # an earlier run's
     for name in ("timely", "timely/progress") if progress else ("timely",):
         registry.add(name, BatchLogger(EventWriter(f"{stem}.{SUFFIXES[name]}")), kept=True)
 
@@ -190,11 +195,28 @@ def read_events(path: str | os.PathLike) -> list:
         while (event := reader.next()) is not None:
             if event[0] == "messages":
                 events += event[2]
-    except (ValueError, pickle.UnpicklingError, EOFError, IndexError, TypeError) as error:
-        raise DamagedLog(f"{os.fspath(path)} is not a worker's event log (damaged, or "
-                         f"written by something else): {describe(error)}") from None
+    except OSError:
+        raise
+    except Exception as error:     # a damaged pickle may fail in any way as it is loaded
+        raise _damaged_events(path, describe(error)) from None
     finally:
         reader.close()
+    return events
+
+
+def _damaged_events(path: str | os.PathLike, why: str) -> DamagedLog:
+    return DamagedLog(f"{os.fspath(path)} is not a worker's event log (damaged, or written "
+                      f"by something else): {why}")
+
+
+def _logged_events(path: str) -> list:
+    """:func:`read_events` of a log directory's file, each a logged event (a time and a
+    worker, both ints), as the profile sorts and reads them."""
+    events = read_events(path)
+    for event in events:
+        if not (isinstance(getattr(event, "time", None), int)
+                and isinstance(getattr(event, "worker", None), int)):
+            raise _damaged_events(path, f"it holds {short_repr(event)}, not a logged event")
     return events
 
 
@@ -216,15 +238,17 @@ def read_log_directory(directory: str | os.PathLike) -> LogDirectory:
             try:
                 meta: dict[str, Any] = json.load(file)
                 index = int(meta["worker"])
+                if not isinstance(meta.get("epoch_ns", 0), int):
+                    raise TypeError(f"its epoch_ns is {meta['epoch_ns']!r}, not an int")
             except (ValueError, KeyError, TypeError) as error:
                 raise DamagedLog(f"{path} is not a worker's log description (damaged, or "
                                  f"written by something else): {describe(error)}") from None
         logs.workers[index] = meta
         stem = path[:-len(".json")]
         if os.path.exists(stem + ".timely"):
-            logs.events += read_events(stem + ".timely")
+            logs.events += _logged_events(stem + ".timely")
         if os.path.exists(stem + ".progress"):
-            logs.progress += read_events(stem + ".progress")
+            logs.progress += _logged_events(stem + ".progress")
     logs.events.sort(key=lambda e: (e.worker, e.time))
     logs.progress.sort(key=lambda e: (e.worker, e.time))
     return logs

@@ -136,6 +136,29 @@ def test_a_log_directory_that_cannot_be_one_is_named_before_workers_start(tmp_pa
     assert sorted(os.listdir(tmp_path)) == ["file", "job.py"]       # no worker ran
 
 
+def test_an_empty_log_directory_is_refused_before_workers_start(tmp_path):
+    """It passed the check as the working directory, then every worker failed to make it
+    (FileNotFoundError: ''); sparktimely-submit wrote the logs into the working directory."""
+    ran = run_script(tmp_path, "job.py", """\
+        import sys, sparktimely as st
+        st.execute_from_args(sys.argv[1:], lambda worker: open(f"ran-{worker.index}", "w"))
+        """, "-w2", "--log-dir=")
+    assert ran.returncode == 2 and "Traceback" not in ran.stderr, ran.stderr
+    assert ran.stderr.splitlines()[-1] == (
+        "job.py: error: argument --log-dir: cannot write logs to '': an empty path names no "
+        "directory")
+    with pytest.raises(ValueError, match="^log_dir: cannot write logs to '': an empty path "
+                                         "names no directory$"):
+        st.execute(lambda worker: (tmp_path / f"ran-{worker.index}").touch(), workers=2,
+                   log_dir="")
+    submitted = subprocess.run([sys.executable, "-m", "sparktimely.barrier.submit",
+                                "--log-dir=", "job:main"], capture_output=True, text=True,
+                               timeout=60, cwd=tmp_path)
+    assert submitted.returncode == 2 and submitted.stderr.splitlines()[-1] == (
+        "sparktimely-submit: error: argument --log-dir: an empty path names no directory")
+    assert sorted(os.listdir(tmp_path)) == ["job.py"]               # no worker ran
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
 def test_a_log_directory_where_nothing_can_be_made_is_named_even_for_root(tmp_path):
     """/proc passes every permission check for root, yet nothing can be made in it: told

@@ -117,6 +117,11 @@ def test_a_directory_holds_the_last_run_only(tmp_path):
     assert sorted(logs.workers) == [0, 1] and {e.worker for e in logs.events} == {0, 1}
     assert sorted(os.listdir(tmp_path)) == [f"worker-{w}.{kind}" for w in (0, 1)
                                             for kind in ("json", "progress", "timely")]
+    # a run without progress logs leaves no earlier run's (they were read as this run's)
+    st.execute(lambda worker: None, workers=2, log_dir=tmp_path)
+    assert read_log_directory(tmp_path).progress == []
+    assert sorted(os.listdir(tmp_path)) == [f"worker-{w}.{kind}" for w in (0, 1)
+                                            for kind in ("json", "timely")]
 
 
 def test_a_failing_log_callback_is_named():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html.parser
 import os
+import pickle
 import re
 import shutil
 import struct
@@ -16,9 +17,9 @@ from collections import Counter
 import pytest
 
 import sparktimely as st
-from sparktimely.logging import (LogDirectory, OperatesEvent, ParkEvent, ScheduleEvent,
-                                 ShutdownEvent, StepsEvent, has_graphviz, log_to_directory,
-                                 read_log_directory, render_report, summarize)
+from sparktimely.logging import (LogDirectory, MessagesEvent, OperatesEvent, ParkEvent,
+                                 ScheduleEvent, ShutdownEvent, StepsEvent, has_graphviz,
+                                 log_to_directory, read_log_directory, render_report, summarize)
 from sparktimely.logging.report import COLUMNS, EXACT_INTERVALS
 
 RECORDS = 3000
@@ -184,7 +185,8 @@ def test_a_missing_directory_is_named(tmp_path):
 @pytest.mark.parametrize("content, problem", [
     ("{", "JSONDecodeError: Expecting property name enclosed in double quotes: line 1 column 2 "
           "(char 1)"),
-    ('{"epoch_ns": 0}', "KeyError: 'worker'")])
+    ('{"epoch_ns": 0}', "KeyError: 'worker'"),
+    ('{"worker": 0, "epoch_ns": "x"}', "TypeError: its epoch_ns is 'x', not an int")])
 def test_a_damaged_log_description_is_named_in_one_line(tmp_path, content, problem):
     """Was json's traceback, naming no file."""
     (tmp_path / "worker-0.json").write_text(content)
@@ -208,6 +210,37 @@ def test_a_damaged_event_log_is_named_in_one_line(tmp_path, suffix):
         f"sparktimely.profile: {tmp_path / f'worker-0.{suffix}'} is not a worker's event log "
         f"(damaged, or written by something else): ValueError: not events written by an "
         f"EventWriter (each is a length and a pickle; this is not)"]
+
+
+def framed(pickled: bytes) -> bytes:
+    """One record of an EventWriter's file: its length, then the pickle."""
+    return struct.pack("<Q", len(pickled)) + pickled
+
+
+EVENT = pickle.dumps(("messages", 0, [MessagesEvent(5, 0, True, 0, 0, 1, 2, 3)]), protocol=5)
+
+
+@pytest.mark.parametrize("record, problem", [
+    (EVENT.replace(b"MessagesEvent", b"MessagXsEvent"), "AttributeError: Can't get attribute "
+     "'MessagXsEvent' on <module 'sparktimely.logging.events'"),
+    (EVENT.replace(b"sparktimely.logging", b"sparktimelX.logging"),
+     "ModuleNotFoundError: No module named 'sparktimelX'"),
+    (b"\x80\x05\x8e" + struct.pack("<Q", 1 << 62) + b".", "MemoryError"),
+    (pickle.dumps(("messages", 0, ["a", "b"])), "it holds 'a', not a logged event"),
+], ids=["class", "module", "length", "not-events"])
+def test_a_damaged_event_record_is_named_in_one_line(tmp_path, record, problem):
+    """A flipped bit in a record's class name or a pickle's length, or records that are not
+    events, ended the profile with a traceback (AttributeError, ModuleNotFoundError,
+    MemoryError, or the sort of events without times)."""
+    (tmp_path / "worker-0.json").write_text('{"worker": 0, "peers": 1, "epoch_ns": 0}')
+    (tmp_path / "worker-0.timely").write_bytes(framed(record))
+    result = subprocess.run([sys.executable, "-m", "sparktimely.profile", str(tmp_path)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"sparktimely.profile: {tmp_path / 'worker-0.timely'} is not a "
+                           f"worker's event log (damaged, or written by something else): "
+                           f"{problem}"), line
 
 
 @pytest.mark.timeout(120)
