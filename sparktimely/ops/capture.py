@@ -24,7 +24,7 @@ from ..dataflow.capability import Capability
 from ..dataflow.containers import check_schema
 from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
-from ..errors import require_type
+from ..errors import describe, require_type
 from ..ordering import total_order
 from ..progress.frontier import MutableAntichain
 from ..progress.timestamp import less_equal, sort_times
@@ -307,7 +307,10 @@ class EventReader:
                 return None
             self._buffer += more
             end = self._whole_event()
-        event: tuple = pickle.loads(self._buffer[_LENGTH.size:end])
+        try:
+            event: tuple = pickle.loads(self._buffer[_LENGTH.size:end])
+        except (pickle.UnpicklingError, EOFError, IndexError, MemoryError) as error:
+            raise _not_events(f": {describe(error)}") from None
         del self._buffer[:end]
         return event
 
@@ -326,8 +329,7 @@ class EventReader:
         if len(buffer) <= _LENGTH.size:
             return 0
         if buffer[_LENGTH.size] != pickle.PROTO[0]:
-            raise ValueError("not events written by an EventWriter (each is a length and a "
-                             "pickle; this is not)")
+            raise _not_events()
         end = _LENGTH.size + _LENGTH.unpack_from(buffer)[0]
         return end if len(buffer) >= end else 0
 
@@ -399,7 +401,7 @@ def replay_into(sources: Iterable[EventSource], scope: ScopeCore[S]) -> S:
 
         def logic(frontiers: list) -> bool:
             for number, source in enumerate(sources):
-                while (event := source.next()) is not None:
+                while (event := _next_event(source, number)) is not None:
                     if not _is_event(event):
                         raise ValueError(f"replay: log {number} gave {_shown(event)}, which "
                                          f"is no event: ('messages', time, batch) or "
@@ -419,6 +421,19 @@ def replay_into(sources: Iterable[EventSource], scope: ScopeCore[S]) -> S:
         return logic
     builder.build_reschedule(ctor)
     return stream
+
+
+def _not_events(why: str = "") -> ValueError:
+    return ValueError(f"not events written by an EventWriter (each is a length and a pickle; "
+                      f"this is not){why}")
+
+
+def _next_event(source: Any, number: int) -> tuple | None:
+    """``source.next()``, its ValueError naming the log by its ``number``."""
+    try:
+        return source.next()
+    except ValueError as error:
+        raise ValueError(f"replay: log {number} cannot be read: {error}") from error
 
 
 def _is_event(event: Any) -> bool:

@@ -225,7 +225,8 @@ EVENT = pickle.dumps(("messages", 0, [MessagesEvent(5, 0, True, 0, 0, 1, 2, 3)])
      "'MessagXsEvent' on <module 'sparktimely.logging.events'"),
     (EVENT.replace(b"sparktimely.logging", b"sparktimelX.logging"),
      "ModuleNotFoundError: No module named 'sparktimelX'"),
-    (b"\x80\x05\x8e" + struct.pack("<Q", 1 << 62) + b".", "MemoryError"),
+    (b"\x80\x05\x8e" + struct.pack("<Q", 1 << 62) + b".", "ValueError: not events written "
+     "by an EventWriter (each is a length and a pickle; this is not): MemoryError"),
     (pickle.dumps(("messages", 0, ["a", "b"])), "it holds 'a', not a logged event"),
 ], ids=["class", "module", "length", "not-events"])
 def test_a_damaged_event_record_is_named_in_one_line(tmp_path, record, problem):

@@ -217,3 +217,34 @@ def test_a_malformed_event_in_a_replayed_log_is_named_with_its_log(workers, even
         worker.step_while(lambda: not probe.done())
     with pytest.raises(st.WorkerError, match=rf"'Replay'.*replay: {told}"):
         st.execute(job, workers=workers)
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.parametrize("data, why", [
+    (b"\x05\0\0\0\0\0\0\0hello", ""),
+    (b"\x03\0\0\0\0\0\0\0\x80\x05K", ": UnpicklingError: pickle data was truncated"),
+    (b"\x02\0\0\0\0\0\0\0\x80\x05", ": EOFError: Ran out of input"),
+], ids=["no-pickle", "truncated", "empty"])
+@pytest.mark.timeout(60)
+def test_bytes_that_are_no_log_are_a_value_error_naming_the_replayed_log(tmp_path, workers,
+                                                                         data, why):
+    """API.md: bytes that are not an EventWriter's are a ValueError; a length and a broken
+    pickle gave pickle's own errors. In a replay, the error names the log by its place."""
+    path = tmp_path / "not-a.log"
+    path.write_bytes(data)
+    told = f"not events written by an EventWriter (each is a length and a pickle; this is " \
+           f"not){why}"
+    with pytest.raises(ValueError) as raised:
+        st.EventReader(path).next()
+    assert str(raised.value) == told
+
+    def job(worker):
+        link = st.EventLink()
+        link.push(("progress", [(0, -1)]))
+        probe = worker.dataflow(lambda scope: st.replay_into(
+            [link, st.EventReader(path)], scope).probe())
+        worker.step_while(lambda: not probe.done())
+    with pytest.raises(st.WorkerError) as failed:
+        st.execute(job, workers=workers)
+    assert f"operator 'Replay' (address (0, 0)) raised ValueError: replay: log 1 cannot be " \
+           f"read: {told}" in str(failed.value)
