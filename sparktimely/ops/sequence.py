@@ -108,7 +108,8 @@ class Sequencer:
         ['fine']
         """
         if self._closed:
-            raise RuntimeError("push on a closed Sequencer")
+            raise RuntimeError(f"Sequencer {self._name!r} on worker {self._index} cannot "
+                               f"take element {short_repr(element)}: it was closed")
         try:        # what the transport does with it (its out-of-band buffers are not copied)
             pickle_out_of_band(element)
         except Exception as error:

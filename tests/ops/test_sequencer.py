@@ -49,11 +49,12 @@ def test_next_returns_none_until_an_element_is_ready(workers):
     assert st.execute(job, workers=workers) == [("only", None)] * workers
 
 
-def test_push_after_close_is_an_error():
+def test_push_after_close_is_an_error_naming_the_sequencer_and_worker():
     def job(worker):
-        sequencer = st.Sequencer(worker)
+        sequencer = st.Sequencer(worker, name="orders")
         sequencer.close()
-        with pytest.raises(RuntimeError, match="closed Sequencer"):
+        with pytest.raises(RuntimeError, match="^Sequencer 'orders' on worker 0 cannot take "
+                                               "element 1: it was closed$"):
             sequencer.push(1)
         return True
     assert st.execute_directly(job)
