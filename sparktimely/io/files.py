@@ -53,12 +53,13 @@ def _check_format(format: str, known: Sequence[str], what: str) -> None:
         raise ValueError(f"{what}: unknown format {format!r} (known: {', '.join(known)})")
 
 
-def _rechunk(batches: Iterator[pa.RecordBatch], rows: int,
-             skip: int) -> Iterator[pa.RecordBatch]:
+def _rechunk(batches: Iterator[pa.RecordBatch], rows: int, skip: int,
+             fewer: Callable[[int], Exception] | None = None) -> Iterator[pa.RecordBatch]:
     """The rows of ``batches`` after the first ``skip``, in batches of exactly ``rows`` rows
-    (the last may be shorter), so that batch boundaries depend on row numbers only."""
+    (the last may be shorter), so that batch boundaries depend on row numbers only;
+    ``fewer(rows found)`` is raised if ``batches`` hold fewer than ``skip`` rows."""
     pending: list[pa.RecordBatch] = []
-    have = 0
+    have, rows_skipped = 0, skip
     for batch in batches:
         if skip:
             if skip >= batch.num_rows:
@@ -74,6 +75,8 @@ def _rechunk(batches: Iterator[pa.RecordBatch], rows: int,
             pending, have = ([rest] if rest.num_rows else []), rest.num_rows
     if have:
         yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+    if skip and fewer is not None:
+        raise fewer(rows_skipped - skip)
 
 
 class _FilePart:
@@ -98,13 +101,14 @@ class _FilePart:
         if source.format == "parquet":
             self.batches: Iterator[Any] = self._parquet(rows)
         elif source.format == "csv" and self.file.size() == 0:
-            self.batches = iter(())          # no header, no rows: as an empty file of lines
+            # no header, no rows: as an empty file of lines
+            self.batches = _rechunk(iter(()), rows, self.lines, self._fewer_rows)
         elif source.format == "csv":
             try:
                 reader = pacsv.open_csv(self.file)
             except (pa.ArrowException, UnicodeDecodeError, OSError) as error:
                 raise self._unreadable(error) from error
-            self.batches = _rechunk(iter(reader), rows, self.lines)
+            self.batches = _rechunk(iter(reader), rows, self.lines, self._fewer_rows)
         else:
             self.batches = self._lines(rows)
 
@@ -173,10 +177,13 @@ class _FilePart:
                           f"checkpointed run read: a file being read may grow, not shrink "
                           f"or be replaced")
 
+    def _fewer_rows(self, found: int) -> ValueError:
+        return self._shorter_than_read(f"{found} rows", f"{self.lines}")
+
     def _parquet(self, rows: int) -> Iterator[pa.RecordBatch]:
         parquet = pq.ParquetFile(self.file)
         if parquet.metadata.num_rows < self.lines:
-            raise self._shorter_than_read(f"{parquet.metadata.num_rows} rows", f"{self.lines}")
+            raise self._fewer_rows(parquet.metadata.num_rows)
         skip, group = self.lines, 0
         while group < parquet.num_row_groups and skip >= parquet.metadata.row_group(group).num_rows:
             skip -= parquet.metadata.row_group(group).num_rows
@@ -300,7 +307,7 @@ class FileSource:
     numbers (and byte offsets for line formats), so a resumed read continues with the same
     batches and epochs, and reads what was appended to a file since (a file that shrank is
     an error, and so is a last line read without its line end that was continued later:
-    append whole lines).
+    append whole lines; of a CSV file, whose positions count rows, this is not detected).
 
     >>> import tempfile, pyarrow as pa, pyarrow.parquet as pq, sparktimely as st
     >>> path = tempfile.mkdtemp() + "/numbers.parquet"

@@ -289,19 +289,30 @@ def test_a_resumed_read_of_lines_reads_what_was_appended_and_refuses_a_continued
         source.open(path, position).next_batch()
 
 
-def test_a_parquet_file_with_fewer_rows_than_a_resumed_position_is_refused(tmp_path):
-    path = str(tmp_path / "rows.parquet")
-    pq.write_table(table(9), path)
-    source = FileSource([path], batch_rows=4)
+@pytest.mark.parametrize("format", ["parquet", "csv"])
+def test_a_file_with_fewer_rows_than_a_resumed_position_is_refused(tmp_path, format):
+    """A CSV file was read as having nothing more (and rows written to it later were
+    skipped as if read)."""
+    path = str(tmp_path / f"rows.{format}")
+    write = (lambda data: pq.write_table(data, path)) if format == "parquet" else \
+        (lambda data: pacsv.write_csv(data, path))
+    write(table(9))
+    source = FileSource([path], format=format, batch_rows=4)
     part = source.open(path, None)
     read_all(part)
-    pq.write_table(table(12), path)                              # grown: the rest is read
+    write(table(12))                                             # grown: the rest is read
     assert [rows_of(b) for _, b in read_all(source.open(path, part.snapshot()))] == \
         [[(n, f"w{n % 7}") for n in range(9, 12)]]
-    pq.write_table(table(5), path)
-    with pytest.raises(ValueError, match=re.escape(
-            f"FileSource: {path} has 5 rows, fewer than the 9 a checkpointed run read")):
-        source.open(path, part.snapshot()).next_batch()
+    for rows in (5, 0):
+        write(table(rows))
+        with pytest.raises(ValueError, match=re.escape(
+                f"FileSource: {path} has {rows} rows, fewer than the 9 a checkpointed run "
+                f"read")):
+            read_all(source.open(path, part.snapshot()))
+    open(path, "w").close()                                      # no header either
+    if format == "csv":
+        with pytest.raises(ValueError, match=re.escape(f"{path} has 0 rows, fewer than")):
+            read_all(source.open(path, part.snapshot()))
 
 
 def test_a_directory_lists_its_visible_files_in_order_each_time(tmp_path):
