@@ -193,31 +193,34 @@ class _FilePart:
                                                      row_groups=range(group, parquet.num_row_groups)),
                                 rows, skip)
 
-    def _resume_at_a_line_start(self) -> None:
-        """Check where a resumed read of lines starts: the file must still reach as far as
-        the checkpointed run read, and if that run's last line had no line end (the file
-        ended inside it then), the file may since have ended that line (a line end
-        appended: reading goes on after it) but not continued it, which would make the
-        line read then only the start of a longer one."""
+    def _resume_at_a_line_start(self) -> bool:
+        """Check where a resumed read of lines starts, and whether it can read on now: the
+        file must still reach as far as the checkpointed run read, and if that run's last
+        line had no line end (the file ended inside it then), the file may since have ended
+        that line (a line end appended: reading goes on after it; only the ``\\r`` of a
+        ``\\r\\n`` so far: nothing more is read yet) but not continued it, which would
+        make the line read then only the start of a longer one."""
         size = self.file.size()
         if size < self.offset:
             raise self._shorter_than_read(f"{size} bytes", f"{self.offset}")
         self.file.seek(self.offset - 1)
         around = self.file.read(3)
         if around[:1] == b"\n" or len(around) == 1:
-            return
+            return True
+        if around[1:] == b"\r":
+            return False
         for line_end in (b"\n", b"\r\n"):
             if around[1:].startswith(line_end):
                 self.offset += len(line_end)
-                return
+                return True
         raise ValueError(f"FileSource: {self.path} line {self.lines} had no line end when a "
                          f"checkpointed run read it as the file's last line, and the file "
                          f"has since continued that line; append whole lines, each ending "
                          f"in a line end, to a file being read")
 
     def _lines(self, rows: int) -> Iterator[list]:
-        if self.offset:
-            self._resume_at_a_line_start()
+        if self.offset and not self._resume_at_a_line_start():
+            return
         self.file.seek(self.offset)
         reader = io.BufferedReader(self.file, 1 << 20)
         text = self.source.format == "text"

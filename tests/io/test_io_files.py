@@ -289,6 +289,24 @@ def test_a_resumed_read_of_lines_reads_what_was_appended_and_refuses_a_continued
         source.open(path, position).next_batch()
 
 
+def test_a_line_end_written_halfway_waits_for_its_second_byte(tmp_path):
+    """A writer ending a line with \\r\\n may have written only the \\r when a run
+    resumes: that was told as a continued line."""
+    path = str(tmp_path / "lines.txt")
+    with open(path, "w", newline="") as out:
+        out.write("l1\r\nl2")
+    source = FileSource([path], format="text", batch_rows=5)
+    part = source.open(path, None)
+    assert read_all(part) == [(0, ["l1", "l2"])]
+    with open(path, "a", newline="") as out:
+        out.write("\r")
+    resumed = source.open(path, part.snapshot())
+    assert read_all(resumed) == [] and resumed.snapshot() == part.snapshot()
+    with open(path, "a", newline="") as out:
+        out.write("\nl3\r\n")
+    assert read_all(source.open(path, part.snapshot())) == [(1, ["l3"])]
+
+
 @pytest.mark.parametrize("format", ["parquet", "csv"])
 def test_a_file_with_fewer_rows_than_a_resumed_position_is_refused(tmp_path, format):
     """A CSV file was read as having nothing more (and rows written to it later were
