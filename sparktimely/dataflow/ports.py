@@ -12,6 +12,7 @@ from collections import deque
 from itertools import islice
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
+from ..errors import require_positive_int
 from ..progress.frontier import MutableAntichain
 from ..progress.timestamp import TimeKind, Timestamp
 from .capability import Capability, CapabilityError, InputCapability
@@ -22,7 +23,21 @@ if TYPE_CHECKING:
 BATCH_SIZE = 4096
 """Records buffered per time by an output session before they are sent as one batch."""
 
-QUEUE_LIMIT = int(os.environ.get("SPARKTIMELY_QUEUE_LIMIT", "16"))
+
+def _queue_limit_of_environment() -> int:
+    """``$SPARKTIMELY_QUEUE_LIMIT`` (16 if unset); a ValueError naming it unless it is a
+    positive integer (a limit below 1 never has room: lazily given records never left)."""
+    text = os.environ.get("SPARKTIMELY_QUEUE_LIMIT", "16")
+    try:
+        limit = int(text)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise ValueError(f"$SPARKTIMELY_QUEUE_LIMIT must be a positive integer, got {text!r}")
+    return limit
+
+
+QUEUE_LIMIT = _queue_limit_of_environment()
 """Batches that records given lazily (``Session.give_iterator_later``) may leave waiting in
 each consumer's queue on this worker before the producing operator yields to the scheduler;
 the default of ``OutputHandle.queue_limit``."""
@@ -392,6 +407,8 @@ class OutputHandle:
         """Send batches of lazily given records while every consumer on this worker has
         room; True if records remain."""
         pending, port, limit = self._pending, self._port, self.queue_limit
+        if limit.__class__ is not int or limit < 1:     # (a limit below 1 never has room)
+            require_positive_int(limit, f"output {self._index}'s queue_limit")
         while pending:
             capability, records = pending[0]
             while port.has_room(limit):

@@ -1,6 +1,11 @@
 """Rate-controlled output: lazily given records wait in bounded queues, at 1-3 workers."""
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+
 import pytest
 
 import sparktimely as st
@@ -58,6 +63,39 @@ def test_queue_limit_is_set_per_output(workers):
     results = st.execute(job, workers=workers)
     assert all(peak <= 2 for peak, _ in results)
     assert merged(c for _, c in results) == [(0, [20 * BATCH_SIZE] * workers)]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.parametrize("limit", [0, -1, 2.5])
+def test_a_queue_limit_that_can_never_have_room_is_named(workers, limit):
+    """A limit below 1 never had room: the operator rescheduled itself forever, the stall
+    detection never firing."""
+    def job(worker):
+        def ctor(cap, info):
+            def logic(output):
+                output.queue_limit = limit
+                output.session(cap).give_iterator_later(iter(range(5)))
+                cap.drop()
+            return logic
+        worker.dataflow(lambda scope: st.source(scope, "Lazy", ctor).probe())
+        worker.run()
+    with pytest.raises(st.WorkerError, match=re.escape(
+            f"operator 'Lazy' (address (0, 0)) raised ValueError: output 0's queue_limit "
+            f"must be a positive integer, got {limit!r}")):
+        st.execute(job, workers=workers)
+
+
+@pytest.mark.parametrize("value", ["0", "many"])
+def test_a_queue_limit_variable_that_is_no_positive_integer_is_named(value):
+    """SPARKTIMELY_QUEUE_LIMIT=0 hung every lazily given output; a word failed the import
+    with int()'s words."""
+    done = subprocess.run([sys.executable, "-c", "import sparktimely"], capture_output=True,
+                          text=True, timeout=60,
+                          env=dict(os.environ, SPARKTIMELY_QUEUE_LIMIT=value))
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        f"ValueError: $SPARKTIMELY_QUEUE_LIMIT must be a positive integer, got {value!r}")
 
 
 def test_a_lazy_iterator_that_raises_names_the_operator():
