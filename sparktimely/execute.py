@@ -655,7 +655,20 @@ def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
     >>> plan = [WorkerAddress("localhost", 0, "here", mesh=job_prefix())] * 2
     >>> run_workers(lambda worker: worker.index * 10, plan, {0: None, 1: None})
     [0, 10]
+    >>> run_workers(lambda worker: None, plan, {-1: None})
+    Traceback (most recent call last):
+    ValueError: run_workers: worker index -1 is not in 0..1 (the plan's workers)
     """
+    require_function("run_workers", func)
+    if not plan:
+        raise ValueError("run_workers: the plan names no worker")
+    if not listeners:
+        raise ValueError("run_workers: listeners names none of this process's workers")
+    for index in sorted(listeners, key=repr):
+        if isinstance(index, bool) or not isinstance(index, int) or \
+                not 0 <= index < len(plan):
+            raise ValueError(f"run_workers: worker index {index!r} is not in "
+                             f"0..{len(plan) - 1} (the plan's workers)")
     return _supervisor.run_workers(func, plan, listeners, args=args, timeout=timeout,
                                    stall_limit=stall_limit, peer_lost_grace=peer_lost_grace)
 

@@ -1,5 +1,6 @@
 """Many workers on one host: real forked processes talking through shared memory."""
 import os
+import re
 import signal
 import time
 
@@ -420,3 +421,24 @@ def test_numpy_records_are_writable_wherever_they_were_sent_from(workers):
     got = sorted(pair for part in st.execute(job, workers=workers) for pair in part)
     sizes = [3, 5_000, 400_000] * 3
     assert got == sorted((i + 1, (i + 1) * n) for i, n in enumerate(sizes))
+
+
+def test_run_workers_refuses_what_names_no_worker_of_its_plan_before_starting_any():
+    """A listener index outside the plan waited out the connect timeout (60 s) and blamed
+    worker 0's shared memory; an empty plan or listeners was an IndexError; a function
+    that is none failed inside the forked worker."""
+    from sparktimely.comm import WorkerAddress
+    from sparktimely.execute import run_workers
+    from sparktimely.shm import job_prefix
+    plan = [WorkerAddress("localhost", 0, "here", mesh=job_prefix())] * 2
+    started = time.monotonic()
+    for func, job_plan, listeners, error, told in [
+            (len, plan, {-1: None, 0: None}, ValueError, "worker index -1 is not in 0..1"),
+            (len, plan, {5: None}, ValueError, "worker index 5 is not in 0..1"),
+            (len, plan, {}, ValueError, "listeners names none of this process's workers"),
+            (len, [], {0: None}, ValueError, "the plan names no worker"),
+            (42, plan, {0: None}, TypeError, "expected a function, got 42 (int)")]:
+        with pytest.raises(error, match=re.escape(f"run_workers: {told}")):
+            run_workers(func, job_plan, listeners, timeout=30)
+    assert time.monotonic() - started < 5
+    assert run_workers(lambda worker: worker.index, plan, {0: None, 1: None}) == [0, 1]
