@@ -439,12 +439,18 @@ def positive_seconds(text: str) -> float:
     return value
 
 
+def _log_dir_problem(path: str | os.PathLike) -> str | None:
+    """Why logs cannot be written to ``path`` (None if they can), naming it."""
+    problem = directory_problem(path)
+    return None if problem is None else \
+        f"cannot write logs to {os.fspath(path) or repr('')}: {problem}"
+
+
 def _log_directory(path: str) -> str:
     """``--log-dir``: a usage error, before anything runs, if logs cannot be written there."""
-    problem = directory_problem(path)
+    problem = _log_dir_problem(path)
     if problem is not None:
-        raise argparse.ArgumentTypeError(f"cannot write logs to {path or repr(path)}: "
-                                         f"{problem}")
+        raise argparse.ArgumentTypeError(problem)
     return path
 
 
@@ -674,9 +680,8 @@ def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
 
 
 def _run(func: Callable[[Worker], Any], config: Config) -> list[Any]:
-    if config.log_dir is not None and (problem := directory_problem(config.log_dir)):
-        raise ValueError(f"log_dir: cannot write logs to "
-                         f"{os.fspath(config.log_dir) or repr('')}: {problem}")
+    if config.log_dir is not None and (problem := _log_dir_problem(config.log_dir)):
+        raise ValueError(f"log_dir: {problem}")
     try:
         if config.checkpoint_dir is None:
             return _run_workers(func, config)

@@ -99,8 +99,9 @@ def log_to_directory(worker: "Worker", directory: str | os.PathLike,
     with open(stem + ".json", "w") as meta:
         json.dump({"worker": worker.index, "peers": worker.peers, "pid": os.getpid(),
                    "host": socket.gethostname(), "epoch_ns": registry.epoch_ns}, meta)
-    if not progress and os.path.exists(f"{stem}.{SUFFIXES['timely/progress']}"):
-        os.remove(f"{stem}.{SUFFIXES['timely/progress']}")      # an earlier run's
+    earlier_progress = f"{stem}.{SUFFIXES['timely/progress']}"
+    if not progress and os.path.exists(earlier_progress):
+        os.remove(earlier_progress)
     for name in ("timely", "timely/progress") if progress else ("timely",):
         registry.add(name, BatchLogger(EventWriter(f"{stem}.{SUFFIXES[name]}")), kept=True)
 
