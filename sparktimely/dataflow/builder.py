@@ -484,18 +484,8 @@ class OperatorBuilder(Generic[S]):
 
 def unary_operator(stream: S, pact: Pact | type, name: str, ctor: Callable, *,
                    frontier: bool) -> S:
-    require_function(f"{name} (unary{'_frontier' if frontier else ''})", ctor)
-    builder = OperatorBuilder(name, stream.scope)
-    input = builder.new_input(stream, pact)
-    output, result = builder.new_output()
-    builder.set_notify(frontier)
-
-    def build(capabilities):
-        logic = returned_logic(ctor(capabilities[0], OperatorInfo(name, builder.index,
-                                                                  builder.address)))
-        return lambda frontiers: logic(input, output)
-    builder.build(build)
-    return result
+    """The operator of ``stream.unary`` (``frontier``: ``unary_frontier``)."""
+    return _constructed_operator([stream], [pact], name, ctor, frontier)
 
 
 def per_batch(stream: S, pact: Pact | type, name: str,
@@ -523,16 +513,29 @@ def per_batch(stream: S, pact: Pact | type, name: str,
 
 def binary_operator(stream1: S, stream2: S, pact1: Pact | type, pact2: Pact | type, name: str,
                     ctor: Callable, *, frontier: bool) -> S:
-    require_function(f"{name} (binary{'_frontier' if frontier else ''})", ctor)
-    builder = OperatorBuilder(name, stream1.scope)
-    input1 = builder.new_input(stream1, pact1)
-    input2 = builder.new_input(stream2, pact2)
+    """The operator of ``stream1.binary`` (``frontier``: ``binary_frontier``)."""
+    return _constructed_operator([stream1, stream2], [pact1, pact2], name, ctor, frontier)
+
+
+def _constructed_operator(streams: Sequence[S], pacts: Sequence[Pact | type], name: str,
+                          ctor: Callable, frontier: bool) -> S:
+    """An operator of one output whose ``ctor(capability, info)`` returns its logic, called
+    as ``logic(*inputs, output)`` (timely's ``unary``/``binary`` and their ``_frontier``
+    forms; ``frontier`` asks to be scheduled when an input frontier moves)."""
+    kind = "unary" if len(streams) == 1 else "binary"
+    require_function(f"{name} ({kind}{'_frontier' if frontier else ''})", ctor)
+    builder = OperatorBuilder(name, streams[0].scope)
+    inputs = [builder.new_input(stream, pact) for stream, pact in zip(streams, pacts)]
     output, result = builder.new_output()
     builder.set_notify(frontier)
 
     def build(capabilities):
         logic = returned_logic(ctor(capabilities[0], OperatorInfo(name, builder.index,
                                                                   builder.address)))
+        if len(inputs) == 1:
+            input, = inputs
+            return lambda frontiers: logic(input, output)
+        input1, input2 = inputs
         return lambda frontiers: logic(input1, input2, output)
     builder.build(build)
     return result
