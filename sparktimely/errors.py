@@ -111,6 +111,16 @@ def require_positive_int(value: object, name: str) -> None:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
+def empty_path_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` names no directory if it is empty, else None: the one check of a directory
+    argument that needs no file system (the directory may be on other hosts).
+
+    >>> empty_path_problem(""), empty_path_problem("logs")
+    ('an empty path names no directory', None)
+    """
+    return None if os.fspath(path) else "an empty path names no directory"
+
+
 def describe(error: BaseException) -> str:
     """``Type: message`` of ``error``, as failures are told, also when its ``str()`` fails.
 

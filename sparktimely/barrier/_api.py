@@ -13,7 +13,7 @@ from ..worker import Worker
 from ..io.checkpoints import RecoveryError, checkpointing, committed_epochs, \
     reraise_recovery_error
 from ..comm.net import connect_timeout
-from ..errors import require_function, require_positive_int
+from ..errors import empty_path_problem, require_function, require_positive_int
 from ..execute import check_run_options
 from ..logging import observing
 from ._cancel import FailureMemo, StageCanceller, driver_host
@@ -184,9 +184,12 @@ def _log_dir(log_dir: str | os.PathLike | None) -> str | None:
     >>> _log_dir("/tmp/logs"), _log_dir(None)
     ('/tmp/logs', None)
     """
-    if log_dir is not None and not os.fspath(log_dir):
-        raise ValueError("log_dir: an empty path names no directory")
-    return None if log_dir is None else os.path.abspath(log_dir)
+    if log_dir is None:
+        return None
+    empty = empty_path_problem(log_dir)
+    if empty is not None:
+        raise ValueError(f"log_dir: {empty}")
+    return os.path.abspath(log_dir)
 
 
 def _name_of(func: Callable) -> str:

@@ -56,7 +56,9 @@ import time
 import types
 from typing import Callable, Sequence
 
-from sparktimely.execute import at_least, positive_seconds  # absolute: run as a file too
+# Absolute: spark-submit runs this module as a file, outside its package.
+from sparktimely.errors import empty_path_problem
+from sparktimely.execute import at_least, positive_seconds
 
 __all__ = ["JavaMissing", "load_function", "main", "require_java"]
 
@@ -164,8 +166,9 @@ def _setting(text: str) -> tuple[str, str]:
 
 def _directory_name(text: str) -> str:
     """An argparse type: a directory on the executors' hosts (checked there), not empty."""
-    if not text:
-        raise argparse.ArgumentTypeError("an empty path names no directory")
+    empty = empty_path_problem(text)
+    if empty is not None:
+        raise argparse.ArgumentTypeError(empty)
     return text
 
 

@@ -29,7 +29,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import describe, short_repr
+from ..errors import describe, empty_path_problem, short_repr
 from ..ops.capture import EventReader, EventWriter
 from .events import ChannelsEvent, OperatesEvent, ProgressEvent
 from .registry import BatchLogger, registry_of
@@ -55,8 +55,9 @@ def directory_problem(directory: str | os.PathLike) -> str | None:
     >>> directory_problem("")
     'an empty path names no directory'
     """
-    if not os.fspath(directory):
-        return "an empty path names no directory"
+    empty = empty_path_problem(directory)
+    if empty is not None:
+        return empty
     path = os.path.abspath(directory)
     while not os.path.exists(path):
         path = os.path.dirname(path)                  # the root exists: this ends

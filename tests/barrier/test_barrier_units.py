@@ -267,6 +267,24 @@ def test_the_barrier_forms_refuse_what_is_not_a_function_before_spark_runs_anyth
         run(ScriptedContext([(0.0, 2)], age=120.0), lambda worker: None, True)
 
 
+def test_an_empty_log_directory_is_refused_in_the_words_of_the_one_check():
+    """barrier's log_dir and sparktimely-submit's --log-dir name a directory on the executors,
+    so they check only what the driver can: that the path is not empty (as execute's check of
+    a directory on the driver does first)."""
+    import argparse
+    from sparktimely.barrier._api import _log_dir
+    from sparktimely.barrier.submit import _directory_name
+    from sparktimely.errors import empty_path_problem
+    from sparktimely.logging.files import directory_problem
+    empty = empty_path_problem("")
+    assert empty is not None and directory_problem("") == empty
+    with pytest.raises(ValueError, match=f"^log_dir: {re.escape(empty)}$"):
+        _log_dir("")
+    with pytest.raises(argparse.ArgumentTypeError, match=f"^{re.escape(empty)}$"):
+        _directory_name("")
+    assert empty_path_problem("logs") is None and _directory_name("logs") == "logs"
+
+
 @pytest.mark.timeout(60)
 def test_a_task_whose_first_worker_of_the_host_never_comes_fails_naming_it():
     """Task 1 of a stage of 2 on one host, whose task 0 (the one that makes the host's
