@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import weakref
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple, Protocol
 
 from ..hashing import calls_hash
 from ..progress.exchange import ProgressExchange
@@ -55,6 +55,15 @@ class Closeable(Protocol):
     """Anything a dataflow can hold until it is dropped (:meth:`Dataflow.hold`)."""
 
     def close(self) -> None: ...
+
+
+class OpenInput(NamedTuple):
+    """An input that alone keeps a dataflow from completing (see
+    :meth:`Dataflow.open_inputs`): its ``kind``, ``"handle"`` (an input handle not closed) or
+    ``"unordered"`` (an unordered input's capability or session), and its ``description``."""
+
+    kind: Literal["handle", "unordered"]
+    description: str
 
 
 class Dataflow:
@@ -405,31 +414,32 @@ class Dataflow:
         self._heap = []
         self._input_handles = []
 
-    def open_inputs(self) -> list[str]:
-        """Descriptions of the input handles that alone keep this dataflow from completing
-        (empty if anything else holds a pointstamp, or if another worker's copy of an input,
-        at an earlier time than this worker's, is what holds it: a busy peer, not a
+    def open_inputs(self) -> list[OpenInput]:
+        """The inputs (input handles, unordered inputs) that alone keep this dataflow from
+        completing (empty if anything else holds a pointstamp, or if another worker's copy of
+        an input, at an earlier time than this worker's, is what holds it: a busy peer, not a
         forgotten handle here)."""
         tracker = self.tracker
         # Capabilities, at operators' outputs: counts of messages at their inputs may stay
         # unshared while a capability upstream holds their time (they could move nothing).
         held = {port.location for operator in self.operators for port in operator.outputs
                 if not tracker.pointstamps(port.location).is_empty()}
-        inputs = {}
+        inputs: dict[Any, tuple[Literal["handle", "unordered"], str, int]] = {}
         for handle_ref, operator in self._input_handles:
             handle = handle_ref()
             location = self.operators[operator].outputs[0].location
             if handle is not None and not handle._closed and \
                     not tracker.pointstamps(location).less_than(handle.time()):
-                inputs[location] = (f"input handle {handle.name!r}", operator)
+                inputs[location] = ("handle", f"input handle {handle.name!r}", operator)
         for operator in self._unordered_inputs:
             inputs[self.operators[operator].outputs[0].location] = (
-                "an unordered input, by a capability not dropped or a session not ended,", operator)
+                "unordered", "an unordered input, by a capability not dropped or a session not "
+                "ended,", operator)
         if not held or not held <= inputs.keys():
             return []
-        return [f"{inputs[location][0]} (operator {self.operators[inputs[location][1]].name!r} "
-                f"at address {self.operators[inputs[location][1]].address})"
-                for location in sorted(held)]
+        return [OpenInput(kind, f"{what} (operator {self.operators[operator].name!r} at address "
+                                f"{self.operators[operator].address})")
+                for kind, what, operator in (inputs[location] for location in sorted(held))]
 
 
 def _describe(names: list[str]) -> str:

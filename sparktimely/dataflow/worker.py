@@ -679,12 +679,13 @@ class _Idleness:
                 open_inputs = dataflow.open_inputs()
                 if open_inputs:
                     self.hinted.add(dataflow.index)
-                    advice = [self.handle_advice] if any(
-                        held.startswith("input handle") for held in open_inputs) else []
-                    if any(held.startswith("an unordered input") for held in open_inputs):
+                    kinds = {held.kind for held in open_inputs}
+                    advice = [self.handle_advice] if "handle" in kinds else []
+                    if "unordered" in kinds:
                         advice.append(_UNORDERED_ADVICE)
                     logger.warning("worker %d: dataflow %r (index %d) %s %s", worker.index,
                                    dataflow.name, dataflow.index, self.hint.format(
-                                       inputs=" and ".join(open_inputs),
+                                       inputs=" and ".join(held.description
+                                                           for held in open_inputs),
                                        s="s" if len(open_inputs) == 1 else ""),
                                    " ".join(advice))

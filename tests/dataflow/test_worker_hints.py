@@ -157,3 +157,33 @@ def test_an_unordered_input_that_alone_holds_a_dataflow_is_named(run, monkeypatc
     assert "it open. Drop an unordered input's capabilities (drop()) and end its sessions " \
            "once its input is done." in caplog.text
     assert "input handle" not in caplog.text
+
+
+def test_an_input_handle_and_an_unordered_input_are_told_apart_by_kind(run, monkeypatch,
+                                                                        caplog):
+    """open_inputs gives each input's kind beside its description, and the hint takes its
+    advice from the kinds (not from how a description begins): both remedies for both."""
+    monkeypatch.setattr(st.Worker, "idle_hint_after", 0.05)
+
+    def job(worker):
+        lines = st.InputHandle("lines")
+
+        def build(scope):
+            (_, capability), events = scope.new_unordered_input()
+            events.concat(scope.input_from(lines)).probe()
+            return capability
+        capability = worker.dataflow(build, name="both")
+        deadline = time.monotonic() + 0.3
+        worker.step_while(lambda: time.monotonic() < deadline)
+        kinds = sorted(held.kind for held in worker.dataflows()[0].open_inputs())
+        lines.close()
+        capability.drop()
+        worker.run()
+        return kinds
+    with caplog.at_level(logging.WARNING, logger="sparktimely"):
+        assert run(job) == [["handle", "unordered"]] * run.workers
+    hints = [r.getMessage() for r in caplog.records if "dataflow 'both'" in r.getMessage()]
+    assert hints and all("only an unordered input" in hint and "and input handle 'lines'" in hint
+                         and "Advance an input handle" in hint
+                         and "Drop an unordered input's capabilities" in hint
+                         for hint in hints), caplog.text
