@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable, Iterator
 
+from ..errors import short_repr
 from ..progress.timestamp import TimeKind, Timestamp, advance, less_equal, relation
 
 if TYPE_CHECKING:
@@ -33,6 +34,21 @@ def not_earlier(kind: "TimeKind", time: Timestamp, later: Timestamp, where: str 
     except (AttributeError, TypeError):
         kind.check(later, where)
         raise
+
+
+def require_output_index(place: str, output: object) -> None:
+    """A TypeError naming ``place`` unless ``output`` is an output's index: an int (or
+    anything with ``__index__``, as numpy's ints), not a bool. Comparing it with the number of
+    outputs would fail inside Python's own comparison, naming neither.
+
+    >>> require_output_index("delayed_for_output", "1")
+    Traceback (most recent call last):
+    ...
+    TypeError: delayed_for_output: output must be an int (an output index), got '1' (str)
+    """
+    if isinstance(output, bool) or not hasattr(type(output), "__index__"):
+        raise TypeError(f"{place}: output must be an int (an output index), got "
+                        f"{short_repr(output)} ({type(output).__name__})")
 
 
 class CapabilityError(RuntimeError):
@@ -337,6 +353,7 @@ class InputCapability:
         >>> _ = st.example(lambda s: s.to_stream("ab").unary(st.Pipeline, "Retain", ctor).probe())
         Capability(0)
         """
+        require_output_index("retain_for_output", output)
         return self._delayed_for_output(self.time, output, "retain")
 
     def delayed(self, t: Timestamp) -> Capability:
@@ -373,6 +390,7 @@ class InputCapability:
         Capability(2)
         operator has no output 1
         """
+        require_output_index("delayed_for_output", output)
         return self._delayed_for_output(time, output, "delay")
 
     def _delayed_for_output(self, time: Timestamp, output: int, call: str) -> Capability:

@@ -135,6 +135,31 @@ def test_input_capability_delayed_backwards(run):
         assert "5" in errors[0] and "4" in errors[0]
 
 
+@pytest.mark.parametrize("output", ["1", True, 1.0, None])
+@pytest.mark.parametrize("call", ["delayed_for_output", "retain_for_output"])
+def test_an_output_that_is_no_index_names_the_call_and_the_value(call, output):
+    """'1' failed inside Python's comparison ('<=' not supported), 1.0 as a list index, and
+    True passed for output 1: none named the argument. (An argument check: one worker.)"""
+    told = []
+
+    def ctor(cap, info):
+        cap.drop()
+
+        def logic(input, output_handle):
+            for cap, batch in input:
+                try:
+                    if call == "delayed_for_output":
+                        cap.delayed_for_output(cap.time, output)
+                    else:
+                        cap.retain_for_output(output)
+                except TypeError as error:
+                    told.append(str(error))
+        return logic
+    st.example(lambda scope: scope.to_stream("a").unary(st.Pipeline, "Later", ctor).probe())
+    assert told == [f"{call}: output must be an int (an output index), got {output!r} "
+                    f"({type(output).__name__})"]
+
+
 @pytest.mark.parametrize("use", ["session", "delayed", "downgrade", "time", "give_at"])
 def test_capability_used_after_drop(run, use):
     def action(cap, output):
