@@ -148,6 +148,7 @@ def run(spark, func: Callable[[Worker], R], num_workers: int, *, args: Sequence[
                         "(under Spark Connect use map_in_arrow)")
     require_positive_int(max_attempts, "max_attempts")
     _check_options(timeout, stall_limit, checkpoint_every, checkpoint_dir)
+    directory = _log_dir(log_dir)
     check(sc, num_workers)
     ship(sc)
     description = f"sparktimely: run {_name_of(func)} on {num_workers} workers"
@@ -155,7 +156,7 @@ def run(spark, func: Callable[[Worker], R], num_workers: int, *, args: Sequence[
         func = checkpointing(func, checkpoint_dir, checkpoint_every)
     if progress:
         _stop_spark_progress_bar(sc)
-    with observing(func, log_dir=_log_dir(log_dir), progress=progress,
+    with observing(func, log_dir=directory, progress=progress,
                    host=driver_host(sc)) as job, _job_described(sc, description), \
             _failures_told_once(sc):
         task = on_executor(partial(run_task, job, list(args), timeout, stall_limit))
@@ -343,12 +344,14 @@ def map_partitions(rdd: RDD[Any], build: Callable[[Scope, Stream], Stream], *,
     """
     require_function("sparktimely.barrier.map_partitions", build,
                      "build must be a function build(scope, stream)")
+    _check_options(timeout, stall_limit, checkpoint_every, checkpoint_dir)
+    directory = _log_dir(log_dir)
     workers = rdd.getNumPartitions()
     if workers == 0:                    # nothing to run (Spark runs no task either)
         return rdd.context.emptyRDD()
     check(rdd.context, workers)
     ship(rdd.context)
-    options = _task_options(rdd.context, timeout, stall_limit, log_dir, checkpoint_dir,
+    options = _task_options(rdd.context, timeout, stall_limit, directory, checkpoint_dir,
                             checkpoint_every)
     return rdd.barrier().mapPartitions(on_executor(partial(records_task, build, options))
                                        ).setName(f"sparktimely: map_partitions {_name_of(build)} on {workers} workers")
@@ -380,6 +383,8 @@ def map_in_arrow(df: DataFrame, build: Callable[[Scope, Stream], Stream],
     """
     require_function("sparktimely.barrier.map_in_arrow", build,
                      "build must be a function build(scope, stream)")
+    _check_options(timeout, stall_limit, checkpoint_every, checkpoint_dir)
+    directory = _log_dir(log_dir)
     spark = df.sparkSession
     if num_workers is not None:
         check(spark, num_workers)
@@ -397,8 +402,8 @@ def map_in_arrow(df: DataFrame, build: Callable[[Scope, Stream], Stream],
         check(spark, partitions)
     spark_schema, arrow_schema = _schemas(spark, schema)
     ship(spark)
-    options = _task_options(context_of(spark), timeout, stall_limit, log_dir, checkpoint_dir,
-                            checkpoint_every)
+    options = _task_options(context_of(spark), timeout, stall_limit, directory,
+                            checkpoint_dir, checkpoint_every)
     workers = f" on {num_workers} workers" if num_workers is not None else ""
     task = on_executor(partial(arrow_task, build, arrow_schema, options),
                        f"sparktimely: map_in_arrow {_name_of(build)}{workers}")
@@ -422,12 +427,12 @@ def _check_options(timeout: float | None, stall_limit: float | None,
 
 def _task_options(sc, timeout, stall_limit, log_dir, checkpoint_dir,
                   checkpoint_every) -> TaskOptions:
-    """The lazy forms' task options: with the driver's stage canceller when there is a
-    SparkContext, else (Spark Connect) with a failure memo (see :mod:`._cancel`)."""
-    _check_options(timeout, stall_limit, checkpoint_every, checkpoint_dir)
+    """The lazy forms' task options (checked by :func:`_check_options`, ``log_dir`` resolved
+    by :func:`_log_dir`): with the driver's stage canceller when there is a SparkContext,
+    else (Spark Connect) with a failure memo (see :mod:`._cancel`)."""
     canceller = StageCanceller.address_for(sc)
     return TaskOptions(timeout=timeout, stall_limit=stall_limit, canceller=canceller,
-                       memo=None if canceller else FailureMemo.new(), log_dir=_log_dir(log_dir),
+                       memo=None if canceller else FailureMemo.new(), log_dir=log_dir,
                        checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every)
 
 

@@ -241,13 +241,28 @@ def test_an_old_application_or_dynamic_allocation_is_refused_at_once():
     ({"stall_limit": float("inf")}, "stall_limit must be at most 1000000 seconds (11.6 days), "
                                     "got inf"),
     ({"timeout": 1e10}, "timeout must be at most 1000000 seconds (11.6 days), got "
-                        "10000000000.0")])
-def test_run_refuses_bad_options_before_any_stage(option, message):
+                        "10000000000.0"),
+    ({"log_dir": ""}, "log_dir: an empty path names no directory")])
+def test_the_barrier_forms_refuse_bad_options_before_any_stage(option, message):
     """As execute does: before the slot check (which would find the scripted context's 2
-    slots too few for 3 workers) and before any barrier stage is launched."""
-    from sparktimely.barrier import run
+    slots too few for 3 workers) and before any barrier stage is launched, in run and in
+    the lazy forms (whose RDD and DataFrame here have 3 partitions)."""
+    from sparktimely.barrier import map_in_arrow, map_partitions, run
+    context = ScriptedContext([(0.0, 2)], age=120.0)
+
+    class Partitioned:                            # an RDD, and a DataFrame's .rdd
+        def __init__(self) -> None:
+            self.context = self.rdd = self
+            self.sparkSession = context
+
+        def getNumPartitions(self) -> int:
+            return 3
     with pytest.raises(ValueError, match=re.escape(message)):
-        run(ScriptedContext([(0.0, 2)], age=120.0), lambda worker: None, 3, **option)
+        run(context, lambda worker: None, 3, **option)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        map_partitions(Partitioned(), lambda scope, stream: stream, **option)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        map_in_arrow(Partitioned(), lambda scope, stream: stream, "x long", **option)
 
 
 def test_the_barrier_forms_refuse_what_is_not_a_function_before_spark_runs_anything():
