@@ -367,8 +367,11 @@ class Collection:
         """
         return self._arranged(name, False, None)
 
-    def _arranged(self, name: str, pairs: bool, key: KeyColumns) -> "Arranged[TraceHandle]":
-        stream, box = arrange_stream(self.inner, name, pairs, key)
+    def _arranged(self, name: str, pairs: bool, key: KeyColumns,
+                  call: str | None = None) -> "Arranged[TraceHandle]":
+        """The arrangement of ``arrange_by_key``/``arrange_by_self``; ``call``: the operator
+        (join, semijoin, antijoin) it is made for, whose ``on`` its errors name."""
+        stream, box = arrange_stream(self.inner, name, pairs, key, call)
         return Arranged(stream, TraceHandle(box), key)
 
     def consolidate(self) -> "Collection":
@@ -403,7 +406,8 @@ class Collection:
         [(0, [((1, ('ann', 'cat')), 0, 1), ((1, ('ann', 'dog')), 0, 1)])]
         """
         _require_collection("join", other)
-        return Collection(join_core_stream(self.arrange_by_key(on), other.arrange_by_key(on),
+        return Collection(join_core_stream(self._arranged("ArrangeByKey", True, on, "join"),
+                                           other._arranged("ArrangeByKey", True, on, "join"),
                                            None, JOIN_PAIR, "Join"))
 
     def join_map(self, other: "Collection", f: Callable[[Any, Any, Any], Any]) -> "Collection":
@@ -432,7 +436,7 @@ class Collection:
         >>> st.example(build).extract()
         [(0, [((2, 'b'), 0, 1)])]
         """
-        return self.arrange_by_key(on).semijoin(keys)
+        return self._arranged("ArrangeByKey", True, on, "semijoin").semijoin(keys)
 
     def antijoin(self, keys: "Collection | Arranged[Any]", on: KeyColumns = None) -> "Collection":
         """The ``(key, val)`` updates whose key is not in ``keys`` (``keys`` should hold each
@@ -445,7 +449,8 @@ class Collection:
         >>> st.example(lambda s: build(s).inner.capture()).extract()
         [(0, [((1, 'a'), 0, 1)])]
         """
-        return self.concat(self.semijoin(keys, on).negate())
+        return self.concat(self._arranged("ArrangeByKey", True, on, "antijoin").semijoin(keys)
+                           .negate())
 
     # -- reductions --------------------------------------------------------------------------
 

@@ -204,6 +204,33 @@ def test_arrow_batches_need_key_columns():
         st.example(build)
 
 
+@pytest.mark.parametrize("call", ["join", "semijoin", "antijoin"])
+def test_a_join_of_arrow_collections_without_on_names_the_join_and_on(call):
+    """Not the arrangement the join makes (the user called no arrange_by_key)."""
+    import pyarrow as pa
+
+    def build(scope):
+        rows = dd.as_collection(scope.to_stream(pa.table({"k": [1], "v": [2], "diff": [1]})))
+        return getattr(rows, call)(rows).inner.probe()
+    with pytest.raises(st.OperatorError, match=re.escape(
+            f"raised TypeError: {call}: Arrow collections are joined on key columns: give "
+            f"on='column' (or a list of columns)")):
+        st.example(build)
+
+
+def test_a_join_of_an_arrow_and_a_python_collection_names_the_join():
+    import pyarrow as pa
+
+    def build(scope):
+        rows = dd.as_collection(scope.to_stream(pa.table({"k": [1], "v": [2], "diff": [1]})))
+        pairs = dd.from_stream(scope.to_stream([(1, "a")]))
+        return rows.join(pairs, on="k").inner.probe()
+    with pytest.raises(st.OperatorError, match=re.escape(
+            "raised TypeError: join: on='k' names Arrow columns, but one of its collections "
+            "carries Python updates (join Arrow collections with on=, Python ones without)")):
+        st.example(build)
+
+
 @pytest.mark.parametrize("reduce, clash", [
     (lambda c: c.count(), "'count' would repeat a key column"),
     (lambda c: c.reduce(key="k", aggs={"k": ("count", None)}), "'k' would repeat a key column"),

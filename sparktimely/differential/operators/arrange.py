@@ -265,11 +265,12 @@ def _comparable(update: Any, time: Any) -> bool:
         return False
 
 
-def arrange_stream(updates: "Stream", name: str, pairs: bool,
-                   key: KeyColumns = None) -> tuple["Stream", TraceBox]:
+def arrange_stream(updates: "Stream", name: str, pairs: bool, key: KeyColumns = None,
+                   call: str | None = None) -> tuple["Stream", TraceBox]:
     """The arrange operator on a stream of updates (``(key, val)`` data if ``pairs``, else
     the data themselves as keys; Arrow batches arranged by the ``key`` columns): the stream
-    of sealed batches and the worker's trace of them."""
+    of sealed batches and the worker's trace of them. ``call``: the join (or semijoin,
+    antijoin) it arranges for, whose ``on`` is ``key`` (see :func:`choose_arranger`)."""
     scope = updates.scope
     minimum = scope.kind.minimum()
     box = TraceBox(name, [minimum], scope.kind, scope.dataflow.worker, trace_phase(scope))
@@ -307,7 +308,7 @@ def arrange_stream(updates: "Stream", name: str, pairs: bool,
         def logic(input, output):
             nonlocal lower, arranger
             arranger = take_in(input, caps, arranger, lambda batch: choose_arranger(
-                name, pairs, key, scope.kind, batch))
+                name, pairs, key, scope.kind, batch, call))
             frontier = input.frontier.frontier()
             if frontier == lower:
                 return
@@ -378,14 +379,31 @@ class Arranger(Protocol):
 
 
 def choose_arranger(name: str, pairs: bool, key: KeyColumns, kind: TimeKind,
-                    batch: Any) -> Arranger:
-    """The arranger for a collection whose first batch is ``batch``."""
+                    batch: Any, call: str | None = None) -> Arranger:
+    """The arranger for a collection whose first batch is ``batch``; a key that does not
+    fit the batches is told as ``call``'s ``on`` when the arrangement is a join's.
+
+    >>> import pyarrow as pa
+    >>> from sparktimely.progress.timestamp import TimeKind
+    >>> choose_arranger("ArrangeByKey", True, None, TimeKind(int),
+    ...                 pa.record_batch({"k": [1], "diff": [1]}), "join")
+    Traceback (most recent call last):
+    ...
+    TypeError: join: Arrow collections are joined on key columns: give on='column' (or a list of columns)
+    """
     if batch.__class__ is list:
         if key is not None:
+            if call is not None:
+                raise TypeError(f"{call}: on={key!r} names Arrow columns, but one of its "
+                                f"collections carries Python updates (join Arrow collections "
+                                f"with on=, Python ones without)")
             raise TypeError(f"{name}: key={key!r} names Arrow columns, but this collection "
                             f"carries Python updates")
         return PythonArranger(name, pairs)
     if pairs and key is None:
+        if call is not None:
+            raise TypeError(f"{call}: Arrow collections are joined on key columns: give "
+                            f"on='column' (or a list of columns)")
         raise TypeError(f"{name}: an Arrow collection is arranged by columns: use "
                         f"arrange_by_key(key='column')")
     return ArrowArranger(name, key, kind)
