@@ -317,7 +317,9 @@ class _Routing:
         the arithmetic that failed on the value is ours); for Arrow batches, the error
         partitioning gave; for a route that raised a TypeError, ValueError or KeyError
         (``stable_hash`` of a key it cannot hash), that error with the exchange and the
-        record, unless it names the operator already. None when there is nothing to add."""
+        record, unless it names the operator already; for a batch the pact refuses (a
+        window's, of the other form), the pact's error with the exchange. None when there is
+        nothing to add."""
         target = self._target
         operator = target.dataflow.operators[target.operator]
         port = f"input {operator.inputs.index(target)} of " if len(operator.inputs) > 1 else ""
@@ -325,7 +327,7 @@ class _Routing:
                  f"{operator.address}) by {self._pact!r}")
         refused = self._pact.refusal(batch)
         if refused is not None:
-            return refused, error
+            return _reworded(refused, where) or refused, error
         if batch.__class__ is not list:
             explained = _reworded(error, where)
             return None if explained is None else (explained, error)

@@ -153,7 +153,8 @@ def test_an_arrow_aggregate_of_a_missing_column_names_it(kind):
 @pytest.mark.parametrize("workers", [1, 2, 3])
 @pytest.mark.parametrize("key", [None, lambda r: r["k"]], ids=["unkeyed", "keyed"])
 def test_a_python_aggregation_on_arrow_batches_names_the_arrow_form(workers, key):
-    """At 2 or more workers the batch meets the window's exchange first: it tells the same."""
+    """At 2 or more workers the batch meets the window's exchange first: it tells the same,
+    naming the window it goes to (the error is raised where the batch is sent)."""
     def job(worker):
         worker.dataflow(lambda scope: scope.to_stream(pa.table({"ts": [1], "k": ["a"]})).window(
             win.Tumbling(5), time_of=lambda r: r["ts"], key=key, aggregate=win.count()
@@ -161,9 +162,10 @@ def test_a_python_aggregation_on_arrow_batches_names_the_arrow_form(workers, key
         worker.run()
     with pytest.raises(st.WorkerError) as caught:
         st.execute(job, workers=workers)
-    assert ("raised TypeError: window: a Python aggregation (win.count(), win.sum(), ...) "
+    assert ("window: a Python aggregation (win.count(), win.sum(), ...) "
             "takes records, but this stream carries RecordBatches: aggregate Arrow batches "
             "with a dict") in str(caught.value), caught.value
+    assert "operator 'Window' (address (0, 1))" in str(caught.value), caught.value
 
 
 @pytest.mark.timeout(60)
@@ -171,7 +173,8 @@ def test_a_python_aggregation_on_arrow_batches_names_the_arrow_form(workers, key
 @pytest.mark.parametrize("key", [None, "k"], ids=["unkeyed", "keyed"])
 def test_an_arrow_aggregate_on_python_records_names_the_python_form(workers, key):
     """The records met the window's exchange, which told an AttributeError of its route
-    (unkeyed) or an Exchange(key=...) the user never wrote (keyed)."""
+    (unkeyed) or an Exchange(key=...) the user never wrote (keyed); then its refusal, without
+    naming the window (raised in the operator before it, or in an input handle's close)."""
     def job(worker):
         worker.dataflow(lambda scope: scope.to_stream([{"ts": 1, "k": "a"}]).window(
             win.Tumbling(5), time_of="ts", key=key, aggregate={"n": ("count", None)}
@@ -179,9 +182,10 @@ def test_an_arrow_aggregate_on_python_records_names_the_python_form(workers, key
         worker.run()
     with pytest.raises(st.WorkerError) as caught:
         st.execute(job, workers=workers)
-    assert ("TypeError: window: an Arrow aggregate dict {out: (function, column)} takes "
+    assert ("window: an Arrow aggregate dict {out: (function, column)} takes "
             "RecordBatches, but this stream carries Python records") in str(caught.value), \
         caught.value
+    assert "into operator 'Window' (address (0, 1))" in str(caught.value), caught.value
 
 
 @pytest.mark.timeout(60)

@@ -307,7 +307,8 @@ def _records_only(batch: Any) -> TypeError:
 
 class _RecordsExchange(Exchange):
     """The exchange into a window over Python records: an Arrow batch it cannot route (its
-    route is a function of one record) is told as the window's own error."""
+    route is a function of one record) is refused with the window's own error, told as the
+    exchange into the window (where the batch is sent)."""
 
     def refusal(self, batch: Any) -> Exception | None:
         return None if batch.__class__ is list else _records_only(batch)
@@ -315,7 +316,8 @@ class _RecordsExchange(Exchange):
 
 class _BatchesExchange(Exchange):
     """The exchange into a window over Arrow batches: Python records it cannot route (its
-    route reads columns) are told as the window's own error."""
+    route reads columns) are refused with the window's own error, told as the exchange into
+    the window (where the records are sent)."""
 
     def refusal(self, batch: Any) -> Exception | None:
         if batch.__class__ is not list:
