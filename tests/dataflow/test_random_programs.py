@@ -21,8 +21,8 @@ Three parts, kept apart:
 
 ``SEEDS`` is a fixed list whose programs together use every kind of the menu and every way of
 feeding (``test_the_seeds_cover_every_kind_and_way_of_feeding`` keeps it so). By hand, as for
-conftest's matrix tests: ``SPARKTIMELY_TEST_SEEDS=K`` adds K fresh random seeds (a failing one
-shows in the test id), ``SPARKTIMELY_TEST_SEED=N`` runs program N alone.
+differential's random programs: ``SPARKTIMELY_TEST_PROGRAMS=K`` adds K fresh random seeds (a
+failing one shows in the test id), ``SPARKTIMELY_TEST_PROGRAM_SEED=N`` runs program N alone.
 """
 from __future__ import annotations
 
@@ -605,12 +605,12 @@ workers together. Every seed below 500 passed."""
 
 
 def seeds_to_run() -> list[int]:
-    """SEEDS, with SPARKTIMELY_TEST_SEEDS=K fresh random ones added, or the one seed
-    SPARKTIMELY_TEST_SEED names."""
-    replay = os.environ.get("SPARKTIMELY_TEST_SEED")
+    """SEEDS, with SPARKTIMELY_TEST_PROGRAMS=K fresh random ones added, or the one seed
+    SPARKTIMELY_TEST_PROGRAM_SEED names."""
+    replay = os.environ.get("SPARKTIMELY_TEST_PROGRAM_SEED")
     if replay is not None:
         return [int(replay)]
-    extra = int(os.environ.get("SPARKTIMELY_TEST_SEEDS", "0"))
+    extra = int(os.environ.get("SPARKTIMELY_TEST_PROGRAMS", "0"))
     return SEEDS + [random.randrange(1_000_000) for _ in range(extra)]
 
 
@@ -630,7 +630,7 @@ def test_a_random_program_gives_what_the_interpreter_does(seed, workers):
     wrong = {time: (sorted(output.get(time, [])), expected.get(time))
              for time in set(output) | set(expected)
              if sorted(output.get(time, [])) != expected.get(time, [])}
-    assert not wrong, (f"program {seed} (SPARKTIMELY_TEST_SEED={seed} runs it alone): "
+    assert not wrong, (f"program {seed} (SPARKTIMELY_TEST_PROGRAM_SEED={seed} runs it alone): "
                        f"(got, expected) by time {wrong}")
 
 
