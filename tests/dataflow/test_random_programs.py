@@ -306,31 +306,32 @@ def build_concat(step: Step, stream: Any, scope: Any, violations: Violations) ->
     return first.concat(second)
 
 
-def build_frontier_sum(step: Step, stream: Any, scope: Any, violations: Violations) -> Any:
+def each_completed_time(kind: str, violations: Violations,
+                        give: Callable[[Any, list], None]) -> Callable:
+    """The constructor of a unary_frontier operator that holds its records by time and, once
+    the input frontier passes a time, calls ``give(session, records)`` with them."""
     def ctor(capability, info):
         capability.drop()
-        holder = HeldByTime("frontier_sum", violations)
+        holder = HeldByTime(kind, violations)
 
         def logic(input, output):
             holder.take(input)
             for held, records in holder.release(input):
-                output.session(held).give(sum(records))
+                give(output.session(held), records)
         return logic
-    return stream.unary_frontier(st.Exchange(KEYS["zero"]), "FrontierSum", ctor)
+    return ctor
+
+
+def build_frontier_sum(step: Step, stream: Any, scope: Any, violations: Violations) -> Any:
+    return stream.unary_frontier(st.Exchange(KEYS["zero"]), "FrontierSum", each_completed_time(
+        "frontier_sum", violations, lambda session, records: session.give(sum(records))))
 
 
 def build_frontier_sort(step: Step, stream: Any, scope: Any, violations: Violations) -> Any:
-    def ctor(capability, info):
-        capability.drop()
-        holder = HeldByTime("frontier_sort", violations)
-
-        def logic(input, output):
-            holder.take(input)
-            for held, records in holder.release(input):
-                output.session(held).give_batch(sorted(records))
-        return logic
     pact = st.Exchange(KEYS[step.key]) if step.key else st.Pipeline
-    return stream.unary_frontier(pact, "FrontierSort", ctor)
+    return stream.unary_frontier(pact, "FrontierSort", each_completed_time(
+        "frontier_sort", violations,
+        lambda session, records: session.give_batch(sorted(records))))
 
 
 def build_binary_frontier(step: Step, stream: Any, scope: Any, violations: Violations) -> Any:
