@@ -37,7 +37,7 @@ import pyarrow as pa
 import pytest
 
 import sparktimely.differential as dd
-from dd_harness import accumulate, accumulate_rounds, processes
+from dd_harness import accumulate, accumulate_rounds, join_pairs, processes
 
 Record = tuple[int, int]
 Update = tuple[Record, int]
@@ -213,12 +213,7 @@ def negated(c: Multiset) -> Multiset:
 
 def joined(a: Multiset, b: Multiset) -> Multiset:
     """``(key, (value of a, value of b))`` for every pair of records with the same key."""
-    out: Multiset = Counter()
-    for (key, left), n in a.items():
-        for (other, right), m in b.items():
-            if key == other:
-                out[(key, (left, right))] += n * m
-    return consolidated(out)
+    return consolidated(Counter(join_pairs(a, b)))
 
 
 def keys_of(c: Multiset) -> Multiset:
