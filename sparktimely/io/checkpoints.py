@@ -763,8 +763,11 @@ class _Flow:
                 storage.delete_dir(posixpath.join(checkpoints, name))
 
     def abandon(self) -> None:
-        """The dataflow was dropped: stop checkpointing it (no final checkpoint)."""
-        self.perform(self.core.dropped())
+        """The dataflow was dropped: stop checkpointing it (no final checkpoint), unless
+        it had completed: then its last checkpoint, which makes its last epochs' output
+        visible, still comes."""
+        if self.dataflow.running:
+            self.perform(self.core.dropped())
 
     # -- running ----------------------------------------------------------------------------
 

@@ -210,6 +210,8 @@ class EpochGate:
     def release(self, limit: int | None) -> None:
         """Let batches up to ``limit`` (all with None) through, and schedule the operator."""
         self.limit = limit
+        if self._dataflow.dropped:      # (dropped once finished: its last checkpoint still
+            return                      # comes, and nothing runs any more)
         for port in self._dataflow.operators[self._operator].inputs:
             port.reopen()
 

@@ -57,6 +57,24 @@ def test_checkpointed_counts_equal_the_oracle_and_an_unchecked_run(run, texts, t
     assert not [n for n in os.listdir(tmp_path / "out") if n.startswith("_")]
 
 
+def test_a_dataflow_dropped_once_it_has_finished_still_gets_its_last_checkpoint(
+        run, texts, tmp_path):
+    """The last checkpoint, which makes the last epochs' output visible, comes after the
+    dataflow has finished: dropping it then (as a worker does itself once
+    ``finished_kept`` more have finished) must not cancel it."""
+    out = str(tmp_path / "out")
+
+    def job(worker):
+        index = worker.next_dataflow_index()
+        wordcount(worker, texts, out)
+        dataflow = worker.dataflows()[index]
+        worker.step_while(lambda: dataflow.running)
+        worker.drop_dataflow(index)
+    run(checkpointed(job, tmp_path / "ck"))
+    assert visible(out) == running_counts(epochs_of(texts))
+    assert records(str(tmp_path / "ck"))[-1]["complete"]
+
+
 @pytest.mark.parametrize("epoch", [0, 2, EPOCHS - 1], ids=["first", "middle", "last"])
 def test_a_failure_at_any_epoch_and_a_rerun_give_the_undisturbed_output(run, texts, tmp_path,
                                                                         epoch):
