@@ -389,12 +389,24 @@ class Dataflow:
         self.running = False
         if self.worker._observer is not None:
             self.worker._observer.dataflow_finished(self)
+        self._release_operators()
         return False
+
+    def _release_operators(self) -> None:
+        """Let go of what the operators run with: their logic (with its state and whatever
+        the user's functions captured) and their output handles. A finished dataflow runs no
+        more, but the worker keeps it (its operators and channels, for ``worker.dataflows()``
+        and pictures): without this it would keep all of that alive for good. And the logic
+        refers back to its operator, so a dropped dataflow would otherwise wait for the
+        cycle collector to be freed."""
+        for operator in self.operators:
+            operator.logic = None
+            operator.handles = []
 
     def drop(self) -> None:
         """Stop this dataflow here: run the ``on_drop`` callbacks and release what it holds."""
         self.dropped = True
-        if self.worker._observer is not None:
+        if self.running and self.worker._observer is not None:   # (told when it finished)
             self.worker._observer.dataflow_finished(self)
         callbacks, self._on_drop = self._on_drop, []
         for callback in callbacks:
@@ -408,7 +420,9 @@ class Dataflow:
             handle = handle_ref()
             if handle is not None:
                 handle._forget(self)
+        self._release_operators()
         self.operators = []
+        self._edges = []                # (each edge's ports refer back to this dataflow)
         self._inputs_at = {}
         self._frontier_watchers = {}
         self._heap = []

@@ -113,6 +113,12 @@ class WorkerCore:
     """Seconds without any work, after ``func`` returned, before :meth:`run` logs which input
     handles were never closed (once per dataflow)."""
 
+    finished_kept = 16
+    """Finished dataflows a worker keeps (for :meth:`dataflows`, pictures and status
+    reports), their operators' logic already released: when one more finishes, the
+    oldest of them is dropped, as timely drops each dataflow once it completes. A program
+    that builds dataflows in a loop, letting each finish, holds no more than this many."""
+
     collect_after = 1.0
     """Seconds without any work after which a waiting worker runs Python's cycle collector
     once (until it has work again): a capability whose last references sit in a reference
@@ -137,6 +143,8 @@ class WorkerCore:
         self._built: dict[int, Dataflow] = {}     # built and not dropped, by index
         self._building: Dataflow | None = None    # the one being built, until it is built
         self._dropped: set[int] = set()            # their late messages are discarded
+        self._finished: deque[int] = deque()       # finished and kept, oldest first
+        self._let_go: set[int] = set()             # finished and dropped by the worker
         self._early: dict[int, list[tuple[int, tuple]]] = {}
         self._dataflow_count = 0
         self._finished_peers: dict[int, int] = {}  # peer -> how many dataflows it built
@@ -195,7 +203,8 @@ class WorkerCore:
         return result
 
     def dataflows(self) -> Mapping[int, Dataflow]:
-        """The dataflows built on this worker and not dropped, by index (a read-only view).
+        """The dataflows built on this worker and not dropped, by index (a read-only view):
+        those running, and the last :attr:`finished_kept` that finished.
 
         >>> import sparktimely as st
         >>> def job(worker):
@@ -239,7 +248,8 @@ class WorkerCore:
         Its ``scope.on_drop`` callbacks run, its operators and queued batches are released,
         input handles stop feeding it, and messages still arriving for it are discarded. As
         in timely, dropping is local: drop it on every worker, or peers that still exchange
-        data with it wait forever.
+        data with it wait forever. A finished dataflow is dropped by the worker itself once
+        :attr:`finished_kept` more have finished; dropping it again then does nothing.
 
         >>> import sparktimely as st
         >>> def job(worker):
@@ -254,11 +264,22 @@ class WorkerCore:
         """
         dataflow = self._built.pop(index, None)
         if dataflow is None:
+            if index in self._let_go:           # finished, and dropped by the worker
+                return
             raise KeyError(f"worker {self.index} has no dataflow {index} to drop "
                            f"(installed: {self.installed_dataflows()})")
         self._dropped.add(index)
         dataflow.drop()
         self._dataflows = [d for d in self._dataflows if d is not dataflow]
+
+    def _drop_oldest_finished(self) -> None:
+        """Drop the finished dataflows kept beyond the last :attr:`finished_kept`."""
+        kept = self._finished
+        while len(kept) > self.finished_kept:
+            index = kept.popleft()
+            if index in self._built:            # (unless the program dropped it already)
+                self.drop_dataflow(index)
+                self._let_go.add(index)
 
     def sync_activator_for(self, address: tuple) -> SyncActivator:
         """An activator for the operator at ``address`` (its ``info.address``) that other
@@ -446,6 +467,8 @@ class WorkerCore:
                     busy = True                 # a frontier may have moved: look before parking
             if finished:
                 self._dataflows = [d for d in dataflows if d.running and not d.dropped]
+                self._finished.extend(d.index for d in dataflows
+                                      if not d.running and not d.dropped)
             observer = self._observer           # attached during the step, maybe
             if observer is not None:
                 observer.step_computed()
@@ -462,6 +485,8 @@ class WorkerCore:
             raise
         finally:
             self._stepping = False
+        if len(self._finished) > self.finished_kept:
+            self._drop_oldest_finished()        # (their on_drop callbacks run outside the step)
         if observer is not None:
             observer.step_ended()
         if busy:

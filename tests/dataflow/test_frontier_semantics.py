@@ -5,6 +5,7 @@ messages that arrive before their dataflow is built. Every test runs at 1, 2 and
 import gc
 import time
 import tracemalloc
+import weakref
 
 import pytest
 
@@ -523,6 +524,75 @@ def test_dropped_dataflows_are_freed():
     per_dataflow, installed = st.execute_directly(job)
     assert installed == []
     assert per_dataflow < 500               # bytes: a dropped dataflow used to keep ~13 kB
+
+
+class Marker:
+    """Something a dataflow's functions capture, to see when nothing keeps it alive."""
+
+
+def test_a_finished_dataflow_lets_go_of_its_state_and_the_worker_keeps_only_the_last(run):
+    """Timely drops each dataflow once it completes. A worker here keeps the last
+    ``finished_kept`` finished ones (for ``worker.dataflows()`` and pictures) with their
+    operators' logic released, and drops older ones (their ``on_drop`` callbacks run, and
+    dropping them again does nothing): a program that builds dataflows in a loop and lets
+    each finish holds a bounded number of them, and none of what their functions captured."""
+    def job(worker):
+        kept = worker.finished_kept
+        markers, dropped, results = [], [], []
+        for i in range(kept + 3):
+            marker = Marker()
+            markers.append(weakref.ref(marker))
+
+            def build(scope, i=i, marker=marker):
+                scope.on_drop(lambda: dropped.append(i))
+                numbers = scope.to_stream([i, i + 1] if worker.index == 0 else [])
+                return numbers.exchange(lambda x: x).map(lambda x, m=marker: x * 2).capture()
+            results.append(worker.dataflow(build))
+            del marker, build
+            worker.run()
+        gc.collect()              # (compiled closures refer to themselves: freed by the collector)
+        captured_alive = [reference() is not None for reference in markers]
+        listed = sorted(worker.dataflows())
+        for index in range(kept + 3):
+            worker.drop_dataflow(index)          # the worker's own drops: nothing; others run on_drop
+        with pytest.raises(KeyError, match=f"no dataflow {kept + 2} to drop"):
+            worker.drop_dataflow(kept + 2)
+        return (captured_alive, listed, dropped, worker.installed_dataflows(),
+                [captured.extract() for captured in results])
+    kept = st.Worker.finished_kept
+    results = run(job)
+    for alive, listed, dropped, installed, _ in results:
+        assert alive == [False] * (kept + 3)
+        assert listed == list(range(3, kept + 3))
+        assert dropped == list(range(kept + 3))
+        assert installed == []
+    totals = [consolidate([extracts[i] for *_, extracts in results]) for i in range(kept + 3)]
+    assert totals == [[(0, [2 * i, 2 * i + 2])] for i in range(kept + 3)]
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_a_dropped_dataflow_is_freed_without_the_cycle_collector(workers):
+    """Dropping a dataflow breaks the references between its operators and their logic, so
+    what it holds goes at once, not at the cycle collector's next run (worker processes:
+    each has a collector of its own to turn off)."""
+    def job(worker):
+        marker = Marker()
+        reference = weakref.ref(marker)
+        handle = st.InputHandle()
+        index = worker.next_dataflow_index()
+        worker.dataflow(lambda scope: scope.input_from(handle).map(lambda x, m=marker: x)
+                        .exchange(lambda x: x).accumulate(0, lambda s, b: s + len(b)).probe())
+        del marker
+        gc.disable()
+        try:
+            worker.step()
+            alive_while_built = reference() is not None
+            worker.drop_dataflow(index)
+            return alive_while_built, reference() is None
+        finally:
+            gc.enable()
+            handle.close()
+    assert st.execute(job, workers=workers) == [(True, True)] * workers
 
 
 def test_loop_variable_two_scopes_deep(run):
