@@ -631,20 +631,21 @@ def passthrough_operator(name: str, scope: "ScopeCore", out_scope: "ScopeCore[S]
         while queue:
             time, batch, count = queue.popleft()
             update(location, time, -count)
-            push(time_map(time), batch if restamp is None else restamped(batch, count))
-
-    def restamped(batch: Any, count: int) -> Any:
-        assert restamp is not None
-        new = restamp(batch)
-        if new.__class__ is not list and not hasattr(new, "num_rows"):
-            raise TypeError(f"restamp must return the batch rewritten (a list or an Arrow "
-                            f"batch of {count} records), got {type(new).__name__} {new!r:.60}")
-        if batch_length(new) != count:
-            raise ValueError(f"restamp must keep the batch's length: {count} records came "
-                             f"in, {batch_length(new)} went out")
-        return new
+            push(time_map(time), batch if restamp is None else _restamped(restamp, batch, count))
     operator.logic = logic
     return input, out_scope._stream(output)
+
+
+def _restamped(restamp: Callable[[Any], Any], batch: Any, count: int) -> Any:
+    """``restamp(batch)``, checked to be a batch of the same ``count`` records."""
+    new = restamp(batch)
+    if new.__class__ is not list and not hasattr(new, "num_rows"):
+        raise TypeError(f"restamp must return the batch rewritten (a list or an Arrow "
+                        f"batch of {count} records), got {type(new).__name__} {new!r:.60}")
+    if batch_length(new) != count:
+        raise ValueError(f"restamp must keep the batch's length: {count} records came "
+                         f"in, {batch_length(new)} went out")
+    return new
 
 
 def enter(stream: S, inner: "ScopeCore[S]", restamp: Callable[[Any], Any] | None = None) -> S:

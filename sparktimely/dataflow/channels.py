@@ -216,7 +216,10 @@ class SchemaCheckedQueue(deque):
 
     def __init__(self, target: "InputPort") -> None:
         super().__init__()
-        self._target = target
+        # the port's dataflow and operator, not the port, which holds this queue: no
+        # reference cycle for the cycle collector once the dataflow is dropped
+        self._dataflow = target.dataflow
+        self._operator = target.operator
         self._me = target.dataflow.worker.index
         self._first: tuple[pa.Schema, int] | None = None
 
@@ -241,8 +244,8 @@ class SchemaCheckedQueue(deque):
     def _mismatch(self, schema: pa.Schema, sender: int) -> None:
         assert self._first is not None
         first, first_sender = self._first
-        dataflow = self._target.dataflow
-        operator = dataflow.operators[self._target.operator].name
+        dataflow = self._dataflow
+        operator = dataflow.operators[self._operator].name
         raise ExchangeSchemaError(
             f"an exchange into {operator!r} (dataflow {dataflow.name!r}) on worker {self._me} "
             f"got Arrow batches of two schemas: worker {first_sender} sent "

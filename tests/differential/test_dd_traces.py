@@ -373,6 +373,53 @@ def test_dropping_a_query_dataflow_releases_its_handles(run):
         assert during > before and after == before
 
 
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.timeout(60)
+def test_a_dropped_query_dataflow_leaves_nothing_for_the_cycle_collector(workers):
+    """A query dataflow per request (import, semijoin, join, count, reduce, iterate) is
+    freed when it is dropped, by reference counting alone: its operators' state holds no
+    reference cycle that would wait for the cycle collector (compiled closures that call
+    each other would). Worker processes: each has a collector of its own to turn off."""
+    def job(worker):
+        knows = dd.InputSession()
+        trace = worker.dataflow(lambda scope: knows.to_collection(scope).arrange_by_key().trace)
+        for i in range(worker.index, 40, worker.peers):
+            knows.insert((i % 10, i))
+        knows.advance_to(1)
+
+        def query(scope, people):
+            known = trace.import_(scope).as_collection()
+            asked = people.to_collection(scope)
+            friends = known.semijoin(asked)
+            pairs = known.join(asked.map(lambda person: (person, person)))
+            reach = asked.iterate(lambda reached: known.enter(reached.scope).semijoin(reached)
+                                  .map(lambda kv: kv[1] % 10).concat(reached).distinct())
+            counted = friends.map(lambda kv: kv[0]).count()
+            reduced = pairs.reduce(lambda key, values, output: output.append((len(values), 1)))
+            return (reach.concat(counted.map(lambda kc: kc[0])).concat(reduced.map(len))
+                    .probe())
+        collected = []
+        for round in range(3):
+            people = dd.InputSession()
+            index = worker.next_dataflow_index()
+            gc.collect()
+            gc.disable()
+            try:
+                done = worker.dataflow(lambda scope: query(scope, people))
+                if worker.index == 0:
+                    people.insert(round)
+                people.advance_to(1)
+                worker.step_while(lambda: done.less_than(1))
+                people.close()
+                worker.drop_dataflow(index)
+                collected.append(gc.collect())
+            finally:
+                gc.enable()
+        knows.close()
+        return collected
+    assert st.execute(job, workers=workers) == [[0, 0, 0]] * workers
+
+
 @pytest.mark.parametrize("closed_first", [False, True])
 @pytest.mark.timeout(30)
 def test_dropping_the_arranging_dataflow_completes_its_imports(run, closed_first):

@@ -22,6 +22,7 @@ arrangement path is taken: its state is what a checkpoint holds.
 """
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from ...dataflow import CapabilitySet
@@ -55,17 +56,14 @@ def count_total_stream(updates: "Stream", key: KeyColumns, name: str = "Count") 
         lower = list(minimum)
         arranger: Any = None                # an ArrowArranger or a PythonArranger
         reducer: Any = None                 # and its ArrowReducer or TotalsReducer
-
-        def choose(batch: Any) -> Any:
-            nonlocal reducer
-            chosen = choose_arranger(name, pairs, key, scope.kind, batch)
-            reducer = ArrowReducer(name, count_spec(), scope.kind, keep_index=True) \
-                if isinstance(chosen, ArrowArranger) else TotalsReducer(CountReduction())
-            return chosen
+        choose = functools.partial(choose_arranger, name, pairs, key, scope.kind)
 
         def logic(input, output):
-            nonlocal lower, arranger
+            nonlocal lower, arranger, reducer
             arranger = take_in(input, caps, arranger, choose)
+            if reducer is None and arranger is not None:
+                reducer = ArrowReducer(name, count_spec(), scope.kind, keep_index=True) \
+                    if isinstance(arranger, ArrowArranger) else TotalsReducer(CountReduction())
             upper = input.frontier.frontier()
             if upper == lower:
                 return

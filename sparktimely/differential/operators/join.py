@@ -55,50 +55,69 @@ def join_core_stream(arranged1: "Arranged", arranged2: "Arranged", f: Callable |
     since = tuple(None if a.since is None or frontier_le(a.since, minimum) else a.since
                   for a in (arranged1, arranged2))
     total = scope.kind.depth == 0 and scope.kind.base is int
-    joiner: Joiner | None = None
-
-    def choose(batch: Any) -> Joiner:
-        if hasattr(batch, "to_record_batches"):
-            if mode not in (JOIN_PAIR, JOIN_SEMI):
-                raise TypeError(f"{name}: Arrow arrangements join on their key columns, "
-                                f"with no per-pair function: arranged.join(other), "
-                                f"collection.join(other, on=...) or semijoin")
-            return ArrowJoiner(name, mode == JOIN_SEMI, scope.kind)
-        return PythonJoiner(f, mode, total)
 
     def ctor(capability, info):
         capability.drop()
-        acknowledged = [list(minimum), list(minimum)]     # the uppers of the batches received
-        traces = (trace1, trace2)
-        forms_checked = False
-
-        def drain(side: int, input: Any, output: Any) -> None:
-            """Join each batch of input ``side`` with the other trace as acknowledged so far."""
-            nonlocal joiner, forms_checked
-            others: list | None = None          # the other trace's batches: the same for all
-            for cap, batches in input:
-                for batch in batches:
-                    if len(batch):
-                        joiner = joiner or choose(batch)
-                        if others is None:
-                            others = traces[1 - side].batches_through(acknowledged[1 - side])
-                        if others:
-                            forms_checked = forms_checked or _one_form(name, side, batch,
-                                                                       others)
-                            as_of = since[1 - side]
-                            for time, out in joiner.join(batch, others, side == 1, cap.time):
-                                if as_of is not None:
-                                    time, out = _advanced(time, out, as_of, cap.time)
-                                output.give_at(cap if time is None else cap.delayed(time), out)
-                    acknowledged[side] = batch.upper
+        sides = _JoinSides(name, mode, f, total, scope.kind, (trace1, trace2), since, minimum)
 
         def logic(input1, input2, output):
-            drain(0, input1, output)
-            drain(1, input2, output)
-            maintain(trace1, acknowledged[0], input2.frontier.frontier())
-            maintain(trace2, acknowledged[1], input1.frontier.frontier())
+            sides.drain(0, input1, output)
+            sides.drain(1, input2, output)
+            maintain(trace1, sides.acknowledged[0], input2.frontier.frontier())
+            maintain(trace2, sides.acknowledged[1], input1.frontier.frontier())
         return logic
     return arranged1.stream.binary_frontier(arranged2.stream, Pipeline, Pipeline, name, ctor)
+
+
+class _JoinSides:
+    """What one join operator keeps between its activations: each input's acknowledged
+    upper (the batches received so far), the joiner its first batch chose, whether the two
+    sides' forms were checked. (An object rather than closures that call each other:
+    compiled, those would hold themselves in a reference cycle, and a dropped dataflow's
+    join would wait for the cycle collector to be freed.)"""
+
+    __slots__ = ("name", "mode", "f", "total", "kind", "traces", "since", "acknowledged",
+                 "joiner", "forms_checked")
+
+    def __init__(self, name: str, mode: int, f: Callable | None, total: bool, kind: Any,
+                 traces: tuple[TraceReader, TraceReader], since: tuple, minimum: list) -> None:
+        self.name, self.mode, self.f, self.total, self.kind = name, mode, f, total, kind
+        self.traces = traces
+        self.since = since
+        self.acknowledged = [list(minimum), list(minimum)]   # the uppers of the batches received
+        self.joiner: Joiner | None = None
+        self.forms_checked = False
+
+    def _choose(self, batch: Any) -> Joiner:
+        if hasattr(batch, "to_record_batches"):
+            if self.mode not in (JOIN_PAIR, JOIN_SEMI):
+                raise TypeError(f"{self.name}: Arrow arrangements join on their key columns, "
+                                f"with no per-pair function: arranged.join(other), "
+                                f"collection.join(other, on=...) or semijoin")
+            return ArrowJoiner(self.name, self.mode == JOIN_SEMI, self.kind)
+        return PythonJoiner(self.f, self.mode, self.total)
+
+    def drain(self, side: int, input: Any, output: Any) -> None:
+        """Join each batch of input ``side`` with the other trace as acknowledged so far."""
+        acknowledged = self.acknowledged
+        others: list | None = None          # the other trace's batches: the same for all
+        for cap, batches in input:
+            for batch in batches:
+                if len(batch):
+                    joiner = self.joiner
+                    if joiner is None:
+                        joiner = self.joiner = self._choose(batch)
+                    if others is None:
+                        others = self.traces[1 - side].batches_through(acknowledged[1 - side])
+                    if others:
+                        if not self.forms_checked:
+                            self.forms_checked = _one_form(self.name, side, batch, others)
+                        as_of = self.since[1 - side]
+                        for time, out in joiner.join(batch, others, side == 1, cap.time):
+                            if as_of is not None:
+                                time, out = _advanced(time, out, as_of, cap.time)
+                            output.give_at(cap if time is None else cap.delayed(time), out)
+                acknowledged[side] = batch.upper
 
 
 def _one_form(name: str, side: int, batch: Any, others: list) -> bool:

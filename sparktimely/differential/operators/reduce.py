@@ -186,21 +186,6 @@ def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
     total = scope.kind.depth == 0 and scope.kind.base is int
     reducer: Reducer | None = None
 
-    def choose(batch: Any) -> Reducer:
-        if not hasattr(batch, "to_record_batches"):
-            if reduction is None:
-                raise TypeError(f"{name} works on Arrow arrangements; this one holds "
-                                f"Python updates")
-            if total and reduction.of_total:
-                return TotalsReducer(reduction)
-            return PythonReducer(reduction, total)
-        if arrow_spec is None:
-            call = reduction.call if reduction is not None else name
-            raise TypeError(f"{name}: {call} calls a Python function on Python records, and "
-                            f"this collection holds Arrow batches; use the Arrow aggregations "
-                            f"(reduce(aggs=...), count(), distinct())")
-        return ArrowReducer(name, arrow_spec, scope.kind, keep_index=not checkpointing(scope))
-
     def ctor(capability, info):
         capability.drop()
         caps = CapabilitySet()
@@ -228,7 +213,7 @@ def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
             lower, upper = upper, new_upper
             nonlocal reducer
             if reducer is None and batches:
-                reducer = choose(batches[0])
+                reducer = _reducer_for(batches[0], name, reduction, arrow_spec, total, scope)
             if reducer is not None and any(not beyond(upper, c.time) for c in caps):
                 history = [] if source.closed else source.batches_through(lower)
                 produced, out_batches = reducer.retire(
@@ -247,6 +232,25 @@ def reduce_stream(arranged: "Arranged", reduction: Reduction | None, name: str,
                 out_trace._follow(upper, upper)
         return logic
     return arranged.stream.unary_frontier(Pipeline, name, ctor)
+
+
+def _reducer_for(batch: Any, name: str, reduction: Reduction | None,
+                 arrow_spec: AggregateSpec | None, total: bool, scope: Any) -> Reducer:
+    """The reducer of :func:`reduce_stream` for the form of its first ``batch``: Python
+    updates take ``reduction``, Arrow batches ``arrow_spec``."""
+    if not hasattr(batch, "to_record_batches"):
+        if reduction is None:
+            raise TypeError(f"{name} works on Arrow arrangements; this one holds "
+                            f"Python updates")
+        if total and reduction.of_total:
+            return TotalsReducer(reduction)
+        return PythonReducer(reduction, total)
+    if arrow_spec is None:
+        call = reduction.call if reduction is not None else name
+        raise TypeError(f"{name}: {call} calls a Python function on Python records, and "
+                        f"this collection holds Arrow batches; use the Arrow aggregations "
+                        f"(reduce(aggs=...), count(), distinct())")
+    return ArrowReducer(name, arrow_spec, scope.kind, keep_index=not checkpointing(scope))
 
 
 def give_reduced(output: Any, caps: CapabilitySet, produced: list, out_batches: list,
