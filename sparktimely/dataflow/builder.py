@@ -40,12 +40,12 @@ class OperatorError(RuntimeError):
     """
 
 
-def _require_one_argument(operator: str, logic: Callable) -> None:
+def require_one_argument(operator: str, logic: Callable) -> None:
     """A TypeError naming ``operator`` unless ``logic`` can be called with one argument (the
     input): a sink takes its logic directly, and a constructor ``ctor(capability, info)``
     given instead would fail only once the dataflow runs.
 
-    >>> _require_one_argument("Out (sink)", lambda cap, info: None)
+    >>> require_one_argument("Out (sink)", lambda cap, info: None)
     Traceback (most recent call last):
     TypeError: Out (sink): a sink takes logic(input), called with the input, not a constructor; the function given takes (cap, info)
     """
@@ -569,7 +569,6 @@ def notify_operator(streams: Sequence[S], pacts: Sequence[Pact | type], name: st
 def sink_operator(stream: "StreamCore", pact: Pact | type, name: str,
                   logic: Callable[[InputPort], Any]) -> InputPort:
     require_function(f"{name} (sink)", logic)
-    _require_one_argument(f"{name} (sink)", logic)
     builder = OperatorBuilder(name, stream.scope)
     input = builder.new_input(stream, pact)
     builder.build(lambda capabilities: lambda frontiers: logic(input))

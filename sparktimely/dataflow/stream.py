@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Self, Sequence
 
 from ..progress.timestamp import Timestamp
-from .builder import binary_operator, notify_operator, sink_operator, unary_operator
+from .builder import (binary_operator, notify_operator, require_one_argument, sink_operator,
+                      unary_operator)
 
 if TYPE_CHECKING:
     from .channels import Pact
@@ -170,6 +171,7 @@ class StreamCore:
         >>> seen
         [1, 2]
         """
+        require_one_argument(f"{name} (sink)", logic)    # (checked here: a probe's is ours)
         sink_operator(self, pact, name, logic)
 
     def __repr__(self) -> str:
