@@ -395,10 +395,10 @@ class Dataflow:
     def _release_operators(self) -> None:
         """Let go of what the operators run with: their logic (with its state and whatever
         the user's functions captured) and their output handles. A finished dataflow runs no
-        more, but the worker keeps it (its operators and channels, for ``worker.dataflows()``
-        and pictures): without this it would keep all of that alive for good. And the logic
-        refers back to its operator, so a dropped dataflow would otherwise wait for the
-        cycle collector to be freed."""
+        more, but the worker keeps the last few (their operators and channels, for
+        ``worker.dataflows()`` and pictures; ``Worker.finished_kept``), which need none of
+        that. And the logic refers back to its operator, so a dropped dataflow would
+        otherwise wait for the cycle collector to be freed."""
         for operator in self.operators:
             operator.logic = None
             operator.handles = []
