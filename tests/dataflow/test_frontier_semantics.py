@@ -550,7 +550,6 @@ def test_a_finished_dataflow_lets_go_of_its_state_and_the_worker_keeps_only_the_
             results.append(worker.dataflow(build))
             del marker, build
             worker.run()
-        gc.collect()              # (compiled closures refer to themselves: freed by the collector)
         captured_alive = [reference() is not None for reference in markers]
         listed = sorted(worker.dataflows())
         for index in range(kept + 3):
