@@ -17,6 +17,7 @@ import pickle
 import threading
 import time as _time
 import weakref
+from bisect import bisect_right
 from collections import deque
 from types import MappingProxyType, MethodType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar
@@ -52,6 +53,55 @@ def _first_unpicklable(batch: Any) -> str:
         except Exception:
             return f": the record {short_repr(record)}"
     return ""
+
+
+class IndexRanges:
+    """A set of ints kept as sorted, disjoint runs ``[start, end)``: the indexes of a
+    worker's dropped dataflows, which come in runs (a program that builds a dataflow per
+    request and lets each go), so that a worker that has dropped millions holds a few runs,
+    not millions of ints.
+
+    >>> dropped = IndexRanges()
+    >>> for index in [1, 2, 4, 3, 7]:
+    ...     dropped.add(index)
+    >>> dropped.runs(), 3 in dropped, 5 in dropped
+    ([(1, 5), (7, 8)], True, False)
+    """
+
+    __slots__ = ("_starts", "_ends")
+
+    def __init__(self) -> None:
+        self._starts: list[int] = []
+        self._ends: list[int] = []
+
+    def add(self, index: int) -> None:
+        """Put ``index`` in the set, joining the runs it touches."""
+        starts, ends = self._starts, self._ends
+        at = bisect_right(starts, index)        # runs starting at or before index: at
+        if at and index < ends[at - 1]:
+            return
+        extends_left = at > 0 and ends[at - 1] == index
+        extends_right = at < len(starts) and starts[at] == index + 1
+        if extends_left and extends_right:
+            ends[at - 1] = ends[at]
+            del starts[at], ends[at]
+        elif extends_left:
+            ends[at - 1] = index + 1
+        elif extends_right:
+            starts[at] = index
+        else:
+            starts.insert(at, index)
+            ends.insert(at, index + 1)
+
+    def __contains__(self, index: object) -> bool:
+        if not isinstance(index, int):
+            return False
+        at = bisect_right(self._starts, index)
+        return at > 0 and index < self._ends[at - 1]
+
+    def runs(self) -> list[tuple[int, int]]:
+        """The runs, ``(start, end)`` with ``end`` excluded, in order."""
+        return list(zip(self._starts, self._ends))
 
 
 class SyncActivator:
@@ -142,9 +192,8 @@ class WorkerCore:
         self._dataflows: list[Dataflow] = []
         self._built: dict[int, Dataflow] = {}     # built and not dropped, by index
         self._building: Dataflow | None = None    # the one being built, until it is built
-        self._dropped: set[int] = set()            # their late messages are discarded
+        self._dropped = IndexRanges()              # their late messages are discarded
         self._finished: deque[int] = deque()       # finished and kept, oldest first
-        self._let_go: set[int] = set()             # finished and dropped by the worker
         self._early: dict[int, list[tuple[int, tuple]]] = {}
         self._dataflow_count = 0
         self._finished_peers: dict[int, int] = {}  # peer -> how many dataflows it built
@@ -249,7 +298,8 @@ class WorkerCore:
         input handles stop feeding it, and messages still arriving for it are discarded. As
         in timely, dropping is local: drop it on every worker, or peers that still exchange
         data with it wait forever. A finished dataflow is dropped by the worker itself once
-        :attr:`finished_kept` more have finished; dropping it again then does nothing.
+        :attr:`finished_kept` more have finished. Dropping a dropped dataflow again does
+        nothing; an index never built is a KeyError.
 
         >>> import sparktimely as st
         >>> def job(worker):
@@ -264,7 +314,7 @@ class WorkerCore:
         """
         dataflow = self._built.pop(index, None)
         if dataflow is None:
-            if index in self._let_go:           # finished, and dropped by the worker
+            if index in self._dropped:          # as timely's: dropping again does nothing
                 return
             raise KeyError(f"worker {self.index} has no dataflow {index} to drop "
                            f"(installed: {self.installed_dataflows()})")
@@ -279,7 +329,6 @@ class WorkerCore:
             index = kept.popleft()
             if index in self._built:            # (unless the program dropped it already)
                 self.drop_dataflow(index)
-                self._let_go.add(index)
 
     def sync_activator_for(self, address: tuple) -> SyncActivator:
         """An activator for the operator at ``address`` (its ``info.address``) that other
