@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 import pyarrow as pa
 
 from ..errors import ExchangeSchemaError, short_repr
-from .containers import format_schema, partition_batch
+from .containers import format_schemas, partition_batch
 from .ports import batch_length, own_copy
 
 if TYPE_CHECKING:
@@ -246,11 +246,13 @@ class SchemaCheckedQueue(deque):
         first, first_sender = self._first
         dataflow = self._dataflow
         operator = dataflow.operators[self._operator].name
+        shown, then = format_schemas(first, schema)
+        senders = (f"worker {sender} sent {shown}, then {then}" if sender == first_sender
+                   else f"worker {first_sender} sent {shown}, worker {sender} sent {then}")
         raise ExchangeSchemaError(
             f"an exchange into {operator!r} (dataflow {dataflow.name!r}) on worker {self._me} "
-            f"got Arrow batches of two schemas: worker {first_sender} sent "
-            f"{format_schema(first)}, worker {sender} sent {format_schema(schema)}; every "
-            f"worker must give one stream the same schema")
+            f"got Arrow batches of two schemas: {senders}; every batch of one stream, from "
+            f"every worker, must have the same schema")
 
 
 def as_pact(pact: Pact | type) -> Pact:

@@ -275,14 +275,35 @@ def _irregular(dictionary: pa.Array) -> bool:
     return dictionary.null_count > 0 or len(pc.unique(dictionary)) < len(dictionary)
 
 
-def format_schema(schema: pa.Schema) -> str:
-    """A schema on one line.
+HASH_COLUMN = "__hash"
+"""The column of row hashes that differential's and the windows' Arrow operators add to
+the batches they route (not the user's: errors leave it out of the schemas they show)."""
+
+
+def format_schema(schema: pa.Schema, leave_out: Sequence[str] = ()) -> str:
+    """A schema on one line, without the columns named in ``leave_out``.
 
     >>> import pyarrow as pa
     >>> format_schema(pa.schema([("w", pa.string()), pa.field("n", pa.int64(), False)]))
     'w: string, n: int64 not null'
     """
-    return ", ".join(f"{f.name}: {f.type}{'' if f.nullable else ' not null'}" for f in schema)
+    return ", ".join(f"{f.name}: {f.type}{'' if f.nullable else ' not null'}" for f in schema
+                     if f.name not in leave_out)
+
+
+def format_schemas(first: pa.Schema, second: pa.Schema) -> tuple[str, str]:
+    """Two schemas that differ, each on one line, for an error: without the operators'
+    :data:`HASH_COLUMN` unless that is where they differ.
+
+    >>> import pyarrow as pa
+    >>> format_schemas(pa.schema([("k", pa.int64()), (HASH_COLUMN, pa.uint64())]),
+    ...                pa.schema([("k", pa.string()), (HASH_COLUMN, pa.uint64())]))
+    ('k: int64', 'k: string')
+    """
+    shown = format_schema(first, [HASH_COLUMN]), format_schema(second, [HASH_COLUMN])
+    if shown[0] == shown[1]:
+        return format_schema(first), format_schema(second)
+    return shown
 
 
 def check_schema(expected: pa.Schema | None, schema: pa.Schema, what: str) -> pa.Schema:

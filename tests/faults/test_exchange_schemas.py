@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 import sparktimely as st
+import sparktimely.differential as dd
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,7 +38,33 @@ def test_a_schema_mismatch_is_named_at_the_exchange(workers):
             message), message
     assert "key: int64, n: int64" in message and "key: int64, n: string" in message
     assert "worker 1 sent key: int64, n: string" in message
-    assert "every worker must give one stream the same schema" in message
+    assert "every batch of one stream, from every worker, must have the same schema" in message
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_one_worker_sending_two_schemas_into_an_arrangement_is_told_as_such(workers):
+    """A concat of two Arrow collections of different schemas: at one worker the
+    arrangement tells it, at more the exchange before it; either way the error shows the
+    two schemas as the user made them (not the operators' hash column) and, at the
+    exchange, that one worker sent both."""
+    def concat(worker):
+        first, second = dd.InputSession(), dd.InputSession()
+        worker.dataflow(lambda scope: dd.concatenate(
+            scope, [first.to_collection(scope), second.to_collection(scope)])
+            .arrange_by_key(key="k").count().inner.probe())
+        if worker.index == 0:
+            first.update_batch(pa.record_batch({"k": [1, 2], "v": [1, 2], "diff": [1, 1]}))
+            second.update_batch(pa.record_batch({"k": ["x"], "w": [1.0], "diff": [1]}))
+        first.close()
+        second.close()
+        worker.run()
+    with pytest.raises(st.WorkerError) as caught:
+        st.execute(concat, workers=workers)
+    message = str(caught.value)
+    ints, strings = "k: int64, v: int64, diff: int64", "k: string, w: double, diff: int64"
+    assert ints in message and strings in message and "__hash" not in message, message
+    if workers > 1:
+        assert f"worker 0 sent {ints}, then {strings}" in message, message
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])

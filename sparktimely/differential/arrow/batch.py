@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...dataflow.containers import unified
+from ...dataflow.containers import HASH_COLUMN as HASH, unified
 from ...hashing import hash_array, hash_rows, temporal_family
 from ...progress.timestamp import Product, TimeKind
 from ..updates import DIFF
@@ -32,7 +32,6 @@ from ..lattice import frontier_le
 from ..trace.batch import entered_frontier
 
 TIME_PREFIX = "__t"
-HASH = "__hash"
 ZERO = pa.scalar(0, pa.int64())
 FALSE = pa.scalar(False)
 """Arrow scalars for compute calls: a Python literal there costs a failed import per call

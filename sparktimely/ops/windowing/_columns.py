@@ -21,14 +21,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...dataflow.containers import large_layouts, unified
+from ...dataflow.containers import HASH_COLUMN as HASH, large_layouts, unified
 from ...hashing import hash_rows, stable_hash
 from ..arrow import AGGREGATES, FLOAT_SUM, check_aggregate_columns, group_rows, integer_column
 from ._records import PaneWindows
 from .kinds import Session, Sliding
 
-HASH = "__hash"
-"""The route column of an engine's checkpointed state."""
 NONE_ROUTE = stable_hash(None)
 """The route of every row when the window has no key (as for Python records without one)."""
 _COMPACT_EVERY = 16     # partial batches kept per pane before they are merged into one
