@@ -26,6 +26,7 @@ import csv
 import io
 import itertools
 import json
+import math
 import os
 import posixpath
 import re
@@ -440,6 +441,34 @@ def _record_batch(batch: Any) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.array(batch)], names=["value"])
 
 
+def _json_line(record: Any) -> str:
+    """``record`` as a line of strict JSON: a float NaN or infinity, which JSON has no number
+    for, as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, as Spark writes them.
+
+    >>> _json_line({"x": [1.5, float("nan"), float("-inf")]})
+    '{"x": [1.5, "NaN", "-Infinity"]}\\n'
+    """
+    try:
+        return json.dumps(record, allow_nan=False) + "\n"
+    except ValueError as error:
+        if not str(error).startswith("Out of range float values"):
+            raise
+        return json.dumps(_finite(record), allow_nan=False) + "\n"
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with its non-finite floats (in lists, tuples and dicts) as Spark's strings."""
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, dict):
+        return {_finite(key): _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
+
+
 class _SinkFile(StagedFile):
     """One epoch's Parquet or JSON-lines file while it is written."""
 
@@ -452,7 +481,7 @@ class _SinkFile(StagedFile):
     def write(self, batch: Any) -> None:
         if self.format == "jsonl":
             rows = batch.to_pylist() if isinstance(batch, pa.RecordBatch) else batch
-            self.stream.write("".join([json.dumps(row) + "\n" for row in rows]).encode())
+            self.stream.write("".join([_json_line(row) for row in rows]).encode())
         elif isinstance(batch, pa.RecordBatch):
             self._write(batch)
         else:       # the types of one batch's columns may not be the epoch's (None, then 1)
@@ -523,7 +552,9 @@ class DirectorySink:
     neither loses nor repeats an epoch. Parquet: a RecordBatch as it is, dicts by key, tuples
     and lists as columns ``f0, f1, ...``, anything else as a column ``value``. JSON lines: one
     record per line (a dict as an object, a tuple or list as an array, a RecordBatch row as
-    an object).
+    an object), in strict JSON: a float NaN or infinity is written as the string ``"NaN"``,
+    ``"Infinity"`` or ``"-Infinity"``, as Spark's JSON writer does (Spark's reader reads them
+    back as doubles where its schema says double).
 
     >>> import tempfile, pyarrow.parquet as pq, sparktimely as st
     >>> folder = tempfile.mkdtemp()

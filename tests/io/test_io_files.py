@@ -517,3 +517,36 @@ def test_output_is_visible_per_epoch_once_complete_at_any_worker_count(run, tmp_
                                          .to_pylist())
     assert {e: sorted(xs) for e, xs in got.items()} == {e: list(range(20 * e, 20 * e + 20))
                                                         for e in range(3)}
+
+
+def strict_json(line: str):
+    """``line`` parsed as strict JSON (json.loads takes NaN and Infinity; jq and Spark's
+    writer do not write them)."""
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_jsonl_output_is_strict_json_with_non_finite_floats_as_spark_writes_them(run, tmp_path):
+    """Python's json.dumps wrote bare NaN and Infinity, which strict readers refuse."""
+    out = str(tmp_path / "out")
+    special = [1.5, float("nan"), float("inf"), float("-inf")]
+
+    def job(worker):
+        def build(scope):
+            mine = range(worker.index, 12, worker.peers)
+            records = scope.to_stream([{"i": i, "x": special[i % 4], "xs": (i, special[i % 4])}
+                                       for i in mine])
+            records.output_to(DirectorySink(out, format="jsonl"), "records")
+            records.map(lambda r: {"i": r["i"] + 100, "x": r["x"]}).to_arrow(
+                pa.schema([("i", pa.int64()), ("x", pa.float64())])).output_to(
+                DirectorySink(out + "-arrow", format="jsonl"), "batches")
+        worker.dataflow(build)
+    run(job)
+    written = ["1.5", "NaN", "Infinity", "-Infinity"]
+    got = sorted((strict_json(line) for folder in (out, out + "-arrow")
+                  for name in os.listdir(folder)
+                  for line in open(os.path.join(folder, name))), key=lambda r: r["i"])
+    spelled = [1.5 if i % 4 == 0 else written[i % 4] for i in range(12)]
+    assert got == [{"i": i, "x": spelled[i], "xs": [i, spelled[i]]} for i in range(12)] + \
+        [{"i": i + 100, "x": spelled[i]} for i in range(12)]
