@@ -1,7 +1,7 @@
 """Files in and out: :class:`FileSource` reads Parquet, CSV, JSON lines or text files as a
 resumable, partitioned source; :class:`DirectorySink` writes one Parquet or JSON-lines file
-per worker and epoch, visible only once its epoch is complete (and, with checkpoints,
-committed), by an atomic rename.
+per worker and epoch (Parquet: one per schema), visible only once its epoch is complete (and,
+with checkpoints, committed), by an atomic rename.
 
 Both work on any pyarrow filesystem: a local path, a URI (``s3://bucket/dir``,
 ``hdfs://host/dir``) or a ``(pyarrow.fs.FileSystem, path)`` pair.
@@ -419,7 +419,7 @@ class FileSource:
         return _FilePart(self, path, resume_state)
 
 
-_STAGED = re.compile(r"^_staged-part-(\d+)-(.+)\.(parquet|jsonl)$")
+_STAGED = re.compile(r"^_staged-part-(\d+)-(.+?)(?:-c\d{3,})?\.(parquet|jsonl)$")
 
 
 def _record_batch(batch: Any) -> pa.RecordBatch:
@@ -470,53 +470,66 @@ def _finite(value: Any) -> Any:
 
 
 class _SinkFile(StagedFile):
-    """One epoch's Parquet or JSON-lines file while it is written."""
+    """One of an epoch's Parquet or JSON-lines files while it is written. A Parquet file holds
+    batches of one schema, their column types promoted as ``pyarrow.unify_schemas`` permits
+    (None then int: int64; int then float: double); a batch that cannot share it goes to
+    another file of the epoch."""
 
     def __init__(self, storage: Storage, name: str, format: str) -> None:
         super().__init__(storage, name)
         self.format = format
+        self.schema: pa.Schema | None = None        # of every batch so far (Parquet)
         self.writer: pq.ParquetWriter | None = None
         self.records: list[pa.RecordBatch] = []     # Python records' columns, until finish
 
-    def write(self, batch: Any) -> None:
+    def write(self, batch: Any) -> bool:
         if self.format == "jsonl":
             rows = batch.to_pylist() if isinstance(batch, pa.RecordBatch) else batch
             self.stream.write("".join([_json_line(row) for row in rows]).encode())
-        elif isinstance(batch, pa.RecordBatch):
-            self._write(batch)
+            return True
+        records = _record_batch(batch)
+        schema = self._schema_with(records.schema)
+        if schema is None:
+            return False
+        self.schema = schema
+        if isinstance(batch, pa.RecordBatch):      # written now, fixing the file's types
+            if self.writer is None:
+                self.writer = pq.ParquetWriter(self.stream, schema)
+            self.writer.write_batch(records.cast(schema))
         else:       # the types of one batch's columns may not be the epoch's (None, then 1)
-            records = _record_batch(batch)
-            first = self.records[0].schema if self.records else None
-            if first is not None and records.schema.names != first.names:
-                raise ValueError(f"a batch of schema {records.schema} does not fit the schema "
-                                 f"{first} of {self.name}")
             self.records.append(records)
+        return True
 
-    def _write(self, records: pa.RecordBatch) -> None:
+    def _schema_with(self, schema: pa.Schema) -> pa.Schema | None:
+        """This file's schema once it holds batches of ``schema`` too, or None if they
+        cannot share one: other columns, types that do not promote, or types that would
+        change the types of batches already written."""
+        if self.schema is None:
+            return schema
+        if schema.names != self.schema.names:
+            return None
+        try:
+            merged = pa.unify_schemas([self.schema, schema], promote_options="permissive")
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            return None
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.stream, records.schema)
-        elif records.schema != self.writer.schema:
-            try:
-                records = records.cast(self.writer.schema)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
-                raise ValueError(f"a batch of schema {records.schema} does not fit the schema "
-                                 f"{self.writer.schema} of {self.name}") from None
-        self.writer.write_batch(records)
+            return merged
+        return self.schema if merged.types == self.schema.types else None
 
     def finish(self) -> None:
         if self.records:
-            batches, self.records = self.records, []
-            schema = batches[0].schema
-            if any(b.schema != schema for b in batches):
-                try:
-                    schema = pa.unify_schemas([b.schema for b in batches],
-                                              promote_options="permissive")
-                    batches = [b.cast(schema) for b in batches]
-                except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
-                    raise ValueError(f"the records of {self.name} have columns whose types do "
-                                     f"not fit one Parquet schema: {error}") from None
-            for batch in batches:
-                self._write(batch)
+            assert self.schema is not None
+            if self.writer is None:
+                self.writer = pq.ParquetWriter(self.stream, self.schema)
+            try:
+                batches = [records.cast(self.schema) for records in self.records]
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as error:
+                raise ValueError(f"the records of {self.name} have columns whose values do "
+                                 f"not fit the file's Parquet schema {self.schema}: "
+                                 f"{error}") from None
+            self.records = []
+            for records in batches:
+                self.writer.write_batch(records)
         if self.writer is not None:
             self.writer.close()
 
@@ -534,7 +547,7 @@ class _DirectoryPart(StagedEpochs):
     def write(self, epoch: int, batch: Any) -> None:
         where = f"DirectorySink {self.storage.where}, partition {self.partition!r}, epoch {epoch}"
         try:
-            self.file(epoch).write(batch)
+            super().write(epoch, batch)
         except OSError as error:                    # a full disk, a directory gone read-only
             raise OSError(f"{where}: writing its file failed: {describe(error)}") from error
         except (TypeError, ValueError, pa.ArrowException) as error:
@@ -550,7 +563,10 @@ class DirectorySink:
     once its epoch is complete on that worker and, with a checkpoint directory, once the
     checkpoint holding it is committed; readers never see a partial file, and a resumed run
     neither loses nor repeats an epoch. Parquet: a RecordBatch as it is, dicts by key, tuples
-    and lists as columns ``f0, f1, ...``, anything else as a column ``value``. JSON lines: one
+    and lists as columns ``f0, f1, ...``, anything else as a column ``value``; a file holds one
+    schema, so batches of an epoch whose columns differ (other names, or types that do not
+    promote to one as ``pyarrow.unify_schemas`` does) go to further files of the epoch,
+    ``part-<epoch>-<partition>-c001.parquet`` and on, at any number of workers. JSON lines: one
     record per line (a dict as an object, a tuple or list as an array, a RecordBatch row as
     an object), in strict JSON: a float NaN or infinity is written as the string ``"NaN"``,
     ``"Infinity"`` or ``"-Infinity"``, as Spark's JSON writer does (Spark's reader reads them

@@ -131,9 +131,10 @@ class _KeptBatches(StagedFile):
         super().__init__(storage, name)
         self.writer = pa.ipc.new_stream(self.stream, _SCHEMA)
 
-    def write(self, batch: Any) -> None:
+    def write(self, batch: Any) -> bool:
         self.writer.write_batch(
             pa.record_batch([pa.array([pickle.dumps(batch, 5)], pa.binary())], schema=_SCHEMA))
+        return True
 
     def finish(self) -> None:
         self.writer.close()
@@ -150,7 +151,7 @@ class _TaskOutputPart(StagedEpochs):
 
     def write(self, epoch: int, batch: Any) -> None:
         self.sink.deliver(batch)
-        self.file(epoch).write(batch)
+        super().write(epoch, batch)
 
     def commit(self, epoch: int) -> None:
         """Make epochs ``<= epoch`` final; the first time after a resume, deliver again what

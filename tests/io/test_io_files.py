@@ -460,8 +460,6 @@ def test_parquet_columns_from_dicts_tuples_values_and_record_batches(tmp_path):
     part.write(0, [(1, "x")])
     with pytest.raises(ValueError, match="partition '0', epoch 0: .*records of 2 fields and of 1"):
         part.write(0, [(1, "x"), (2,)])
-    with pytest.raises(ValueError, match="does not fit the schema"):
-        part.write(0, [{"other": 1}])
 
 
 @pytest.mark.parametrize("format", ["parquet", "jsonl"])
@@ -483,7 +481,7 @@ def test_a_sink_file_that_cannot_be_written_names_the_sink_partition_and_epoch(
 def test_parquet_columns_take_the_types_of_every_batch_of_an_epoch(tmp_path):
     """Batches of Python records are cut by the runtime: a column None in one batch and
     ints (then floats) in the next is one column of the epoch's type; types that do not
-    fit one column are an error naming the file."""
+    fit one column go to another file of the epoch."""
     part = DirectorySink(str(tmp_path / "ok")).open("0", None)
     for batch in ([{"v": None}] * 3, [{"v": 1}], [{"v": 2.5}]):
         part.write(0, batch)
@@ -491,12 +489,14 @@ def test_parquet_columns_take_the_types_of_every_batch_of_an_epoch(tmp_path):
     table = pq.read_table(tmp_path / "ok" / "part-0000000000-0.parquet")
     assert table.schema.field("v").type == pa.float64()
     assert table.column("v").to_pylist() == [None, None, None, 1.0, 2.5]
-    part = DirectorySink(str(tmp_path / "bad")).open("0", None)
-    part.write(0, [{"v": 1}])
-    part.write(0, [{"v": "a"}])
-    with pytest.raises(ValueError, match="records of .*part-0000000000-0.parquet have columns "
-                                         "whose types do not fit one Parquet schema"):
-        part.commit(0)
+    part = DirectorySink(str(tmp_path / "two")).open("0", None)
+    for batch in ([{"v": 1}], [{"v": "a"}], [{"v": None}], [{"v": 2.5}]):
+        part.write(0, batch)
+    part.commit(0)
+    assert {name: pq.read_table(tmp_path / "two" / name).to_pydict()
+            for name in os.listdir(tmp_path / "two")} == {
+        "part-0000000000-0.parquet": {"v": [1.0, None, 2.5]},
+        "part-0000000000-0-c001.parquet": {"v": ["a"]}}
 
 
 def test_output_is_visible_per_epoch_once_complete_at_any_worker_count(run, tmp_path):
@@ -550,3 +550,67 @@ def test_jsonl_output_is_strict_json_with_non_finite_floats_as_spark_writes_them
     spelled = [1.5 if i % 4 == 0 else written[i % 4] for i in range(12)]
     assert got == [{"i": i, "x": spelled[i], "xs": [i, spelled[i]]} for i in range(12)] + \
         [{"i": i + 100, "x": spelled[i]} for i in range(12)]
+
+
+def test_parquet_batches_of_two_schemas_go_to_files_of_their_own_at_any_worker_count(
+        run, tmp_path):
+    """At 1 worker both schemas met in one file, an error; at 2 and 3 each worker's file held
+    one and the run passed. Every file holds one schema; a batch of another goes to a file of
+    its own (``-c001``), staged and committed with its epoch."""
+    out = str(tmp_path / "out")
+    numbers = pa.schema([("k", pa.int64())])
+    words = pa.schema([("k", pa.string()), ("v", pa.float64())])
+
+    def job(worker):
+        def build(scope):
+            first = worker.index == 0
+            last = worker.index == worker.peers - 1
+            ks = scope.to_stream([{"k": i} for i in range(6)] if first else [])
+            kvs = scope.to_stream([{"k": f"w{i}", "v": i / 2} for i in range(4)] if last else [])
+            mixed = ks.to_arrow(numbers).concat(kvs.to_arrow(words))
+            later = scope.to_stream([("x", 1)] if first else []).delay(lambda r, t: 1)
+            mixed.concat(later).output_to(DirectorySink(out), "mixed")
+        worker.dataflow(build)
+    run(job)
+    names = os.listdir(out)
+    assert not [name for name in names if name.startswith("_")]
+    by_schema: dict = {}
+    for name in names:
+        got = pq.read_table(os.path.join(out, name))
+        by_schema.setdefault((int(name.split("-")[1]), str(got.schema)), []).extend(
+            got.to_pylist())
+    assert {key: sorted(rows, key=str) for key, rows in by_schema.items()} == {
+        (0, str(numbers)): [{"k": i} for i in range(6)],
+        (0, str(words)): [{"k": f"w{i}", "v": i / 2} for i in range(4)],
+        (1, str(pa.schema([("f0", pa.string()), ("f1", pa.int64())]))): [{"f0": "x", "f1": 1}]}
+    if run.workers == 1:
+        assert sorted(names) == ["part-0000000000-0-c001.parquet", "part-0000000000-0.parquet",
+                                 "part-0000000001-0.parquet"]
+
+
+def test_an_epochs_second_parquet_file_is_staged_committed_and_discarded_with_the_first(
+        tmp_path):
+    sink = DirectorySink(str(tmp_path))
+    part = sink.open("1", None)
+    part.write(0, [{"a": 1}])
+    part.write(0, [{"b": "x"}])
+    state = part.snapshot()
+    assert state == {"staged": [(0, "_staged-part-0000000000-1-c001.parquet"),
+                                (0, "_staged-part-0000000000-1.parquet")]}
+    part.write(1, [{"a": 2}])
+    part.write(1, [{"b": "y"}])
+    part.snapshot()
+    resumed = sink.open("1", state)           # epoch 1's files were not kept: deleted
+    assert sorted(os.listdir(tmp_path)) == sorted(name for _, name in state["staged"])
+    resumed.commit(0)
+    assert sorted(os.listdir(tmp_path)) == ["part-0000000000-1-c001.parquet",
+                                           "part-0000000000-1.parquet"]
+    assert pq.read_table(tmp_path / "part-0000000000-1-c001.parquet").to_pylist() == \
+        [{"b": "x"}]
+    other = sink.open("1", None)
+    other.write(2, [{"a": 3}])
+    other.write(2, [{"b": "z"}])
+    other.snapshot()
+    sink.discard_staged(lambda partition: partition == "1")
+    assert sorted(os.listdir(tmp_path)) == ["part-0000000000-1-c001.parquet",
+                                           "part-0000000000-1.parquet"]
