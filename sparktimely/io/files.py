@@ -83,10 +83,12 @@ def _rechunk(batches: Iterator[pa.RecordBatch], rows: int, skip: int,
 class _FilePart:
     """One file being read: its batches from a position on; the position is
     ``(batches read, byte offset, lines or rows read)`` (the offset for line formats, rows
-    for Parquet and CSV), and the watermark reached when the source takes epochs from event
-    times. Rows, not batches, say where a resumed read starts: a run with another
-    ``batch_rows`` resumes at the same row (checkpoints written before rows were counted
-    hold 0 there: they resume at ``batches read * batch_rows``, as they were written)."""
+    for Parquet and CSV; of CSV, the offset is the file's size when the read began if the
+    file ended inside a row then, else 0), and the watermark reached when the source takes
+    epochs from event times. Rows, not batches, say where a resumed read starts: a run with
+    another ``batch_rows`` resumes at the same row (checkpoints written before rows were
+    counted hold 0 there: they resume at ``batches read * batch_rows``, as they were
+    written)."""
 
     def __init__(self, source: "FileSource", path: str, position: tuple | None) -> None:
         self.source = source
@@ -106,7 +108,13 @@ class _FilePart:
             self.batches = _rechunk(iter(()), rows, self.lines, self._fewer_rows)
         elif source.format == "csv":
             try:
-                reader = pacsv.open_csv(self.file)
+                if self.offset:
+                    self._check_the_row_read_unended()
+                size = self.file.size()
+                # read as far as the file reached now, so that a last row without its line
+                # end is the last row read: its end is kept in the position, as for lines
+                self.offset = 0 if self.file.read_at(1, size - 1) in b"\r\n" else size
+                reader = pacsv.open_csv(_Prefix(self.file, size))
             except (pa.ArrowException, UnicodeDecodeError, OSError) as error:
                 raise self._unreadable(error) from error
             self.batches = _rechunk(iter(reader), rows, self.lines, self._fewer_rows)
@@ -219,6 +227,18 @@ class _FilePart:
                          f"has since continued that line; append whole lines, each ending "
                          f"in a line end, to a file being read")
 
+    def _check_the_row_read_unended(self) -> None:
+        """A resumed read of a CSV file that a checkpointed run read when it ended inside a
+        row (at byte ``offset``): if that run read that row and the file has since continued
+        it (no line end after it), the row read was only the start of a longer one."""
+        after = self.file.read_at(1, self.offset)
+        if after in b"\r\n" or self.lines < _csv_rows(_Prefix(self.file, self.offset)):
+            return                  # ended (or nothing more), or not read then
+        raise ValueError(f"FileSource: {self.path} row {self.lines} had no line end when a "
+                         f"checkpointed run read it as the file's last row, and the file has "
+                         f"since continued that row; append whole rows, each ending in a "
+                         f"line end, to a file being read")
+
     def _lines(self, rows: int) -> Iterator[list]:
         if self.offset and not self._resume_at_a_line_start():
             return
@@ -289,6 +309,28 @@ class _FilePart:
         return self.done, self.offset, self.lines, self.watermark
 
 
+class _Prefix(io.RawIOBase):
+    """The first ``size`` bytes of a pyarrow file, as a Python file to read from its start."""
+
+    def __init__(self, file: pa.NativeFile, size: int) -> None:
+        super().__init__()
+        self.file, self.position, self.size = file, 0, size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.file.read_at(min(len(buffer), self.size - self.position), self.position)
+        buffer[:len(data)] = data
+        self.position += len(data)
+        return len(data)
+
+
+def _csv_rows(file: _Prefix) -> int:
+    """The rows of a CSV file (its header not counted)."""
+    return sum(batch.num_rows for batch in pacsv.open_csv(file))
+
+
 def _parses(line: bytes) -> bool:
     try:
         json.loads(line)
@@ -310,8 +352,8 @@ class FileSource:
     JSON values, ``"text"`` lists of the lines (without line ends). Positions are row
     numbers (and byte offsets for line formats), so a resumed read continues with the same
     batches and epochs, and reads what was appended to a file since (a file that shrank is
-    an error, and so is a last line read without its line end that was continued later:
-    append whole lines; of a CSV file, whose positions count rows, this is not detected).
+    an error, and so is a last line (a CSV file's last row) read without its line end that
+    was continued later: append whole lines).
 
     >>> import tempfile, pyarrow as pa, pyarrow.parquet as pq, sparktimely as st
     >>> path = tempfile.mkdtemp() + "/numbers.parquet"

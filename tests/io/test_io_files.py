@@ -16,6 +16,8 @@ import sparktimely as st
 from sparktimely.io import DirectorySink, FileSource
 from sparktimely.testing import consolidate
 
+from recovery_jobs import checkpointed
+
 pytestmark = pytest.mark.timeout(60)
 
 
@@ -287,6 +289,73 @@ def test_a_resumed_read_of_lines_reads_what_was_appended_and_refuses_a_continued
             f"FileSource: {path} has {len(line(1)) + 1} bytes, fewer than the "
             f"{position[1]} a checkpointed run read")):
         source.open(path, position).next_batch()
+
+
+def test_a_resumed_csv_read_refuses_a_continued_last_row_it_had_read(tmp_path):
+    """A CSV file's last row read without its line end and continued later was read as the
+    row it was, and the rest of it lost: positions count rows, and the next run went on
+    after the row."""
+    path = str(tmp_path / "rows.csv")
+    with open(path, "wb") as out:
+        out.write(b"n,word\n1,w1\n2,w2")                     # row 2: no line end yet
+    source = FileSource([path], format="csv", batch_rows=1)
+    part = source.open(path, None)
+    with open(path, "ab") as out:
+        out.write(b"\r\n3,w3")           # written while it is read: read by the next run
+    assert [rows_of(batch) for _, batch in read_all(part)] == [[(1, "w1")], [(2, "w2")]]
+    part = source.open(path, part.snapshot())
+    not_yet_read = part.snapshot()
+    assert [rows_of(batch) for _, batch in read_all(part)] == [[(3, "w3")]]
+    with open(path, "ab") as out:
+        out.write(b"3\n4,w4\n")                              # row 3 continued: 3,w33
+    with pytest.raises(ValueError, match=re.escape(
+            f"FileSource: {path} row 3 had no line end when a checkpointed run read it as the "
+            f"file's last row, and the file has since continued that row")):
+        source.open(path, part.snapshot())
+    assert [rows_of(batch) for _, batch in read_all(source.open(path, not_yet_read))] == \
+        [[(3, "w33")], [(4, "w4")]]
+
+
+def test_checkpointed_runs_read_growing_csv_files_row_by_row_at_any_worker_count(
+        run, tmp_path):
+    """Rows appended between checkpointed runs are read once each, a last row without its
+    line end is ended by what is appended, and a continued one stops the run naming the
+    file and the row, with what the runs wrote kept; as pyarrow reads the files whole."""
+    folder, out = tmp_path / "in", str(tmp_path / "out")
+    folder.mkdir()
+    files = {"f0.csv": b"n,word\n0,a\n1,b", "f1.csv": b"n,word\n10,c\n",
+             "f2.csv": b"n,word\n20,d\n21,e"}
+    for name, text in files.items():
+        (folder / name).write_bytes(text)
+
+    def job(worker):
+        worker.dataflow(lambda scope: scope.input_from_source(
+            FileSource(str(folder), format="csv", batch_rows=1), "rows").output_to(
+            DirectorySink(out), "out"), name="rows")
+
+    def written() -> list:
+        return sorted(row for name in os.listdir(out) if not name.startswith("_")
+                      for row in rows_of(pq.read_table(os.path.join(out, name)).to_pylist()))
+
+    def rows_in_the_files() -> list:
+        return sorted(row for name in files
+                      for row in rows_of(pacsv.read_csv(folder / name).to_pylist()))
+    runs = checkpointed(job, tmp_path / "ck")
+    run(runs)
+    assert written() == rows_in_the_files()
+    for name, more in {"f0.csv": b"\n2,x\n", "f1.csv": b"11,y\n"}.items():
+        with open(folder / name, "ab") as file:
+            file.write(more)
+    run(runs)
+    assert written() == rows_in_the_files()
+    kept = written()
+    with open(folder / "f2.csv", "ab") as file:
+        file.write(b"z\n22,w\n")                      # continues row 2, 21,e
+    with pytest.raises(st.WorkerError, match=re.escape(
+            f"FileSource: {folder}/f2.csv row 2 had no line end when a checkpointed run read "
+            f"it as the file's last row")):
+        run(runs)
+    assert written() == kept
 
 
 def test_a_line_end_written_halfway_waits_for_its_second_byte(tmp_path):
