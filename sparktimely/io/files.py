@@ -548,6 +548,8 @@ class _SinkFile(StagedFile):
         change the types of batches already written."""
         if self.schema is None:
             return schema
+        if schema.equals(self.schema):          # (most batches: no unification needed)
+            return self.schema
         if schema.names != self.schema.names:
             return None
         try:
