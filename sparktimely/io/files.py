@@ -465,13 +465,22 @@ _STAGED = re.compile(r"^_staged-part-(\d+)-(.+?)(?:-c\d{3,})?\.(parquet|jsonl)$"
 
 
 def _record_batch(batch: Any) -> pa.RecordBatch:
-    """A batch as a RecordBatch: dicts by key, tuples as columns ``f0, f1, ...``, other values
-    as one column ``value``."""
+    """A batch as a RecordBatch: dicts by key (every key of any of them, in the order first
+    seen; a dict without one has null there), tuples as columns ``f0, f1, ...``, other
+    values as one column ``value``.
+
+    >>> _record_batch([{"a": 1}, {"a": 2, "b": "x"}]).to_pylist()
+    [{'a': 1, 'b': None}, {'a': 2, 'b': 'x'}]
+    """
     if isinstance(batch, pa.RecordBatch):
         return batch
     first = batch[0]
     if isinstance(first, dict):
-        return pa.RecordBatch.from_pylist(batch)
+        keys = dict.fromkeys(key for record in batch for key in record)
+        if len(keys) == len(first):
+            return pa.RecordBatch.from_pylist(batch)
+        return pa.RecordBatch.from_pydict({key: [record.get(key) for record in batch]
+                                           for key in keys})
     if isinstance(first, (tuple, list)):
         width = len(first)
         if any(len(record) != width for record in batch):

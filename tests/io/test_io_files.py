@@ -657,6 +657,23 @@ def test_parquet_batches_of_two_schemas_go_to_files_of_their_own_at_any_worker_c
                                  "part-0000000001-0.parquet"]
 
 
+def test_dicts_of_different_keys_in_one_batch_keep_every_key_at_any_worker_count(run, tmp_path):
+    """A batch of dicts became the columns of its first dict: the keys only later dicts had
+    were lost in silence. Every key of the batch is a column (in the order first seen); a
+    dict without it has null there."""
+    out = str(tmp_path / "out")
+    records = [{"a": 1}, {"a": 2, "b": "x"}, {"c": 1.5, "a": 3}, {"b": "y"}]
+
+    def job(worker):
+        worker.dataflow(lambda scope: scope.to_stream(records if worker.index == 0 else [])
+                        .output_to(DirectorySink(out), "sparse"))
+    run(job)
+    rows = [row for name in sorted(os.listdir(out))
+            for row in pq.read_table(os.path.join(out, name)).to_pylist()]
+    assert [{k: v for k, v in row.items() if v is not None} for row in rows] == records
+    assert all(list(row) == ["a", "b", "c"] for row in rows)
+
+
 def test_an_epochs_second_parquet_file_is_staged_committed_and_discarded_with_the_first(
         tmp_path):
     sink = DirectorySink(str(tmp_path))
