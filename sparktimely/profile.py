@@ -5,8 +5,9 @@ picture, time and records per operator, a timeline per worker); see
 
 >>> import tempfile
 >>> from sparktimely.profile import main
->>> main([tempfile.mkdtemp()])                       # no logs there: exit status 2
-2
+>>> main([tempfile.mkdtemp()])                       # no logs there: a usage error
+Traceback (most recent call last):
+SystemExit: 2
 """
 from __future__ import annotations
 

@@ -328,11 +328,14 @@ def write_report(directory: str | os.PathLike, output: str | os.PathLike | None 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m sparktimely.profile LOGDIR [-o FILE]``: write the report; returns the
-    exit status (2 with a message when the directory holds no logs).
+    exit status. Errors follow argparse's convention: an argument that names no logs or no
+    directory to write in is a usage error (the usage, ``prog: error: ...``, SystemExit 2);
+    a damaged log, or a page that cannot be written, is ``prog: error: ...`` and status 1.
 
     >>> import tempfile
     >>> main([tempfile.mkdtemp()])
-    2
+    Traceback (most recent call last):
+    SystemExit: 2
     """
     parser = argparse.ArgumentParser(
         prog="python -m sparktimely.profile",
@@ -344,9 +347,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(argv)
     try:
         path = write_report(options.logdir, options.output)
-    except (OSError, DamagedLog) as error:  # no logs there, or nowhere to write the page
-        print(f"sparktimely.profile: {error}", file=sys.stderr)
-        return 2
+    except FileNotFoundError as error:       # no logs there, or nowhere to write the page
+        parser.error(str(error))
+    except (OSError, DamagedLog) as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 1
     print(f"sparktimely.profile: wrote {path}")
     return 0
 

@@ -22,6 +22,9 @@ from sparktimely.logging import (LogDirectory, MessagesEvent, OperatesEvent, Par
                                  log_to_directory, read_log_directory, render_report, summarize)
 from sparktimely.logging.report import COLUMNS, EXACT_INTERVALS
 
+PROG = "python -m sparktimely.profile"
+"""How the profile command names itself in its errors (argparse's ``prog``)."""
+
 RECORDS = 3000
 
 
@@ -175,11 +178,15 @@ def test_the_workers_table_splits_the_logged_time_exactly():
     assert (row["shares"], row["steps"]) == ([30.0, 10.0, 5.0, 0.0, 30.0, 25.0], 1)
 
 
-def test_a_missing_directory_is_named(tmp_path):
+def test_a_directory_without_logs_is_a_usage_error(tmp_path):
+    """Told as argparse tells a bad argument: the usage, one ``prog: error:`` line, status 2
+    (was ``sparktimely.profile: ...``, a prefix of its own)."""
     result = subprocess.run([sys.executable, "-m", "sparktimely.profile", str(tmp_path)],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
-    assert f"no sparktimely logs (worker-N.json) in {tmp_path}" in result.stderr
+    usage, error = result.stderr.splitlines()
+    assert usage.startswith(f"usage: {PROG} ")
+    assert error == f"{PROG}: error: no sparktimely logs (worker-N.json) in {tmp_path}"
 
 
 @pytest.mark.parametrize("content, problem", [
@@ -192,9 +199,9 @@ def test_a_damaged_log_description_is_named_in_one_line(tmp_path, content, probl
     (tmp_path / "worker-0.json").write_text(content)
     result = subprocess.run([sys.executable, "-m", "sparktimely.profile", str(tmp_path)],
                             capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert result.stderr.splitlines() == [
-        f"sparktimely.profile: {tmp_path / 'worker-0.json'} is not a worker's log description "
+        f"{PROG}: error: {tmp_path / 'worker-0.json'} is not a worker's log description "
         f"(damaged, or written by something else): {problem}"]
 
 
@@ -205,9 +212,9 @@ def test_a_damaged_event_log_is_named_in_one_line(tmp_path, suffix):
     (tmp_path / f"worker-0.{suffix}").write_bytes(b"these are not the events of a worker\n")
     result = subprocess.run([sys.executable, "-m", "sparktimely.profile", str(tmp_path)],
                             capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2
+    assert result.returncode == 1
     assert result.stderr.splitlines() == [
-        f"sparktimely.profile: {tmp_path / f'worker-0.{suffix}'} is not a worker's event log "
+        f"{PROG}: error: {tmp_path / f'worker-0.{suffix}'} is not a worker's event log "
         f"(damaged, or written by something else): ValueError: not events written by an "
         f"EventWriter (each is a length and a pickle; this is not)"]
 
@@ -237,9 +244,9 @@ def test_a_damaged_event_record_is_named_in_one_line(tmp_path, record, problem):
     (tmp_path / "worker-0.timely").write_bytes(framed(record))
     result = subprocess.run([sys.executable, "-m", "sparktimely.profile", str(tmp_path)],
                             capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2, result.stderr
+    assert result.returncode == 1, result.stderr
     [line] = result.stderr.splitlines()
-    assert line.startswith(f"sparktimely.profile: {tmp_path / 'worker-0.timely'} is not a "
+    assert line.startswith(f"{PROG}: error: {tmp_path / 'worker-0.timely'} is not a "
                            f"worker's event log (damaged, or written by something else): "
                            f"{problem}"), line
 
@@ -247,7 +254,7 @@ def test_a_damaged_event_record_is_named_in_one_line(tmp_path, record, problem):
 @pytest.mark.timeout(120)
 def test_the_output_may_be_a_directory_and_a_missing_one_is_named(logdir, tmp_path):
     """-o into an existing directory writes profile.html there; -o into a directory that
-    does not exist is one line naming it, status 2, and leaves no partial page behind."""
+    does not exist is a usage error naming it, and leaves no partial page behind."""
     def profile(output):
         return subprocess.run([sys.executable, "-m", "sparktimely.profile", str(logdir), "-o",
                                str(output)], capture_output=True, text=True, timeout=60)
@@ -257,8 +264,8 @@ def test_the_output_may_be_a_directory_and_a_missing_one_is_named(logdir, tmp_pa
     assert done.stdout.strip() == f"sparktimely.profile: wrote {tmp_path / 'out' / 'profile.html'}"
     assert os.listdir(tmp_path / "out") == ["profile.html"]
     failed = profile(tmp_path / "nowhere" / "page.html")
-    assert failed.returncode == 2 and failed.stderr.splitlines() == [
-        f"sparktimely.profile: cannot write {tmp_path / 'nowhere' / 'page.html'}: there is no "
+    assert failed.returncode == 2 and failed.stderr.splitlines()[1:] == [
+        f"{PROG}: error: cannot write {tmp_path / 'nowhere' / 'page.html'}: there is no "
         f"directory {tmp_path / 'nowhere'}"]
     assert sorted(os.listdir(tmp_path)) == ["out"]
 
