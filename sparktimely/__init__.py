@@ -38,6 +38,8 @@ from .progress import Antichain, ChangeBatch, CycleError, MutableAntichain, Prod
 from . import io
 from .io import RecoveryError
 
+# The submodules io and logging are public but left out: a star import would replace the
+# standard library's io and logging (docs/API.md, Modules).
 __all__ = [
     "Antichain", "Capability", "CapabilityError", "CapabilitySet", "Capture", "ChangeBatch",
     "CycleError", "Err", "EventLink", "EventReader", "EventWriter", "Exchange",

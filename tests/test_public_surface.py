@@ -54,6 +54,20 @@ def test_every_public_name_has_a_runnable_example_in_a_public_module(module, nam
     assert not _private(origin), f"{module}.{name} leaks from private module {origin}"
 
 
+def test_the_io_and_logging_submodules_come_with_the_package_but_not_with_a_star_import():
+    """As trio's submodules do: ``st.io`` and ``st.logging`` are public (docs/API.md) and
+    imported with the package, but not in ``__all__``, so ``from sparktimely import *`` does
+    not replace the standard library's ``io`` and ``logging`` in the importing module."""
+    import io
+    import logging
+    for name, module in (("io", io), ("logging", logging)):
+        assert getattr(sparktimely, name).__name__ == f"sparktimely.{name}"
+        assert name not in sparktimely.__all__
+    namespace: dict = {"io": io, "logging": logging}
+    exec("from sparktimely import *", namespace)
+    assert (namespace["io"], namespace["logging"]) == (io, logging)
+
+
 def _annotated(function) -> bool:
     try:
         signature = inspect.signature(function)
