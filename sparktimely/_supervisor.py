@@ -31,7 +31,7 @@ from multiprocess.connection import wait
 
 from . import _warm
 from ._group import GroupFailed, HostGroup
-from .errors import WorkerError, describe, unsendable_result
+from .errors import PeerLostError, WorkerError, describe, unsendable_result
 from .session import WorkerSession, join_group, stall_dump_path, stall_report
 from .comm import PeerLost, WorkerAddress, connect_timeout
 from .comm.rendezvous import PeerFailed, ProcessCluster
@@ -283,15 +283,18 @@ def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
         return results
     except PeerFailed as failure:            # only raised with a cluster
         assert cluster is not None
-        cluster.abort(failure.index, failure.message, failure.traceback, failure.origin)
-        raise WorkerError(failure.index, cluster.explain(failure), failure.traceback) from None
+        cluster.abort(failure.index, failure.message, failure.traceback, failure.origin,
+                      failure.lost)
+        told = PeerLostError if failure.lost else WorkerError
+        raise told(failure.index, cluster.explain(failure), failure.traceback) from None
     except BaseException as error:
         with signals.held():
             if group is not None and isinstance(error, WorkerError):
                 group.record.fail(error.index, error.message, error.traceback)
             if cluster is not None:
                 if isinstance(error, WorkerError):
-                    cluster.abort(error.index, error.message, error.traceback)
+                    cluster.abort(error.index, error.message, error.traceback,
+                                  lost=isinstance(error, PeerLostError))
                 elif isinstance(error, _Stopped):
                     cluster.abort(local[0], f"process {cluster.process} (workers {local[0]}.."
                                             f"{local[-1]}) was {error}", "")
@@ -335,7 +338,7 @@ def _collect(processes: list, pipes: list, indexes: list[int],
             if timeout <= 0:
                 assert cluster is not None
                 cluster.poll()        # an account that arrived meanwhile is told instead
-                raise WorkerError(*lost[1:4])
+                raise PeerLostError(*lost[1:4])
         for ready in wait(list(handles), timeout):
             local = handles[ready]
             if local == -1:
@@ -395,5 +398,5 @@ def _collect(processes: list, pipes: list, indexes: list[int],
     if lost is not None:
         assert cluster is not None
         cluster.wait(max(lost_until - time.monotonic(), 0.0))
-        raise WorkerError(*lost[1:4])
+        raise PeerLostError(*lost[1:4])
     return [results[local] for local in range(len(processes))]

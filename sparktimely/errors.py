@@ -7,7 +7,7 @@ import os
 import re
 import reprlib
 
-__all__ = ["WorkerError", "ExchangeSchemaError"]
+__all__ = ["WorkerError", "PeerLostError", "ExchangeSchemaError"]
 
 
 class WorkerError(RuntimeError):
@@ -36,6 +36,25 @@ class WorkerError(RuntimeError):
 
     def __reduce__(self):
         return (type(self), (self.index, self.message, self.traceback))
+
+
+class PeerLostError(WorkerError):
+    """A worker or a process of the job was lost (it died, or its connection dropped): a
+    :class:`WorkerError` told as what happened, not as ``worker N failed``. The message
+    names what was lost and where, who noticed, and how (``index``: the lost worker, or
+    the first of a lost process's).
+
+    >>> error = PeerLostError(2, "lost process 1 at 10.0.0.2:2101 (workers 2..3), noticed by "
+    ...                          "process 0: it died")
+    >>> print(error)
+    lost process 1 at 10.0.0.2:2101 (workers 2..3), noticed by process 0: it died
+    >>> isinstance(error, WorkerError), error.index
+    (True, 2)
+    """
+
+    def __init__(self, index: int, message: str, traceback: str = "") -> None:
+        super().__init__(index, message, traceback)
+        self.args = (message,)
 
 
 class ExchangeSchemaError(ValueError):

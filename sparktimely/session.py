@@ -35,7 +35,7 @@ from typing import Any, Callable, NoReturn, Sequence
 
 from . import _warm
 from ._group import GroupFailed, HostGroup
-from .errors import WorkerError, describe
+from .errors import PeerLostError, WorkerError, describe
 from .comm import (PeerLost, WorkerAddress, build_allocator, connect_timeout, host_identity,
                    listen, sockets_forced)
 from .comm.net import require_seconds
@@ -346,17 +346,19 @@ class WorkerSession:
             failure = (error.index, error.message, error.traceback)
         elif isinstance(error, Stalled):
             failure = (self.index, *error.args)
+        elif isinstance(error, PeerLost):      # told without the transport's traceback
+            failure = (error.index, error.noticed_by(f"worker {self.index}"), "")
+            if self.peer_lost_grace:
+                failure = self._wait_for_account(failure)
         else:
             failure = (self.index, describe(error),
                        "".join(tb.format_exception(error)))
-            if isinstance(error, PeerLost) and self.peer_lost_grace:
-                failure = self._wait_for_account(failure)
         told, lost_peer = self._abandon(*failure, lost_peer=isinstance(error, PeerLost))
         if isinstance(error, PeerLost) and not lost_peer:
             # a group member's own failure came first: tell it as that, not as a lost peer
             # (the peer's process may be waiting for this process's account of it)
             error = GroupFailed(*told)
-        raise WorkerError(*told) from error
+        raise (PeerLostError if lost_peer else WorkerError)(*told) from error
 
     def _wait_for_account(self, failure: tuple[int, str, str]) -> tuple[int, str, str]:
         """A remote peer was lost: give its own failure a moment to be recorded here."""

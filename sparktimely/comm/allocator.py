@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..shm import Endpoint
+from ..shm import Endpoint, RingGone
 from .codec import decode_all, encode, encode_control
 from .net import PeerLost
 
@@ -111,8 +111,8 @@ class ShmAllocator(EncodingAllocator):
     def receive(self) -> list[tuple[int, tuple]]:
         try:
             arrived = self.endpoint.recv()
-        except ConnectionResetError as gone:        # a peer's ring removed: the peer ended
-            raise PeerLost(str(gone)) from None
+        except RingGone as gone:                   # a peer's ring removed: the peer ended
+            raise PeerLost(gone.worker, f"worker {gone.worker}", gone.reason) from None
         if not arrived:                           # the common case of a step: nothing to decode
             return []
         return decode_all(arrived)

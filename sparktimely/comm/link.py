@@ -177,7 +177,7 @@ class Link:
 
     def _lost(self, error: OSError) -> PeerLost:
         if self.failure is None:
-            self.failure = PeerLost(f"lost connection to {self.name}: {error.strerror or error}")
+            self.failure = PeerLost(self.peer, self.name, error.strerror or str(error))
         return self.failure
 
     # -- reading (worker thread) ------------------------------------------------------------
@@ -192,8 +192,9 @@ class Link:
         except OSError as error:
             self._lost(error)
         except Exception as error:
-            self.failure = self.failure or PeerLost(f"failed to receive from {self.name}: "
-                                                    f"{type(error).__name__}: {error}")
+            self.failure = self.failure or PeerLost(self.peer, self.name,
+                                                    f"what it sent cannot be received "
+                                                    f"({type(error).__name__}: {error})")
 
     def _read(self, inbox: deque) -> None:
         sock, stage, peer = self.sock, self._stage, self.peer

@@ -30,8 +30,9 @@ from typing import Any, Mapping, Sequence
 FRAME = struct.Struct("<IIIQ")
 """Frame header: channel, source index, target index, body length."""
 MESSAGE, GOODBYE, CONTROL = 0, 1, 2
-PROTOCOL_VERSION = 2
-"""Version of the handshake and frames; peers of another version are refused."""
+PROTOCOL_VERSION = 3
+"""Version of the handshake, frames and control notices (3: an ``abort`` says whether it is
+a loss); peers of another version are refused."""
 HANDSHAKE_TIMEOUT = 3.0
 """Seconds an accepted connection may take to show a sparktimely handshake."""
 MAX_FRAME = 1 << 36
@@ -42,12 +43,37 @@ DEFAULT_TIMEOUT = 60.0
 TIMEOUT_ENV = "SPARKTIMELY_CONNECT_TIMEOUT"
 
 
-class PeerLost(ConnectionError):
-    """The connection to another worker or process dropped without a goodbye.
+def lost_peer(peer: str, noticed_by: str, reason: str) -> str:
+    """How a lost worker or process is told, wherever it is noticed: what was lost and where,
+    who noticed, and how.
 
-    >>> issubclass(PeerLost, ConnectionError)
-    True
+    >>> lost_peer("process 1 at 10.0.0.2:2101 (workers 2..3)", "process 0", "it died")
+    'lost process 1 at 10.0.0.2:2101 (workers 2..3), noticed by process 0: it died'
     """
+    return f"lost {peer}, noticed by {noticed_by}: {reason}"
+
+
+class PeerLost(ConnectionError):
+    """Worker ``index`` is lost: its connection dropped without a goodbye, or its shared
+    memory went away. ``peer`` names it (and where it is), ``reason`` says how.
+
+    >>> error = PeerLost(2, "worker 2 at 10.0.0.2:40000 (process 1)", "Connection reset by peer")
+    >>> print(error)
+    lost worker 2 at 10.0.0.2:40000 (process 1): Connection reset by peer
+    >>> print(error.noticed_by("worker 0"))
+    lost worker 2 at 10.0.0.2:40000 (process 1), noticed by worker 0: Connection reset by peer
+    """
+
+    def __init__(self, index: int, peer: str, reason: str) -> None:
+        super().__init__(f"lost {peer}: {reason}")
+        self.index, self.peer, self.reason = index, peer, reason
+
+    def noticed_by(self, who: str) -> str:
+        """The loss as :func:`lost_peer` tells it, noticed by ``who``."""
+        return lost_peer(self.peer, who, self.reason)
+
+    def __reduce__(self):
+        return (PeerLost, (self.index, self.peer, self.reason))
 
 
 _READABLE = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR | select.POLLNVAL

@@ -29,16 +29,20 @@ from typing import Any, Sequence
 
 from ..shm import job_prefix
 from .cluster import WorkerAddress, host_identity, sockets_forced
-from .net import (connect_peers, connect_timeout, job_token, listen, ready, recv_notice,
-                  send_notice, split_address)
+from .net import (connect_peers, connect_timeout, job_token, listen, lost_peer, ready,
+                  recv_notice, send_notice, split_address)
+
 
 class PeerFailed(RuntimeError):
     """Worker ``index`` failed, as process ``origin`` saw it: an error another process
-    reported (``abort``), or a process whose connection dropped without ``done``."""
+    reported (``abort``), or a process whose connection dropped without ``done``. ``lost``:
+    the failure is a lost worker or process (its message says who noticed)."""
 
-    def __init__(self, index: int, message: str, traceback: str, origin: int) -> None:
+    def __init__(self, index: int, message: str, traceback: str, origin: int,
+                 lost: bool = False) -> None:
         super().__init__(message)
         self.index, self.message, self.traceback, self.origin = index, message, traceback, origin
+        self.lost = lost
 
 
 class ProcessCluster:
@@ -137,13 +141,12 @@ class ProcessCluster:
             raise ConnectionError(f"process {q} at {self.hostfile[q]} did not answer during "
                                   f"start-up") from None
         except OSError as error:
-            raise ConnectionError(f"lost connection to process {q} at {self.hostfile[q]} "
-                                  f"during start-up: {error.strerror or error}") from None
+            raise ConnectionError(self._lost(q, "during start-up", error.strerror or str(error))
+                                  ) from None
         finally:
             sock.settimeout(None)
         if notice is None:
-            raise ConnectionError(f"process {q} at {self.hostfile[q]} closed the connection "
-                                  f"during start-up")
+            raise ConnectionError(self._lost(q, "during start-up", "it closed the connection"))
         if notice[0] == "abort":
             raise PeerFailed(*notice[1:])
         return notice
@@ -165,12 +168,19 @@ class ProcessCluster:
         else:
             reason = "the process died or the network dropped"
         if notice is None:
-            raise PeerFailed(q * self.workers, f"lost connection to process {q} at "
-                             f"{self.hostfile[q]} (workers {q * self.workers}.."
-                             f"{(q + 1) * self.workers - 1}): {reason}", "", self.process)
+            raise PeerFailed(q * self.workers, self._lost(q, "", reason), "", self.process,
+                             lost=True)
         if notice[0] == "abort":
             raise PeerFailed(*notice[1:])
         del self._open[sock]
+
+    def _lost(self, q: int, when: str, reason: str) -> str:
+        """Process ``q`` lost, as this process tells it (``when``: "during start-up", or
+        nothing once the workers run)."""
+        first, last = q * self.workers, (q + 1) * self.workers - 1
+        workers = f"worker {first}" if first == last else f"workers {first}..{last}"
+        noticed_by = f"process {self.process}" + (f" {when}" if when else "")
+        return lost_peer(f"process {q} at {self.hostfile[q]} ({workers})", noticed_by, reason)
 
     def poll(self) -> None:
         """Handle control notices that have arrived, without waiting (raises PeerFailed)."""
@@ -200,11 +210,12 @@ class ProcessCluster:
         """The process that runs worker ``index``."""
         return index // self.workers
 
-    def abort(self, index: int, message: str, traceback: str, origin: int | None = None) -> None:
+    def abort(self, index: int, message: str, traceback: str, origin: int | None = None,
+              lost: bool = False) -> None:
         """Tell every process (best effort) that worker ``index`` failed, as seen by process
-        ``origin`` (default: this one)."""
+        ``origin`` (default: this one); ``lost``: as for :class:`PeerFailed`."""
         notice = ("abort", index, message, traceback,
-                  self.process if origin is None else origin)
+                  self.process if origin is None else origin, lost)
         for q, sock in self.controls.items():
             try:
                 sock.settimeout(1.0)
@@ -213,8 +224,9 @@ class ProcessCluster:
                 pass
 
     def explain(self, failure: PeerFailed) -> str:
-        """The failure's message, naming the process that saw it if that is not this one."""
-        if failure.origin == self.process:
+        """The failure's message, naming the process that saw it if that is not this one
+        (and the message does not: a loss names who noticed it)."""
+        if failure.origin == self.process or failure.lost:
             return failure.message
         return f"{failure.message} (reported by process {failure.origin} at " \
                f"{self.hostfile[failure.origin]})"

@@ -119,6 +119,20 @@ def parse_bytes(text: str) -> int:
     return int(float(match[1]) * 1024 ** "_kmgt".index(match[2] or "_"))
 
 
+class RingGone(ConnectionResetError):
+    """Worker ``worker``, the writer of a ring, is gone (its process ended); ``reason`` says
+    how the reader knows.
+
+    >>> gone = RingGone(2, "its ring to worker 0 was removed")
+    >>> gone.worker, str(gone)
+    (2, 'worker 2 is gone: its ring to worker 0 was removed')
+    """
+
+    def __init__(self, worker: int, reason: str) -> None:
+        super().__init__(f"worker {worker} is gone: {reason}")
+        self.worker, self.reason = worker, reason
+
+
 class _Out:
     """Writer side of the ring ``ep.index -> target`` and its overflow queue (entries:
     ``[message, bytes of it already sent in parts]``)."""
@@ -289,15 +303,14 @@ class _In:
     def _attach(self, gen: int) -> Segment:
         """Map generation ``gen`` of this ring. Its writer made it (and said so), so if it is
         missing the writer's process ended and its segments were removed (a host group's
-        janitor removes a dead member's): a ConnectionResetError naming the writer."""
+        janitor removes a dead member's): :class:`RingGone` naming the writer."""
         ep = self.ep
         name = _ring_name(ep.prefix, self.src, ep.index, gen)
         try:
             return Segment.attach(name, ep.directory)
         except FileNotFoundError:
-            raise ConnectionResetError(f"worker {self.src} is gone: its ring to worker "
-                                       f"{ep.index} ({name}) was removed, as when its "
-                                       f"process ends") from None
+            raise RingGone(self.src, f"its ring to worker {ep.index} ({name}) was removed, "
+                                     f"as when its process ends") from None
 
     def _use(self, seg: Segment) -> None:
         self.seg, self.cap = seg, seg.size - _HDR

@@ -171,16 +171,22 @@ def wait_ready(job: Job, timeout: float = 60) -> None:
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("force_sockets", MODES)
 def test_killed_process_stops_the_others_within_5_seconds(jobs, force_sockets):
+    """Each survivor tells the loss once, in one line: the lost process, its address and
+    workers, and the process that noticed (itself, or the other survivor that told it) --
+    not as ``worker 2 failed``, which read as if a surviving worker had failed."""
     job = jobs("forever", 3, force_sockets=force_sockets)
     wait_ready(job)
     job.procs[1].send_signal(signal.SIGKILL)
     killed = time.monotonic()
+    address = job.hostfile.read_text().split()[1]
     for process in (0, 2):
         code = job.procs[process].wait(10)
         assert time.monotonic() - killed < 5
         assert code != 0
         error = job.output(process, "err")
-        assert error.startswith("comm_jobs.py: worker ") and "process 1" in error, error
+        assert re.fullmatch(rf"comm_jobs\.py: lost process 1 at {re.escape(address)} "
+                            rf"\(workers 2\.\.3\), noticed by process [02]: the process died "
+                            rf"or the network dropped\n", error), error
     job.kill()
     sweep_stale()      # what the next job does: a SIGKILLed process cannot remove its own mesh
 
@@ -445,4 +451,4 @@ def test_a_dropped_network_link_stops_both_sides_within_5_seconds(jobs, namespac
         assert job.procs[process].wait(10) != 0
         assert time.monotonic() - dropped < 5, time.monotonic() - dropped
         error = job.output(process, "err")
-        assert f"lost connection to process {other}" in error, error
+        assert f"lost process {other} at " in error, error

@@ -393,11 +393,11 @@ def test_a_lost_peer_met_while_an_operator_sends_is_not_the_operators_error():
     def job(worker):
         def ctor(cap, info):
             def logic(output):
-                raise PeerLost("lost connection to worker 1 at 127.0.0.1:1 (test)")
+                raise PeerLost(1, "worker 1 at 127.0.0.1:1 (test)", "reset")
             return logic
         worker.dataflow(lambda scope: st.source(scope, "Sends", ctor).probe())
         worker.step()
-    with pytest.raises(PeerLost, match="lost connection to worker 1"):
+    with pytest.raises(PeerLost, match="lost worker 1"):
         st.execute_directly(job)
 
 

@@ -335,3 +335,42 @@ def test_a_memory_error_that_leaves_no_memory_is_still_named(tmp_path, workers):
     assert re.search(rf"^fill.py: worker {workers - 1} failed: OperatorError: operator "
                      rf"'Map' .*raised MemoryError", ran.stderr), ran.stderr
     assert "died (exit code" not in ran.stderr, ran.stderr
+
+
+def test_a_worker_that_loses_a_peer_tells_what_it_lost_where_and_that_it_noticed():
+    """Worker 1 fails and drops its connections (an unsupervised session, as a Spark task
+    runs one): worker 0 tells the loss in the wording every lost peer has (``lost WHAT at
+    WHERE, noticed by WHO: HOW``), as a PeerLostError, not as ``worker 0 failed: PeerLost:``
+    with the transport's frames for a traceback."""
+    import threading
+    from sparktimely.errors import PeerLostError
+    from sparktimely.session import Seat, WorkerSession
+    seats = [Seat("127.0.0.1", label=f"test {index}", force_sockets=True) for index in (0, 1)]
+    plan = [seat.address() for seat in seats]
+    errors: dict[int, st.WorkerError] = {}
+
+    def work(index: int) -> None:
+        try:
+            with WorkerSession(index, plan, seats[index].release_listener(),
+                               timeout=20) as worker:
+                handle = st.InputHandle()
+                probe = worker.dataflow(lambda scope: scope.input_from(handle)
+                                        .exchange(lambda x: x).probe())
+                for epoch in range(1, 100):
+                    handle.send_batch(range(10))
+                    handle.advance_to(epoch)
+                    worker.step_while(lambda: probe.less_than(epoch))
+                    if index == 1:
+                        raise ValueError("boom")
+        except st.WorkerError as error:
+            errors[index] = error
+    threads = [threading.Thread(target=work, args=(index,)) for index in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(40)
+    assert str(errors[1]) == "worker 1 failed: ValueError: boom"
+    lost = errors[0]
+    assert type(lost) is PeerLostError and lost.index == 1 and lost.traceback == ""
+    assert re.fullmatch(rf"lost worker 1 at 127\.0\.0\.1:{plan[1].port} \(test 1\), noticed by "
+                        rf"worker 0: .+", str(lost)), str(lost)

@@ -138,7 +138,7 @@ def test_an_oversized_control_frame_is_refused_not_allocated():
                                             0, 1))
         sock.sendall(FRAME.pack(2, 0, 1, 1 << 60))
     error, elapsed, address = against(impostor)
-    assert str(error).startswith(f"lost connection to process 0 at {address} during "
-                                 f"start-up: unexpected frame on a control connection: channel "
-                                 f"2, {1 << 60} bytes")
+    assert str(error).startswith(f"lost process 0 at {address} (workers 0..1), noticed by process "
+                                 f"1 during start-up: unexpected frame on a control connection: "
+                                 f"channel 2, {1 << 60} bytes")
     assert elapsed < 5
