@@ -502,7 +502,8 @@ class _Meeting:
                        f"version {version}")
         elif token != self.token:
             problem = (f"a connection from {party.address} ({self.what} {source}) belongs "
-                       f"to another job (another hostfile or plan, or another -n)")
+                       f"to another job (another hostfile or plan, another -n, or another "
+                       f"program)")
         elif target != self.index:
             problem = (f"a connection from {party.address} wanted {self.what} {target}, not "
                        f"{self.what} {self.index}")
@@ -547,8 +548,9 @@ class _Meeting:
                                        f"sparktimely version everywhere")
         if token != self.token:
             raise self._failure(party, "it belongs to another sparktimely job (another "
-                                       "hostfile or plan, or another -n): were the processes "
-                                       "given different -n, or do two jobs use the same "
+                                       "hostfile or plan, another -n, or another program): "
+                                       "were the processes given different -n or started "
+                                       "from different files, or do two jobs use the same "
                                        "addresses?")
         if kind == _Handshake.REFUSED:
             raise self._failure(party, f"it refused {self.what} {self.index}: it does not "

@@ -23,7 +23,9 @@ drops without ``done``. At the end every process says ``done`` and waits for the
 from __future__ import annotations
 
 import errno
+import hashlib
 import socket
+import sys
 import time
 from typing import Any, Sequence
 
@@ -31,6 +33,31 @@ from ..shm import job_prefix
 from .cluster import WorkerAddress, host_identity, sockets_forced
 from .net import (connect_peers, connect_timeout, job_token, listen, lost_peer, ready,
                   recv_notice, send_notice, split_address)
+
+
+def program_digest() -> str:
+    """A digest of the file this process's program was started from (its ``__main__``
+    module's; empty for ``python -c`` or a notebook): two programs started on one hostfile
+    do not meet as one job.
+
+    >>> len(program_digest()) in (0, 32)
+    True
+    """
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as file:
+            return hashlib.blake2b(file.read(), digest_size=16).hexdigest()
+    except OSError:
+        return ""
+
+
+def process_token(hostfile: Sequence[str]) -> bytes:
+    """The token of the job whose processes this ``hostfile`` lists, run by this program:
+    a process of another job (another hostfile, another ``-n``, another program) is refused
+    when it connects."""
+    return job_token("processes", list(hostfile), program_digest())
 
 
 class PeerFailed(RuntimeError):
@@ -93,7 +120,7 @@ class ProcessCluster:
             self.listeners = {first + local: listen(bound, 0) for local in range(self.workers)}
             others = {q: a for q, a in enumerate(self.hostfile) if q != self.process}
             self.controls = connect_peers(self.process, others, listener, timeout,
-                                          token=job_token("processes", self.hostfile))
+                                          token=process_token(self.hostfile))
         self._open = {sock: q for q, sock in self.controls.items()}
         for sock in self.controls.values():      # unacknowledged notices time out too
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, 3000)

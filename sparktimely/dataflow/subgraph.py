@@ -307,7 +307,13 @@ class Dataflow:
             if isinstance(queue, SchemaCheckedQueue):       # an exchange's, as announced
                 queue.check(source, schema)
         elif kind == GRAPH:
-            _, _, _, shape, names, salt_probe, dropped = message
+            _, _, name, shape, names, salt_probe, dropped = message
+            if name != self.name:
+                raise RuntimeError(
+                    f"workers built dataflow {self.index} under different names: worker "
+                    f"{source} named it {name!r}, worker {self.worker.index} {self.name!r}; "
+                    f"every worker must build the same dataflows in the same order (are two "
+                    f"programs, or one with other arguments, run on one hostfile?)")
             if shape != self.shape:
                 raise RuntimeError(
                     f"workers built dataflow {self.name!r} differently: worker {source} has "

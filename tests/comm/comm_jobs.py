@@ -7,7 +7,8 @@ exchanged twice, and Arrow batches broadcast), ``bfs`` (examples/bfs.py), ``fore
 until killed; prints ``ready`` after the first), ``fail`` (worker 3 raises after a round),
 ``fail_when_told`` (worker 0 raises once the file ``$COMM_JOBS_TRIGGER`` exists),
 ``fail_in_operator``, ``unrebuildable`` (worker 0 sends the last worker a record that does
-not unpickle) and ``diverge`` (the last worker never builds the dataflow the others build).
+not unpickle), ``diverge`` (the last worker never builds the dataflow the others build) and
+``named`` (a dataflow named ``$COMM_JOBS_NAME``).
 """
 from __future__ import annotations
 
@@ -142,7 +143,13 @@ def diverge(worker: st.Worker) -> None:
                         name="numbers")
 
 
-JOBS = {"exchange": exchange, "bfs": bfs_job, "forever": forever,
+def named(worker: st.Worker) -> None:
+    """The records of ``diverge``'s dataflow, in a dataflow named ``$COMM_JOBS_NAME``."""
+    worker.dataflow(lambda scope: scope.to_stream(range(100)).exchange(lambda x: x).probe(),
+                    name=os.environ["COMM_JOBS_NAME"])
+
+
+JOBS = {"exchange": exchange, "bfs": bfs_job, "forever": forever, "named": named,
         "fail": lambda worker: forever(worker, fail_at=3), "diverge": diverge,
         "fail_in_operator": fail_in_operator, "unrebuildable": unrebuildable,
         "fail_when_told": lambda worker: forever(worker, fail_at=0,

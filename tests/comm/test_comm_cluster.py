@@ -34,7 +34,8 @@ class Job:
 
     def __init__(self, directory, job: str, processes: int, *, workers: int | list[int] = 2,
                  force_sockets: bool = False, hosts: list[str] | None = None,
-                 prefix=lambda process: [], env: dict | None = None) -> None:
+                 prefix=lambda process: [], env: dict | None = None,
+                 program=lambda process: comm_jobs.__file__) -> None:
         self.dir = directory / f"{job}-{uuid.uuid4().hex[:8]}"
         self.dir.mkdir()
         hosts = hosts or [f"127.0.0.1:{port}" for port in free_ports(processes)]
@@ -48,7 +49,7 @@ class Job:
             with open(self.dir / f"out{process}", "w") as out, \
                     open(self.dir / f"err{process}", "w") as err:
                 self.procs.append(subprocess.Popen(
-                    [*prefix(process), sys.executable, comm_jobs.__file__, job,
+                    [*prefix(process), sys.executable, program(process), job,
                      "-w", str(workers[process]), "-n", str(processes), "-p", str(process),
                      "-h", str(self.hostfile)],
                     stdout=out, stderr=err, env=env, cwd=ROOT))
@@ -276,6 +277,33 @@ def test_a_worker_that_never_builds_a_dataflow_stops_every_process_naming_it(job
         for process in (0, 1):
             assert re.search(r"worker 3 never built dataflow 0 \('numbers'\)",
                              job.output(process, "err")), job.output(process, "err")
+
+
+@pytest.mark.timeout(60)
+def test_two_programs_started_on_one_hostfile_are_refused_not_run_as_one_job(jobs, tmp_path):
+    """Process 1 runs a copy of the program with one line more: the processes' job token
+    covers the program's file, so they do not meet (each ran its own dataflow with the
+    other's records, and both exited 0)."""
+    other = tmp_path / "other_program.py"
+    other.write_text(open(comm_jobs.__file__).read() + "# another program\n")
+    job = jobs("exchange", 2, program=lambda process: str(other) if process else comm_jobs.__file__,
+               env={"SPARKTIMELY_CONNECT_TIMEOUT": "3"})
+    assert job.wait(30) == [1, 1]
+    told = job.output(0, "err") + job.output(1, "err")   # by the first to see the other's token
+    assert "belongs to another sparktimely job (another hostfile or plan, another -n, or " \
+           "another program)" in told, told
+
+
+@pytest.mark.timeout(60)
+def test_workers_that_name_a_dataflow_differently_stop_naming_both_names(jobs):
+    """One program run twice on one hostfile with other arguments (here: the dataflow's
+    name) meets as one job; the workers tell the dataflow's two names apart."""
+    job = jobs("named", 2, prefix=lambda process: ["env", f"COMM_JOBS_NAME=sums-{process}"])
+    assert job.wait(30) == [1, 1]
+    for process in (0, 1):
+        assert re.search(r"workers built dataflow 0 under different names: worker \d named it "
+                         r"'sums-\d', worker \d 'sums-\d'", job.output(process, "err")), \
+            job.output(process, "err")
 
 
 @pytest.mark.timeout(60)

@@ -11,7 +11,8 @@ import pytest
 from ports import free_ports
 
 import sparktimely as st
-from sparktimely.comm.net import FRAME, PROTOCOL_VERSION, _Handshake, job_token, listen
+from sparktimely.comm.net import FRAME, PROTOCOL_VERSION, _Handshake, listen
+from sparktimely.comm.rendezvous import process_token
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -106,16 +107,17 @@ def test_a_silent_service_is_named_within_five_seconds():
 
 
 def greeting(hostfile: list[str], version: int = PROTOCOL_VERSION, index: int = 0):
-    token = job_token("processes", hostfile)
+    token = process_token(hostfile)
     return _Handshake.FORMAT.pack(_Handshake.MAGIC, version, _Handshake.GREETING, token, index, 0)
 
 
 def test_a_peer_of_another_job_is_refused():
     error, elapsed, address = against(greeting(["127.0.0.1:1", "127.0.0.1:2"]))  # other hosts
     assert str(error) == (f"process 1 could not connect to process 0 at {address}: "
-                          f"it belongs to another sparktimely job (another hostfile or plan, or "
-                          f"another -n): were the processes given different -n, or do two "
-                          f"jobs use the same addresses?")
+                          f"it belongs to another sparktimely job (another hostfile or plan, "
+                          f"another -n, or another program): were the processes given "
+                          f"different -n or started from different files, or do two jobs use "
+                          f"the same addresses?")
     assert elapsed < 5
 
 
@@ -134,7 +136,7 @@ def test_an_oversized_control_frame_is_refused_not_allocated():
         sock.sendall(greeting(hostfile))
         sock.recv(_Handshake.FORMAT.size)              # its hello
         sock.sendall(_Handshake.FORMAT.pack(_Handshake.MAGIC, PROTOCOL_VERSION,
-                                            _Handshake.WELCOME, job_token("processes", hostfile),
+                                            _Handshake.WELCOME, process_token(hostfile),
                                             0, 1))
         sock.sendall(FRAME.pack(2, 0, 1, 1 << 60))
     error, elapsed, address = against(impostor)
