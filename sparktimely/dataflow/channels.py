@@ -185,7 +185,7 @@ class Exchange(Pact):
         return f"Exchange(route={route_name(self.route)})"
 
 
-def route_name(route: Callable[[Any], Any]) -> str:
+def route_name(route: Callable[..., Any]) -> str:
     """How errors name a route: its qualified name, else its repr; a lambda or a function
     defined inside another by its name and where it is defined.
 

@@ -54,6 +54,10 @@ class WorkerObserver:
     def dataflow_finished(self, dataflow: "Dataflow") -> None:
         """``dataflow`` completed or was dropped on this worker."""
 
+    def dataflow_dropped(self, dataflow: "Dataflow") -> None:
+        """``dataflow`` was dropped on this worker (after :meth:`dataflow_finished`): it
+        sends and receives nothing more, and what was kept about it may go."""
+
     def scheduled(self, dataflow: int, operator: int, start: bool) -> None:
         """Operator ``operator`` of dataflow ``dataflow`` starts (or ends) running."""
 
@@ -116,6 +120,10 @@ class ObserverFanOut(WorkerObserver):
     def dataflow_finished(self, dataflow: "Dataflow") -> None:
         for observer in self.observers:
             observer.dataflow_finished(dataflow)
+
+    def dataflow_dropped(self, dataflow: "Dataflow") -> None:
+        for observer in self.observers:
+            observer.dataflow_dropped(dataflow)
 
     def scheduled(self, dataflow: int, operator: int, start: bool) -> None:
         for observer in self.observers:

@@ -21,12 +21,13 @@ import weakref
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple, Protocol
 
+from ..errors import describe
 from ..hashing import calls_hash
 from ..progress.exchange import ProgressExchange
 from ..progress.reachability import GraphBuilder, Tracker
 from ..progress.timestamp import TimeKind, Timestamp
 from .builder import Operator
-from .channels import Edge, SchemaCheckedQueue
+from .channels import Edge, SchemaCheckedQueue, route_name
 from .ports import batch_length
 
 if TYPE_CHECKING:
@@ -410,13 +411,20 @@ class Dataflow:
             operator.handles = []
 
     def drop(self) -> None:
-        """Stop this dataflow here: run the ``on_drop`` callbacks and release what it holds."""
+        """Stop this dataflow here: run the ``on_drop`` callbacks and release what it holds.
+        A callback that raises does not keep the others from running nor the dataflow from
+        being released; the first such error is raised then, naming the dataflow."""
         self.dropped = True
-        if self.running and self.worker._observer is not None:   # (told when it finished)
-            self.worker._observer.dataflow_finished(self)
+        observer = self.worker._observer
+        if self.running and observer is not None:       # (told when it finished)
+            observer.dataflow_finished(self)
         callbacks, self._on_drop = self._on_drop, []
+        failed: tuple[Callable[[], Any], Exception] | None = None
         for callback in callbacks:
-            callback()
+            try:
+                callback()
+            except Exception as error:
+                failed = failed or (callback, error)
         held, self._held = self._held, []
         for ref in held:
             closeable = ref()
@@ -433,6 +441,13 @@ class Dataflow:
         self._frontier_watchers = {}
         self._heap = []
         self._input_handles = []
+        if observer is not None:
+            observer.dataflow_dropped(self)
+        if failed is not None:
+            callback, cause = failed
+            raise RuntimeError(f"dataflow {self.name!r} (index {self.index}): its on_drop "
+                               f"callback {route_name(callback)} raised {describe(cause)}"
+                               ) from cause
 
     def open_inputs(self) -> list[OpenInput]:
         """The inputs (input handles, unordered inputs) that alone keep this dataflow from

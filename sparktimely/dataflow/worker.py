@@ -316,11 +316,11 @@ class WorkerCore:
         if dataflow is None:
             if index in self._dropped:          # as timely's: dropping again does nothing
                 return
-            raise KeyError(f"worker {self.index} has no dataflow {index} to drop "
+            raise KeyError(f"worker {self.index} has no dataflow {index!r} to drop "
                            f"(installed: {self.installed_dataflows()})")
         self._dropped.add(index)
-        dataflow.drop()
         self._dataflows = [d for d in self._dataflows if d is not dataflow]
+        dataflow.drop()
 
     def _drop_oldest_finished(self) -> None:
         """Drop the finished dataflows kept beyond the last :attr:`finished_kept`."""

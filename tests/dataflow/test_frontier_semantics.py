@@ -575,6 +575,44 @@ def test_index_ranges_hold_what_a_set_holds(indexes):
     assert all(end < start for (_, end), (start, _) in zip(runs, runs[1:]))  # disjoint, apart
 
 
+def test_an_on_drop_callback_that_raises_is_named_and_the_drop_completes(run):
+    """The program's drop and the worker's own (of a finished dataflow, once
+    ``finished_kept`` more have finished) alike: the error names the dataflow and the
+    callback, the other callbacks run, and the dataflow is gone (it was left half dropped
+    with a bare ZeroDivisionError, raised from the step of an unrelated dataflow)."""
+    def job(worker):
+        ran, errors = [], []
+
+        def build(scope, name):
+            scope.on_drop(lambda: 1 // 0)
+            scope.on_drop(lambda: ran.append(name))
+            return scope.to_stream([1]).probe()
+        index = worker.next_dataflow_index()
+        worker.dataflow(lambda scope: build(scope, "by the program"), name="first")
+        try:
+            worker.drop_dataflow(index)
+        except RuntimeError as error:
+            errors.append(str(error))
+        worker.dataflow(lambda scope: build(scope, "by the worker"), name="second")
+        worker.run()
+        for i in range(worker.finished_kept):
+            worker.dataflow(lambda scope: scope.to_stream([i]).probe())
+            try:
+                worker.run()
+            except RuntimeError as error:
+                errors.append(str(error))
+        with pytest.raises(KeyError, match="no dataflow '1' to drop"):
+            worker.drop_dataflow("1")
+        return ran, errors, 0 in worker.dataflows() or 1 in worker.dataflows()
+    for ran, errors, listed in run(job):
+        assert ran == ["by the program", "by the worker"]
+        assert [error.split(" callback ")[0] for error in errors] == [
+            "dataflow 'first' (index 0): its on_drop", "dataflow 'second' (index 1): its on_drop"]
+        assert all(error.endswith("raised ZeroDivisionError: integer division or modulo by zero")
+                   and "<lambda> at test_frontier_semantics.py:" in error for error in errors)
+        assert not listed
+
+
 class Marker:
     """Something a dataflow's functions capture, to see when nothing keeps it alive."""
 
