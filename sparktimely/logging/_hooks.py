@@ -98,14 +98,16 @@ class WorkerHooks(WorkerObserver):
         self.recent: deque = deque(maxlen=RECENT)       # the last batches delivered
         self.logged = 0
         self.names: dict[int, str] = {}
-        self.built: list = []                      # every OperatesEvent and ChannelsEvent
-        self._bases: dict[int, int] = {}           # dataflow index -> its first operator id
+        # Per dataflow not dropped (so that a program building dataflow after dataflow keeps
+        # none of the dropped ones): its operator and channel ids and their events, ...
+        self._structure: dict[int, tuple[range, range, list]] = {}
+        self._bases: dict[int, int] = {}           # ... its first operator id, ...
+        self._locations: dict[int, dict[int, tuple[int, int, bool]]] = {}   # ... its ports,
+        self._observed: dict[int, list[LocalPusher]] = {}   # ... its channels' local ends
         self._next_operator = 0
         self._next_channel = 0
         self._channels: dict[tuple[int, int], int] = {}   # (dataflow, input location) -> id
-        self._locations: dict[int, dict[int, tuple[int, int, bool]]] = {}
         self._sequence: dict[tuple, int] = {}
-        self._observed: list[LocalPusher] = []     # channel ends showing us their batches
         self._step_marks = [0, 0, 0, 0]      # this step's start, received, computed, sending
         self._computed_at = 0                # events in the buffer when its dataflows were done
         self._steps = [0, 0, 0, 0, origin]   # steps, their ns, communication, checkpoints; logged
@@ -121,6 +123,11 @@ class WorkerHooks(WorkerObserver):
 
     # -- structure --------------------------------------------------------------------------
 
+    @property
+    def built(self) -> list:
+        """The OperatesEvent and ChannelsEvent of every dataflow not dropped."""
+        return [event for _, _, events in self._structure.values() for event in events]
+
     def dataflow_built(self, dataflow: "Dataflow") -> None:
         base, first_channel = self._next_operator, self._next_channel
         self._bases[dataflow.index] = base
@@ -130,7 +137,9 @@ class WorkerHooks(WorkerObserver):
         operates, channels = structure(dataflow, base, first_channel, self.worker, self.now())
         for event in operates:
             self.names[event.id] = event.name
-        self.built += operates + channels
+        self._structure[dataflow.index] = (range(base, self._next_operator),
+                                           range(first_channel, self._next_channel),
+                                           operates + channels)
         if self.timely is not None:
             self.timely += operates + channels
         locations = self._locations.setdefault(dataflow.index, {})
@@ -139,17 +148,40 @@ class WorkerHooks(WorkerObserver):
                 locations[input.location] = (base + op.index, port, True)
             for port, output in enumerate(op.outputs):
                 locations[output.location] = (base + op.index, port, False)
+        observed = self._observed[dataflow.index] = []
         for number, edge in enumerate(edges):
             channel = first_channel + number
             self._channels[(dataflow.index, edge.target.location)] = channel
             edge.local.observe(partial(self.local, channel))
-            self._observed.append(edge.local)
+            observed.append(edge.local)
+
+    def dataflow_dropped(self, dataflow: "Dataflow") -> None:
+        """Forget what was kept about ``dataflow``: nothing of it is logged any more (a
+        failure's list of the last events names its operators by id only)."""
+        index = dataflow.index
+        kept = self._structure.pop(index, None)
+        if kept is None:
+            return
+        operators, channels, _ = kept
+        self._bases.pop(index, None)
+        self._locations.pop(index, None)
+        for local in self._observed.pop(index, ()):
+            local.observe(None)
+        self._channels = {key: channel for key, channel in self._channels.items()
+                          if key[0] != index}
+        self._sequence = {key: number for key, number in self._sequence.items()
+                          if not (key[1] == index if key[0] == "progress"
+                                  else key[0] in channels)}
+        names = self.names
+        for operator in operators:
+            names.pop(operator, None)
 
     def detach(self) -> None:
         """Stop the channel ends showing their batches to :meth:`local`."""
-        for local in self._observed:
-            local.observe(None)
-        self._observed = []
+        for observed in self._observed.values():
+            for local in observed:
+                local.observe(None)
+        self._observed = {}
 
     # -- what the worker reports ------------------------------------------------------------
 

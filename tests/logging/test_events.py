@@ -7,6 +7,8 @@ that description in plain Python.
 """
 from __future__ import annotations
 
+import gc
+import tracemalloc
 from collections import Counter
 
 import pytest
@@ -169,3 +171,41 @@ def test_progress_events_are_shared_whole_and_release_every_initial_capability(l
     # and when released
     assert +sources == Counter() and -sources == Counter({0: peers, 1: peers, 2: peers,
                                                           4: peers})
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.timeout(120)
+def test_a_logging_worker_keeps_nothing_of_the_dataflows_it_dropped(workers):
+    """A query dataflow per request, with the "timely" and progress logs on: each worker
+    logged every dataflow, and kept each one's operators, channels and their ends (about
+    15 KB) for good, after the program or the worker itself had dropped it. A logger
+    registered afterwards gets the structure of the dataflows still there only."""
+    def job(worker):
+        registry = worker.log_register()
+        events = []
+        registry.insert("timely", lambda time, batch: events.extend(batch))
+        registry.insert("timely/progress", lambda time, batch: None)
+        tracemalloc.start()
+        for i in range(700):
+            if i == 200:
+                gc.collect()
+                start = tracemalloc.get_traced_memory()[0]
+            events.clear()                  # (the events themselves are the program's)
+            index = worker.next_dataflow_index()
+            data = range(10) if worker.index == 0 else []
+            probe = worker.dataflow(lambda scope: scope.to_stream(data).exchange(lambda x: x)
+                                    .map(lambda x: x + 1).probe(), name=f"query {i}")
+            worker.step_while(lambda: not probe.done())
+            if i % 2:
+                worker.drop_dataflow(index)   # the others the worker drops itself
+        gc.collect()
+        grown = tracemalloc.get_traced_memory()[0] - start
+        tracemalloc.stop()
+        later = []
+        registry.add("timely", lambda time, batch: later.extend(batch))
+        registry.close()
+        described = sorted({e.addr[0] for e in later if type(e) is OperatesEvent})
+        return grown / 500, described, sorted(worker.dataflows())
+    for per_dataflow, described, kept in st.execute(job, workers=workers):
+        assert per_dataflow < 500, per_dataflow         # bytes (12-20 KB before)
+        assert described == kept and kept
