@@ -68,6 +68,34 @@ def check_epochs(updates):
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
 @pytest.mark.timeout(60)
+def test_a_sealed_trace_keeps_no_reference_per_import_after_the_import_is_gone(workers):
+    """A finished arrangement read by a short query dataflow per request: each import
+    left its (dead) reference in the trace for good, since only a batch or a seal, which a
+    sealed trace sends no more, pruned them. The queries' counts are the oracle's."""
+    def job(worker):
+        data = [(k % 4, k) for k in range(20)]
+        trace = worker.dataflow(lambda scope: dd.from_stream(
+            scope.to_stream(data if worker.index == 0 else [])).arrange_by_key().trace)
+        worker.run()
+        answers = []
+        for i in range(40):
+            index = worker.next_dataflow_index()
+            captured = worker.dataflow(lambda scope: trace.import_(scope).count().inner.capture())
+            worker.run()
+            answers.append(sorted((d, r) for _, batch in captured.extract() for d, _, r in batch))
+            if i % 2:
+                worker.drop_dataflow(index)
+        return answers, len(trace._box._listeners)
+    results = st.execute(job, workers=workers)
+    for query in range(40):
+        assert sorted(u for answers, _ in results for u in answers[query]) == [
+            ((k, 5), 1) for k in range(4)]
+    for _, listeners in results:
+        assert listeners <= 1 + st.Worker.finished_kept     # the last import's, and the kept
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.timeout(60)
 def test_import_follows_the_trace(workers):
     def job(worker):
         edges = dd.InputSession()

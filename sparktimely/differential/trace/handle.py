@@ -91,6 +91,10 @@ class TraceBox:
         self.spine.restore(batch, upper)
 
     def add_listener(self, listener: Any) -> None:
+        """Send ``listener`` (held weakly) the batches and frontiers from now on. The
+        references of listeners gone are pruned here too: a sealed trace sends nothing
+        more, and the imports of short dataflows come and go."""
+        self._live_listeners()
         self._listeners.append(weakref.ref(listener))
 
     def remove_listener(self, listener: Any) -> None:
