@@ -312,6 +312,8 @@ class WorkerCore:
         >>> st.execute_directly(job)
         ([0], [])
         """
+        if self._stepping:
+            raise RuntimeError(self._reentered("worker.drop_dataflow()", "drop a dataflow"))
         dataflow = self._built.pop(index, None)
         if dataflow is None:
             if index in self._dropped:          # as timely's: dropping again does nothing

@@ -1154,10 +1154,13 @@ def test_advance_to_a_time_of_another_type_names_the_input_and_the_type():
                                   "called while worker {} steps"),
     (lambda worker: worker.dataflow(lambda scope: scope.to_stream([1]).probe()),
      "worker.dataflow() was called while worker {} steps"),
-], ids=["step", "run", "dataflow"])
+    (lambda worker: worker.drop_dataflow(0), "worker.drop_dataflow() was called while worker "
+                                             "{} steps"),
+], ids=["step", "run", "dataflow", "drop"])
 def test_a_worker_driven_from_its_own_operators_logic_says_so(run, call, told):
-    """Stepping, running or building from inside an operator's logic re-entered the worker:
-    ``run`` there hung, ``step`` and ``dataflow`` went on silently."""
+    """Stepping, running, building or dropping a dataflow from inside an operator's logic
+    re-entered the worker: ``run`` there hung, ``step``, ``dataflow`` and ``drop_dataflow``
+    (which took the operators from under the step running them) went on silently."""
     def job(worker):
         def touch(x):
             call(worker)
