@@ -184,10 +184,18 @@ class Registry:
             logger.callbacks += previous.kept
             logger.kept = list(previous.kept)
         self._attach()
-        if name == "timely" and self._hooks is not None and self._hooks.built:
-            callback(self.now(), list(self._hooks.built))    # the kept ones have them
+        built = self._built(name)
+        if built:
+            callback(self.now(), built)                      # the kept ones have them
         _close(replaced)
         return replaced[-1] if replaced else None
+
+    def _built(self, name: str) -> list:
+        """What a new callback of log ``name`` gets first: for ``"timely"``, the operators
+        and channels of the dataflows built and not dropped (a new list, made once)."""
+        if name != "timely" or self._hooks is None:
+            return []
+        return self._hooks.built
 
     def add(self, name: str, callback: Callback, *, kept: bool = False) -> None:
         """Send the events logged under ``name`` to ``callback`` too, beside the callbacks
@@ -214,9 +222,10 @@ class Registry:
             self.insert(name, callback)
             logger = self._loggers[name]
         else:
-            if name == "timely" and self._hooks is not None and self._hooks.built:
+            built = self._built(name)
+            if built:
                 logger.flush(self.now())
-                callback(self.now(), list(self._hooks.built))
+                callback(self.now(), built)
             logger.callbacks.append(callback)
         if kept:
             logger.kept.append(callback)
