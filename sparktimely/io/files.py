@@ -222,10 +222,7 @@ class _FilePart:
             if around[1:].startswith(line_end):
                 self.offset += len(line_end)
                 return True
-        raise ValueError(f"FileSource: {self.path} line {self.lines} had no line end when a "
-                         f"checkpointed run read it as the file's last line, and the file "
-                         f"has since continued that line; append whole lines, each ending "
-                         f"in a line end, to a file being read")
+        raise self._continued("line")
 
     def _check_the_row_read_unended(self) -> None:
         """A resumed read of a CSV file that a checkpointed run read when it ended inside a
@@ -234,10 +231,15 @@ class _FilePart:
         after = self.file.read_at(1, self.offset)
         if after in b"\r\n" or self.lines < _csv_rows(_Prefix(self.file, self.offset)):
             return                  # ended (or nothing more), or not read then
-        raise ValueError(f"FileSource: {self.path} row {self.lines} had no line end when a "
-                         f"checkpointed run read it as the file's last row, and the file has "
-                         f"since continued that row; append whole rows, each ending in a "
-                         f"line end, to a file being read")
+        raise self._continued("row")
+
+    def _continued(self, unit: str) -> ValueError:
+        """The error for the last ``unit`` (line, or CSV row) that a checkpointed run read
+        without its line end, and that the file has since continued."""
+        return ValueError(f"FileSource: {self.path} {unit} {self.lines} had no line end when "
+                          f"a checkpointed run read it as the file's last {unit}, and the file "
+                          f"has since continued that {unit}; append whole {unit}s, each "
+                          f"ending in a line end, to a file being read")
 
     def _lines(self, rows: int) -> Iterator[list]:
         if self.offset and not self._resume_at_a_line_start():
