@@ -20,17 +20,15 @@ from __future__ import annotations
 
 import fcntl
 import os
-import select
-import signal
 import time
 from typing import Callable
 
-from .shm import Mesh, Segment, sweep
+from .shm import Mesh, Segment, segment_dirs, sweep
 
 _READY, _LEFT, _FAILED, _LENGTH, _LOST_PEER = 0, 1, 2, 3, 4   # u64 slots of the group record
 _TEXT = 64                                        # byte offset of the failure text
 _RECORD_BYTES = 1 << 16
-_CLEAN = b"c"
+_CLEAN = b"clean\n"
 
 
 class GroupFailed(RuntimeError):
@@ -232,32 +230,44 @@ class HostGroup:
 
 
 class Janitor:
-    """A tiny child process that sweeps ``prefix`` if its parent dies without calling
+    """A tiny ``sh`` child process that sweeps ``prefix`` if its parent dies without calling
     :meth:`finish` with ``clean=True`` (pyspark SIGKILLs the Python worker of a task it gives
     up on, and a SIGKILLed supervisor runs no ``finally`` either).
 
-    It holds the read end of a pipe; when the write end closes without the word "clean"
-    first, or its parent is gone, it sweeps and exits. On the normal path the parent says
-    "clean", closes the pipe and reaps it, so nothing outlives the job.
+    It reads a pipe whose write end this process holds (and the workers it forks, which die
+    with it): the word "clean" lets it exit; the end of the pipe without it, once every holder
+    is gone, makes it remove the segments (:func:`~sparktimely.shm.segment_dirs`). It ignores
+    the signals a terminal or a job's stop sends to the process group, as its parent handles
+    those. A shell rather than a fork of this process: forking a large interpreter and waiting
+    for its exit took ~4 ms of every job, a shell ~0.5. Without ``/bin/sh`` there is no janitor
+    (:attr:`pid` None): the next job's ``sweep_stale`` removes what a killed one left.
     """
 
     def __init__(self, prefix: str) -> None:
-        read, write = os.pipe()
-        parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:                                   # the janitor
-            try:
-                _watch(read, write, parent, prefix)
-            finally:
-                os._exit(0)
-        os.close(read)
-        self.pid: int | None = pid
+        if not prefix.startswith("sparktimely-"):
+            raise ValueError(f"refusing to watch prefix {prefix!r}: expected a job prefix")
+        self.pid: int | None = None
+        self._write: int | None = None
+        if not os.path.exists(_SHELL):
+            return
+        read, write = os.pipe()           # neither end is inherited across exec, but the
+        if read == 0:                     # read end made the shell's stdin (a dup2 onto itself
+            os.set_inheritable(read, True)              # keeps the close-on-exec flag)
+        try:
+            self.pid = os.posix_spawn(_SHELL, [_SHELL, "-c", _SWEEP_SCRIPT, "janitor", prefix,
+                                               *segment_dirs()], os.environ,
+                                      file_actions=[(os.POSIX_SPAWN_DUP2, read, 0)])
+        except OSError:
+            os.close(write)
+            return
+        finally:
+            os.close(read)
         self._write = write
 
     def finish(self, clean: bool) -> None:
         """Release the janitor: it sweeps unless ``clean``; wait for it to exit. A janitor
         killed from outside has nothing left to be told: the job it watched goes on."""
-        if self.pid is None:
+        if self.pid is None or self._write is None:
             return
         try:
             if clean:
@@ -266,6 +276,7 @@ class Janitor:
             pass
         finally:
             os.close(self._write)
+            self._write = None
             try:
                 os.waitpid(self.pid, 0)
             except ChildProcessError:
@@ -273,20 +284,12 @@ class Janitor:
             self.pid = None
 
 
-def _watch(read: int, write: int, parent: int, prefix: str) -> None:
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
-        signal.signal(sig, signal.SIG_IGN)
-    os.close(write)
-    os.closerange(3, read)                 # sockets to the JVM and peers are not ours to hold
-    os.closerange(read + 1, 1 << 16)
-    verdict = b""
-    pipe = select.poll()                   # not select.select: ``read`` may be above 1023
-    pipe.register(read, select.POLLIN)
-    while True:
-        if pipe.poll(1000):
-            verdict = os.read(read, 1)
-            break
-        if os.getppid() != parent:         # orphaned (the pipe is also held elsewhere)
-            break
-    if verdict != _CLEAN:
-        sweep(prefix)
+_SHELL = "/bin/sh"
+_SWEEP_SCRIPT = """trap '' INT TERM HUP PIPE
+read verdict
+[ "$verdict" = clean ] && exit 0
+prefix=$1
+shift
+for dir in "$@"; do rm -f -- "$dir/$prefix"*; done
+"""
+"""The janitor's program: ``$1`` the job's prefix, then the directories segments live in."""

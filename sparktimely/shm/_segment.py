@@ -88,7 +88,14 @@ def fallback_dir() -> str:
     return os.path.join(tempfile.gettempdir(), "sparktimely-shm")
 
 
-def _search_dirs(directory: str | None) -> list[str]:
+def segment_dirs(directory: str | None = None) -> list[str]:
+    """Where segments are looked for, in order: ``directory``, ``$SPARKTIMELY_SHM_DIR``,
+    /dev/shm and the fallback directory (each once).
+
+    >>> from sparktimely.shm import fallback_dir, segment_dirs
+    >>> segment_dirs("/dev/shm")[-1] == fallback_dir()
+    True
+    """
     dirs = [directory, os.environ.get(ENV_DIR), SHM_DIR, fallback_dir()]
     return [d for i, d in enumerate(dirs) if d and d not in dirs[:i]]
 
@@ -180,7 +187,7 @@ class Segment:
     def attach(cls, name: str, directory: str | None = None) -> Segment:
         """Map an existing segment by name (searched in ``directory``, $SPARKTIMELY_SHM_DIR,
         /dev/shm and the fallback directory, in that order)."""
-        dirs = _search_dirs(directory)
+        dirs = segment_dirs(directory)
         for d in dirs:
             try:
                 fd = os.open(os.path.join(d, name), os.O_RDWR)
@@ -299,7 +306,7 @@ def segments(prefix: str = "sparktimely-", directory: str | None = None) -> list
     []
     """
     found = []
-    for d in _search_dirs(directory):
+    for d in segment_dirs(directory):
         try:
             names = os.listdir(d)
         except OSError:

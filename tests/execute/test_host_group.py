@@ -120,3 +120,39 @@ def test_group_record_tells_members_the_first_failure_was_only_a_lost_remote_pee
 def test_attach_gives_up_when_the_creator_never_comes():
     with pytest.raises(TimeoutError, match="worker 0, the first of this host's workers"):
         GroupRecord.attach(job_prefix(), 2, time.monotonic() + 0.2, "worker 0")
+
+
+def test_a_janitor_released_without_clean_sweeps_every_segment_directory(tmp_path, monkeypatch):
+    from sparktimely.shm import Segment
+    monkeypatch.setenv("SPARKTIMELY_SHM_DIR", str(tmp_path))
+    prefix = job_prefix()
+    janitor = Janitor(prefix)
+    Segment.create(prefix + "-here", 4096).close()               # in $SPARKTIMELY_SHM_DIR
+    Segment.create(prefix + "-there", 4096, directory="/dev/shm").close()
+    other = job_prefix()
+    Segment.create(other + "-x", 4096).close()                   # another job's: kept
+    janitor.finish(clean=False)
+    assert sorted(os.listdir(tmp_path)) == [other + "-x"]
+    assert segments(prefix) == []
+    os.remove(tmp_path / (other + "-x"))
+
+
+def test_the_janitor_is_a_small_process_that_outlasts_the_group_signals():
+    """A shell, not a copy of the program (whose exit every job waited for); the terminal's
+    and a job stop's signals to the process group are its parent's to handle."""
+    from sparktimely.shm import Segment, sweep
+    prefix = job_prefix()
+    janitor = Janitor(prefix)
+    try:
+        Segment.create(prefix + "-x", 4096).close()
+        process = psutil.Process(janitor.pid)
+        assert process.memory_info().rss < psutil.Process().memory_info().rss / 4
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            os.kill(janitor.pid, sig)
+        time.sleep(0.2)
+        assert process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+        janitor.finish(clean=True)
+        assert segments(prefix) == [prefix + "-x"]
+    finally:
+        janitor.finish(clean=True)
+        sweep(prefix)
