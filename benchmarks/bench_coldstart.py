@@ -22,6 +22,10 @@ warm, in the same workers. Every figure is a ratio of two timings taken in one j
 - Each figure is the median over ``--runs`` jobs (default 7); the notes give the spread, and
   the same ratio in CPU time (the slower worker's ``thread_time``), which the other load on a
   shared machine disturbs less.
+- A small job, whole: ``execute`` of a dataflow that exchanges ten records, from the call to
+  its result, at 1, 2 and 3 workers (median of ``SMALL_JOBS`` jobs, the worker counts taking
+  turns); beside it the floor of as many processes: forking them from this process and
+  joining them, each doing nothing.
 """
 from __future__ import annotations
 
@@ -31,6 +35,9 @@ import statistics
 import subprocess
 import sys
 import time
+
+import multiprocess
+import psutil
 
 import sparktimely as st
 
@@ -91,6 +98,56 @@ def first_job(words: int, variant: str) -> list[float]:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+SMALL_JOBS = 30
+
+
+def small_job(worker) -> None:
+    probe = worker.dataflow(lambda scope: scope.to_stream(range(10)).exchange(lambda x: x)
+                            .probe())
+    worker.step_while(lambda: not probe.done())
+
+
+def bare_processes(count: int) -> None:
+    """Fork ``count`` processes that do nothing, as ``execute`` forks its workers, and join
+    them."""
+    context = multiprocess.get_context("fork")
+    processes = [context.Process(target=int, daemon=True) for _ in range(count)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join()
+
+
+def small_jobs(jobs: int) -> dict[str, list[float]]:
+    """Seconds of ``jobs`` small jobs (``execute`` from call to result) and of as many bare
+    processes, per worker count, the counts taking turns."""
+    times: dict[str, list[float]] = {}
+    for _ in range(jobs):
+        for workers in (1, 2, 3):
+            started = time.perf_counter()
+            st.execute(small_job, workers=workers)
+            forked = time.perf_counter()
+            bare_processes(workers)
+            times.setdefault(f"job {workers}", []).append(forked - started)
+            times.setdefault(f"bare {workers}", []).append(time.perf_counter() - forked)
+    return times
+
+
+def small_job_section(quick: bool) -> Section:
+    times = small_jobs(SMALL_JOBS // 3 if quick else SMALL_JOBS)
+    ms = {name: statistics.median(values) * 1e3 for name, values in times.items()}
+    rows = [Row("a small job (10 records exchanged), execute() to its result",
+                f"{workers} worker" + ("s" if workers > 1 else ""), "ms", ms[f"job {workers}"],
+                limits={"as many bare processes": ms[f"bare {workers}"], "1 worker": ms["job 1"]})
+            for workers in (1, 2, 3)]
+    return Section("A small job from execute() to its result", rows, notes=[
+        f"median of {len(times['job 1'])} jobs per worker count, the counts taking turns; "
+        "limit: forking as many processes from this one (multiprocess's fork context, as "
+        "execute forks its workers) and joining them, each doing nothing: the floor of a job "
+        "whose workers are processes forked from a program of this size "
+        f"({psutil.Process().memory_info().rss >> 20} MB resident)."], key="smalljob").print()
+
+
 def main(quick: bool = False, runs: int = 7) -> list[Section]:
     runs = 2 if quick else runs
     words = WORDS // 4 if quick else WORDS
@@ -131,7 +188,8 @@ def main(quick: bool = False, runs: int = 7) -> list[Section]:
                         "of the dataflow (each behind a barrier): the first against the "
                         "median of the others, slowest worker. Load average (1 min) at the "
                         f"end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores.",
-                        "per figure: " + "; ".join(spread)], key="coldstart").print()]
+                        "per figure: " + "; ".join(spread)], key="coldstart").print(),
+            small_job_section(quick)]
 
 
 KINDS = {"later": job_times, "reading": reading_job, "first": first_job}
