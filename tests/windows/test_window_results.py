@@ -332,6 +332,28 @@ def test_nan_keys_are_one_key_in_every_kind_of_window(run, kind):
 
 
 @pytest.mark.parametrize("kind", [win.Session(3), win.Tumbling(10)], ids=["session", "tumbling"])
+@pytest.mark.parametrize("nan", [lambda: float("nan"), lambda: ("a", float("nan"))],
+                         ids=["float", "tuple"])
+def test_nan_keys_of_python_records_are_one_key(run, kind, nan):
+    """A dict told NaN keys apart by identity: records with NaNs of their own (and those that
+    crossed workers, unpickled) made a group each, one per worker count."""
+    records = [(nan(), 1), (nan(), 3), (("b", 1.5), 2)]
+
+    def job(worker):
+        mine = records[worker.index::worker.peers]
+        results = worker.dataflow(lambda scope: scope.to_stream(mine).window(
+            kind, time_of=lambda r: r[1], key=lambda r: r[0], aggregate=win.count()
+        ).results.capture())
+        worker.run()
+        return [(k != k or k[1] != k[1], w.start, n)
+                for _, found in results.extract() for k, w, n in found]
+    found = sorted(r for part in run(job) for r in part)
+    expected = [(False, 2, 1), (True, 1, 2)] if kind.__class__ is win.Session else \
+        [(False, 0, 1), (True, 0, 2)]
+    assert found == expected
+
+
+@pytest.mark.parametrize("kind", [win.Session(3), win.Tumbling(10)], ids=["session", "tumbling"])
 @pytest.mark.parametrize("column", ["key", "payload", "late"])
 def test_string_view_columns_are_windowed_and_late_rows_keep_them(run, kind, column):
     """Arrow has no take of string_view (what Polars and DuckDB hand out): the window failed

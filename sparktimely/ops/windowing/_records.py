@@ -54,6 +54,27 @@ def event_time(time_of: Callable[[Any], Any], record: Any) -> int:
     return value
 
 
+_NAN = float("nan")
+
+
+def one_nan(key: Any) -> Any:
+    """``key`` with each float NaN in it, itself or in a tuple, as one NaN object: a dict
+    tells NaNs apart by identity, and a record that crossed workers carries a NaN of its own,
+    so NaN keys would form one group or several by how the records were split over workers
+    (Arrow rows with NaN keys form one group).
+
+    >>> one_nan(float("nan")) is one_nan(float("nan")), one_nan((1.5, float("nan")))[1] is _NAN
+    (True, True)
+    """
+    if isinstance(key, float):
+        return _NAN if key != key else key
+    if isinstance(key, tuple):
+        items = [one_nan(item) for item in key]
+        if any(a is not b for a, b in zip(items, key)):
+            return type(key)(*items) if hasattr(key, "_fields") else type(key)(items)
+    return key
+
+
 class PaneWindows:
     """What tumbling and sliding windows keep whatever the records: which windows hold data
     and close when (``closing``: close time -> window number), the windows containing a
@@ -147,6 +168,8 @@ class Panes(PaneWindows):
                     pane = panes[j] = {}
                     self._schedule(j, time)
                 k = None if key is None else key(record)
+                if k != k or isinstance(k, tuple):
+                    k = one_nan(k)
                 pane[k] = add(pane.get(k), record, e, time)
         return [late] if late else []
 
@@ -225,6 +248,8 @@ class Sessions:
                 if e.__class__ is not int:
                     e = event_time(time_of, record)
                 k = None if key is None else key(record)
+                if k != k or isinstance(k, tuple):
+                    k = one_nan(k)
                 items = by_key.get(k)
                 if items is None:
                     by_key[k] = [(e, e + gap, None, record)]
