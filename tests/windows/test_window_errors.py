@@ -114,6 +114,20 @@ def test_bad_arrow_aggregates_are_named(aggregate, error, message):
             win.Tumbling(5), time_of="ts", aggregate=aggregate))
 
 
+@pytest.mark.parametrize("key, message", [
+    ("window_start", "key column 'window_start' has the name of a column of the results"),
+    (["k", "k"], "key column 'k' is named twice"),
+])
+@pytest.mark.parametrize("kind", [win.Tumbling(5), win.Session(5)], ids=["panes", "sessions"])
+def test_arrow_key_columns_named_twice_or_as_a_result_column_are_refused(kind, key, message):
+    """A key named window_start gave results with two columns of that name; a key named
+    twice failed in Arrow's group_by ("Multiple matches for FieldRef")."""
+    table = pa.table({"k": ["a"], "window_start": ["b"], "ts": [1]})
+    with pytest.raises(ValueError, match=message):
+        st.example(lambda scope: scope.to_stream(table).window(
+            kind, time_of="ts", key=key, aggregate={"n": ("count", None)}))
+
+
 def test_mixing_python_and_arrow_forms_is_refused():
     with pytest.raises(TypeError, match="on Python records time_of and key are functions"):
         st.example(lambda scope: scope.to_stream([1]).window(

@@ -331,6 +331,24 @@ def test_nan_keys_are_one_key_in_every_kind_of_window(run, kind):
     assert found == expected
 
 
+@pytest.mark.parametrize("kind", KINDS, ids=repr)
+@pytest.mark.parametrize("name", ["__pane", "__start", "__end", "__p0", "__hash", "__n"])
+def test_arrow_columns_named_as_the_engines_own_are_windowed(run, kind, name):
+    """Keys and input columns named as the engines' internal columns (panes, session bounds,
+    partials, hashes, session numbers) failed in Arrow ("Field exists 2 times in
+    schema")."""
+    renamed = {"key": name, "value": name + "v", "id": name + "_"}
+
+    def window(stream):
+        return stream.map_batches(lambda batch: batch.rename_columns(
+            [renamed.get(column, column) for column in batch.schema.names])).window(
+            kind, time_of="ts", key=name, aggregate={
+                label: (op, None if op == "count" else name + "v")
+                for label, (op, _) in ARROW_AGGREGATE.items()})
+    results, late = run_window(run, ENTRIES, window, arrow=True)
+    assert (results, late) == model(kind, ENTRIES, 0, arrow_value)
+
+
 @pytest.mark.parametrize("kind", [win.Session(3), win.Tumbling(10)], ids=["session", "tumbling"])
 @pytest.mark.parametrize("nan", [lambda: float("nan"), lambda: ("a", float("nan"))],
                          ids=["float", "tuple"])

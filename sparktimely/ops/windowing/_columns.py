@@ -9,9 +9,8 @@ numpy and pyarrow kernels over whole batches (no Python per row).
   one ``group_by`` over session numbers merges the partials.
 
 Partials: ``count`` and ``sum`` add up, ``min`` and ``max`` take theirs, ``mean`` keeps a sum
-and a count. State for checkpoints is a Table routed by its ``__hash`` column (the key
-columns' :func:`~sparktimely.hashing.hash_rows`, as the exchange before the operator routes
-rows).
+and a count. State for checkpoints is a Table routed by its hash column (the key columns'
+:func:`~sparktimely.hashing.hash_rows`, as the exchange before the operator routes rows).
 """
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...dataflow.containers import HASH_COLUMN as HASH, large_layouts, unified
+from ...dataflow.containers import large_layouts, unified
 from ...hashing import hash_rows, stable_hash
 from ..arrow import AGGREGATES, FLOAT_SUM, check_aggregate_columns, group_rows, integer_column
 from ._records import PaneWindows
@@ -37,9 +36,23 @@ _REDUCE_AT: dict[str, np.ufunc] = {"count_all": np.add, "count": np.add, "sum": 
 
 class Aggregates:
     """An Arrow ``aggregate`` dict ``{out: (op, in_column)}`` as partial, merging and final
-    steps, over the key columns ``keys``."""
+    steps, over the key columns ``keys``. The engines' own columns (panes, session bounds,
+    partials, hashes) are named by :meth:`internal`, with a prefix that begins none of the
+    columns the window reads, so a key or input column never meets one of them.
+
+    >>> Aggregates({"n": ("count", None)}, ["k"]).internal("hash")
+    '__hash'
+    >>> Aggregates({"n": ("sum", "__v")}, ["__pane"]).internal("hash")
+    '___hash'
+    """
 
     def __init__(self, aggregate: dict, keys: list[str]) -> None:
+        for key in keys:
+            if key in ("window_start", "window_end"):
+                raise ValueError(f"window: key column {key!r} has the name of a column of "
+                                 f"the results (rename it)")
+            if keys.count(key) > 1:
+                raise ValueError(f"window: key column {key!r} is named twice")
         self.keys = keys
         self.ops: list[tuple[str, str]] = []
         partial: list[tuple] = []
@@ -70,18 +83,31 @@ class Aggregates:
         if not self.ops:
             raise ValueError("window: aggregate names no output column")
         self.aggregate = aggregate
-        self.names = [f"__p{i}" for i in range(len(partial))]
+        self.read = list(dict.fromkeys(keys + [c for c, _ in partial if isinstance(c, str)]))
+        """The columns the partials read: the keys, then the aggregates' input columns."""
+        self.prefix = "__"
+        while any(name.startswith(self.prefix) for name in self.read):
+            self.prefix += "_"
+        self.names = [self.internal(f"p{i}") for i in range(len(partial))]
         self.partial = partial
         self.merging = list(zip(self.names, merging))
+
+    def internal(self, name: str) -> str:
+        """The name of the engines' own column ``name``."""
+        return self.prefix + name
 
     def check_columns(self, rows: pa.Table) -> None:
         """A KeyError naming the aggregate whose input column ``rows`` lack; a TypeError
         naming one that sums or averages a column that holds no numbers."""
         check_aggregate_columns("window", self.aggregate, rows.schema)
 
-    def partials(self, rows: pa.Table, by: list[str]) -> pa.RecordBatch:
-        """Input rows grouped by ``by``: its columns, then the partial columns."""
-        return group_rows(rows, by, self.partial, self.names)
+    def partials(self, rows: pa.Table, name: str, values: pa.Array, keyed: bool
+                 ) -> pa.RecordBatch:
+        """Input rows grouped by the internal column ``name`` holding ``values`` (one per
+        row), after the keys if ``keyed``: those columns, then the partial columns."""
+        column = self.internal(name)
+        return group_rows(rows.select(self.read).append_column(column, values),
+                          self.keys + [column] if keyed else [column], self.partial, self.names)
 
     def merged(self, partials: list | pa.Table, by: list[str]) -> pa.RecordBatch:
         """Partial rows merged per ``by``: its columns, then the partial columns."""
@@ -227,11 +253,10 @@ class ArrowPanes(PaneWindows):
             relative = relative[~too_late]
         if not rows.num_rows:
             return late
-        partials = self.aggregates.partials(
-            rows.append_column("__pane", pa.array(relative // kind.pane)), keys + ["__pane"])
+        partials = self.aggregates.partials(rows, "pane", pa.array(relative // kind.pane), True)
         panes = partials.column(len(keys)).to_numpy()
         order = np.argsort(panes, kind="stable")
-        partials = partials.take(pa.array(order)).drop_columns(["__pane"])
+        partials = partials.take(pa.array(order)).drop_columns([self.aggregates.internal("pane")])
         panes = panes[order]
         starts = np.flatnonzero(np.r_[True, panes[1:] != panes[:-1]])
         for begin, end in zip(starts, np.r_[starts[1:], len(panes)]):
@@ -261,26 +286,30 @@ class ArrowPanes(PaneWindows):
         return self.aggregates.finish(merged, *self.kind.window(i))
 
     def snapshot(self) -> pa.Table:
-        """The partial rows with their ``__pane``, the ``__done`` time and ``__hash``."""
+        """The partial rows with their pane, the time done and their key's hash (internal
+        columns ``pane``, ``done``, ``hash``)."""
+        internal = self.aggregates.internal
         if not self.panes:
-            return pa.table({HASH: pa.array([], pa.uint64())})
+            return pa.table({internal("hash"): pa.array([], pa.uint64())})
         tables = [pa.Table.from_batches(parts).append_column(
-                      "__pane", pa.array(np.full(sum(p.num_rows for p in parts), j, np.int64)))
+                      internal("pane"),
+                      pa.array(np.full(sum(p.num_rows for p in parts), j, np.int64)))
                   for j, parts in self.panes.items()]
         table = pa.concat_tables(tables)
-        table = table.append_column("__done", pa.array(np.full(table.num_rows, self.done,
-                                                               np.int64)))
-        return table.append_column(HASH, pa.array(key_hashes(table, self.keys)))
+        table = table.append_column(internal("done"), pa.array(np.full(table.num_rows,
+                                                                       self.done, np.int64)))
+        return table.append_column(internal("hash"), pa.array(key_hashes(table, self.keys)))
 
     def restore(self, table: pa.Table) -> None:
         if not table.num_rows:
             return
-        panes = table.column("__pane").to_numpy()
+        internal = self.aggregates.internal
+        panes = table.column(internal("pane")).to_numpy()
         columns = self.keys + self.aggregates.names
         for j in np.unique(panes):       # one partial row per key, as each pane's parts have
             self.panes.setdefault(int(j), []).append(self.aggregates.merged(
                 table.filter(pa.array(panes == j)).select(columns), self.keys))
-        self.reschedule(self.panes, int(pc.max(table.column("__done")).as_py()))
+        self.reschedule(self.panes, int(pc.max(table.column(internal("done"))).as_py()))
 
 
 def _differs(column: pa.ChunkedArray) -> np.ndarray:
@@ -424,8 +453,8 @@ def _numpy(table: pa.Table, column: str) -> np.ndarray:
 
 
 class ArrowSessions:
-    """Session windows of Arrow rows: the open sessions as one Table (key columns,
-    ``__start``, ``__end``, partial columns, ``__hash``)."""
+    """Session windows of Arrow rows: the open sessions as one Table (key columns, then the
+    internal columns ``start``, ``end``, the partials and ``hash``)."""
 
     def __init__(self, kind: Session, time_of: str, keys: list[str], aggregates: Aggregates,
                  lateness: int) -> None:
@@ -438,7 +467,8 @@ class ArrowSessions:
         self.lateness = lateness
         self.open: pa.Table | None = None
         self._next: int | None = None      # the earliest close time of ``open``
-        self.columns = keys + ["__start", "__end"] + aggregates.names + [HASH]
+        self.start, self.end, self.hash = map(aggregates.internal, ("start", "end", "hash"))
+        self.columns = keys + [self.start, self.end] + aggregates.names + [self.hash]
 
     def apply(self, time: int, batches: Iterable[pa.RecordBatch]) -> list:
         keys, aggregates = self.keys, self.aggregates
@@ -451,10 +481,10 @@ class ArrowSessions:
         if sessions is not None and m:     # open sessions first, then the records
             key_columns = [pa.chunked_array(sessions.column(k).chunks + rows.column(k).chunks,
                                             rows.schema.field(k).type) for k in keys]
-            hashes = np.concatenate([_numpy(sessions, HASH), hashes])
+            hashes = np.concatenate([_numpy(sessions, self.hash), hashes])
             merged = merge_intervals(
-                key_columns, np.concatenate([_numpy(sessions, "__start"), begin]),
-                np.concatenate([_numpy(sessions, "__end"), begin + self.gap]))
+                key_columns, np.concatenate([_numpy(sessions, self.start), begin]),
+                np.concatenate([_numpy(sessions, self.end), begin + self.gap]))
         else:
             key_columns = [rows.column(k) for k in keys]
             merged = merge_intervals(key_columns, begin, begin + self.gap)
@@ -472,15 +502,15 @@ class ArrowSessions:
         else:
             # Grouped by session number alone (a session has one key): each session's key
             # columns and hash are those of its first interval.
-            parts = [aggregates.partials(
-                rows.append_column("__n", pa.array(records[~late_sessions[records]])),
-                ["__n"])] if rows.num_rows else []
+            parts = [aggregates.partials(rows, "n", pa.array(records[~late_sessions[records]]),
+                                         False)] if rows.num_rows else []
+            by = [aggregates.internal("n")]
             if sessions is not None and m:
                 parts.append(pa.RecordBatch.from_arrays(
                     [pa.array(number[:m])] +
                     [_array(sessions.column(name)) for name in aggregates.names],
-                    ["__n"] + aggregates.names))
-            grouped = aggregates.merged(parts, ["__n"]) if parts else None
+                    by + aggregates.names))
+            grouped = aggregates.merged(parts, by) if parts else None
             n = np.zeros(0, np.int64) if grouped is None else grouped.column(0).to_numpy()
             partials = [] if grouped is None else [grouped.column(name)
                                                    for name in aggregates.names]
@@ -507,7 +537,7 @@ class ArrowSessions:
         key only adds a session that stays as it is), and the others."""
         if self.open is None:
             return None, None
-        touched = pc.is_in(self.open.column(HASH), value_set=pa.array(hashes))
+        touched = pc.is_in(self.open.column(self.hash), value_set=pa.array(hashes))
         return self.open.filter(touched), self.open.filter(pc.invert(touched))
 
     def close(self, through: int | None) -> list[tuple[int, pa.RecordBatch]]:
@@ -516,7 +546,7 @@ class ArrowSessions:
         if self._next is None or through is not None and self._next > through:
             return []
         assert self.open is not None
-        closes = _numpy(self.open, "__end") - 1 + self.lateness
+        closes = _numpy(self.open, self.end) - 1 + self.lateness
         closed = closes <= through if through is not None else np.ones(len(closes), bool)
         left = closes[~closed]
         self._next = int(left.min()) if len(left) else None
@@ -526,21 +556,21 @@ class ArrowSessions:
         self.open = self.open.filter(~closed)
         closes = closes[closed]
         order = np.argsort(closes, kind="stable")
-        results = self.aggregates.finish(done, _numpy(done, "__start"),
-                                         _numpy(done, "__end")).take(pa.array(order))
+        results = self.aggregates.finish(done, _numpy(done, self.start),
+                                         _numpy(done, self.end)).take(pa.array(order))
         closes = closes[order]
         starts = np.flatnonzero(np.r_[True, closes[1:] != closes[:-1]])
         return [(close, results.slice(a, b - a)) for close, a, b in zip(
             closes[starts].tolist(), starts.tolist(), starts[1:].tolist() + [len(closes)])]
 
     def snapshot(self) -> pa.Table:
-        """The open sessions (with their ``__hash``)."""
+        """The open sessions (with their key's hash)."""
         if self.open is None:
-            return pa.table({HASH: pa.array([], pa.uint64())})
+            return pa.table({self.hash: pa.array([], pa.uint64())})
         return self.open
 
     def restore(self, table: pa.Table) -> None:
         if not table.num_rows:
             return
         self.open = table.select(self.columns).combine_chunks()
-        self._next = int(_numpy(self.open, "__end").min()) - 1 + self.lateness
+        self._next = int(_numpy(self.open, self.end).min()) - 1 + self.lateness

@@ -35,7 +35,7 @@ from ...hashing import Route, stable_hash
 from ...progress.frontier import MutableAntichain
 from .._stash import PerTime
 from ..recovery import KeyedState
-from ._columns import HASH, NONE_ROUTE, Aggregates, ArrowPanes, ArrowSessions
+from ._columns import NONE_ROUTE, Aggregates, ArrowPanes, ArrowSessions
 from ._records import Engine, Panes, Sessions
 from .aggregations import Aggregation
 from .kinds import Session, Sliding
@@ -278,10 +278,12 @@ def _arrow_engine(kind: Sliding | Session, time_of: Any, key: Any, aggregate: di
     keys = [k for k in names if isinstance(k, str)]
     if len(keys) != len(names):
         raise TypeError(f"window: with an Arrow aggregate dict, key names columns, got {key!r}")
-    engine: Engine = (ArrowSessions(kind, time_of, keys, Aggregates(aggregate, keys), lateness)
+    aggregates = Aggregates(aggregate, keys)
+    engine: Engine = (ArrowSessions(kind, time_of, keys, aggregates, lateness)
               if isinstance(kind, Session) else
-              ArrowPanes(kind, time_of, keys, Aggregates(aggregate, keys), lateness))
-    return (_BatchesExchange(key=keys) if keys else _BatchesExchange(_unkeyed_rows)), engine, HASH
+              ArrowPanes(kind, time_of, keys, aggregates, lateness))
+    return ((_BatchesExchange(key=keys) if keys else _BatchesExchange(_unkeyed_rows)), engine,
+            aggregates.internal("hash"))
 
 
 def _records_engine(kind: Sliding | Session, time_of: Any, key: Any, aggregate: Aggregation,
