@@ -131,6 +131,44 @@ def test_a_rerun_at_another_worker_count_gives_the_same_output(events, tmp_path,
     assert visible(out) == visible(plain)
 
 
+def nan_keyed_job(folder: str, out: str, kind, hook=None):
+    """Counts per window of the events' ids, keyed by a float that is NaN for half the
+    keys (each record's NaN an object of its own)."""
+    def run(worker):
+        def build(scope):
+            events = scope.input_from_source(FileSource(folder, batch_rows=ROWS,
+                                                        event_time="ts", out_of_order=5),
+                                             "events").from_arrow(tuples=True)
+            windows = events.window(kind, time_of=lambda r: r[2], aggregate=win.count(),
+                                    key=lambda r: float("nan") if r[1] in "ab" else 1.5)
+            results = windows.results.map(lambda r: {"key": str(r[0]), "n": r[2],
+                                                     "window_start": r[1].start})
+            if hook is not None:
+                results = results.inspect_batch(lambda time, batch: hook(worker, time))
+            results.output_to(DirectorySink(os.path.join(out, "results"), format="jsonl"),
+                              "results")
+            windows.late.output_to(DirectorySink(os.path.join(out, "late"), format="jsonl"),
+                                   "late")
+        worker.dataflow(build, name="windows")
+    return run
+
+
+@pytest.mark.parametrize("before, after", [(1, 1), (2, 3)])
+@pytest.mark.parametrize("kind", [win.Tumbling(10), win.Session(6)], ids=repr)
+def test_windows_of_nan_keys_resume_as_one_key(events, tmp_path, kind, before, after):
+    """A NaN key of a restored window (an object of its own, unpickled) and the NaN keys of
+    records after the resume were two keys: the window reported twice, split."""
+    plain = str(tmp_path / "plain")
+    execute_in_process(nan_keyed_job(events, plain, kind), 1, seed=1)
+    fail = FailOnce(str(tmp_path / "failed"), result_epoch(visible(plain), 0.5), worker=None)
+    out, directory = str(tmp_path / "out"), tmp_path / "ck"
+    failing = checkpointed(nan_keyed_job(events, out, kind, fail), directory, EVERY)
+    with pytest.raises(st.WorkerError, match="failing on purpose"):
+        execute_in_process(failing, before, seed=before)
+    execute_in_process(failing, after, seed=after)
+    assert visible(out) == visible(plain)
+
+
 def refused_rerun(run, events, tmp_path, before: dict, after: dict) -> str:
     """What refuses a rerun of ``job(**after)`` from the checkpoints of ``job(**before)``
     (which failed on purpose after 70% of its results)."""

@@ -198,6 +198,7 @@ class Panes(PaneWindows):
 
     def restore(self, state: dict) -> None:
         for k, (_, accs) in state.items():
+            k = one_nan(k)      # the checkpoint's NaNs are objects of their own
             for j, acc in accs.items():
                 self.panes.setdefault(j, {})[k] = acc
         self.reschedule(self.panes, max((d for d, _ in state.values() if d is not None),
@@ -310,6 +311,7 @@ class Sessions:
 
     def restore(self, state: dict) -> None:
         for k, sessions in state.items():
+            k = one_nan(k)      # the checkpoint's NaNs are objects of their own
             self.sessions[k] = [list(s) for s in sessions]
             for _, end, _ in sessions:
                 self._schedule(end - 1 + self.lateness, k)
