@@ -239,6 +239,30 @@ def test_many_open_windows_hold_one_capability_and_close_in_time_order(run, arro
                                     (1,) if arrow else 1)) for i in range(keys)]
 
 
+@pytest.mark.timeout(20)
+def test_many_open_tumbling_windows_close_without_a_look_at_every_open_one(run):
+    """40,000 windows of one key open at once (a lateness of a million): each close looked
+    at every open window's close time and pane (a sorted scan), a minute of work."""
+    count = 40_000
+    lateness = 1_000_000
+
+    def job(worker):
+        handle = win.EventTimeInput()
+        results = worker.dataflow(lambda scope: scope.input_from(handle).window(
+            win.Tumbling(10), time_of=lambda r: r, aggregate=win.count(),
+            lateness=lateness).results.capture())
+        for ts in range(0, 10 * count, 10) if worker.index == 0 else ():
+            handle.send(ts, ts)
+            if ts % 1000 == 0:
+                worker.step()
+        handle.close()
+        worker.run()
+        return results.extract()
+    found = [entry for part in run(job) for entry in part]
+    assert sorted(found) == [(ts + 9 + lateness, [(None, win.Window(ts, ts + 10), 1)])
+                             for ts in range(0, 10 * count, 10)]
+
+
 def test_sessions_of_event_times_too_far_apart_to_offset_by_key(run):
     """Session merging over times whose span times the number of keys overflows int64
     (merged over the ranks of the times instead)."""

@@ -278,8 +278,7 @@ class ArrowPanes(PaneWindows):
             return None
         i, window_panes, following = closing
         parts = [part for j in window_panes for part in self.panes.get(j, ())]
-        for j in [j for j in self.panes if j < following]:
-            del self.panes[j]
+        self._drop_panes(self.panes, following)
         if not parts:
             return None
         merged = parts[0] if len(parts) == 1 else self.aggregates.merged(parts, self.keys)

@@ -77,7 +77,8 @@ def one_nan(key: Any) -> Any:
 
 class PaneWindows:
     """What tumbling and sliding windows keep whatever the records: which windows hold data
-    and close when (``closing``: close time -> window number), the windows containing a
+    and close when (``closing``: close time -> window number, its times also in a heap, so
+    that finding the due ones costs no look at every open window), the windows containing a
     pane, and the latest time completed (which a checkpoint records, see
     :meth:`reschedule`)."""
 
@@ -85,25 +86,32 @@ class PaneWindows:
         self.kind = kind
         self.lateness = lateness
         self.closing: dict[int, int] = {}
+        self._due: list[int] = []              # the close times of ``closing``, in a heap
+        self._held: list[int] = []             # the panes held, in a heap
         self.done: int | None = None
         self.last_close = kind.offset + kind.size - 1 + lateness
         """The close time of window 0 (window ``i`` closes ``i * slide`` later)."""
 
     def _schedule(self, pane: int, after: int) -> None:
-        """Note the close times ``>= after`` of the windows containing ``pane``."""
+        """Note ``pane``, just held, and the close times ``>= after`` of the windows
+        containing it."""
+        heapq.heappush(self._held, pane)
         kind, closing = self.kind, self.closing
         start = pane * kind.pane
         for i in range((start - kind.size) // kind.slide + 1, start // kind.slide + 1):
             close = self.last_close + i * kind.slide
             if close >= after and close not in closing:
                 closing[close] = i
+                heapq.heappush(self._due, close)
 
     def next_close(self) -> int | None:
-        return min(self.closing, default=None)
+        return self._due[0] if self._due else None
 
     def close(self, through: int | None) -> list[tuple[int, Any]]:
-        due = sorted(t for t in self.closing if through is None or t <= through)
-        closed = each_time(self._close, due)
+        due, times = self._due, []
+        while due and (through is None or due[0] <= through):
+            times.append(heapq.heappop(due))
+        closed = each_time(self._close, times)
         if through is not None and (self.done is None or through > self.done):
             self.done = through
         return closed
@@ -123,6 +131,12 @@ class PaneWindows:
         kind = self.kind
         first = i * kind.slide // kind.pane
         return i, range(first, first + kind.size // kind.pane), (i + 1) * kind.slide // kind.pane
+
+    def _drop_panes(self, panes: dict, following: int) -> None:
+        """Drop the panes before ``following`` (in closed windows only) from ``panes``."""
+        held = self._held
+        while held and held[0] < following:
+            del panes[heapq.heappop(held)]
 
     def reschedule(self, panes: Iterable[int], done: int | None) -> None:
         """After a restore: every window of a restored pane closing after ``done`` (the
@@ -183,8 +197,7 @@ class Panes(PaneWindows):
         for j in window_panes:
             for k, acc in panes.get(j, {}).items():
                 merged[k] = acc if k not in merged else merge(merged[k], acc)
-        for j in [j for j in panes if j < following]:
-            del panes[j]
+        self._drop_panes(panes, following)
         window, result = self.kind.window(i), self.aggregation.result
         return [(k, window, result(acc)) for k, acc in merged.items()]
 
