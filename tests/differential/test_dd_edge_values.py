@@ -250,6 +250,17 @@ def test_min_and_max_take_minus_zero_and_zero_as_one_value(run):
     assert extremes == Counter({(1, 5.0, 5.0): 1})
 
 
+def test_a_count_of_values_takes_minus_zero_and_zero_as_one_value(run):
+    """``-0.0`` in twice, ``0.0`` out once: the key holds one value, once (by a string key,
+    whose rows Arrow groups, its rows were counted twice, the ``-0.0`` apart from the
+    retracted ``0.0``)."""
+    counts = rounds_of(run, lambda c: c.reduce(key="k", aggs={"rows": ("count", None),
+                                                              "values": ("count", "v")}),
+                       [[rows({"k": ["a", "a"], "v": [-0.0, -0.0]})],
+                        [rows({"k": ["a"], "v": [0.0]}, [-1])]])
+    assert counts == Counter({("a", 1, 1): 1})
+
+
 @pytest.mark.parametrize("values, kind", [([2 ** 62, 2 ** 62], pa.int64()),
                                           ([2 ** 63], pa.uint64())], ids=["int64", "uint64"])
 def test_an_integer_sum_beyond_int64_is_an_overflow_error_naming_it(run, values, kind):

@@ -75,12 +75,16 @@ class DistinctSpec(AggregateSpec):
 def _present(rows: pa.Table) -> pa.Table:
     """The collection ``rows`` accumulate to, as a Python ``reduce`` is given it: each
     distinct row (its data columns) once, with its diffs summed, where that sum is positive
-    (a row whose updates sum to zero or less is not in the collection).
+    (a row whose updates sum to zero or less is not in the collection; -0.0 and 0.0 are one
+    value, whose diffs cancel as in Python).
 
     >>> _present(pa.table({"k": [1, 1, 1], "v": [10, 3, 10], "diff": [1, -1, 1]})).to_pydict()
     {'k': [1], 'v': [10], 'diff': [2]}
+    >>> _present(pa.table({"k": [1, 1], "v": [-0.0, 0.0], "diff": [1, -1]})).num_rows
+    0
     """
-    grouped = group_sum(rows, [n for n in rows.column_names if n != DIFF])
+    data = [n for n in rows.column_names if n != DIFF]
+    grouped = group_sum(one_zero(rows, data), data)
     return grouped.filter(pc.greater(grouped.column(DIFF), ZERO))
 
 
