@@ -261,11 +261,29 @@ def test_a_count_of_values_takes_minus_zero_and_zero_as_one_value(run):
     assert counts == Counter({("a", 1, 1): 1})
 
 
+@pytest.mark.parametrize("values, total", [
+    ([2 ** 62, 2 ** 62 - 1], 2 ** 63 - 1), ([2 ** 62, 2 ** 62, -1], 2 ** 63 - 1),
+    ([-2 ** 63, 5, -5], -2 ** 63), ([1_700_000_000_123_456_789, 1, 3, 5, 7, 9,
+                                     -1_700_000_000_123_456_789], 25)],
+    ids=["largest", "a value times its count beyond", "smallest", "beyond floats"])
+def test_an_integer_sum_at_int64s_limits_is_exact(run, values, total):
+    """A sum within int64's range is that sum, however near its limits or however large its
+    values: it was an OverflowError (its check added the values as floats, or multiplied a
+    value by its count alone) or Arrow's 'Integer value ... not in range' (a value beyond
+    2**53 has no float)."""
+    sums = rounds_of(run, lambda c: c.reduce(key="k", aggs={"s": ("sum", "v")}),
+                     [[rows({"k": [1] * len(values), "v": pa.array(values, pa.int64())})]])
+    assert sums == Counter({(1, total): 1})
+
+
 @pytest.mark.parametrize("values, kind", [([2 ** 62, 2 ** 62], pa.int64()),
-                                          ([2 ** 63], pa.uint64())], ids=["int64", "uint64"])
+                                          ([2 ** 63 - 1, 5], pa.int64()),
+                                          ([2 ** 63], pa.uint64())],
+                         ids=["int64", "int64 beyond floats", "uint64"])
 def test_an_integer_sum_beyond_int64_is_an_overflow_error_naming_it(run, values, kind):
     """Python's ints do not wrap: a sum beyond int64's range fails naming the sum and its
-    column (int64 wrapped to a negative sum; a uint64 value failed with Arrow's words)."""
+    column (int64 wrapped to a negative sum; a uint64 value, or an int64 one beyond 2**53,
+    failed with Arrow's words)."""
     with pytest.raises(st.WorkerError, match="OverflowError: reduce: the sum 's' of column "
                                              "'v' is beyond int64's range"):
         rounds_of(run, lambda c: c.reduce(key="k", aggs={"s": ("sum", "v")}),

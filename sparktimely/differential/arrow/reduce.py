@@ -124,13 +124,8 @@ class AggregateColumns(AggregateSpec):
                 sums.append((f"_n{i}", "sum"))
             kind = None if column is None else rows.schema.field(column).type
             if function == "sum" and _integral(kind):
-                weighted = _weighted(rows, column, diff, name)
-                table = table.append_column(f"_w{i}", weighted)
+                table = table.append_column(f"_w{i}", _weighted(rows, column, diff))
                 sums.append((f"_w{i}", "sum"))
-                if _may_overflow(weighted):     # the same in floats: did an int64 sum wrap?
-                    table = table.append_column(f"_f{i}", pc.multiply(
-                        rows.column(column).cast(pa.float64()), diff.cast(pa.float64())))
-                    sums.append((f"_f{i}", "sum"))
             elif function == "sum" and not pa.types.is_floating(kind):
                 table = table.append_column(f"_w{i}", pc.multiply(rows.column(column), diff))
                 sums.append((f"_w{i}", "sum"))
@@ -145,12 +140,7 @@ class AggregateColumns(AggregateSpec):
                 if pa.types.is_floating(kind):
                     total = _net_sum(rows, key, column, first)
                 else:
-                    total = grouped.column(f"_w{i}_sum")
-                    floats = f"_f{i}_sum"
-                    if floats in grouped.column_names and \
-                            (pc.max(pc.abs(grouped.column(floats))).as_py() or 0) >= 2.0 ** 63:
-                        raise OverflowError(f"reduce: the sum {name!r} of column {column!r} "
-                                            f"is beyond int64's range (for some key)")
+                    total = _in_int64(grouped.column(f"_w{i}_sum"), name, column)
                 out = out.append_column(name, pc.if_else(
                     pc.greater(grouped.column(f"_n{i}_sum"), ZERO), total,
                     pa.scalar(None, total.type)))
@@ -176,26 +166,51 @@ def _integral(kind: pa.DataType | None) -> bool:
     return kind is not None and (pa.types.is_integer(kind) or pa.types.is_boolean(kind))
 
 
-def _weighted(rows: pa.Table, column: str, diff: Any, name: str) -> Any:
-    """An integer (or boolean) ``column`` times the diffs, in int64; an OverflowError
-    naming the sum ``name`` where a product (or a uint64 value) is beyond int64's range."""
-    try:
-        return pc.multiply_checked(rows.column(column).cast(INT64), diff)
-    except pa.ArrowInvalid:
-        raise OverflowError(f"reduce: the sum {name!r} of column {column!r} is beyond "
-                            f"int64's range (a value times its count)") from None
+def _weighted(rows: pa.Table, column: str, diff: Any) -> Any:
+    """An integer (or boolean) ``column`` times the diffs: int64 where no sum of them can
+    wrap (all of them as large as the largest cannot), else decimal256, whose sums are
+    exact (:func:`_in_int64` takes them back).
 
-
-def _may_overflow(weighted: Any) -> bool:
-    """Whether sums of some of the int64 ``weighted`` values may leave int64's range (all
-    of them as large as the largest cannot).
-
-    >>> _may_overflow(pa.array([2 ** 61, 1])), _may_overflow(pa.array([2 ** 62, -2 ** 62]))
-    (False, True)
+    >>> _weighted(pa.table({"v": [2 ** 61, 1]}), "v", pa.array([1, 3])).type
+    DataType(int64)
+    >>> _weighted(pa.table({"v": [2 ** 62, -1]}), "v", pa.array([2, 1])).type
+    Decimal256Type(decimal256(41, 0))
     """
-    extremes = pc.min_max(weighted)
-    largest = max(abs(extremes["min"].as_py() or 0), abs(extremes["max"].as_py() or 0))
-    return largest * len(weighted) >= 2 ** 63
+    values = rows.column(column)
+    if pa.types.is_boolean(values.type):
+        values = values.cast(INT64)
+    try:
+        weighted = pc.multiply_checked(values.cast(INT64), diff)
+        extremes = pc.min_max(weighted)
+        largest = max(abs(extremes["min"].as_py() or 0), abs(extremes["max"].as_py() or 0))
+        if largest * len(weighted) < 2 ** 63:
+            return weighted
+    except pa.ArrowInvalid:                 # a value (uint64) or a product beyond int64
+        pass
+    return pc.multiply(values.cast(_WIDE), diff.cast(_WIDE))
+
+
+_WIDE = pa.decimal256(20, 0)
+"""Every int64 and uint64 value, and their products and sums of them, exactly."""
+
+_INT64_RANGE = (pa.scalar(-2 ** 63, pa.decimal256(20, 0)),
+                pa.scalar(2 ** 63 - 1, pa.decimal256(20, 0)))
+
+
+def _in_int64(sums: Any, name: str, column: str) -> Any:
+    """The sums of :func:`_weighted` values as int64; an OverflowError naming the sum
+    ``name`` of ``column`` where one is beyond int64's range (Python's ints do not wrap).
+
+    >>> _in_int64(pa.chunked_array([pa.array([5], pa.decimal256(76, 0))]), "s", "v").type
+    DataType(int64)
+    """
+    if pa.types.is_decimal(sums.type):
+        low, high = (bound.cast(sums.type) for bound in _INT64_RANGE)
+        if pc.any(pc.or_(pc.less(sums, low), pc.greater(sums, high))).as_py():
+            raise OverflowError(f"reduce: the sum {name!r} of column {column!r} is beyond "
+                                f"int64's range (for some key)")
+        sums = sums.cast(INT64)
+    return sums
 
 
 def _net_sum(rows: pa.Table, key: list, column: str, first: pa.Array) -> pa.ChunkedArray:
