@@ -276,6 +276,19 @@ def test_an_integer_sum_at_int64s_limits_is_exact(run, values, total):
     assert sums == Counter({(1, total): 1})
 
 
+def test_min_and_max_of_a_duration_column_are_durations(run):
+    """Python compares timedeltas; Arrow has no min/max of durations ('Function
+    hash_min_max has no kernel matching input types (duration[s], ...)')."""
+    seconds = [dt.timedelta(seconds=s) for s in (5, -3, 7)]
+    extremes = rounds_of(run, lambda c: c.reduce(key="k", aggs={"lo": ("min", "v"),
+                                                                "hi": ("max", "v")}),
+                         [[rows({"k": [1, 1, 1, 2], "v": pa.array(seconds + [None],
+                                                                   pa.duration("s"))})],
+                          [rows({"k": [1], "v": pa.array(seconds[2:], pa.duration("s"))},
+                                [-1])]])
+    assert extremes == Counter({(1, seconds[1], seconds[0]): 1, (2, None, None): 1})
+
+
 @pytest.mark.parametrize("values, kind", [([2 ** 62, 2 ** 62], pa.int64()),
                                           ([2 ** 63 - 1, 5], pa.int64()),
                                           ([2 ** 63], pa.uint64())],

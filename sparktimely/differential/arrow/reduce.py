@@ -240,11 +240,14 @@ def _extremes(rows: pa.Table, key: list, column: str, function: str,
               first: pa.Array) -> pa.ChunkedArray:
     """``function`` (min or max) of ``column`` per key over the values present (their diffs
     summing to more than zero), in the order of the keys' first rows; null where none is. A
-    dictionary-encoded column is compared by its values (its extremes are of their type)."""
+    dictionary-encoded column is compared by its values (its extremes are of their type), a
+    duration by its int64 count of units (Arrow has no min/max of durations)."""
     kind = rows.schema.field(column).type
+    index = rows.schema.get_field_index(column)
     if pa.types.is_dictionary(kind):
-        rows = rows.set_column(rows.schema.get_field_index(column), column,
-                               rows.column(column).cast(kind.value_type))
+        rows = rows.set_column(index, column, rows.column(column).cast(kind.value_type))
+    elif pa.types.is_duration(kind):
+        rows = rows.set_column(index, column, rows.column(column).cast(INT64))
     values = _per_value(rows, key, column, first)
     present = pc.greater(values.column(f"{DIFF}_sum"), ZERO)
     kept = pc.if_else(present, values.column(column),
@@ -252,7 +255,8 @@ def _extremes(rows: pa.Table, key: list, column: str, function: str,
     by_key = group_by(values.select(key).append_column(column, kept)
                       .append_column(_FIRST, values.column(f"{_FIRST}_min")),
                       key, [(column, function), (_FIRST, "min")])
-    return _by_first_row(by_key).column(f"{column}_{function}")
+    extremes = _by_first_row(by_key).column(f"{column}_{function}")
+    return extremes.cast(kind) if pa.types.is_duration(kind) else extremes
 
 
 def count_spec() -> AggregateSpec:
