@@ -1,25 +1,26 @@
 """One order for values Python cannot compare with each other (``None`` beside ints, numpy
-scalars beside tuples), so that what is sorted for a user (``Capture.extract``'s records, the
-``input`` of a differential ``reduce``) comes out the same on every worker, whatever the
-order it arrived in."""
+scalars beside tuples, a NaN beside any number), so that what is sorted for a user
+(``Capture.extract``'s records, the ``input`` of a differential ``reduce``) comes out the same
+on every worker, whatever the order it arrived in."""
 from __future__ import annotations
 
 import numbers
+from itertools import islice
 from typing import Any
 
 
 def total_order(value: Any) -> tuple:
     """A sort key that orders values Python cannot compare with each other the same way on
-    every worker: ``None`` first, then real numbers (numpy's too), strings, bytes, tuples
-    (element by element) and other values by type name and ``repr``.
+    every worker: ``None`` first, then real numbers (numpy's too), NaNs, strings, bytes,
+    tuples (element by element) and other values by type name and ``repr``.
 
-    >>> sorted([3, None, "a", (1, None), (1, 2), 1.5], key=total_order)
-    [None, 1.5, 3, 'a', (1, None), (1, 2)]
+    >>> sorted([3, None, "a", (1, None), (1, 2), 1.5, float("nan")], key=total_order)
+    [None, 1.5, 3, nan, 'a', (1, None), (1, 2)]
     """
     if value is None:
         return (0,)
     if isinstance(value, numbers.Real):
-        return (1, value)
+        return (1, value) if value == value else (1.5,)
     if isinstance(value, str):
         return (2, value)
     if isinstance(value, bytes):
@@ -27,3 +28,22 @@ def total_order(value: Any) -> tuple:
     if isinstance(value, tuple):
         return (4, tuple(total_order(item) for item in value))
     return (5, type(value).__qualname__, repr(value))
+
+
+def sort_totally(items: list) -> None:
+    """Sorts ``items`` in place: in Python's order where it is one (every item then at most
+    its successor), else by :func:`total_order`. A NaN is neither below nor above a number,
+    so Python's sort leaves it, and the numbers around it, in the order they arrived.
+
+    >>> items = [3.0, float("nan"), 1.0, 2.0]
+    >>> sort_totally(items)
+    >>> items
+    [1.0, 2.0, 3.0, nan]
+    """
+    try:
+        items.sort()
+        if all(a <= b for a, b in zip(items, islice(items, 1, None))):
+            return
+    except (TypeError, ValueError):     # None beside ints, numpy scalars beside tuples
+        pass
+    items.sort(key=total_order)

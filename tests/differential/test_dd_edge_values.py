@@ -14,6 +14,8 @@ import sparktimely.differential as dd
 
 pytestmark = pytest.mark.timeout(120)
 
+NAN = float("nan")
+
 
 def accumulated(results: list) -> Counter:
     """The updates captured on every worker, summed (zero sums dropped)."""
@@ -42,6 +44,29 @@ def test_reduce_sees_values_python_cannot_compare_in_one_order_whatever_came_fir
         worker.run()
         return [update for _, updates in out.extract() for update in updates]
     assert accumulated(run(job)) == Counter({("k", (None, 2, 5)): 1})
+
+
+@pytest.mark.parametrize("order", [[3.0, NAN, 1.0, 2.0], [NAN, 2.0, 3.0, 1.0]],
+                         ids=["nan-second", "nan-first"])
+def test_reduce_sees_float_values_sorted_with_a_nan_last_whatever_came_first(run, order):
+    """A NaN is neither below nor above a number, so Python's sort left it and the numbers
+    around it as they arrived (``(3.0, nan, 1.0, 2.0)`` at 1 worker, ``(nan, 1.0, 2.0,
+    3.0)`` or ``(1.0, 2.0, 3.0, nan)`` at 2): ``input`` puts the numbers in order, then
+    the NaN, on every worker."""
+    def values(key, input, output):
+        output.append((tuple(str(val) for val, _ in input), 1))
+
+    def job(worker):
+        session = dd.InputSession()
+        out = worker.dataflow(lambda scope: session.to_collection(scope).reduce(values)
+                              .inner.capture())
+        for time, val in enumerate(order):
+            if time % worker.peers == worker.index:
+                session.update_at(("k", val), 0, 1)
+        session.close()
+        worker.run()
+        return [update for _, updates in out.extract() for update in updates]
+    assert accumulated(run(job)) == Counter({("k", ("1.0", "2.0", "3.0", "nan")): 1})
 
 
 def test_capture_sorts_records_python_cannot_compare_in_one_order(run):

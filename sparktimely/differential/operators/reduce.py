@@ -25,7 +25,7 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from ...dataflow import CapabilitySet, Pipeline
-from ...ordering import total_order
+from ...ordering import sort_totally
 from ...progress.timestamp import less_equal
 from ..arrow.reduce import AggregateSpec, ArrowReducer, aggregate_spec
 from ..lattice import antichain, antichain_join, beyond, interesting_times
@@ -70,10 +70,7 @@ class UserReduction(Reduction):
         input = [(val, count) for val, count in accumulate(updates).items() if count > 0]
         if not input:
             return {}
-        try:
-            input.sort()
-        except TypeError:                   # e.g. None among ints: a total order of our own
-            input.sort(key=lambda entry: total_order(entry[0]))
+        sort_totally(input)                 # None among ints, NaN: a total order of our own
         output: list = []
         self.logic(key, input, output)
         wanted: dict = {}
