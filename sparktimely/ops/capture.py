@@ -25,7 +25,7 @@ from ..dataflow.containers import check_schema
 from ..dataflow.scope import ScopeCore
 from ..dataflow.stream import StreamCore
 from ..errors import describe, require_type
-from ..ordering import total_order
+from ..ordering import sort_totally
 from ..progress.frontier import MutableAntichain
 from ..progress.timestamp import less_equal, sort_times
 
@@ -93,10 +93,7 @@ def merge_by_time(pairs: Iterable[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
                             f"at time {time!r}: a stream carries one kind of container")
         if not arrow[0]:
             records = [x for part in parts for x in part]
-            try:
-                records.sort()
-            except (TypeError, ValueError):       # None beside ints, numpy scalars beside tuples
-                records.sort(key=total_order)
+            sort_totally(records)           # None beside ints, a NaN, numpy scalars beside tuples
             result.append((time, records))
         else:
             result.append((time, _sorted_rows(_one_table(time, parts))))

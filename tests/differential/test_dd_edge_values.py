@@ -78,6 +78,15 @@ def test_capture_sorts_records_python_cannot_compare_in_one_order(run):
     assert captures[0].extract() == [(0, [None, 1, 3, (1, None), (1, 2)])]
 
 
+def test_capture_sorts_floats_with_a_nan_last(run):
+    """Python's sort left a NaN and the numbers around it as they arrived."""
+    def job(worker):
+        records = [3.0, NAN, 1.0, 2.0][worker.index::worker.peers]
+        return worker.dataflow(lambda scope: scope.to_stream(records)
+                               .exchange(lambda x: 0).capture())
+    assert str(run(job)[0].extract()) == "[(0, [1.0, 2.0, 3.0, nan])]"
+
+
 AGGS = {"total": ("sum", "v"), "values": ("count", "v"), "rows": ("count", None),
         "lo": ("min", "v")}
 
