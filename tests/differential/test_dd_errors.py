@@ -75,6 +75,26 @@ def test_an_update_before_its_batch_time_is_rejected(run):
         run(job)
 
 
+@pytest.mark.parametrize("operator", ["distinct", "join"])
+def test_an_arrow_batch_at_a_time_beyond_int64_is_named(run, operator):
+    """Arrow batches keep their times in int64: one at ``2**63`` failed arranging with
+    'Python int too large to convert to C long', naming neither the time nor int64."""
+    def job(worker):
+        session = dd.InputSession()
+        worker.dataflow(lambda scope: getattr(session.to_collection(scope), operator)(
+            *([session.to_collection(scope)] if operator == "join" else []),
+            **({"on": "k"} if operator == "join" else {})))
+        session.advance_to(2 ** 63)
+        if worker.index == 0:
+            session.update_batch(pa.table({"k": [1], "diff": [1]}))
+        session.close()
+        worker.run()
+    with pytest.raises(st.WorkerError, match=r"'Arrange\w+' .*OverflowError: Arrow collections "
+                                             r"keep their times in int64: the time "
+                                             r"9223372036854775808 is beyond its range"):
+        run(job)
+
+
 def test_an_input_session_refuses_to_mix_updates_and_arrow_batches_losing_nothing(run):
     import pyarrow as pa
     batch = pa.table({"x": [1], "diff": [1]})

@@ -157,11 +157,22 @@ def times_for(kind: TimeKind, times: Sequence[Any]) -> np.ndarray:
 
 
 def constant_times(kind: TimeKind, time: Any, rows: int) -> np.ndarray:
-    """A ``(coordinates, rows)`` array holding ``time`` in every row."""
+    """A ``(coordinates, rows)`` array holding ``time`` in every row; an OverflowError naming
+    ``time`` where it is beyond int64's range, in which Arrow batches keep their times.
+
+    >>> constant_times(TimeKind(int), 2 ** 63, 1)
+    Traceback (most recent call last):
+    OverflowError: Arrow collections keep their times in int64: the time 9223372036854775808 is beyond its range (collections of Python records take any int time)
+    """
     coords = time_coordinates(kind, time)
     out = np.empty((len(coords), rows), np.int64)
-    for i, c in enumerate(coords):
-        out[i] = c
+    try:
+        for i, c in enumerate(coords):
+            out[i] = c
+    except OverflowError:
+        raise OverflowError(f"Arrow collections keep their times in int64: the time {time!r} is "
+                            f"beyond its range (collections of Python records take any int "
+                            f"time)") from None
     return out
 
 
