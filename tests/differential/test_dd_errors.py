@@ -95,6 +95,44 @@ def test_an_arrow_batch_at_a_time_beyond_int64_is_named(run, operator):
         run(job)
 
 
+@pytest.mark.parametrize("operator", ["join", "reduce", "semijoin"])
+def test_a_value_that_cannot_be_hashed_is_named_with_its_update(run, operator):
+    """A list as a value is not routed (the key is), so it met the arrangement's
+    consolidation: 'unhashable type: list', naming neither the update nor the cure."""
+    build = {"join": lambda c: c.join(c), "semijoin": lambda c: c.semijoin(c.map(lambda r: r[0])),
+             "reduce": lambda c: c.reduce(lambda key, input, output: output.append((1, 1)))}
+
+    def job(worker):
+        session = dd.InputSession()
+        worker.dataflow(lambda scope: build[operator](session.to_collection(scope)))
+        if worker.index == 0:
+            session.insert(("k", (1, 2)))
+            session.insert(("k", [1, 2]))
+        session.close()
+        worker.run()
+    with pytest.raises(st.WorkerError, match=re.escape(
+            "ArrangeByKey: the data ('k', [1, 2]) of update (('k', [1, 2]), 0, 1) cannot be "
+            "hashed (unhashable type: 'list'): arranged data must be hashable (a tuple, not a "
+            "list)")):
+        run(job)
+
+
+@pytest.mark.parametrize("operator, name", [("count", "Count"), ("distinct", "ArrangeBySelf")])
+def test_data_that_cannot_be_hashed_is_named_with_its_update_at_one_worker(operator, name):
+    """With several workers the exchange names it (``stable_hash cannot hash a list``); with
+    one, only the first record of a batch is routed."""
+    def job(worker):
+        session = dd.InputSession()
+        worker.dataflow(lambda scope: getattr(session.to_collection(scope), operator)())
+        session.insert(("a",))
+        session.insert(["b"])
+        session.close()
+        worker.run()
+    with pytest.raises(st.OperatorError, match=re.escape(
+            f"{name}: the data ['b'] of update (['b'], 0, 1) cannot be hashed")):
+        st.execute_directly(job)
+
+
 def test_an_input_session_refuses_to_mix_updates_and_arrow_batches_losing_nothing(run):
     import pyarrow as pa
     batch = pa.table({"x": [1], "diff": [1]})

@@ -427,9 +427,27 @@ class PythonArranger:
     def seal(self, lower: list, upper: list, held: list) -> list:
         """``(capability time, batch)`` for each held capability with sealed updates."""
         parts = split_by_capabilities(self.batcher.seal(upper), held, lambda u: u[1])
-        return [(cap_time, Batch.from_keyed(consolidate_keyed(part), part_lower, part_upper))
-                for (cap_time, part_lower, part_upper), part
-                in zip(capability_intervals(lower, upper, held), parts) if part]
+        try:
+            return [(cap_time, Batch.from_keyed(consolidate_keyed(part), part_lower, part_upper))
+                    for (cap_time, part_lower, part_upper), part
+                    in zip(capability_intervals(lower, upper, held), parts) if part]
+        except TypeError:
+            self.name_unhashable(parts)
+            raise
+
+    def name_unhashable(self, parts: list) -> None:
+        """A TypeError naming the first update of ``parts`` whose data cannot be hashed
+        (Python's says only ``unhashable type: 'list'``); nothing if there is none."""
+        for part in parts:
+            for kv, time, diff in part:
+                data = kv if self.pairs else kv[0]
+                try:
+                    hash(data)
+                except TypeError as error:
+                    raise TypeError(f"{self.name}: the data {data!r} of update "
+                                    f"{(data, time, diff)!r} cannot be hashed ({error}): "
+                                    f"arranged data must be hashable (a tuple, not a list)"
+                                    ) from None
 
     def take_ready(self, upper: list) -> list:
         """The buffered ``((key, val), time, diff)`` updates at times ``upper`` has passed,

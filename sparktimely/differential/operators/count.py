@@ -90,7 +90,12 @@ def _counted(arranger: ArrowArranger | PythonArranger, reducer: Any, lower: list
     if not ready:
         return [], []
     if isinstance(reducer, TotalsReducer):
-        return reducer.retire_updates(ready), []
+        assert isinstance(arranger, PythonArranger)
+        try:
+            return reducer.retire_updates(ready), []
+        except TypeError:
+            arranger.name_unhashable([ready])
+            raise
     assert isinstance(arranger, ArrowArranger) and arranger.key is not None
     out_history = out_trace.batches_through(lower)
     counted = reducer.retire_rows(ready, arranger.key, out_history, lower, upper)
