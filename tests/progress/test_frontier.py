@@ -215,6 +215,51 @@ def test_mutable_antichain_single_updates_against_brute_force(make):
             assert set(m.frontier()) == new_frontier and len(m.frontier()) == len(new_frontier)
             frontier = new_frontier
 
+def test_mutable_antichain_int_heap_against_brute_force():
+    """Integer times also wait in a heap (its stale entries dropped at its top, the heap
+    rebuilt when stale ones pile up): long runs over few times, through ``update``,
+    ``update_iter`` and pickling, keep the frontier of positive counts exactly."""
+    rng = random.Random(5)
+    for trial in range(20):
+        m = MutableAntichain()
+        counts: dict = {}
+        for step in range(2000):
+            if rng.random() < 0.2:
+                pairs = [(rng.randrange(8), rng.choice([-2, -1, 1, 2])) for _ in range(3)]
+                m.update_iter(pairs)
+            else:
+                pairs = [(rng.randrange(8), rng.choice([-2, -1, 1, 1, 2]))]
+                m.update(*pairs[0])
+            for t, d in pairs:
+                counts[t] = counts.get(t, 0) + d
+            if step % 500 == 499:
+                m = pickle.loads(pickle.dumps(m))
+            positive = [t for t, c in counts.items() if c > 0]
+            assert m.frontier() == ([min(positive)] if positive else [])
+
+
+class _CountingDict(dict):
+    scans = 0
+
+    def items(self):
+        _CountingDict.scans += 1
+        return super().items()
+
+
+def test_mutable_antichain_drains_int_times_without_scanning_the_counts():
+    """Retracting the least of many pending int times finds the next one in the heap: draining
+    n times in order was a look at every count per time, n squared (20,000 records at times of
+    their own took 4.3 s to drain after their input closed)."""
+    m = MutableAntichain()
+    for t in range(1000):
+        m.update(t, 1)
+    m._counts = _CountingDict(m._counts)
+    _CountingDict.scans = 0
+    for t in range(1000):
+        assert m.update(t, -1) == ([(t, -1), (t + 1, 1)] if t < 999 else [(t, -1)])
+    assert _CountingDict.scans == 0
+
+
 # -- ChangeBatch ------------------------------------------------------------------------------
 
 def test_change_batch_update_and_drain():
