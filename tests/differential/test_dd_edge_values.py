@@ -26,24 +26,32 @@ def accumulated(results: list) -> Counter:
     return Counter({data: n for data, n in total.items() if n})
 
 
-@pytest.mark.parametrize("order", [[None, 5, 2], [5, 2, None]], ids=["none-first", "none-last"])
-def test_reduce_sees_values_python_cannot_compare_in_one_order_whatever_came_first(run, order):
-    """Python cannot sort ``None`` beside ints; ``input`` puts ``None`` first, then the
-    numbers, on every worker, whichever arrived first."""
+def reduce_input(run, order: list, render=lambda val: val, spread_in_time: bool = False
+                 ) -> Counter:
+    """The accumulated output of a reduce that gives the values of key "k" as its ``input``
+    lists them (each ``render``ed), the values of ``order`` given one per worker in turn, at
+    times 0, 1, ... (``spread_in_time``) or all at time 0."""
     def values(key, input, output):
-        output.append((tuple(val for val, _ in input), 1))
+        output.append((tuple(render(val) for val, _ in input), 1))
 
     def job(worker):
         session = dd.InputSession()
         out = worker.dataflow(lambda scope: session.to_collection(scope).reduce(values)
                               .inner.capture())
-        for time, val in enumerate(order):
-            if time % worker.peers == worker.index:
-                session.update_at(("k", val), time, 1)
+        for i, val in enumerate(order):
+            if i % worker.peers == worker.index:
+                session.update_at(("k", val), i if spread_in_time else 0, 1)
         session.close()
         worker.run()
         return [update for _, updates in out.extract() for update in updates]
-    assert accumulated(run(job)) == Counter({("k", (None, 2, 5)): 1})
+    return accumulated(run(job))
+
+
+@pytest.mark.parametrize("order", [[None, 5, 2], [5, 2, None]], ids=["none-first", "none-last"])
+def test_reduce_sees_values_python_cannot_compare_in_one_order_whatever_came_first(run, order):
+    """Python cannot sort ``None`` beside ints; ``input`` puts ``None`` first, then the
+    numbers, on every worker, whichever arrived first."""
+    assert reduce_input(run, order, spread_in_time=True) == Counter({("k", (None, 2, 5)): 1})
 
 
 @pytest.mark.parametrize("order", [[3.0, NAN, 1.0, 2.0], [NAN, 2.0, 3.0, 1.0]],
@@ -53,20 +61,8 @@ def test_reduce_sees_float_values_sorted_with_a_nan_last_whatever_came_first(run
     around it as they arrived (``(3.0, nan, 1.0, 2.0)`` at 1 worker, ``(nan, 1.0, 2.0,
     3.0)`` or ``(1.0, 2.0, 3.0, nan)`` at 2): ``input`` puts the numbers in order, then
     the NaN, on every worker."""
-    def values(key, input, output):
-        output.append((tuple(str(val) for val, _ in input), 1))
-
-    def job(worker):
-        session = dd.InputSession()
-        out = worker.dataflow(lambda scope: session.to_collection(scope).reduce(values)
-                              .inner.capture())
-        for time, val in enumerate(order):
-            if time % worker.peers == worker.index:
-                session.update_at(("k", val), 0, 1)
-        session.close()
-        worker.run()
-        return [update for _, updates in out.extract() for update in updates]
-    assert accumulated(run(job)) == Counter({("k", ("1.0", "2.0", "3.0", "nan")): 1})
+    assert reduce_input(run, order, render=str) == Counter({("k", ("1.0", "2.0", "3.0",
+                                                                     "nan")): 1})
 
 
 def test_capture_sorts_records_python_cannot_compare_in_one_order(run):
