@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import time
 from typing import Callable
 
@@ -256,7 +257,8 @@ class Janitor:
         try:
             self.pid = os.posix_spawn(_SHELL, [_SHELL, "-c", _SWEEP_SCRIPT, "janitor", prefix,
                                                *segment_dirs()], os.environ,
-                                      file_actions=[(os.POSIX_SPAWN_DUP2, read, 0)])
+                                      file_actions=[(os.POSIX_SPAWN_DUP2, read, 0)],
+                                      setsigmask=_GROUP_SIGNALS)   # held until it ignores them
         except OSError:
             os.close(write)
             return
@@ -285,6 +287,9 @@ class Janitor:
 
 
 _SHELL = "/bin/sh"
+_GROUP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Signals a terminal or a job's stop sends the process group: the janitor starts with them
+blocked, so that one sent before its ``trap`` runs waits and is then discarded."""
 _SWEEP_SCRIPT = """trap '' INT TERM HUP PIPE
 read verdict
 [ "$verdict" = clean ] && exit 0
