@@ -150,7 +150,8 @@ def group_rows(rows: list | pa.Table, keys: list[str], specs: list[tuple],
     key) and aggregated by ``specs`` (``group_by`` specs ``(column, function)``, or
     ``(column, FLOAT_SUM)``), as one RecordBatch with the key columns and then one column
     per spec, named ``names``. The min or max of a dictionary-encoded column is of its values
-    (a column of the dictionary's value type).
+    (a column of the dictionary's value type); of a duration, a duration (Arrow has no min or
+    max of durations: their int64 counts of units are compared).
 
     >>> group_rows(pa.table({"k": ["a", "b", "a"], "x": [1, 2, 3]}), ["k"], [("x", "sum")],
     ...            ["total"]).to_pydict()
@@ -159,6 +160,7 @@ def group_rows(rows: list | pa.Table, keys: list[str], specs: list[tuple],
     table = unified(rows if isinstance(rows, pa.Table) else pa.Table.from_batches(rows))
     table = one_zero(table, keys)
     specs = list(specs)
+    durations: dict[int, pa.DataType] = {}      # spec index -> the duration type it gives
     for i, (column, function) in enumerate(specs):
         if function == FLOAT_SUM:           # a mean's sum: in floats (no int64 wrap)
             name = f"__float {column}"
@@ -172,10 +174,18 @@ def group_rows(rows: list | pa.Table, keys: list[str], specs: list[tuple],
                 table = table.append_column(name, table.column(column).cast(
                     table.schema.field(column).type.value_type))
             specs[i] = (name, function)
+        elif function in ("min", "max") and pa.types.is_duration(table.schema.field(column).type):
+            name = f"__units {column}"
+            durations[i] = table.schema.field(column).type
+            if name not in table.column_names:
+                table = table.append_column(name, table.column(column).cast(pa.int64()))
+            specs[i] = (name, function)
     out = table.group_by(keys, use_threads=False).aggregate(specs)
     columns = [column.combine_chunks() for column in out.columns]
     if out.column_names[:len(keys)] != keys:       # older pyarrow puts the keys last
         columns = columns[len(specs):] + columns[:len(specs)]
+    for i, kind in durations.items():
+        columns[len(keys) + i] = columns[len(keys) + i].cast(kind)
     return pa.RecordBatch.from_arrays(columns, keys + names)
 
 
