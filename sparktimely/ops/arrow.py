@@ -144,14 +144,31 @@ FLOAT_SUM = "float sum"
 """A :func:`group_rows` function: the sum of a column's values as float64 (a mean's sum)."""
 
 
+def orderable(column: pa.Array | pa.ChunkedArray) -> tuple[Any, pa.DataType | None]:
+    """``column`` as Arrow's ``min`` and ``max`` can compare it, and the type its extremes are
+    cast back to (None: they need no cast). Arrow has no min or max of a dictionary's values
+    (they are compared as values, and their extremes are of the value type) nor of durations
+    (their int64 counts of units are compared, and the extremes are durations again).
+
+    >>> values, back = orderable(pa.array([3, 1], pa.duration("s")))
+    >>> values.to_pylist(), back
+    ([3, 1], DurationType(duration[s]))
+    """
+    kind = column.type
+    if pa.types.is_dictionary(kind):
+        return column.cast(kind.value_type), None
+    if pa.types.is_duration(kind):
+        return column.cast(pa.int64()), kind
+    return column, None
+
+
 def group_rows(rows: list | pa.Table, keys: list[str], specs: list[tuple],
                names: list[str]) -> pa.RecordBatch:
     """The rows (a list of RecordBatches, or a Table) grouped by ``keys`` (-0.0 and 0.0 one
     key) and aggregated by ``specs`` (``group_by`` specs ``(column, function)``, or
     ``(column, FLOAT_SUM)``), as one RecordBatch with the key columns and then one column
-    per spec, named ``names``. The min or max of a dictionary-encoded column is of its values
-    (a column of the dictionary's value type); of a duration, a duration (Arrow has no min or
-    max of durations: their int64 counts of units are compared).
+    per spec, named ``names``. The min or max of a dictionary-encoded column or a duration is
+    taken as :func:`orderable` says.
 
     >>> group_rows(pa.table({"k": ["a", "b", "a"], "x": [1, 2, 3]}), ["k"], [("x", "sum")],
     ...            ["total"]).to_pydict()
@@ -160,7 +177,7 @@ def group_rows(rows: list | pa.Table, keys: list[str], specs: list[tuple],
     table = unified(rows if isinstance(rows, pa.Table) else pa.Table.from_batches(rows))
     table = one_zero(table, keys)
     specs = list(specs)
-    durations: dict[int, pa.DataType] = {}      # spec index -> the duration type it gives
+    cast_back: dict[int, pa.DataType] = {}      # spec index -> the type its extremes take
     for i, (column, function) in enumerate(specs):
         if function == FLOAT_SUM:           # a mean's sum: in floats (no int64 wrap)
             name = f"__float {column}"
@@ -168,23 +185,21 @@ def group_rows(rows: list | pa.Table, keys: list[str], specs: list[tuple],
                 table = table.append_column(name, table.column(column).cast(pa.float64(),
                                                                                safe=False))
             specs[i] = (name, "sum")
-        elif function in ("min", "max") and pa.types.is_dictionary(table.schema.field(column).type):
-            name = f"__values {column}"     # Arrow has no min/max of dictionary indices' values
+        elif function in ("min", "max"):
+            values, back = orderable(table.column(column))
+            if values.type == table.schema.field(column).type:
+                continue
+            name = f"__ordered {column}"
             if name not in table.column_names:
-                table = table.append_column(name, table.column(column).cast(
-                    table.schema.field(column).type.value_type))
-            specs[i] = (name, function)
-        elif function in ("min", "max") and pa.types.is_duration(table.schema.field(column).type):
-            name = f"__units {column}"
-            durations[i] = table.schema.field(column).type
-            if name not in table.column_names:
-                table = table.append_column(name, table.column(column).cast(pa.int64()))
+                table = table.append_column(name, values)
+            if back is not None:
+                cast_back[i] = back
             specs[i] = (name, function)
     out = table.group_by(keys, use_threads=False).aggregate(specs)
     columns = [column.combine_chunks() for column in out.columns]
     if out.column_names[:len(keys)] != keys:       # older pyarrow puts the keys last
         columns = columns[len(specs):] + columns[:len(specs)]
-    for i, kind in durations.items():
+    for i, kind in cast_back.items():
         columns[len(keys) + i] = columns[len(keys) + i].cast(kind)
     return pa.RecordBatch.from_arrays(columns, keys + names)
 

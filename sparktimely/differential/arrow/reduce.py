@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...dataflow.containers import one_zero
-from ...ops.arrow import check_aggregate_columns
+from ...ops.arrow import check_aggregate_columns, orderable
 from ...progress.timestamp import TimeKind, less_equal
 from ..updates import DIFF
 from ..lattice import beyond, interesting_times
@@ -240,14 +240,9 @@ def _extremes(rows: pa.Table, key: list, column: str, function: str,
               first: pa.Array) -> pa.ChunkedArray:
     """``function`` (min or max) of ``column`` per key over the values present (their diffs
     summing to more than zero), in the order of the keys' first rows; null where none is. A
-    dictionary-encoded column is compared by its values (its extremes are of their type), a
-    duration by its int64 count of units (Arrow has no min/max of durations)."""
-    kind = rows.schema.field(column).type
-    index = rows.schema.get_field_index(column)
-    if pa.types.is_dictionary(kind):
-        rows = rows.set_column(index, column, rows.column(column).cast(kind.value_type))
-    elif pa.types.is_duration(kind):
-        rows = rows.set_column(index, column, rows.column(column).cast(INT64))
+    dictionary-encoded column or a duration is compared as :func:`orderable` says."""
+    comparable, back = orderable(rows.column(column))
+    rows = rows.set_column(rows.schema.get_field_index(column), column, comparable)
     values = _per_value(rows, key, column, first)
     present = pc.greater(values.column(f"{DIFF}_sum"), ZERO)
     kept = pc.if_else(present, values.column(column),
@@ -256,7 +251,7 @@ def _extremes(rows: pa.Table, key: list, column: str, function: str,
                       .append_column(_FIRST, values.column(f"{_FIRST}_min")),
                       key, [(column, function), (_FIRST, "min")])
     extremes = _by_first_row(by_key).column(f"{column}_{function}")
-    return extremes.cast(kind) if pa.types.is_duration(kind) else extremes
+    return extremes if back is None else extremes.cast(back)
 
 
 def count_spec() -> AggregateSpec:
