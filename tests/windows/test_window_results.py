@@ -22,7 +22,8 @@ from window_oracle import (AGGREGATIONS, ARROW_AGGREGATE, aggregation, arrow_val
 pytestmark = pytest.mark.timeout(120)
 
 KINDS = [win.Tumbling(5), win.Tumbling(4, offset=-3), win.Sliding(6, 2),
-         win.Sliding(7, 3, offset=1), win.Sliding(5, 5), win.Session(3)]
+         win.Sliding(7, 3, offset=1), win.Sliding(5, 5), win.Sliding(8, 1),
+         win.Sliding(10, 4, offset=-2), win.Session(3)]
 
 
 def entries_with_disorder(count: int = 60, seed: int = 7) -> list:
@@ -282,6 +283,94 @@ def test_many_open_tumbling_windows_close_without_a_look_at_every_open_one(run):
     found = [entry for part in run(job) for entry in part]
     assert sorted(found) == [(ts + 9 + lateness, [(None, win.Window(ts, ts + 10), 1)])
                              for ts in range(0, 10 * count, 10)]
+
+
+def long_sliding_run(run, aggregate, arrow=False, lateness=0, count=600):
+    """One record per event time ``0..count-1`` (key ``"k"``, value its time), sent in time
+    order, through ``Sliding(count, 1)`` (``count`` panes a window): the windows' starts and
+    values, and those recomputed from scratch (Arrow: count and sum; else the sum)."""
+    size = count
+    entries = [(t, (t, "k", t, t)) for t in range(count)]
+    results, late = run_window(run, entries, lambda s: s.window(
+        win.Sliding(size, 1), time_of="ts" if arrow else time_of,
+        key="key" if arrow else key_of, aggregate=aggregate, lateness=lateness), arrow=arrow)
+    assert late == []
+    found = sorted((w.start, v) for _, rs in results for _, w, v in rs)
+    want = []
+    for start in range(1 - size, count):
+        inside = range(max(start, 0), min(start + size, count))
+        want.append((start, (len(inside), sum(inside)) if arrow else sum(inside)))
+    return found, want
+
+
+@pytest.mark.parametrize("compact", [True, False])
+def test_a_long_sliding_window_merges_a_few_partials_per_window(run, compact):
+    """``Sliding(600, 1)``: each window is 600 panes. A compact aggregation merges about
+    two partials a window (the merges of runs of panes are kept), where merging each
+    window's panes made 600; the results are the same either way, and the same as the
+    windows recomputed from scratch."""
+    merges = []
+
+    def merge(a, b):
+        merges.append(1)
+        return a + b
+    total = win.Aggregation("total", lambda acc, r, e, t: r[3] + (acc or 0), merge,
+                            lambda acc: acc, compact=compact)
+    found, want = long_sliding_run(run, total)
+    assert found == want
+    windows = len(want)
+    assert len(merges) < 3 * windows if compact else len(merges) > 100 * windows
+
+
+def test_a_long_sliding_window_of_arrow_rows_gives_the_recomputed_windows(run):
+    found, want = long_sliding_run(run, {"n": ("count", None), "total": ("sum", "value")},
+                                   arrow=True)
+    assert found == want
+
+
+@pytest.mark.parametrize("arrow", [False, True], ids=["python", "arrow"])
+def test_a_record_in_a_pane_already_merged_counts_in_the_windows_still_open(run, arrow):
+    """With lateness, records come for panes that closed windows have merged into a kept
+    run: the open windows count them (the kept runs are merged anew), checked against the
+    oracle, at every window length up to 12 panes."""
+    rng = random.Random(3)
+    entries = []
+    for i in range(120):
+        t = i // 4
+        entries.append((t, (i, rng.choice("ab"), t - rng.choice([0, 0, 1, 2, 5]),
+                            rng.randrange(10))))
+    for size in (3, 8, 12):
+        kind = win.Sliding(size, 1)
+        results, late = run_window(run, entries, lambda s: s.window(
+            kind, time_of="ts" if arrow else time_of, key="key" if arrow else key_of,
+            aggregate=ARROW_AGGREGATE if arrow else aggregation("sum"), lateness=3),
+            arrow=arrow)
+        if not arrow:
+            results = [(t, sorted(rs)) for t, rs in results]
+        assert (results, late) == model(kind, entries, 3, arrow_value if arrow else
+                                        lambda records: model_value("sum", records))
+
+
+def test_a_pane_looks_at_the_windows_its_neighbours_have_not_noted(run, monkeypatch):
+    """Scheduling the close of a pane's windows looks only at those the held panes next to
+    it have not scheduled: about one a pane as records come in order, where every window of
+    the pane was looked at (600 for ``Sliding(600, 1)``)."""
+    looked = []
+
+    class Closing(dict):
+        def __contains__(self, close):
+            looked.append(close)
+            return super().__contains__(close)
+    from sparktimely.ops.windowing import _records
+    init = _records.PaneWindows.__init__
+
+    def counting_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.closing = Closing()
+    monkeypatch.setattr(_records.PaneWindows, "__init__", counting_init)
+    found, want = long_sliding_run(run, aggregation("sum"))
+    assert found == want
+    assert len(looked) < 3 * len(want)
 
 
 def test_sessions_of_event_times_too_far_apart_to_offset_by_key(run):

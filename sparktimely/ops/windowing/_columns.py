@@ -24,6 +24,7 @@ from ...dataflow.containers import large_layouts, unified
 from ...hashing import hash_rows, stable_hash
 from ..arrow import AGGREGATES, FLOAT_SUM, check_aggregate_columns, group_rows, integer_column
 from ._records import PaneWindows
+from ._runs import PaneRuns
 from .kinds import Session, Sliding
 
 NONE_ROUTE = stable_hash(None)
@@ -241,6 +242,8 @@ class ArrowPanes(PaneWindows):
         self.aggregates = aggregates
         self.panes: dict[int, list[pa.RecordBatch]] = {}
         """Per pane, batches of partial rows, each with one row per key it holds."""
+        self.runs = PaneRuns(self._merged) if kind.size > kind.pane else None
+        """The windows' merges of panes (a window of one pane has nothing to merge)."""
 
     def apply(self, time: int, batches: Iterable[pa.RecordBatch]) -> list:
         kind, keys = self.kind, self.keys
@@ -259,6 +262,8 @@ class ArrowPanes(PaneWindows):
         partials = partials.take(pa.array(order)).drop_columns([self.aggregates.internal("pane")])
         panes = panes[order]
         starts = np.flatnonzero(np.r_[True, panes[1:] != panes[:-1]])
+        if self.runs is not None and panes[0] < self.runs.taken:
+            self.runs.reset()           # a pane that closed windows merged changes
         for begin, end in zip(starts, np.r_[starts[1:], len(panes)]):
             j = int(panes[begin])
             part = partials.slice(begin, end - begin)
@@ -277,12 +282,25 @@ class ArrowPanes(PaneWindows):
         if closing is None:
             return None
         i, window_panes, following = closing
-        parts = [part for j in window_panes for part in self.panes.get(j, ())]
+        if self.runs is not None:     # a pane's parts, or a merge of them
+            run = self.runs.merged(self.panes, window_panes.start, window_panes.stop)
+            merged = None if run is None else self._merged(run)
+        else:
+            merged = self._merged(*(self.panes.get(j, []) for j in window_panes))
         self._drop_panes(self.panes, following)
+        if merged is None:
+            return None
+        return self.aggregates.finish(merged, *self.kind.window(i))
+
+    def _merged(self, *partials: list[pa.RecordBatch] | pa.RecordBatch
+                ) -> pa.RecordBatch | None:
+        """The partial rows of ``partials`` (batches, or lists of them) merged per key (None:
+        there are none)."""
+        parts = [p for part in partials for p in ([part] if isinstance(part, pa.RecordBatch)
+                                                   else part)]
         if not parts:
             return None
-        merged = parts[0] if len(parts) == 1 else self.aggregates.merged(parts, self.keys)
-        return self.aggregates.finish(merged, *self.kind.window(i))
+        return parts[0] if len(parts) == 1 else self.aggregates.merged(parts, self.keys)
 
     def snapshot(self) -> pa.Table:
         """The partial rows with their pane, the time done and their key's hash (internal

@@ -10,9 +10,11 @@ checkpoints is a dict by key (:meth:`snapshot`, :meth:`restore`).
 """
 from __future__ import annotations
 
+import bisect
 import heapq
 from typing import Any, Callable, Iterable, Protocol
 
+from ._runs import NOTHING_TAKEN, PaneRuns
 from .aggregations import Aggregation
 from .kinds import Session, Sliding, Window
 
@@ -87,22 +89,37 @@ class PaneWindows:
         self.lateness = lateness
         self.closing: dict[int, int] = {}
         self._due: list[int] = []              # the close times of ``closing``, in a heap
-        self._held: list[int] = []             # the panes held, in a heap
+        self._held: list[int] = []             # the panes held, in order
         self.done: int | None = None
         self.last_close = kind.offset + kind.size - 1 + lateness
         """The close time of window 0 (window ``i`` closes ``i * slide`` later)."""
 
     def _schedule(self, pane: int, after: int) -> None:
         """Note ``pane``, just held, and the close times ``>= after`` of the windows
-        containing it."""
-        heapq.heappush(self._held, pane)
-        kind, closing = self.kind, self.closing
-        start = pane * kind.pane
-        for i in range((start - kind.size) // kind.slide + 1, start // kind.slide + 1):
-            close = self.last_close + i * kind.slide
+        containing it. The windows it shares with the held panes next to it were noted with
+        theirs (the windows of a pane are a range whose ends grow with the pane), so only
+        the ones between are looked at: one or two per pane as records come, not ``size /
+        slide``."""
+        held = self._held
+        at = bisect.bisect_left(held, pane)
+        held.insert(at, pane)
+        first, last = self._windows_of(pane)
+        if at:
+            first = max(first, self._windows_of(held[at - 1])[1] + 1)
+        if at + 1 < len(held):
+            last = min(last, self._windows_of(held[at + 1])[0] - 1)
+        closing, slide = self.closing, self.kind.slide
+        for i in range(first, last + 1):
+            close = self.last_close + i * slide
             if close >= after and close not in closing:
                 closing[close] = i
                 heapq.heappush(self._due, close)
+
+    def _windows_of(self, pane: int) -> tuple[int, int]:
+        """The first and the last number of the windows containing ``pane``."""
+        kind = self.kind
+        start = pane * kind.pane
+        return (start - kind.size) // kind.slide + 1, start // kind.slide
 
     def next_close(self) -> int | None:
         return self._due[0] if self._due else None
@@ -135,8 +152,10 @@ class PaneWindows:
     def _drop_panes(self, panes: dict, following: int) -> None:
         """Drop the panes before ``following`` (in closed windows only) from ``panes``."""
         held = self._held
-        while held and held[0] < following:
-            del panes[heapq.heappop(held)]
+        gone = bisect.bisect_left(held, following)
+        for j in held[:gone]:
+            del panes[j]
+        del held[:gone]
 
     def reschedule(self, panes: Iterable[int], done: int | None) -> None:
         """After a restore: every window of a restored pane closing after ``done`` (the
@@ -161,11 +180,16 @@ class Panes(PaneWindows):
         self.key = key
         self.aggregation = aggregation
         self.panes: dict[int, dict[Any, Any]] = {}
+        self.runs = (PaneRuns(self._merged) if aggregation.compact and kind.size > kind.pane
+                     else None)
+        """The windows' merges of panes, when an aggregation's partials are compact."""
 
     def apply(self, time: int, batches: Iterable[list]) -> list:
         kind, panes, key, add, time_of = (self.kind, self.panes, self.key,
                                           self.aggregation.add, self.time_of)
         offset, slide, width, last_close = kind.offset, kind.slide, kind.pane, self.last_close
+        runs = self.runs
+        taken = NOTHING_TAKEN if runs is None else runs.taken
         late: list = []
         for batch in batches:
             for record in batch:
@@ -177,6 +201,10 @@ class Panes(PaneWindows):
                     late.append(record)
                     continue
                 j = relative // width
+                if j < taken:                   # a pane that closed windows merged changes
+                    assert runs is not None
+                    runs.reset()
+                    taken = NOTHING_TAKEN
                 pane = panes.get(j)
                 if pane is None:
                     pane = panes[j] = {}
@@ -192,14 +220,25 @@ class Panes(PaneWindows):
         if closing is None:
             return []
         i, window_panes, following = closing
-        panes, merge = self.panes, self.aggregation.merge
-        merged: dict = {}
-        for j in window_panes:
-            for k, acc in panes.get(j, {}).items():
-                merged[k] = acc if k not in merged else merge(merged[k], acc)
+        panes = self.panes
+        if self.runs is not None:
+            merged = self.runs.merged(panes, window_panes.start, window_panes.stop) or {}
+        else:
+            merged = {}
+            for j in window_panes:
+                merged = self._merged(merged, panes.get(j, {}), in_place=True)
         self._drop_panes(panes, following)
         window, result = self.kind.window(i), self.aggregation.result
         return [(k, window, result(acc)) for k, acc in merged.items()]
+
+    def _merged(self, into: dict, partials: dict, in_place: bool = False) -> dict:
+        """The partials by key of ``into`` merged with those of ``partials`` (a new dict,
+        or ``into`` itself ``in_place``)."""
+        merge = self.aggregation.merge
+        merged = into if in_place else dict(into)
+        for k, acc in partials.items():
+            merged[k] = acc if k not in merged else merge(merged[k], acc)
+        return merged
 
     def snapshot(self) -> dict:
         """``{key: (latest time applied, {pane: partial})}``."""

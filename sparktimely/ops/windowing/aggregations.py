@@ -34,21 +34,27 @@ class Aggregation:
     """How the records of a window become its value: ``add(acc, record, event_time, time)``
     folds a record into a partial value (``acc`` None for the first), ``merge(a, b)``
     combines two partials into a new one (changing neither) and ``result(acc)`` is the value
-    a closed window reports.
+    a closed window reports. ``compact`` says that a partial stays small whatever it merges
+    (a number, a short tuple: not a list of records): a sliding window then keeps merges of
+    runs of panes and merges a few partials when it closes, not one for each of its
+    ``size / gcd(size, slide)`` panes, which with partials that grow would hold a copy of
+    the records per pane.
 
     >>> agg = count()
     >>> agg.name, agg.result(agg.merge(agg.add(None, "x", 0, 0), agg.add(None, "y", 1, 0)))
     ('count', 2)
     """
 
-    __slots__ = ("name", "add", "merge", "result")
+    __slots__ = ("name", "add", "merge", "result", "compact")
 
     def __init__(self, name: str, add: Callable[[Any, Any, int, Any], Any],
-                 merge: Callable[[Any, Any], Any], result: Callable[[Any], Any]) -> None:
+                 merge: Callable[[Any, Any], Any], result: Callable[[Any], Any],
+                 compact: bool = False) -> None:
         self.name = name
         self.add = add
         self.merge = merge
         self.result = result
+        self.compact = compact
 
     def __repr__(self) -> str:
         return f"win.{self.name}()"
@@ -65,7 +71,7 @@ def count() -> Aggregation:
     2
     """
     return Aggregation("count", lambda acc, r, e, t: 1 if acc is None else acc + 1,
-                       lambda a, b: a + b, _same)
+                       lambda a, b: a + b, _same, compact=True)
 
 
 def _value_of(name: str, f: Callable[[Any], Any] | None) -> Callable[[Any], Any]:
@@ -88,7 +94,7 @@ def _reducing(name: str, f: Callable[[Any], Any] | None,
     def add(acc: Any, record: Any, event_time: int, time: Any) -> Any:
         value = value_of(record)
         return value if acc is None else combine(acc, value)
-    return Aggregation(name, add, combine, _same)
+    return Aggregation(name, add, combine, _same, compact=True)
 
 
 def sum(f: Callable[[Any], Any] | None = None) -> Aggregation:
@@ -134,7 +140,7 @@ def mean(f: Callable[[Any], Any] | None = None) -> Aggregation:
         v = value_of(record)
         return (v, 1) if acc is None else (acc[0] + v, acc[1] + 1)
     return Aggregation("mean", add, lambda a, b: (a[0] + b[0], a[1] + b[1]),
-                       lambda acc: acc[0] / acc[1])
+                       lambda acc: acc[0] / acc[1], compact=True)
 
 
 def _keeping(name: str, stamp: int, result: Callable[[list], Any]) -> Aggregation:

@@ -45,7 +45,8 @@ class Sliding:
 
     The window operator keeps one partial aggregate per key and *pane* (``gcd(size, slide)``
     of event time) and merges a window's panes when it closes, so a record costs one update
-    whatever ``size / slide`` is.
+    whatever ``size / slide`` is; with compact partials (see ``Aggregation``) it keeps merges
+    of runs of panes, so a closing window merges a few of them, not each of its panes.
 
     >>> [tuple(w) for w in Sliding(300, 60).windows_of(130)]
     [(-120, 180), (-60, 240), (0, 300), (60, 360), (120, 420)]
