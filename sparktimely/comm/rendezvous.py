@@ -128,7 +128,11 @@ class ProcessCluster:
         hello = {"workers": self.workers, "identity": identity, "mesh": job_prefix(),
                  "ports": [s.getsockname()[1] for s in self.listeners.values()]}
         for q, sock in self.controls.items():
-            send_notice(sock, self.process, q, ("hello", hello))
+            try:
+                send_notice(sock, self.process, q, ("hello", hello))
+            except OSError as error:     # it died since the meeting: name it, not the errno
+                raise ConnectionError(self._lost(q, "during start-up",
+                                                 error.strerror or str(error))) from None
         hellos: dict[int, dict[str, Any]] = {self.process: hello}
         deadline = time.monotonic() + timeout
         for q in sorted(self.controls):

@@ -4,6 +4,7 @@ lengths are bounded."""
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 import time
 
@@ -144,3 +145,32 @@ def test_an_oversized_control_frame_is_refused_not_allocated():
                                  f"1 during start-up: unexpected frame on a control connection: "
                                  f"channel 2, {1 << 60} bytes")
     assert elapsed < 5
+
+
+def reset(sock: socket.socket) -> None:
+    """Close ``sock`` as a process that dies does when its peer has sent to it: a reset."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+@pytest.mark.parametrize("welcomed", [False, True])
+def test_a_peer_that_dies_in_the_handshake_is_named(welcomed):
+    """Process 0 goes away (its connection reset) before or just after it welcomes process
+    1: process 1 names it, its address and when, not a bare ConnectionResetError."""
+    def dying(sock, hostfile):
+        sock.sendall(greeting(hostfile))
+        sock.recv(_Handshake.FORMAT.size)              # its hello
+        if welcomed:
+            sock.sendall(_Handshake.FORMAT.pack(_Handshake.MAGIC, PROTOCOL_VERSION,
+                                                _Handshake.WELCOME, process_token(hostfile),
+                                                0, 1))
+        reset(sock)
+    for _ in range(3):                                 # the reset races process 1's hello
+        error, elapsed, address = against(dying)
+        assert type(error) is ConnectionError
+        assert str(error) == (
+            f"lost process 0 at {address} (workers 0..1), noticed by process 1 during "
+            f"start-up: Connection reset by peer" if welcomed else
+            f"process 1 could not connect to process 0 at {address}: the connection failed "
+            f"during the handshake: Connection reset by peer")
+        assert elapsed < 5
