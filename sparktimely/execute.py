@@ -123,7 +123,8 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
 
     Blank lines and ``#`` comments are skipped; any other line that is not one ``host:port``
     with a port in 1..65535 raises ValueError naming the line, and so does an address that an
-    earlier line already gave (two processes cannot listen on one address).
+    earlier line already gave (two processes cannot listen on one address; ``0.0.0.0`` and
+    ``[::]`` take their port on every address of the host).
 
     >>> parse_hostfile(["localhost:2101", "# spare", "10.0.0.2:2102"])
     ['localhost:2101', '10.0.0.2:2102']
@@ -152,6 +153,7 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
         entries, origin = list(hostfile), "hostfile"
     addresses = []
     seen: dict[tuple[str, int], tuple[int, str]] = {}
+    ports: dict[int, list[tuple[int, str, bool]]] = {}     # port -> (line, address, wildcard)
     for number, line in enumerate(entries, 1):
         text = line.split("#", 1)[0].strip()
         if not text:
@@ -174,9 +176,32 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
             first, earlier = seen[key]
             raise ValueError(f"{origin} line {number}: {text!r} is the address of line {first} "
                              f"({earlier!r}) again: every process needs an address of its own")
+        wildcard = _is_wildcard(host)
+        for first, earlier, either in ports.get(int(port), []):
+            if wildcard or either:
+                clash = (f"takes port {port} on every address of its host, line {first}'s "
+                         f"({earlier!r}) too" if wildcard else
+                         f"has port {port}, which line {first} ({earlier!r}) takes on every "
+                         f"address of its host")
+                raise ValueError(f"{origin} line {number}: {text!r} {clash}: every process "
+                                 f"needs an address of its own")
+        ports.setdefault(int(port), []).append((number, text, wildcard))
         seen[key] = (number, text)
         addresses.append(text)
     return _Addresses(addresses, path)
+
+
+def _is_wildcard(host: str) -> bool:
+    """Whether ``host`` is ``0.0.0.0`` or ``[::]``: every address of the host that binds it,
+    and the very host that connects to it.
+
+    >>> _is_wildcard("0.0.0.0"), _is_wildcard("[::]"), _is_wildcard("127.0.0.1")
+    (True, True, False)
+    """
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False
 
 
 def _host_problem(host: str) -> str | None:

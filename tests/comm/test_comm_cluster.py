@@ -132,6 +132,23 @@ def test_exchange_heavy_job_has_exact_results(jobs, processes, force_sockets):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.parametrize("force_sockets", MODES)
+def test_a_hostfile_mixing_loopback_spellings_runs_as_one_host(jobs, force_sockets):
+    """``[::1]``, ``127.0.0.1`` and ``0.0.0.0`` in one hostfile: three processes of one host
+    (sharing memory unless sockets are forced), exact results."""
+    ports = free_ports(3)
+    hosts = [f"[::1]:{ports[0]}", f"127.0.0.1:{ports[1]}", f"0.0.0.0:{ports[2]}"]
+    results = [worker for part in jobs("exchange", 3, force_sockets=force_sockets,
+                                       hosts=hosts).results()
+               for worker in part]
+    assert {r.pop("allocator") for r in results} == \
+        {"ClusterAllocator" if force_sockets else "ShmAllocator"}
+    for result in results:
+        del result["remote"]
+    assert results == expected_exchange(6)
+
+
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("processes, force_sockets", [(1, False), (2, False), (2, True)],
                          ids=["1-process", "2-shm", "2-sockets"])
 def test_processes_holding_many_descriptors_run_as_others(jobs, processes, force_sockets):
@@ -388,6 +405,15 @@ def test_configuration_errors_are_reported_before_anything_starts(tmp_path):
         hostfile.write_text(f"127.0.0.1:{port}\n{line}\n")                           # resolve
         with pytest.raises(ValueError, match=re.escape(f"line 2: {line!r} is not host:port "
                                                        f"({problem}")):
+            config_from_args(["-n", "2", "-p", "0", "-h", str(hostfile)])
+    for first, second, told in [                # one port of one host: was a refused peer
+            ("localhost", "0.0.0.0", f"line 2: '0.0.0.0:{port}' takes port {port} on every "
+                                     f"address of its host, line 1's ('localhost:{port}') too"),
+            ("[::]", "127.0.0.1", f"line 2: '127.0.0.1:{port}' has port {port}, which line 1 "
+                                  f"('[::]:{port}') takes on every address of its host")]:
+        hostfile.write_text(f"{first}:{port}\n{second}:{port}\n")
+        with pytest.raises(ValueError, match=re.escape(f"hostfile {hostfile} {told}: every "
+                                                       f"process needs an address of its own")):
             config_from_args(["-n", "2", "-p", "0", "-h", str(hostfile)])
     with pytest.raises(ValueError, match="process 2 has none"):
         st.execute(lambda worker: None, processes=3, process=0,
