@@ -436,6 +436,42 @@ def test_files_are_read_once_each_at_their_epochs_at_any_worker_count(run, tmp_p
         [(e, sorted(ns)) for e, ns in sorted(expected.items())]
 
 
+def test_csv_files_of_several_read_blocks_read_as_pyarrow_reads_them_whole(run, tmp_path):
+    """pyarrow reads a CSV file in blocks of 1 MiB: rows, and a quoted value whose line
+    break is just before a block's end, that straddle a block boundary are read as one
+    reading of the whole file reads them, each row once, at any worker count."""
+    block = 1 << 20
+    lines, size = ["n,word,score"], 0
+    while size < 2 * block + 1000:                     # rows straddle two boundaries
+        n = len(lines) - 1
+        lines.append(f"{n},{'w' * (n * 7 % 61)},{n * 0.25}")
+        size += len(lines[-1]) + 1
+    (tmp_path / "big.csv").write_text("\n".join(lines) + "\n")
+    head = "n,word,score\n" + "".join(f"{n},{'x' * 40},{n}.5\n" for n in range(18_000))
+    broken = block - len(head) - 20                    # the quoted line break's offset
+    quoted = f'18000,"{"q" * broken}\n{"z" * 100}, ""done""",1.0\n'
+    (tmp_path / "quoted.csv").write_text(head + quoted + "18001,after,2.0\n")
+    assert (head + quoted).index("\n", len(head)) < block < len(head + quoted)
+    (tmp_path / "small.csv").write_text("n,word,score\n1,a,0.5\n")
+
+    def job(worker):
+        captured = worker.dataflow(lambda scope: scope.input_from_source(
+            FileSource(tmp_path, format="csv", batch_rows=5000), "rows").capture())
+        worker.run()
+        return captured.extract()
+    got = sorted((row["n"], row["word"], row["score"]) for part in run(job)
+                 for _, rows in part for row in rows.to_pylist())
+    expected = []
+    for name in ("big.csv", "quoted.csv", "small.csv"):
+        path = tmp_path / name
+        whole = pacsv.read_csv(path, read_options=pacsv.ReadOptions(
+            block_size=path.stat().st_size + 1), parse_options=pacsv.ParseOptions(
+            newlines_in_values=True))
+        expected += [(row["n"], row["word"], row["score"]) for row in whole.to_pylist()]
+    assert len(expected) > 40_000
+    assert got == sorted(expected)
+
+
 class Scripted:
     """A source whose partitions return scripted answers (``None``: nothing yet)."""
 
