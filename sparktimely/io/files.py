@@ -627,6 +627,12 @@ class DirectorySink:
     ``"Infinity"`` or ``"-Infinity"``, as Spark's JSON writer does (Spark's reader reads them
     back as doubles where its schema says double).
 
+    A run that does not resume a checkpoint removes nothing in ``path``: it replaces the
+    files of the epochs and partitions it writes, and the files of an earlier run that it
+    does not write stay, read with its own by a reader of the directory (those of workers
+    beyond this run's, of epochs past its last, an epoch's ``-c001`` files when its batches
+    now fit one file). Give a run that starts over an empty directory.
+
     >>> import tempfile, pyarrow.parquet as pq, sparktimely as st
     >>> folder = tempfile.mkdtemp()
     >>> st.example(lambda scope: scope.to_stream([("a", 1), ("b", 2)])
