@@ -423,9 +423,9 @@ class _Meeting:
         kind = _Handshake.PROBE if party.probe else _Handshake.HELLO
         try:
             party.sock.send(_Handshake.pack(kind, self.token, self.index, party.peer))
-        except OSError as error:             # it went away as it accepted
+        except OSError as lost:              # it went away as it accepted
             raise self._failure(party, f"the connection failed during the handshake: "
-                                       f"{error.strerror or error}") from None
+                                       f"{lost.strerror or lost}") from None
         party.deadline = min(time.monotonic() + HANDSHAKE_TIMEOUT, self.deadline)
 
     def _retry(self, peer: int, probe: bool, reason: str) -> None:
