@@ -319,12 +319,54 @@ def run_workers(func: Callable[[Worker], Any], plan: Sequence[WorkerAddress],
                         os.remove(stall_dump_path(os.getpid(), index))
 
 
+class _StopWatch:
+    """With a stall limit, the supervisor's watch for a worker process stopped (SIGSTOP, a
+    debugger): its own stall watch is stopped with it, and the job would wait for it
+    forever. A worker seen stopped at every look for longer than the limit fails the job
+    (the supervisor's own stop, Ctrl-Z stopping them all, restarts the count)."""
+
+    def __init__(self, limit: float | None) -> None:
+        self.limit = limit
+        self.interval = None if limit is None else min(limit / 4, 1.0)
+        self.since: dict[int, float] = {}       # worker index -> first seen stopped
+        self.last = time.monotonic()
+
+    def check(self, pids: Mapping[int, int]) -> None:
+        """Raise WorkerError for a worker of ``pids`` (index -> pid) stopped too long."""
+        if self.limit is None or self.interval is None:
+            return
+        now = time.monotonic()
+        if now - self.last > 2 * self.interval + 1.0:
+            self.since.clear()                  # this process was stopped too: look again
+        self.last = now
+        for index, pid in pids.items():
+            if not _is_stopped(pid):
+                self.since.pop(index, None)
+                continue
+            since = self.since.setdefault(index, now)
+            if now - since > self.limit:
+                raise WorkerError(index, f"worker process {pid} has been stopped (by SIGSTOP "
+                                         f"or a debugger) for {now - since:.1f} s (stall limit "
+                                         f"{self.limit:g} s)")
+
+
+def _is_stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped by a signal or traced (Linux's /proc; else False)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            stat = file.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2:][:1] in (b"T", b"t")
+
+
 def _collect(processes: list, pipes: list, indexes: list[int],
              cluster: ProcessCluster | None, stall_limit: float | None) -> list[Any]:
     results: dict[int, Any] = {}
     waiting = set(range(len(processes)))
     lost: tuple | None = None          # a worker's report that it lost a remote peer
     lost_until = 0.0
+    stopped = _StopWatch(stall_limit)
     while waiting:
         handles: dict = dict.fromkeys(cluster.watched if cluster else ())
         if signals.wakeup is not None:
@@ -332,13 +374,14 @@ def _collect(processes: list, pipes: list, indexes: list[int],
         for local in waiting:
             handles[pipes[local]] = local
             handles[processes[local].sentinel] = local
-        timeout = None
+        timeout = stopped.interval
         if lost is not None:
             timeout = lost_until - time.monotonic()
             if timeout <= 0:
                 assert cluster is not None
                 cluster.poll()        # an account that arrived meanwhile is told instead
                 raise PeerLostError(*lost[1:4])
+        stopped.check({indexes[local]: processes[local].pid for local in waiting})
         for ready in wait(list(handles), timeout):
             local = handles[ready]
             if local == -1:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import glob
 import os
+import re
+import signal
 import socket
 import time
 
@@ -122,3 +124,20 @@ def test_the_stall_limit_flag(capsys):
         "error: argument --stall-limit: expected at most 1000000 seconds (11.6 days), got 'inf'")
     with pytest.raises(ValueError, match=r"stall_limit must be at most 1000000 seconds"):
         st.execute(job_with(spin_forever, 1), stall_limit=1e10)
+
+
+def stop_itself(x):
+    os.kill(os.getpid(), signal.SIGSTOP)         # as SIGSTOP from outside, or a debugger
+    return x
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_a_stopped_worker_is_named_by_its_supervisor(workers):
+    """A stopped worker's stall watch is stopped with it: the job waited forever. Its
+    supervisor sees it stopped and names it, its process killed (nothing is left)."""
+    stalled = workers - 1
+    error, elapsed = stall(stop_itself, workers)
+    assert re.fullmatch(rf"worker {stalled} failed: worker process \d+ has been stopped \(by "
+                        rf"SIGSTOP or a debugger\) for 1\.\d s \(stall limit 1 s\)",
+                        str(error)), str(error)
+    assert elapsed < LIMIT + 5, f"the job took {elapsed:.1f} s to stop"
