@@ -50,6 +50,10 @@ divides the sizes by 10.
   the default trigger and a ``foreachBatch`` sink: from a file of the next minute's events
   appearing in the watched folder (the data that moves Spark's watermark past the window's
   end) to the window's rows at the sink: the file's micro-batch, then the one that emits.
+- A long sliding window (its own section): an hour sliding by the second (3,600 panes a
+  window) over SENSORS sensors reading once a second, Python records and Arrow batches, beside
+  a tumbling second over the same readings (both close one window per sensor a second) and
+  bytewax's ``SlidingWindower`` (on the first BYTEWAX_SENSOR_SECONDS seconds).
 - ``active_between`` sliding count: bench_differential's sliding section (the same
   function and data as there), run from here; Pathway 0.33 ``windowby`` is its peer.
 - 2 workers / 1 worker: the best throughputs of each; and the same by CPU time (events per
@@ -90,6 +94,7 @@ MINUTE = 60_000
 LATENCY_EVENTS, LATENCY_KEYS, LATENCY_ROUNDS, LATENCY_WARMUP = 1_000, 1_000, 50, 3
 LARGE_WINDOW_ROUNDS = 20            # windows of the benchmark's own size: RATE * MINUTE events
 SPARK_LATENCY_ROUNDS = 10
+SENSORS, SENSOR_SECONDS, BYTEWAX_SENSOR_SECONDS = 10, 2_000, 120     # the long sliding window
 
 # kind -> (window, Arrow aggregate, what bytewax and Spark compute)
 WORKLOADS = {
@@ -227,6 +232,77 @@ def result_latency(workers: int, keys: int, per_window: int, rounds: int) -> dic
     return {"median": median, "p99": p99}
 
 
+def sensor_readings(second: int, sensors: int = SENSORS) -> list:
+    """One reading ``(sensor, event time in ms, value)`` per sensor at ``second``.
+
+    >>> sensor_readings(2, sensors=2)
+    [(0, 2000, 2.0), (1, 2000, 3.0)]
+    """
+    return [(k, second * 1000, float(second + k)) for k in range(sensors)]
+
+
+def readings_window(kind: win.Sliding, arrow: bool, seconds: int = SENSOR_SECONDS) -> float:
+    """Microseconds per reading of ``kind``'s means per sensor over SENSORS sensors reading
+    once a second, one timely time (and one step until the probe passes it) per second, in
+    one worker; the stream's end (the windows still open then) is not timed. Python records
+    or Arrow batches (``arrow``)."""
+    def job(worker):
+        handle = st.InputHandle()
+
+        def build(scope):
+            stream = scope.input_from(handle)
+            out = (stream.window(kind, time_of="ts", key="sensor",
+                                 aggregate={"mean": ("mean", "value")}) if arrow else
+                   stream.window(kind, time_of=lambda r: r[1], key=lambda r: r[0],
+                                 aggregate=win.mean(lambda r: r[2])))
+            return out.results.probe()
+        probe = worker.dataflow(build)
+        batches = [sensor_readings(second) for second in range(seconds)]
+        if arrow:
+            batches = [pa.RecordBatch.from_pylist(
+                [{"sensor": k, "ts": ts, "value": v} for k, ts, v in batch]) for batch in batches]
+        started = time.perf_counter()
+        for second, batch in enumerate(batches):
+            handle.send_batch(batch)
+            handle.advance_to((second + 1) * 1000)
+            worker.step_while(lambda: probe.less_than((second + 1) * 1000))
+        elapsed = time.perf_counter() - started
+        handle.close()
+        return elapsed
+    return st.execute_directly(job) / (seconds * SENSORS) * 1e6
+
+
+def long_sliding_section(bytewax: bool) -> Section:
+    """An hour sliding by the second against a tumbling second over the same readings (each
+    closes one window per sensor a second), and bytewax's sliding windower."""
+    hour, second = win.Sliding(3_600_000, 1_000), win.Tumbling(1_000)
+    peer_rate = (peer(f"bytewax_sensors_peer({BYTEWAX_SENSOR_SECONDS})", "bench") if bytewax
+                 else "not run (--no-bytewax)")
+    bytewax_figure: float | str = (peer_rate if isinstance(peer_rate, str)
+                                   else float(peer_rate["us"]))
+    rows = []
+    for arrow in (False, True):
+        long = statistics.median(readings_window(hour, arrow) for _ in range(3))
+        short = statistics.median(readings_window(second, arrow) for _ in range(3))
+        peers = {} if arrow else {"bytewax 0.21": bytewax_figure}
+        goals = [Goal("<=", 2, "tumbling 1 s")] + ([] if arrow else
+                                                    [Goal("<=", 0.05, "bytewax 0.21")])
+        rows.append(Row(f"sliding 1 h / 1 s mean, per reading, "
+                        f"{'Arrow batches' if arrow else 'Python records'}",
+                        f"{SENSORS} sensors x {SENSOR_SECONDS:,} s", "us", long, peers,
+                        {"tumbling 1 s": short}, goals=goals))
+    return Section("A long sliding window (an hour by the second: 3,600 panes a window)", rows,
+                   notes=[
+        f"{SENSORS} sensors reading once a second for {SENSOR_SECONDS:,} s of event time, "
+        "one timely time a second (send, advance, step until the probe passes), 1 worker; "
+        "the mean per sensor; the windows still open at the end are not timed; median of 3 "
+        "runs. Both kinds close one window per sensor a second, so the ratio is what the "
+        "window's 3,600 panes cost beyond a window of one",
+        f"bytewax: fold_window with SlidingWindower(1 h, 1 s) over the first "
+        f"{BYTEWAX_SENSOR_SECONDS} s of the same readings (each reading is in 3,600 windows "
+        "there), one worker (run_main), microseconds per reading"], key="long_sliding").print()
+
+
 # -- peers (each in a fresh interpreter: ``python -c``, through run_script) -----------------
 
 def bytewax_peer(kind: str, n: int) -> None:
@@ -273,6 +349,33 @@ def bytewax_peer(kind: str, n: int) -> None:
     started = time.perf_counter()
     run_main(flow)
     print(json.dumps({"rate": n / (time.perf_counter() - started), **tally}))
+
+
+def bytewax_sensors_peer(seconds: int) -> None:
+    """bytewax's mean per sensor over an hour sliding by the second, on the first ``seconds``
+    of :func:`sensor_readings`; prints microseconds per reading (JSON)."""
+    from datetime import datetime, timedelta, timezone
+
+    import bytewax.operators as op
+    import bytewax.operators.windowing as bw
+    from bytewax.dataflow import Dataflow
+    from bytewax.testing import TestingSource, run_main
+    epoch = datetime(1970, 1, 1, tzinfo=timezone.utc)
+    items = [(str(k), (epoch + timedelta(milliseconds=ts), v))
+             for second in range(seconds) for k, ts, v in sensor_readings(second)]
+    clock: bw.EventClock = bw.EventClock(lambda v: v[0], wait_for_system_duration=timedelta(0),
+                          now_getter=lambda: epoch, to_system_utc=lambda ts: None)
+    flow = Dataflow("sensors")
+    stream = op.input("in", flow, TestingSource(items, batch_size=SENSORS))
+    out = bw.fold_window("mean", stream, clock,
+                         bw.SlidingWindower(timedelta(hours=1), timedelta(seconds=1),
+                                            epoch - timedelta(hours=1)),
+                         lambda: (0.0, 0), lambda acc, v: (acc[0] + v[1], acc[1] + 1),
+                         lambda a, b: (a[0] + b[0], a[1] + b[1]), ordered=False)
+    op.inspect("results", out.down, lambda step, item: None)
+    started = time.perf_counter()
+    run_main(flow)
+    print(json.dumps({"us": (time.perf_counter() - started) / len(items) * 1e6}))
 
 
 def spark_session():
@@ -508,7 +611,7 @@ def main(quick: bool = False, spark: bool = True, bytewax: bool = True,
     ]
     section = Section("Event-time windows (Arrow) beside bytewax 0.21 and Spark Structured "
                       "Streaming", rows, notes, key="windows")
-    return [section.print(), sliding_section(quick, pathway)]
+    return [section.print(), long_sliding_section(bytewax), sliding_section(quick, pathway)]
 
 
 if __name__ == "__main__":
