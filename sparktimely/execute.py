@@ -30,7 +30,7 @@ from .io.checkpoints import (RecoveryError, check_checkpoint_dir, check_checkpoi
                              checkpointing, create_directory, reraise_recovery_error)
 from .logging import observing
 from .logging.files import directory_problem
-from .shm import job_prefix
+from .shm import check_workers_per_host, job_prefix
 
 if TYPE_CHECKING:
     from .io.checkpoints import Location
@@ -72,6 +72,7 @@ class Config:
     def __post_init__(self) -> None:
         for name in ("workers", "processes"):
             require_positive_int(getattr(self, name), name)
+        check_workers_per_host(self.workers)
         if isinstance(self.process, bool) or not isinstance(self.process, int) or \
                 not 0 <= self.process < self.processes:
             count = ("there is 1 process" if self.processes == 1
@@ -502,6 +503,10 @@ def _hostfile(path: str) -> list[str]:
 def _config(options: argparse.Namespace, args: Sequence[str]) -> Config:
     """The :class:`Config` of parsed timely options; ValueError if they do not fit together."""
     values = {name: getattr(options, name) for name in _TIMELY}
+    try:
+        check_workers_per_host(values["workers"])
+    except ValueError as error:
+        raise ValueError(f"argument -w/--workers/--threads: {error}") from None
     if values["process"] is None:
         if values["processes"] > 1:
             raise ValueError(f"-n/--processes {values['processes']} needs -p/--process: this "

@@ -19,18 +19,18 @@ segment), ``ep = mesh.endpoint(i)`` in worker i, then ``ep.send(j, encode_arrow(
 from ._codec import (ARROW, PICKLE, byte_view, decode, decode_arrow, decode_pickle,
                      encode_arrow, encode_pickle, frame_pickle, message_kind,
                      pickle_out_of_band)
-from ._mesh import Endpoint, Mesh, RingGone
+from ._mesh import Endpoint, Mesh, RingGone, check_workers_per_host
 from ._segment import (NoSpaceError, Segment, fallback_dir, job_prefix, run_prefix, segment_dirs,
                        segments, sweep, sweep_stale)
 
 for _public in (byte_view, decode, decode_arrow, decode_pickle, encode_arrow, encode_pickle,
                 frame_pickle, message_kind, pickle_out_of_band, Endpoint, Mesh, NoSpaceError,
-                RingGone, Segment, fallback_dir, job_prefix, run_prefix, segment_dirs, segments,
-                sweep, sweep_stale):
+                RingGone, Segment, check_workers_per_host, fallback_dir, job_prefix, run_prefix,
+                segment_dirs, segments, sweep, sweep_stale):
     _public.__module__ = __name__       # public here; defined in the private modules
 
 __all__ = ["ARROW", "PICKLE", "Endpoint", "Mesh", "NoSpaceError", "RingGone", "Segment",
-           "byte_view", "decode", "decode_arrow", "decode_pickle", "encode_arrow",
-           "encode_pickle", "fallback_dir", "frame_pickle", "job_prefix", "message_kind",
-           "pickle_out_of_band", "run_prefix", "segment_dirs", "segments", "sweep",
-           "sweep_stale"]
+           "byte_view", "check_workers_per_host", "decode", "decode_arrow", "decode_pickle",
+           "encode_arrow", "encode_pickle", "fallback_dir", "frame_pickle", "job_prefix",
+           "message_kind", "pickle_out_of_band", "run_prefix", "segment_dirs", "segments",
+           "sweep", "sweep_stale"]

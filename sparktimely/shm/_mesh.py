@@ -68,7 +68,7 @@ from typing import Iterable, Sequence, Union
 import pyarrow as pa
 
 from ._codec import byte_view
-from ._segment import PAGE, Segment, job_prefix, sweep, sweep_stale
+from ._segment import ENV_DIR, PAGE, SHM_DIR, Segment, job_prefix, sweep, sweep_stale
 from ._sync import WEAK_ORDERING, fence, futex_wait, futex_wake
 
 BytesLike = Union[bytes, bytearray, memoryview, pickle.PickleBuffer, pa.Buffer]
@@ -117,6 +117,44 @@ def parse_bytes(text: str) -> int:
     if match is None:
         raise ValueError(f"${LIMIT_ENV}={text!r}: expected a size such as 512M, 2G or 1048576")
     return int(float(match[1]) * 1024 ** "_kmgt".index(match[2] or "_"))
+
+
+def ring_limit(directory: str) -> int:
+    """The bytes of ring a host's workers may reserve in all: ``$SPARKTIMELY_SHM_LIMIT``,
+    else half the size of ``directory``, where their segments live."""
+    configured = os.environ.get(LIMIT_ENV, "")
+    if configured:
+        return parse_bytes(configured)
+    room = os.statvfs(directory)
+    return room.f_blocks * room.f_frsize // 2
+
+
+def check_workers_per_host(num_workers: int, capacity: int | None = None) -> None:
+    """A ValueError if ``num_workers`` workers on one host cannot have their rings: each
+    worker's first ring to each other one takes at least ``MIN_RING``, more in all than
+    ``capacity`` bytes (default: the size of the directory segments are made in,
+    ``$SPARKTIMELY_SHM_DIR`` or /dev/shm). A mistyped worker count is told before anything
+    is made (the control segment alone grows with its square).
+
+    >>> check_workers_per_host(100_000, capacity=1 << 30)
+    Traceback (most recent call last):
+    ValueError: 100,000 workers on one host need at least 612,729.6 GiB of shared memory for their rings (a 64 KiB ring from each worker to each other one), more than /dev/shm holds (1.0 GiB): at most 128 fit
+    """
+    if num_workers < 2:
+        return
+    directory = os.environ.get(ENV_DIR) or SHM_DIR
+    if capacity is None:
+        room = os.statvfs(directory)
+        capacity = room.f_blocks * room.f_frsize
+    ring = MIN_RING + _HDR
+    if num_workers * (num_workers - 1) * ring <= capacity:
+        return
+    fitting = int((1 + (1 + 4 * capacity / ring) ** 0.5) / 2)
+    raise ValueError(
+        f"{num_workers:,} workers on one host need at least "
+        f"{num_workers * (num_workers - 1) * ring / 2 ** 30:,.1f} GiB of shared memory for "
+        f"their rings (a {MIN_RING >> 10} KiB ring from each worker to each other one), more "
+        f"than {directory} holds ({capacity / 2 ** 30:,.1f} GiB): at most {fitting:,} fit")
 
 
 class RingGone(ConnectionResetError):
@@ -718,6 +756,7 @@ class Mesh:
         least ``MIN_RING``); ``limit`` bounds the bytes of ring of the whole mesh (default
         ``$SPARKTIMELY_SHM_LIMIT``, else half the size of the directory the segments live
         in). Segments of dead jobs are swept first."""
+        check_workers_per_host(num_workers)
         sweep_stale(directory)
         mesh = cls(prefix or job_prefix(), num_workers, directory)
         if not mesh.name.startswith("sparktimely-"):
@@ -728,12 +767,7 @@ class Mesh:
             ctl = Segment.create(mesh.name + "-ctl",
                                  4 * _created(num_workers, num_workers, 0), directory)
             if limit is None:
-                configured = os.environ.get(LIMIT_ENV, "")
-                if configured:
-                    limit = parse_bytes(configured)
-                else:
-                    room = os.statvfs(os.path.dirname(ctl.path))
-                    limit = room.f_blocks * room.f_frsize // 2
+                limit = ring_limit(os.path.dirname(ctl.path))
             if ring_bytes is None:
                 share = min(SENDER_BYTES, limit // num_workers) // max(num_workers - 1, 1)
                 ring_bytes = max(MIN_RING, share - share % PAGE - _HDR)

@@ -421,6 +421,35 @@ def test_configuration_errors_are_reported_before_anything_starts(tmp_path):
     socket.create_server(("127.0.0.1", port)).close()      # nothing was left listening
 
 
+@pytest.mark.timeout(30)
+def test_more_workers_than_a_host_can_hold_rings_for_are_refused_at_once(tmp_path, monkeypatch):
+    """-w 100000 (a typo) made a 38 GB control segment, warned that it fell back to a file on
+    disk and went on; -w 100000000 failed inside os.posix_fallocate with a traceback. A
+    host's workers need a ring each way between each pair: the count is refused before
+    anything is made, naming the flag, what it needs and how many fit."""
+    monkeypatch.setenv("SPARKTIMELY_SHM_DIR", str(tmp_path))     # its file system's size
+    room = os.statvfs(tmp_path)
+    capacity = room.f_blocks * room.f_frsize
+    too_many = int((capacity / (64 << 10)) ** 0.5) + 2
+    with pytest.raises(ValueError, match=rf"^argument -w/--workers/--threads: {too_many:,} "
+                                         rf"workers on one host need at least .* GiB of shared "
+                                         rf"memory for their rings .* more than {tmp_path} "
+                                         rf"holds .*: at most [\d,]+ fit$"):
+        config_from_args(["-w", str(too_many)])
+    with pytest.raises(ValueError, match=rf"^{too_many:,} workers on one host need"):
+        st.execute(lambda worker: None, workers=too_many)
+    assert os.listdir(tmp_path) == [] and psutil.Process().children() == []
+    script = tmp_path.parent / "job.py"
+    script.write_text("import sys, sparktimely as st\n"
+                      "st.execute_from_args(sys.argv[1:], lambda worker: None)\n")
+    run = subprocess.run([sys.executable, str(script), "-w", "100000000"], capture_output=True,
+                         text=True, timeout=20)
+    assert run.returncode == 2
+    assert "Traceback" not in run.stderr
+    assert run.stderr.splitlines()[-1].startswith(
+        "job.py: error: argument -w/--workers/--threads: 100,000,000 workers on one host need")
+
+
 def _run(*command: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=20)
 
