@@ -1,7 +1,8 @@
 """One order for values Python cannot compare with each other (``None`` beside ints, numpy
 scalars beside tuples, a NaN beside any number), so that what is sorted for a user
 (``Capture.extract``'s records, the ``input`` of a differential ``reduce``) comes out the same
-on every worker, whatever the order it arrived in."""
+on every worker, whatever the order it arrived in; and one NaN for keys (:func:`one_nan`), so
+that what is grouped by key in a dict is grouped the same on every worker."""
 from __future__ import annotations
 
 import numbers
@@ -47,3 +48,26 @@ def sort_totally(items: list) -> None:
     except (TypeError, ValueError):     # None beside ints, numpy scalars beside tuples
         pass
     items.sort(key=total_order)
+
+
+_NAN = float("nan")
+
+
+def one_nan(key: Any) -> Any:
+    """``key`` with each float NaN in it, itself or in a tuple, as one NaN object: a dict
+    tells NaNs apart by identity, and a record that crossed workers carries a NaN of its own,
+    so NaN keys would form one group or several by how the records were split over workers
+    (Arrow rows with NaN keys form one group). Keyed operators call it only for a key that
+    is not equal to itself or is a tuple (``k != k or isinstance(k, tuple)``), which keeps
+    their loops cheap.
+
+    >>> one_nan(float("nan")) is one_nan(float("nan")), one_nan((1.5, float("nan")))[1] is _NAN
+    (True, True)
+    """
+    if isinstance(key, float):
+        return _NAN if key != key else key
+    if isinstance(key, tuple):
+        items = [one_nan(item) for item in key]
+        if any(a is not b for a, b in zip(items, key)):
+            return type(key)(*items) if hasattr(key, "_fields") else type(key)(items)
+    return key

@@ -9,6 +9,7 @@ from ..dataflow.channels import route_name
 from ..dataflow.stream import StreamCore
 from ..errors import require_function
 from ..hashing import Route, Routed, stable_hash
+from ..ordering import one_nan
 from ._stash import PerTime
 from .basic import RecordsExchange, not_records
 from .recovery import KeyedState
@@ -57,8 +58,9 @@ class AggregationOps(StreamCore):
         (``agg`` starts as None) on worker ``route(key) % peers``; once the time is complete,
         sends ``emit(key, agg)`` for each key. ``route`` defaults to
         :func:`~sparktimely.stable_hash`; a route must give every worker the same answer
-        (never the salted built-in ``hash``). As with :meth:`accumulate`, its state lives per
-        time, so epoch checkpoints need to hold nothing of it.
+        (never the salted built-in ``hash``). NaN keys, alone or in tuples, are one key. As
+        with :meth:`accumulate`, its state lives per time, so epoch checkpoints need to hold
+        nothing of it.
 
         >>> import sparktimely as st
         >>> def build(scope):
@@ -84,6 +86,8 @@ class AggregationOps(StreamCore):
                         if record.__class__ is not tuple:
                             _check_pair("Aggregate", record)
                         key, val = record
+                        if key != key or isinstance(key, tuple):
+                            key = one_nan(key)
                         per_key[key] = fold(key, val, get(key))
                 except (TypeError, ValueError) as error:
                     raise _no_pair("Aggregate", batch) or _unhashable("Aggregate", batch) \
@@ -100,7 +104,8 @@ class AggregationOps(StreamCore):
         new_state)``. ``state`` starts as None; ``remove`` discards it; the 2-tuple form keeps
         it as it is (a mutable state a 3-tuple set may be changed in place). Outputs are sent
         at the record's time once that time is complete. Keys live on worker
-        ``route(key) % peers`` (default :func:`~sparktimely.stable_hash`). Epoch checkpoints
+        ``route(key) % peers`` (default :func:`~sparktimely.stable_hash`); NaN keys, alone or
+        in tuples, are one key. Epoch checkpoints
         (:mod:`sparktimely.io`) hold the state of every key, so a resumed run continues from
         it, at any number of workers.
 
@@ -131,6 +136,8 @@ class AggregationOps(StreamCore):
                         if record.__class__ is not tuple:
                             _check_pair("StateMachine", record)
                         key, val = record
+                        if key != key or isinstance(key, tuple):
+                            key = one_nan(key)
                         outcome = _FOLDING
                         outcome = fold(key, val, states.get(key))
                         if len(outcome) == 3:
@@ -147,8 +154,9 @@ class AggregationOps(StreamCore):
         stream = self.unary_notify(RecordsExchange(_by_key(route, "StateMachine"),
                                                    "StateMachine"), "StateMachine", [], logic)
         index = len(self.scope.dataflow.operators) - 1
-        KeyedState(self.scope, f"StateMachine#{index}", index, lambda: states, states.update,
-                   route)
+        KeyedState(self.scope, f"StateMachine#{index}", index, lambda: states,
+                   lambda state: states.update((one_nan(k), v) for k, v in state.items()),
+                   route)      # the checkpoint's NaNs are objects of their own
         return stream
 
 

@@ -8,6 +8,8 @@ hand or recomputed in plain Python.
 """
 import time
 
+import pytest
+
 import sparktimely as st
 from sparktimely import Product
 from matrix_helpers import copies, example, merged, per_worker
@@ -383,6 +385,26 @@ def test_state_machine_remove_discards_state(run):
                      from_first=True)
     assert merged(got) == [(0, [("k", 1), ("k", 2)]), (1, [("k", "reset")]), (2, [("k", 1)])]
     assert seen_states == [("k", "a", None), ("k", "b", 1), ("k", "reset", 2), ("k", "c", None)]
+
+
+@pytest.mark.parametrize("nan", [lambda: float("nan"), lambda: ("a", float("nan"))],
+                         ids=["float", "tuple"])
+def test_nan_keys_are_one_key_of_aggregate_and_state_machine(run, nan):
+    """A dict told NaN keys apart by identity: records with NaNs of their own (and those that
+    crossed workers, unpickled) made a group each, so NaN keys were one group at 1 worker (of
+    one NaN object) and several at 2 or 3."""
+    shared = nan()
+    rounds = [[(nan(), 1), (shared, 2), ("b", 4), (shared, 16)], [(nan(), 8), (shared, 32)]]
+
+    def build(stream):
+        sums = stream.aggregate(lambda k, v, agg: (agg or 0) + v, lambda k, agg: (repr(k), agg))
+        seen = stream.state_machine(lambda k, v, n: (False, [(repr(k), n or 0)], (n or 0) + 1))
+        return sums.capture(), seen.capture()
+    sums, seen = merged(run_rounds(run, build, rounds))
+    key = repr(shared)
+    assert sums == [(0, sorted([(key, 19), ("'b'", 4)])), (1, [(key, 40)])]
+    assert seen == [(0, sorted([(key, 0), (key, 1), (key, 2), ("'b'", 0)])),
+                    (1, [(key, 3), (key, 4)])]
 
 
 # -- observing streams --------------------------------------------------------------------

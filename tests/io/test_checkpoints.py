@@ -558,6 +558,34 @@ def test_a_rerun_warns_naming_the_input_and_the_last_epoch_it_drops(tmp_path, wo
                 f"records at") in told, told
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_a_state_machine_of_a_nan_key_resumes_as_one_key(tmp_path, workers):
+    """A NaN key of the restored state (an object of its own, unpickled) and the NaN keys of
+    the records after the resume were two keys: the rerun's totals started again from None."""
+    def job(worker, epochs):
+        readings = st.InputHandle("readings")
+        totals = worker.dataflow(lambda scope: scope.input_from(readings).state_machine(
+            lambda key, value, total: (False, [(repr(key), (total or 0) + value)],
+                                       (total or 0) + value)).capture(), name="totals")
+        for epoch in range(epochs):
+            readings.send((float("nan"), 1))
+            readings.send(((1, float("nan")), 10))
+            readings.advance_to(epoch + 1)
+        readings.close()
+        worker.run()
+        return totals.extract()
+    directory = str(tmp_path / "ck")
+    st.execute(lambda worker: job(worker, 2), workers=workers, checkpoint_dir=directory)
+    resumed = st.execute(lambda worker: job(worker, 4), workers=workers,
+                         checkpoint_dir=directory)
+    found = sorted((time, record) for extract in resumed for time, records in extract
+                   for record in records)
+    assert found == sorted((epoch, (key, step * n)) for epoch in (2, 3)
+                           for key, step in (("nan", 1), ("(1, nan)", 10))
+                           for n in range(epoch * workers + 1, (epoch + 1) * workers + 1))
+
+
 def totals_job(worker):
     """Running totals of three epochs of ("k", 1) per worker, in dataflow 'totals'."""
     def fold(key, value, total):

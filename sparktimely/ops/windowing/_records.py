@@ -14,6 +14,7 @@ import bisect
 import heapq
 from typing import Any, Callable, Iterable, Protocol
 
+from ...ordering import one_nan
 from ._runs import NOTHING_TAKEN, PaneRuns
 from .aggregations import Aggregation
 from .kinds import Session, Sliding, Window
@@ -54,27 +55,6 @@ def event_time(time_of: Callable[[Any], Any], record: Any) -> int:
         raise TypeError(f"window: time_of({record!r}) returned {value!r} "
                         f"({type(value).__name__}), not an int event time")
     return value
-
-
-_NAN = float("nan")
-
-
-def one_nan(key: Any) -> Any:
-    """``key`` with each float NaN in it, itself or in a tuple, as one NaN object: a dict
-    tells NaNs apart by identity, and a record that crossed workers carries a NaN of its own,
-    so NaN keys would form one group or several by how the records were split over workers
-    (Arrow rows with NaN keys form one group).
-
-    >>> one_nan(float("nan")) is one_nan(float("nan")), one_nan((1.5, float("nan")))[1] is _NAN
-    (True, True)
-    """
-    if isinstance(key, float):
-        return _NAN if key != key else key
-    if isinstance(key, tuple):
-        items = [one_nan(item) for item in key]
-        if any(a is not b for a, b in zip(items, key)):
-            return type(key)(*items) if hasattr(key, "_fields") else type(key)(items)
-    return key
 
 
 class PaneWindows:
