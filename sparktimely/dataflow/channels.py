@@ -170,13 +170,11 @@ class Exchange(Pact):
         ...     Shown(lambda x: x), "Keep", list))
         delivered [1, 2]
         """
-        if target.dataflow.peers == 1:
-            local = LocalPusher(target)
-            source.pushers.append(LoneExchangePusher(self, target, local))
-        else:
-            target.queue = SchemaCheckedQueue(target)
-            local = LocalPusher(target)
-            source.pushers.append(ExchangePusher(self, target, local))
+        target.queue = SchemaCheckedQueue(target)       # one worker too: the same error
+        local = LocalPusher(target)
+        source.pushers.append(LoneExchangePusher(self, target, local)
+                              if target.dataflow.peers == 1
+                              else ExchangePusher(self, target, local))
         return local
 
     def __repr__(self) -> str:

@@ -42,11 +42,39 @@ def test_a_schema_mismatch_is_named_at_the_exchange(workers):
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("operator", ["exchange", "window"])
+def test_a_concat_of_two_schemas_is_told_by_the_exchange_at_every_worker_count(workers,
+                                                                              operator):
+    """At one worker an exchange checked no schema: a concat of two Arrow streams of
+    different schemas went through a plain exchange silently, and failed in a window with
+    Arrow's raw ArrowInvalid; at two or three workers the exchange told it."""
+    import sparktimely.windows as win
+    tails = {"exchange": lambda stream: stream.exchange(key="x").probe(),
+             "window": lambda stream: stream.window(
+                 win.Tumbling(10), time_of="x", key="x",
+                 aggregate={"n": ("count", None)}).results.probe()}
+
+    def concat(worker):
+        ints = pa.record_batch({"x": pa.array([1, 2])})
+        floats = pa.record_batch({"x": pa.array([1.5])})
+        worker.dataflow(lambda scope: tails[operator](
+            scope.to_stream([ints]).concat(scope.to_stream([floats]))))
+        worker.run()
+    with pytest.raises(st.WorkerError) as caught:
+        st.execute(concat, workers=workers)
+    message = str(caught.value)
+    name = "Exchange" if operator == "exchange" else "Window"
+    assert re.match(rf"worker \d failed: ExchangeSchemaError: an exchange into '{name}' "
+                    rf"\(dataflow 'dataflow-0'\) on worker \d got Arrow batches of two "
+                    rf"schemas: worker \d sent ", message), message
+    assert "x: int64" in message and "x: double" in message, message
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
 def test_one_worker_sending_two_schemas_into_an_arrangement_is_told_as_such(workers):
-    """A concat of two Arrow collections of different schemas: at one worker the
-    arrangement tells it, at more the exchange before it; either way the error shows the
-    two schemas as the user made them (not the operators' hash column) and, at the
-    exchange, that one worker sent both."""
+    """A concat of two Arrow collections of different schemas: the exchange before the
+    arrangement tells it, showing the two schemas as the user made them (not the
+    operators' hash column) and that one worker sent both."""
     def concat(worker):
         first, second = dd.InputSession(), dd.InputSession()
         worker.dataflow(lambda scope: dd.concatenate(
@@ -63,8 +91,7 @@ def test_one_worker_sending_two_schemas_into_an_arrangement_is_told_as_such(work
     message = str(caught.value)
     ints, strings = "k: int64, v: int64, diff: int64", "k: string, w: double, diff: int64"
     assert ints in message and strings in message and "__hash" not in message, message
-    if workers > 1:
-        assert f"worker 0 sent {ints}, then {strings}" in message, message
+    assert f"worker 0 sent {ints}, then {strings}" in message, message
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
