@@ -90,6 +90,36 @@ def short_repr(value: object) -> str:
     return _shortening.repr(value)
 
 
+def message_of(error: BaseException) -> object:
+    """What ``error`` says (a KeyError's key without the quotes its ``str`` adds).
+
+    >>> message_of(KeyError("k")), message_of(IndexError("out of range"))
+    ('k', IndexError('out of range'))
+    """
+    return error.args[0] if isinstance(error, KeyError) and error.args else error
+
+
+_REWORDABLE = (Exception, TypeError, ValueError, KeyError, IndexError, LookupError,
+               AttributeError, NameError, ZeroDivisionError, OverflowError, ArithmeticError,
+               AssertionError, RuntimeError, NotImplementedError)
+"""The exception types whose instances take one message (a subclass may not)."""
+
+
+def reworded(error: Exception, place: str) -> Exception | None:
+    """``error`` (what a user's function raised) again, of its own type, saying ``place``
+    first (the operator, the function and the record); None unless its type is exactly one
+    of :data:`_REWORDABLE`.
+
+    >>> reworded(IndexError("tuple index out of range"), "exchange: route(('a',)) raised")
+    IndexError("exchange: route(('a',)) raised: tuple index out of range")
+    >>> reworded(UnicodeDecodeError("utf-8", b"", 0, 1, "bad"), "here") is None
+    True
+    """
+    if type(error) not in _REWORDABLE:
+        return None
+    return type(error)(f"{place}: {message_of(error)}")
+
+
 def require_function(place: str, value: object, what: str = "expected a function") -> None:
     """A TypeError naming ``place`` (an operator, a call) unless ``value`` can be called:
     told where the dataflow is built or the run starts, not by the first record that

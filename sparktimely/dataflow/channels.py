@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 import pyarrow as pa
 
-from ..errors import ExchangeSchemaError, short_repr
+from ..errors import ExchangeSchemaError, message_of, reworded, short_repr
 from .containers import format_schemas, partition_batch
 from .ports import batch_length, own_copy
 
@@ -306,7 +306,7 @@ class _Routing:
     def _partition(self, batch: Any, peers: int) -> list:
         try:
             return partition_batch(batch, self._key, self._route, peers)
-        except (TypeError, ValueError, KeyError, AttributeError) as error:
+        except Exception as error:
             explained = self._explain(batch, error, peers)
             if explained is None:
                 raise
@@ -318,9 +318,10 @@ class _Routing:
         its cause: for records, the first whose route is not an int and what the route
         returned (checked only now, so routing costs nothing more while it works; no cause:
         the arithmetic that failed on the value is ours); for Arrow batches, the error
-        partitioning gave; for a route that raised a TypeError, ValueError or KeyError
-        (``stable_hash`` of a key it cannot hash), that error with the exchange and the
-        record, unless it names the operator already; for a batch the pact refuses (a
+        partitioning gave; for a route that raised (``stable_hash`` of a key it cannot hash,
+        an IndexError of a key function), that error with the exchange and the record
+        (:func:`~sparktimely.errors.reworded`: if its type takes one message), unless it
+        names the operator already; for a batch the pact refuses (a
         window's, of the other form), the pact's error with the exchange. None when there is
         nothing to add."""
         target = self._target
@@ -330,9 +331,9 @@ class _Routing:
                  f"{operator.address}) by {self._pact!r}")
         refused = self._pact.refusal(batch)
         if refused is not None:
-            return _reworded(refused, where) or refused, error
+            return reworded(refused, where) or refused, error
         if batch.__class__ is not list:
-            explained = _reworded(error, where)
+            explained = reworded(error, where)
             return None if explained is None else (explained, error)
         if self._route is None:
             return None
@@ -341,10 +342,10 @@ class _Routing:
             try:
                 value = self._route(record)
             except Exception as raised:
-                reworded = None if str(_message(raised)).startswith(operator.name) else \
-                    _reworded(raised, f"{where}: its route raised on the record "
-                                      f"{short_repr(record)}")         # (None: named already)
-                return None if reworded is None else (reworded, error)
+                told = None if str(message_of(raised)).startswith(operator.name) else \
+                    reworded(raised, f"{where}: its route raised on the record "
+                                     f"{short_repr(record)}")         # (None: named already)
+                return None if told is None else (told, error)
             try:
                 workers[value % peers]                  # what routing does with the value
             except TypeError:
@@ -354,19 +355,6 @@ class _Routing:
                     f"(the record goes to worker route(record) % peers), e.g. "
                     f"st.stable_hash(key)"), None
         return None
-
-
-def _message(error: Exception) -> Any:
-    """What ``error`` says (a KeyError's key without the quotes its ``str`` adds)."""
-    return error.args[0] if isinstance(error, KeyError) and error.args else error
-
-
-def _reworded(error: Exception, place: str) -> Exception | None:
-    """``error`` again, of its own type, saying ``place`` first; None unless it is exactly a
-    TypeError, ValueError or KeyError (a subclass may not take one message)."""
-    if type(error) not in (TypeError, ValueError, KeyError):
-        return None
-    return type(error)(f"{place}: {_message(error)}")
 
 
 class ExchangePusher(_RemotePusher, _Routing):

@@ -14,6 +14,7 @@ import pytest
 from ports import free_ports
 
 import sparktimely as st
+import sparktimely.windows as win
 from sparktimely.testing import consolidate
 
 
@@ -202,6 +203,33 @@ def test_keyed_operators_whose_route_returns_no_int_name_the_record_and_value(ru
     result = routed(run, lambda scope: make(scope.to_stream([("a", 1), ("b", 2)])))
     assert_route_error(result, f"operator {operator!r}", "Exchange(route=identity(key))",
                        ("a", 1), "a")
+
+
+def third(record):
+    return record[2]
+
+
+@pytest.mark.parametrize("operator, build", [
+    ("'Exchange'", lambda stream: stream.exchange(third)),
+    ("'Aggregate'", lambda stream: stream.aggregate(lambda k, v, agg: v, lambda k, agg: agg,
+                                                    third)),
+    ("'StateMachine'", lambda stream: stream.state_machine(lambda k, v, s: (False, [v]),
+                                                           third)),
+    ("'Window'", lambda stream: stream.window(win.Tumbling(5), time_of=lambda r: 1, key=third,
+                                             aggregate=win.count()).results),
+], ids=["exchange", "aggregate", "state_machine", "window"])
+def test_a_key_function_raising_names_the_exchange_the_function_and_the_record(run, operator,
+                                                                               build):
+    """A route or key raising an IndexError was told as the failure of the operator feeding
+    the exchange (a ToStream), in its own words only: no exchange, function or record."""
+    result = routed(run, lambda scope: build(scope.to_stream([("k", 1)])))
+    function = "third" if operator in ("'Exchange'", "'Window'") else "third(key)"
+    if operator == "'Window'":
+        function = "stable_hash(third(record))"
+    assert f"raised IndexError: the exchange into operator {operator} (address (0, 1)) by " \
+           f"Exchange(route={function}): its route raised on the record ('k', 1): " \
+           f"{'string' if function == 'third(key)' else 'tuple'} index out of range" \
+           in result, result
 
 
 @pytest.mark.parametrize("route, returned", [

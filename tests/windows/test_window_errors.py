@@ -57,6 +57,24 @@ def test_a_non_int_event_time_names_the_record():
     assert "time_of(('a', 1.0)) returned 1.0 (float)" in message
 
 
+def second(record):
+    return record[1]
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.parametrize("kind", [win.Tumbling(5), win.Session(5)], ids=["panes", "sessions"])
+def test_a_time_of_that_raises_is_named_with_the_record(kind, workers):
+    """A time_of that raised was told in its own words only (IndexError: tuple index out of
+    range), naming neither time_of nor the record."""
+    def job(worker):
+        worker.dataflow(lambda scope: scope.to_stream([(7,)] if worker.index == 0 else [])
+                        .window(kind, time_of=second, aggregate=win.count()).results.probe())
+    with pytest.raises(st.WorkerError) as caught:
+        st.execute(job, workers=workers)
+    assert "operator 'Window' (address (0, 1)) raised IndexError: window: time_of=second " \
+           "raised on the record (7,): tuple index out of range" in str(caught.value)
+
+
 def test_arrow_time_columns_must_be_integers_without_nulls():
     floats = pa.table({"ts": [1.5, 2.0], "v": [1, 2]})
     message = failure(lambda scope: scope.to_stream(floats).window(

@@ -14,6 +14,8 @@ import bisect
 import heapq
 from typing import Any, Callable, Iterable, Protocol
 
+from ...dataflow.channels import route_name
+from ...errors import reworded, short_repr
 from ...ordering import one_nan
 from ._runs import NOTHING_TAKEN, PaneRuns
 from .aggregations import Aggregation
@@ -50,11 +52,25 @@ def each_time(close: Callable[[int], Any], times: list[int]) -> list[tuple[int, 
 
 def event_time(time_of: Callable[[Any], Any], record: Any) -> int:
     """``time_of(record)``, which must be an int (the error names the record)."""
-    value = time_of(record)
+    try:
+        value = time_of(record)
+    except Exception as error:
+        raise time_of_raised(time_of, record, error)
     if value.__class__ is not int:
         raise TypeError(f"window: time_of({record!r}) returned {value!r} "
                         f"({type(value).__name__}), not an int event time")
     return value
+
+
+def time_of_raised(time_of: Callable[[Any], Any], record: Any, error: Exception) -> Exception:
+    """What to raise for ``error``, which ``time_of(record)`` raised: the same error naming
+    the window, ``time_of`` and the record (if its type takes one message, else itself).
+
+    >>> time_of_raised(len, 7, TypeError("object of type 'int' has no len()"))
+    TypeError("window: time_of=len raised on the record 7: object of type 'int' has no len()")
+    """
+    return reworded(error, f"window: time_of={route_name(time_of)} raised on the record "
+                           f"{short_repr(record)}") or error
 
 
 class PaneWindows:
@@ -173,7 +189,10 @@ class Panes(PaneWindows):
         late: list = []
         for batch in batches:
             for record in batch:
-                e = time_of(record)
+                try:
+                    e = time_of(record)
+                except Exception as error:
+                    raise time_of_raised(time_of, record, error)
                 if e.__class__ is not int:
                     e = event_time(time_of, record)
                 relative = e - offset
@@ -277,7 +296,10 @@ class Sessions:
         by_key: dict[Any, list] = {}
         for batch in batches:
             for record in batch:
-                e = time_of(record)
+                try:
+                    e = time_of(record)
+                except Exception as error:
+                    raise time_of_raised(time_of, record, error)
                 if e.__class__ is not int:
                     e = event_time(time_of, record)
                 k = None if key is None else key(record)

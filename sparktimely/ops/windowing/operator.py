@@ -29,6 +29,7 @@ import numpy as np
 
 from ...dataflow import Exchange, Notificator, OperatorBuilder
 from ...dataflow.capability import Capability
+from ...dataflow.channels import route_name
 from ...dataflow.containers import kept
 from ...dataflow.stream import StreamCore
 from ...hashing import Route, stable_hash
@@ -295,8 +296,21 @@ def _records_engine(kind: Sliding | Session, time_of: Any, key: Any, aggregate: 
     engine: Engine = (Sessions(kind, time_of, key, aggregate, lateness) if isinstance(kind, Session)
               else Panes(kind, time_of, key, aggregate, lateness))
     pact = _RecordsExchange(lambda record: NONE_ROUTE) if key is None else _RecordsExchange(
-        lambda record: stable_hash(key(record)))
+        _by_key(key))
     return pact, engine, stable_hash
+
+
+def _by_key(key: Callable[[Any], Any]) -> Route:
+    """The route of a window's records, ``stable_hash(key(record))``, named with ``key`` (as
+    an exchange's error shows it).
+
+    >>> _by_key(len).__qualname__, _by_key(len)("ab") == stable_hash(2)
+    ('stable_hash(len(record))', True)
+    """
+    def by_key(record: Any) -> int:
+        return stable_hash(key(record))
+    by_key.__qualname__ = f"stable_hash({route_name(key)}(record))"
+    return by_key
 
 
 def _records_only(batch: Any) -> TypeError:
