@@ -5,6 +5,7 @@ over workers, ordered within a time or batched."""
 from __future__ import annotations
 
 import datetime
+import math
 import random
 
 import pyarrow as pa
@@ -401,6 +402,31 @@ def test_a_minus_zero_key_and_large_integer_means_window_as_python_says(run, kin
                    for part in run(job) for _, table in part for row in table.to_pylist())
     starts = {"Tumbling": [0], "Sliding": [-5, 0], "Session": [1]}[type(kind).__name__]
     assert found == [(start, 0.0, 2, 1.700000000000000001e18) for start in starts]
+
+
+@pytest.mark.parametrize("kind", [win.Tumbling(10), win.Session(5)], ids=repr)
+@pytest.mark.parametrize("keys", [[-0.0, 0.0], [0.0, -0.0], [-0.0, -0.0]],
+                         ids=["minus-first", "plus-first", "minus-only"])
+@pytest.mark.parametrize("apart", [False, True], ids=["one-time", "two-times"])
+def test_a_zero_key_is_told_as_0_0_whichever_row_came_first(run, kind, keys, apart):
+    """A session took its key from its first row: -0.0 or 0.0 by the order of the rows (and
+    so by the worker count), where the other kinds always told 0.0. Rows at one time, and
+    at two (the second merged into the session the first opened)."""
+    def job(worker):
+        handle = st.InputHandle()
+        results = worker.dataflow(lambda scope: scope.input_from(handle).window(
+            kind, time_of="ts", key="k", aggregate={"n": ("count", None)}).results.capture())
+        for i, k in enumerate(keys):
+            if i % worker.peers == worker.index:
+                handle.send_batch(pa.record_batch({"k": [k], "ts": [i + 1]}))
+            if apart:
+                handle.advance_to(i + 1)
+        handle.close()
+        worker.run()
+        return results.extract()
+    found = [(math.copysign(1.0, row["k"]), row["n"])
+             for part in run(job) for _, table in part for row in table.to_pylist()]
+    assert found == [(1.0, 2)]
 
 
 def counted_by_k(stream, kind) -> tuple:

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...dataflow.containers import large_layouts, unified
+from ...dataflow.containers import large_layouts, one_zero, unified
 from ...hashing import hash_rows, stable_hash
 from ..arrow import AGGREGATES, FLOAT_SUM, check_aggregate_columns, group_rows, integer_column
 from ._records import PaneWindows
@@ -495,15 +495,18 @@ class ArrowSessions:
         hashes = key_hashes(rows, keys)
         sessions, rest = self._touched(hashes)
         m = sessions.num_rows if sessions is not None else 0
+        # A session's key is its first interval's: -0.0 as 0.0, whichever row came first.
+        row_keys = one_zero(rows.select(keys), keys)
         if sessions is not None and m:     # open sessions first, then the records
-            key_columns = [pa.chunked_array(sessions.column(k).chunks + rows.column(k).chunks,
+            key_columns = [pa.chunked_array(sessions.column(k).chunks +
+                                            row_keys.column(k).chunks,
                                             rows.schema.field(k).type) for k in keys]
             hashes = np.concatenate([_numpy(sessions, self.hash), hashes])
             merged = merge_intervals(
                 key_columns, np.concatenate([_numpy(sessions, self.start), begin]),
                 np.concatenate([_numpy(sessions, self.end), begin + self.gap]))
         else:
-            key_columns = [rows.column(k) for k in keys]
+            key_columns = [row_keys.column(k) for k in keys]
             merged = merge_intervals(key_columns, begin, begin + self.gap)
         number, start, stop, first = merged.number, merged.start, merged.stop, merged.first
         closes = stop - 1 + self.lateness
