@@ -8,12 +8,14 @@ from ..progress.timestamp import Timestamp, less_equal, relation
 from .builder import connect
 from .capability import Capability
 from .channels import Pipeline
-from .containers import arrow_batches
+from .containers import arrow_batches, check_schema
 from .ports import BATCH_SIZE, OutputPort, batch_length, own_copy
 
 R = TypeVar("R")
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from .ports import InputPort
     from .stream import StreamCore
 
@@ -216,6 +218,24 @@ class InputHandle:
         raise TypeError(f"{where}: cannot send {these} on an input that has sent {those}: a "
                         f"stream carries Python records or Arrow batches, not both (use an "
                         f"input of its own for each)")
+
+    def check_schema(self, schema: pa.Schema, where: str) -> None:
+        """Raise ValueError, naming ``where`` and both schemas, unless Arrow batches of
+        ``schema`` may be sent on this input: that of the first Arrow batch sent (metadata
+        aside), or any before one is.
+
+        >>> import pyarrow as pa, sparktimely as st
+        >>> def job(worker):
+        ...     input = st.InputHandle()
+        ...     worker.dataflow(lambda scope: scope.input_from(input))
+        ...     input.send_batch(pa.record_batch({"x": [1]}))
+        ...     input.close()
+        ...     input.check_schema(pa.schema([("x", pa.string())]), "Mine.send")
+        >>> st.execute_directly(job)
+        Traceback (most recent call last):
+        ValueError: Mine.send: the batch's schema (x: string) differs from the stream's schema (x: int64)
+        """
+        check_schema(self._schema, schema, where)
 
     def _forget(self, dataflow: Any) -> None:
         """Stop feeding ``dataflow`` (it was dropped)."""

@@ -265,7 +265,9 @@ class InputSession:
         if batch.schema.field(DIFF).type != pa.int64():
             index = names.index(DIFF)
             batch = batch.set_column(index, DIFF, batch.column(index).cast(pa.int64()))
-        self._handle.send_batch(diff_last(large_layouts(batch)))
+        batch = diff_last(large_layouts(batch))
+        self._handle.check_schema(batch.schema, f"{self.name}.update_batch")
+        self._handle.send_batch(batch)
 
     def _send(self) -> None:
         if self._buffer:

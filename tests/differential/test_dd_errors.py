@@ -435,6 +435,29 @@ def test_a_null_diff_or_a_time_of_another_type_is_refused_at_the_call_losing_not
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_a_batch_of_another_schema_is_refused_naming_update_batch_losing_nothing(workers):
+    """The error named InputHandle.send_batch, which the user never called."""
+    def job(worker):
+        session = dd.InputSession()
+        out = worker.dataflow(lambda scope: session.to_collection(scope).consolidate()
+                              .inner.capture())
+        session.update_batch(pa.table({"w": ["a"], "diff": [1]}))
+        with pytest.raises(ValueError) as error:
+            session.update_batch(pa.table({"w": [1], "diff": [1]}))
+        session.update_batch(pa.table({"w": ["b"], "diff": pa.array([1], pa.int32())}))
+        session.close()
+        worker.run()
+        return str(error.value), [row for _, table in out.extract() for row in table.to_pylist()]
+    parts = st.execute(job, workers=workers)
+    assert {error for error, _ in parts} == {
+        "InputSession.update_batch: the batch's schema (w: int64, diff: int64) differs from "
+        "the stream's schema (w: string, diff: int64)"}
+    assert sorted((row["w"], row["diff"]) for _, rows in parts for row in rows) == [
+        ("a", workers), ("b", workers)]
+
+
+@pytest.mark.timeout(60)
 def test_a_compaction_frontier_of_another_time_type_is_refused_naming_the_call():
     def job(worker):
         session = dd.InputSession()
