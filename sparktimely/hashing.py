@@ -49,6 +49,9 @@ _NONE_HASH = 0x6E756C6C6E756C6C
 _TUPLE_START, _PRODUCT_START = 0x7475706C65000000, 0x70726F6475637400
 _INT64 = struct.Struct("<q")
 _FLOAT64 = struct.Struct("<d")
+_NAN_BYTES = _FLOAT64.pack(float("nan"))
+"""The bytes every NaN is hashed as: NaNs of another sign or payload (``inf - inf`` is a
+negative one) are one key, as ``one_nan`` and Arrow's grouping take them."""
 
 
 def _combine(h: int, element: int) -> int:
@@ -102,7 +105,7 @@ def stable_hash(x: Any) -> int:
     if cls is float:
         if x.is_integer():
             return stable_hash(int(x))
-        return xxh3_64_intdigest(_FLOAT64.pack(x), _SEED_FLOAT)
+        return xxh3_64_intdigest(_FLOAT64.pack(x) if x == x else _NAN_BYTES, _SEED_FLOAT)
     if x is None:
         return _NONE_HASH
     if cls is bool:
@@ -180,6 +183,7 @@ def _calls_hash(function: Any, seen: set[int]) -> bool:
 # -- Arrow columns -------------------------------------------------------------------------
 
 _U64 = np.uint64
+_NAN_BITS = np.frombuffer(_NAN_BYTES, _U64)[0]
 _M1, _M2 = _U64(0xBF58476D1CE4E5B9), _U64(0x94D049BB133111EB)
 _GOLDEN = _U64(0x9E3779B97F4A7C15)
 _NULL = _U64(0x6E756C6C6E756C6C)      # the hash of a null, in every column type
@@ -436,6 +440,9 @@ def hash_array(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
         unsigned = whole & (floats >= 2.0 ** 63) & (floats < 2.0 ** 64)   # as uint64's bits
         if unsigned.any():
             bits[unsigned] = floats[unsigned].astype(_U64)
+        nan = np.isnan(floats)              # of any sign or payload: one NaN
+        if nan.any():
+            bits[nan] = _NAN_BITS
         h = _mix(bits)
     elif pa.types.is_integer(kind) or pa.types.is_boolean(kind):
         ints = array.cast(pa.int64(), safe=False)

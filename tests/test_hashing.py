@@ -120,6 +120,48 @@ def test_numpy_bools_and_floats_hash_as_the_values_they_equal():
     assert st.stable_hash(np.float16(3.0)) == st.stable_hash(3)
 
 
+def nans() -> list[float]:
+    """NaNs of both signs and another payload (``inf - inf`` is a negative one)."""
+    import math
+    import struct
+    payload = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]
+    return [float("nan"), -float("nan"), math.inf - math.inf, payload]
+
+
+def test_every_nan_hashes_as_one():
+    """A NaN's sign and payload went into its hash: NaN keys, one key to ``==``-blind
+    grouping (``one_nan``, Arrow's), were routed to different workers."""
+    import numpy as np
+    import pyarrow as pa
+    from sparktimely.hashing import hash_array
+    assert len({st.stable_hash(nan) for nan in nans() + [np.float32("nan")]}) == 1
+    assert st.stable_hash((1, -float("nan"))) == st.stable_hash((1, float("nan")))
+    assert len(set(hash_array(pa.array(nans())).tolist() +
+                   hash_array(pa.array(nans(), pa.float32())).tolist())) == 1
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.timeout(60)
+def test_nans_of_any_sign_are_one_key_of_aggregate_and_an_arrow_exchange(workers):
+    """Grouped as one key at 1 worker, split between workers at 2 or 3."""
+    import pyarrow as pa
+
+    def job(worker):
+        def build(scope):
+            mine = nans() if worker.index == 0 else []
+            python = scope.to_stream([(nan, 1) for nan in mine]).aggregate(
+                lambda k, v, agg: (agg or 0) + v, lambda k, agg: agg)
+            arrow = scope.to_stream([pa.record_batch({"k": pa.array(mine, pa.float64())})])
+            return python.capture(), arrow.exchange(key="k").capture()
+        python, arrow = worker.dataflow(build)
+        worker.run()
+        return ([n for _, ns in python.extract() for n in ns],
+                sum(table.num_rows for _, table in arrow.extract()))
+    placed = st.execute(job, workers=workers)
+    assert sorted(n for python, _ in placed for n in python) == [len(nans())]
+    assert sorted(rows for _, rows in placed if rows) == [len(nans())]
+
+
 @pytest.mark.parametrize("workers", [1, 2, 3])
 @pytest.mark.timeout(60)
 def test_a_python_stream_routed_by_hash_rows_meets_an_arrow_streams_keys(workers):
