@@ -36,11 +36,17 @@ def check_location(place: str, location: object) -> None:
     Traceback (most recent call last):
     ...
     TypeError: checkpoint_dir: expected a directory (a path, a URI such as s3://bucket/dir, or a (pyarrow.fs.FileSystem, path) pair), got 123 (int)
+    >>> check_location("checkpoint_dir", "")
+    Traceback (most recent call last):
+    ...
+    ValueError: checkpoint_dir: the path is empty (give '.' for the current directory)
     """
     if not (isinstance(location, tuple) and len(location) == 2
             and isinstance(location[0], pafs.FileSystem) and isinstance(location[1], str)):
         require_type(place, location, (str, os.PathLike), "a directory (a path, a URI such as "
                      "s3://bucket/dir, or a (pyarrow.fs.FileSystem, path) pair)")
+        if isinstance(location, (str, os.PathLike)) and not os.fspath(location):
+            raise ValueError(f"{place}: the path is empty (give '.' for the current directory)")
 
 
 class Storage:

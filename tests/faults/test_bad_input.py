@@ -335,6 +335,20 @@ def test_a_checkpoint_dir_that_is_no_location_is_named_before_any_worker_starts(
     assert not ran.exists()
 
 
+def test_an_empty_checkpoint_dir_or_sink_path_is_refused_before_any_worker_starts(tmp_path,
+                                                                                 monkeypatch):
+    """Was taken as the current directory: a run from another directory's place wrote its
+    lock and checkpoints there, and the next run from it resumed them (dropping its input)."""
+    monkeypatch.chdir(tmp_path)
+    ran = tmp_path / "ran"
+    empty = r"the path is empty \(give '\.' for the current directory\)$"
+    with pytest.raises(ValueError, match=r"^checkpoint_dir: " + empty):
+        st.execute(lambda worker: ran.touch(), workers=2, checkpoint_dir="")
+    with pytest.raises(ValueError, match=r"^DirectorySink: " + empty):
+        st.io.DirectorySink("")
+    assert os.listdir(tmp_path) == []
+
+
 def test_to_stream_of_what_is_no_collection_names_itself(run):
     """Was a bare "'int' object is not iterable" from deep inside the source."""
     def job(worker):
