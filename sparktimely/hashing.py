@@ -432,15 +432,18 @@ def hash_array(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
             raise TypeError("cannot key on a float16 column (Arrow compares no half floats): "
                             "cast it to float32 or float64")
         floats = np.asarray(array.cast(pa.float64()).fill_null(0.0)) + 0.0  # -0.0 becomes 0.0
-        bits = floats.view(_U64)            # a view of our own new array: changed in place
         whole = floats == np.trunc(floats)  # hashed as the equal integer: 1.0 joins 1
         signed = whole & (floats >= -2.0 ** 63) & (floats < 2.0 ** 63)
+        unsigned = whole & (floats >= 2.0 ** 63) & (floats < 2.0 ** 64)   # as uint64's bits
+        nan = np.isnan(floats)              # of any sign or payload: one NaN
+        # every mask is taken before the first write: ``bits`` is a view of ``floats`` (our
+        # own new array, changed in place), and an integer's bits read as a float may be a
+        # NaN or a float in the unsigned range
+        bits = floats.view(_U64)
         if signed.any():
             bits[signed] = floats[signed].astype(np.int64).view(_U64)
-        unsigned = whole & (floats >= 2.0 ** 63) & (floats < 2.0 ** 64)   # as uint64's bits
         if unsigned.any():
             bits[unsigned] = floats[unsigned].astype(_U64)
-        nan = np.isnan(floats)              # of any sign or payload: one NaN
         if nan.any():
             bits[nan] = _NAN_BITS
         h = _mix(bits)

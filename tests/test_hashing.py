@@ -140,6 +140,30 @@ def test_every_nan_hashes_as_one():
                    hash_array(pa.array(nans(), pa.float32())).tolist())) == 1
 
 
+def test_whole_floats_of_an_arrow_column_hash_as_the_ints_they_equal():
+    """A float column's whole values are routed as the equal ints (a float key column meets
+    an int one): the masks of which values are whole, huge or NaN were taken after ints'
+    bits were written into the floats, which some ints' bits made NaN (every negative
+    whole float, once NaNs were told apart) or a float above 2**63 (4.9e18 and others)."""
+    import numpy as np
+    import pyarrow as pa
+    from sparktimely.hashing import hash_array
+    ints = [0, 1, -1, -2, 7, -2 ** 53, 2 ** 53, 0x43E0000000000000, -0x43E0000000000000,
+            0x7FF8000000000000, 0x7FF0000000000000, 0xFFF8000000000000 - 2 ** 64, -2 ** 63,
+            2 ** 62 + 2 ** 61]
+    floats = [float(i) for i in ints]
+    assert [float(f) == i for f, i in zip(floats, ints)] == [True] * len(ints)
+    assert (hash_array(pa.array(floats)) == hash_array(pa.array(ints))).tolist() == \
+        [True] * len(ints)
+    assert hash_array(pa.array([2.0 ** 63]))[0] == hash_array(pa.array([2 ** 63],
+                                                                       pa.uint64()))[0]
+    mixed = pa.array([-2.0, float("nan"), 0.5, -0.5, 4.0])
+    assert hash_array(mixed)[1] == hash_array(pa.array([float("nan")]))[0]
+    assert len(set(hash_array(mixed).tolist())) == 5
+    assert hash_array(mixed)[0] == hash_array(pa.array([-2], pa.int64()))[0]
+    assert hash_array(pa.array(np.array([-3.0, 3.0])))[0] != hash_array(pa.array([3]))[0]
+
+
 @pytest.mark.parametrize("workers", [1, 2, 3])
 @pytest.mark.timeout(60)
 def test_nans_of_any_sign_are_one_key_of_aggregate_and_an_arrow_exchange(workers):
