@@ -63,10 +63,18 @@ def one_nan(key: Any) -> Any:
 
     >>> one_nan(float("nan")) is one_nan(float("nan")), one_nan((1.5, float("nan")))[1] is _NAN
     (True, True)
+    >>> key = ("sensor", (1, 2.5))
+    >>> one_nan(key) is key                 # no NaN in it: the key itself
+    True
     """
     if isinstance(key, float):
         return _NAN if key != key else key
     if isinstance(key, tuple):
+        for item in key:            # most tuple keys hold no NaN: one look at each item
+            if item != item or isinstance(item, tuple):
+                break
+        else:
+            return key
         items = [one_nan(item) for item in key]
         if any(a is not b for a, b in zip(items, key)):
             return type(key)(*items) if hasattr(key, "_fields") else type(key)(items)
