@@ -193,7 +193,8 @@ def _worker_main(func: Callable[[Worker], Any], index: int, plan: list[WorkerAdd
         sys.stdout.flush()
         sys.stderr.flush()
         try:
-            _report(conn, ("ok", result, _lingering_threads(), _warm.loaded_since(modules)))
+            _report(conn, ("ok", result, _lingering_threads(), _warm.loaded_since(modules),
+                           worker.exchanged_arrow))
         except Exception as error:
             _report(conn, ("error", index, unsendable_result(index, error),
                            traceback.format_exc(), False))
@@ -431,7 +432,7 @@ def _collect(processes: list, pipes: list, indexes: list[int],
                     raise PeerFailed(index, message, trace, cluster.owner(index))
                 raise WorkerError(*report[1:4])
             results[local] = report[1]
-            _warm.learn(report[3])
+            _warm.learn(report[3], exchanged_arrow=report[4])
             if report[2]:
                 warnings.warn(f"worker {index} finished with non-daemon thread(s) still running: "
                               f"{', '.join(report[2])}; they were stopped when the worker "

@@ -17,8 +17,11 @@ inherits them. This happens on two occasions:
   a fork by anyone else waits for the same (``os.register_at_fork``).
 - Before a job's workers are forked (:func:`prepare`), the library modules (numpy, pyarrow,
   sparktimely) that the workers of the process's earlier jobs loaded (:func:`learn`) are
-  loaded: a program tends to run the same jobs again (a long-lived driver; a Spark executor's
-  Python worker, reused from stage to stage). A job that needs none of them pays nothing.
+  loaded, and if their exchanges sent Arrow batches, the Arrow exchange path is rehearsed
+  here, once (the first calls into its kernels, which every fresh worker otherwise makes in
+  its first exchange: 3-6 ms of it on a 2-core VM): a program tends to run the same jobs
+  again (a long-lived driver; a Spark executor's Python worker, reused from stage to stage).
+  A job that needs none of them pays nothing.
 
 And around the fork (:func:`forking`) the process's objects are frozen for the garbage
 collector, so that a worker's collections do not copy the pages they sit on.
@@ -44,14 +47,18 @@ ARROW_JOBS = ("numpy.ma", "pyarrow.acero")
 
 _learned: set[str] = set()
 _rehearsed = False
+_exchanges_arrow = False        # an earlier job's exchanges sent Arrow batches
 _thread: threading.Thread | None = None
 _stopping = threading.Event()
 
 
-def learn(modules: Iterable[str]) -> None:
+def learn(modules: Iterable[str], exchanged_arrow: bool = False) -> None:
     """Remember the library modules among ``modules`` (loaded by a job's workers), to load
-    them before the next job's workers are forked."""
+    them before the next job's workers are forked, and whether that job's exchanges sent
+    Arrow batches (``exchanged_arrow``), to rehearse that path before then."""
+    global _exchanges_arrow
     _learned.update(name for name in modules if name.startswith(LIBRARIES))
+    _exchanges_arrow = _exchanges_arrow or exchanged_arrow
 
 
 def learned() -> list[str]:
@@ -73,10 +80,13 @@ def loaded_since(before: set[str]) -> list[str]:
 
 def prepare() -> None:
     """Before forking workers: end a warm-up under way, then load what earlier jobs' workers
-    loaded (and make the first ``group_by`` if that loaded its engine)."""
+    loaded (and make the first ``group_by`` if that loaded its engine), and rehearse the
+    Arrow exchange if their exchanges sent Arrow batches."""
     stop()
     for name in learned():
         _load(name)
+    if _exchanges_arrow:
+        rehearse()
 
 
 @contextmanager

@@ -330,6 +330,7 @@ class Dataflow:
     def announce_schema(self, location: int, schema: Any) -> None:
         """Tell every other worker's input ``location`` (an exchange's) the Arrow schema of
         the batches this worker sends it from now on."""
+        self.worker.exchanged_arrow = True
         self.worker.broadcast((SCHEMA, self.index, location, schema))
 
     def _routes(self) -> list[Callable[[Any], Any]]:

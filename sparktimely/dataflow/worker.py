@@ -209,6 +209,9 @@ class WorkerCore:
         self._failure: BaseException | None = None  # what a step raised: no step goes on
         self._collected = False                    # the collector ran since the last work
         self._stepping = False                     # inside a step (operators' logic runs)
+        self.exchanged_arrow = False
+        """True once an exchange of this worker has sent Arrow batches (a program's next
+        job warms that path up before its workers are forked)."""
 
     def dataflow(self, build: Callable[[Any], R], *, name: str | None = None,
                  timestamp: type = int) -> R:

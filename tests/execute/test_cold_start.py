@@ -123,3 +123,23 @@ def test_workers_never_collect_the_objects_their_process_had_before_the_fork():
     before = gc.get_freeze_count()
     assert all(st.execute(lambda worker: gc.get_freeze_count() > before, workers=2))
     assert gc.get_freeze_count() == before                 # the process has them back
+
+
+@pytest.mark.timeout(120)
+def test_a_program_whose_workers_exchanged_arrow_rehearses_that_path_before_its_next_fork():
+    out = run_python(
+        "import pyarrow as pa, sparktimely as st\n"
+        "from sparktimely import _warm\n"
+        "def records(worker):\n"
+        "    worker.dataflow(lambda s: s.to_stream(range(10)).exchange(lambda x: x).probe())\n"
+        "def arrow(worker):\n"
+        "    batch = pa.record_batch({'k': ['a', 'b', 'c'], 'n': [1, 2, 3]})\n"
+        "    worker.dataflow(lambda s: s.to_stream([batch]).exchange(key='k').probe())\n"
+        "seen = []\n"
+        "for job in (records, records, arrow, records):\n"
+        "    st.execute(job, workers=2)\n"
+        "    seen.append(_warm._rehearsed)\n"
+        "print(seen)")
+    # exchanges of Python records teach nothing; after a job whose exchange sent Arrow
+    # batches, the next job's fork is preceded by the rehearsal (and only then)
+    assert out == "[False, False, False, True]"
