@@ -728,7 +728,7 @@ def _run(func: Callable[[Worker], Any], config: Config) -> list[Any]:
 def _output_closed(error: WorkerError) -> bool:
     """Whether ``error`` is a worker's write to standard output failing because whoever
     read it has gone (``prog | head``): the output is no one's any more, not a bug to tell."""
-    if not re.match(r"(OperatorError: .* raised )?BrokenPipeError: ", error.message):
+    if not re.match(r"(OperatorError: .* raised )?BrokenPipeError[: ]", error.message):
         return False
     try:
         poller = select.poll()

@@ -81,7 +81,8 @@ def test_a_compiled_frame_in_a_traceback_shows_its_own_source_line(tmp_path):
                           text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
     lines = done.stderr.splitlines()
-    assert lines[-1].endswith("raised ZeroDivisionError: integer division or modulo by zero")
+    assert lines[-1].endswith("raised ZeroDivisionError on the record 0: integer division or "
+                              "modulo by zero")
     shown = [(match, lines[i + 1].strip()) for i, line in enumerate(lines[:-1])
              if (match := _COMPILED_FRAME.match(line)) and lines[i + 1].startswith("    ")
              and not lines[i + 1].lstrip().startswith(("File ", "^", "~"))]

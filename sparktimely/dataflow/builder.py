@@ -36,7 +36,7 @@ class OperatorError(RuntimeError):
     ...     st.example(lambda scope: scope.to_stream([0]).map(lambda x: 1 // x).probe())
     ... except st.OperatorError as error:
     ...     print(error)
-    operator 'Map' (address (0, 1)) raised ZeroDivisionError: integer division or modulo by zero
+    operator 'Map' (address (0, 1)) raised ZeroDivisionError on the record 0: integer division or modulo by zero
     """
 
 

@@ -6,12 +6,14 @@ Each runs the user's function inside one list comprehension per batch.
 from __future__ import annotations
 
 from itertools import chain
-from typing import Any, Callable, Self
+from operator import length_hint
+from typing import Any, Callable, Iterator, Self
 
+from ..comm import PeerLost
 from ..dataflow import Exchange, OperatorBuilder, Pipeline
-from ..dataflow.builder import FrontierInterest, per_batch
+from ..dataflow.builder import FrontierInterest, OperatorError, per_batch
 from ..dataflow.stream import StreamCore
-from ..errors import require_function
+from ..errors import ExchangeSchemaError, describe, require_function, short_repr
 from ..hashing import Route
 
 
@@ -69,6 +71,26 @@ def not_records(operator: str, batch: Any) -> TypeError:
                      f"inspect_batch on them, or from_arrow() for records (dicts or tuples)")
 
 
+def record_failed(operator: str, address: tuple, error: Exception, record: Any) -> Exception:
+    """The error of ``operator`` whose function raised ``error`` on ``record``, naming the
+    operator and the record (``error`` itself when it names its place already: an operator
+    downstream's, or the transport's).
+
+    >>> record_failed("Map", (0, 1), KeyError("a"), {"b": 2})
+    OperatorError("operator 'Map' (address (0, 1)) raised KeyError on the record {'b': 2}: 'a'")
+    """
+    if isinstance(error, (OperatorError, ExchangeSchemaError, PeerLost)):
+        return error
+    kind = type(error).__name__
+    return OperatorError(f"operator {operator!r} (address {address}) raised {kind} on the "
+                         f"record {short_repr(record)}{describe(error)[len(kind):]}")
+
+
+def _taken(batch: list, records: Iterator) -> Any:
+    """The record of ``batch`` last taken from ``records`` (its iterator)."""
+    return batch[len(batch) - length_hint(records) - 1]
+
+
 class RecordsExchange(Exchange):
     """The exchange into an operator of Python records (``operator``): an Arrow batch, which
     its route (a function of one record) cannot route, is told as :func:`not_records`."""
@@ -86,15 +108,27 @@ class BasicOps(StreamCore):
 
     __slots__ = ()
 
-    def _per_batch(self, name: str, transform: Callable[[Any, Any], Any],
-                   records: bool = True) -> Self:
-        """A pipeline operator sending ``transform(time, batch)`` for each input batch (of
-        records: lists, with ``records``; any container without)."""
-        def checked(time: Any, batch: Any) -> Any:
-            if batch.__class__ is not list:
-                raise not_records(name, batch)
-            return transform(time, batch)
-        return per_batch(self, Pipeline, name, checked if records else transform)
+    def _per_record(self, name: str, transform: Callable[[Any, Iterator], Any]) -> Self:
+        """A pipeline operator sending ``transform(time, records)`` for each input batch of
+        records (the batch itself when it returns None), ``records`` an iterator over the
+        batch: an error ``transform`` raises names the operator and the record last taken
+        (the one the user's function raised on)."""
+        def ctor(capability: Any, info: Any) -> Callable:
+            capability.drop()
+
+            def logic(input: Any, output: Any) -> None:
+                for cap, batch in input:
+                    if batch.__class__ is not list:
+                        raise not_records(name, batch)
+                    records = iter(batch)
+                    try:
+                        out = transform(cap.time, records)
+                    except Exception as error:
+                        raise record_failed(name, info.address, error,
+                                            _taken(batch, records)) from error
+                    output.give_at(cap, batch if out is None else out)
+            return logic
+        return self.unary(Pipeline, name, ctor)
 
     def map(self, f: Callable[[Any], Any]) -> Self:
         """Each record ``x`` becomes ``f(x)``.
@@ -104,7 +138,7 @@ class BasicOps(StreamCore):
         [(0, [0, 1, 4, 9])]
         """
         require_function("map", f)
-        return self._per_batch("Map", lambda time, batch: [f(x) for x in batch])
+        return self._per_record("Map", lambda time, records: [f(x) for x in records])
 
     def map_in_place(self, f: Callable[[Any], None]) -> Self:
         """Calls ``f(x)`` on each record to change it in place (timely's ``map_in_place``);
@@ -118,11 +152,10 @@ class BasicOps(StreamCore):
         """
         require_function("map_in_place", f)
 
-        def change(time: Any, batch: Any) -> Any:
-            for x in batch:
+        def change(time: Any, records: Iterator) -> Any:
+            for x in records:
                 f(x)
-            return batch
-        return self._per_batch("MapInPlace", change)
+        return self._per_record("MapInPlace", change)
 
     def flat_map(self, f: Callable[[Any], Any]) -> Self:
         """Each record ``x`` becomes the records of the iterable ``f(x)``. The results are
@@ -138,11 +171,19 @@ class BasicOps(StreamCore):
         def ctor(capability: Any, info: Any) -> Callable:
             capability.drop()
 
+            def produced(batch: list) -> Iterator:
+                records = iter(batch)
+                try:
+                    yield from chain.from_iterable(map(f, records))
+                except Exception as error:
+                    raise record_failed("FlatMap", info.address, error,
+                                        _taken(batch, records)) from error
+
             def logic(input: Any, output: Any) -> None:
                 for cap, batch in input:
                     if batch.__class__ is not list:
                         raise not_records("FlatMap", batch)
-                    output.session(cap).give_iterator_later(chain.from_iterable(map(f, batch)))
+                    output.session(cap).give_iterator_later(produced(batch))
             return logic
         return self.unary(Pipeline, "FlatMap", ctor)
 
@@ -154,7 +195,7 @@ class BasicOps(StreamCore):
         [(0, [1, 3, 5])]
         """
         require_function("filter", pred)
-        return self._per_batch("Filter", lambda time, batch: [x for x in batch if pred(x)])
+        return self._per_record("Filter", lambda time, records: [x for x in records if pred(x)])
 
     def inspect(self, f: Callable[[Any], None]) -> Self:
         """Calls ``f(x)`` for each record and passes the records on unchanged.
@@ -167,11 +208,10 @@ class BasicOps(StreamCore):
         """
         require_function("inspect", f)
 
-        def look(time: Any, batch: Any) -> Any:
-            for x in batch:
+        def look(time: Any, records: Iterator) -> None:
+            for x in records:
                 f(x)
-            return batch
-        return self._per_batch("Inspect", look)
+        return self._per_record("Inspect", look)
 
     def inspect_time(self, f: Callable[[Any, Any], None]) -> Self:
         """Calls ``f(time, x)`` for each record and passes the records on unchanged.
@@ -185,11 +225,10 @@ class BasicOps(StreamCore):
         """
         require_function("inspect_time", f)
 
-        def look(time: Any, batch: Any) -> Any:
-            for x in batch:
+        def look(time: Any, records: Iterator) -> None:
+            for x in records:
                 f(time, x)
-            return batch
-        return self._per_batch("InspectTime", look)
+        return self._per_record("InspectTime", look)
 
     def inspect_batch(self, f: Callable[[Any, Any], None]) -> Self:
         """Calls ``f(time, batch)`` for each batch and passes it on unchanged.
@@ -206,7 +245,7 @@ class BasicOps(StreamCore):
         def look(time: Any, batch: Any) -> Any:
             f(time, batch)
             return batch
-        return self._per_batch("InspectBatch", look, records=False)
+        return per_batch(self, Pipeline, "InspectBatch", look)
 
     def inspect_core(self, f: Callable[[Ok | Err], None]) -> Self:
         """Calls ``f(st.Ok((time, batch)))`` for each batch and ``f(st.Err(frontier))`` (a
@@ -266,7 +305,10 @@ class BasicOps(StreamCore):
                         raise not_records(name, batch)
                     buckets: list[list] = [[] for _ in range(parts)]
                     for x in batch:
-                        routed = route(x)
+                        try:
+                            routed = route(x)
+                        except Exception as error:
+                            raise record_failed(name, builder.address, error, x) from error
                         try:
                             part, y = routed
                             if 0 <= part < parts:
@@ -296,13 +338,17 @@ class BasicOps(StreamCore):
         """
         require_function("branch", pred)
 
-        def split(time: Any, batch: Any) -> tuple[list, list]:
+        def split(time: Any, batch: Any, address: tuple) -> tuple[list, list]:
             if batch.__class__ is not list:
                 raise not_records("Branch", batch)
             yes: list = []
             no: list = []
-            for x in batch:
-                (yes if pred(time, x) else no).append(x)
+            records = iter(batch)
+            try:
+                for x in records:
+                    (yes if pred(time, x) else no).append(x)
+            except Exception as error:
+                raise record_failed("Branch", address, error, _taken(batch, records)) from error
             return no, yes
         return self._split("Branch", split)
 
@@ -319,11 +365,13 @@ class BasicOps(StreamCore):
         [[(1, [1])], [(4, [4]), (6, [6])]]
         """
         require_function("branch_when", predicate)
-        return self._split("BranchWhen",
-                           lambda time, batch: ((), batch) if predicate(time) else (batch, ()))
+        return self._split("BranchWhen", lambda time, batch, address:
+                           ((), batch) if predicate(time) else (batch, ()))
 
-    def _split(self, name: str, split: Callable[[Any, Any], tuple[Any, Any]]) -> tuple[Self, Self]:
-        """Two streams: ``split(time, batch)`` returns the batches for the first and second."""
+    def _split(self, name: str, split: Callable[[Any, Any, tuple], tuple[Any, Any]]
+               ) -> tuple[Self, Self]:
+        """Two streams: ``split(time, batch, address)`` (the operator's address) returns the
+        batches for the first and second."""
         builder = OperatorBuilder(name, self.scope)
         input = builder.new_input(self, Pipeline)
         builder.set_notify_for(0, FrontierInterest.NEVER)
@@ -336,7 +384,7 @@ class BasicOps(StreamCore):
 
             def logic(frontiers: list) -> None:
                 for cap, batch in input:
-                    no, yes = split(cap.time, batch)
+                    no, yes = split(cap.time, batch, builder.address)
                     if len(no):
                         output_false.give_at(cap, no)
                     if len(yes):

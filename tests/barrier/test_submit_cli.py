@@ -116,7 +116,7 @@ def test_a_failing_worker_is_told_once_with_its_operator_and_traceback(tmp_path)
     assert err.count("ZeroDivisionError: division by zero") == 3, err
     [report] = [line for line in err.splitlines() if line.startswith("sparktimely-submit:")]
     assert report.endswith("failed: OperatorError: operator 'Map' (address (0, 1)) raised "
-                           "ZeroDivisionError: division by zero")
+                           "ZeroDivisionError on the record 0: division by zero")
     traceback = err[err.index(report):]
     assert 'failing.py", line 3, in <lambda>' in traceback
     assert 'failing.py", line 4, in job' in traceback

@@ -250,7 +250,7 @@ def test_an_operator_failure_is_told_as_its_own_process_saw_it(jobs, force_socke
     assert job.wait(60) == [1, 1]
     for process in (0, 1):
         assert "worker 3 failed: OperatorError: operator 'Map' (address (0, 1)) raised " \
-               "ValueError: boom in worker 3" in job.output(process, "err")
+               "ValueError on the record (0, 5): boom in worker 3" in job.output(process, "err")
     assert_reported_by_its_own_process(job, 1)
 
 

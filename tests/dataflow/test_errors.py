@@ -731,6 +731,31 @@ def test_failing_library_operators(run, make, name, error):
         example(run, lambda scope: make(scope.to_stream([1, 2])))
 
 
+@pytest.mark.parametrize("make, name", [
+    (lambda s: s.map(lambda r: r["a"]), "Map"),
+    (lambda s: s.filter(lambda r: r["a"]), "Filter"),
+    (lambda s: s.flat_map(lambda r: [r["a"]]), "FlatMap"),
+    (lambda s: s.flat_map(lambda r: (r[k] for k in "ab")), "FlatMap"),
+    (lambda s: s.inspect(lambda r: r["a"]), "Inspect"),
+    (lambda s: s.inspect_time(lambda t, r: r["a"]), "InspectTime"),
+    (lambda s: s.map_in_place(lambda r: r["a"]), "MapInPlace"),
+    (lambda s: s.branch(lambda t, r: r["a"])[1], "Branch"),
+    (lambda s: s.partition(2, lambda r: (0, r["a"]))[0], "Partition"),
+    (lambda s: s.ok_err(lambda r: st.Ok(r["a"]))[0], "OkErr"),
+])
+def test_a_record_operators_failure_names_the_record(run, make, name):
+    """map, filter and the other per-record operators named the operator and the error, not
+    the record whose function raised (the exchange, aggregate and window errors do)."""
+    def build(scope):
+        return make(scope.to_stream(last_only(scope, [{"a": 1, "b": 1}, {"b": 2}, {"a": 3}])))
+    with pytest.raises(st.WorkerError) as info:
+        example(run, build)
+    assert info.value.index == run.workers - 1
+    assert info.value.message.startswith(f"OperatorError: operator {name!r} (address (0, 1)) "
+                                         f"raised KeyError on the record {{'b': 2}}: 'a'")
+    assert isinstance(info.value.__cause__.__cause__, KeyError)
+
+
 def test_failure_in_later_round_is_raised(run):
     def job(worker):
         handle = st.InputHandle()
@@ -1169,7 +1194,7 @@ def test_a_worker_driven_from_its_own_operators_logic_says_so(run, call, told):
         worker.run()
     with pytest.raises(st.WorkerError) as caught:
         run(job)
-    assert f"operator 'Map' (address (0, 1)) raised RuntimeError: " \
+    assert f"operator 'Map' (address (0, 1)) raised RuntimeError on the record 1: " \
            f"{told.format(caught.value.index)}" in caught.value.message
 
 

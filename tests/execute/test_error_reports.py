@@ -260,7 +260,8 @@ def test_an_exception_whose_str_fails_is_told_under_its_own_type(workers):
     with pytest.raises(st.WorkerError) as info:
         st.execute(lambda worker: worker.dataflow(
             lambda scope: scope.to_stream([1]).map(fail).probe()), workers=workers)
-    assert str(info.value).endswith("raised BadStr: <exception str() failed>"), str(info.value)
+    assert str(info.value).endswith("raised BadStr on the record 1: <exception str() failed>"), \
+        str(info.value)
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])

@@ -102,7 +102,7 @@ def test_a_lazy_iterator_that_raises_names_the_operator():
     def explode(x):
         yield 1
         raise ValueError("bad record")
-    with pytest.raises(st.OperatorError, match="'FlatMap'.*ValueError: bad record"):
+    with pytest.raises(st.OperatorError, match="'FlatMap'.*ValueError on the record 1: bad record"):
         st.example(lambda scope: scope.to_stream([1]).flat_map(explode).probe())
 
 
