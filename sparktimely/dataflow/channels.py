@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Sequence
 
 import pyarrow as pa
 
-from ..errors import ExchangeSchemaError, message_of, reworded, short_repr
+from ..errors import ExchangeSchemaError, describe, message_of, short_repr
 from .containers import format_schemas, partition_batch
 from .ports import batch_length, own_copy
 
@@ -310,20 +310,20 @@ class _Routing:
             explained = self._explain(batch, error, peers)
             if explained is None:
                 raise
-            raise explained[0] from explained[1]
+            from .builder import OperatorError          # (builder imports this module)
+            raise OperatorError(explained[0]) from explained[1]
 
     def _explain(self, batch: Any, error: Exception, peers: int
-                 ) -> tuple[Exception, BaseException | None] | None:
-        """The error of a batch this exchange could not partition, naming the exchange, and
-        its cause: for records, the first whose route is not an int and what the route
-        returned (checked only now, so routing costs nothing more while it works; no cause:
-        the arithmetic that failed on the value is ours); for Arrow batches, the error
+                 ) -> tuple[str, BaseException | None] | None:
+        """What went wrong with a batch this exchange could not partition, told from the
+        exchange (not as the failure of the operator feeding it, which was running), and its
+        cause: for records, the first whose route is not an int and what the route returned
+        (checked only now, so routing costs nothing more while it works; no cause: the
+        arithmetic that failed on the value is ours); for Arrow batches, the error
         partitioning gave; for a route that raised (``stable_hash`` of a key it cannot hash,
-        an IndexError of a key function), that error with the exchange and the record
-        (:func:`~sparktimely.errors.reworded`: if its type takes one message), unless it
-        names the operator already; for a batch the pact refuses (a
-        window's, of the other form), the pact's error with the exchange. None when there is
-        nothing to add."""
+        an IndexError of a key function), that error and the record; for a batch the pact
+        refuses (a window's, of the other form), the pact's error. None when there is nothing
+        to add."""
         target = self._target
         operator = target.dataflow.operators[target.operator]
         port = f"input {operator.inputs.index(target)} of " if len(operator.inputs) > 1 else ""
@@ -331,10 +331,9 @@ class _Routing:
                  f"{operator.address}) by {self._pact!r}")
         refused = self._pact.refusal(batch)
         if refused is not None:
-            return reworded(refused, where) or refused, error
+            return f"{where} raised {type(refused).__name__}: {message_of(refused)}", error
         if batch.__class__ is not list:
-            explained = reworded(error, where)
-            return None if explained is None else (explained, error)
+            return f"{where} raised {type(error).__name__}: {message_of(error)}", error
         if self._route is None:
             return None
         workers = range(peers)
@@ -342,18 +341,18 @@ class _Routing:
             try:
                 value = self._route(record)
             except Exception as raised:
-                told = None if str(message_of(raised)).startswith(operator.name) else \
-                    reworded(raised, f"{where}: its route raised on the record "
-                                     f"{short_repr(record)}")         # (None: named already)
-                return None if told is None else (told, error)
+                kind = type(raised).__name__
+                if str(message_of(raised)).startswith(operator.name):     # named already
+                    return f"{where} raised {kind}: {message_of(raised)}", raised
+                return (f"{where}: its route raised {kind} on the record {short_repr(record)}"
+                        f"{describe(raised)[len(kind):]}", raised)
             try:
                 workers[value % peers]                  # what routing does with the value
             except TypeError:
-                return TypeError(
-                    f"{where} cannot route the record {short_repr(record)}: its route returned "
-                    f"{short_repr(value)} (a {type(value).__name__}); a route must return an int "
-                    f"(the record goes to worker route(record) % peers), e.g. "
-                    f"st.stable_hash(key)"), None
+                return (f"{where} cannot route the record {short_repr(record)}: its route "
+                        f"returned {short_repr(value)} (a {type(value).__name__}); a route must "
+                        f"return an int (the record goes to worker route(record) % peers), "
+                        f"e.g. st.stable_hash(key)"), None
         return None
 
 

@@ -352,7 +352,7 @@ class Collection:
         >>> st.example(lambda s: dd.from_stream(s.to_stream([5])).arrange_by_key())
         Traceback (most recent call last):
         ...
-        sparktimely.dataflow.builder.OperatorError: operator 'FromStream' (address (0, 1)) raised TypeError: ArrangeByKey: the data 5 of update (5, 0, 1) is not a (key, val) pair
+        sparktimely.dataflow.builder.OperatorError: the exchange into operator 'ArrangeByKey' (address (0, 2)) by Exchange(route=route at arrange.py:...) raised TypeError: ArrangeByKey: the data 5 of update (5, 0, 1) is not a (key, val) pair
         """
         return self._arranged(name, True, key)
 

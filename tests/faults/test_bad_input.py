@@ -138,7 +138,8 @@ def test_a_route_returning_no_int_is_told_without_the_arithmetic_that_failed_on_
 
 
 class NotARoute(ValueError):
-    """An error of the user's own, a ValueError subclass: told as raised, not reworded."""
+    """An error of the user's own, a ValueError subclass: its type and message told as raised,
+    with the exchange and the record."""
 
 
 def refusing(record):
@@ -151,8 +152,8 @@ def test_a_route_raising_its_own_error_class_is_told_as_raised(run):
         worker.run()
     with pytest.raises(st.WorkerError) as raised:
         run(job)
-    assert "raised NotARoute: no route for 'b'" in raised.value.message, \
-        raised.value.message
+    assert "its route raised NotARoute on the record 'b': no route for 'b'" in \
+        raised.value.message, raised.value.message
 
 
 def test_numpy_integers_route_as_ints(run):
@@ -221,13 +222,14 @@ def third(record):
 def test_a_key_function_raising_names_the_exchange_the_function_and_the_record(run, operator,
                                                                                build):
     """A route or key raising an IndexError was told as the failure of the operator feeding
-    the exchange (a ToStream), in its own words only: no exchange, function or record."""
+    the exchange (a ToStream), in its own words only: no exchange, function or record; then
+    with them, but still as the ToStream's failure."""
     result = routed(run, lambda scope: build(scope.to_stream([("k", 1)])))
     function = "third" if operator in ("'Exchange'", "'Window'") else "third(key)"
     if operator == "'Window'":
         function = "stable_hash(third(record))"
-    assert f"raised IndexError: the exchange into operator {operator} (address (0, 1)) by " \
-           f"Exchange(route={function}): its route raised on the record ('k', 1): " \
+    assert f"failed: OperatorError: the exchange into operator {operator} (address (0, 1)) by " \
+           f"Exchange(route={function}): its route raised IndexError on the record ('k', 1): " \
            f"{'string' if function == 'third(key)' else 'tuple'} index out of range" \
            in result, result
 
@@ -249,9 +251,9 @@ def test_a_partition_route_returning_no_part_names_the_record_and_value(run, rou
 def test_an_arrow_exchange_by_a_missing_column_names_the_exchange_and_the_column(run):
     table = pa.table({"word": ["a", "b"], "n": [1, 2]})
     result = routed(run, lambda scope: scope.to_stream(table).exchange(key="wrod"))
-    assert "the exchange into operator 'Exchange' (address (0, 1)) by " \
-           "Exchange(key='wrod'): key column 'wrod' is not in the batch's schema " \
-           "(columns word, n)" in result, result
+    assert "failed: OperatorError: the exchange into operator 'Exchange' (address (0, 1)) by " \
+           "Exchange(key='wrod') raised KeyError: key column 'wrod' is not in the batch's " \
+           "schema (columns word, n)" in result, result
 
 
 def test_an_arrow_exchange_route_returning_no_integers_names_the_exchange(run):
@@ -263,8 +265,8 @@ def test_an_arrow_exchange_route_returning_no_integers_names_the_exchange(run):
     else:
         line = test_an_arrow_exchange_route_returning_no_integers_names_the_exchange \
             .__code__.co_firstlineno + 3                    # a lambda named where it is
-        assert f"by Exchange(route=<lambda> at test_bad_input.py:{line}): an Exchange route " \
-               f"for Arrow batches must return one integer per row (2), got float64 of " \
+        assert f"by Exchange(route=<lambda> at test_bad_input.py:{line}) raised ValueError: an " \
+               f"Exchange route for Arrow batches must return one integer per row (2), got float64 of " \
                f"shape (2,)" in result, result
 
 
