@@ -83,12 +83,21 @@ class Config:
         if self.processes > 1 or self.workers > 1:
             connect_timeout()           # $SPARKTIMELY_CONNECT_TIMEOUT, told before any worker
         if self.hostfile is not None and len(self.hostfile) < self.processes:
-            path = getattr(self.hostfile, "path", None)
-            origin = "the hostfile" if path is None else f"hostfile {path}"
-            raise ValueError(f"{origin} lists {len(self.hostfile)} address(es) but "
-                             f"{self.processes} process"
-                             f"{'es need' if self.processes != 1 else ' needs'} one each "
-                             f"(process {len(self.hostfile)} has none)")
+            raise ValueError(_too_few(self.hostfile, self.processes))
+
+
+def _too_few(hostfile: list[str], processes: int) -> str:
+    """What is wrong with ``hostfile`` (of fewer addresses than ``processes``).
+
+    >>> _too_few(_Addresses(["h:1"], "hosts.txt"), 3)
+    'hostfile hosts.txt lists 1 address but 3 processes need one each (process 1 has none)'
+    """
+    path = getattr(hostfile, "path", None)
+    origin = "the hostfile" if path is None else f"hostfile {path}"
+    count = len(hostfile)
+    return (f"{origin} lists {count} address{'es' if count != 1 else ''} but {processes} "
+            f"process{'es need' if processes != 1 else ' needs'} one each (process {count} "
+            f"has none)")
 
 
 def check_run_options(stall_limit: float | None, checkpoint_every: int,
@@ -516,6 +525,9 @@ def _config(options: argparse.Namespace, args: Sequence[str]) -> Config:
         raise ValueError(f"argument -p/--process: process index {values['process']} is not "
                          f"in 0..{values['processes'] - 1} (-n/--processes is "
                          f"{values['processes']})")
+    hostfile = values["hostfile"]
+    if hostfile is not None and len(hostfile) < values["processes"]:
+        raise ValueError(f"argument -h/--hostfile: {_too_few(hostfile, values['processes'])}")
     return Config(**values, args=list(args))
 
 

@@ -333,13 +333,13 @@ def test_hostfile_errors_name_the_line(tmp_path, capsys):
     assert usage_error(capsys, ["-n", "2", "-p", "0", "-h", str(path)]).endswith(
         f"error: argument -h/--hostfile: hostfile {path} line 2: 'not-an-address' is not "
         f"host:port")
-    with pytest.raises(ValueError, match=r"^the hostfile lists 1 address\(es\) but 2 processes "
+    with pytest.raises(ValueError, match=r"^the hostfile lists 1 address but 2 processes "
                                          r"need one each \(process 1 has none\)$"):
         st.execute(lambda w: None, processes=2, hostfile=["localhost:2101"])
-    path.write_text("localhost:2101\n")
-    assert usage_error(capsys, ["-n", "2", "-p", "0", "-h", str(path)]).endswith(
-        f"error: hostfile {path} lists 1 address(es) but 2 processes need one each (process 1 "
-        f"has none)")
+    path.write_text("localhost:2101\n")                  # the flag was not named
+    assert usage_error(capsys, ["-n", "3", "-p", "0", "-h", str(path)]).endswith(
+        f"error: argument -h/--hostfile: hostfile {path} lists 1 address but 3 processes need "
+        f"one each (process 1 has none)")
 
 
 def test_progress_is_sent_only_when_it_can_move_a_frontier():
