@@ -294,12 +294,12 @@ def timely_parser(prog: str | None = None, description: str | None = None, *,
     if checkpoints:
         timely.add_argument("--checkpoint-dir", default=None, metavar="DIR",
                             help="checkpoint there, and resume from the last checkpoint")
-        timely.add_argument("--checkpoint-every", type=at_least(1), default=1, metavar="N",
-                            help="checkpoint every N epochs (default 1)")
+        timely.add_argument("--checkpoint-every", type=at_least(1), default=None, metavar="N",
+                            help="checkpoint every N epochs (default 1; with --checkpoint-dir)")
     else:
         for flag in ("--checkpoint-dir", "--checkpoint-every"):
             timely.add_argument(flag, action=_Refused, help=argparse.SUPPRESS)
-        parser.set_defaults(checkpoint_dir=None, checkpoint_every=1)
+        parser.set_defaults(checkpoint_dir=None, checkpoint_every=None)
     parser.add_argument("--help", action="help", help="show this help and exit")
     return parser
 
@@ -394,6 +394,8 @@ class _TimelyParser(SuggestingParser):
         options, unknown = super().parse_known_args(args, namespace)
         options.args = rest
         try:
+            options.checkpoint_every = checkpoint_every(options.checkpoint_every,
+                                                        options.checkpoint_dir)
             options.process = _config(options, rest).process
         except ValueError as error:
             self.error(str(error))
@@ -529,6 +531,25 @@ def _config(options: argparse.Namespace, args: Sequence[str]) -> Config:
     if hostfile is not None and len(hostfile) < values["processes"]:
         raise ValueError(f"argument -h/--hostfile: {_too_few(hostfile, values['processes'])}")
     return Config(**values, args=list(args))
+
+
+def checkpoint_every(every: int | None, directory: str | None) -> int:
+    """``--checkpoint-every``'s value (``every``, None when not given: 1); ValueError naming
+    the flag when it is given without ``--checkpoint-dir`` (``directory``), where it would do
+    nothing.
+
+    >>> checkpoint_every(None, None), checkpoint_every(5, "ck")
+    (1, 5)
+    >>> checkpoint_every(5, None)
+    Traceback (most recent call last):
+    ValueError: argument --checkpoint-every: needs --checkpoint-dir DIR (without a checkpoint directory nothing is checkpointed)
+    """
+    if every is None:
+        return 1
+    if directory is None:
+        raise ValueError("argument --checkpoint-every: needs --checkpoint-dir DIR (without a "
+                         "checkpoint directory nothing is checkpointed)")
+    return every
 
 
 def config_from_args(argv: Sequence[str]) -> Config:

@@ -230,6 +230,8 @@ def test_help_prints_the_usage_and_runs_nothing(program, mode):
     (["-h", "no-such-file"], "argument -h/--hostfile: cannot read hostfile no-such-file: "
                              "No such file or directory"),
     (["--log-dir"], "argument --log-dir: expected one argument"),
+    (["--checkpoint-every", "3"], "argument --checkpoint-every: needs --checkpoint-dir DIR "
+                                  "(without a checkpoint directory nothing is checkpointed)"),
 ])
 def test_a_bad_value_is_one_line_of_error_after_the_usage(program, mode, argv, error):
     status, out, err = program(mode, *argv)

@@ -58,7 +58,7 @@ from typing import Callable, Sequence
 
 # Absolute: spark-submit runs this module as a file, outside its package.
 from sparktimely.errors import empty_path_problem
-from sparktimely.execute import at_least, positive_seconds
+from sparktimely.execute import at_least, checkpoint_every, positive_seconds
 
 __all__ = ["JavaMissing", "load_function", "main", "require_java"]
 
@@ -200,8 +200,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint-dir", metavar="DIR", default=None,
                         help="checkpoint to DIR (one every executor reaches) and resume from "
                              "it")
-    parser.add_argument("--checkpoint-every", type=at_least(1), default=1, metavar="N",
-                        help="checkpoint every N epochs (default 1)")
+    parser.add_argument("--checkpoint-every", type=at_least(1), default=None, metavar="N",
+                        help="checkpoint every N epochs (default 1; with --checkpoint-dir)")
     parser.add_argument("--max-attempts", type=at_least(1), default=1, metavar="N",
                         help="run a failed stage again, from its last checkpoint, up to N "
                              "times in all (default 1)")
@@ -251,6 +251,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = _parser()
     options = parser.parse_args(argv)
+    try:
+        options.checkpoint_every = checkpoint_every(options.checkpoint_every,
+                                                    options.checkpoint_dir)
+    except ValueError as error:
+        parser.error(str(error))
     if options.path:
         print(os.path.abspath(__file__))
         return 0

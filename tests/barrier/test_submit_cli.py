@@ -81,6 +81,16 @@ def test_a_job_module_that_fails_as_it_loads_is_one_line_with_status_2(tmp_path,
     assert message == f"sparktimely-submit: error: cannot run broken:job: {error}"
 
 
+def test_checkpoint_every_without_a_checkpoint_dir_is_a_usage_error(capsys):
+    """It was taken, and did nothing."""
+    with pytest.raises(SystemExit) as exited:
+        submit.main(["--checkpoint-every", "3", "m:f"])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "sparktimely-submit: error: argument --checkpoint-every: needs --checkpoint-dir DIR "
+        "(without a checkpoint directory nothing is checkpointed)")
+
+
 def test_arguments_after_the_function_or_a_double_dash_go_to_the_job_untouched():
     parse = submit._parser().parse_args
     assert parse(["-w", "2", "m:f", "--edges", "x", "-w", "3"]).args == [
