@@ -134,7 +134,9 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
     Blank lines and ``#`` comments are skipped; any other line that is not one ``host:port``
     with a port in 1..65535 raises ValueError naming the line, and so does an address that an
     earlier line already gave (two processes cannot listen on one address; ``0.0.0.0`` and
-    ``[::]`` take their port on every address of the host).
+    ``[::]`` take their port on every address of the host). ``0.0.0.0`` and ``[::]`` serve
+    only a hostfile of one host (a process elsewhere would connect to its own host): with a
+    line that names another host they are a ValueError naming both lines.
 
     >>> parse_hostfile(["localhost:2101", "# spare", "10.0.0.2:2102"])
     ['localhost:2101', '10.0.0.2:2102']
@@ -164,6 +166,7 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
     addresses = []
     seen: dict[tuple[str, int], tuple[int, str]] = {}
     ports: dict[int, list[tuple[int, str, bool]]] = {}     # port -> (line, address, wildcard)
+    lines: list[tuple[int, str, str, bool]] = []            # (line, address, host, wildcard)
     for number, line in enumerate(entries, 1):
         text = line.split("#", 1)[0].strip()
         if not text:
@@ -198,7 +201,38 @@ def parse_hostfile(hostfile: str | os.PathLike | Sequence[str]) -> list[str]:
         ports.setdefault(int(port), []).append((number, text, wildcard))
         seen[key] = (number, text)
         addresses.append(text)
+        lines.append((number, text, host, wildcard))
+    wildcards = [(number, text) for number, text, _, wildcard in lines if wildcard]
+    if wildcards:
+        elsewhere = next(((number, text) for number, text, host, wildcard in lines
+                          if not wildcard and not _of_this_host(host.strip("[]"))), None)
+        if elsewhere is not None:
+            raise ValueError(f"{origin} line {wildcards[0][0]}: {wildcards[0][1]!r} is no "
+                             f"address a process on another host can connect to, and line "
+                             f"{elsewhere[0]} ({elsewhere[1]!r}) is on another host: write "
+                             f"this host's name or address")
     return _Addresses(addresses, path)
+
+
+def _of_this_host(host: str) -> bool:
+    """Whether ``host`` names an address of this host (one a socket here can bind), or does
+    not resolve (told where hosts are resolved); False for another host's.
+
+    >>> _of_this_host("127.0.0.1"), _of_this_host("localhost"), _of_this_host("192.0.2.1")
+    (True, True, False)
+    """
+    try:
+        found = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return True
+    for family, kind, _, _, address in found:
+        with socket.socket(family, kind) as probe:
+            try:
+                probe.bind((address[0], 0))
+            except OSError:
+                continue
+            return True
+    return False
 
 
 def _is_wildcard(host: str) -> bool:

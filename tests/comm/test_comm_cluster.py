@@ -418,6 +418,16 @@ def test_configuration_errors_are_reported_before_anything_starts(tmp_path):
     with pytest.raises(ValueError, match="process 2 has none"):
         st.execute(lambda worker: None, processes=3, process=0,
                    hostfile=[f"127.0.0.1:{port}", f"127.0.0.1:{port + 1}"])
+    for wildcard in ("0.0.0.0", "[::]"):        # with another host: was the connect timeout
+        hostfile.write_text(f"{wildcard}:{port}\n# the other host\n192.0.2.1:{port + 1}\n")
+        with pytest.raises(ValueError, match=re.escape(
+                f"hostfile {hostfile} line 1: '{wildcard}:{port}' is no address a process on "
+                f"another host can connect to, and line 3 ('192.0.2.1:{port + 1}') is on "
+                f"another host: write this host's name or address")):
+            config_from_args(["-n", "2", "-p", "0", "-h", str(hostfile)])
+        with pytest.raises(ValueError, match=r"^hostfile line 2: .* line 1 \('192.0.2.1"):
+            st.execute(lambda worker: None, processes=2, process=0,
+                       hostfile=[f"192.0.2.1:{port + 1}", f"{wildcard}:{port}"])
     socket.create_server(("127.0.0.1", port)).close()      # nothing was left listening
 
 
