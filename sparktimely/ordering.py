@@ -54,7 +54,8 @@ _NAN = float("nan")
 
 
 def one_nan(key: Any) -> Any:
-    """``key`` with each float NaN in it, itself or in a tuple, as one NaN object: a dict
+    """``key`` with each float NaN in it (numpy's float32, float16 and longdouble NaNs too),
+    itself or in a tuple, as one NaN object: a dict
     tells NaNs apart by identity, and a record that crossed workers carries a NaN of its own,
     so NaN keys would form one group or several by how the records were split over workers
     (Arrow rows with NaN keys form one group). Keyed operators call it only for a key that
@@ -62,6 +63,9 @@ def one_nan(key: Any) -> Any:
     their loops cheap.
 
     >>> one_nan(float("nan")) is one_nan(float("nan")), one_nan((1.5, float("nan")))[1] is _NAN
+    (True, True)
+    >>> import numpy as np
+    >>> one_nan(np.float32("nan")) is _NAN, one_nan((1, np.float16("nan")))[1] is _NAN
     (True, True)
     >>> key = ("sensor", (1, 2.5))
     >>> one_nan(key) is key                 # no NaN in it: the key itself
@@ -78,4 +82,7 @@ def one_nan(key: Any) -> Any:
         items = [one_nan(item) for item in key]
         if any(a is not b for a, b in zip(items, key)):
             return type(key)(*items) if hasattr(key, "_fields") else type(key)(items)
+        return key
+    if isinstance(key, numbers.Real) and key != key:        # numpy's floats
+        return _NAN
     return key

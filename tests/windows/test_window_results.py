@@ -8,6 +8,7 @@ import datetime
 import math
 import random
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -510,8 +511,9 @@ def test_arrow_columns_named_as_the_engines_own_are_windowed(run, kind, name):
 
 
 @pytest.mark.parametrize("kind", [win.Session(3), win.Tumbling(10)], ids=["session", "tumbling"])
-@pytest.mark.parametrize("nan", [lambda: float("nan"), lambda: ("a", float("nan"))],
-                         ids=["float", "tuple"])
+@pytest.mark.parametrize("nan", [lambda: float("nan"), lambda: ("a", float("nan")),
+                                 lambda: np.float32("nan"), lambda: ("a", np.float16("nan"))],
+                         ids=["float", "tuple", "float32", "float16-in-tuple"])
 def test_nan_keys_of_python_records_are_one_key(run, kind, nan):
     """A dict told NaN keys apart by identity: records with NaNs of their own (and those that
     crossed workers, unpickled) made a group each, one per worker count."""
