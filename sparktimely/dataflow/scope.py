@@ -138,8 +138,21 @@ class ScopeCore(Generic[S]):
         self.dataflow.hold(closeable)
 
     def activator_for(self, address: tuple) -> Activator:
-        """An activator for the operator at ``address`` (from its ``info.address``)."""
-        return Activator(self.dataflow, address[-1])
+        """An activator for the operator at ``address`` (from its ``info.address``). An
+        address that is no operator's (empty, or ending in no index from 0 up, which would
+        pick an operator from the end) is a ValueError.
+
+        >>> import sparktimely as st
+        >>> st.example(lambda scope: scope.activator_for((0, -1)))
+        Traceback (most recent call last):
+        ValueError: activator_for: (0, -1) is no operator's address (its last number is the operator's index, from 0 up): use the info.address its constructor was given
+        """
+        index = address[-1] if isinstance(address, tuple) and address else None
+        if index.__class__ is not int or index < 0:
+            raise ValueError(f"activator_for: {address!r} is no operator's address (its last "
+                             f"number is the operator's index, from 0 up): use the "
+                             f"info.address its constructor was given")
+        return Activator(self.dataflow, index)
 
     # -- nesting -----------------------------------------------------------------------------
 

@@ -938,6 +938,16 @@ def test_activating_an_address_with_no_operator_names_it(run):
         example(run, build)
 
 
+@pytest.mark.parametrize("address", [(0, -1), (-1,), (), (0, "1")])
+def test_an_activator_for_no_operators_address_is_refused(run, address):
+    """A negative index activated an operator counted from the end, silently."""
+    def build(scope):
+        scope.activator_for(address)
+    with pytest.raises(st.WorkerError, match=re.escape(
+            f"ValueError: activator_for: {address!r} is no operator's address")):
+        example(run, build)
+
+
 def test_input_capability_must_respect_connection_summary(run):
     def job(worker):
         handle = st.InputHandle()
