@@ -530,7 +530,20 @@ class Collection:
         ``consolidate``): what goes round is not consolidated, and an update and its
         retraction would circulate for ever.
 
+        As in differential there is no round limit: a loop that never reaches its fixed
+        point runs for ever. ``f`` bounds it, differential's way, by keeping only the updates
+        of the first rounds (an update's time is ``Product(outer, round)``); the result is
+        then the collection of the last round kept:
+
         >>> import sparktimely as st, sparktimely.differential as dd
+        >>> def counting(scope):                          # 0, 1, 2, ... never converges
+        ...     def step(numbers):
+        ...         more = numbers.map(lambda n: n + 1).concat(numbers).distinct()
+        ...         return dd.as_collection(more.inner.filter(lambda u: u[1].inner < 3))
+        ...     return dd.from_stream(scope.to_stream([0])).iterate(step).inner.capture()
+        >>> st.example(counting).extract()
+        [(0, [(0, 0, 1), (1, 0, 1), (2, 0, 1), (3, 0, 1)])]
+
         >>> def build(scope):
         ...     edges = dd.from_stream(scope.to_stream([(1, 2), (2, 3), (3, 1), (4, 5)]))
         ...     roots = dd.from_stream(scope.to_stream([1]))
