@@ -123,7 +123,7 @@ def test_a_failing_worker_is_told_once_with_its_operator_and_traceback(tmp_path)
     assert done.returncode == 1, done.stderr[-3000:]
     err = done.stderr
     # once in the report's first line, once as the cause, once in the operator's error
-    assert err.count("ZeroDivisionError: division by zero") == 3, err
+    assert err.count("division by zero") == 3, err
     [report] = [line for line in err.splitlines() if line.startswith("sparktimely-submit:")]
     assert report.endswith("failed: OperatorError: operator 'Map' (address (0, 1)) raised "
                            "ZeroDivisionError on the record 0: division by zero")
