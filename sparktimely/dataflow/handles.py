@@ -86,7 +86,9 @@ class InputHandle:
         if self._time is None:
             self._time = port.kind.minimum()
         else:
-            port.kind.check(self._time, where=f"{self.name} (advanced to it before connected)")
+            told = ("it feeds dataflows of another type of time already" if self._connected
+                    else "advanced to it before connected")
+            port.kind.check(self._time, where=f"{self.name} ({told})")
         self._bound.append((port, Capability(self._time, port)))
         self._connected = True
 

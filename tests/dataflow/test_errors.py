@@ -1181,6 +1181,20 @@ def test_advance_to_a_time_of_another_type_names_the_input_and_the_type():
     st.execute_directly(job)
 
 
+def test_one_input_handle_for_dataflows_of_two_types_of_time_says_so(run):
+    """A handle that feeds an int dataflow, connected to a Product one, is told as feeding
+    dataflows of another type of time (it was told as advanced before it was connected,
+    which the program never did)."""
+    def job(worker):
+        handle = st.InputHandle("events")
+        worker.dataflow(lambda scope: scope.input_from(handle).probe())
+        worker.dataflow(lambda scope: scope.input_from(handle).probe(), timestamp=st.Product)
+    with pytest.raises(st.WorkerError, match=re.escape(
+            "TypeError: events (it feeds dataflows of another type of time already): time 0 "
+            "is not of this scope's type (like Product(0, 0))")):
+        run(job)
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("call, told", [
     (lambda worker: worker.step(), "a worker's step (step, run, step_while, step_or_park) was "
