@@ -342,17 +342,27 @@ class Tracker:
         self._push: Callable[[list, tuple], None] = heappush
         self._pop: Callable[[list], tuple] = heappop
         if not (depth == 0 and bases <= {int}):
-            self._order_key = self._nested_order_key(depth)
-            if not all(getattr(base, "__lt__") is not getattr(object, "__lt__")
-                       for base in bases):
+            ordered = all(getattr(base, "__lt__") is not getattr(object, "__lt__")
+                          for base in bases)
+            self._order_key = self._nested_order_key(depth, ordered)
+            if not ordered:
                 self._push, self._pop = list.append, _pop_least
 
-    def _nested_order_key(self, depth: int):
+    def _nested_order_key(self, depth: int, ordered: bool):
+        """The worklist's key; ``ordered``: the keys are compared with ``<`` (a heap)."""
         kinds = self._kinds
         if depth == 1 and all(k.base is int and k.inners in ((), (int,)) for k in kinds):
             def order_key_1(loc: int, time: Timestamp) -> tuple:   # one loop, int times
                 return (time, _AFTER_ROUNDS) if time.__class__ is int else (time.outer, time.inner)
             return order_key_1
+        if ordered and any(Product in k.inners for k in kinds):
+            # A Product refuses to compare with _TOP (it raises, as for any other type):
+            # its nested tuple orders alike (lexicographically) and sorts before _TOP.
+            def order_key_products(loc: int, time: Timestamp) -> tuple:
+                kind = kinds[loc]
+                return tuple(_as_tuple(c) for c in kind.coordinates(time)) + \
+                    (_TOP,) * (depth - kind.depth)
+            return order_key_products
 
         def order_key(loc: int, time: Timestamp) -> tuple:
             kind = kinds[loc]
@@ -479,6 +489,18 @@ def _pop_least(items: list) -> tuple:
             rest.append(item)
     items[:] = rest
     return order, location, delta, time
+
+
+def _as_tuple(time: Any) -> Any:
+    """A ``Product`` as nested tuples of its coordinates (ordered as it is); others as they
+    are.
+
+    >>> _as_tuple(Product(1, Product(2, 3))), _as_tuple(4)
+    ((1, (2, 3)), 4)
+    """
+    if time.__class__ is Product:
+        return (_as_tuple(time.outer), _as_tuple(time.inner))
+    return time
 
 
 def _coordinates_less(a: tuple, b: tuple) -> bool:

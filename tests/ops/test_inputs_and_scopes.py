@@ -244,6 +244,27 @@ def test_scoped_with_a_user_timestamp_iterates_like_iterative(workers):
         assert got == oracle
 
 
+@pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.parametrize("root, start", [(int, 0), (Product, Product(0, 0))])
+def test_scoped_with_product_times_inside_counts_each_round(workers, root, start):
+    """``scoped(name, Product, build)``: inner times that are Products themselves, in an int
+    or a Product dataflow (building it failed: the progress tracker compared a Product inner
+    time with the padding that orders outer times after inner ones)."""
+    def build(scope):
+        def rounds(inner):
+            handle, looped = inner.loop_variable(Product(0, Product(0, 1)))
+            numbers = scope.to_stream(range(scope.index, 12, scope.peers)).enter(inner)
+            stepped = numbers.concat(looped)
+            stepped.filter(lambda x: x % 4 != 3).map(lambda x: x + 1).exchange(
+                lambda x: x).connect_loop(handle)
+            return stepped.map(lambda x: (x // 4, x)).leave()
+        return scope.scoped("Rounds", Product, rounds).capture()
+
+    got = merged(st.execute(lambda w: w.dataflow(build, timestamp=root), workers=workers))
+    oracle = sorted((n // 4, y) for n in range(12) for y in range(n, 4 * (n // 4) + 4))
+    assert got == [(start, oracle)]
+
+
 def test_scoped_rejects_a_timestamp_type_without_an_order():
     class Plain:
         @classmethod
