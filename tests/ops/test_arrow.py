@@ -695,7 +695,8 @@ def test_aggregate_batches_names_a_column_the_batches_lack(run, key, aggs, probl
         example(run, lambda s: s.to_stream(table).aggregate_batches(key, aggs, combine=combine)
                 .probe())
     if not combine and key == "zz":
-        problem = "Exchange(key=['zz']): key column 'zz' is not in the batch's schema (columns k, v)"
+        problem = ("Exchange(key=['zz']) raised KeyError: key column 'zz' is not in the batch's "
+                   "schema (columns k, v)")
     assert problem in str(caught.value)
 
 
