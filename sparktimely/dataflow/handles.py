@@ -363,6 +363,20 @@ class ProbeHandle:
         """
         self._frontiers.append(frontier)
 
+    def unwatch(self, frontier: MutableAntichain) -> None:
+        """Stop reporting ``frontier`` (its probe operator's dataflow was dropped, so it will
+        not move again: timely's probe forgets a dropped operator's frontier too).
+
+        >>> import sparktimely as st
+        >>> frontier = st.MutableAntichain()
+        >>> _ = frontier.update_iter([(3, 1)])
+        >>> probe = st.ProbeHandle()
+        >>> probe.watch(frontier); probe.unwatch(frontier)
+        >>> probe.done()
+        True
+        """
+        self._frontiers = [f for f in self._frontiers if f is not frontier]
+
     def less_than(self, t: Timestamp) -> bool:
         """True if data at some time earlier than ``time`` may still arrive.
 

@@ -494,7 +494,9 @@ class CaptureOps(StreamCore):
         def logic(input: Any) -> None:
             for _ in input:
                 pass
-        handle.watch(sink_operator(self, Pipeline, "Probe", logic).frontier)
+        frontier = sink_operator(self, Pipeline, "Probe", logic).frontier
+        handle.watch(frontier)
+        self.scope.on_drop(lambda: handle.unwatch(frontier))   # a dropped dataflow holds none
         return self
 
     def probe(self) -> ProbeHandle:

@@ -507,6 +507,38 @@ def test_a_dropped_dataflow_closes_what_it_holds_after_its_on_drop_callbacks(run
         assert events == ["on_drop", "close kept"]
 
 
+@pytest.mark.timeout(60)
+def test_a_probe_shared_with_a_dropped_dataflow_follows_the_others(run):
+    """Seed 003's pattern: one probe watches a long-lived dataflow and a query dataflow per
+    round (``probe_with``). A query dropped before it completed kept its last frontier in
+    the probe, so ``step_while(probe.less_than(t))`` waited forever for a dataflow that no
+    longer runs (timely's probe handles forget a dropped operator's frontier); and each
+    query, finished or dropped, stayed in the probe."""
+    def job(worker):
+        main, probe = st.InputHandle("main"), st.ProbeHandle()
+        worker.dataflow(lambda scope: scope.input_from(main).probe_with(probe))
+        frontiers, queries = [], []
+        for r in range(1, 30):
+            query = st.InputHandle(f"query {r}")        # never closed: dropped instead
+            queries.append(query)
+            index = worker.next_dataflow_index()
+            worker.dataflow(lambda scope: scope.input_from(query).exchange(lambda x: x)
+                            .probe_with(probe))
+            query.advance_to(r)
+            main.advance_to(r)
+            deadline = time.monotonic() + 10
+            worker.step_while(lambda: probe.less_than(r) and time.monotonic() < deadline)
+            frontiers.append(probe.frontier())
+            worker.drop_dataflow(index)
+            if probe.less_than(r):
+                break                                   # stuck: fail without waiting more
+        main.close()
+        worker.run()
+        return frontiers, probe.done(), len(probe._frontiers)
+    for frontiers, done, watched in run(job):
+        assert frontiers == [[r] for r in range(1, 30)]
+        assert done and watched == 1
+
 def test_dropped_dataflows_are_freed():
     # Shared arrangements' pattern: many short query dataflows fed by one long-lived input handle.
     def job(worker):
