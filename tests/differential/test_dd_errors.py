@@ -598,6 +598,37 @@ def test_an_import_into_an_iterative_scope_says_to_import_at_the_top_and_enter()
         st.execute_directly(job)
 
 
+@pytest.mark.timeout(60)
+def test_a_join_with_an_arrangement_of_another_dataflow_says_to_import_its_trace():
+    """Seed 003 imports a trace into each query dataflow; an arrangement used there as
+    it is was told only as one of two scopes. Within one dataflow, nested scopes enter."""
+    def job(worker):
+        base = dd.InputSession()
+        built = {}
+
+        def arrange(scope):
+            built["knows"] = base.to_collection(scope).arrange_by_key()
+        worker.dataflow(arrange, name="base")
+        with pytest.raises(ValueError, match=re.escape(
+                "Join: the arrangements belong to different scopes ('query', 'base'); an "
+                "arrangement is shared with another dataflow through its trace: "
+                "arranged.trace.import_(scope) in the dataflow that uses it")):
+            worker.dataflow(lambda scope: dd.InputSession().to_collection(scope)
+                            .arrange_by_key().join(built["knows"]), name="query")
+        base.close()
+
+    def nested(scope):
+        outer = dd.InputSession().to_collection(scope).arrange_by_key()
+        scope.iterative(lambda inner: dd.InputSession().to_collection(scope).enter(inner)
+                        .arrange_by_key().join(outer))
+    with pytest.raises(ValueError):              # the failed build fails the worker
+        st.execute_directly(job)
+    with pytest.raises(ValueError, match=re.escape(
+            "Join: the arrangements belong to different scopes ('loop/iterative-1', 'loop'); "
+            "bring the outer one in with .enter(scope)")):
+        st.execute_directly(lambda worker: worker.dataflow(nested, name="loop"))
+
+
 class Tick:
     """A time type with what timely needs (an order, a minimum), but no join or meet."""
 

@@ -47,8 +47,12 @@ def join_core_stream(arranged1: "Arranged", arranged2: "Arranged", f: Callable |
     docstring), each match made into output as ``mode`` says."""
     scope = arranged1.scope
     if arranged2.scope is not scope:
+        advice = ("an arrangement is shared with another dataflow through its trace: "
+                  "arranged.trace.import_(scope) in the dataflow that uses it"
+                  if arranged2.scope.dataflow is not scope.dataflow else
+                  "bring the outer one in with .enter(scope)")
         raise ValueError(f"{name}: the arrangements belong to different scopes "
-                         f"({arranged1.scope.name!r}, {arranged2.scope.name!r})")
+                         f"({arranged1.scope.name!r}, {arranged2.scope.name!r}); {advice}")
     trace1 = reader(arranged1.trace, scope)
     trace2 = reader(arranged2.trace, scope)
     minimum = [scope.kind.minimum()]
