@@ -598,6 +598,29 @@ def test_an_import_into_an_iterative_scope_says_to_import_at_the_top_and_enter()
         st.execute_directly(job)
 
 
+@pytest.mark.parametrize("timestamp", [int, st.Product])
+@pytest.mark.timeout(60)
+def test_an_import_of_a_trace_arranged_in_a_loop_says_to_arrange_it_outside(timestamp):
+    """Into a dataflow of Product times it was told as 'has times like Product(0, 0), the
+    scope times like Product(0, 0)'."""
+    def job(worker):
+        base = dd.InputSession()
+
+        def arrange(scope):
+            return scope.iterative(lambda inner: base.to_collection(scope).enter(inner)
+                                   .arrange_by_self().trace)
+        trace = worker.dataflow(arrange, name="loop")
+        with pytest.raises(TypeError, match=re.escape(
+                "import_: the trace of 'ArrangeBySelf' was arranged inside a nested scope "
+                "(times like Product(0, 0)); import_ takes the traces "
+                "of a dataflow's top-level scope: leave() the collection and arrange it there")):
+            worker.dataflow(lambda scope: trace.import_(scope), name="query",
+                            timestamp=timestamp)
+        base.close()
+    with pytest.raises(TypeError):               # the failed build fails the worker
+        st.execute_directly(job)
+
+
 @pytest.mark.timeout(60)
 def test_a_join_with_an_arrangement_of_another_dataflow_says_to_import_its_trace():
     """Seed 003 imports a trace into each query dataflow; an arrangement used there as

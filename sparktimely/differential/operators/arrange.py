@@ -99,7 +99,8 @@ def reader(trace: TraceReader, scope: "Scope") -> TraceReader:
 
 def check_importable(box: TraceBox, scope: "Scope") -> None:
     """Raise the error that keeps ``box``'s trace from being imported into ``scope``, if any:
-    a dataflow that checkpoints, another worker's dataflow, other times, a nested scope."""
+    a dataflow that checkpoints, another worker's dataflow, a nested scope (either one's),
+    other times."""
     if checkpointing(scope):
         raise NotImplementedError(
             f"import_ of the trace of {box.name!r} into dataflow {scope.dataflow.name!r}: "
@@ -112,6 +113,11 @@ def check_importable(box: TraceBox, scope: "Scope") -> None:
         raise ValueError(f"import_ of the trace of {box.name!r} into scope {scope.name!r}: "
                          f"import_ needs a dataflow's top-level scope; import the trace "
                          f"there and bring it in with .enter(scope)")
+    if box.kind is not None and box.kind.depth:
+        raise TypeError(f"import_: the trace of {box.name!r} was arranged inside a nested "
+                        f"scope (times like {box.kind.minimum()!r}); import_ takes the traces "
+                        f"of a dataflow's top-level scope: leave() the collection and arrange "
+                        f"it there")
     if box.kind is not None and scope.kind != box.kind:
         raise TypeError(f"import_: the trace of {box.name!r} has times like "
                         f"{box.kind.minimum()!r}, the scope times like {scope.kind.minimum()!r}")
