@@ -100,7 +100,10 @@ class _FilePart:
         if source.format in ("parquet", "csv") and not self.lines:
             self.lines = self.done * rows       # a position from before rows were counted
         fs, file_path = source._filesystem_for(path)
-        self.file = fs.open_input_file(file_path)
+        try:
+            self.file = fs.open_input_file(file_path)
+        except OSError as error:        # missing, a directory, not permitted
+            raise type(error)(f"FileSource: {path} cannot be opened: {error}") from error
         if source.format == "parquet":
             self.batches: Iterator[Any] = self._parquet(rows)
         elif source.format == "csv" and self.file.size() == 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import re
 
 import pyarrow as pa
@@ -736,3 +737,12 @@ def test_an_epochs_second_parquet_file_is_staged_committed_and_discarded_with_th
     sink.discard_staged(lambda partition: partition == "1")
     assert sorted(os.listdir(tmp_path)) == ["part-0000000000-1-c001.parquet",
                                            "part-0000000000-1.parquet"]
+
+
+@pytest.mark.parametrize("name, error", [("missing.jsonl", FileNotFoundError), ("", OSError)])
+def test_a_listed_file_that_cannot_be_opened_is_named(tmp_path, name, error):
+    """A missing file (or a directory) in a list of paths was told as pyarrow's error
+    ("Failed to open local file"), without naming the source."""
+    path = str(tmp_path / name) if name else str(tmp_path)
+    with pytest.raises(error, match=f"FileSource: {re.escape(path)} cannot be opened: "):
+        FileSource([path], format="jsonl").open(posixpath.normpath(path), None)
