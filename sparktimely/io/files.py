@@ -597,7 +597,12 @@ class _DirectoryPart(StagedEpochs):
 
     def __init__(self, sink: "DirectorySink", partition: str, state: dict | None) -> None:
         self.format = sink.format
-        super().__init__(sink._storage(), partition, _SINK_FORMATS[sink.format], _STAGED, state)
+        storage = sink._storage()
+        try:
+            super().__init__(storage, partition, _SINK_FORMATS[sink.format], _STAGED, state)
+        except OSError as error:                    # its path a file, or not permitted
+            raise type(error)(f"DirectorySink {storage.where}, partition {partition!r}: "
+                              f"opening its directory failed: {describe(error)}") from error
 
     def open_file(self, name: str) -> StagedFile:
         return _SinkFile(self.storage, name, self.format)

@@ -584,6 +584,23 @@ def test_a_sink_file_that_cannot_be_written_names_the_sink_partition_and_epoch(
         part.write(4, ["a"])
 
 
+
+def test_a_sink_path_that_is_a_file_names_the_sink(run, tmp_path):
+    """A DirectorySink whose path is a file failed with pyarrow's "Cannot create directory
+    ...: non-directory entry exists", naming neither the sink nor its partition."""
+    path = tmp_path / "out"
+    path.write_text("not a directory")
+
+    def job(worker):
+        worker.dataflow(lambda scope: scope.to_stream([1, 2, 3]).output_to(
+            DirectorySink(str(path), format="jsonl"), "out"))
+        worker.run()
+    with pytest.raises(st.WorkerError, match=rf"FileExistsError: DirectorySink "
+                                             rf"{re.escape(str(path))}, partition '\d+': "
+                                             rf"opening its directory failed: "):
+        run(job)
+    assert path.read_text() == "not a directory"
+
 def test_parquet_columns_take_the_types_of_every_batch_of_an_epoch(tmp_path):
     """Batches of Python records are cut by the runtime: a column None in one batch and
     ints (then floats) in the next is one column of the epoch's type; types that do not
