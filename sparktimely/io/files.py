@@ -38,7 +38,7 @@ import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ..errors import describe, require_positive_int
+from ..errors import describe, require_positive_int, short_repr
 from ._staged import StagedEpochs, StagedFile, delete_staged
 from ._storage import Location, Storage, check_location
 
@@ -469,14 +469,19 @@ class FileSource:
 _STAGED = re.compile(r"^_staged-part-(\d+)-(.+?)(?:-c\d{3,})?\.(parquet|jsonl)$")
 
 
-def _record_batch(batch: Any) -> pa.RecordBatch:
+def _record_batch(batch: Any, schema: pa.Schema | None = None) -> pa.RecordBatch:
     """A batch as a RecordBatch: dicts by key (every key of any of them, in the order first
     seen; a dict without one has null there), tuples as columns ``f0, f1, ...``, other
-    values as one column ``value``.
+    values as one column ``value``. With ``schema``, of that schema: dicts by its names,
+    tuples and other values by position, a RecordBatch's columns by name, cast to its types.
 
     >>> _record_batch([{"a": 1}, {"a": 2, "b": "x"}]).to_pylist()
     [{'a': 1, 'b': None}, {'a': 2, 'b': 'x'}]
+    >>> _record_batch([{"a": None}], pa.schema({"a": pa.int64()})).schema.types
+    [DataType(int64)]
     """
+    if schema is not None:
+        return _fitted(batch, schema)
     if isinstance(batch, pa.RecordBatch):
         return batch
     first = batch[0]
@@ -495,6 +500,34 @@ def _record_batch(batch: Any) -> pa.RecordBatch:
         return pa.RecordBatch.from_arrays([pa.array(column) for column in zip(*batch)],
                                           names=[f"f{i}" for i in range(width)])
     return pa.RecordBatch.from_arrays([pa.array(batch)], names=["value"])
+
+
+def _fitted(batch: Any, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` as a RecordBatch of ``schema`` (see :func:`_record_batch`); a ValueError
+    names the columns a RecordBatch lacks, or the record that does not fit."""
+    if isinstance(batch, pa.RecordBatch):
+        missing = [name for name in schema.names if name not in batch.schema.names]
+        if missing:
+            raise ValueError(f"the batch has no column {', '.join(map(repr, missing))} of "
+                             f"the sink's schema (its columns: {', '.join(batch.schema.names)})")
+        return batch.select(schema.names).cast(schema)
+    first = batch[0]
+    if isinstance(first, dict):
+        names = set(schema.names)
+        for record in batch:
+            if not names.issuperset(record):
+                extra = ", ".join(repr(key) for key in record if key not in names)
+                raise ValueError(f"the record {short_repr(record)} has keys the sink's schema "
+                                 f"has no column for ({extra}): they would be lost")
+        return pa.RecordBatch.from_pylist(batch, schema=schema)
+    rows = batch if isinstance(first, (tuple, list)) else [(record,) for record in batch]
+    for record in rows:
+        if not isinstance(record, (tuple, list)) or len(record) != len(schema):
+            raise ValueError(f"the record {short_repr(record)} does not have the "
+                             f"{len(schema)} fields of the sink's schema ({', '.join(schema.names)})")
+    return pa.RecordBatch.from_arrays(
+        [pa.array(column, field.type) for column, field in zip(zip(*rows), schema)],
+        schema=schema)
 
 
 def _json_line(record: Any) -> str:
@@ -531,10 +564,12 @@ class _SinkFile(StagedFile):
     (None then int: int64; int then float: double); a batch that cannot share it goes to
     another file of the epoch."""
 
-    def __init__(self, storage: Storage, name: str, format: str) -> None:
+    def __init__(self, storage: Storage, name: str, format: str,
+                 schema: pa.Schema | None = None) -> None:
         super().__init__(storage, name)
         self.format = format
-        self.schema: pa.Schema | None = None        # of every batch so far (Parquet)
+        self.fixed = schema                         # the sink's own schema, if given
+        self.schema: pa.Schema | None = schema      # of every batch so far (Parquet)
         self.writer: pq.ParquetWriter | None = None
         self.records: list[pa.RecordBatch] = []     # Python records' columns, until finish
 
@@ -543,12 +578,12 @@ class _SinkFile(StagedFile):
             rows = batch.to_pylist() if isinstance(batch, pa.RecordBatch) else batch
             self.stream.write("".join([_json_line(row) for row in rows]).encode())
             return True
-        records = _record_batch(batch)
+        records = _record_batch(batch, self.fixed)
         schema = self._schema_with(records.schema)
         if schema is None:
             return False
         self.schema = schema
-        if isinstance(batch, pa.RecordBatch):      # written now, fixing the file's types
+        if isinstance(batch, pa.RecordBatch) or self.fixed is not None:  # types fixed: now
             if self.writer is None:
                 self.writer = pq.ParquetWriter(self.stream, schema)
             self.writer.write_batch(records.cast(schema))
@@ -597,6 +632,7 @@ class _DirectoryPart(StagedEpochs):
 
     def __init__(self, sink: "DirectorySink", partition: str, state: dict | None) -> None:
         self.format = sink.format
+        self.schema = sink.schema
         storage = sink._storage()
         try:
             super().__init__(storage, partition, _SINK_FORMATS[sink.format], _STAGED, state)
@@ -605,7 +641,7 @@ class _DirectoryPart(StagedEpochs):
                               f"opening its directory failed: {describe(error)}") from error
 
     def open_file(self, name: str) -> StagedFile:
-        return _SinkFile(self.storage, name, self.format)
+        return _SinkFile(self.storage, name, self.format, self.schema)
 
     def write(self, epoch: int, batch: Any) -> None:
         where = f"DirectorySink {self.storage.where}, partition {self.partition!r}, epoch {epoch}"
@@ -635,6 +671,14 @@ class DirectorySink:
     ``"Infinity"`` or ``"-Infinity"``, as Spark's JSON writer does (Spark's reader reads them
     back as doubles where its schema says double).
 
+    ``schema`` (a ``pyarrow.Schema``, Parquet only): every file gets it, whatever its
+    records: dicts by its names (a missing key is null), tuples and lists by position, other
+    values as its one column, RecordBatches' columns by name, cast to its types. Without it
+    each file's types come from its own records, so a column that is all None in one worker's
+    epoch is of Arrow's null type in that file only, and a reader of the directory may find
+    the files' types incompatible; with it, the same types at any number of workers, and an
+    epoch's batches always share one file.
+
     A run that does not resume a checkpoint removes nothing in ``path``: it replaces the
     files of the epochs and partitions it writes, and the files of an earlier run that it
     does not write stay, read with its own by a reader of the directory (those of workers
@@ -649,11 +693,22 @@ class DirectorySink:
     [{'f0': 'a', 'f1': 1}, {'f0': 'b', 'f1': 2}]
     """
 
-    def __init__(self, path: Location, format: str = "parquet") -> None:
+    def __init__(self, path: Location, format: str = "parquet",
+                 schema: pa.Schema | None = None) -> None:
         _check_format(format, list(_SINK_FORMATS), "DirectorySink")
         check_location("DirectorySink", path)
+        if schema is not None:
+            if not isinstance(schema, pa.Schema):
+                raise TypeError(f"DirectorySink: schema must be a pyarrow.Schema, not "
+                                f"{type(schema).__name__}")
+            if format != "parquet":
+                raise ValueError(f"DirectorySink: schema= is for format='parquet' (JSON "
+                                 f"lines hold each record as it is), not {format!r}")
+            if not len(schema):
+                raise ValueError("DirectorySink: schema has no field")
         self.path = path
         self.format = format
+        self.schema = schema
 
     def _storage(self) -> Storage:
         return Storage(self.path)

@@ -601,6 +601,7 @@ def test_a_sink_path_that_is_a_file_names_the_sink(run, tmp_path):
         run(job)
     assert path.read_text() == "not a directory"
 
+
 def test_parquet_columns_take_the_types_of_every_batch_of_an_epoch(tmp_path):
     """Batches of Python records are cut by the runtime: a column None in one batch and
     ints (then floats) in the next is one column of the epoch's type; types that do not
@@ -620,6 +621,59 @@ def test_parquet_columns_take_the_types_of_every_batch_of_an_epoch(tmp_path):
             for name in os.listdir(tmp_path / "two")} == {
         "part-0000000000-0.parquet": {"v": [1.0, None, 2.5]},
         "part-0000000000-0-c001.parquet": {"v": ["a"]}}
+
+
+SCHEMA = pa.schema({"k": pa.string(), "v": pa.int64()})
+KEYS = [f"k{i}" for i in range(12)]
+
+
+@pytest.mark.parametrize("form", ["dicts", "tuples", "batches"])
+def test_a_sink_schema_gives_every_file_its_types_at_any_worker_count(run, tmp_path, form):
+    """Without a schema each worker's file took its types from its own records: a column
+    all None in one worker's epoch was of Arrow's null type there and int64 elsewhere, and
+    reading the directory failed ("Unsupported cast from int64 to null") at some worker
+    counts only."""
+    out = tmp_path / "out"
+    rows = [(key, None if i % 3 else i) for i, key in enumerate(KEYS)]
+
+    def job(worker):
+        mine = [row for i, row in enumerate(rows) if i % worker.peers == worker.index]
+
+        def build(scope):
+            if form == "batches":          # int32 and an extra column: cast and dropped
+                stream = scope.to_stream(pa.table({
+                    "v": pa.array([v for _, v in mine], pa.int32()), "k": [k for k, _ in mine],
+                    "extra": [1.5] * len(mine)})).exchange(key="k")
+            else:
+                records = mine if form == "tuples" else [{"v": v, "k": k} for k, v in mine]
+                stream = scope.to_stream(records).exchange(
+                    lambda r: st.stable_hash(r[0] if form == "tuples" else r["k"]))
+            stream.output_to(DirectorySink(str(out), schema=SCHEMA), "out")
+        worker.dataflow(build, name="sink")
+        worker.run()
+    run(job)
+    for name in os.listdir(out):
+        assert pq.read_schema(out / name).equals(SCHEMA), name
+    read = pq.read_table(out).to_pylist()
+    assert sorted((r["k"], r["v"]) for r in read) == sorted(rows)
+
+
+def test_a_sink_schema_refuses_records_that_do_not_fit_it_naming_them(tmp_path):
+    part = DirectorySink(str(tmp_path / "out"), schema=SCHEMA).open("0", None)
+    with pytest.raises(ValueError, match=r"DirectorySink .*, partition '0', epoch 3: the record "
+                                         r"\{'k': 'a', 'v': 1, 'w': 2\} has keys the sink's "
+                                         r"schema has no column for \('w'\)"):
+        part.write(3, [{"k": "a", "v": 1}, {"k": "a", "v": 1, "w": 2}])
+    with pytest.raises(ValueError, match=r"the record \('a',\) does not have the 2 fields"):
+        part.write(3, [("a", 1), ("a",)])
+    with pytest.raises(ValueError, match=r"the batch has no column 'v' of the sink's schema"):
+        part.write(3, pa.record_batch({"k": ["a"]}))
+    with pytest.raises(pa.ArrowException, match=r"epoch 3: .*"):
+        part.write(3, [{"k": "a", "v": "not a number"}])
+    with pytest.raises(TypeError, match="schema must be a pyarrow.Schema, not dict"):
+        DirectorySink(str(tmp_path), schema={"k": "string"})
+    with pytest.raises(ValueError, match="schema= is for format='parquet'"):
+        DirectorySink(str(tmp_path), format="jsonl", schema=SCHEMA)
 
 
 def test_output_is_visible_per_epoch_once_complete_at_any_worker_count(run, tmp_path):
