@@ -83,6 +83,6 @@ def one_nan(key: Any) -> Any:
         if any(a is not b for a, b in zip(items, key)):
             return type(key)(*items) if hasattr(key, "_fields") else type(key)(items)
         return key
-    if isinstance(key, numbers.Real) and key != key:        # numpy's floats
-        return _NAN
+    if key != key and isinstance(key, numbers.Real):        # numpy's floats (the ABC's
+        return _NAN                                         # check is slow: after the test)
     return key
