@@ -22,7 +22,10 @@ Both work on any pyarrow filesystem: a local path, a URI (``s3://bucket/dir``,
 """
 from __future__ import annotations
 
+import base64
 import csv
+import datetime
+import decimal
 import io
 import itertools
 import json
@@ -426,10 +429,29 @@ class FileSource:
         ['a.txt', 'b.txt']
         >>> FileSource(["in/./a.txt", "b.txt"], format="text").partitions()
         ['in/a.txt', 'b.txt']
+        >>> FileSource([os.path.join(folder, "a.txt"), os.path.join(folder, ".", "a.txt")],
+        ...            format="text").partitions()        # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ValueError: FileSource: .../a.txt and .../a.txt are one file: its rows would be read twice
         """
         if isinstance(self._paths, list):
+            self._check_distinct_files()
             return [posixpath.normpath(path) for path in self._paths]
         return [name for name, _ in self._files()]
+
+    def _check_distinct_files(self) -> None:
+        """Raise ValueError if two paths of the list are one local file (absolute and
+        relative, through a symbolic link): each would be a partition of its own."""
+        seen: dict[str, str] = {}
+        for path in self._paths:
+            fs, location = self._filesystem_for(path)
+            if not isinstance(fs, pafs.LocalFileSystem):
+                continue
+            real = os.path.realpath(location)
+            if real in seen:
+                raise ValueError(f"FileSource: {seen[real]} and {path} are one file: its rows "
+                                 f"would be read twice")
+            seen[real] = path
 
     def _files(self) -> list[tuple[str, str]]:
         """``(partition name, path)`` of the file or the directory's visible files."""
@@ -524,7 +546,8 @@ def _fitted(batch: Any, schema: pa.Schema) -> pa.RecordBatch:
     for record in rows:
         if not isinstance(record, (tuple, list)) or len(record) != len(schema):
             raise ValueError(f"the record {short_repr(record)} does not have the "
-                             f"{len(schema)} fields of the sink's schema ({', '.join(schema.names)})")
+                             f"{len(schema)} fields of the sink's schema "
+                             f"({', '.join(schema.names)})")
     return pa.RecordBatch.from_arrays(
         [pa.array(column, field.type) for column, field in zip(zip(*rows), schema)],
         schema=schema)
@@ -532,17 +555,36 @@ def _fitted(batch: Any, schema: pa.Schema) -> pa.RecordBatch:
 
 def _json_line(record: Any) -> str:
     """``record`` as a line of strict JSON: a float NaN or infinity, which JSON has no number
-    for, as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, as Spark writes them.
+    for, as the string ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``, as Spark writes them;
+    values JSON has no type for as Spark's JSON writer gives them (:func:`_json_value`).
 
     >>> _json_line({"x": [1.5, float("nan"), float("-inf")]})
     '{"x": [1.5, "NaN", "-Infinity"]}\\n'
     """
     try:
-        return json.dumps(record, allow_nan=False) + "\n"
+        return json.dumps(record, allow_nan=False, default=_json_value) + "\n"
     except ValueError as error:
         if not str(error).startswith("Out of range float values"):
             raise
-        return json.dumps(_finite(record), allow_nan=False) + "\n"
+        return json.dumps(_finite(record), allow_nan=False, default=_json_value) + "\n"
+
+
+def _json_value(value: Any) -> Any:
+    """A value JSON has no type for, as a string: dates, times and timestamps in ISO 8601,
+    bytes in base64 (as Spark's JSON writer gives them), a Decimal as its exact digits; else
+    the TypeError ``json.dumps`` raises, naming the type.
+
+    >>> import datetime, decimal
+    >>> _json_line([datetime.date(2026, 12, 7), b"\\x00\\xff", decimal.Decimal("1.10")])
+    '["2026-12-07", "AP8=", "1.10"]\\n'
+    """
+    if isinstance(value, (datetime.date, datetime.time)):       # (datetime is a date)
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def _finite(value: Any) -> Any:
@@ -669,7 +711,8 @@ class DirectorySink:
     record per line (a dict as an object, a tuple or list as an array, a RecordBatch row as
     an object), in strict JSON: a float NaN or infinity is written as the string ``"NaN"``,
     ``"Infinity"`` or ``"-Infinity"``, as Spark's JSON writer does (Spark's reader reads them
-    back as doubles where its schema says double).
+    back as doubles where its schema says double); dates, times and timestamps as ISO 8601
+    strings and bytes in base64, as Spark writes them, a Decimal as a string of its digits.
 
     ``schema`` (a ``pyarrow.Schema``, Parquet only): every file gets it, whatever its
     records: dicts by its names (a missing key is null), tuples and lists by position, other

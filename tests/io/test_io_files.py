@@ -3,6 +3,9 @@
 and json read from the same files."""
 from __future__ import annotations
 
+import base64
+import datetime
+import decimal
 import json
 import os
 import posixpath
@@ -403,6 +406,22 @@ def test_a_file_with_fewer_rows_than_a_resumed_position_is_refused(tmp_path, for
             read_all(source.open(path, part.snapshot()))
 
 
+def test_one_file_given_under_two_paths_is_refused(tmp_path, monkeypatch):
+    """An absolute and a relative path to one file, or a path through a symbolic link, were
+    two partitions: the file's rows were read twice, without a word."""
+    (tmp_path / "a.jsonl").write_text('{"x": 1}\n')
+    (tmp_path / "b.jsonl").write_text('{"x": 2}\n')
+    os.symlink(tmp_path / "a.jsonl", tmp_path / "link.jsonl")
+    monkeypatch.chdir(tmp_path)
+    absolute = str(tmp_path / "a.jsonl")
+    for twin in ("a.jsonl", str(tmp_path / "link.jsonl")):
+        with pytest.raises(ValueError, match=rf"FileSource: {re.escape(absolute)} and "
+                                             rf"{re.escape(twin)} are one file"):
+            FileSource([absolute, twin], format="jsonl").partitions()
+    assert FileSource([absolute, "b.jsonl"], format="jsonl").partitions() == [absolute,
+                                                                               "b.jsonl"]
+
+
 def test_a_directory_lists_its_visible_files_in_order_each_time(tmp_path):
     for name in ("b.txt", "a.txt", "_hidden.txt", ".dot"):
         (tmp_path / name).write_text("x\n")
@@ -727,6 +746,34 @@ def test_jsonl_output_is_strict_json_with_non_finite_floats_as_spark_writes_them
     spelled = [1.5 if i % 4 == 0 else written[i % 4] for i in range(12)]
     assert got == [{"i": i, "x": spelled[i], "xs": [i, spelled[i]]} for i in range(12)] + \
         [{"i": i + 100, "x": spelled[i]} for i in range(12)]
+
+
+def test_jsonl_output_writes_temporal_binary_and_decimal_values_as_spark_reads_them(
+        run, tmp_path):
+    """A Parquet source's timestamp, date or binary column written as JSON lines failed with
+    "Object of type datetime is not JSON serializable"."""
+    out = str(tmp_path / "out")
+    utc = datetime.timezone.utc
+    rows = pa.table({
+        "i": pa.array(range(6), pa.int64()),
+        "at": pa.array([datetime.datetime(2026, 12, 7, 13, i, tzinfo=utc) for i in range(6)],
+                       pa.timestamp("ms", tz="UTC")),
+        "day": pa.array([datetime.date(2026, 12, i + 1) for i in range(6)], pa.date32()),
+        "raw": pa.array([bytes([i, 255]) for i in range(6)], pa.binary()),
+        "price": pa.array([decimal.Decimal(f"{i}.10") for i in range(6)], pa.decimal128(5, 2))})
+
+    def job(worker):
+        share = -(-rows.num_rows // worker.peers)
+        mine = rows.slice(worker.index * share, share)
+        worker.dataflow(lambda scope: scope.to_stream(mine).exchange(key="i").output_to(
+            DirectorySink(out, format="jsonl"), "rows"))
+    run(job)
+    got = sorted((strict_json(line) for name in os.listdir(out)
+                  for line in open(os.path.join(out, name))), key=lambda r: r["i"])
+    assert got == [{"i": i, "at": f"2026-12-07T13:{i:02d}:00+00:00",
+                    "day": f"2026-12-{i + 1:02d}",
+                    "raw": base64.b64encode(bytes([i, 255])).decode(),
+                    "price": f"{i}.10"} for i in range(6)]
 
 
 def test_parquet_batches_of_two_schemas_go_to_files_of_their_own_at_any_worker_count(
