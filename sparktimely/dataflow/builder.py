@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Generic, Sequence, TypeVar
 
 from ..comm import PeerLost
-from ..errors import ExchangeSchemaError, describe, require_function, require_type
+from ..errors import (ExchangeSchemaError, describe, require_function, require_type,
+                      short_repr)
 from ..progress.timestamp import LEAVE, EnterSummary, Timestamp, advance, check_summary
 from .capability import Capability
 from .channels import Pact, Pipeline, as_pact
@@ -38,6 +39,33 @@ class OperatorError(RuntimeError):
     ...     print(error)
     operator 'Map' (address (0, 1)) raised ZeroDivisionError on the record 0: integer division or modulo by zero
     """
+
+
+TOLD_ALREADY = (OperatorError, ExchangeSchemaError, PeerLost)
+"""Errors an operator's logic passes on as they are: a stream's (an operator downstream's,
+an exchange's) or the transport's, which name their place themselves."""
+
+_NO_RECORD: Any = object()
+
+
+def operator_failed(name: str, address: tuple, error: Exception,
+                    record: Any = _NO_RECORD) -> Exception:
+    """The error to raise for operator ``name`` at ``address`` whose logic raised ``error``
+    (the user's function on ``record``, if given): an :class:`OperatorError` naming the
+    operator (and the record), or ``error`` itself if it is one of :data:`TOLD_ALREADY`.
+
+    >>> operator_failed("Map", (0, 1), KeyError("a"), {"b": 2})
+    OperatorError("operator 'Map' (address (0, 1)) raised KeyError on the record {'b': 2}: 'a'")
+    >>> operator_failed("Map", (0, 1), KeyError("a"))
+    OperatorError("operator 'Map' (address (0, 1)) raised KeyError: 'a'")
+    """
+    if isinstance(error, TOLD_ALREADY):
+        return error
+    told = describe(error)
+    if record is not _NO_RECORD:
+        kind = type(error).__name__
+        told = f"{kind} on the record {short_repr(record)}{told[len(kind):]}"
+    return OperatorError(f"operator {name!r} (address {address}) raised {told}")
 
 
 def require_one_argument(operator: str, logic: Callable) -> None:
@@ -153,12 +181,10 @@ class Operator:
             for handle in self.handles:
                 if handle._flush():
                     self.blocked = True
-        except (OperatorError, ExchangeSchemaError, PeerLost):
+        except TOLD_ALREADY:
             raise               # the stream's, or the transport's (sending), not the operator's
         except Exception as error:
-            raise OperatorError(
-                f"operator {self.name!r} (address {self.address}) raised "
-                f"{describe(error)}") from error
+            raise operator_failed(self.name, self.address, error) from error
         if self.blocked or self.interest is not None:
             self._seen = [input.frontier.frontier() for input in self.inputs]
         if again:

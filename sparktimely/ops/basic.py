@@ -9,11 +9,10 @@ from itertools import chain
 from operator import length_hint
 from typing import Any, Callable, Iterator, Self
 
-from ..comm import PeerLost
 from ..dataflow import Exchange, OperatorBuilder, Pipeline
-from ..dataflow.builder import FrontierInterest, OperatorError, per_batch
+from ..dataflow.builder import FrontierInterest, operator_failed, per_batch
 from ..dataflow.stream import StreamCore
-from ..errors import ExchangeSchemaError, describe, require_function, short_repr
+from ..errors import require_function
 from ..hashing import Route
 
 
@@ -71,21 +70,6 @@ def not_records(operator: str, batch: Any) -> TypeError:
                      f"inspect_batch on them, or from_arrow() for records (dicts or tuples)")
 
 
-def record_failed(operator: str, address: tuple, error: Exception, record: Any) -> Exception:
-    """The error of ``operator`` whose function raised ``error`` on ``record``, naming the
-    operator and the record (``error`` itself when it names its place already: an operator
-    downstream's, or the transport's).
-
-    >>> record_failed("Map", (0, 1), KeyError("a"), {"b": 2})
-    OperatorError("operator 'Map' (address (0, 1)) raised KeyError on the record {'b': 2}: 'a'")
-    """
-    if isinstance(error, (OperatorError, ExchangeSchemaError, PeerLost)):
-        return error
-    kind = type(error).__name__
-    return OperatorError(f"operator {operator!r} (address {address}) raised {kind} on the "
-                         f"record {short_repr(record)}{describe(error)[len(kind):]}")
-
-
 def _taken(batch: list, records: Iterator) -> Any:
     """The record of ``batch`` last taken from ``records`` (its iterator)."""
     return batch[len(batch) - length_hint(records) - 1]
@@ -124,7 +108,7 @@ class BasicOps(StreamCore):
                     try:
                         out = transform(cap.time, records)
                     except Exception as error:
-                        raise record_failed(name, info.address, error,
+                        raise operator_failed(name, info.address, error,
                                             _taken(batch, records)) from error
                     output.give_at(cap, batch if out is None else out)
             return logic
@@ -176,7 +160,7 @@ class BasicOps(StreamCore):
                 try:
                     yield from chain.from_iterable(map(f, records))
                 except Exception as error:
-                    raise record_failed("FlatMap", info.address, error,
+                    raise operator_failed("FlatMap", info.address, error,
                                         _taken(batch, records)) from error
 
             def logic(input: Any, output: Any) -> None:
@@ -308,7 +292,7 @@ class BasicOps(StreamCore):
                         try:
                             routed = route(x)
                         except Exception as error:
-                            raise record_failed(name, builder.address, error, x) from error
+                            raise operator_failed(name, builder.address, error, x) from error
                         try:
                             part, y = routed
                             if 0 <= part < parts:
@@ -348,7 +332,7 @@ class BasicOps(StreamCore):
                 for x in records:
                     (yes if pred(time, x) else no).append(x)
             except Exception as error:
-                raise record_failed("Branch", address, error, _taken(batch, records)) from error
+                raise operator_failed("Branch", address, error, _taken(batch, records)) from error
             return no, yes
         return self._split("Branch", split)
 
