@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import numbers
 import os
 import pickle
 import threading
@@ -638,8 +639,26 @@ class WorkerCore:
         """Step; if there was nothing to do, wait up to ``timeout_seconds`` (None: until
         something arrives) for messages from other workers or activations from other
         threads, or do a unit of deferred work (:meth:`defer`) instead. A lone worker
-        without such activators never waits."""
+        without such activators never waits.
+
+        >>> import sparktimely as st
+        >>> st.execute_directly(lambda worker: worker.step_or_park(-1))
+        Traceback (most recent call last):
+        ValueError: worker 0: step_or_park(-1): the timeout is seconds >= 0, or None to wait until something arrives
+        """
+        if timeout_seconds is not None:
+            self._check_timeout("step_or_park", timeout_seconds)
         return self._step_or_park(timeout_seconds)[0]
+
+    def _check_timeout(self, method: str, timeout_seconds: Any) -> None:
+        """Raise a ValueError or TypeError naming ``method`` if ``timeout_seconds`` is not a
+        number of seconds >= 0 (a negative or NaN timeout would be a wait of no length)."""
+        if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, numbers.Real):
+            raise TypeError(f"worker {self.index}: {method}({timeout_seconds!r}): the timeout "
+                            f"is seconds (a number), or None to wait until something arrives")
+        if not float(timeout_seconds) >= 0:
+            raise ValueError(f"worker {self.index}: {method}({timeout_seconds!r}): the timeout "
+                             f"is seconds >= 0, or None to wait until something arrives")
 
     def _step_or_park(self, timeout_seconds: float | None) -> tuple[bool, bool]:
         """:meth:`step_or_park`; returns (still running, whether the step had anything to
@@ -664,8 +683,10 @@ class WorkerCore:
         >>> st.execute_directly(job)
         [3]
         """
+        if timeout_seconds is not None:
+            self._check_timeout("step_or_park_while", timeout_seconds)
         while predicate():
-            self.step_or_park(timeout_seconds)
+            self._step_or_park(timeout_seconds)
 
     def run(self) -> None:
         """Step until every dataflow has completed (here and, as far as it affects this

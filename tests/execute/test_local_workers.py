@@ -151,6 +151,36 @@ def test_step_or_park_does_not_park_after_a_step_that_moved_the_probe(workers):
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
+@pytest.mark.timeout(60)
+def test_a_negative_or_nan_park_timeout_is_refused_naming_the_worker(workers):
+    """``step_or_park(-1)`` was a wait of no length (a loop meant to park spun instead):
+    a timeout is seconds >= 0 or None, on every worker."""
+    def job(worker):
+        errors = []
+        for method, timeout in (("step_or_park", -1), ("step_or_park", float("nan")),
+                                ("step_or_park_while", -0.5), ("step_or_park", "1")):
+            try:
+                if method == "step_or_park":
+                    worker.step_or_park(timeout)
+                else:
+                    worker.step_or_park_while(timeout, lambda: True)
+            except (ValueError, TypeError) as error:
+                errors.append(str(error))
+        return errors, worker.step_or_park(0.0), worker.step_or_park(None)
+    for index, (errors, *stepped) in enumerate(st.execute(job, workers=workers)):
+        assert errors == [
+            f"worker {index}: step_or_park(-1): the timeout is seconds >= 0, or None to wait "
+            f"until something arrives",
+            f"worker {index}: step_or_park(nan): the timeout is seconds >= 0, or None to wait "
+            f"until something arrives",
+            f"worker {index}: step_or_park_while(-0.5): the timeout is seconds >= 0, or None "
+            f"to wait until something arrives",
+            f"worker {index}: step_or_park('1'): the timeout is seconds (a number), or None to "
+            f"wait until something arrives"]
+        assert stepped == [False, False]          # no dataflow: nothing runs, nothing waits
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
 @pytest.mark.parametrize("one_core", [True, False])
 def test_an_idle_step_yields_its_core_when_the_host_has_more_workers_than_cores(workers,
                                                                                 one_core):
