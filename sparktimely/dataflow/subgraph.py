@@ -450,16 +450,21 @@ class Dataflow:
                                f"callback {route_name(callback)} raised {describe(cause)}"
                                ) from cause
 
-    def open_inputs(self) -> list[OpenInput]:
+    def open_inputs(self, earliest: bool = False) -> list[OpenInput]:
         """The inputs (input handles, unordered inputs) that alone keep this dataflow from
         completing (empty if anything else holds a pointstamp, or if another worker's copy of
         an input, at an earlier time than this worker's, is what holds it: a busy peer, not a
-        forgotten handle here)."""
+        forgotten handle here). With ``earliest``, those that alone hold its earliest times
+        back: a capability at later times only (an imported trace's, say) is not counted."""
         tracker = self.tracker
         # Capabilities, at operators' outputs: counts of messages at their inputs may stay
         # unshared while a capability upstream holds their time (they could move nothing).
-        held = {port.location for operator in self.operators for port in operator.outputs
-                if not tracker.pointstamps(port.location).is_empty()}
+        stamps = {port.location: tracker.pointstamps(port.location)
+                  for operator in self.operators for port in operator.outputs}
+        stamps = {location: held for location, held in stamps.items() if not held.is_empty()}
+        held = {location for location, mine in stamps.items()
+                if not earliest or any(not any(other.less_than(time) for other in stamps.values())
+                                       for time in mine.frontier())}
         inputs: dict[Any, tuple[Literal["handle", "unordered"], str, int]] = {}
         for handle_ref, operator in self._input_handles:
             handle = handle_ref()

@@ -631,7 +631,7 @@ class WorkerCore:
         a dataflow back, says which, once (a forgotten ``advance_to`` or ``close()``)."""
         idleness = _Idleness(self, "has not moved while step_while waits: only {inputs} "
                                    "hold{s} it back.", "Advance an input handle (advance_to) "
-                                   "past the time waited for, or close() it.")
+                                   "past the time waited for, or close() it.", earliest=True)
         while predicate():
             idleness.stepped(self._step_or_park(1.0)[1])
 
@@ -755,14 +755,18 @@ class _Idleness:
     :attr:`WorkerCore.idle_hint_after` and only inputs hold a dataflow, says so, once per
     dataflow: ``hint`` with the inputs as ``{inputs}`` (and ``{s}`` for one), then
     ``handle_advice`` if input handles are among them and what to do with an unordered
-    input's capabilities if one is."""
+    input's capabilities if one is. With ``earliest``, inputs are named when they alone hold
+    the dataflow's earliest times (what a loop waiting for a time waits on), though something
+    else holds later ones."""
 
-    __slots__ = ("worker", "hint", "handle_advice", "since", "hinted")
+    __slots__ = ("worker", "hint", "handle_advice", "earliest", "since", "hinted")
 
-    def __init__(self, worker: WorkerCore, hint: str, handle_advice: str) -> None:
+    def __init__(self, worker: WorkerCore, hint: str, handle_advice: str,
+                 earliest: bool = False) -> None:
         self.worker = worker
         self.hint = hint
         self.handle_advice = handle_advice
+        self.earliest = earliest
         self.since = _time.monotonic()
         self.hinted: set[int] = set()
 
@@ -776,7 +780,7 @@ class _Idleness:
             for dataflow in worker._dataflows:
                 if dataflow.index in self.hinted:
                     continue
-                open_inputs = dataflow.open_inputs()
+                open_inputs = dataflow.open_inputs(self.earliest)
                 if open_inputs:
                     self.hinted.add(dataflow.index)
                     kinds = {held.kind for held in open_inputs}

@@ -11,6 +11,7 @@ import pytest
 from ports import free_ports
 
 import sparktimely as st
+import sparktimely.differential as dd
 
 JOB = textwrap.dedent("""
     import sys
@@ -87,6 +88,38 @@ def test_an_input_that_alone_holds_a_dataflow_is_named_when_nothing_moves(
     hints = [r.getMessage() for r in caplog.records if hint in r.getMessage()]
     assert hints, caplog.text
     assert f"dataflow 'wordcount' (index 0) {hint}" in hints[0] and advice in hints[0]
+
+
+def test_a_query_input_left_behind_is_named_though_its_import_holds_a_later_time(
+        run, monkeypatch, caplog):
+    """Seed 003's pattern with a forgotten ``query.advance_to``: the imported trace holds
+    the query dataflow at the shared arrangement's later time, and step_while named only
+    the arranging dataflow's input (kept open on purpose), never the query's own."""
+    monkeypatch.setattr(st.Worker, "idle_hint_after", 0.05)
+
+    def job(worker):
+        knows, query = dd.InputSession("knows"), dd.InputSession("query")
+        kept.extend([knows, query])
+
+        def arrange(scope):
+            arranged = knows.to_collection(scope).arrange_by_key()
+            return arranged.trace, arranged.stream.probe()
+        trace, probe = worker.dataflow(arrange, name="knows")
+        knows.insert((worker.index, 1))
+        knows.advance_to(1)
+        worker.step_while(lambda: probe.less_than(1))
+        done = worker.dataflow(lambda scope: trace.import_(scope)
+                               .semijoin(query.to_collection(scope)).probe(), name="ask")
+        query.insert(0)
+        knows.advance_to(2)
+        worker.step_while(lambda: done.less_than(1))      # query is still at time 0
+    kept = []
+    with caplog.at_level(logging.WARNING, logger="sparktimely"):
+        with pytest.raises(st.WorkerError, match="Stalled"):
+            run(job, stall_seconds=1.0)
+    asked = [r.getMessage() for r in caplog.records if "dataflow 'ask'" in r.getMessage()]
+    assert asked and "only input handle 'query' (operator 'Input' at address (1, 1)) holds " \
+        "it back" in asked[0], caplog.text
 
 
 def test_no_hint_for_a_handle_advanced_past_what_a_busy_peer_still_holds(run, monkeypatch,
