@@ -180,7 +180,8 @@ def kept(batch: Any, peers: int) -> Any:
     views of the ring's bytes: held for long (a window waiting for its time to complete), it
     keeps the writer from reusing that space, and the writer rolls to new ring segments
     instead (fresh pages, and a round trip between the workers each time). Its columns are
-    copied then (about 40 us per MB); a list, or any batch at one worker, is kept as it is.
+    copied then (about 40 us per MB); a list, any batch at one worker, or a batch without
+    columns (no bytes to hold, and a copy of its columns would have no rows) is kept as it is.
 
     >>> import pyarrow as pa
     >>> batch = pa.record_batch({"k": [1, 2]})
@@ -191,7 +192,7 @@ def kept(batch: Any, peers: int) -> Any:
     >>> copy.equals(batch), address(copy) == address(batch)
     (True, False)
     """
-    if peers == 1 or batch.__class__ is not pa.RecordBatch:
+    if peers == 1 or batch.__class__ is not pa.RecordBatch or not batch.num_columns:
         return batch
     return pa.RecordBatch.from_arrays([pa.concat_arrays([column]) for column in batch.columns],
                                       schema=batch.schema)

@@ -568,6 +568,14 @@ def test_batches_of_rows_without_columns_keep_their_rows(run):
         assert records == [kind] * 10 * run.workers
 
 
+def test_batches_of_rows_without_columns_keep_their_rows_while_held(run):
+    """delay_batch copies a batch it holds off the shared-memory ring at several workers: a
+    copy of a batch of no columns was a batch of 0 rows, which was never sent."""
+    batch = pa.record_batch({"a": list(range(10))}).select([])
+    results = example(run, lambda s: s.to_stream([batch]).delay_batch(lambda t: t + 1).capture())
+    assert [(t, table.num_rows) for captured in results for t, table in captured.extract()] \
+        == [(1, 10)] * run.workers
+
 def test_object_and_arrow_streams_mix(run):
     text = ["the quick brown fox", "jumps over the lazy dog", "the end"]
 
