@@ -58,6 +58,9 @@ class Capture:
     def __init__(self) -> None:
         self._batches: list[tuple[Any, Any]] = []
 
+    def __getstate__(self) -> dict:
+        return {"_batches": [(time, _whole(batch)) for time, batch in self._batches]}
+
     def _record(self, time: Any, batch: Any) -> None:
         self._batches.append((time, batch))
 
@@ -71,6 +74,41 @@ class Capture:
         [(0, [2]), (1, [1, 3])]
         """
         return merge_by_time(self._batches)
+
+
+class _Columnless:
+    """Pickled in place of an Arrow batch or table without columns, whose pyarrow pickle
+    has 0 rows: unpickles as one of its rows.
+
+    >>> import pickle, pyarrow as pa
+    >>> batch = pa.record_batch({"a": [1, 2]}).select([])
+    >>> pickle.loads(pickle.dumps(_whole(batch))).num_rows
+    2
+    """
+
+    __slots__ = ("rows", "table")
+
+    def __init__(self, rows: int, table: bool) -> None:
+        self.rows, self.table = rows, table
+
+    def __reduce__(self) -> tuple:
+        return _columnless, (self.rows, self.table)
+
+
+def _columnless(rows: int, table: bool) -> Any:
+    """A RecordBatch (a Table if ``table``) of ``rows`` rows and no columns."""
+    import pyarrow
+    batch = pyarrow.record_batch([pyarrow.nulls(rows)], names=[""]).select([])
+    return pyarrow.Table.from_batches([batch]) if table else batch
+
+
+def _whole(container: Any) -> Any:
+    """``container`` as it should be pickled: an Arrow one without columns as a
+    :class:`_Columnless` of its rows."""
+    if container.__class__ is list or getattr(container, "num_columns", None) != 0:
+        return container
+    import pyarrow
+    return _Columnless(container.num_rows, isinstance(container, pyarrow.Table))
 
 
 def merge_by_time(pairs: Iterable[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
@@ -228,6 +266,8 @@ class EventWriter:
         >>> st.EventReader(io.BytesIO(buffer.getvalue())).next()
         ('messages', 0, ['a'])
         """
+        if event[0] == "messages" and len(event) == 3:
+            event = (event[0], event[1], _whole(event[2]))
         data = pickle.dumps(event, protocol=5)
         self._file.write(_LENGTH.pack(len(data)))
         self._file.write(data)

@@ -248,3 +248,21 @@ def test_bytes_that_are_no_log_are_a_value_error_naming_the_replayed_log(tmp_pat
         st.execute(job, workers=workers)
     assert f"operator 'Replay' (address (0, 0)) raised ValueError: replay: log 1 cannot be " \
            f"read: {told}" in str(failed.value)
+
+
+@pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.timeout(60)
+def test_a_capture_and_a_log_of_batches_without_columns_keep_their_rows(workers, tmp_path):
+    """pyarrow's pickle of a batch without columns has no rows: a Capture returned from a
+    worker process extracted tables of 0 rows, and a replayed log lost the batches."""
+    batch = pa.record_batch({"a": list(range(10))}).select([])
+    paths = [str(tmp_path / f"log-{i}") for i in range(workers)]
+    captures = st.execute(lambda w: w.dataflow(lambda scope: scope.to_stream([batch])
+                                               .capture_into(st.EventWriter(paths[w.index]))
+                                               or scope.to_stream([batch]).capture()),
+                          workers=workers)
+    assert [(t, table.num_rows) for c in captures for t, table in c.extract()] == \
+        [(0, 10)] * workers
+    replayed = st.execute_directly(lambda w: w.dataflow(lambda scope: st.replay_into(
+        [st.EventReader(path) for path in paths], scope).capture()))
+    assert [(t, table.num_rows) for t, table in replayed.extract()] == [(0, 10 * workers)]
