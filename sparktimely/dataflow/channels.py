@@ -319,11 +319,11 @@ class _Routing:
         exchange (not as the failure of the operator feeding it, which was running), and its
         cause: for records, the first whose route is not an int and what the route returned
         (checked only now, so routing costs nothing more while it works; no cause: the
-        arithmetic that failed on the value is ours); for Arrow batches, the error
-        partitioning gave; for a route that raised (``stable_hash`` of a key it cannot hash,
-        an IndexError of a key function), that error and the record; for a batch the pact
-        refuses (a window's, of the other form), the pact's error. None when there is nothing
-        to add."""
+        arithmetic that failed on the value is ours); for Arrow batches, and for records
+        sent to key columns, the error partitioning gave; for a route that raised
+        (``stable_hash`` of a key it cannot hash, an IndexError of a key function), that error
+        and the record; for a batch the pact refuses (a window's, of the other form), the
+        pact's error. None when there is nothing to add."""
         target = self._target
         operator = target.dataflow.operators[target.operator]
         port = f"input {operator.inputs.index(target)} of " if len(operator.inputs) > 1 else ""
@@ -332,10 +332,8 @@ class _Routing:
         refused = self._pact.refusal(batch)
         if refused is not None:
             return f"{where} raised {type(refused).__name__}: {message_of(refused)}", error
-        if batch.__class__ is not list:
+        if batch.__class__ is not list or self._route is None:     # (None: records by key)
             return f"{where} raised {type(error).__name__}: {message_of(error)}", error
-        if self._route is None:
-            return None
         workers = range(peers)
         for record in batch:
             try:

@@ -589,6 +589,14 @@ def test_object_and_arrow_streams_mix(run):
     assert counts == [(0, sorted(collections.Counter(" ".join(text).split()).items()))]
 
 
+def test_an_exchange_by_key_of_python_records_is_named_not_the_operator_feeding_it(run):
+    """The error was told as the failure of ToStream, the operator feeding the exchange."""
+    with pytest.raises((st.WorkerError, st.OperatorError),
+                       match=r"the exchange into operator 'Exchange' \(address \(0, 1\)\) by "
+                             r"Exchange\(key='k'\) raised TypeError: Exchange\(key=\.\.\.\) "
+                             r"partitions Arrow batches; this stream carries Python objects"):
+        example(run, lambda s: s.to_stream([{"k": 1}]).exchange(key="k").probe())
+
 @pytest.mark.parametrize("operator", ["map", "filter", "flat_map", "inspect"])
 def test_record_operators_refuse_arrow_batches_naming_the_batch_operators(run, operator):
     table = pa.table({"x": [1, 2]})
