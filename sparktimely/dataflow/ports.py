@@ -371,8 +371,12 @@ class OutputHandle:
             if not capability._live:
                 capability._check_live("send with")
             if capability._port is not self._port:
+                index = self._index
                 raise CapabilityError(
-                    f"capability for time {capability._time!r} belongs to another output")
+                    f"capability for time {capability._time!r} belongs to another output: a "
+                    f"session on output {index} needs a capability of output {index} "
+                    f"(delayed_for_output(t, {index}) or retain_for_output({index}) of an input "
+                    f"capability, or the constructor's capability for it)")
             return capability._time
         raise TypeError(f"session() needs a Capability or InputCapability, "
                         f"not {type(capability).__name__}")

@@ -135,6 +135,42 @@ def test_input_capability_delayed_backwards(run):
         assert "5" in errors[0] and "4" in errors[0]
 
 
+def test_a_capability_of_another_output_names_the_output_and_how_to_get_one(run):
+    """cap.delayed(t) is for output 0 (timely's): giving with it on output 1 told only that
+    the capability 'belongs to another output'."""
+    def job(worker):
+        told = []
+
+        def build(scope):
+            builder = st.OperatorBuilder("TwoOut", scope)
+            input = builder.new_input(scope.to_stream(["x"]), st.Pipeline)
+            builder.new_output()
+            second, stream = builder.new_output()
+
+            def ctor(capabilities):
+                for capability in capabilities:
+                    capability.drop()
+
+                def logic(frontiers):
+                    for cap, batch in input:
+                        try:
+                            second.session(cap.delayed(1)).give_batch(batch)
+                        except st.CapabilityError as error:
+                            told.append(str(error))
+                        second.session(cap.delayed_for_output(1, 1)).give_batch(batch)
+                return logic
+            builder.build(ctor)
+            return stream.capture()
+        captured = worker.dataflow(build)
+        worker.run()
+        return told, captured.extract()
+    for told, captured in run(job):
+        assert told == ["capability for time 1 belongs to another output: a session on "
+                        "output 1 needs a capability of output 1 (delayed_for_output(t, 1) "
+                        "or retain_for_output(1) of an input capability, or the "
+                        "constructor's capability for it)"]
+        assert captured == [(1, ["x"])]
+
 @pytest.mark.parametrize("output", ["1", True, 1.0, None])
 @pytest.mark.parametrize("call", ["delayed_for_output", "retain_for_output"])
 def test_an_output_that_is_no_index_names_the_call_and_the_value(call, output):
