@@ -226,7 +226,9 @@ class TimingOps(StreamCore):
     def reclock(self, clock_stream: Self) -> Self:
         """Holds each record until a record of ``clock_stream`` arrives at a time not earlier
         than the record's, and re-stamps it with that clock time. Epoch checkpoints hold the
-        records waiting.
+        records waiting. As in timely, each worker reclocks its own records by the clock
+        records it receives: a clock made on one worker reaches every worker with
+        ``.broadcast()`` (records never ticked for are dropped when the streams end).
 
         >>> import sparktimely as st
         >>> def build(scope):
