@@ -291,6 +291,8 @@ class BarrierWorker:
         session, self._session = self._session, None
         assert session is not None
         try:
+            if isinstance(error, SystemExit):   # sys.exit() in user code: a failure, as in run
+                session._fail(error)
             session.__exit__(kind, error, trace)
         except WorkerError as failure:
             text = format_failure(failure.index, failure.message, failure.traceback)
@@ -315,9 +317,10 @@ them again), as opposed to an error in user code."""
 
 def _in_user_code(error: BaseException | None) -> bool:
     """Whether the error a task's worker raised comes from user code (a ``build``, an
-    operator's logic: its OSErrors too, such as a file it could not open), which fails every
-    attempt of the stage alike."""
-    return isinstance(error, Exception) and not isinstance(error, _LOST_TOUCH)
+    operator's logic: its OSErrors too, such as a file it could not open, and sys.exit()),
+    which fails every attempt of the stage alike."""
+    return (isinstance(error, (Exception, SystemExit))
+            and not isinstance(error, _LOST_TOUCH))
 
 
 # -- the tasks the driver's forms run ---------------------------------------------------------

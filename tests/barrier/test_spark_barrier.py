@@ -380,6 +380,34 @@ def test_an_error_in_build_fails_a_shuffle_feeding_stage_at_once_without_retries
     assert elapsed < 5, f"the failure took {elapsed:.1f} s to surface"
 
 
+@pytest.mark.parametrize("where", ["build", "operator"])
+def test_sys_exit_in_a_worker_fails_a_shuffle_feeding_stage_at_once_naming_it(spark, where):
+    """sys.exit() in one worker's build or operator is a failure in user code, as in
+    ``run``: the job fails at once naming the worker and SystemExit (it failed the stage
+    through Spark, retried four times, with no worker named)."""
+    def build(scope, stream):
+        if where == "build" and scope.index == 1:
+            sys.exit("no config")
+
+        def exit_on_worker_1(batch):
+            if scope.index == 1:
+                sys.exit("no config")
+            return batch
+        return stream.map_batches(exit_on_worker_1)
+    df = stb.map_in_arrow(spark.range(0, 100, 1, 2), build, "id long", num_workers=2)
+    started = time.monotonic()
+    with pytest.raises(Exception) as caught:
+        df.groupBy("id").count().collect()
+    elapsed = time.monotonic() - started
+    message = str(caught.value)
+    assert "maximum allowable number of times" not in message
+    error = stb.parse_failure(message)
+    assert error is not None and error.index == 1, message[:2000]
+    assert "SystemExit: no config" in error.message, error.message
+    assert 'sys.exit("no config")' in error.traceback
+    assert elapsed < 5, f"the failure took {elapsed:.1f} s to surface"
+
+
 @pytest.mark.parametrize("returned, told", [
     (lambda stream: [stream], "list"), (lambda stream: dd.from_stream(stream), "Collection")])
 def test_a_build_that_returns_no_stream_is_named_with_what_it_returned(spark, returned, told):
