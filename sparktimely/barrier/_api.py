@@ -349,7 +349,8 @@ def map_partitions(rdd: RDD[Any], build: Callable[[Scope, Stream], Stream], *,
     workers = rdd.getNumPartitions()
     if workers == 0:                    # nothing to run (Spark runs no task either)
         return rdd.context.emptyRDD()
-    check(rdd.context, workers)
+    _check_per_partition(rdd.context, workers, "the RDD",
+                         "rdd.repartition(N) gives N workers")
     ship(rdd.context)
     options = _task_options(rdd.context, timeout, stall_limit, directory, checkpoint_dir,
                             checkpoint_every)
@@ -399,7 +400,8 @@ def map_in_arrow(df: DataFrame, build: Callable[[Scope, Stream], Stream],
         partitions = df.rdd.getNumPartitions()
         if partitions == 0:             # nothing to run (Spark runs no task either)
             return spark.createDataFrame([], _schemas(spark, schema)[0])
-        check(spark, partitions)
+        _check_per_partition(spark, partitions, "the DataFrame",
+                             "give num_workers=N to repartition it")
     spark_schema, arrow_schema = _schemas(spark, schema)
     ship(spark)
     options = _task_options(context_of(spark), timeout, stall_limit, directory,
@@ -413,6 +415,16 @@ def map_in_arrow(df: DataFrame, build: Callable[[Scope, Stream], Stream],
         if not hasattr(df, "_jdf"):
             raise
         return _map_in_arrow_without_pandas(df, task, spark_schema)
+
+
+def _check_per_partition(spark, partitions: int, data: str, remedy: str) -> None:
+    """:func:`check` for one worker per partition of ``data``: a BarrierSetupError says that
+    the workers are its partitions, and ``remedy``."""
+    try:
+        check(spark, partitions)
+    except BarrierSetupError as error:
+        raise BarrierSetupError(f"{error} ({data} has {partitions} partitions, one worker "
+                                f"each: {remedy})") from None
 
 
 def _check_options(timeout: float | None, stall_limit: float | None,

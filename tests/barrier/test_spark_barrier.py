@@ -263,6 +263,20 @@ def test_too_few_slots_fail_at_once(spark):
     assert time.monotonic() - started < 10
 
 
+
+def test_more_partitions_than_slots_are_told_as_partitions(spark):
+    """Without num_workers, one worker runs per partition: too many partitions are told as
+    such, with how to have fewer (the error said "ask for fewer workers" to a caller who had
+    asked for none)."""
+    started = time.monotonic()
+    with pytest.raises(stb.BarrierSetupError, match=r"has 2 task slots .*\(the DataFrame "
+                       r"has 3 partitions, one worker each: give num_workers="):
+        stb.map_in_arrow(spark.range(0, 10, 1, 3), lambda scope, s: s, "id long")
+    with pytest.raises(stb.BarrierSetupError, match=r"has 2 task slots .*\(the RDD has 3 "
+                       r"partitions, one worker each: rdd.repartition"):
+        stb.map_partitions(spark.sparkContext.parallelize(range(10), 3), lambda scope, s: s)
+    assert time.monotonic() - started < 10
+
 def failing_job(worker):
     """Worker 1 fails while worker 0 waits (parked, no time limit) for its data."""
     handle = st.InputHandle()
