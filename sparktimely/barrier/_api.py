@@ -10,8 +10,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from ..worker import Worker
-from ..io.checkpoints import RecoveryError, checkpointing, committed_epochs, \
+from ..io.checkpoints import RecoveryError, checkpointing, committed_epochs, newest_commit, \
     reraise_recovery_error
+from ..io._storage import Storage
 from ..comm.net import connect_timeout
 from ..errors import empty_path_problem, require_function, require_positive_int
 from ..execute import check_run_options
@@ -338,7 +339,8 @@ def map_partitions(rdd: RDD[Any], build: Callable[[Scope, Stream], Stream], *,
     is kept with the checkpoints, and the task of a failed action built again (Spark does
     not run a failed barrier stage's plan a second time) resumes after the last checkpoint,
     sending again what the checkpointed epochs sent. The input must come again in the same
-    order (deterministic, as Spark recomputes it).
+    order (deterministic, as Spark recomputes it) and in as many partitions: a checkpoint of
+    another number of workers raises :class:`sparktimely.RecoveryError`.
 
     >>> counts = stb.map_partitions(lines, lambda scope, s: s.flat_map(str.split).count())  # doctest: +SKIP
     """
@@ -351,6 +353,7 @@ def map_partitions(rdd: RDD[Any], build: Callable[[Scope, Stream], Stream], *,
         return rdd.context.emptyRDD()
     _check_per_partition(rdd.context, workers, "the RDD",
                          "rdd.repartition(N) gives N workers")
+    _check_task_checkpoints(checkpoint_dir, workers)
     ship(rdd.context)
     options = _task_options(rdd.context, timeout, stall_limit, directory, checkpoint_dir,
                             checkpoint_every)
@@ -402,6 +405,7 @@ def map_in_arrow(df: DataFrame, build: Callable[[Scope, Stream], Stream],
             return spark.createDataFrame([], _schemas(spark, schema)[0])
         _check_per_partition(spark, partitions, "the DataFrame",
                              "give num_workers=N to repartition it")
+    _check_task_checkpoints(checkpoint_dir, num_workers or partitions)
     spark_schema, arrow_schema = _schemas(spark, schema)
     ship(spark)
     options = _task_options(context_of(spark), timeout, stall_limit, directory,
@@ -425,6 +429,22 @@ def _check_per_partition(spark, partitions: int, data: str, remedy: str) -> None
     except BarrierSetupError as error:
         raise BarrierSetupError(f"{error} ({data} has {partitions} partitions, one worker "
                                 f"each: {remedy})") from None
+
+
+def _check_task_checkpoints(checkpoint_dir: Any, workers: int) -> None:
+    """Raise :class:`RecoveryError` when ``checkpoint_dir`` holds the lazy forms' checkpoint
+    of another number of workers: a task's input is its own Spark partition, which another
+    worker count splits otherwise, so resuming would repeat and mix rows."""
+    if checkpoint_dir is None:
+        return
+    storage = Storage(checkpoint_dir)
+    record = newest_commit(storage, storage.path("barrier-task", "commits"))
+    if record is not None and record["workers"] != workers:
+        old = f"{record['workers']} worker{'s' if record['workers'] != 1 else ''}"
+        raise RecoveryError(
+            f"checkpoint directory {storage.where} holds a checkpoint written by {old}, not "
+            f"{workers}: each worker resumes its own Spark partition, which {workers} workers "
+            f"split otherwise (run with {old}, or give another checkpoint directory)")
 
 
 def _check_options(timeout: float | None, stall_limit: float | None,

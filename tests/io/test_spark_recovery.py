@@ -145,3 +145,25 @@ def test_map_partitions_resumes_a_failed_action_mid_partition(spark, tmp_path):
                                                                 RECORDS_PER_BATCH)]
               for part in parts]
     assert sorted(out.collect()) == expected_counts(chunks)
+
+
+def test_the_lazy_forms_refuse_a_checkpoint_of_another_worker_count(spark, tmp_path):
+    """A task's input is its own Spark partition, which another worker count splits
+    otherwise: resuming 1 worker's checkpoint with 2 workers sent the kept output again
+    and the second partition's rows besides (30 rows became 45, silently). It is a
+    RecoveryError on the driver, and the same worker count still resumes."""
+    df = spark.createDataFrame([(i,) for i in range(30)], "id long")
+    directory = str(tmp_path / "ck")
+
+    def ids(workers):
+        out = stb.map_in_arrow(df, lambda scope, s: s, "id long", num_workers=workers,
+                               checkpoint_dir=directory)
+        return sorted(row.id for row in out.collect())
+    assert ids(1) == list(range(30))
+    with pytest.raises(st.RecoveryError, match=r"written by 1 worker, not 2: .*another "
+                       r"checkpoint directory"):
+        ids(2)
+    assert ids(1) == list(range(30))
+    rdd = spark.sparkContext.parallelize(range(30), 2)
+    with pytest.raises(st.RecoveryError, match=r"written by 1 worker, not 2"):
+        stb.map_partitions(rdd, lambda scope, s: s, checkpoint_dir=directory)
