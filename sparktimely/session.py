@@ -283,7 +283,7 @@ class WorkerSession:
             if self._allocator is not None and self.plan is not None:
                 self._allocator.connect()
         except BaseException as error:
-            self._fail(error)
+            self.fail(error)
         return worker
 
     def connect(self) -> Any:
@@ -331,14 +331,16 @@ class WorkerSession:
                     self._allocator.close()            # flush, remote goodbyes
                 self._release(failed=False)
             except BaseException as failure:
-                self._fail(failure)
+                self.fail(failure)
         elif not isinstance(error, (Exception, Stalled)):   # GeneratorExit, KeyboardInterrupt
             self._abandon(self.index, describe(error), "".join(tb.format_exception(error)))
         else:
-            self._fail(error)
+            self.fail(error)
 
-    def _fail(self, error: BaseException) -> NoReturn:
-        """Record ``error`` for the host group, let go of everything, raise WorkerError."""
+    def fail(self, error: BaseException) -> NoReturn:
+        """Record ``error`` for the host group, let go of everything, raise WorkerError
+        (what leaving with an error does; a Spark task's worker calls it for ``sys.exit()``
+        in user code, which leaving treats as an interruption)."""
         self._reserve = b""                 # room to tell a MemoryError that left none
         if self._watch is not None:
             self._watch.stop()

@@ -10,9 +10,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from ..worker import Worker
-from ..io.checkpoints import RecoveryError, checkpointing, committed_epochs, newest_commit, \
-    reraise_recovery_error
-from ..io._storage import Storage
+from ..io.checkpoints import RecoveryError, checkpointed_workers, checkpointing, \
+    committed_epochs, reraise_recovery_error
 from ..comm.net import connect_timeout
 from ..errors import empty_path_problem, require_function, require_positive_int
 from ..execute import check_run_options
@@ -437,12 +436,11 @@ def _check_task_checkpoints(checkpoint_dir: Any, workers: int) -> None:
     worker count splits otherwise, so resuming would repeat and mix rows."""
     if checkpoint_dir is None:
         return
-    storage = Storage(checkpoint_dir)
-    record = newest_commit(storage, storage.path("barrier-task", "commits"))
-    if record is not None and record["workers"] != workers:
-        old = f"{record['workers']} worker{'s' if record['workers'] != 1 else ''}"
+    written = checkpointed_workers(checkpoint_dir, "barrier-task")
+    if written is not None and written != workers:
+        old = f"{written} worker{'s' if written != 1 else ''}"
         raise RecoveryError(
-            f"checkpoint directory {storage.where} holds a checkpoint written by {old}, not "
+            f"checkpoint directory {checkpoint_dir} holds a checkpoint written by {old}, not "
             f"{workers}: each worker resumes its own Spark partition, which {workers} workers "
             f"split otherwise (run with {old}, or give another checkpoint directory)")
 

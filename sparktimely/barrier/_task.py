@@ -292,7 +292,7 @@ class BarrierWorker:
         assert session is not None
         try:
             if isinstance(error, SystemExit):   # sys.exit() in user code: a failure, as in run
-                session._fail(error)
+                session.fail(error)
             session.__exit__(kind, error, trace)
         except WorkerError as failure:
             text = format_failure(failure.index, failure.message, failure.traceback)

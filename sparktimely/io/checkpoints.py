@@ -267,6 +267,25 @@ def committed_epochs(checkpoint_dir: Location) -> dict[str, int | None]:
     return epochs
 
 
+def checkpointed_workers(checkpoint_dir: Location, name: str) -> int | None:
+    """How many workers wrote the newest checkpoint of the dataflow ``name`` in
+    ``checkpoint_dir`` (None when there is none). Reads only.
+
+    >>> import tempfile, sparktimely as st
+    >>> directory = tempfile.mkdtemp()
+    >>> def job(worker):
+    ...     enable_checkpoints(worker, directory)
+    ...     worker.dataflow(lambda scope: scope.to_stream([1]).probe(), name="ones")
+    >>> checkpointed_workers(directory, "ones"), st.execute(job, workers=2)
+    (None, [None, None])
+    >>> checkpointed_workers(directory, "ones")
+    2
+    """
+    storage = Storage(checkpoint_dir)
+    record = newest_commit(storage, storage.path(quote(name, safe=""), "commits"))
+    return None if record is None else record["workers"]
+
+
 def newest_commit(storage: Storage, commits: str) -> dict | None:
     """The newest commit record in the folder ``commits`` (None if it holds none)."""
     sequences = [s for s in map(records.sequence_of, storage.names(commits)) if s is not None]
