@@ -576,6 +576,7 @@ def test_batches_of_rows_without_columns_keep_their_rows_while_held(run):
     assert [(t, table.num_rows) for captured in results for t, table in captured.extract()] \
         == [(1, 10)] * run.workers
 
+
 def test_object_and_arrow_streams_mix(run):
     text = ["the quick brown fox", "jumps over the lazy dog", "the end"]
 
@@ -596,6 +597,7 @@ def test_an_exchange_by_key_of_python_records_is_named_not_the_operator_feeding_
                              r"Exchange\(key='k'\) raised TypeError: Exchange\(key=\.\.\.\) "
                              r"partitions Arrow batches; this stream carries Python objects"):
         example(run, lambda s: s.to_stream([{"k": 1}]).exchange(key="k").probe())
+
 
 @pytest.mark.parametrize("operator", ["map", "filter", "flat_map", "inspect"])
 def test_record_operators_refuse_arrow_batches_naming_the_batch_operators(run, operator):
