@@ -263,7 +263,6 @@ def test_too_few_slots_fail_at_once(spark):
     assert time.monotonic() - started < 10
 
 
-
 def test_more_partitions_than_slots_are_told_as_partitions(spark):
     """Without num_workers, one worker runs per partition: too many partitions are told as
     such, with how to have fewer (the error said "ask for fewer workers" to a caller who had
@@ -276,6 +275,7 @@ def test_more_partitions_than_slots_are_told_as_partitions(spark):
                        r"partitions, one worker each: rdd.repartition"):
         stb.map_partitions(spark.sparkContext.parallelize(range(10), 3), lambda scope, s: s)
     assert time.monotonic() - started < 10
+
 
 def failing_job(worker):
     """Worker 1 fails while worker 0 waits (parked, no time limit) for its data."""

@@ -171,6 +171,7 @@ def test_a_capability_of_another_output_names_the_output_and_how_to_get_one(run)
                         "constructor's capability for it)"]
         assert captured == [(1, ["x"])]
 
+
 @pytest.mark.parametrize("output", ["1", True, 1.0, None])
 @pytest.mark.parametrize("call", ["delayed_for_output", "retain_for_output"])
 def test_an_output_that_is_no_index_names_the_call_and_the_value(call, output):
