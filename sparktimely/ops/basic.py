@@ -109,7 +109,7 @@ class BasicOps(StreamCore):
                         out = transform(cap.time, records)
                     except Exception as error:
                         raise operator_failed(name, info.address, error,
-                                            _taken(batch, records)) from error
+                                              _taken(batch, records)) from error
                     output.give_at(cap, batch if out is None else out)
             return logic
         return self.unary(Pipeline, name, ctor)
@@ -161,7 +161,7 @@ class BasicOps(StreamCore):
                     yield from chain.from_iterable(map(f, records))
                 except Exception as error:
                     raise operator_failed("FlatMap", info.address, error,
-                                        _taken(batch, records)) from error
+                                          _taken(batch, records)) from error
 
             def logic(input: Any, output: Any) -> None:
                 for cap, batch in input:
