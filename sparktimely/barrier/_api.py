@@ -19,8 +19,8 @@ from ..logging import observing
 from ._cancel import FailureMemo, StageCanceller, driver_host
 from ._resources import BarrierSetupError, check, check_resources, context_of, wait_for_slots
 from ._ship import EnvironmentMissing, on_executor, parse_missing, ship
-from ._task import ExecutorLost, TaskOptions, arrow_task, parse_crash, parse_failure, \
-    parse_lost_executor, records_task, run_task
+from ._task import TASK_DATAFLOW, ExecutorLost, TaskOptions, arrow_task, parse_crash, \
+    parse_failure, parse_lost_executor, records_task, run_task
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -436,7 +436,7 @@ def _check_task_checkpoints(checkpoint_dir: Any, workers: int) -> None:
     worker count splits otherwise, so resuming would repeat and mix rows."""
     if checkpoint_dir is None:
         return
-    written = checkpointed_workers(checkpoint_dir, "barrier-task")
+    written = checkpointed_workers(checkpoint_dir, TASK_DATAFLOW)
     if written is not None and written != workers:
         old = f"{written} worker{'s' if written != 1 else ''}"
         raise RecoveryError(

@@ -325,6 +325,10 @@ def _in_user_code(error: BaseException | None) -> bool:
 
 # -- the tasks the driver's forms run ---------------------------------------------------------
 
+TASK_DATAFLOW = "barrier-task"
+"""The name of the dataflow a task of ``map_in_arrow`` / ``map_partitions`` runs: its
+checkpoints are found by it (the driver reads which worker count wrote them)."""
+
 RECORDS_PER_BATCH = 4096
 """How many of a Spark partition's records ``map_partitions`` hands its worker as one batch."""
 
@@ -436,7 +440,7 @@ def stream_task(build, chunks: Iterable[Any], options: TaskOptions) -> Iterator[
                         lambda input: output.extend(batch for _, batch in input))
 
     with barrier as worker, _logging_to(worker, options.log_dir):
-        worker.dataflow(dataflow, name="barrier-task")
+        worker.dataflow(dataflow, name=TASK_DATAFLOW)
         chunks = iter(chunks)
         while True:
             with barrier.waiting_for_spark():
@@ -470,8 +474,8 @@ def _checkpointed_task(build, chunks: Iterable[Any], barrier: BarrierWorker,
                                    scope.input_from_source(chunked, "spark-input"))
                 if result is not None:
                     result.output_to(TaskOutput(directory, output.append, worker.index,
-                                                ["barrier-task", "output"]), "spark-output")
-            worker.dataflow(dataflow, name="barrier-task")
+                                                [TASK_DATAFLOW, "output"]), "spark-output")
+            worker.dataflow(dataflow, name=TASK_DATAFLOW)
             while worker.step_or_park(1.0):
                 yield from _drain(output, barrier)
             worker.run()
