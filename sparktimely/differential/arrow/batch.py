@@ -618,9 +618,9 @@ class ArrowBatch:
         return columns
 
     def take_columns(self, names: list, rows: np.ndarray) -> list:
-        """Columns ``names`` at ``rows``: gathered with numpy when they are integer columns
-        without nulls (for a few rows, an Arrow take costs more to set up than it does),
-        else with one Arrow take.
+        """Columns ``names`` at ``rows``, as Arrow arrays: gathered with numpy when they are
+        integer columns without nulls (for a few rows, an Arrow take costs more to set up
+        than it does), else with one Arrow take.
 
         >>> import pyarrow as pa
         >>> batch = ArrowBatch.build(pa.table({"k": [5, 5], "s": ["x", "y"], "diff": [1, 1]}),
@@ -631,7 +631,7 @@ class ArrowBatch:
         """
         columns = self.integer_columns(names)
         if columns is None:
-            return list(self.data.select(names).take(rows).columns)
+            return table_batch(self.data.select(names).take(rows)).columns
         return [pa.array(values[rows]) for values in columns]
 
     def projected(self, columns: list) -> "ArrowBatch":
@@ -1037,7 +1037,7 @@ def _equal_across_types(a: pa.ChunkedArray, b: pa.ChunkedArray) -> Any:
         return pa.array([x == y for x, y in zip(a.to_pylist(), b.to_pylist())], pa.bool_())
 
 
-def split_by_time(data: pa.Table, times: np.ndarray, kind: TimeKind) -> list[tuple[Any, pa.RecordBatch]]:
+def split_by_time(data: pa.Table | pa.RecordBatch, times: np.ndarray, kind: TimeKind) -> list[tuple[Any, pa.RecordBatch]]:
     """``data``'s rows grouped by their time: ``[(time, RecordBatch)]``."""
     if data.num_rows == 0:
         return []

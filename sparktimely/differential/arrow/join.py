@@ -33,7 +33,7 @@ class ArrowJoiner:
         row of ``batch`` is at one time that no row of a matched trace batch is later than
         (the usual case: a new update meets older ones), each of those matches is at that
         time, and no per-row time is computed."""
-        tables: list[pa.Table] = []
+        tables: list[pa.RecordBatch] = []
         times: list[np.ndarray | None] = []       # None: every row at ``at``
         lowest, highest = batch.time_range()
         at = lowest if lowest == highest else None
@@ -57,16 +57,16 @@ class ArrowJoiner:
                 times.append(np.maximum(first.times[:, i1], second.times[:, i2]))
         if not tables:
             return []
-        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        table = table_batch(pa.Table.from_batches(tables)) if len(tables) > 1 else tables[0]
         time = time_from(self.kind, at) if at is not None else None
         if time is not None and all(t is None for t in times):
-            return [(time, table_batch(table))] if table.num_rows else []
+            return [(time, table)] if table.num_rows else []
         return split_by_time(table, np.concatenate(
             [constant_times(self.kind, time, len(part)) if each is None else each
              for part, each in zip(tables, times)], axis=1), self.kind)
 
     def _assemble(self, left: ArrowBatch, i1: np.ndarray, right: ArrowBatch, i2: np.ndarray,
-                  diffs: np.ndarray) -> pa.Table:
+                  diffs: np.ndarray) -> pa.RecordBatch:
         """The matched rows: ``left``'s columns at ``i1`` (for a join its key columns first,
         in ``on``'s order; a semijoin keeps its input's columns as they are), then (not for
         a semijoin) ``right``'s value columns at ``i2``, then the diffs; one gather per side
@@ -86,4 +86,4 @@ class ArrowJoiner:
                     names.append(name)
         columns.append(pa.array(diffs))                # int64, as the diffs it multiplies
         names.append(DIFF)
-        return pa.Table.from_arrays(columns, names)
+        return pa.RecordBatch.from_arrays(columns, names)
