@@ -77,6 +77,7 @@ class InputSession:
         self._time: Timestamp | None = None
         self._kind: TimeKind | None = None
         self._buffer: list = []
+        self._diff_schema: tuple[pa.Schema, bool] | None = None   # see _diff_cast
 
     def to_collection(self, scope: "Scope") -> Collection:
         """The collection of this session's updates, in ``scope`` (a top-level scope).
@@ -249,25 +250,37 @@ class InputSession:
                             f"({type(batch).__name__}); Python records go by insert, remove "
                             f"and update")
         self._handle.check_kind(True, f"{self.name}.update_batch")
-        names = batch.schema.names
-        if DIFF not in names:
-            raise ValueError(f"{self.name}.update_batch: the batch has no '{DIFF}' column "
-                             f"(columns: {', '.join(names)})")
-        if not pa.types.is_integer(batch.schema.field(DIFF).type):
-            raise TypeError(f"{self.name}.update_batch: the '{DIFF}' column must be int64, "
-                            f"not {batch.schema.field(DIFF).type}")
+        cast = self._diff_cast(batch.schema)      # raises for a missing or non-integer diff
         nulls = batch.column(DIFF).null_count
         if nulls:
             row = batch.column(DIFF).to_pylist().index(None)
             raise ValueError(f"{self.name}.update_batch: the '{DIFF}' column has {nulls} "
                              f"null{'s' if nulls > 1 else ''} (the first in row {row}); every "
                              f"row needs its diff")
-        if batch.schema.field(DIFF).type != pa.int64():
-            index = names.index(DIFF)
+        if cast:
+            index = batch.schema.names.index(DIFF)
             batch = batch.set_column(index, DIFF, batch.column(index).cast(pa.int64()))
         batch = diff_last(large_layouts(batch))
         self._handle.check_schema(batch.schema, f"{self.name}.update_batch")
         self._handle.send_batch(batch)
+
+    def _diff_cast(self, schema: pa.Schema) -> bool:
+        """Whether the ``diff`` column of batches of ``schema`` must be cast to int64; raise
+        unless it is an integer column. Looked at once per schema (an update of a few rows
+        would spend more on this look than the dataflow spends on its rows)."""
+        known = self._diff_schema
+        if known is not None and schema.equals(known[0]):
+            return known[1]
+        names = schema.names
+        if DIFF not in names:
+            raise ValueError(f"{self.name}.update_batch: the batch has no '{DIFF}' column "
+                             f"(columns: {', '.join(names)})")
+        kind = schema.field(DIFF).type
+        if not pa.types.is_integer(kind):
+            raise TypeError(f"{self.name}.update_batch: the '{DIFF}' column must be int64, "
+                            f"not {kind}")
+        self._diff_schema = (schema, kind != pa.int64())
+        return self._diff_schema[1]
 
     def _send(self) -> None:
         if self._buffer:

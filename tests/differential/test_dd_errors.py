@@ -436,6 +436,40 @@ def test_a_null_diff_or_a_time_of_another_type_is_refused_at_the_call_losing_not
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("workers", [1, 2, 3])
+def test_a_batch_without_an_integer_diff_is_refused_after_good_ones_losing_nothing(workers):
+    """The diff column is looked at once per schema: a schema seen before must not let a
+    batch of another through, and a narrower integer diff is still widened."""
+    def job(worker):
+        session = dd.InputSession()
+        out = worker.dataflow(lambda scope: session.to_collection(scope).consolidate()
+                              .inner.capture())
+        errors = []
+        for batch in (pa.table({"w": ["a"], "diff": [1]}), pa.table({"w": ["b"]}),
+                      pa.table({"w": ["c"], "diff": ["1"]}), pa.table({"w": ["a"], "diff": [1]}),
+                      pa.table({"w": ["d"], "diff": [1.0]}),
+                      pa.table({"w": ["e"], "diff": pa.array([2], pa.int8())}),
+                      pa.table({"w": ["e"], "diff": pa.array([-1], pa.int8())})):
+            try:
+                session.update_batch(batch)
+            except (TypeError, ValueError) as error:
+                errors.append(f"{type(error).__name__}: {error}")
+        session.close()
+        worker.run()
+        return errors, [row for _, table in out.extract() for row in table.to_pylist()]
+    parts = st.execute(job, workers=workers)
+    assert {tuple(errors) for errors, _ in parts} == {(
+        "ValueError: InputSession.update_batch: the batch has no 'diff' column (columns: w)",
+        "TypeError: InputSession.update_batch: the 'diff' column must be int64, not string",
+        "TypeError: InputSession.update_batch: the 'diff' column must be int64, not double")}
+    totals: dict = {}
+    for _, rows in parts:
+        for row in rows:
+            totals[row["w"]] = totals.get(row["w"], 0) + row["diff"]
+    assert totals == {"a": 2 * workers, "e": workers}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [1, 2, 3])
 def test_a_batch_of_another_schema_is_refused_naming_update_batch_losing_nothing(workers):
     """The error named InputHandle.send_batch, which the user never called."""
     def job(worker):
