@@ -845,7 +845,8 @@ def _run_workers(func: Callable[[Worker], Any], config: Config) -> list[Any]:
         try:
             cluster = ProcessCluster.join(config.process, hostfile[:config.processes],
                                           config.workers, force_sockets=config.force_sockets,
-                                          timeout=config.connect_timeout)
+                                          timeout=config.connect_timeout,
+                                          checkpoints=config.checkpoint_dir is not None)
         except BaseException:
             _warm.stop()        # the interpreter may exit next: not under a module's load
             raise

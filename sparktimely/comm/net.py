@@ -30,9 +30,10 @@ from typing import Any, Mapping, Sequence
 FRAME = struct.Struct("<IIIQ")
 """Frame header: channel, source index, target index, body length."""
 MESSAGE, GOODBYE, CONTROL = 0, 1, 2
-PROTOCOL_VERSION = 3
+PROTOCOL_VERSION = 4
 """Version of the handshake, frames and control notices (3: an ``abort`` says whether it is
-a loss); peers of another version are refused."""
+a loss; 4: the start-up hello says whether the process checkpoints); peers of another
+version are refused."""
 HANDSHAKE_TIMEOUT = 3.0
 """Seconds an accepted connection may take to show a sparktimely handshake."""
 MAX_FRAME = 1 << 36

@@ -7,8 +7,8 @@
    (any free port; each forked worker inherits its own).
 2. Connect to the lower-indexed processes and accept the higher ones (``net.connect_peers``:
    retried until the timeout, errors name the unreachable ``host:port``).
-3. Exchange a hello: worker count, host identity (``cluster.host_identity``), the worker
-   listener ports and a proposed shared-memory name. Processes with the same identity form a
+3. Exchange a hello: worker count, whether the process checkpoints, host identity
+   (``cluster.host_identity``), the worker listener ports and a proposed shared-memory name. Processes with the same identity form a
    group, whose shared memory takes the name its lowest process proposed (the supervisor of
    that process creates it, the others attach it: ``sparktimely._group``).
    ``force_sockets`` makes every process a group of its own.
@@ -76,10 +76,12 @@ class ProcessCluster:
     """This process's place in a multi-process job: control connections, plan, and a
     listener for each of its workers (``listeners``, by global worker index)."""
 
-    def __init__(self, process: int, hostfile: list[str], workers: int, timeout: float) -> None:
+    def __init__(self, process: int, hostfile: list[str], workers: int, timeout: float,
+                 checkpoints: bool = False) -> None:
         self.process = process
         self.hostfile = hostfile
         self.workers = workers
+        self.checkpoints = checkpoints
         self.timeout = timeout
         self.plan: list[WorkerAddress] = []
         self.listeners: dict[int, socket.socket] = {}
@@ -88,14 +90,17 @@ class ProcessCluster:
 
     @classmethod
     def join(cls, process: int, hostfile: Sequence[str], workers: int, *,
-             force_sockets: bool | None = None, timeout: float | None = None) -> ProcessCluster:
+             force_sockets: bool | None = None, timeout: float | None = None,
+             checkpoints: bool = False) -> ProcessCluster:
         """Meet the other ``len(hostfile)`` processes (see the module docstring).
 
         ``force_sockets`` (default ``$SPARKTIMELY_FORCE_SOCKETS``) treats every process as a
         host of its own; ``timeout`` bounds each wait for the other processes, here and when
-        the workers connect (default ``$SPARKTIMELY_CONNECT_TIMEOUT`` or 60 s).
+        the workers connect (default ``$SPARKTIMELY_CONNECT_TIMEOUT`` or 60 s);
+        ``checkpoints``: this process was given a checkpoint directory (every process must
+        be, or none: a worker that checkpoints waits for every other's word to resume).
         """
-        self = cls(process, list(hostfile), workers, connect_timeout(timeout))
+        self = cls(process, list(hostfile), workers, connect_timeout(timeout), checkpoints)
         try:
             self._meet(sockets_forced(force_sockets), self.timeout)
         except BaseException:
@@ -125,7 +130,8 @@ class ProcessCluster:
         for sock in self.controls.values():      # unacknowledged notices time out too
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, 3000)
         identity = host_identity()
-        hello = {"workers": self.workers, "identity": identity, "mesh": job_prefix(),
+        hello = {"workers": self.workers, "checkpoints": self.checkpoints,
+                 "identity": identity, "mesh": job_prefix(),
                  "ports": [s.getsockname()[1] for s in self.listeners.values()]}
         for q, sock in self.controls.items():
             try:
@@ -141,6 +147,13 @@ class ProcessCluster:
                 raise ConnectionError(f"process {q} runs {hello_q['workers']} workers but "
                                       f"process {self.process} runs {self.workers}: every "
                                       f"process must use the same -w")
+            if hello_q["checkpoints"] != self.checkpoints:
+                which = (f"process {q} runs with a checkpoint directory but process "
+                         f"{self.process} runs without" if hello_q["checkpoints"] else
+                         f"process {q} runs without a checkpoint directory but process "
+                         f"{self.process} runs with one")
+                raise ConnectionError(f"{which}: every process must be given the same "
+                                      f"checkpoint_dir (--checkpoint-dir), or none")
             hellos[q] = hello_q
         groups = {q: f"process {q}" if force_sockets else h["identity"]
                   for q, h in hellos.items()}

@@ -174,3 +174,50 @@ def test_a_peer_that_dies_in_the_handshake_is_named(welcomed):
             f"process 1 could not connect to process 0 at {address}: the connection failed "
             f"during the handshake: Connection reset by peer")
         assert elapsed < 5
+
+
+CHECKPOINTED_OR_NOT = """
+import sys, sparktimely as st
+process, workers, directory, hostfile = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+def job(worker):
+    worker.dataflow(lambda scope: scope.to_stream(range(10)).exchange(lambda x: x).probe(),
+                    name="numbers")
+try:
+    st.execute(job, workers=workers, processes=2, process=process, hostfile=hostfile,
+               checkpoint_dir=directory or None)
+except ConnectionError as error:
+    print(error)
+"""
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("checkpointed", [0, 1])
+def test_processes_of_which_one_checkpoints_are_refused_not_left_waiting(tmp_path, workers,
+                                                                         checkpointed):
+    """A checkpoint directory given to one process of a hostfile job only: its workers waited
+    for the others' word on the checkpoint to resume, the others for its workers' progress
+    (forever, with a source), or the job failed naming a dataflow 'numbers checkpoints' the
+    program never built. Both processes now fail at start-up, naming which one checkpoints."""
+    import subprocess
+    import sys
+    hostfile = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    directories = ["", ""]
+    directories[checkpointed] = str(tmp_path / "ck")
+    processes = [subprocess.Popen([sys.executable, "-c", CHECKPOINTED_OR_NOT, str(p),
+                                   str(workers), directories[p], *hostfile],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for p in range(2)]
+    try:
+        outputs = [process.communicate(timeout=20) for process in processes]
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
+    for p, (out, err) in enumerate(outputs):
+        other = 1 - p
+        says = (f"process {other} runs with a checkpoint directory but process {p} runs "
+                f"without" if other == checkpointed else
+                f"process {other} runs without a checkpoint directory but process {p} runs "
+                f"with one")
+        assert out == (f"{says}: every process must be given the same checkpoint_dir "
+                       f"(--checkpoint-dir), or none\n"), out + err
