@@ -846,7 +846,8 @@ def _run_workers(func: Callable[[Worker], Any], config: Config) -> list[Any]:
             cluster = ProcessCluster.join(config.process, hostfile[:config.processes],
                                           config.workers, force_sockets=config.force_sockets,
                                           timeout=config.connect_timeout,
-                                          checkpoints=config.checkpoint_dir is not None)
+                                          checkpoints=None if config.checkpoint_dir is None
+                                          else config.checkpoint_every)
         except BaseException:
             _warm.stop()        # the interpreter may exit next: not under a module's load
             raise

@@ -32,7 +32,7 @@ FRAME = struct.Struct("<IIIQ")
 MESSAGE, GOODBYE, CONTROL = 0, 1, 2
 PROTOCOL_VERSION = 4
 """Version of the handshake, frames and control notices (3: an ``abort`` says whether it is
-a loss; 4: the start-up hello says whether the process checkpoints); peers of another
+a loss; 4: the start-up hello says how often the process checkpoints); peers of another
 version are refused."""
 HANDSHAKE_TIMEOUT = 3.0
 """Seconds an accepted connection may take to show a sparktimely handshake."""

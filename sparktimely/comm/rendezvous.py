@@ -7,8 +7,9 @@
    (any free port; each forked worker inherits its own).
 2. Connect to the lower-indexed processes and accept the higher ones (``net.connect_peers``:
    retried until the timeout, errors name the unreachable ``host:port``).
-3. Exchange a hello: worker count, whether the process checkpoints, host identity
-   (``cluster.host_identity``), the worker listener ports and a proposed shared-memory name. Processes with the same identity form a
+3. Exchange a hello: worker count, how often the process checkpoints (if it does), host
+   identity (``cluster.host_identity``), the worker listener ports and a proposed
+   shared-memory name. Processes with the same identity form a
    group, whose shared memory takes the name its lowest process proposed (the supervisor of
    that process creates it, the others attach it: ``sparktimely._group``).
    ``force_sockets`` makes every process a group of its own.
@@ -77,7 +78,7 @@ class ProcessCluster:
     listener for each of its workers (``listeners``, by global worker index)."""
 
     def __init__(self, process: int, hostfile: list[str], workers: int, timeout: float,
-                 checkpoints: bool = False) -> None:
+                 checkpoints: int | None = None) -> None:
         self.process = process
         self.hostfile = hostfile
         self.workers = workers
@@ -91,14 +92,16 @@ class ProcessCluster:
     @classmethod
     def join(cls, process: int, hostfile: Sequence[str], workers: int, *,
              force_sockets: bool | None = None, timeout: float | None = None,
-             checkpoints: bool = False) -> ProcessCluster:
+             checkpoints: int | None = None) -> ProcessCluster:
         """Meet the other ``len(hostfile)`` processes (see the module docstring).
 
         ``force_sockets`` (default ``$SPARKTIMELY_FORCE_SOCKETS``) treats every process as a
         host of its own; ``timeout`` bounds each wait for the other processes, here and when
         the workers connect (default ``$SPARKTIMELY_CONNECT_TIMEOUT`` or 60 s);
-        ``checkpoints``: this process was given a checkpoint directory (every process must
-        be, or none: a worker that checkpoints waits for every other's word to resume).
+        ``checkpoints``: the ``checkpoint_every`` of this process's checkpoints, None without
+        (every process must give the same: worker 0 asks for the checkpoints at its pace,
+        every worker waits for them at its own, and one that checkpoints waits for every
+        other's word to resume).
         """
         self = cls(process, list(hostfile), workers, connect_timeout(timeout), checkpoints)
         try:
@@ -147,13 +150,7 @@ class ProcessCluster:
                 raise ConnectionError(f"process {q} runs {hello_q['workers']} workers but "
                                       f"process {self.process} runs {self.workers}: every "
                                       f"process must use the same -w")
-            if hello_q["checkpoints"] != self.checkpoints:
-                which = (f"process {q} runs with a checkpoint directory but process "
-                         f"{self.process} runs without" if hello_q["checkpoints"] else
-                         f"process {q} runs without a checkpoint directory but process "
-                         f"{self.process} runs with one")
-                raise ConnectionError(f"{which}: every process must be given the same "
-                                      f"checkpoint_dir (--checkpoint-dir), or none")
+            self._check_checkpoints(q, hello_q["checkpoints"])
             hellos[q] = hello_q
         groups = {q: f"process {q}" if force_sockets else h["identity"]
                   for q, h in hellos.items()}
@@ -162,6 +159,23 @@ class ProcessCluster:
         self.plan = [WorkerAddress(split_address(self.hostfile[q])[0], hellos[q]["ports"][local],
                                    groups[q], f"process {q}", meshes[q])
                      for q in range(len(self.hostfile)) for local in range(self.workers)]
+
+    def _check_checkpoints(self, q: int, every: int | None) -> None:
+        """Process ``q``, whose hello says it checkpoints every ``every`` epochs (None: it
+        does not), must checkpoint as this process does."""
+        if every == self.checkpoints:
+            return
+        if every is not None and self.checkpoints is not None:
+            raise ConnectionError(f"process {q} checkpoints every {every} epochs but process "
+                                  f"{self.process} every {self.checkpoints}: every process "
+                                  f"must be given the same checkpoint_every "
+                                  f"(--checkpoint-every)")
+        which = (f"process {q} runs with a checkpoint directory but process {self.process} "
+                 f"runs without" if every is not None else
+                 f"process {q} runs without a checkpoint directory but process "
+                 f"{self.process} runs with one")
+        raise ConnectionError(f"{which}: every process must be given the same checkpoint_dir "
+                              f"(--checkpoint-dir), or none")
 
     def _check_hosts(self) -> None:
         """Every host the hostfile names must resolve. Every process checks every address

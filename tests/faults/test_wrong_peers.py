@@ -178,16 +178,35 @@ def test_a_peer_that_dies_in_the_handshake_is_named(welcomed):
 
 CHECKPOINTED_OR_NOT = """
 import sys, sparktimely as st
-process, workers, directory, hostfile = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+process, workers, every = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[4])
+directory, hostfile = sys.argv[3], sys.argv[5:]
 def job(worker):
     worker.dataflow(lambda scope: scope.to_stream(range(10)).exchange(lambda x: x).probe(),
                     name="numbers")
 try:
     st.execute(job, workers=workers, processes=2, process=process, hostfile=hostfile,
-               checkpoint_dir=directory or None)
+               checkpoint_dir=directory or None, checkpoint_every=every)
 except ConnectionError as error:
     print(error)
 """
+
+
+def run_both(workers: int, directories: list[str], every: list[int]) -> list[tuple[str, str]]:
+    """Standard output and error of the two processes of a job of ``workers`` each, given
+    ``directories[p]`` (or none) and ``every[p]`` for checkpoints."""
+    import subprocess
+    import sys
+    hostfile = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    processes = [subprocess.Popen([sys.executable, "-c", CHECKPOINTED_OR_NOT, str(p),
+                                   str(workers), directories[p], str(every[p]), *hostfile],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for p in range(2)]
+    try:
+        return [process.communicate(timeout=20) for process in processes]
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -198,22 +217,9 @@ def test_processes_of_which_one_checkpoints_are_refused_not_left_waiting(tmp_pat
     for the others' word on the checkpoint to resume, the others for its workers' progress
     (forever, with a source), or the job failed naming a dataflow 'numbers checkpoints' the
     program never built. Both processes now fail at start-up, naming which one checkpoints."""
-    import subprocess
-    import sys
-    hostfile = [f"127.0.0.1:{port}" for port in free_ports(2)]
     directories = ["", ""]
     directories[checkpointed] = str(tmp_path / "ck")
-    processes = [subprocess.Popen([sys.executable, "-c", CHECKPOINTED_OR_NOT, str(p),
-                                   str(workers), directories[p], *hostfile],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for p in range(2)]
-    try:
-        outputs = [process.communicate(timeout=20) for process in processes]
-    finally:
-        for process in processes:
-            process.kill()
-            process.wait()
-    for p, (out, err) in enumerate(outputs):
+    for p, (out, err) in enumerate(run_both(workers, directories, [1, 1])):
         other = 1 - p
         says = (f"process {other} runs with a checkpoint directory but process {p} runs "
                 f"without" if other == checkpointed else
@@ -221,3 +227,18 @@ def test_processes_of_which_one_checkpoints_are_refused_not_left_waiting(tmp_pat
                 f"with one")
         assert out == (f"{says}: every process must be given the same checkpoint_dir "
                        f"(--checkpoint-dir), or none\n"), out + err
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_processes_that_checkpoint_at_different_paces_are_refused(tmp_path, workers):
+    """Worker 0 asks for the checkpoints at its process's ``checkpoint_every``, every worker
+    lets its operators through at its own: given 3 and 2, the job stood still 10 s at the
+    first checkpoint, warned that an operator held an early epoch open, and checkpointed no
+    more. Both processes now fail at start-up, naming both paces."""
+    directory = str(tmp_path / "ck")
+    outputs = run_both(workers, [directory, directory], [3, 2])
+    for p, (out, err) in enumerate(outputs):
+        other = 1 - p
+        assert out == (f"process {other} checkpoints every {3 - other} epochs but process {p} "
+                       f"every {3 - p}: every process must be given the same checkpoint_every "
+                       f"(--checkpoint-every)\n"), out + err
