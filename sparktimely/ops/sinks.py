@@ -22,21 +22,30 @@ from .recovery import Component, frontier_epoch, root_epoch
 class SinkPart(Protocol):
     """One worker's partition of a :class:`Sink` (what its ``open`` returns).
 
-    >>> class Printed:                  # a SinkPart: prints an epoch's records at its commit
-    ...     def __init__(self, staged):
-    ...         self.staged = staged
+    Its ``commit`` must be idempotent: the checkpoint of epoch ``e`` holds the snapshot
+    taken before ``commit(e)``, so a run that crashed after that commit and resumes commits
+    ``e`` again (a part that printed or appended its records there told them twice).
+
+    >>> import os, tempfile
+    >>> class Filed:                    # a SinkPart: a file per epoch, written at its commit
+    ...     def __init__(self, folder, staged):
+    ...         self.folder, self.staged = folder, staged
     ...     def write(self, epoch, batch):
     ...         self.staged.setdefault(epoch, []).extend(batch)
     ...     def snapshot(self):
     ...         return dict(self.staged)
-    ...     def commit(self, epoch):
+    ...     def commit(self, epoch):        # replaces a file an earlier run wrote
     ...         for e in sorted(e for e in self.staged if e <= epoch):
-    ...             print(e, self.staged.pop(e))
-    >>> part: SinkPart = Printed({})
+    ...             with open(os.path.join(self.folder, f"{e}.txt"), "w") as file:
+    ...                 file.write(" ".join(self.staged.pop(e)))
+    >>> folder = tempfile.mkdtemp()
+    >>> part: SinkPart = Filed(folder, {})
     >>> part.write(0, ["a"]); part.write(1, ["b"]); part.commit(0)
-    0 ['a']
-    >>> Printed(part.snapshot()).commit(1)             # resumed from a checkpoint
-    1 ['b']
+    >>> checkpoint = part.snapshot()                   # of epoch 1, then its commit
+    >>> part.commit(1)
+    >>> Filed(folder, checkpoint).commit(1)            # a crash, and a run resumed from it
+    >>> {name: open(os.path.join(folder, name)).read() for name in sorted(os.listdir(folder))}
+    {'0.txt': 'a', '1.txt': 'b'}
     """
 
     def write(self, epoch: int, batch: Any) -> None:
