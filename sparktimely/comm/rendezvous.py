@@ -147,9 +147,11 @@ class ProcessCluster:
         for q in sorted(self.controls):
             _, hello_q = self._expect(q, deadline)      # hellos come first
             if hello_q["workers"] != self.workers:
-                raise ConnectionError(f"process {q} runs {hello_q['workers']} workers but "
-                                      f"process {self.process} runs {self.workers}: every "
-                                      f"process must use the same -w")
+                theirs = hello_q["workers"]
+                raise ConnectionError(f"process {q} runs {theirs} worker"
+                                      f"{'s' if theirs != 1 else ''} but process "
+                                      f"{self.process} runs {self.workers}: every process "
+                                      f"must use the same -w")
             self._check_checkpoints(q, hello_q["checkpoints"])
             hellos[q] = hello_q
         groups = {q: f"process {q}" if force_sockets else h["identity"]

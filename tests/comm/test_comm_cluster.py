@@ -341,7 +341,7 @@ def test_a_hostfile_address_already_taken_asks_whether_another_process_runs_as_i
 def test_processes_with_different_worker_counts_refuse_to_start(jobs):
     job = jobs("exchange", 2, workers=[2, 1])
     assert job.wait(30) == [1, 1]
-    assert "process 1 runs 1 workers but process 0 runs 2" in job.output(0, "err")
+    assert "process 1 runs 1 worker but process 0 runs 2" in job.output(0, "err")
     assert "process 0 runs 2 workers but process 1 runs 1" in job.output(1, "err")
     for process in (0, 1):          # told as a command line tells an error, once
         assert "Traceback" not in job.output(process, "err"), job.output(process, "err")
