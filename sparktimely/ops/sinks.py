@@ -231,7 +231,10 @@ class SinkOps(StreamCore):
         ``sink.open(partition, resume_state)`` returns a part with ``write(epoch, batch)``,
         ``snapshot()`` (a picklable state, taken at epoch checkpoints) and ``commit(epoch)``
         (make what was written for epochs ``<= epoch`` visible; idempotent). See
-        :mod:`sparktimely.io` for ``DirectorySink`` and the guarantees with checkpoints.
+        :mod:`sparktimely.io` for ``DirectorySink`` and the guarantees with checkpoints. The
+        part below prints at its commit, which is not idempotent: fine without checkpoints,
+        but a resumed run commits the last checkpointed epoch again (:class:`SinkPart`'s
+        example writes a file per epoch instead, resumed from its snapshot).
 
         >>> import sparktimely as st
         >>> class Printed:
