@@ -56,8 +56,18 @@ import time
 import types
 from typing import Callable, Sequence
 
-# Absolute: spark-submit runs this module as a file, outside its package.
-from sparktimely.errors import empty_path_problem
+# Absolute: spark-submit runs this module as a file, outside its package, and maybe with the
+# executors' Python, which need not have sparktimely.
+try:
+    from sparktimely.errors import empty_path_problem
+except ModuleNotFoundError as missing:
+    if __name__ != "__main__" or missing.name != "sparktimely":
+        raise
+    print(f"sparktimely-submit: this Python ({sys.executable}) has no sparktimely: "
+          f"spark-submit starts the driver with spark.pyspark.driver.python, else "
+          f"spark.pyspark.python (the executors' Python); give --conf "
+          f"spark.pyspark.driver.python=PYTHON, a Python that has sparktimely", file=sys.stderr)
+    sys.exit(2)
 from sparktimely.execute import at_least, checkpoint_every, positive_seconds
 
 __all__ = ["JavaMissing", "load_function", "main", "require_java"]

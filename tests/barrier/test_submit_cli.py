@@ -81,6 +81,25 @@ def test_a_job_module_that_fails_as_it_loads_is_one_line_with_status_2(tmp_path,
     assert message == f"sparktimely-submit: error: cannot run broken:job: {error}"
 
 
+@pytest.mark.timeout(120)
+def test_a_driver_python_without_sparktimely_is_told_how_to_choose_one(tmp_path):
+    """spark-submit runs the file with ``spark.pyspark.python`` (the executors' Python, which
+    need not have sparktimely) unless ``spark.pyspark.driver.python`` is given: that was a
+    ModuleNotFoundError traceback from the file's first import."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")],
+                   check=True, timeout=100)
+    python = str(tmp_path / "bare" / "bin" / "python")
+    done = subprocess.run([python, sparktimely_submit("--path").stdout.strip(), "-w", "2",
+                           "m:f"], capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"sparktimely-submit: this Python ({python}) has no sparktimely: spark-submit starts "
+        f"the driver with spark.pyspark.driver.python, else spark.pyspark.python (the "
+        f"executors' Python); give --conf spark.pyspark.driver.python=PYTHON, a Python that "
+        f"has sparktimely\n")
+
+
 def test_checkpoint_every_without_a_checkpoint_dir_is_a_usage_error(capsys):
     """It was taken, and did nothing."""
     with pytest.raises(SystemExit) as exited:
