@@ -229,6 +229,18 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _connect_url(options) -> str | None:
+    """The Spark Connect address a session would go to (``--master sc://...``, the
+    ``spark.remote`` conf or ``$SPARK_REMOTE``), None for a classic driver.
+
+    >>> _connect_url(_parser().parse_args(["--master", "sc://h:15002", "m:f"]))
+    'sc://h:15002'
+    """
+    if (options.master or "").startswith("sc://"):
+        return options.master
+    return dict(options.conf).get("spark.remote") or os.environ.get("SPARK_REMOTE")
+
+
 def _session(options):
     from pyspark.sql import SparkSession
     under_submit = "PYSPARK_GATEWAY_PORT" in os.environ      # spark-submit runs the JVM
@@ -271,6 +283,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if not options.target:
         parser.error("a module:function to run is required")
+    remote = _connect_url(options)
+    if remote:
+        print(f"sparktimely-submit: {remote} is Spark Connect, which cannot run a worker "
+              f"function (barrier.run needs a classic driver: --master spark://HOST:PORT, "
+              f"yarn, k8s://..., local[N]); under Spark Connect use "
+              f"sparktimely.barrier.map_in_arrow", file=sys.stderr)
+        return 2
     try:
         function = load_function(options.target)
     except _NotAFunction as error:

@@ -100,6 +100,27 @@ def test_a_driver_python_without_sparktimely_is_told_how_to_choose_one(tmp_path)
         f"has sparktimely\n")
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("args, environment", [
+    (["--master", "sc://127.0.0.1:1"], {}),
+    (["--conf", "spark.remote=sc://127.0.0.1:1"], {}),
+    ([], {"SPARK_REMOTE": "sc://127.0.0.1:1"}),
+])
+def test_spark_connect_is_refused_at_once_naming_what_runs_there(tmp_path, args, environment):
+    """``--master sc://`` was a Java stack and "the Spark driver did not start"; a Connect
+    session (``SPARK_REMOTE``, ``spark.remote``) was "the Spark job failed" or, without
+    ``-w``, a traceback from ``spark.sparkContext``."""
+    (tmp_path / "m.py").write_text("def f(worker):\n    return 1\n")
+    done = subprocess.run([sys.executable, "-m", "sparktimely.barrier.submit", *args,
+                           "m:f"], capture_output=True, text=True, cwd=tmp_path, timeout=100,
+                          env=dict(os.environ, **environment))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "sparktimely-submit: sc://127.0.0.1:1 is Spark Connect, which cannot run a worker "
+        "function (barrier.run needs a classic driver: --master spark://HOST:PORT, yarn, "
+        "k8s://..., local[N]); under Spark Connect use sparktimely.barrier.map_in_arrow\n")
+
+
 def test_checkpoint_every_without_a_checkpoint_dir_is_a_usage_error(capsys):
     """It was taken, and did nothing."""
     with pytest.raises(SystemExit) as exited:
