@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 
@@ -194,8 +196,6 @@ except ConnectionError as error:
 def run_both(workers: int, directories: list[str], every: list[int]) -> list[tuple[str, str]]:
     """Standard output and error of the two processes of a job of ``workers`` each, given
     ``directories[p]`` (or none) and ``every[p]`` for checkpoints."""
-    import subprocess
-    import sys
     hostfile = [f"127.0.0.1:{port}" for port in free_ports(2)]
     processes = [subprocess.Popen([sys.executable, "-c", CHECKPOINTED_OR_NOT, str(p),
                                    str(workers), directories[p], str(every[p]), *hostfile],
