@@ -641,24 +641,31 @@ class WorkerCore:
         threads, or do a unit of deferred work (:meth:`defer`) instead. A lone worker
         without such activators never waits.
 
+        A negative timeout is a deadline already passed: no wait (as ``threading.Event.wait``;
+        ``deadline - time.monotonic()`` may come out a hair below zero). None, not -1, waits
+        until something arrives.
+
         >>> import sparktimely as st
-        >>> st.execute_directly(lambda worker: worker.step_or_park(-1))
+        >>> st.execute_directly(lambda worker: worker.step_or_park(float("nan")))
         Traceback (most recent call last):
-        ValueError: worker 0: step_or_park(-1): the timeout is seconds >= 0, or None to wait until something arrives
+        ValueError: worker 0: step_or_park(nan): the timeout is seconds (a negative one: no wait), or None to wait until something arrives
         """
         if timeout_seconds is not None:
-            self._check_timeout("step_or_park", timeout_seconds)
+            timeout_seconds = self._checked_timeout("step_or_park", timeout_seconds)
         return self._step_or_park(timeout_seconds)[0]
 
-    def _check_timeout(self, method: str, timeout_seconds: Any) -> None:
-        """Raise a ValueError or TypeError naming ``method`` if ``timeout_seconds`` is not a
-        number of seconds >= 0 (a negative or NaN timeout would be a wait of no length)."""
+    def _checked_timeout(self, method: str, timeout_seconds: Any) -> float:
+        """``timeout_seconds`` as seconds to wait, a negative one as 0; a ValueError or
+        TypeError naming ``method`` if it is NaN or not a number."""
         if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, numbers.Real):
             raise TypeError(f"worker {self.index}: {method}({timeout_seconds!r}): the timeout "
                             f"is seconds (a number), or None to wait until something arrives")
-        if not float(timeout_seconds) >= 0:
+        seconds = float(timeout_seconds)
+        if seconds != seconds:
             raise ValueError(f"worker {self.index}: {method}({timeout_seconds!r}): the timeout "
-                             f"is seconds >= 0, or None to wait until something arrives")
+                             f"is seconds (a negative one: no wait), or None to wait until "
+                             f"something arrives")
+        return max(seconds, 0.0)
 
     def _step_or_park(self, timeout_seconds: float | None) -> tuple[bool, bool]:
         """:meth:`step_or_park`; returns (still running, whether the step had anything to
@@ -684,7 +691,7 @@ class WorkerCore:
         [3]
         """
         if timeout_seconds is not None:
-            self._check_timeout("step_or_park_while", timeout_seconds)
+            timeout_seconds = self._checked_timeout("step_or_park_while", timeout_seconds)
         while predicate():
             self._step_or_park(timeout_seconds)
 
