@@ -17,7 +17,7 @@ import pyarrow as pa
 from ...progress.timestamp import TimeKind
 from ..updates import DIFF
 from .batch import (ArrowBatch, constant_times, coordinate_kind, coordinates_le, keys_equal,
-                    lookup_all, split_by_time, table_batch, time_from)
+                    lookup_all, split_by_time, time_from)
 
 class ArrowJoiner:
     """Joins an ArrowBatch of one input with the trace batches of the other."""
@@ -57,7 +57,7 @@ class ArrowJoiner:
                 times.append(np.maximum(first.times[:, i1], second.times[:, i2]))
         if not tables:
             return []
-        table = table_batch(pa.Table.from_batches(tables)) if len(tables) > 1 else tables[0]
+        table = pa.concat_batches(tables) if len(tables) > 1 else tables[0]
         time = time_from(self.kind, at) if at is not None else None
         if time is not None and all(t is None for t in times):
             return [(time, table)] if table.num_rows else []
