@@ -648,7 +648,7 @@ class WorkerCore:
         >>> import sparktimely as st
         >>> st.execute_directly(lambda worker: worker.step_or_park(float("nan")))
         Traceback (most recent call last):
-        ValueError: worker 0: step_or_park(nan): the timeout is seconds (a negative one: no wait), or None to wait until something arrives
+        ValueError: worker 0: step_or_park(nan): the timeout is not a number; give seconds (0 or less: no wait) or None (wait until something arrives)
         """
         if timeout_seconds is not None:
             timeout_seconds = self._checked_timeout("step_or_park", timeout_seconds)
@@ -659,12 +659,12 @@ class WorkerCore:
         TypeError naming ``method`` if it is NaN or not a number."""
         if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, numbers.Real):
             raise TypeError(f"worker {self.index}: {method}({timeout_seconds!r}): the timeout "
-                            f"is seconds (a number), or None to wait until something arrives")
+                            f"is seconds (a number) or None (wait until something arrives)")
         seconds = float(timeout_seconds)
         if seconds != seconds:
             raise ValueError(f"worker {self.index}: {method}({timeout_seconds!r}): the timeout "
-                             f"is seconds (a negative one: no wait), or None to wait until "
-                             f"something arrives")
+                             f"is not a number; give seconds (0 or less: no wait) or None (wait "
+                             f"until something arrives)")
         return max(seconds, 0.0)
 
     def _step_or_park(self, timeout_seconds: float | None) -> tuple[bool, bool]:

@@ -182,12 +182,12 @@ def test_a_passed_deadline_parks_not_at_all_and_a_nan_timeout_is_refused(workers
     for index, (passed, asked, errors) in enumerate(st.execute(job, workers=workers)):
         assert (passed, asked) == ([True, True], 3)   # running (the input is open), no wait
         assert errors == [
-            f"worker {index}: step_or_park(nan): the timeout is seconds (a negative one: no "
-            f"wait), or None to wait until something arrives",
-            f"worker {index}: step_or_park_while(nan): the timeout is seconds (a negative one: "
-            f"no wait), or None to wait until something arrives",
-            f"worker {index}: step_or_park('1'): the timeout is seconds (a number), or None to "
-            f"wait until something arrives"]
+            f"worker {index}: step_or_park(nan): the timeout is not a number; give seconds (0 "
+            f"or less: no wait) or None (wait until something arrives)",
+            f"worker {index}: step_or_park_while(nan): the timeout is not a number; give "
+            f"seconds (0 or less: no wait) or None (wait until something arrives)",
+            f"worker {index}: step_or_park('1'): the timeout is seconds (a number) or None "
+            f"(wait until something arrives)"]
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
