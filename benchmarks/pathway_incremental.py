@@ -99,9 +99,11 @@ def join_data():
     return a, b, updates
 
 
-def graph_data():
+def graph_data(nodes: int = G_NODES, count: int = G_EDGES):
+    """The random graph's edges, and the generator that made them (the insertions are drawn
+    from it next): the same for bench_differential's runs of sparktimely."""
     rng = random.Random(3)
-    edges = [(rng.randrange(G_NODES), rng.randrange(G_NODES)) for _ in range(G_EDGES)]
+    edges = [(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(count)]
     return edges, rng
 
 
@@ -118,14 +120,14 @@ def bfs(adj, n, source=0):
     return seen
 
 
-def pick_insertions(edges, rng, count):
+def pick_insertions(edges, rng, count, nodes: int = G_NODES):
     """count edges (u, v), u reachable and v not at the time of insertion, and the nodes each
     makes reachable; applied in order to a copy of the graph."""
-    adj: list[list[int]] = [[] for _ in range(G_NODES)]
+    adj: list[list[int]] = [[] for _ in range(nodes)]
     for u, v in edges:
         adj[u].append(v)
-    seen = bfs(adj, G_NODES)
-    reach, unreach = [i for i in range(G_NODES) if seen[i]], [i for i in range(G_NODES) if not seen[i]]
+    seen = bfs(adj, nodes)
+    reach, unreach = [i for i in range(nodes) if seen[i]], [i for i in range(nodes) if not seen[i]]
     out = []
     for _ in range(count):
         unreach = [i for i in unreach if not seen[i]]
@@ -144,7 +146,7 @@ def pick_insertions(edges, rng, count):
                     queue.append(y)
         reach += new
         out.append(((u, v), new))
-    return out, int(sum(bfs([[v for v in a] for a in adj], G_NODES)))
+    return out, int(sum(bfs([[v for v in a] for a in adj], nodes)))
 
 
 def pct(xs, p):
