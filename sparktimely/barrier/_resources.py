@@ -65,7 +65,7 @@ def check_resources(num_workers: int, slots: int | None, master: str,
     >>> check_resources(3, 2, "local[2]", False)
     Traceback (most recent call last):
     ...
-    sparktimely.barrier.BarrierSetupError: 3 sparktimely workers need 3 barrier tasks running at once, but this Spark application has 2 task slots (master local[2]): ask for fewer workers or for more cores (local[N], or spark.executor.instances x spark.executor.cores / spark.task.cpus)
+    sparktimely.barrier.BarrierSetupError: 3 sparktimely workers need 3 barrier tasks running at once, but this Spark application has 2 task slots (master local[2]): ask for fewer workers or for more cores: master local[3] or more
     """
     require_positive_int(num_workers, "num_workers")
     if dynamic_allocation and not is_local(master):
@@ -86,8 +86,25 @@ def check_resources(num_workers: int, slots: int | None, master: str,
             f"{num_workers} sparktimely workers need {num_workers} barrier tasks running at "
             f"once, but this Spark application has {slots} task slot"
             f"{'s' if slots != 1 else ''} (master {master}): ask for fewer workers or for "
-            f"more cores (local[N], or spark.executor.instances x spark.executor.cores / "
-            f"spark.task.cpus)")
+            f"{more_slots(master, num_workers)}")
+
+
+def more_slots(master: str, needed: int) -> str:
+    """How to give an application on ``master`` ``needed`` task slots, in the terms of its
+    cluster manager.
+
+    >>> more_slots("local[2]", 3)
+    'more cores: master local[3] or more'
+    >>> more_slots("spark://m:7077", 3)
+    'more cores: spark.cores.max (--total-executor-cores) of at least 3 x spark.task.cpus, on workers with cores free'
+    """
+    if is_local(master):
+        return f"more cores: master local[{needed}] or more"
+    if master.startswith("spark://"):
+        return (f"more cores: spark.cores.max (--total-executor-cores) of at least {needed} x "
+                f"spark.task.cpus, on workers with cores free")
+    return (f"more executors or cores: spark.executor.instances x spark.executor.cores of at "
+            f"least {needed} x spark.task.cpus")
 
 
 def is_local(master: str) -> bool:

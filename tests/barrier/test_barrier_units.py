@@ -67,6 +67,16 @@ def test_resource_checks():
     check_resources(4, None, "yarn", False)
     with pytest.raises(BarrierSetupError, match="3 task slots"):
         check_resources(4, 3, "spark://m:7077", False)
+    # the remedy in the cluster manager's own terms
+    for master, remedy in [("local[2]", "master local[4] or more"),
+                           ("spark://m:7077", "spark.cores.max (--total-executor-cores) of at "
+                                              "least 4 x spark.task.cpus"),
+                           ("yarn", "spark.executor.instances x spark.executor.cores of at "
+                                    "least 4 x spark.task.cpus")]:
+        with pytest.raises(BarrierSetupError) as refused:
+            check_resources(4, 3, master, False)
+        assert remedy in str(refused.value)
+        assert ("local[" in str(refused.value).split("):")[1]) == master.startswith("local")
     # no executors at all: fewer workers would not help (another application holds the cores)
     with pytest.raises(BarrierSetupError, match=r"has no executors \(master spark://m:7077\): "
                                                 r"the cluster gave it no cores; is another "
