@@ -30,8 +30,8 @@ __all__ = ["EnvironmentMissing", "REQUIRED", "on_executor", "package_zip", "pars
 REQUIRED = ("numpy", "pyarrow", "multiprocess", "psutil")
 """What sparktimely imports on an executor besides itself and pyspark."""
 
-REMEDY = ("install them for that Python on every node, or ship an environment: a virtualenv "
-          "that has them, packed with its links followed (tar czhf env.tar.gz -C VENV bin "
+REMEDY = ("for that Python on every node, or ship an environment: a virtualenv "
+          "with sparktimely's dependencies, packed with its links followed (tar czhf env.tar.gz -C VENV bin "
           "include lib pyvenv.cfg) or with conda-pack, given to the application with --conf "
           "spark.archives=env.tar.gz#env --conf spark.pyspark.python=./env/bin/python (with "
           "spark-submit add --conf spark.pyspark.driver.python=$(which python), so the driver "
@@ -213,7 +213,8 @@ def on_executor(task: Callable, name: str | None = None) -> Callable:
                  f"{sys.executable}, {sys.version.split()[0]})")
         if missing:
             raise RuntimeError(f"{where}: {', '.join(missing)} "
-                               f"{'is' if len(missing) == 1 else 'are'} missing there: {remedy}")
+                               f"{'is' if len(missing) == 1 else 'are'} missing there: install "
+                               f"{'it' if len(missing) == 1 else 'them'} {remedy}")
         try:
             function = pickle.loads(payload)
         except ImportError as error:

@@ -340,3 +340,16 @@ def test_a_task_whose_first_worker_of_the_host_never_comes_fails_naming_it():
     assert failed.value.index == 1
     assert failed.value.message.startswith("TimeoutError: worker 0 (Spark partition 0), the "
                                            "first of this host's workers, did not create")
+
+
+def test_an_executor_missing_one_module_is_told_to_install_it(monkeypatch):
+    pytest.importorskip("pyspark")
+    from sparktimely.barrier import _ship
+    for required, told in [(("numpy", "no_such_module_st"), "is missing there: install it for "),
+                           (("no_such_module_st", "nor_this_one_st"),
+                            "are missing there: install them for ")]:
+        monkeypatch.setattr(_ship, "REQUIRED", required)
+        with pytest.raises(RuntimeError) as refused:
+            _ship.on_executor(lambda: 1)()
+        assert f"(No module named '{required[-1]}') {told}that Python on every node" in str(
+            refused.value)
