@@ -285,6 +285,7 @@ class ArrowReducer:
         self.total = kind.depth == 0
         self.pending: dict = {}          # time -> uint64 hashes of keys to evaluate then
         self.out_schema: pa.Schema | None = None
+        self._out_fields: pa.Schema | None = None   # out_schema without the hash
         self.key: list = []
         self.counts = CountIndex()
         self.keep_index = keep_index
@@ -513,11 +514,17 @@ class ArrowReducer:
         integer evaluation: a batch per time to send, and one for the output trace."""
         if not made:
             return [], None
-        self.out_schema = schema
-        produced = [(time, table_batch(_matrix_table(m, schema))) for time, m in made]
-        matrix = np.vstack([m for _, m in made])
+        if schema is not self.out_schema or self._out_fields is None:
+            self.out_schema, self._out_fields = schema, pa.schema(list(schema)[1:])
+        matrix = made[0][1] if len(made) == 1 else np.vstack([m for _, m in made])
+        rows = _matrix_batch(matrix, self._out_fields)
+        produced = []                   # each time's rows: a slice of the trace's batch
+        start = 0
+        for time, m in made:
+            produced.append((time, rows.slice(start, len(m))))
+            start += len(m)
         out_batch = ArrowBatch.build(
-            _matrix_table(matrix, schema),
+            pa.Table.from_batches([rows]),
             np.concatenate([constant_times(self.kind, time, len(m)) for time, m in made],
                            axis=1),
             key, lower, upper, self.kind, consolidated=True,
@@ -569,16 +576,24 @@ def _negated(matrix: np.ndarray) -> np.ndarray:
     return out
 
 
-def _matrix_table(matrix: np.ndarray, schema: pa.Schema) -> pa.Table:
-    """An int64 matrix (hash first) as a table of ``schema`` without the hash."""
-    fields = list(schema)[1:]
+def _matrix_batch(matrix: np.ndarray, fields: pa.Schema) -> pa.RecordBatch:
+    """An int64 matrix as a batch of ``fields``, the matrix's columns but its first (the key
+    hash).
+
+    >>> _matrix_batch(np.array([[9, 4, 1], [8, -2, -1]]),
+    ...               pa.schema([("k", pa.int32()), (DIFF, pa.int64())])).to_pydict()
+    {'k': [4, -2], 'diff': [1, -1]}
+    """
     arrays = []
     for i, field in enumerate(fields, start=1):
         values = np.ascontiguousarray(matrix[:, i])
-        if field.type == pa.uint64():
+        if field.type == _UINT64:
             values = values.view(np.uint64)
         arrays.append(pa.array(values, field.type))
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    return pa.RecordBatch.from_arrays(arrays, schema=fields)
+
+
+_UINT64 = pa.uint64()
 
 
 def count_updates(batches: list, out_history: list, lower: list, upper: list,
