@@ -245,13 +245,18 @@ def reduced(c: Multiset, aggregate: Callable[[list[tuple[int, int]]], int]) -> M
     return Counter({(key, aggregate(values)): 1 for key, values in groups.items()})
 
 
+ORACLE_ROUNDS = 10_000
+"""How many rounds the oracle's fixed points may take: ``iterated`` climbs one step a round
+from the least value to 4, and the values made by earlier steps reach below -100."""
+
+
 def fixed_point(c: Multiset, step: Callable[[Multiset], Multiset]) -> Multiset:
-    for _ in range(100):
+    for _ in range(ORACLE_ROUNDS):
         following = step(c)
         if following == c:
             return c
         c = following
-    raise AssertionError("the oracle found no fixed point")
+    raise AssertionError(f"the oracle found no fixed point in {ORACLE_ROUNDS} rounds")
 
 
 def iterated(c: Multiset) -> Multiset:
