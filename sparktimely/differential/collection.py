@@ -320,7 +320,7 @@ class Collection:
         >>> st.example(build).extract()
         [(Product(0, 0), [(1, Product(0, 0), 1)])]
         """
-        return Collection(enter_stream(self.inner, scope, _enter_records))
+        return Collection(enter_stream(self.inner, scope, _enter_records(scope)))
 
     def leave(self) -> "Collection":
         """This collection in the enclosing scope; ``Product(t, i)`` becomes ``t``, so the
@@ -621,10 +621,16 @@ def _require_collection(operator: str, other: Any) -> None:
                         f"dd.as_collection or an InputSession)")
 
 
-def _enter_records(batch: Any) -> Any:
-    """The times inside a batch of updates entering an iterative scope (the Enter operator
-    moves the batch's own time): ``t`` becomes ``Product(t, 0)``; Arrow batches carry none."""
-    return batch if batch.__class__ is not list else [(d, Product(t, 0), r) for d, t, r in batch]
+def _enter_records(scope: "Scope") -> Callable[[Any], Any]:
+    """How the times inside a batch of updates entering the nested ``scope`` change (the
+    Enter operator moves the batch's own time): ``t`` becomes ``Product(t, start)``, ``start``
+    the scope's least inner time (0 in an iterative scope); Arrow batches carry none."""
+    start = scope.kind.minimum().inner if scope.kind.depth else 0
+
+    def restamp(batch: Any) -> Any:
+        return batch if batch.__class__ is not list else [(d, Product(t, start), r)
+                                                          for d, t, r in batch]
+    return restamp
 
 
 def _leave_records(batch: Any) -> Any:

@@ -197,6 +197,23 @@ def test_nested_iterate(workers):
     check_rounds(build, lambda e, r: {n: 1 for n in bfs(e, list(r))}, inputs, processes(workers))
 
 
+@pytest.mark.timeout(120)
+def test_variable_in_a_scope_of_product_rounds(run):
+    """Reachability by a Variable in ``scope.scoped(name, Product, ...)`` (inner times are
+    Products, a round is ``Product(0, Product(0, 1))``), edges deleted over rounds. Entering
+    stamped the updates ``Product(t, 0)``, below the scope's least time (an arrangement
+    refused them: "a time went back"), and the step lost its outer 0 (a feedback error)."""
+    def build(scope, edges, roots):
+        def loop(inner):
+            reach = dd.Variable.new_from(roots.enter(inner), step=st.Product(0, st.Product(0, 1)))
+            step = reach.map(lambda n: (n, ())).join_map(edges.enter(inner), lambda n, _, m: m)
+            return reach.set(step.concat(roots.enter(inner)).distinct()).leave()
+        return scope.scoped("Rounds", st.Product, loop)
+    inputs = [[[((0, 1), 1), ((1, 2), 1), ((2, 3), 1), ((4, 5), 1)], [((1, 2), -1), ((0, 4), 1)],
+               [((1, 2), 1)]], [[(0, 1)]]]
+    check_rounds(build, lambda e, r: {n: 1 for n in bfs(e, list(r))}, inputs, run)
+
+
 def test_iterate_needs_a_collection_back():
     def build(scope):
         dd.from_stream(scope.to_stream([1])).iterate(lambda c: None)

@@ -54,7 +54,7 @@ def loop_summary(depth: int, step: Any) -> Any:
     >>> loop_summary(1, 1), loop_summary(2, Product(0, 3))
     (Product(0, 1), Product(Product(0, 0), 3))
     """
-    if step.__class__ is Product and step.outer == 0:
+    if step.__class__ is Product and step.outer == 0 and step.inner.__class__ is int:
         step = step.inner
     if step.__class__ is not int:
         return step
