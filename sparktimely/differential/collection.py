@@ -712,6 +712,12 @@ class Arranged(Generic[Trace_co]):
         stream = self.stream.enter(scope)
         if scope.kind.depth == self.scope.kind.depth:
             return Arranged(stream, self.trace, self.key, self.since)
+        rounds = scope.kind.inners[-1]
+        if rounds is not int:
+            raise ValueError(f"Arranged.enter: scope {scope.name!r} counts its rounds in "
+                             f"{rounds.__name__} times; an arrangement enters only scopes of "
+                             f"int rounds (scope.iterative, scope.scoped(name, int, ...)): "
+                             f"enter the collection and arrange it inside")
         handle = EnteredHandle(self.trace.clone())
         scope.hold(handle)
         return Arranged(entered_stream(stream), handle, self.key,

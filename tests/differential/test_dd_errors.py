@@ -632,6 +632,22 @@ def test_an_import_into_an_iterative_scope_says_to_import_at_the_top_and_enter()
         st.execute_directly(job)
 
 
+def test_an_arrangement_entering_a_scope_of_product_rounds_says_to_enter_the_collection():
+    """It failed in the join, comparing Product(0, 0) with 0."""
+    def build(scope):
+        edges = dd.from_stream(scope.to_stream([(0, 1)]))
+        arranged = edges.arrange_by_key()
+
+        def rounds(inner):
+            return arranged.enter(inner).semijoin(edges.map(lambda e: e[0]).enter(inner)).leave()
+        return scope.scoped("Rounds", Product, rounds)
+    with pytest.raises(ValueError, match=re.escape(
+            "Arranged.enter: scope 'dataflow-0/Rounds-1' counts its rounds in Product times; "
+            "an arrangement enters only scopes of int rounds (scope.iterative, "
+            "scope.scoped(name, int, ...)): enter the collection and arrange it inside")):
+        st.example(build)
+
+
 @pytest.mark.parametrize("timestamp", [int, st.Product])
 @pytest.mark.timeout(60)
 def test_an_import_of_a_trace_arranged_in_a_loop_says_to_arrange_it_outside(timestamp):
