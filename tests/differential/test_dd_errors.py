@@ -648,6 +648,22 @@ def test_an_arrangement_entering_a_scope_of_product_rounds_says_to_enter_the_col
         st.example(build)
 
 
+def test_arrow_collections_in_a_scope_of_product_rounds_are_refused_naming_the_times():
+    """It failed in int(), given a Product."""
+    def build(scope):
+        session = dd.InputSession()
+        rows = session.to_collection(scope)
+        session.update_batch(pa.record_batch({"k": pa.array([1, 2], pa.int64()),
+                                              "diff": pa.array([1, 1], pa.int64())}))
+        session.close()
+        return scope.scoped("Rounds", Product, lambda inner: rows.enter(inner).distinct().leave())
+    with pytest.raises(st.OperatorError, match=re.escape(
+            "operator 'ArrangeBySelf' (address (0, -1, 2)) raised TypeError: Arrow collections "
+            "need int or Product-of-int times, not times like Product(0, Product(0, 0)) (a "
+            "scope.scoped of other rounds)")):
+        st.example(build)
+
+
 @pytest.mark.parametrize("timestamp", [int, st.Product])
 @pytest.mark.timeout(60)
 def test_an_import_of_a_trace_arranged_in_a_loop_says_to_arrange_it_outside(timestamp):

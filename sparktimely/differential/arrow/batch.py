@@ -103,10 +103,9 @@ def coordinate_kind(kind: TimeKind) -> TimeKind:
     >>> coordinate_kind(TimeKind(Product)), coordinate_kind(TimeKind(int).nested())
     (TimeKind(int, int), TimeKind(int, int))
     """
-    if kind.base is Product:
-        return TimeKind(int, inners=(int,) + kind.inners)
-    coordinates(kind)
-    return kind
+    stored = TimeKind(int, inners=(int,) + kind.inners) if kind.base is Product else kind
+    coordinates(stored)
+    return stored
 
 
 def coordinates(kind: TimeKind) -> int:
@@ -115,6 +114,9 @@ def coordinates(kind: TimeKind) -> int:
     if kind.base is not int:
         raise TypeError(f"Arrow collections need int or Product-of-int times, not "
                         f"{kind.base.__name__}")
+    if any(inner is not int for inner in kind.inners):
+        raise TypeError(f"Arrow collections need int or Product-of-int times, not times "
+                        f"like {kind.minimum()!r} (a scope.scoped of other rounds)")
     return kind.depth + 1
 
 
