@@ -16,6 +16,7 @@ import pickle
 import select
 import socket
 import struct
+from collections import deque
 from typing import IO, Any, Callable, Iterable, Protocol, Self, TypeVar
 
 from ..dataflow import OperatorBuilder, Pipeline, ProbeHandle
@@ -198,8 +199,7 @@ class EventLink:
     """
 
     def __init__(self) -> None:
-        self._events: list[tuple] = []
-        self._read = 0
+        self._events: deque[tuple] = deque()    # those not read yet: a read one is let go
 
     def push(self, event: tuple) -> None:
         """Append an event.
@@ -221,11 +221,7 @@ class EventLink:
         >>> link.next(), link.next()
         (('progress', [(0, -1)]), None)
         """
-        if self._read == len(self._events):
-            return None
-        event = self._events[self._read]
-        self._read += 1
-        return event
+        return self._events.popleft() if self._events else None
 
     def replay_into(self, scope: ScopeCore[S]) -> S:
         """The logged stream, replayed into ``scope``.

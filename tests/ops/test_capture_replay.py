@@ -7,6 +7,7 @@ import re
 import shutil
 import socket
 import tempfile
+import weakref
 
 import numpy as np
 import pyarrow as pa
@@ -81,6 +82,35 @@ def test_replay_follows_the_logged_frontier(workers):
     per_time = {t: sum(c) for t, c in got}
     assert per_time == {t: len(xs) for t, xs in enumerate(ROUNDS) if xs}
 
+
+
+class Token:
+    """A record whose release a test can see."""
+    __slots__ = ("__weakref__",)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", WORKERS)
+def test_an_event_link_lets_go_of_the_events_it_replayed(workers):
+    """A link replayed round after round holds what is not read yet, not every event it
+    was given (a log_stream's memory grew with every step)."""
+    def job(worker):
+        link, handle, alive, counts = st.EventLink(), st.InputHandle(), weakref.WeakSet(), {}
+        worker.dataflow(lambda scope: scope.input_from(handle).capture_into(link))
+        probe = worker.dataflow(lambda scope: link.replay_into(scope).count()
+                                .inspect_time(lambda t, n: counts.__setitem__(t, n)).probe())
+        for r in range(200):
+            tokens = [Token() for _ in range(3)]
+            alive.update(tokens)
+            handle.send_batch(tokens)
+            handle.advance_to(r + 1)
+            worker.step_while(lambda: probe.less_than(r + 1))
+        del tokens
+        handle.close()
+        worker.run()
+        return len(alive), counts
+    for left, counts in st.execute(job, workers=workers):
+        assert (left, counts) == (0, {t: 3 for t in range(200)})
 
 def test_a_log_read_while_it_is_written_waits_for_whole_events():
     directory = tempfile.mkdtemp()
