@@ -264,6 +264,17 @@ class Registry:
         _close(gone)
         return gone[-1] if gone else None
 
+    def _discard(self, name: str, callback: Callback) -> None:
+        """Stop logging ``name`` to ``callback`` alone, without handing it anything more
+        (the feed of a :func:`log_stream` whose dataflow was dropped: nothing reads it)."""
+        logger = self._loggers.get(name)
+        if logger is None or not any(c is callback for c in logger.callbacks):
+            return
+        logger.callbacks = [c for c in logger.callbacks if c is not callback]
+        if not logger.callbacks:
+            del self._loggers[name]
+            self._attach()
+
     def get(self, name: str) -> Logger | None:
         """The logger of ``name`` (to log a program's own events with ``log(event)``).
 
@@ -412,8 +423,10 @@ def log_stream(scope: "ScopeCore[S]", name: str = "timely") -> S:
     >>> st.execute_directly(job)
     ['Capture', 'Filter', 'Map', 'Map', 'Probe', 'Replay', 'ToStream']
     """
-    link = EventLink()
-    registry_of(scope.dataflow.worker).add(name, BatchLogger(link))
+    link, registry = EventLink(), registry_of(scope.dataflow.worker)
+    logger = BatchLogger(link)
+    registry.add(name, logger)
+    scope.on_drop(lambda: registry._discard(name, logger))    # else it fills a link nobody reads
     return link.replay_into(scope)
 
 
