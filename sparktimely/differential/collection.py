@@ -39,7 +39,8 @@ import pyarrow as pa
 from ..dataflow import Pipeline
 from ..dataflow.builder import enter as enter_stream, leave as leave_stream, per_batch
 from ..dataflow.containers import large_layouts
-from ..errors import require_function
+from ..dataflow.scope import ScopeCore
+from ..errors import require_function, require_type
 from ..progress.timestamp import Product
 from .arrow.reduce import count_spec, distinct_spec
 from .recovery import checkpointing
@@ -320,6 +321,8 @@ class Collection:
         >>> st.example(build).extract()
         [(Product(0, 0), [(1, Product(0, 0), 1)])]
         """
+        require_type("Collection.enter", scope, ScopeCore, "a scope nested directly in the "
+                     "collection's (inside iterate, the inner collection's is .scope)")
         return Collection(enter_stream(self.inner, scope, _enter_records(scope)))
 
     def leave(self) -> "Collection":

@@ -615,6 +615,21 @@ def test_as_collection_of_an_arrow_arrangement_refuses_a_function():
 
 
 @pytest.mark.timeout(60)
+def test_entering_a_collection_instead_of_a_scope_names_enter_and_the_scope_to_use():
+    """Inside iterate, ``edges.enter(inner)`` with ``inner`` the iterated collection was an
+    AttributeError about 'parent', from inside sparktimely."""
+    def build(scope):
+        edges = dd.from_stream(scope.to_stream([(1, 2)]))
+        return dd.from_stream(scope.to_stream([1])).iterate(
+            lambda inner: edges.enter(inner).map(lambda e: e[1]).concat(inner).distinct())
+    with pytest.raises(TypeError, match=re.escape(
+            "Collection.enter: expected a scope nested directly in the collection's (inside "
+            "iterate, the inner collection's is .scope), got Collection(scope='dataflow-0/"
+            "iterative-1') (Variable)")):
+        st.example(build)
+
+
+@pytest.mark.timeout(60)
 def test_an_import_into_an_iterative_scope_says_to_import_at_the_top_and_enter():
     """It was told as times of two types."""
     def job(worker):
