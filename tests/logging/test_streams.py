@@ -145,6 +145,7 @@ def test_dropping_a_log_streams_dataflow_ends_its_feed(run):
         assert names == ["timely"] and after == []
         assert {"Map", "ToStream", "Capture"} <= set(seen)
 
+
 @pytest.mark.timeout(120)
 def test_a_programs_own_logging_leaves_the_log_files_whole(tmp_path):
     """Under execute(log_dir=...), the program's own insert (README's example) and a

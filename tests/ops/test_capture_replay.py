@@ -83,7 +83,6 @@ def test_replay_follows_the_logged_frontier(workers):
     assert per_time == {t: len(xs) for t, xs in enumerate(ROUNDS) if xs}
 
 
-
 class Token:
     """A record whose release a test can see."""
     __slots__ = ("__weakref__",)
