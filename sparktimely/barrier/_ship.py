@@ -30,10 +30,10 @@ __all__ = ["EnvironmentMissing", "REQUIRED", "on_executor", "package_zip", "pars
 REQUIRED = ("numpy", "pyarrow", "multiprocess", "psutil")
 """What sparktimely imports on an executor besides itself and pyspark."""
 
-REMEDY = ("for that Python on every node, or ship an environment: a virtualenv "
-          "with sparktimely's dependencies, packed with its links followed (tar czhf env.tar.gz -C VENV bin "
-          "include lib pyvenv.cfg) or with conda-pack, given to the application with --conf "
-          "spark.archives=env.tar.gz#env --conf spark.pyspark.python=./env/bin/python (with "
+REMEDY = ("for that Python on every node, or ship an environment: a virtualenv with "
+          "sparktimely's dependencies, packed with its links followed (tar czhf env.tar.gz -C "
+          "VENV bin include lib pyvenv.cfg) or with conda-pack, given to the application with "
+          "--conf spark.archives=env.tar.gz#env --conf spark.pyspark.python=./env/bin/python (with "
           "spark-submit add --conf spark.pyspark.driver.python=$(which python), so the driver "
           "keeps its own Python; see sparktimely's README, 'On a real cluster')")
 
